@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Error codes and the thread-local last-error record. A failure is recorded
+ * once, where its facts are known; everything above passes the code up.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../internal.h"
+
+static _Thread_local struct rsd_error last_error = {
+	.failed_action_index = -1,
+	.failed_reservation_index = -1,
+};
+
+static const char *const err_names[RSD_EMAX] = {
+	[0] = "success",
+	[RSD_EINVAL] = "invalid argument value",
+	[RSD_ETYPE] = "invalid argument type",
+	[RSD_EUSAGE] = "usage error",
+	[RSD_ENOTFOUND] = "not found",
+	[RSD_EBUDGET] = "residency budget exceeded",
+	[RSD_EHANDLE] = "invalid residency handle",
+	[RSD_EUNAVAILABLE] = "residency value unavailable",
+	[RSD_EINUSE] = "residency value in use",
+	[RSD_ELIFETIME] = "residency lifetime closed",
+	[RSD_EMATERIAL] = "invalid materialization",
+	[RSD_EOWNERSHIP] = "residency ownership violation",
+	[RSD_EPLAN] = "residency plan infeasible",
+	[RSD_ESTALE] = "residency state is stale",
+	[RSD_ESEARCHLIMIT] = "residency search limit reached",
+	[RSD_EEXEC] = "residency plan execution failed",
+	[RSD_ECLOSED] = "residency manager closed",
+	[RSD_EREENTRANT] = "residency manager re-entered",
+	[RSD_ENOMEM] = "out of memory",
+	[RSD_EDEVICE] = "device driver failure",
+	[RSD_ESOURCE] = "reconstruction source failed",
+};
+
+const char *rsd_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	if (err >= RSD_EMAX)
+		return "unknown error";
+	return err_names[err];
+}
+
+bool rsd_err_is_plan_error(int err)
+{
+	if (err < 0)
+		err = -err;
+	return err == RSD_EPLAN || err == RSD_ESTALE || err == RSD_ESEARCHLIMIT;
+}
+
+const char *rsd_phase_name(enum rsd_plan_phase phase)
+{
+	static const char *const names[] = {
+		[RSD_PHASE_NONE] = "none",       [RSD_PHASE_EXECUTE] = "execute",
+		[RSD_PHASE_RECLAIM] = "reclaim", [RSD_PHASE_RESERVE] = "reserve",
+		[RSD_PHASE_ENTER] = "enter",     [RSD_PHASE_EXIT] = "exit",
+	};
+	if ((unsigned)phase >= RSD_ARRAY_SIZE(names))
+		return "unknown";
+	return names[phase];
+}
+
+const struct rsd_error *rsd_last_error(void)
+{
+	return &last_error;
+}
+
+struct rsd_error *rsd__err_record(void)
+{
+	return &last_error;
+}
+
+void rsd__err_clear(void)
+{
+	memset(&last_error, 0, sizeof(last_error));
+	last_error.failed_action_index = -1;
+	last_error.failed_reservation_index = -1;
+}
+
+int rsd__verr(int code, const char *fmt, va_list ap)
+{
+	if (code < 0)
+		code = -code;
+	rsd__err_clear();
+	last_error.code = code;
+	vsnprintf(last_error.message, sizeof(last_error.message), fmt, ap);
+	return -code;
+}
+
+int rsd__err(int code, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = rsd__verr(code, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+int rsd__err_budget(struct rsd_location at, uint64_t budget, uint64_t used, uint64_t reserved,
+		    uint64_t requested)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	rsd__err(RSD_EBUDGET,
+		 "Residency budget exceeded at %s: budget=%llu, used=%llu, reserved=%llu, requested=%llu",
+		 rsd_location_name(at, name, sizeof(name)), (unsigned long long)budget,
+		 (unsigned long long)used, (unsigned long long)reserved,
+		 (unsigned long long)requested);
+	last_error.has_location = true;
+	last_error.location = at;
+	last_error.has_budget = true;
+	last_error.budget_bytes = budget;
+	last_error.used_bytes = used;
+	last_error.reserved_bytes = reserved;
+	last_error.requested_bytes = requested;
+	return -RSD_EBUDGET;
+}
+
+int rsd__err_stale(uint64_t expected, uint64_t actual)
+{
+	rsd__err(RSD_ESTALE, "Residency state is stale: expected state_version %llu, actual %llu",
+		 (unsigned long long)expected, (unsigned long long)actual);
+	last_error.has_versions = true;
+	last_error.expected_version = expected;
+	last_error.actual_version = actual;
+	return -RSD_ESTALE;
+}

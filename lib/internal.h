@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private helpers shared by every layer of librsd. Nothing here is exported:
+ * the version script keeps only rsd_* symbols of include/rsd/ visible, and
+ * these carry the rsd__ (double underscore) prefix, which it hides.
+ */
+#ifndef RSD_INTERNAL_H
+#define RSD_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rsd/rsd.h>
+
+#define RSD_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define rsd__printf(a, b) __attribute__((format(printf, a, b)))
+#define rsd__likely(x) __builtin_expect(!!(x), 1)
+#define rsd__unlikely(x) __builtin_expect(!!(x), 0)
+#else
+#define rsd__printf(a, b)
+#define rsd__likely(x) (x)
+#define rsd__unlikely(x) (x)
+#endif
+
+/*
+ * Record a failure on this thread and return -code. Every public function
+ * that fails calls one of these exactly once, at the point that knows the
+ * facts; callers further up propagate the negative code untouched.
+ */
+int rsd__err(int code, const char *fmt, ...) rsd__printf(2, 3);
+int rsd__verr(int code, const char *fmt, va_list ap);
+/* A budget rejection with its structured fields. */
+int rsd__err_budget(struct rsd_location at, uint64_t budget, uint64_t used, uint64_t reserved,
+		    uint64_t requested);
+/* A stale-state rejection with its structured fields. */
+int rsd__err_stale(uint64_t expected, uint64_t actual);
+/* The thread's record, for callers that add structured fields after
+ * rsd__err() (phase, indices, cause, search figures). */
+struct rsd_error *rsd__err_record(void);
+/* Clear the thread's record (code 0). */
+void rsd__err_clear(void);
+
+/* Wall clock, Unix nanoseconds. */
+uint64_t rsd__now_ns(void);
+
+/* Quote a string the way the reference's repr does (semantics.md §12.3),
+ * into buf; returns buf (truncated to len). */
+char *rsd__quote(const char *s, char *buf, size_t len);
+/* Non-NULL and containing a non-whitespace character. */
+bool rsd__nonblank(const char *s);
+/* strdup that records -RSD_ENOMEM on failure. */
+char *rsd__strdup(const char *s);
+
+/* Canonical dense slot of a statically valid location: pageable 0,
+ * pinned 1, cuda:N 2 + N. */
+#define RSD_NSLOTS (2 + RSD_CUDA_MAX_DEVICE + 1)
+static inline unsigned rsd__loc_slot(struct rsd_location loc)
+{
+	return loc.kind == RSD_CUDA ? 2u + (unsigned)loc.device : (unsigned)loc.kind;
+}
+struct rsd_location rsd__slot_loc(unsigned slot);
+
+/* "ResidencyLocation(kind='...', device=device(type='...'))" of §12.3. */
+const char *rsd__loc_repr(struct rsd_location loc, char *buf, size_t len);
+
+#endif
