@@ -19,10 +19,12 @@
 #if defined(__GNUC__)
 #define rsd__printf(a, b) __attribute__((format(printf, a, b)))
 #define rsd__likely(x) __builtin_expect(!!(x), 1)
+#define rsd__fallthrough __attribute__((fallthrough))
 #define rsd__unlikely(x) __builtin_expect(!!(x), 0)
 #else
 #define rsd__printf(a, b)
 #define rsd__likely(x) (x)
+#define rsd__fallthrough
 #define rsd__unlikely(x) (x)
 #endif
 

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+/* Closing (§14) and destroying a manager. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static int wait_pending(struct rsd_manager *m)
+{
+	struct rsd_lease_rec *l, *next;
+	int err;
+
+	for (l = m->leases; l; l = next) {
+		next = l->next;
+		if (l->state != RSD_LEASE_PENDING)
+			continue;
+		for (size_t i = 0; i < l->nevents; i++) {
+			err = m->ops->event_sync(m->ops_ctx, l->events[i]);
+			if (err)
+				return err;
+		}
+		rsd__lease_finalize(m, l);
+	}
+	return 0;
+}
+
+static void drop_everything(struct rsd_manager *m)
+{
+	struct rsd_lease_rec *l, *next;
+
+	for (l = m->leases; l; l = next) {
+		next = l->next;
+		if (l->obj)
+			l->obj->rec = NULL;
+		rsd__lease_retire(m, l);
+	}
+	rsd__lifetimes_drop(m);
+	for (size_t i = 0; i < m->nrecs; i++) {
+		struct rsd_record *rec = m->recs[i];
+
+		for (uint32_t j = 0; j < rec->nmats; j++)
+			rsd__resident_destroy(rec->mats[j].value);
+		if (rec->has_source && rec->source.release)
+			rec->source.release(rec->source.ctx);
+		free(rec->mats);
+		free(rec);
+	}
+	m->nrecs = 0;
+	m->ndirty = 0;
+	rsd__keymap_free(&m->owners);
+	for (unsigned s = 0; s < RSD_NSLOTS; s++) {
+		struct rsd_acct *a = &m->acct[s];
+
+		a->used = a->reserved = 0;
+		a->value_count = a->reservation_count = 0;
+		a->use_count = a->hold_count = a->pending_count = 0;
+	}
+	m->locs_dirty = true;
+}
+
+int rsd_manager_close(struct rsd_manager *m, unsigned flags)
+{
+	size_t active = 0, pending = 0, holds = 0, resv = 0;
+	int err;
+
+	if (!m)
+		return rsd__err(RSD_ETYPE, "rsd_manager_close: manager is NULL");
+	err = rsd__writer_enter(m, 0);
+	if (err)
+		return err;
+	if (m->closed)
+		goto out;
+	err = (flags & RSD_CLOSE_NOWAIT) ? rsd__reap(m) : wait_pending(m);
+	if (err)
+		goto out;
+	for (struct rsd_lease_rec *l = m->leases; l; l = l->next) {
+		active += l->state == RSD_LEASE_ACTIVE;
+		pending += l->state == RSD_LEASE_PENDING;
+	}
+	for (struct rsd_hold *h = m->holds; h; h = h->next)
+		holds++;
+	for (struct rsd_reservation *r = m->resv_head; r; r = r->next)
+		resv++;
+	if ((active || pending || holds || resv) && !(flags & RSD_CLOSE_FORCE)) {
+		err = rsd__err(RSD_EINUSE,
+			       "residency manager %llu is in use: active_leases=%zu, pending_leases=%zu, "
+			       "holds=%zu, reservations=%zu",
+			       (unsigned long long)m->id, active, pending, holds, resv);
+		goto out;
+	}
+	if (flags & RSD_CLOSE_FORCE)
+		for (unsigned i = 0; i < m->nknown; i++)
+			if (m->order[i] >= 2 && m->order[i] - 2u < (unsigned)m->ndevices)
+				m->ops->device_sync(m->ops_ctx, (int)m->order[i] - 2);
+	drop_everything(m);
+	m->closed = true;
+	rsd__bump(m);
+out:
+	rsd__writer_exit(m);
+	return err;
+}
+
+void rsd_manager_destroy(struct rsd_manager *m)
+{
+	if (!m)
+		return;
+	if (!m->closed && rsd_manager_close(m, RSD_CLOSE_FORCE))
+		rsd__warn(m, "destroying manager %llu: forced close failed: %s",
+			  (unsigned long long)m->id, rsd_last_error()->message);
+	/* Caller objects outliving the manager become inert. */
+	pthread_mutex_lock(&m->objs_lock);
+	for (struct rsd_objlink *o = m->objs.next; o; o = o->next)
+		o->m = NULL;
+	m->objs.next = NULL;
+	pthread_mutex_unlock(&m->objs_lock);
+	if (m->keep_alive) {
+		rsd__warn(m, "manager %llu is retained: an abandoned GPU lease could not be waited for",
+			  (unsigned long long)m->id);
+		return;
+	}
+	rsd__rcu_register();
+	/* Every replaced image's call_rcu callback has run after this. */
+	urcu_memb_barrier();
+	rsd__image_destroy(m);
+	free(m->recs);
+	free(m->dirty);
+	rsd__keymap_free(&m->owners);
+	pthread_mutex_destroy(&m->objs_lock);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}

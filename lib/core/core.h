@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The manager core: writer-side state and the images it publishes.
+ *
+ * Two worlds live here.
+ *
+ *  - The writer state (struct rsd_manager fields marked "protected by
+ *    m->lock"): value records, materializations with their protection
+ *    counts, per-location accounting, lifetimes. Only a thread holding the
+ *    transition lock reads or writes it.
+ *
+ *  - The published image (struct rsd_image): an immutable copy of the public
+ *    state, reachable from m->img through rcu_dereference(). Readers
+ *    (snapshot, explain, state_version, decide) take rcu_read_lock() and
+ *    never block the writer nor wait for it. The writer builds the next
+ *    image at the end of each committed writer call and swaps it in with
+ *    rcu_assign_pointer(); what the new image no longer shares is freed
+ *    with call_rcu() once no reader can hold it.
+ *
+ * Publication copies only what changed: values live in a persistent
+ * 32-way radix vector (pvec.c) indexed by registration order, so updating
+ * one value copies its image and the nodes on one root-to-leaf path (four
+ * nodes for a million values); the location table (at most 130 rows),
+ * reservation and pending-lease tables are rebuilt only when they change.
+ */
+#ifndef RSD_CORE_H
+#define RSD_CORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Inline the read-side fast path (see liburcu README: _LGPL_SOURCE). */
+#ifndef _LGPL_SOURCE
+#define _LGPL_SOURCE
+#endif
+#include <urcu/urcu-memb.h>
+
+#include "../internal.h"
+
+/* ---- residents ---------------------------------------------------------- */
+
+struct rsd_resident {
+	const struct rsd_type *type;
+	size_t nbuf;
+	struct rsd_buffer_view *bufs; /* inside this allocation */
+	void *meta;                   /* inside this allocation, meta_len bytes */
+	size_t meta_len;
+	/* Caller memory (wrap): called once at free. */
+	void (*release)(void *ctx, struct rsd_resident *r);
+	void *release_ctx;
+	/* Library memory (alloc): one block holding every buffer. */
+	const struct rsd_device_ops *ops;
+	void *ops_ctx;
+	struct rsd_location block_at;
+	void *block;
+	uint64_t block_nbytes;
+	/* Owned by a manager: rsd_resident_free() refuses it. */
+	bool managed;
+};
+
+/* Common location of every buffer; false when mixed (or no buffer). */
+bool rsd__resident_location(const struct rsd_resident *r, struct rsd_location *at);
+/* Allocate like rsd_resident_alloc() with an explicit driver. */
+int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int ndevices,
+			const struct rsd_type *type, struct rsd_location at, size_t nbuf,
+			const uint64_t *nbytes, const void *meta, size_t meta_len,
+			struct rsd_resident **out);
+/* Free a resident whatever its ownership. */
+void rsd__resident_destroy(struct rsd_resident *r);
+
+/* ---- per-value records (writer side) -------------------------------------- */
+
+/* One materialization; protected by m->lock. */
+struct rsd_mat {
+	struct rsd_location loc;
+	struct rsd_resident *value;
+	uint64_t storage_nbytes; /* S(value) at install time */
+	uint32_t use_count;      /* active leases */
+	uint32_t hold_count;     /* holds */
+	uint32_t pending_count;  /* released GPU leases whose events may still run */
+};
+
+static inline bool rsd__mat_protected(const struct rsd_mat *mat)
+{
+	return mat->use_count || mat->hold_count || mat->pending_count;
+}
+
+/* One managed value; protected by m->lock. Never freed before close. */
+struct rsd_record {
+	struct rsd_handle handle;
+	uint64_t index; /* registration order, discarded records included */
+	struct rsd_value_spec spec;
+	bool has_source;
+	struct rsd_source source;
+	struct rsd_location source_loc;
+	bool discarded;
+	bool dirty; /* on m->dirty: its image must be rebuilt at publish */
+	uint32_t nmats, capmats;
+	struct rsd_mat *mats; /* insertion order */
+};
+
+struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
+
+/* ---- per-location accounting ---------------------------------------------- */
+
+/* Indexed by rsd__loc_slot(); protected by m->lock. */
+struct rsd_acct {
+	bool known; /* in the registry (m->order) */
+	bool has_budget;
+	uint64_t budget;
+	uint64_t used, reserved;
+	uint64_t peak_used, peak_charged;
+	uint64_t value_count, reservation_count;
+	uint64_t use_count, hold_count, pending_count;
+};
+
+/* ---- storage-owner index (keymap.c) ---------------------------------------- */
+
+/* Key: (device, base address) of a non-empty backing allocation. */
+struct rsd_keymap_slot {
+	uintptr_t base; /* 0: empty */
+	int device;     /* -1 host */
+	struct rsd_record *owner;
+	struct rsd_location at;
+};
+
+struct rsd_keymap {
+	struct rsd_keymap_slot *slots;
+	size_t cap, count; /* cap a power of two */
+};
+
+struct rsd_keymap_slot *rsd__keymap_find(struct rsd_keymap *km, int device, const void *base);
+int rsd__keymap_insert(struct rsd_keymap *km, int device, const void *base, struct rsd_record *owner,
+		       struct rsd_location at);
+void rsd__keymap_remove(struct rsd_keymap *km, int device, const void *base);
+void rsd__keymap_free(struct rsd_keymap *km);
+
+/* ---- the published image (image.c, pvec.c) --------------------------------- */
+
+#define RSD_PV_BITS 5
+#define RSD_PV_WIDTH (1u << RSD_PV_BITS)
+
+struct rsd_pv_node {
+	uint64_t gen; /* the publication that created it: mutable only during it */
+	void *slot[RSD_PV_WIDTH];
+};
+
+struct rsd_pv {
+	struct rsd_pv_node *root;
+	unsigned shift; /* bits below the root level: 0 = root is a leaf */
+	uint64_t count;
+};
+
+struct rsd_img_mat {
+	struct rsd_location loc;
+	uint64_t storage_nbytes;
+	uint32_t use_count, hold_count, pending_count;
+};
+
+/* Immutable image of one value. */
+struct rsd_img_value {
+	struct rsd_handle handle;
+	struct rsd_value_spec spec;
+	bool has_source;
+	struct rsd_location source_loc;
+	bool discarded;
+	uint32_t nmats;
+	struct rsd_img_mat mats[];
+};
+
+/* Immutable image of one known location (registry order). */
+struct rsd_img_loc {
+	struct rsd_location loc;
+	struct rsd_acct acct;
+};
+
+struct rsd_img_resv {
+	struct rsd_location loc;
+	uint64_t nbytes;
+	const char *label; /* copied into the table's allocation */
+};
+
+struct rsd_lease_rec;
+
+/* Something the next image no longer references, freed after a grace period. */
+struct rsd_retired {
+	void (*fn)(struct rsd_manager *m, void *p);
+	void *p;
+};
+
+struct rsd_image {
+	struct rcu_head rcu;
+	struct rsd_manager *m;
+	uint64_t state_version;
+	bool closed;
+	struct rsd_pv values; /* struct rsd_img_value *, registration order */
+	uint32_t nlocs;
+	const struct rsd_img_loc *locs;
+	uint32_t nresv;
+	const struct rsd_img_resv *resv;
+	uint32_t npending;
+	struct rsd_lease_rec *const *pending; /* creation order */
+	/* Freed together with this image (they stopped being shared when the
+	 * image that replaced it was published). */
+	struct rsd_retired *retired;
+	size_t nretired, capretired;
+};
+
+void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i);
+/* Set slot i (i <= count; i == count appends), copying frozen nodes on the
+ * path and retiring them into rt. */
+int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt);
+/* Free every node (not the values) reachable from pv; used at destroy. */
+void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val));
+int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
+void rsd__retire_free(struct rsd_manager *m, void *p);
+
+/* Binary search of the image by handle id (ids grow with registration). */
+const struct rsd_img_value *rsd__img_find(const struct rsd_image *img, uint64_t id);
+const struct rsd_img_loc *rsd__img_loc(const struct rsd_image *img, struct rsd_location at);
+
+/*
+ * Reader side: registers the calling thread with liburcu on first use (and
+ * unregisters it at thread exit), then rcu_read_lock(). Returns the image.
+ */
+const struct rsd_image *rsd__read_begin(struct rsd_manager *m);
+void rsd__read_end(void);
+/* Make sure the calling thread is a registered RCU thread. */
+void rsd__rcu_register(void);
+
+/* ---- lifetimes ------------------------------------------------------------- */
+
+enum rsd_lease_state { RSD_LEASE_ACTIVE, RSD_LEASE_PENDING };
+
+/*
+ * Manager side of a lease; protected by m->lock. Once PENDING it is
+ * immutable and published (readers query its events), so it is freed only
+ * through retirement.
+ */
+struct rsd_lease_rec {
+	uint64_t id;
+	struct rsd_location loc;
+	enum rsd_lease_state state;
+	size_t n;
+	struct rsd_record **recs; /* covered values, first-occurrence order */
+	uint64_t *ids;            /* their handle ids (for readers) */
+	size_t nevents;
+	void **events;
+	uint64_t pending_since_ns;
+	struct rsd_lease *obj;       /* the caller's object while active */
+	struct rsd_lease_rec *next; /* m->leases list, creation order */
+};
+
+/*
+ * Every caller-owned lifetime object links itself into m->objs so that
+ * destroying the manager can detach it (link.m = NULL): releasing or
+ * freeing it afterwards is then a silent no-op instead of a use after free.
+ * The list is protected by m->objs_lock, never held across a manager call.
+ */
+struct rsd_objlink {
+	struct rsd_manager *m;
+	struct rsd_objlink *prev, *next;
+};
+
+void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link);
+void rsd__obj_unlink(struct rsd_objlink *link);
+
+/* The caller's lease object. */
+struct rsd_lease {
+	struct rsd_objlink link;
+	pthread_mutex_t lock; /* active flag and streams; taken before m->lock */
+	const struct rsd_device_ops *ops;
+	void *ops_ctx;
+	struct rsd_lease_rec *rec; /* protected by m->lock; NULL once released or closed */
+	bool active;
+	struct rsd_location loc;
+	size_t n;
+	struct rsd_handle *handles;
+	size_t nstreams, capstreams;
+	void **streams;
+};
+
+struct rsd_hold {
+	struct rsd_objlink link;
+	uint64_t id;
+	bool active;  /* caller's view */
+	bool tracked; /* the manager still counts it; protected by m->lock */
+	struct rsd_location loc;
+	size_t n;
+	struct rsd_record **recs;
+	struct rsd_hold *next, *prev; /* m->holds; protected by m->lock */
+};
+
+struct rsd_reservation {
+	struct rsd_objlink link;
+	uint64_t id;
+	bool active;
+	bool tracked;
+	struct rsd_location loc;
+	uint64_t nbytes;
+	char *label;
+	struct rsd_reservation *next, *prev; /* m->resv_head, creation order */
+};
+
+/* ---- the manager ----------------------------------------------------------- */
+
+struct rsd_manager {
+	uint64_t id;
+	const struct rsd_device_ops *ops; /* never NULL: host driver at least */
+	void *ops_ctx;
+	int ndevices; /* visible CUDA devices, fixed at create */
+	void (*warn)(void *ctx, const char *message);
+	void *warn_ctx;
+
+	/*
+	 * The transition lock serializes every writer call. It is taken through
+	 * rsd__writer_enter(), which refuses while a source callback runs
+	 * (callback_active) and refuses same-thread re-entry (owner).
+	 */
+	pthread_mutex_t lock;
+	atomic_bool callback_active;
+	atomic_uintptr_t owner; /* token of the thread in a writer call, 0 */
+	pthread_mutex_t objs_lock; /* m->objs only */
+	struct rsd_objlink objs;   /* caller lifetime objects, list head */
+
+	/* The published image; written by the writer under m->lock. */
+	struct rsd_image *img;
+	uint64_t gen; /* current publication generation; protected by m->lock */
+
+	/* Everything below is protected by m->lock. */
+	bool closed;
+	uint64_t version;
+	struct rsd_record **recs; /* registration order == ascending handle id */
+	size_t nrecs, caprecs;
+	struct rsd_acct acct[RSD_NSLOTS];
+	uint8_t order[RSD_NSLOTS]; /* registry order of known slots */
+	unsigned nknown;
+	struct rsd_keymap owners;
+	struct rsd_lease_rec *leases; /* creation order, active and pending */
+	struct rsd_hold *holds;
+	struct rsd_reservation *resv_head, *resv_tail;
+	uint64_t next_lifetime_id;
+	/* The manager must never free its storage: an abandoned GPU lease
+	 * could not be waited for (§10.9). */
+	bool keep_alive;
+	/* Publication bookkeeping. */
+	struct rsd_record **dirty;
+	size_t ndirty, capdirty;
+	bool locs_dirty, resv_dirty, pending_dirty;
+};
+
+/* Process-unique, never 0: manager, handle and lifetime ids. */
+uint64_t rsd__next_id(void);
+
+/*
+ * Writer entry: guard (callback, re-entry), transition lock, then the
+ * prologue named by flags. On success the lock is held; leave with
+ * rsd__writer_exit(), which publishes what changed and unlocks.
+ */
+#define RSD_W_OPEN 1u /* refuse a closed manager */
+#define RSD_W_REAP 2u /* reap completed leases */
+int rsd__writer_enter(struct rsd_manager *m, unsigned flags);
+void rsd__writer_exit(struct rsd_manager *m);
+/* Publish the writer state now (writer_exit does it). */
+int rsd__publish(struct rsd_manager *m);
+int rsd__publish_first(struct rsd_manager *m);
+/* Free the last image; after rcu_barrier() at destroy. */
+void rsd__image_destroy(struct rsd_manager *m);
+
+int rsd__check_spec(const struct rsd_value_spec *spec);
+/* Validate a location against this manager's runtime (§1.3). */
+int rsd__check_location(const struct rsd_manager *m, struct rsd_location at);
+/* Validate a stream for a destination (§8.1 step 5). */
+int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at);
+/* Resolve a handle (§4.2). */
+int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
+/* Admission rule (§9.1) for n more bytes at slot; records the error. */
+int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
+/* Record a location lazily (+1) when not yet known. */
+void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
+void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
+void rsd__bump(struct rsd_manager *m);
+/* Reap completed pending leases (§10.5). */
+int rsd__reap(struct rsd_manager *m);
+/* Finalize a pending lease (+1). */
+void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* Unlink a lease record and free it after a grace period (no version). */
+void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* Close-time teardown of every lifetime (forced close). */
+void rsd__lifetimes_drop(struct rsd_manager *m);
+/* Validate and deduplicate a handle set (§10.1) into a new array. */
+int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle **out, size_t *nout);
+void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
+
+/* Install / remove (§8.5). */
+int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		 struct rsd_resident *v, bool allow_exclusive);
+/* §2.4 materialization validation. */
+int rsd__validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
+		  struct rsd_location at);
+int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
+void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+
+/* Run one action on the writer path (§8); report may be NULL. */
+int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
+		     struct rsd_transition *report);
+
+/* Named reservations, shared with scopes. Writer path. */
+int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t nbytes,
+			const char *label, struct rsd_reservation **out);
+void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservation *r);
+
+/* Copy a value to a destination (§8.4). */
+int rsd__copy_to(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
+		 struct rsd_location to, void *stream, struct rsd_resident **out);
+
+#endif

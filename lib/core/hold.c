@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Holds (§10.6) and named reservations (§10.7): protection and pure
+ * accounting. Both objects are also the manager's records of themselves:
+ * `tracked` says whether the manager still counts them (a forced close
+ * stops counting without freeing the caller's object).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "../trace.h"
+
+static void hold_tokens(struct rsd_manager *m, struct rsd_hold *hd, int delta)
+{
+	struct rsd_acct *a = &m->acct[rsd__loc_slot(hd->loc)];
+
+	for (size_t i = 0; i < hd->n; i++) {
+		struct rsd_mat *mat = rsd__rec_mat(hd->recs[i], hd->loc);
+
+		if (!mat)
+			continue;
+		mat->hold_count += delta;
+		a->hold_count += delta;
+		rsd__mark_dirty(m, hd->recs[i]);
+	}
+	m->locs_dirty = true;
+}
+
+int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct rsd_location at,
+	     struct rsd_hold **out)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	struct rsd_handle *set = NULL;
+	struct rsd_hold *hd = NULL;
+	size_t k = 0;
+	int err;
+
+	if (!m || !out)
+		return rsd__err(RSD_ETYPE, "rsd_hold: NULL argument");
+	err = rsd__handle_set(h, n, &set, &k);
+	if (err)
+		return err;
+	if (!rsd_location_valid(at)) {
+		free(set);
+		return rsd__err(RSD_ETYPE, "rsd_hold: not a residency location");
+	}
+	err = rsd__writer_enter(m, RSD_W_OPEN);
+	if (err)
+		goto out_free;
+	err = rsd__check_location(m, at);
+	if (!err)
+		err = rsd__reap(m);
+	if (err)
+		goto out;
+	hd = calloc(1, sizeof(*hd));
+	if (!hd || !(hd->recs = calloc(k, sizeof(*hd->recs)))) {
+		err = rsd__err(RSD_ENOMEM, "out of memory creating a hold");
+		goto out;
+	}
+	for (size_t i = 0; i < k; i++) {
+		err = rsd__resolve(m, set[i], &hd->recs[i]);
+		if (err)
+			goto out;
+		if (!rsd__rec_mat(hd->recs[i], at)) {
+			err = rsd__err(RSD_EUNAVAILABLE, "value %llu is not resident at %s",
+				       (unsigned long long)set[i].id,
+				       rsd_location_name(at, name, sizeof(name)));
+			goto out;
+		}
+	}
+	hd->id = rsd__next_id();
+	hd->active = hd->tracked = true;
+	hd->loc = at;
+	hd->n = k;
+	hd->next = m->holds;
+	if (m->holds)
+		m->holds->prev = hd;
+	m->holds = hd;
+	hold_tokens(m, hd, +1);
+	rsd__bump(m);
+	rsd__obj_link(m, &hd->link);
+	rsd_trace_hold(m->id, hd->id, at, (uint32_t)k, true);
+	*out = hd;
+	hd = NULL;
+out:
+	rsd__writer_exit(m);
+out_free:
+	if (hd) {
+		free(hd->recs);
+		free(hd);
+	}
+	free(set);
+	return err;
+}
+
+/* Stop counting a hold; m->lock held. */
+static void hold_untrack(struct rsd_manager *m, struct rsd_hold *hd)
+{
+	if (hd->prev)
+		hd->prev->next = hd->next;
+	else
+		m->holds = hd->next;
+	if (hd->next)
+		hd->next->prev = hd->prev;
+	hd->next = hd->prev = NULL;
+	hd->tracked = false;
+}
+
+int rsd_hold_release(struct rsd_hold *hd)
+{
+	struct rsd_manager *m;
+	int err;
+
+	if (!hd)
+		return rsd__err(RSD_ETYPE, "hold is NULL");
+	if (!hd->active)
+		return 0;
+	m = hd->link.m;
+	if (!m) {
+		hd->active = false;
+		return 0;
+	}
+	err = rsd__writer_enter(m, 0);
+	if (err)
+		return err;
+	if (hd->tracked) {
+		hold_tokens(m, hd, -1);
+		hold_untrack(m, hd);
+		rsd__bump(m);
+		rsd_trace_hold(m->id, hd->id, hd->loc, (uint32_t)hd->n, false);
+	}
+	hd->active = false;
+	rsd__writer_exit(m);
+	return 0;
+}
+
+bool rsd_hold_active(const struct rsd_hold *hd)
+{
+	return hd && hd->active;
+}
+
+void rsd_hold_free(struct rsd_hold *hd)
+{
+	struct rsd_manager *m;
+
+	if (!hd)
+		return;
+	m = hd->link.m;
+	if (hd->active && m) {
+		if (rsd_hold_release(hd)) {
+			m->keep_alive = true;
+			rsd__warn(m, "abandoned hold could not be released (%s): the manager was retained",
+				  rsd_last_error()->message);
+		} else {
+			rsd__warn(m, "hold on %zu value(s) was freed without release: released it", hd->n);
+		}
+	}
+	rsd__obj_unlink(&hd->link);
+	free(hd->recs);
+	free(hd);
+}
+
+int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t nbytes,
+			const char *label, struct rsd_reservation **out)
+{
+	struct rsd_reservation *r;
+	struct rsd_acct *a;
+	int err;
+
+	err = rsd__check_location(m, at);
+	if (!err)
+		err = rsd__admit(m, at, nbytes);
+	if (err)
+		return err;
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->label = strdup(label))) {
+		free(r);
+		return rsd__err(RSD_ENOMEM, "out of memory creating a reservation");
+	}
+	rsd__record_location(m, at);
+	r->id = rsd__next_id();
+	r->active = r->tracked = true;
+	r->loc = at;
+	r->nbytes = nbytes;
+	r->prev = m->resv_tail;
+	if (m->resv_tail)
+		m->resv_tail->next = r;
+	else
+		m->resv_head = r;
+	m->resv_tail = r;
+	a = &m->acct[rsd__loc_slot(at)];
+	a->reserved += nbytes;
+	a->reservation_count++;
+	if (a->used + a->reserved > a->peak_charged)
+		a->peak_charged = a->used + a->reserved;
+	m->resv_dirty = true;
+	rsd__bump(m);
+	rsd_trace_reservation(m->id, r->id, at, nbytes, label, true);
+	*out = r;
+	return 0;
+}
+
+void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservation *r)
+{
+	struct rsd_acct *a;
+
+	if (!r->tracked)
+		return;
+	a = &m->acct[rsd__loc_slot(r->loc)];
+	a->reserved -= r->nbytes;
+	a->reservation_count--;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		m->resv_head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		m->resv_tail = r->prev;
+	r->next = r->prev = NULL;
+	r->tracked = false;
+	m->resv_dirty = true;
+	rsd__bump(m);
+	rsd_trace_reservation(m->id, r->id, r->loc, r->nbytes, r->label, false);
+}
+
+int rsd_reserve(struct rsd_manager *m, struct rsd_location at, uint64_t nbytes, const char *label,
+		struct rsd_reservation **out)
+{
+	struct rsd_reservation *r = NULL;
+	int err;
+
+	if (!label)
+		return rsd__err(RSD_ETYPE, "reservation label is NULL");
+	if (!rsd__nonblank(label))
+		return rsd__err(RSD_EINVAL, "reservation label must not be blank");
+	if (!m || !out)
+		return rsd__err(RSD_ETYPE, "rsd_reserve: NULL argument");
+	if (!rsd_location_valid(at))
+		return rsd__err(RSD_ETYPE, "rsd_reserve: not a residency location");
+	err = rsd__writer_enter(m, RSD_W_OPEN);
+	if (err)
+		return err;
+	err = rsd__reserve_locked(m, at, nbytes, label, &r);
+	if (!err) {
+		rsd__obj_link(m, &r->link);
+		*out = r;
+	}
+	rsd__writer_exit(m);
+	return err;
+}
+
+int rsd_reservation_release(struct rsd_reservation *r)
+{
+	struct rsd_manager *m;
+	int err;
+
+	if (!r)
+		return rsd__err(RSD_ETYPE, "reservation is NULL");
+	if (!r->active)
+		return 0;
+	m = r->link.m;
+	if (!m) {
+		r->active = false;
+		return 0;
+	}
+	err = rsd__writer_enter(m, 0);
+	if (err)
+		return err;
+	rsd__reservation_release_locked(m, r);
+	r->active = false;
+	rsd__writer_exit(m);
+	return 0;
+}
+
+bool rsd_reservation_active(const struct rsd_reservation *r)
+{
+	return r && r->active;
+}
+
+uint64_t rsd_reservation_nbytes(const struct rsd_reservation *r)
+{
+	return r ? r->nbytes : 0;
+}
+
+const char *rsd_reservation_label(const struct rsd_reservation *r)
+{
+	return r ? r->label : NULL;
+}
+
+void rsd_reservation_free(struct rsd_reservation *r)
+{
+	struct rsd_manager *m;
+
+	if (!r)
+		return;
+	m = r->link.m;
+	if (r->active && m) {
+		if (rsd_reservation_release(r)) {
+			m->keep_alive = true;
+			rsd__warn(m, "abandoned reservation '%s' could not be released (%s): the manager "
+				  "was retained", r->label, rsd_last_error()->message);
+		} else {
+			rsd__warn(m, "reservation '%s' was freed without release: released it", r->label);
+		}
+	}
+	rsd__obj_unlink(&r->link);
+	free(r->label);
+	free(r);
+}
+
+/* Forced close: every lifetime stops counting; caller objects survive. */
+void rsd__lifetimes_drop(struct rsd_manager *m)
+{
+	while (m->holds)
+		hold_untrack(m, m->holds);
+	while (m->resv_head) {
+		struct rsd_reservation *r = m->resv_head;
+
+		m->resv_head = r->next;
+		r->next = r->prev = NULL;
+		r->tracked = false;
+	}
+	m->resv_tail = NULL;
+	m->resv_dirty = true;
+}

@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Publication of the writer state as immutable images, and the lock-free
+ * readers of those images (state_version, locations, snapshot).
+ *
+ * Locking: rsd__publish() runs with m->lock held (writer path only). Readers
+ * hold only rcu_read_lock() between rsd__read_begin() and rsd__read_end();
+ * an image and everything it references stays valid for that whole span.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static pthread_key_t rcu_key;
+static pthread_once_t rcu_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool rcu_registered;
+
+static void rcu_thread_exit(void *unused)
+{
+	(void)unused;
+	urcu_memb_unregister_thread();
+}
+
+static void rcu_key_make(void)
+{
+	pthread_key_create(&rcu_key, rcu_thread_exit);
+}
+
+/*
+ * liburcu's memb flavor needs each reader thread registered. Do it for the
+ * application, lazily, and undo it when the thread exits: callers need to
+ * know nothing about RCU.
+ */
+void rsd__rcu_register(void)
+{
+	if (rsd__likely(rcu_registered))
+		return;
+	pthread_once(&rcu_key_once, rcu_key_make);
+	urcu_memb_register_thread();
+	pthread_setspecific(rcu_key, (void *)1);
+	rcu_registered = true;
+}
+
+const struct rsd_image *rsd__read_begin(struct rsd_manager *m)
+{
+	rsd__rcu_register();
+	urcu_memb_read_lock();
+	return rcu_dereference(m->img);
+}
+
+void rsd__read_end(void)
+{
+	urcu_memb_read_unlock();
+}
+
+int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p)
+{
+	if (img->nretired == img->capretired) {
+		size_t cap = img->capretired ? img->capretired * 2 : 16;
+		struct rsd_retired *r = realloc(img->retired, cap * sizeof(*r));
+
+		if (!r)
+			return rsd__err(RSD_ENOMEM, "out of memory retiring published state");
+		img->retired = r;
+		img->capretired = cap;
+	}
+	img->retired[img->nretired].fn = fn;
+	img->retired[img->nretired].p = p;
+	img->nretired++;
+	return 0;
+}
+
+void rsd__retire_free(struct rsd_manager *m, void *p)
+{
+	(void)m;
+	free(p);
+}
+
+/* call_rcu callback: no reader can hold the image any more. */
+static void image_reclaim(struct rcu_head *head)
+{
+	struct rsd_image *img = caa_container_of(head, struct rsd_image, rcu);
+
+	for (size_t i = 0; i < img->nretired; i++)
+		img->retired[i].fn(img->m, img->retired[i].p);
+	free(img->retired);
+	free(img);
+}
+
+static struct rsd_img_value *value_image(const struct rsd_record *rec)
+{
+	struct rsd_img_value *iv = malloc(sizeof(*iv) + rec->nmats * sizeof(iv->mats[0]));
+
+	if (!iv)
+		return NULL;
+	iv->handle = rec->handle;
+	iv->spec = rec->spec;
+	iv->has_source = rec->has_source;
+	iv->source_loc = rec->source_loc;
+	iv->discarded = rec->discarded;
+	iv->nmats = rec->nmats;
+	for (uint32_t i = 0; i < rec->nmats; i++) {
+		const struct rsd_mat *mat = &rec->mats[i];
+
+		iv->mats[i].loc = mat->loc;
+		iv->mats[i].storage_nbytes = mat->storage_nbytes;
+		iv->mats[i].use_count = mat->use_count;
+		iv->mats[i].hold_count = mat->hold_count;
+		iv->mats[i].pending_count = mat->pending_count;
+	}
+	return iv;
+}
+
+static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
+{
+	for (size_t i = 0; i < m->ndirty; i++) {
+		struct rsd_record *rec = m->dirty[i];
+		struct rsd_img_value *iv = value_image(rec), *prev;
+		int err;
+
+		if (!iv)
+			return rsd__err(RSD_ENOMEM, "out of memory publishing a value image");
+		prev = rsd__pv_get(&img->values, rec->index);
+		err = rsd__pv_set(&img->values, rec->index, iv, m->gen, old);
+		if (!err && prev)
+			err = rsd__retire(old, rsd__retire_free, prev);
+		if (err) {
+			free(iv);
+			return err;
+		}
+		rec->dirty = false;
+	}
+	m->ndirty = 0;
+	return 0;
+}
+
+static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
+{
+	struct rsd_img_loc *locs = malloc((m->nknown ? m->nknown : 1) * sizeof(*locs));
+
+	if (!locs)
+		return rsd__err(RSD_ENOMEM, "out of memory publishing the location table");
+	for (unsigned i = 0; i < m->nknown; i++) {
+		locs[i].loc = rsd__slot_loc(m->order[i]);
+		locs[i].acct = m->acct[m->order[i]];
+	}
+	if (old->locs && rsd__retire(old, rsd__retire_free, (void *)old->locs)) {
+		free(locs);
+		return -RSD_ENOMEM;
+	}
+	img->locs = locs;
+	img->nlocs = m->nknown;
+	return 0;
+}
+
+static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
+{
+	size_t n = 0, bytes = 0;
+	struct rsd_img_resv *tbl;
+	char *labels;
+
+	for (struct rsd_reservation *r = m->resv_head; r; r = r->next) {
+		n++;
+		bytes += strlen(r->label) + 1;
+	}
+	tbl = malloc(n * sizeof(*tbl) + bytes + 1);
+	if (!tbl)
+		return rsd__err(RSD_ENOMEM, "out of memory publishing the reservation table");
+	labels = (char *)(tbl + n);
+	n = 0;
+	for (struct rsd_reservation *r = m->resv_head; r; r = r->next, n++) {
+		size_t len = strlen(r->label) + 1;
+
+		tbl[n].loc = r->loc;
+		tbl[n].nbytes = r->nbytes;
+		tbl[n].label = memcpy(labels, r->label, len);
+		labels += len;
+	}
+	if (old->resv && rsd__retire(old, rsd__retire_free, (void *)old->resv)) {
+		free(tbl);
+		return -RSD_ENOMEM;
+	}
+	img->resv = tbl;
+	img->nresv = (uint32_t)n;
+	m->resv_dirty = false;
+	return 0;
+}
+
+static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
+{
+	size_t n = 0;
+	struct rsd_lease_rec **tbl;
+
+	for (struct rsd_lease_rec *l = m->leases; l; l = l->next)
+		n += l->state == RSD_LEASE_PENDING;
+	tbl = malloc((n ? n : 1) * sizeof(*tbl));
+	if (!tbl)
+		return rsd__err(RSD_ENOMEM, "out of memory publishing the pending-lease table");
+	n = 0;
+	for (struct rsd_lease_rec *l = m->leases; l; l = l->next)
+		if (l->state == RSD_LEASE_PENDING)
+			tbl[n++] = l;
+	if (old->pending && rsd__retire(old, rsd__retire_free, (void *)old->pending)) {
+		free(tbl);
+		return -RSD_ENOMEM;
+	}
+	img->pending = (struct rsd_lease_rec *const *)tbl;
+	img->npending = (uint32_t)n;
+	m->pending_dirty = false;
+	return 0;
+}
+
+/*
+ * Build the next image from the writer state and swap it in. Called with
+ * m->lock held at the end of every writer call that changed something.
+ * On allocation failure the dirty marks stay, so the next writer call
+ * publishes again; readers keep seeing the previous consistent image.
+ */
+int rsd__publish(struct rsd_manager *m)
+{
+	struct rsd_image *old = m->img, *img;
+	int err;
+
+	img = calloc(1, sizeof(*img));
+	if (!img)
+		return rsd__err(RSD_ENOMEM, "out of memory publishing manager state");
+	img->m = m;
+	img->values = old->values;
+	img->locs = old->locs;
+	img->nlocs = old->nlocs;
+	img->resv = old->resv;
+	img->nresv = old->nresv;
+	img->pending = old->pending;
+	img->npending = old->npending;
+	/* Retirements land in the outgoing image: freed with it. */
+	err = publish_values(m, img, old);
+	if (!err)
+		err = publish_locations(m, img, old);
+	if (!err && m->resv_dirty)
+		err = publish_reservations(m, img, old);
+	if (!err && m->pending_dirty)
+		err = publish_pending(m, img, old);
+	if (err) {
+		/* Nodes of this generation that the failed image holds are lost
+		 * to a leak rather than risk freeing shared ones. */
+		free(img);
+		return err;
+	}
+	img->state_version = m->version;
+	img->closed = m->closed;
+	rsd__rcu_register();
+	rcu_assign_pointer(m->img, img);
+	urcu_memb_call_rcu(&old->rcu, image_reclaim);
+	m->gen++;
+	return 0;
+}
+
+/* The first image, at create: empty values, the budgeted locations. */
+int rsd__publish_first(struct rsd_manager *m)
+{
+	struct rsd_image *img = calloc(1, sizeof(*img)), stub;
+	int err;
+
+	if (!img)
+		return rsd__err(RSD_ENOMEM, "out of memory publishing manager state");
+	memset(&stub, 0, sizeof(stub));
+	img->m = m;
+	err = publish_locations(m, img, &stub);
+	if (!err)
+		err = publish_reservations(m, img, &stub);
+	if (!err)
+		err = publish_pending(m, img, &stub);
+	if (err) {
+		free((void *)img->locs);
+		free((void *)img->resv);
+		free(img);
+		return err;
+	}
+	m->img = img;
+	m->gen++;
+	return 0;
+}
+
+static void free_value_image(void *p)
+{
+	free(p);
+}
+
+/* At destroy, after rcu_barrier(): nothing else can reach the last image. */
+void rsd__image_destroy(struct rsd_manager *m)
+{
+	struct rsd_image *img = m->img;
+
+	if (!img)
+		return;
+	rsd__pv_free_nodes(&img->values, free_value_image);
+	free((void *)img->locs);
+	free((void *)img->resv);
+	free((void *)img->pending);
+	for (size_t i = 0; i < img->nretired; i++)
+		img->retired[i].fn(m, img->retired[i].p);
+	free(img->retired);
+	free(img);
+	m->img = NULL;
+}
+
+const struct rsd_img_value *rsd__img_find(const struct rsd_image *img, uint64_t id)
+{
+	uint64_t lo = 0, hi = img->values.count;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		const struct rsd_img_value *iv = rsd__pv_get(&img->values, mid);
+
+		if (iv->handle.id == id)
+			return iv;
+		if (iv->handle.id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const struct rsd_img_loc *rsd__img_loc(const struct rsd_image *img, struct rsd_location at)
+{
+	for (uint32_t i = 0; i < img->nlocs; i++)
+		if (rsd_location_equal(img->locs[i].loc, at))
+			return &img->locs[i];
+	return NULL;
+}
+
+int rsd_manager_state_version_get(struct rsd_manager *m, uint64_t *out)
+{
+	const struct rsd_image *img;
+	int err = 0;
+
+	if (!m || !out)
+		return rsd__err(RSD_ETYPE, "rsd_manager_state_version: NULL argument");
+	img = rsd__read_begin(m);
+	if (img->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+	else
+		*out = img->state_version;
+	rsd__read_end();
+	return err;
+}
+
+uint64_t rsd_manager_state_version(struct rsd_manager *m)
+{
+	uint64_t v = 0;
+
+	rsd_manager_state_version_get(m, &v);
+	return v;
+}
+
+size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, size_t cap)
+{
+	const struct rsd_image *img;
+	size_t n;
+
+	if (!m) {
+		rsd__err(RSD_ETYPE, "rsd_manager_locations: manager is NULL");
+		return 0;
+	}
+	img = rsd__read_begin(m);
+	n = img->nlocs;
+	for (size_t i = 0; i < n && i < cap && out; i++)
+		out[i] = img->locs[i].loc;
+	rsd__read_end();
+	return n;
+}

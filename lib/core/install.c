@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Materializations: validation against a spec (§2.2, §2.4), install and
+ * removal with the storage-owner index and accounting (§8.5).
+ */
+#include <stdlib.h>
+
+#include "core.h"
+
+static int dev_of(struct rsd_location at)
+{
+	return at.kind == RSD_CUDA ? at.device : -1;
+}
+
+/* §2.2: buffers agree with the location's device and pinning. */
+static int conforms(const struct rsd_resident *v, struct rsd_location at)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	bool pinned = false, pageable = false;
+	int dev;
+
+	if (!v->nbuf)
+		return rsd__err(RSD_EMATERIAL, "value has no buffers: its device is undefined");
+	dev = dev_of(v->bufs[0].location);
+	for (size_t i = 0; i < v->nbuf; i++) {
+		struct rsd_location b = v->bufs[i].location;
+
+		if (dev_of(b) != dev)
+			return rsd__err(RSD_EMATERIAL, "value buffers live on different devices");
+		pinned |= b.kind == RSD_PINNED_HOST;
+		pageable |= b.kind == RSD_PAGEABLE_HOST;
+	}
+	rsd_location_name(at, name, sizeof(name));
+	if (dev != dev_of(at))
+		return rsd__err(RSD_EMATERIAL, "value lives on %s, which does not conform to %s",
+				dev < 0 ? "the host" : "a CUDA device", name);
+	if (pinned && pageable)
+		return rsd__err(RSD_EMATERIAL, "value mixes pageable and pinned storage");
+	if (at.kind == RSD_PINNED_HOST && !pinned)
+		return rsd__err(RSD_EMATERIAL, "value for %s is not fully pinned", name);
+	if (at.kind == RSD_PAGEABLE_HOST && pinned)
+		return rsd__err(RSD_EMATERIAL, "value for %s unexpectedly uses pinned storage", name);
+	return 0;
+}
+
+int rsd__validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
+		  struct rsd_location at)
+{
+	uint64_t logical, storage;
+	int err;
+
+	if (!rsd_type_is_a(v->type, spec->type))
+		return rsd__err(RSD_EMATERIAL, "value of type '%s' is not a concrete or base type '%s'",
+				v->type && v->type->name ? v->type->name : "?",
+				spec->type->name ? spec->type->name : "?");
+	err = conforms(v, at);
+	if (err)
+		return err;
+	logical = rsd_resident_nbytes(v);
+	if (logical != spec->logical_nbytes)
+		return rsd__err(RSD_EMATERIAL, "logical payload size mismatch: %llu bytes, spec says %llu",
+				(unsigned long long)logical, (unsigned long long)spec->logical_nbytes);
+	storage = rsd_resident_storage_nbytes(v);
+	if (storage == UINT64_MAX)
+		return rsd__err(RSD_EMATERIAL, "two buffers name one allocation with different sizes");
+	if ((logical > storage ? logical : storage) > spec->storage_nbytes)
+		return rsd__err(RSD_EMATERIAL, "registered charge exceeded: %llu bytes for a charge of %llu",
+				(unsigned long long)(logical > storage ? logical : storage),
+				(unsigned long long)spec->storage_nbytes);
+	return 0;
+}
+
+static int key_device(const struct rsd_buffer_view *b)
+{
+	return dev_of(b->location);
+}
+
+int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		 struct rsd_resident *v, bool allow_exclusive)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	uint64_t charge = rec->spec.storage_nbytes;
+	struct rsd_acct *a;
+	struct rsd_mat *mat;
+	size_t added = 0;
+	int err;
+
+	rsd_location_name(at, name, sizeof(name));
+	if (rsd__rec_mat(rec, at))
+		return rsd__err(RSD_EUSAGE, "internal: value %llu already has a materialization at %s",
+				(unsigned long long)rec->handle.id, name);
+	if (rec->spec.replica_mode == RSD_EXCLUSIVE && rec->nmats && !allow_exclusive)
+		return rsd__err(RSD_EOWNERSHIP,
+				"EXCLUSIVE value %llu cannot have simultaneous steady replicas",
+				(unsigned long long)rec->handle.id);
+	err = rsd__validate(&rec->spec, v, at);
+	if (err)
+		return err;
+	err = rsd__admit(m, at, charge);
+	if (err)
+		return err;
+	for (size_t i = 0; i < v->nbuf; i++) {
+		const struct rsd_buffer_view *b = &v->bufs[i];
+		struct rsd_keymap_slot *s;
+
+		if (!b->base_nbytes)
+			continue;
+		s = rsd__keymap_find(&m->owners, key_device(b), b->base);
+		if (s) {
+			char oname[RSD_LOCATION_NAME_MAX];
+
+			/* Buffers of this value may share an allocation. */
+			if (s->owner == rec && rsd_location_equal(s->at, at))
+				continue;
+			err = rsd__err(RSD_EOWNERSHIP,
+				       "materialization of %llu at %s must own independent backing storage: "
+				       "allocation %p is owned by value %llu at %s",
+				       (unsigned long long)rec->handle.id, name, b->base,
+				       (unsigned long long)s->owner->handle.id,
+				       rsd_location_name(s->at, oname, sizeof(oname)));
+			goto unwind;
+		}
+		err = rsd__keymap_insert(&m->owners, key_device(b), b->base, rec, at);
+		if (err)
+			goto unwind;
+		added = i + 1;
+	}
+	if (rec->nmats == rec->capmats) {
+		uint32_t cap = rec->capmats ? rec->capmats * 2 : 2;
+		struct rsd_mat *mats = realloc(rec->mats, cap * sizeof(*mats));
+
+		if (!mats) {
+			err = rsd__err(RSD_ENOMEM, "out of memory adding a materialization");
+			goto unwind;
+		}
+		rec->mats = mats;
+		rec->capmats = cap;
+	}
+	/* Nothing below can fail: the install is committed. */
+	rsd__record_location(m, at);
+	mat = &rec->mats[rec->nmats++];
+	mat->loc = at;
+	mat->value = v;
+	mat->storage_nbytes = rsd_resident_storage_nbytes(v);
+	mat->use_count = mat->hold_count = mat->pending_count = 0;
+	v->managed = true;
+	a = &m->acct[rsd__loc_slot(at)];
+	a->used += charge;
+	a->value_count++;
+	if (a->used > a->peak_used)
+		a->peak_used = a->used;
+	if (a->used + a->reserved > a->peak_charged)
+		a->peak_charged = a->used + a->reserved;
+	rsd__mark_dirty(m, rec);
+	rsd__bump(m);
+	return 0;
+unwind:
+	for (size_t i = 0; i < added; i++) {
+		const struct rsd_buffer_view *b = &v->bufs[i];
+		struct rsd_keymap_slot *s;
+
+		if (!b->base_nbytes)
+			continue;
+		s = rsd__keymap_find(&m->owners, key_device(b), b->base);
+		if (s && s->owner == rec && rsd_location_equal(s->at, at))
+			rsd__keymap_remove(&m->owners, key_device(b), b->base);
+	}
+	return err;
+}
+
+int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!rsd__mat_protected(mat))
+		return 0;
+	return rsd__err(RSD_EINUSE,
+			"materialization of %llu at %s is in use: %u active reads, %u holds, %u pending events",
+			(unsigned long long)rec->handle.id, rsd_location_name(mat->loc, name, sizeof(name)),
+			mat->use_count, mat->hold_count, mat->pending_count);
+}
+
+/* Pop the materialization at `at` (it exists and is unprotected). Its value
+ * is freed by the caller through rsd__mat_free_value() semantics: here. */
+void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+{
+	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+	struct rsd_resident *v;
+	struct rsd_acct *a;
+	uint32_t i;
+
+	if (!mat)
+		return;
+	v = mat->value;
+	for (size_t b = 0; b < v->nbuf; b++) {
+		struct rsd_keymap_slot *s;
+
+		if (!v->bufs[b].base_nbytes)
+			continue;
+		s = rsd__keymap_find(&m->owners, key_device(&v->bufs[b]), v->bufs[b].base);
+		if (s && s->owner == rec && rsd_location_equal(s->at, at))
+			rsd__keymap_remove(&m->owners, key_device(&v->bufs[b]), v->bufs[b].base);
+	}
+	a = &m->acct[rsd__loc_slot(at)];
+	a->used -= rec->spec.storage_nbytes;
+	a->value_count--;
+	/* Keep insertion order: snapshots and discard iterate it. */
+	i = (uint32_t)(mat - rec->mats);
+	for (; i + 1 < rec->nmats; i++)
+		rec->mats[i] = rec->mats[i + 1];
+	rec->nmats--;
+	rsd__resident_destroy(v);
+	rsd__mark_dirty(m, rec);
+	rsd__bump(m);
+}

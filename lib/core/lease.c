@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Leases (§10.2-§10.5, §10.9): borrowed reads of materializations. A lease
+ * on a CUDA location ends in two steps: release records one event per
+ * consumer stream and turns the lease pending; the writer path reaps it once
+ * every event completed. A pending lease record is immutable and published
+ * (explain asks its events whether they completed), so it is freed only
+ * after an RCU grace period.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "../trace.h"
+
+void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link)
+{
+	pthread_mutex_lock(&m->objs_lock);
+	link->m = m;
+	link->prev = &m->objs;
+	link->next = m->objs.next;
+	if (link->next)
+		link->next->prev = link;
+	m->objs.next = link;
+	pthread_mutex_unlock(&m->objs_lock);
+}
+
+void rsd__obj_unlink(struct rsd_objlink *link)
+{
+	struct rsd_manager *m = link->m;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->objs_lock);
+	link->prev->next = link->next;
+	if (link->next)
+		link->next->prev = link->prev;
+	link->m = NULL;
+	pthread_mutex_unlock(&m->objs_lock);
+}
+
+int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle **out, size_t *nout)
+{
+	struct rsd_handle *set;
+	size_t k = 0;
+
+	if (!n)
+		return rsd__err(RSD_EINVAL, "at least one handle is required");
+	if (!h)
+		return rsd__err(RSD_ETYPE, "handle array is NULL");
+	set = malloc(n * sizeof(*set));
+	if (!set)
+		return rsd__err(RSD_ENOMEM, "out of memory copying %zu handles", n);
+	for (size_t i = 0; i < n; i++) {
+		size_t j;
+
+		/* Leases cover a handful of values: a linear scan is cheapest. */
+		for (j = 0; j < k && !rsd_handle_equal(set[j], h[i]); j++)
+			;
+		if (j == k)
+			set[k++] = h[i];
+	}
+	*out = set;
+	*nout = k;
+	return 0;
+}
+
+static void lease_rec_free(struct rsd_manager *m, void *p)
+{
+	struct rsd_lease_rec *l = p;
+
+	for (size_t i = 0; i < l->nevents; i++)
+		m->ops->event_destroy(m->ops_ctx, l->events[i]);
+	free(l->events);
+	free(l->recs);
+	free(l->ids);
+	free(l);
+}
+
+static void unlink_rec(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	struct rsd_lease_rec **pp;
+
+	for (pp = &m->leases; *pp && *pp != l; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = l->next;
+}
+
+/* Adjust the use or pending tokens of every covered materialization. */
+static void tokens(struct rsd_manager *m, struct rsd_lease_rec *l, int use, int pending)
+{
+	struct rsd_acct *a = &m->acct[rsd__loc_slot(l->loc)];
+
+	for (size_t i = 0; i < l->n; i++) {
+		struct rsd_mat *mat = rsd__rec_mat(l->recs[i], l->loc);
+
+		if (!mat)
+			continue;
+		mat->use_count += use;
+		mat->pending_count += pending;
+		a->use_count += use;
+		a->pending_count += pending;
+		rsd__mark_dirty(m, l->recs[i]);
+	}
+	m->locs_dirty = true;
+}
+
+/* Delete an active lease outright (host release, fallbacks): +1. */
+static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	tokens(m, l, -1, 0);
+	unlink_rec(m, l);
+	lease_rec_free(m, l);
+	rsd__bump(m);
+}
+
+void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	unlink_rec(m, l);
+	m->pending_dirty = true;
+	/* Readers may be asking its events right now: free it after a grace
+	 * period, through the image it is published in. */
+	if (rsd__retire(m->img, lease_rec_free, l))
+		rsd__warn(m, "out of memory retiring lease %llu: leaked", (unsigned long long)l->id);
+}
+
+void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	tokens(m, l, 0, -1);
+	rsd_trace_lease_reap(m->id, l->id, rsd__now_ns() - l->pending_since_ns);
+	rsd__lease_retire(m, l);
+	rsd__bump(m);
+}
+
+int rsd__reap(struct rsd_manager *m)
+{
+	struct rsd_lease_rec *l, *next;
+
+	for (l = m->leases; l; l = next) {
+		bool done = true;
+
+		next = l->next;
+		if (l->state != RSD_LEASE_PENDING)
+			continue;
+		for (size_t i = 0; i < l->nevents && done; i++) {
+			int q = m->ops->event_query(m->ops_ctx, l->events[i]);
+
+			if (q < 0)
+				return q;
+			done = q > 0;
+		}
+		if (done)
+			rsd__lease_finalize(m, l);
+	}
+	return 0;
+}
+
+int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct rsd_location at,
+		void *consumer_stream, struct rsd_lease **out)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	struct rsd_lease_rec *l = NULL;
+	struct rsd_lease *obj = NULL;
+	struct rsd_handle *set = NULL;
+	size_t k = 0;
+	int err;
+
+	if (!m || !out)
+		return rsd__err(RSD_ETYPE, "rsd_acquire: NULL argument");
+	err = rsd__handle_set(h, n, &set, &k);
+	if (err)
+		return err;
+	if (!rsd_location_valid(at)) {
+		free(set);
+		return rsd__err(RSD_ETYPE, "rsd_acquire: not a residency location");
+	}
+	err = rsd__writer_enter(m, RSD_W_OPEN);
+	if (err)
+		goto out_free;
+	err = rsd__check_location(m, at);
+	if (err)
+		goto out;
+	if (at.kind == RSD_CUDA && !consumer_stream) {
+		err = rsd__err(RSD_EINVAL, "a lease at %s needs a consumer stream",
+			       rsd_location_name(at, name, sizeof(name)));
+		goto out;
+	}
+	err = rsd__reap(m);
+	if (!err && consumer_stream)
+		err = rsd__check_stream(m, consumer_stream, at);
+	if (err)
+		goto out;
+	l = calloc(1, sizeof(*l));
+	obj = calloc(1, sizeof(*obj));
+	if (!l || !obj || !(l->recs = calloc(k, sizeof(*l->recs))) ||
+	    !(l->ids = calloc(k, sizeof(*l->ids))) ||
+	    (consumer_stream && !(obj->streams = malloc(4 * sizeof(void *))))) {
+		err = rsd__err(RSD_ENOMEM, "out of memory creating a lease");
+		goto out;
+	}
+	for (size_t i = 0; i < k; i++) {
+		err = rsd__resolve(m, set[i], &l->recs[i]);
+		if (err)
+			goto out;
+		if (!rsd__rec_mat(l->recs[i], at)) {
+			err = rsd__err(RSD_EUNAVAILABLE, "value %llu is not resident at %s",
+				       (unsigned long long)set[i].id,
+				       rsd_location_name(at, name, sizeof(name)));
+			goto out;
+		}
+		l->ids[i] = set[i].id;
+	}
+	/* Every handle passed: commit atomically. */
+	l->id = rsd__next_id();
+	l->loc = at;
+	l->n = k;
+	l->state = RSD_LEASE_ACTIVE;
+	l->obj = obj;
+	{
+		struct rsd_lease_rec **pp = &m->leases;
+
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = l;
+	}
+	tokens(m, l, +1, 0);
+	rsd__bump(m);
+	pthread_mutex_init(&obj->lock, NULL);
+	obj->ops = m->ops;
+	obj->ops_ctx = m->ops_ctx;
+	obj->rec = l;
+	obj->active = true;
+	obj->loc = at;
+	obj->n = k;
+	obj->handles = set;
+	set = NULL;
+	if (consumer_stream) {
+		obj->capstreams = 4;
+		obj->streams[obj->nstreams++] = consumer_stream;
+	}
+	rsd__obj_link(m, &obj->link);
+	rsd_trace_lease_acquire(m->id, l->id, at, (uint32_t)k);
+	*out = obj;
+	l = NULL;
+	obj = NULL;
+out:
+	rsd__writer_exit(m);
+out_free:
+	if (l) {
+		free(l->recs);
+		free(l->ids);
+		free(l);
+	}
+	if (obj) {
+		free(obj->streams);
+		free(obj);
+	}
+	free(set);
+	return err;
+}
+
+int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	int dev = -1, err = 0;
+
+	if (!l)
+		return rsd__err(RSD_ETYPE, "lease is NULL");
+	pthread_mutex_lock(&l->lock);
+	if (!l->active) {
+		err = rsd__err(RSD_ELIFETIME, "lease has been released");
+		goto out;
+	}
+	if (l->loc.kind != RSD_CUDA) {
+		err = rsd__err(RSD_EINVAL, "a lease at %s takes no consumer stream",
+			       rsd_location_name(l->loc, name, sizeof(name)));
+		goto out;
+	}
+	if (!stream || !l->ops->stream_device || l->ops->stream_device(l->ops_ctx, stream, &dev)) {
+		err = rsd__err(RSD_ETYPE, "%p is not a stream", stream);
+		goto out;
+	}
+	if (dev != l->loc.device) {
+		err = rsd__err(RSD_EINVAL, "stream on cuda:%d does not match %s", dev,
+			       rsd_location_name(l->loc, name, sizeof(name)));
+		goto out;
+	}
+	for (size_t i = 0; i < l->nstreams; i++)
+		if (l->streams[i] == stream)
+			goto out;
+	if (l->nstreams == l->capstreams) {
+		size_t cap = l->capstreams ? l->capstreams * 2 : 4;
+		void **s = realloc(l->streams, cap * sizeof(*s));
+
+		if (!s) {
+			err = rsd__err(RSD_ENOMEM, "out of memory adding a consumer stream");
+			goto out;
+		}
+		l->streams = s;
+		l->capstreams = cap;
+	}
+	l->streams[l->nstreams++] = stream;
+out:
+	pthread_mutex_unlock(&l->lock);
+	return err;
+}
+
+/* The GPU half of §10.4, steps 3-7. */
+static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_lease_rec *l,
+		       unsigned flags)
+{
+	void **events;
+	size_t i;
+	int err;
+
+	if (!obj->nstreams) {
+		m->ops->device_sync(m->ops_ctx, l->loc.device);
+		rsd__warn(m, "lease %llu on cuda:%d had no consumer stream: synchronized the device",
+			  (unsigned long long)l->id, l->loc.device);
+		lease_delete(m, l);
+		return 0;
+	}
+	for (i = 0; i < obj->nstreams; i++) {
+		err = rsd__check_stream(m, obj->streams[i], l->loc);
+		if (err)
+			return err;
+	}
+	events = calloc(obj->nstreams, sizeof(*events));
+	if (!events)
+		return rsd__err(RSD_ENOMEM, "out of memory recording lease events");
+	for (i = 0; i < obj->nstreams; i++)
+		if (m->ops->event_record(m->ops_ctx, obj->streams[i], &events[i]))
+			break;
+	if (i < obj->nstreams) {
+		char why[sizeof(rsd_last_error()->message)];
+
+		snprintf(why, sizeof(why), "%s", rsd_last_error()->message);
+		while (i--)
+			m->ops->event_destroy(m->ops_ctx, events[i]);
+		free(events);
+		for (i = 0; i < obj->nstreams; i++)
+			m->ops->stream_sync(m->ops_ctx, obj->streams[i]);
+		rsd__warn(m, "lease %llu: recording a completion event failed (%s): synchronized its streams",
+			  (unsigned long long)l->id, why);
+		lease_delete(m, l);
+		return 0;
+	}
+	l->events = events;
+	l->nevents = obj->nstreams;
+	l->state = RSD_LEASE_PENDING;
+	l->pending_since_ns = rsd__now_ns();
+	l->obj = NULL;
+	tokens(m, l, -1, +1);
+	m->pending_dirty = true;
+	rsd__bump(m);
+	if (!(flags & RSD_RELEASE_WAIT))
+		return 0;
+	for (i = 0; i < l->nevents; i++) {
+		err = m->ops->event_sync(m->ops_ctx, l->events[i]);
+		if (err)
+			return err;
+	}
+	rsd__lease_finalize(m, l);
+	return 0;
+}
+
+int rsd_lease_release(struct rsd_lease *obj, unsigned flags)
+{
+	struct rsd_manager *m;
+	struct rsd_lease_rec *l;
+	bool pending = false;
+	int err = 0;
+
+	if (!obj)
+		return rsd__err(RSD_ETYPE, "lease is NULL");
+	pthread_mutex_lock(&obj->lock);
+	if (!obj->active)
+		goto out;
+	m = obj->link.m;
+	if (!m) {
+		obj->active = false;
+		goto out;
+	}
+	err = rsd__writer_enter(m, 0);
+	if (err)
+		goto out;
+	l = obj->rec;
+	if (l && l->state == RSD_LEASE_ACTIVE) {
+		if (l->loc.kind != RSD_CUDA) {
+			lease_delete(m, l);
+		} else {
+			err = release_gpu(m, obj, l, flags);
+			pending = !err && !(flags & RSD_RELEASE_WAIT);
+		}
+		if (!err)
+			rsd_trace_lease_release(m->id, 0, obj->loc, (uint32_t)obj->nstreams,
+						flags & RSD_RELEASE_WAIT, pending);
+	}
+	if (!err) {
+		obj->rec = NULL;
+		obj->active = false;
+	}
+	rsd__writer_exit(m);
+out:
+	pthread_mutex_unlock(&obj->lock);
+	return err;
+}
+
+int rsd_lease_value(struct rsd_lease *obj, struct rsd_handle h, const struct rsd_resident **out)
+{
+	struct rsd_manager *m;
+	struct rsd_mat *mat = NULL;
+	size_t i;
+	int err;
+
+	if (!obj || !out)
+		return rsd__err(RSD_ETYPE, "rsd_lease_value: NULL argument");
+	pthread_mutex_lock(&obj->lock);
+	if (!obj->active) {
+		err = rsd__err(RSD_ELIFETIME, "lease has been released");
+		goto out;
+	}
+	for (i = 0; i < obj->n && !rsd_handle_equal(obj->handles[i], h); i++)
+		;
+	if (i == obj->n) {
+		err = rsd__err(RSD_ENOTFOUND, "value %llu is not part of this lease",
+			       (unsigned long long)h.id);
+		goto out;
+	}
+	m = obj->link.m;
+	if (!m) {
+		err = rsd__err(RSD_EUNAVAILABLE, "the lease's manager no longer exists");
+		goto out;
+	}
+	err = rsd__writer_enter(m, 0);
+	if (err)
+		goto out;
+	if (obj->rec && obj->rec->state == RSD_LEASE_ACTIVE)
+		mat = rsd__rec_mat(obj->rec->recs[i], obj->rec->loc);
+	if (mat)
+		*out = mat->value;
+	else
+		err = rsd__err(RSD_EUNAVAILABLE, "the manager no longer tracks this lease (closed?)");
+	rsd__writer_exit(m);
+out:
+	pthread_mutex_unlock(&obj->lock);
+	return err;
+}
+
+size_t rsd_lease_count(const struct rsd_lease *l)
+{
+	return l ? l->n : 0;
+}
+
+int rsd_lease_handle_at(const struct rsd_lease *l, size_t i, struct rsd_handle *out)
+{
+	if (!l || !out)
+		return rsd__err(RSD_ETYPE, "rsd_lease_handle_at: NULL argument");
+	if (!l->active)
+		return rsd__err(RSD_ELIFETIME, "lease has been released");
+	if (i >= l->n)
+		return rsd__err(RSD_ENOTFOUND, "lease has %zu handles, not %zu", l->n, i + 1);
+	*out = l->handles[i];
+	return 0;
+}
+
+struct rsd_location rsd_lease_location(const struct rsd_lease *l)
+{
+	return l ? l->loc : RSD_LOC_PAGEABLE_HOST;
+}
+
+bool rsd_lease_active(const struct rsd_lease *l)
+{
+	return l && l->active;
+}
+
+void rsd_lease_free(struct rsd_lease *obj)
+{
+	struct rsd_manager *m;
+
+	if (!obj)
+		return;
+	m = obj->link.m;
+	if (obj->active && m) {
+		/* Abandonment (§10.9): wait for the consumers, then warn. */
+		if (rsd_lease_release(obj, RSD_RELEASE_WAIT)) {
+			m->keep_alive = true;
+			rsd__warn(m, "abandoned lease could not be released (%s): the manager and its "
+				  "storage are retained",
+				  rsd_last_error()->message);
+		} else {
+			rsd__warn(m, "lease on %zu value(s) was freed without release: released it",
+				  obj->n);
+		}
+	}
+	rsd__obj_unlink(&obj->link);
+	pthread_mutex_destroy(&obj->lock);
+	free(obj->handles);
+	free(obj->streams);
+	free(obj);
+}

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The manager: creation, the guarded writer entry, validation helpers,
+ * accounting primitives, close and destroy.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.h"
+#include "../trace.h"
+
+static atomic_uint_fast64_t id_counter;
+
+uint64_t rsd__next_id(void)
+{
+	return (uint64_t)atomic_fetch_add(&id_counter, 1) + 1;
+}
+
+/* A unique token per thread: the address of a thread-local byte. */
+static _Thread_local char thread_token;
+
+static uintptr_t self_token(void)
+{
+	return (uintptr_t)&thread_token;
+}
+
+void rsd__warn(struct rsd_manager *m, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (m && m->warn)
+		m->warn(m->warn_ctx, msg);
+	else
+		fprintf(stderr, "librsd: warning: %s\n", msg);
+}
+
+int rsd__check_location(const struct rsd_manager *m, struct rsd_location at)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!rsd_location_valid(at))
+		return rsd__err(RSD_ETYPE, "not a residency location (kind %d, device %d)", (int)at.kind,
+				at.device);
+	if (at.kind != RSD_CUDA)
+		return 0;
+	if (!m->ndevices)
+		return rsd__err(RSD_EINVAL, "CUDA residency locations require available CUDA");
+	if (at.device >= m->ndevices)
+		return rsd__err(RSD_EINVAL, "Residency location %s is not available in this process",
+				rsd_location_name(at, name, sizeof(name)));
+	return 0;
+}
+
+int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	int dev = -1, err;
+
+	if (!m->ops->stream_device || m->ops->stream_device(m->ops_ctx, stream, &dev))
+		return rsd__err(RSD_ETYPE, "%p is not a stream of the %s driver", stream, m->ops->name);
+	if (at.kind != RSD_CUDA)
+		return rsd__err(RSD_EINVAL, "streams require a CUDA location, not %s",
+				rsd_location_name(at, name, sizeof(name)));
+	if (dev != at.device) {
+		err = rsd__err(RSD_EINVAL, "stream on cuda:%d does not match %s", dev,
+			       rsd_location_name(at, name, sizeof(name)));
+		return err;
+	}
+	return 0;
+}
+
+/* Records are sorted by id: registration order is issue order. */
+static struct rsd_record *find_record(struct rsd_manager *m, uint64_t id)
+{
+	size_t lo = 0, hi = m->nrecs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->recs[mid]->handle.id == id)
+			return m->recs[mid];
+		if (m->recs[mid]->handle.id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out)
+{
+	struct rsd_record *rec;
+
+	if (h.manager_id != m->id)
+		return rsd__err(RSD_EHANDLE, "Handle belongs to manager '%llu', not '%llu'",
+				(unsigned long long)h.manager_id, (unsigned long long)m->id);
+	rec = find_record(m, h.id);
+	if (!rec || rec->handle.type != h.type)
+		return rsd__err(RSD_EHANDLE, "Residency handle is unknown (id %llu)",
+				(unsigned long long)h.id);
+	if (rec->discarded)
+		return rsd__err(RSD_EHANDLE, "Residency value '%llu' has been discarded",
+				(unsigned long long)h.id);
+	*out = rec;
+	return 0;
+}
+
+int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
+{
+	const struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
+
+	if (!a->known || !a->has_budget)
+		return 0;
+	/* used + reserved <= budget always holds, so no subtraction wraps;
+	 * comparing against the remainder keeps n near UINT64_MAX exact. */
+	if (n <= a->budget - a->used - a->reserved)
+		return 0;
+	rsd_trace_budget_reject(m->id, at, a->budget, a->used, a->reserved, n);
+	return rsd__err_budget(at, a->budget, a->used, a->reserved, n);
+}
+
+void rsd__bump(struct rsd_manager *m)
+{
+	m->version++;
+	m->locs_dirty = true;
+}
+
+void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
+{
+	unsigned slot = rsd__loc_slot(at);
+
+	if (m->acct[slot].known)
+		return;
+	m->acct[slot].known = true;
+	m->order[m->nknown++] = (uint8_t)slot;
+	rsd__bump(m);
+}
+
+void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec)
+{
+	if (rec->dirty)
+		return;
+	if (m->ndirty == m->capdirty) {
+		size_t cap = m->capdirty ? m->capdirty * 2 : 64;
+		struct rsd_record **d = realloc(m->dirty, cap * sizeof(*d));
+
+		/* Publication must not fail for bookkeeping: fall back to
+		 * republishing every record once memory is back. */
+		if (!d) {
+			rsd__warn(m, "out of memory tracking changed values");
+			return;
+		}
+		m->dirty = d;
+		m->capdirty = cap;
+	}
+	rec->dirty = true;
+	m->dirty[m->ndirty++] = rec;
+}
+
+struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at)
+{
+	for (uint32_t i = 0; i < rec->nmats; i++)
+		if (rsd_location_equal(rec->mats[i].loc, at))
+			return &rec->mats[i];
+	return NULL;
+}
+
+/*
+ * Writer entry (semantics.md §11.1, §6.1). A thread arriving while a source
+ * callback runs is refused at once; a thread already waiting for the lock
+ * polls every 10 ms and is refused once a callback has started.
+ */
+int rsd__writer_enter(struct rsd_manager *m, unsigned flags)
+{
+	struct timespec ts;
+	int err;
+
+	if (!m)
+		return rsd__err(RSD_ETYPE, "manager is NULL");
+	for (;;) {
+		if (atomic_load(&m->callback_active))
+			return rsd__err(RSD_EREENTRANT,
+					"residency manager %llu refused access: a source load is running",
+					(unsigned long long)m->id);
+		if (atomic_load(&m->owner) == self_token())
+			return rsd__err(RSD_EREENTRANT,
+					"residency manager %llu re-entered an active transition",
+					(unsigned long long)m->id);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		err = pthread_mutex_timedlock(&m->lock, &ts);
+		if (!err)
+			break;
+		if (err != ETIMEDOUT)
+			return rsd__err(RSD_EUSAGE, "transition lock failed: %s", strerror(err));
+	}
+	/* A callback may have started between the flag test and the lock. */
+	if (atomic_load(&m->callback_active)) {
+		pthread_mutex_unlock(&m->lock);
+		return rsd__err(RSD_EREENTRANT,
+				"residency manager %llu refused access: a source load is running",
+				(unsigned long long)m->id);
+	}
+	atomic_store(&m->owner, self_token());
+	if ((flags & RSD_W_OPEN) && m->closed) {
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+		goto fail;
+	}
+	if (flags & RSD_W_REAP) {
+		err = rsd__reap(m);
+		if (err)
+			goto fail;
+	}
+	return 0;
+fail:
+	rsd__writer_exit(m);
+	return err;
+}
+
+void rsd__writer_exit(struct rsd_manager *m)
+{
+	if (m->ndirty || m->locs_dirty || m->resv_dirty || m->pending_dirty ||
+	    m->img->state_version != m->version || m->img->closed != m->closed) {
+		/* A failed publication keeps its dirty marks for the next call;
+		 * the error it recorded must not mask the call's own result. */
+		struct rsd_error saved = *rsd_last_error();
+
+		if (!rsd__publish(m))
+			m->locs_dirty = false;
+		*rsd__err_record() = saved;
+	}
+	atomic_store(&m->owner, (uintptr_t)0);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static const struct rsd_device_ops *pick_driver(const struct rsd_manager_config *cfg, void **ctx)
+{
+	const struct rsd_device_ops *cuda;
+
+	*ctx = NULL;
+	if (cfg->host_only)
+		return rsd_host_driver();
+	if (cfg->driver) {
+		*ctx = cfg->driver_ctx;
+		return cfg->driver;
+	}
+	cuda = rsd_cuda_driver();
+	if (cuda && cuda->device_count(NULL) > 0)
+		return cuda;
+	return rsd_host_driver();
+}
+
+int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager **out)
+{
+	static const struct rsd_manager_config defaults;
+	struct rsd_manager *m;
+	int err, n;
+
+	if (!out)
+		return rsd__err(RSD_ETYPE, "rsd_manager_create: out is NULL");
+	if (!cfg)
+		cfg = &defaults;
+	if (cfg->nbudgets && !cfg->budgets)
+		return rsd__err(RSD_ETYPE, "rsd_manager_create: %zu budgets but no budget array",
+				cfg->nbudgets);
+	if (cfg->driver && (!cfg->driver->device_count || !cfg->driver->alloc ||
+			    !cfg->driver->free || !cfg->driver->copy))
+		return rsd__err(RSD_ETYPE, "device driver '%s' lacks a required operation",
+				cfg->driver->name ? cfg->driver->name : "?");
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return rsd__err(RSD_ENOMEM, "out of memory creating a manager");
+	m->ops = pick_driver(cfg, &m->ops_ctx);
+	n = m->ops->device_count(m->ops_ctx);
+	m->ndevices = n > 0 ? (n > RSD_CUDA_MAX_DEVICE + 1 ? RSD_CUDA_MAX_DEVICE + 1 : n) : 0;
+	m->warn = cfg->warn;
+	m->warn_ctx = cfg->warn_ctx;
+	for (size_t i = 0; i < cfg->nbudgets; i++) {
+		struct rsd_location at = cfg->budgets[i].location;
+		struct rsd_acct *a;
+
+		err = rsd__check_location(m, at);
+		if (err)
+			goto fail;
+		a = &m->acct[rsd__loc_slot(at)];
+		if (a->known) {
+			char name[RSD_LOCATION_NAME_MAX];
+
+			err = rsd__err(RSD_EINVAL, "budget for %s given twice",
+				       rsd_location_name(at, name, sizeof(name)));
+			goto fail;
+		}
+		a->known = true;
+		a->has_budget = true;
+		a->budget = cfg->budgets[i].nbytes;
+		m->order[m->nknown++] = (uint8_t)rsd__loc_slot(at);
+	}
+	m->id = rsd__next_id();
+	err = pthread_mutex_init(&m->lock, NULL);
+	if (!err)
+		err = pthread_mutex_init(&m->objs_lock, NULL);
+	if (err) {
+		err = rsd__err(RSD_ENOMEM, "cannot initialize the transition lock: %s", strerror(err));
+		goto fail;
+	}
+	rsd__rcu_register();
+	err = rsd__publish_first(m);
+	if (err) {
+		pthread_mutex_destroy(&m->lock);
+		goto fail;
+	}
+	*out = m;
+	return 0;
+fail:
+	free(m);
+	return err;
+}
+
+uint64_t rsd_manager_id(const struct rsd_manager *m)
+{
+	return m ? m->id : 0;
+}
+
+int rsd_manager_reap(struct rsd_manager *m)
+{
+	int err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
+
+	if (err)
+		return err;
+	rsd__writer_exit(m);
+	return 0;
+}

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A persistent 32-way radix vector: the published images share every node
+ * that a publication did not touch. Setting slot i copies the nodes on the
+ * root-to-leaf path of i, except nodes created by the current publication
+ * (node->gen == gen), which no reader can see yet and are updated in place.
+ * Replaced nodes are retired into the outgoing image and freed after a
+ * grace period.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i)
+{
+	const struct rsd_pv_node *n = pv->root;
+
+	if (i >= pv->count)
+		return NULL;
+	for (unsigned shift = pv->shift; shift; shift -= RSD_PV_BITS)
+		n = n->slot[(i >> shift) & (RSD_PV_WIDTH - 1)];
+	return n->slot[i & (RSD_PV_WIDTH - 1)];
+}
+
+static struct rsd_pv_node *node_new(uint64_t gen, const struct rsd_pv_node *from)
+{
+	struct rsd_pv_node *n = malloc(sizeof(*n));
+
+	if (!n)
+		return NULL;
+	if (from)
+		memcpy(n->slot, from->slot, sizeof(n->slot));
+	else
+		memset(n->slot, 0, sizeof(n->slot));
+	n->gen = gen;
+	return n;
+}
+
+/* A node of this publication: copy it first if an image may share it. */
+static struct rsd_pv_node *own(struct rsd_pv_node *n, uint64_t gen, struct rsd_image *rt)
+{
+	struct rsd_pv_node *c;
+
+	if (n->gen == gen)
+		return n;
+	c = node_new(gen, n);
+	if (!c)
+		return NULL;
+	if (rsd__retire(rt, rsd__retire_free, n)) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt)
+{
+	struct rsd_pv_node *n, **link;
+	unsigned shift;
+
+	if (i > pv->count)
+		return rsd__err(RSD_EUSAGE, "internal: vector slot %llu beyond count %llu",
+				(unsigned long long)i, (unsigned long long)pv->count);
+	if (!pv->root) {
+		pv->root = node_new(gen, NULL);
+		if (!pv->root)
+			goto nomem;
+		pv->shift = 0;
+	}
+	/* Grow a level when i does not fit under the root. */
+	if (i >> pv->shift >= RSD_PV_WIDTH) {
+		struct rsd_pv_node *top = node_new(gen, NULL);
+
+		if (!top)
+			goto nomem;
+		top->slot[0] = pv->root;
+		pv->root = top;
+		pv->shift += RSD_PV_BITS;
+	}
+	n = own(pv->root, gen, rt);
+	if (!n)
+		goto nomem;
+	pv->root = n;
+	for (shift = pv->shift; shift; shift -= RSD_PV_BITS) {
+		link = (struct rsd_pv_node **)&n->slot[(i >> shift) & (RSD_PV_WIDTH - 1)];
+		n = *link ? own(*link, gen, rt) : node_new(gen, NULL);
+		if (!n)
+			goto nomem;
+		*link = n;
+	}
+	n->slot[i & (RSD_PV_WIDTH - 1)] = val;
+	if (i == pv->count)
+		pv->count++;
+	return 0;
+nomem:
+	return rsd__err(RSD_ENOMEM, "out of memory publishing value %llu", (unsigned long long)i);
+}
+
+static void free_level(struct rsd_pv_node *n, unsigned shift, void (*fn)(void *val))
+{
+	if (!n)
+		return;
+	for (unsigned i = 0; i < RSD_PV_WIDTH; i++) {
+		if (!n->slot[i])
+			continue;
+		if (shift)
+			free_level(n->slot[i], shift - RSD_PV_BITS, fn);
+		else if (fn)
+			fn(n->slot[i]);
+	}
+	free(n);
+}
+
+void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val))
+{
+	free_level(pv->root, pv->shift, fn);
+	pv->root = NULL;
+	pv->count = 0;
+}

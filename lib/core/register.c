@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+/* Registration: adopt a live value, or register a reconstruction source. */
+#include <stdlib.h>
+
+#include "core.h"
+#include "../trace.h"
+
+static struct rsd_record *record_new(struct rsd_manager *m, const struct rsd_type *type,
+				     const struct rsd_value_spec *spec)
+{
+	struct rsd_record *rec;
+
+	if (m->nrecs == m->caprecs) {
+		size_t cap = m->caprecs ? m->caprecs * 2 : 64;
+		struct rsd_record **recs = realloc(m->recs, cap * sizeof(*recs));
+
+		if (!recs)
+			return NULL;
+		m->recs = recs;
+		m->caprecs = cap;
+	}
+	rec = calloc(1, sizeof(*rec));
+	if (!rec)
+		return NULL;
+	/* Issued now even if the caller fails later: an id is never reused. */
+	rec->handle.manager_id = m->id;
+	rec->handle.id = rsd__next_id();
+	rec->handle.type = type;
+	rec->index = m->nrecs;
+	rec->spec = *spec;
+	return rec;
+}
+
+/* Make the record visible: it keeps its place in registration order. */
+static void record_commit(struct rsd_manager *m, struct rsd_record *rec)
+{
+	m->recs[m->nrecs++] = rec;
+	rsd__mark_dirty(m, rec);
+}
+
+int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rsd_location *at,
+	      enum rsd_replica_mode mode, struct rsd_handle *out)
+{
+	struct rsd_value_spec spec;
+	struct rsd_location loc;
+	struct rsd_record *rec;
+	uint64_t logical, storage;
+	int err;
+
+	if (!value)
+		return rsd__err(RSD_ETYPE, "rsd_adopt: value is not a resident (NULL)");
+	if (!m || !out)
+		return rsd__err(RSD_ETYPE, "rsd_adopt: NULL argument");
+	if (value->managed)
+		return rsd__err(RSD_EOWNERSHIP, "rsd_adopt: the resident is already owned by a manager");
+	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
+	if (err)
+		return err;
+	if (at) {
+		loc = *at;
+	} else if (!rsd__resident_location(value, &loc)) {
+		bool host = value->nbuf > 0;
+
+		for (size_t i = 0; i < value->nbuf; i++)
+			host &= value->bufs[i].location.kind != RSD_CUDA;
+		err = rsd__err(RSD_EMATERIAL, host ? "cannot infer a location: value mixes pageable and pinned storage"
+						   : "cannot infer a location: value buffers live on different devices");
+		goto out;
+	}
+	err = rsd__check_location(m, loc);
+	if (err)
+		goto out;
+	logical = rsd_resident_nbytes(value);
+	storage = rsd_resident_storage_nbytes(value);
+	spec.type = value->type;
+	spec.logical_nbytes = logical;
+	spec.storage_nbytes = logical > storage ? logical : storage;
+	spec.replica_mode = mode;
+	spec.recoverability = RSD_MUST_PRESERVE;
+	if (storage == UINT64_MAX) {
+		err = rsd__err(RSD_EMATERIAL, "two buffers name one allocation with different sizes");
+		goto out;
+	}
+	if (mode != RSD_EXCLUSIVE && mode != RSD_REPLICABLE) {
+		err = rsd__err(RSD_ETYPE, "invalid replica mode %d", (int)mode);
+		goto out;
+	}
+	rec = record_new(m, value->type, &spec);
+	if (!rec) {
+		err = rsd__err(RSD_ENOMEM, "out of memory creating a value record");
+		goto out;
+	}
+	err = rsd__install(m, rec, loc, value, false);
+	if (err) {
+		free(rec->mats);
+		free(rec);
+		goto out;
+	}
+	record_commit(m, rec);
+	rsd_trace_adopt(m->id, rec->handle.id, loc, spec.storage_nbytes);
+	*out = rec->handle;
+out:
+	rsd__writer_exit(m);
+	return err;
+}
+
+int rsd__check_spec(const struct rsd_value_spec *spec)
+{
+	if (!spec)
+		return rsd__err(RSD_ETYPE, "value spec is NULL");
+	if (!spec->type || !rsd_type_is_a(spec->type, &rsd_resident_type))
+		return rsd__err(RSD_ETYPE, "value spec type is not a value type");
+	if (spec->storage_nbytes < spec->logical_nbytes)
+		return rsd__err(RSD_EINVAL, "value spec storage_nbytes %llu < logical_nbytes %llu",
+				(unsigned long long)spec->storage_nbytes,
+				(unsigned long long)spec->logical_nbytes);
+	if (spec->replica_mode != RSD_EXCLUSIVE && spec->replica_mode != RSD_REPLICABLE)
+		return rsd__err(RSD_ETYPE, "value spec has an invalid replica mode %d",
+				(int)spec->replica_mode);
+	if (spec->recoverability != RSD_MUST_PRESERVE &&
+	    spec->recoverability != RSD_RECONSTRUCTIBLE)
+		return rsd__err(RSD_ETYPE, "value spec has an invalid recoverability %d",
+				(int)spec->recoverability);
+	return 0;
+}
+
+int rsd_register_source(struct rsd_manager *m, const struct rsd_value_spec *spec,
+			const struct rsd_source *source, struct rsd_location source_location,
+			struct rsd_handle *out)
+{
+	struct rsd_record *rec;
+	int err;
+
+	err = rsd__check_spec(spec);
+	if (err)
+		return err;
+	if (!source || !source->load)
+		return rsd__err(RSD_ETYPE, "source has no load callback");
+	if (!m || !out)
+		return rsd__err(RSD_ETYPE, "rsd_register_source: NULL argument");
+	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
+	if (err)
+		return err;
+	err = rsd__check_location(m, source_location);
+	if (err)
+		goto out;
+	if (spec->recoverability != RSD_RECONSTRUCTIBLE) {
+		err = rsd__err(RSD_EINVAL, "only RECONSTRUCTIBLE values may be registered with a source");
+		goto out;
+	}
+	rec = record_new(m, spec->type, spec);
+	if (!rec) {
+		err = rsd__err(RSD_ENOMEM, "out of memory creating a value record");
+		goto out;
+	}
+	rec->has_source = true;
+	rec->source = *source;
+	rec->source_loc = source_location;
+	rsd__record_location(m, source_location);
+	record_commit(m, rec);
+	rsd__bump(m);
+	rsd_trace_register_source(m->id, rec->handle.id, source_location, spec->storage_nbytes);
+	*out = rec->handle;
+out:
+	rsd__writer_exit(m);
+	return err;
+}
+
+bool rsd_handle_equal(struct rsd_handle a, struct rsd_handle b)
+{
+	return a.manager_id == b.manager_id && a.id == b.id && a.type == b.type;
+}

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Residents: one value at one location. A resident is one allocation for
+ * its header, buffer table and metadata, plus either one backing block from
+ * a location's allocator (rsd_resident_alloc) or caller memory (wrap).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+const struct rsd_type rsd_resident_type = { "resident", NULL };
+
+bool rsd_type_is_a(const struct rsd_type *t, const struct rsd_type *base)
+{
+	if (!base)
+		return false;
+	for (; t; t = t->parent)
+		if (t == base)
+			return true;
+	return false;
+}
+
+/* Header, buffer table and metadata in one allocation. */
+static struct rsd_resident *resident_new(const struct rsd_type *type, size_t nbuf, const void *meta,
+					 size_t meta_len)
+{
+	size_t tbl = nbuf * sizeof(struct rsd_buffer_view);
+	struct rsd_resident *r;
+
+	if (nbuf > (SIZE_MAX - sizeof(*r) - meta_len) / sizeof(struct rsd_buffer_view))
+		return NULL;
+	r = calloc(1, sizeof(*r) + tbl + meta_len);
+	if (!r)
+		return NULL;
+	r->type = type;
+	r->nbuf = nbuf;
+	r->bufs = (struct rsd_buffer_view *)(r + 1);
+	r->meta_len = meta_len;
+	if (meta_len) {
+		r->meta = (char *)r->bufs + tbl;
+		memcpy(r->meta, meta, meta_len);
+	}
+	return r;
+}
+
+static int check_type(const struct rsd_type *type)
+{
+	if (!type)
+		return rsd__err(RSD_ETYPE, "value type is NULL");
+	if (!rsd_type_is_a(type, &rsd_resident_type))
+		return rsd__err(RSD_ETYPE, "type '%s' does not derive from the resident value type",
+				type->name ? type->name : "?");
+	return 0;
+}
+
+int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int ndevices,
+			const struct rsd_type *type, struct rsd_location at, size_t nbuf,
+			const uint64_t *nbytes, const void *meta, size_t meta_len,
+			struct rsd_resident **out)
+{
+	struct rsd_resident *r;
+	uint64_t total = 0;
+	char name[RSD_LOCATION_NAME_MAX];
+	int err;
+
+	err = check_type(type);
+	if (err)
+		return err;
+	if (!out || (nbuf && !nbytes) || (meta_len && !meta))
+		return rsd__err(RSD_ETYPE, "rsd_resident_alloc: NULL argument");
+	if (!nbuf)
+		return rsd__err(RSD_EINVAL, "a value needs at least one buffer");
+	if (!rsd_location_valid(at))
+		return rsd__err(RSD_EINVAL, "invalid residency location (kind %d, device %d)",
+				(int)at.kind, at.device);
+	if (at.kind == RSD_CUDA && at.device >= ndevices)
+		return rsd__err(RSD_EINVAL, ndevices ? "Residency location %s is not available in this process"
+						     : "CUDA residency locations require available CUDA (%s)",
+				rsd_location_name(at, name, sizeof(name)));
+	for (size_t i = 0; i < nbuf; i++) {
+		/* Keep every buffer 64-byte aligned inside the block. */
+		uint64_t rounded = (nbytes[i] + 63) & ~(uint64_t)63;
+
+		if (rounded < nbytes[i] || total + rounded < total)
+			return rsd__err(RSD_EINVAL, "value size overflows: buffer %zu of %llu bytes", i,
+					(unsigned long long)nbytes[i]);
+		total += rounded;
+	}
+	r = resident_new(type, nbuf, meta, meta_len);
+	if (!r)
+		return rsd__err(RSD_ENOMEM, "out of memory allocating a resident header");
+	r->ops = ops;
+	r->ops_ctx = ops_ctx;
+	r->block_at = at;
+	if (total) {
+		if (at.kind == RSD_PAGEABLE_HOST) {
+			if (total > SIZE_MAX || posix_memalign(&r->block, 64, (size_t)total)) {
+				free(r);
+				return rsd__err(RSD_ENOMEM, "out of memory allocating %llu pageable bytes",
+						(unsigned long long)total);
+			}
+		} else {
+			err = ops->alloc(ops_ctx, at, total, &r->block);
+			if (err) {
+				free(r);
+				return err;
+			}
+		}
+		r->block_nbytes = total;
+	}
+	for (size_t i = 0, off = 0; i < nbuf; i++) {
+		struct rsd_buffer_view *b = &r->bufs[i];
+
+		b->data = nbytes[i] ? (char *)r->block + off : NULL;
+		b->nbytes = nbytes[i];
+		/* Each buffer owns its slice: storage bytes equal logical bytes. */
+		b->base = b->data;
+		b->base_nbytes = nbytes[i];
+		b->location = at;
+		off += (nbytes[i] + 63) & ~(uint64_t)63;
+	}
+	*out = r;
+	return 0;
+}
+
+int rsd_resident_alloc(struct rsd_manager *m, const struct rsd_type *type, struct rsd_location at,
+		       size_t nbuf, const uint64_t *nbytes, const void *meta, size_t meta_len,
+		       struct rsd_resident **out)
+{
+	if (!m)
+		return rsd__err(RSD_ETYPE, "rsd_resident_alloc: manager is NULL");
+	return rsd__resident_alloc(m->ops, m->ops_ctx, m->ndevices, type, at, nbuf, nbytes, meta,
+				   meta_len, out);
+}
+
+int rsd_resident_wrap(const struct rsd_type *type, size_t nbuf, const struct rsd_buffer_view *bufs,
+		      const void *meta, size_t meta_len,
+		      void (*release)(void *ctx, struct rsd_resident *r), void *ctx,
+		      struct rsd_resident **out)
+{
+	struct rsd_resident *r;
+	int err;
+
+	err = check_type(type);
+	if (err)
+		return err;
+	if (!out || (nbuf && !bufs) || (meta_len && !meta))
+		return rsd__err(RSD_ETYPE, "rsd_resident_wrap: NULL argument");
+	if (!nbuf)
+		return rsd__err(RSD_EINVAL, "a value needs at least one buffer");
+	for (size_t i = 0; i < nbuf; i++) {
+		const struct rsd_buffer_view *b = &bufs[i];
+		uintptr_t d = (uintptr_t)b->data, base = (uintptr_t)b->base;
+
+		if (!rsd_location_valid(b->location))
+			return rsd__err(RSD_EINVAL, "buffer %zu has an invalid location", i);
+		if (b->nbytes && (!b->data || !b->base))
+			return rsd__err(RSD_EINVAL, "buffer %zu of %llu bytes has no data or base", i,
+					(unsigned long long)b->nbytes);
+		/* The view must lie inside its backing allocation. */
+		if (b->nbytes && (d < base || d - base > b->base_nbytes ||
+				  b->nbytes > b->base_nbytes - (d - base)))
+			return rsd__err(RSD_EINVAL,
+					"buffer %zu (%llu bytes) lies outside its backing allocation of %llu bytes",
+					i, (unsigned long long)b->nbytes,
+					(unsigned long long)b->base_nbytes);
+	}
+	r = resident_new(type, nbuf, meta, meta_len);
+	if (!r)
+		return rsd__err(RSD_ENOMEM, "out of memory allocating a resident header");
+	memcpy(r->bufs, bufs, nbuf * sizeof(*bufs));
+	r->release = release;
+	r->release_ctx = ctx;
+	*out = r;
+	return 0;
+}
+
+size_t rsd_resident_nbuffers(const struct rsd_resident *r)
+{
+	return r ? r->nbuf : 0;
+}
+
+void *rsd_resident_data(const struct rsd_resident *r, size_t i)
+{
+	return r && i < r->nbuf ? r->bufs[i].data : NULL;
+}
+
+uint64_t rsd_resident_buffer_nbytes(const struct rsd_resident *r, size_t i)
+{
+	return r && i < r->nbuf ? r->bufs[i].nbytes : 0;
+}
+
+const void *rsd_resident_meta(const struct rsd_resident *r, size_t *len)
+{
+	if (len)
+		*len = r ? r->meta_len : 0;
+	return r ? r->meta : NULL;
+}
+
+uint64_t rsd_resident_nbytes(const struct rsd_resident *r)
+{
+	uint64_t n = 0;
+
+	if (!r)
+		return 0;
+	for (size_t i = 0; i < r->nbuf; i++)
+		n += r->bufs[i].nbytes;
+	return n;
+}
+
+static int buf_device(const struct rsd_buffer_view *b)
+{
+	return b->location.kind == RSD_CUDA ? b->location.device : -1;
+}
+
+/*
+ * Distinct non-empty backing allocations, deduplicated by (device, base).
+ * Values hold a handful of buffers, so the quadratic scan is cheapest.
+ */
+uint64_t rsd_resident_storage_nbytes(const struct rsd_resident *r)
+{
+	uint64_t n = 0;
+
+	if (!r)
+		return 0;
+	for (size_t i = 0; i < r->nbuf; i++) {
+		const struct rsd_buffer_view *b = &r->bufs[i];
+		bool seen = false;
+
+		if (!b->base_nbytes)
+			continue;
+		for (size_t j = 0; j < i; j++) {
+			const struct rsd_buffer_view *o = &r->bufs[j];
+
+			if (o->base_nbytes && o->base == b->base && buf_device(o) == buf_device(b)) {
+				if (o->base_nbytes != b->base_nbytes)
+					return UINT64_MAX;
+				seen = true;
+				break;
+			}
+		}
+		if (!seen)
+			n += b->base_nbytes;
+	}
+	return n;
+}
+
+bool rsd__resident_location(const struct rsd_resident *r, struct rsd_location *at)
+{
+	if (!r || !r->nbuf)
+		return false;
+	for (size_t i = 1; i < r->nbuf; i++)
+		if (!rsd_location_equal(r->bufs[i].location, r->bufs[0].location))
+			return false;
+	*at = r->bufs[0].location;
+	return true;
+}
+
+struct rsd_location rsd_resident_location(const struct rsd_resident *r)
+{
+	struct rsd_location at = { RSD_PAGEABLE_HOST, -2 };
+
+	rsd__resident_location(r, &at);
+	return at;
+}
+
+const struct rsd_type *rsd_resident_type_of(const struct rsd_resident *r)
+{
+	return r ? r->type : NULL;
+}
+
+void rsd__resident_destroy(struct rsd_resident *r)
+{
+	if (!r)
+		return;
+	if (r->release)
+		r->release(r->release_ctx, r);
+	if (r->block) {
+		if (r->block_at.kind == RSD_PAGEABLE_HOST)
+			free(r->block);
+		else
+			r->ops->free(r->ops_ctx, r->block_at, r->block, r->block_nbytes);
+	}
+	free(r);
+}
+
+void rsd_resident_free(struct rsd_resident *r)
+{
+	if (!r)
+		return;
+	if (r->managed) {
+		/* The manager frees it; freeing it here would pull memory from
+		 * under a materialization. */
+		rsd__err(RSD_EOWNERSHIP, "rsd_resident_free: the resident is owned by a manager");
+		return;
+	}
+	rsd__resident_destroy(r);
+}

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rsd_snapshot_take: copy one published image out, lock-free. The copy is a
+ * single allocation, so rsd_snapshot_free is one free() and a snapshot of
+ * ten thousand values costs two walks of the value vector.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
+{
+	const struct rsd_image *img;
+	struct rsd_snapshot *s;
+	struct rsd_value_snapshot *vals;
+	struct rsd_materialization_snapshot *mats;
+	struct rsd_location_snapshot *locs;
+	struct rsd_reservation_snapshot *resv;
+	size_t nmats = 0, labels = 0, size;
+	char *lbl;
+	int err = 0;
+
+	if (!m || !out)
+		return rsd__err(RSD_ETYPE, "rsd_snapshot_take: NULL argument");
+	img = rsd__read_begin(m);
+	if (img->closed) {
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+		goto out;
+	}
+	for (uint64_t i = 0; i < img->values.count; i++)
+		nmats += ((const struct rsd_img_value *)rsd__pv_get(&img->values, i))->nmats;
+	for (uint32_t i = 0; i < img->nresv; i++)
+		labels += strlen(img->resv[i].label) + 1;
+	size = sizeof(*s) + img->values.count * sizeof(*vals) + nmats * sizeof(*mats) +
+	       img->nlocs * sizeof(*locs) + img->nresv * sizeof(*resv) + labels;
+	s = malloc(size);
+	if (!s) {
+		err = rsd__err(RSD_ENOMEM, "out of memory for a snapshot of %llu values",
+			       (unsigned long long)img->values.count);
+		goto out;
+	}
+	vals = (struct rsd_value_snapshot *)(s + 1);
+	mats = (struct rsd_materialization_snapshot *)(vals + img->values.count);
+	locs = (struct rsd_location_snapshot *)(mats + nmats);
+	resv = (struct rsd_reservation_snapshot *)(locs + img->nlocs);
+	lbl = (char *)(resv + img->nresv);
+
+	s->manager_id = m->id;
+	s->state_version = img->state_version;
+	s->nvalues = img->values.count;
+	s->values = vals;
+	s->nlocations = img->nlocs;
+	s->locations = locs;
+	s->nreservations = img->nresv;
+	s->reservations = resv;
+	for (uint64_t i = 0; i < img->values.count; i++) {
+		const struct rsd_img_value *iv = rsd__pv_get(&img->values, i);
+		struct rsd_value_snapshot *v = &vals[i];
+
+		v->handle = iv->handle;
+		v->spec = iv->spec;
+		v->has_source = iv->has_source;
+		v->has_source_location = iv->has_source;
+		v->source_location = iv->has_source ? iv->source_loc : RSD_LOC_PAGEABLE_HOST;
+		v->discarded = iv->discarded;
+		v->nmaterializations = iv->nmats;
+		v->materializations = mats;
+		for (uint32_t j = 0; j < iv->nmats; j++, mats++) {
+			mats->location = iv->mats[j].loc;
+			mats->logical_nbytes = iv->spec.logical_nbytes;
+			mats->storage_nbytes = iv->mats[j].storage_nbytes;
+			mats->charged_nbytes = iv->spec.storage_nbytes;
+			mats->use_count = iv->mats[j].use_count;
+			mats->hold_count = iv->mats[j].hold_count;
+			mats->pending_event_count = iv->mats[j].pending_count;
+		}
+	}
+	for (uint32_t i = 0; i < img->nlocs; i++) {
+		const struct rsd_acct *a = &img->locs[i].acct;
+		struct rsd_location_snapshot *l = &locs[i];
+
+		memset(l, 0, sizeof(*l));
+		l->location = img->locs[i].loc;
+		l->has_budget = a->has_budget;
+		l->budget_bytes = a->has_budget ? a->budget : 0;
+		l->used_bytes = a->used;
+		l->reserved_bytes = a->reserved;
+		l->remaining_budget_bytes = a->has_budget ? a->budget - a->used - a->reserved : 0;
+		l->peak_used_bytes = a->peak_used;
+		l->peak_charged_bytes = a->peak_charged;
+		l->value_count = a->value_count;
+		l->reservation_count = a->reservation_count;
+		l->use_count = a->use_count;
+		l->hold_count = a->hold_count;
+		l->pending_event_count = a->pending_count;
+		/* Allocator metrics are sampled now, best effort (§13.4). */
+		if (l->location.kind == RSD_CUDA && l->location.device < m->ndevices &&
+		    m->ops->metrics &&
+		    !m->ops->metrics(m->ops_ctx, l->location.device, &l->allocator_allocated_bytes,
+				     &l->allocator_reserved_bytes))
+			l->has_allocator = true;
+	}
+	for (uint32_t i = 0; i < img->nresv; i++) {
+		size_t len = strlen(img->resv[i].label) + 1;
+
+		resv[i].location = img->resv[i].loc;
+		resv[i].nbytes = img->resv[i].nbytes;
+		resv[i].label = memcpy(lbl, img->resv[i].label, len);
+		lbl += len;
+	}
+	s->captured_at_ns = rsd__now_ns();
+	*out = s;
+out:
+	rsd__read_end();
+	return err;
+}
+
+void rsd_snapshot_free(struct rsd_snapshot *s)
+{
+	free(s);
+}
