@@ -18,7 +18,7 @@ static bool host_kind(struct rsd_location at)
 int rsd__copy_to(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
 		 struct rsd_location to, void *stream, struct rsd_resident **out)
 {
-	uint64_t sizes_small[8], *sizes = sizes_small;
+	uint64_t sizes_small[8] = { 0 }, *sizes = sizes_small;
 	struct rsd_resident *dst = NULL;
 	void *ev = NULL;
 	int err;

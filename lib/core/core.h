@@ -398,7 +398,7 @@ void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
 int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 		 struct rsd_resident *v, bool allow_exclusive);
 /* §2.4 materialization validation. */
-int rsd__validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
+int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
 		  struct rsd_location at);
 int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
 void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);

@@ -43,7 +43,7 @@ static int conforms(const struct rsd_resident *v, struct rsd_location at)
 	return 0;
 }
 
-int rsd__validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
+int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
 		  struct rsd_location at)
 {
 	uint64_t logical, storage;
@@ -93,7 +93,7 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 		return rsd__err(RSD_EOWNERSHIP,
 				"EXCLUSIVE value %llu cannot have simultaneous steady replicas",
 				(unsigned long long)rec->handle.id);
-	err = rsd__validate(&rec->spec, v, at);
+	err = rsd__mat_validate(&rec->spec, v, at);
 	if (err)
 		return err;
 	err = rsd__admit(m, at, charge);

@@ -103,8 +103,7 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
 				(unsigned long long)h.manager_id, (unsigned long long)m->id);
 	rec = find_record(m, h.id);
 	if (!rec || rec->handle.type != h.type)
-		return rsd__err(RSD_EHANDLE, "Residency handle is unknown (id %llu)",
-				(unsigned long long)h.id);
+		return rsd__err(RSD_EHANDLE, "Residency handle is unknown");
 	if (rec->discarded)
 		return rsd__err(RSD_EHANDLE, "Residency value '%llu' has been discarded",
 				(unsigned long long)h.id);

@@ -105,7 +105,7 @@ static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfe
 		v = NULL;
 		goto fail;
 	}
-	err = rsd__validate(&rec->spec, v, x->src);
+	err = rsd__mat_validate(&rec->spec, v, x->src);
 	if (err)
 		goto fail;
 	x->value = v;

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The residency controller (semantics.md §15.4-15.7, §15.12): optional
+ * automation over one manager built only on the public API. It keeps policy
+ * metadata and access epochs, and decides when asked: decide reads one
+ * published image (rsd_snapshot_take), searches, and asks rsd_explain to
+ * confirm the plan. It never calls a source and never executes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrl.h"
+
+#define DEFAULT_LIMIT 100000
+
+/* ---- the metadata / epoch table ---- */
+
+static size_t meta_slot(uint64_t id, size_t cap)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdull;
+	id ^= id >> 33;
+	return (size_t)id & (cap - 1);
+}
+
+struct rsd__meta *rsd__meta_find(struct rsd_controller *c, uint64_t id)
+{
+	if (!c->meta_n || !id)
+		return NULL;
+	for (size_t i = meta_slot(id, c->meta_cap);; i = (i + 1) & (c->meta_cap - 1)) {
+		if (c->meta[i].id == id)
+			return &c->meta[i];
+		if (!c->meta[i].id)
+			return NULL;
+	}
+}
+
+struct rsd__meta *rsd__meta_get(struct rsd_controller *c, uint64_t id)
+{
+	struct rsd__meta *e = rsd__meta_find(c, id);
+	size_t i;
+
+	if (e)
+		return e;
+	if (2 * (c->meta_n + 1) > c->meta_cap) {
+		size_t cap = c->meta_cap ? 2 * c->meta_cap : 64;
+		struct rsd__meta *t = calloc(cap, sizeof(*t));
+
+		if (!t) {
+			rsd__err(RSD_ENOMEM, "out of memory growing the controller metadata");
+			return NULL;
+		}
+		for (size_t k = 0; k < c->meta_cap; k++) {
+			if (!c->meta[k].id)
+				continue;
+			for (i = meta_slot(c->meta[k].id, cap); t[i].id; i = (i + 1) & (cap - 1))
+				;
+			t[i] = c->meta[k];
+		}
+		free(c->meta);
+		c->meta = t;
+		c->meta_cap = cap;
+	}
+	for (i = meta_slot(id, c->meta_cap); c->meta[i].id; i = (i + 1) & (c->meta_cap - 1))
+		;
+	memset(&c->meta[i], 0, sizeof(c->meta[i]));
+	c->meta[i].id = id;
+	c->meta_n++;
+	return &c->meta[i];
+}
+
+/* ---- construction ---- */
+
+static int check_policy(const struct rsd_policy *p)
+{
+	const struct rsd_policy_config_entry *cfg;
+	const char *name;
+	size_t n = 0;
+
+	if (!p->ops || !p->ops->name || !p->ops->config_identity || !p->ops->fallback_locations ||
+	    !p->ops->order_candidates)
+		return rsd__err(RSD_ETYPE, "residency policy must provide name, config_identity, "
+					   "fallback_locations and order_candidates");
+	name = p->ops->name(p->ctx);
+	if (!name)
+		return rsd__err(RSD_ETYPE, "residency policy name must be a string");
+	if (!rsd__nonblank(name))
+		return rsd__err(RSD_EINVAL, "residency policy name must be non-blank");
+	cfg = p->ops->config_identity(p->ctx, &n);
+	if (n && !cfg)
+		return rsd__err(RSD_ETYPE, "policy %s: config_identity returned NULL", name);
+	for (size_t i = 0; i < n; i++) {
+		if (!rsd__nonblank(cfg[i].key))
+			return rsd__err(RSD_EINVAL, "policy %s: config_identity key %zu is blank", name, i);
+		if (!cfg[i].value)
+			return rsd__err(RSD_ETYPE, "policy %s: config_identity value %zu is NULL", name,
+					i);
+	}
+	return 0;
+}
+
+int rsd_controller_create(struct rsd_manager *m, const struct rsd_policy *policy,
+			  size_t search_state_limit, struct rsd_controller **out)
+{
+	pthread_mutexattr_t attr;
+	struct rsd_controller *c;
+	int err;
+
+	if (!m)
+		return rsd__err(RSD_ETYPE, "rsd_controller_create: manager is NULL");
+	if (!out)
+		return rsd__err(RSD_ETYPE, "rsd_controller_create: out is NULL");
+	if (policy && (err = check_policy(policy)))
+		return err;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return rsd__err(RSD_ENOMEM, "out of memory creating a controller");
+	if (!policy) {
+		err = rsd_tiered_lru_create(NULL, 0, &c->owned_policy);
+		if (err) {
+			free(c);
+			return err;
+		}
+		policy = c->owned_policy;
+	}
+	c->m = m;
+	c->manager_id = rsd_manager_id(m);
+	c->policy = policy;
+	c->limit = search_state_limit ? search_state_limit : DEFAULT_LIMIT;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&c->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	*out = c;
+	return 0;
+}
+
+void rsd_controller_free(struct rsd_controller *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->meta_cap; i++)
+		if (c->meta[i].id)
+			free(c->meta[i].key);
+	free(c->meta);
+	rsd_policy_free(c->owned_policy);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* ---- handles against a snapshot ---- */
+
+long rsd__snap_find(const struct rsd_snapshot *snap, struct rsd_handle h)
+{
+	size_t lo = 0, hi = snap->nvalues;
+
+	/* Ids grow with registration order: binary search, then a scan. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint64_t id = snap->values[mid].handle.id;
+
+		if (id == h.id) {
+			if (rsd_handle_equal(snap->values[mid].handle, h))
+				return (long)mid;
+			break;
+		}
+		if (id < h.id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = 0; i < snap->nvalues; i++)
+		if (rsd_handle_equal(snap->values[i].handle, h))
+			return (long)i;
+	return -1;
+}
+
+/* §4.2 against a snapshot: foreign, unknown, discarded. */
+static int resolve(const struct rsd_snapshot *snap, struct rsd_handle h, long *idx)
+{
+	if (h.manager_id != snap->manager_id)
+		return rsd__err(RSD_EHANDLE, "Handle '%llu' belongs to manager '%llu', not '%llu' "
+					     "(another manager)",
+				(unsigned long long)h.id, (unsigned long long)h.manager_id,
+				(unsigned long long)snap->manager_id);
+	*idx = rsd__snap_find(snap, h);
+	if (*idx < 0)
+		return rsd__err(RSD_EHANDLE, "Residency handle '%llu' is unknown",
+				(unsigned long long)h.id);
+	if (snap->values[*idx].discarded)
+		return rsd__err(RSD_EHANDLE, "Residency value '%llu' has been discarded",
+				(unsigned long long)h.id);
+	return 0;
+}
+
+/* ---- set_policy_metadata (§15.5) ---- */
+
+int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_handle h, int priority,
+				       const char *stable_key)
+{
+	struct rsd_snapshot *snap = NULL;
+	struct rsd__meta *e;
+	char *key = NULL;
+	long idx;
+	int err;
+
+	if (!c)
+		return rsd__err(RSD_ETYPE, "rsd_controller_set_policy_metadata: controller is NULL");
+	if (stable_key && !rsd__nonblank(stable_key))
+		return rsd__err(RSD_EINVAL, "policy metadata stable_key must be non-blank");
+	pthread_mutex_lock(&c->lock);
+	err = rsd_snapshot_take(c->m, &snap);
+	if (err)
+		goto out;
+	err = resolve(snap, h, &idx);
+	if (err)
+		goto out;
+	if (stable_key) {
+		/* other handles' keys, discarded handles' included */
+		for (size_t i = 0; i < c->meta_cap; i++) {
+			const struct rsd__meta *o = &c->meta[i];
+
+			if (o->id && o->id != h.id && o->key && !strcmp(o->key, stable_key)) {
+				char q[160];
+
+				err = rsd__err(RSD_EINVAL,
+					       "stable_key %s is already used by handle '%llu'",
+					       rsd__quote(stable_key, q, sizeof(q)),
+					       (unsigned long long)o->id);
+				goto out;
+			}
+		}
+		key = rsd__strdup(stable_key);
+		if (!key) {
+			err = -RSD_ENOMEM;
+			goto out;
+		}
+	}
+	e = rsd__meta_get(c, h.id);
+	if (!e) {
+		free(key);
+		err = -RSD_ENOMEM;
+		goto out;
+	}
+	free(e->key);
+	e->key = key;
+	e->priority = priority;
+out:
+	rsd_snapshot_free(snap);
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* ---- requests (§15.1) ---- */
+
+static int check_loc(struct rsd_location loc, const char *what, size_t i)
+{
+	if (loc.kind != RSD_PAGEABLE_HOST && loc.kind != RSD_PINNED_HOST && loc.kind != RSD_CUDA)
+		return rsd__err(RSD_ETYPE, "%s %zu: not a residency location (kind %d)", what, i,
+				(int)loc.kind);
+	if (!rsd_location_valid(loc))
+		return rsd__err(RSD_EINVAL, "%s %zu: invalid location device %d", what, i,
+				loc.device);
+	return 0;
+}
+
+int rsd__request_check(const struct rsd_request *r)
+{
+	int err;
+
+	if (!r)
+		return rsd__err(RSD_ETYPE, "residency request is NULL");
+	if (!rsd__nonblank(r->name))
+		return rsd__err(RSD_EINVAL, "residency request name must be a non-blank string");
+	if (!r->nrequirements)
+		return rsd__err(RSD_EINVAL, "residency request '%s' has no requirements", r->name);
+	if (!r->requirements)
+		return rsd__err(RSD_ETYPE, "residency request '%s': requirements array is NULL",
+				r->name);
+	for (size_t i = 0; i < r->nrequirements; i++) {
+		const struct rsd_requirement *q = &r->requirements[i];
+
+		if ((err = check_loc(q->location, "requirement", i)))
+			return err;
+		for (size_t j = 0; j < i; j++)
+			if (rsd_handle_equal(r->requirements[j].handle, q->handle) &&
+			    rsd_location_equal(r->requirements[j].location, q->location)) {
+				char name[RSD_LOCATION_NAME_MAX];
+
+				return rsd__err(RSD_EINVAL,
+						"residency request '%s' requires handle '%llu' at %s twice",
+						r->name, (unsigned long long)q->handle.id,
+						rsd_location_name(q->location, name, sizeof(name)));
+			}
+	}
+	if (r->nreservations && !r->reservations)
+		return rsd__err(RSD_ETYPE, "residency request '%s': reservations array is NULL",
+				r->name);
+	for (size_t i = 0; i < r->nreservations; i++) {
+		if ((err = check_loc(r->reservations[i].location, "reservation", i)))
+			return err;
+		if (!r->reservations[i].label)
+			return rsd__err(RSD_ETYPE, "reservation %zu: label is NULL", i);
+		if (!rsd__nonblank(r->reservations[i].label))
+			return rsd__err(RSD_EINVAL, "reservation %zu: label must be non-blank", i);
+	}
+	return 0;
+}
+
+/* VALIDATE (§15.7): handles, then EXCLUSIVE values required twice. */
+int rsd__validate(const struct rsd_snapshot *snap, const struct rsd_request *r)
+{
+	long idx;
+	int err;
+
+	for (size_t i = 0; i < r->nrequirements; i++)
+		if ((err = resolve(snap, r->requirements[i].handle, &idx)))
+			return err;
+	for (size_t i = 0; i < r->nrequirements; i++) {
+		struct rsd_handle h = r->requirements[i].handle;
+		bool first = true;
+
+		for (size_t j = 0; j < i; j++)
+			if (rsd_handle_equal(r->requirements[j].handle, h))
+				first = false;
+		if (!first)
+			continue;
+		for (size_t j = i + 1; j < r->nrequirements; j++) {
+			if (!rsd_handle_equal(r->requirements[j].handle, h))
+				continue;
+			idx = rsd__snap_find(snap, h);
+			if (snap->values[idx].spec.replica_mode == RSD_EXCLUSIVE)
+				return rsd__err(RSD_EOWNERSHIP,
+						"EXCLUSIVE value '%llu' cannot be required at several "
+						"locations",
+						(unsigned long long)h.id);
+			break;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private controller state shared by the lib/ctrl sources: the controller object,
+ * its metadata/epoch map, and the search entry point (search.c).
+ */
+#ifndef RSD_CTRL_CTRL_H
+#define RSD_CTRL_CTRL_H
+
+#include <pthread.h>
+
+#include "../internal.h"
+
+/*
+ * Per-handle controller record: policy metadata and the last access epoch.
+ * Records are never purged, not even for discarded handles (semantics.md
+ * §15.4): a discarded handle's stable key still blocks reuse.
+ */
+struct rsd__meta {
+	uint64_t id; /* handle id; 0 marks an empty table slot */
+	int priority;
+	char *key; /* stable key, NULL when unset */
+	bool has_epoch;
+	uint64_t epoch;
+};
+
+struct rsd_controller {
+	struct rsd_manager *m;
+	uint64_t manager_id;
+	const struct rsd_policy *policy;
+	struct rsd_policy *owned_policy; /* the default policy, NULL when the caller's */
+	size_t limit;
+	/*
+	 * Recursive: a policy callback may call back into the controller.
+	 * Lock order: controller lock -> manager calls; the manager never calls
+	 * back into the controller, so this cannot deadlock.
+	 */
+	pthread_mutex_t lock;
+	/* protected by lock: open-addressing table keyed by handle id */
+	struct rsd__meta *meta;
+	size_t meta_cap, meta_n;
+	uint64_t epoch; /* protected by lock; advanced by each successful use entry */
+};
+
+/* Lookup, NULL when absent. Caller holds c->lock. */
+struct rsd__meta *rsd__meta_find(struct rsd_controller *c, uint64_t id);
+/* Lookup or insert a default record; NULL (ENOMEM recorded) on failure. */
+struct rsd__meta *rsd__meta_get(struct rsd_controller *c, uint64_t id);
+
+enum rsd__reason {
+	RSD__R_OTHER_REPLICA,
+	RSD__R_SOURCE,
+	RSD__R_MOVED,
+};
+
+struct rsd__evict {
+	uint64_t rank;
+	struct rsd_location released;
+	uint64_t nbytes;
+	enum rsd__reason reason;
+	struct rsd_location moved_to; /* RSD__R_MOVED only */
+};
+
+struct rsd__search_result {
+	uint64_t explored;
+	size_t nreclaim;
+	struct rsd_action *reclaim;
+	struct rsd__evict *evict; /* parallel to reclaim */
+	size_t nenter;
+	struct rsd_action *enter;
+};
+
+/*
+ * Static request validation (semantics.md §15.1): name, requirements,
+ * duplicates, reservations. Records the failure.
+ */
+int rsd__request_check(const struct rsd_request *r);
+
+/*
+ * Run the lazy memoized search of semantics.md §15.11 on snapshot snap for
+ * request r, whose handles were validated against snap. Caller holds
+ * c->lock. On success fills *res (free with rsd__search_result_fini). On
+ * failure returns -RSD_EPLAN / -RSD_ESEARCHLIMIT (message and search figures
+ * recorded), -RSD_EUSAGE (policy misbehaved), -RSD_EUNAVAILABLE, -RSD_ENOMEM
+ * or a policy's own code; res->explored is set either way.
+ */
+int rsd__search(struct rsd_controller *c, const struct rsd_snapshot *snap,
+		const struct rsd_request *r, struct rsd__search_result *res);
+void rsd__search_result_fini(struct rsd__search_result *res);
+
+/* Index of handle h in snap->values, or -1. */
+long rsd__snap_find(const struct rsd_snapshot *snap, struct rsd_handle h);
+
+/* VALIDATE of §15.7 against a snapshot (controller.c). */
+int rsd__validate(const struct rsd_snapshot *snap, const struct rsd_request *r);
+
+#endif

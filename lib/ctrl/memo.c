@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The search memo: sets of byte-string keys (serialized SIG(S) plus the
+ * objective's parameters). Two planning states have equal signatures
+ * exactly when their serialized keys are equal, because deltas are kept
+ * normalized and sorted (pstate.h). Open addressing, linear probing.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "memo.h"
+
+struct memo_key {
+	uint64_t hash;
+	size_t len;
+	unsigned char bytes[];
+};
+
+static uint64_t key_hash(const unsigned char *p, size_t len)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+
+	while (len >= 8) {
+		uint64_t w;
+
+		memcpy(&w, p, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+		p += 8;
+		len -= 8;
+	}
+	while (len--) {
+		h = (h ^ *p++) * 0xc4ceb9fe1a85ec53ull;
+		h ^= h >> 29;
+	}
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h;
+}
+
+void rsd__memo_init(struct rsd__memo *m)
+{
+	m->tab = NULL;
+	m->cap = 0;
+	m->n = 0;
+}
+
+void rsd__memo_fini(struct rsd__memo *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->tab[i]);
+	free(m->tab);
+	rsd__memo_init(m);
+}
+
+bool rsd__memo_has(const struct rsd__memo *m, const void *key, size_t len)
+{
+	uint64_t h;
+
+	if (!m->n)
+		return false;
+	h = key_hash(key, len);
+	for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		const struct memo_key *k = m->tab[i];
+
+		if (!k)
+			return false;
+		if (k->hash == h && k->len == len && !memcmp(k->bytes, key, len))
+			return true;
+	}
+}
+
+static void place(struct memo_key **tab, size_t cap, struct memo_key *k)
+{
+	size_t i = k->hash & (cap - 1);
+
+	while (tab[i])
+		i = (i + 1) & (cap - 1);
+	tab[i] = k;
+}
+
+int rsd__memo_add(struct rsd__memo *m, const void *key, size_t len)
+{
+	struct memo_key *k;
+
+	if (rsd__memo_has(m, key, len))
+		return 0;
+	if (2 * (m->n + 1) > m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 64;
+		struct memo_key **tab = calloc(cap, sizeof(*tab));
+
+		if (!tab)
+			return rsd__err(RSD_ENOMEM, "out of memory growing the search memo");
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->tab[i])
+				place(tab, cap, m->tab[i]);
+		free(m->tab);
+		m->tab = tab;
+		m->cap = cap;
+	}
+	k = malloc(sizeof(*k) + len);
+	if (!k)
+		return rsd__err(RSD_ENOMEM, "out of memory recording a search memo key");
+	k->hash = key_hash(key, len);
+	k->len = len;
+	memcpy(k->bytes, key, len);
+	place(m->tab, m->cap, k);
+	m->n++;
+	return 0;
+}

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The deterministic tiered LRU policy (semantics.md §15.3): configured
+ * fallback tiers, and an eviction order that depends only on priority,
+ * access epoch, stable key and registration order.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrl.h"
+
+struct tier {
+	struct rsd_location from;
+	size_t nto;
+	struct rsd_location *to;
+};
+
+struct tiered_lru {
+	struct rsd_policy pub; /* pub.ctx points back at this */
+	size_t ntiers;
+	struct tier *tiers; /* configuration order */
+	char *identity;     /* canonical text of the tiers, see config_identity */
+	struct rsd_policy_config_entry entry;
+};
+
+static const char *lru_name(void *ctx)
+{
+	(void)ctx;
+	return "deterministic-tiered-lru";
+}
+
+static const struct rsd_policy_config_entry *lru_config(void *ctx, size_t *n)
+{
+	struct tiered_lru *p = ctx;
+
+	if (n)
+		*n = 1;
+	return &p->entry;
+}
+
+static size_t lru_fallback(void *ctx, struct rsd_location loc, struct rsd_location *out, size_t cap)
+{
+	struct tiered_lru *p = ctx;
+
+	for (size_t i = 0; i < p->ntiers; i++) {
+		const struct tier *t = &p->tiers[i];
+
+		if (!rsd_location_equal(t->from, loc))
+			continue;
+		for (size_t j = 0; j < t->nto && j < cap; j++)
+			out[j] = t->to[j];
+		return t->nto;
+	}
+	return 0;
+}
+
+/* -1 never accessed (the oldest), else the epoch. */
+static long long cand_epoch(const struct rsd_eviction_candidate *c)
+{
+	return c->has_last_access_epoch ? (long long)c->last_access_epoch : -1;
+}
+
+/* The §15.3 key: priority, epoch, keyed first, key bytes, registration. */
+static int cand_cmp(const struct rsd_eviction_candidate *a, const struct rsd_eviction_candidate *b)
+{
+	const char *ka = a->metadata.stable_key, *kb = b->metadata.stable_key;
+	long long ea = cand_epoch(a), eb = cand_epoch(b);
+	int c;
+
+	if (a->metadata.priority != b->metadata.priority)
+		return a->metadata.priority < b->metadata.priority ? -1 : 1;
+	if (ea != eb)
+		return ea < eb ? -1 : 1;
+	if (!ka != !kb)
+		return ka ? -1 : 1;
+	/* strcmp compares as unsigned char: code-point order for UTF-8. */
+	c = strcmp(ka ? ka : "", kb ? kb : "");
+	if (c)
+		return c < 0 ? -1 : 1;
+	if (a->registration_index != b->registration_index)
+		return a->registration_index < b->registration_index ? -1 : 1;
+	return 0;
+}
+
+/* Stable merge sort (ties keep their input order). */
+static void msort(struct rsd_eviction_candidate *a, struct rsd_eviction_candidate *tmp, size_t n)
+{
+	size_t mid = n / 2, i = 0, j = mid, k = 0;
+
+	if (n < 2)
+		return;
+	msort(a, tmp, mid);
+	msort(a + mid, tmp, n - mid);
+	while (i < mid && j < n)
+		tmp[k++] = cand_cmp(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
+	while (i < mid)
+		tmp[k++] = a[i++];
+	while (j < n)
+		tmp[k++] = a[j++];
+	memcpy(a, tmp, n * sizeof(*a));
+}
+
+static int lru_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
+{
+	struct rsd_eviction_candidate small[32], *tmp = small;
+
+	(void)ctx;
+	if (n < 2)
+		return 0;
+	if (!c)
+		return rsd__err(RSD_ETYPE, "order_candidates: candidate array is NULL");
+	if (n > RSD_ARRAY_SIZE(small)) {
+		tmp = malloc(n * sizeof(*tmp));
+		if (!tmp)
+			return rsd__err(RSD_ENOMEM, "out of memory ordering %zu candidates", n);
+	}
+	msort(c, tmp, n);
+	if (tmp != small)
+		free(tmp);
+	return 0;
+}
+
+static const struct rsd_policy_ops lru_ops = {
+	.name = lru_name,
+	.config_identity = lru_config,
+	.fallback_locations = lru_fallback,
+	.order_candidates = lru_order,
+};
+
+static void lru_destroy(struct tiered_lru *p)
+{
+	for (size_t i = 0; i < p->ntiers; i++)
+		free(p->tiers[i].to);
+	free(p->tiers);
+	free(p->identity);
+	free(p);
+}
+
+static int check_loc(struct rsd_location loc, const char *what, size_t i)
+{
+	if (loc.kind != RSD_PAGEABLE_HOST && loc.kind != RSD_PINNED_HOST && loc.kind != RSD_CUDA)
+		return rsd__err(RSD_ETYPE, "fallback tier %zu: %s is not a residency location (kind %d)",
+				i, what, (int)loc.kind);
+	if (!rsd_location_valid(loc))
+		return rsd__err(RSD_EINVAL, "fallback tier %zu: %s has invalid device %d", i, what,
+				loc.device);
+	return 0;
+}
+
+/*
+ * The identity text: a Python-like literal of the ordered tiers, e.g.
+ * [("pinned-host", ["pageable-host"]), ("pageable-host", ["pinned-host"])];
+ * "[]" without tiers. Two policies with equal tiers in equal order have
+ * equal texts.
+ */
+static char *identity_text(const struct tier *t, size_t n)
+{
+	size_t cap = 3, len = 0;
+	char name[RSD_LOCATION_NAME_MAX], *s;
+
+	for (size_t i = 0; i < n; i++)
+		cap += 2 * RSD_LOCATION_NAME_MAX + 16 + t[i].nto * (RSD_LOCATION_NAME_MAX + 6);
+	s = malloc(cap);
+	if (!s)
+		return NULL;
+	len += (size_t)snprintf(s + len, cap - len, "[");
+	for (size_t i = 0; i < n; i++) {
+		len += (size_t)snprintf(s + len, cap - len, "%s(\"%s\", [", i ? ", " : "",
+					rsd_location_name(t[i].from, name, sizeof(name)));
+		for (size_t j = 0; j < t[i].nto; j++)
+			len += (size_t)snprintf(s + len, cap - len, "%s\"%s\"", j ? ", " : "",
+						rsd_location_name(t[i].to[j], name, sizeof(name)));
+		len += (size_t)snprintf(s + len, cap - len, "])");
+	}
+	snprintf(s + len, cap - len, "]");
+	return s;
+}
+
+int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rsd_policy **out)
+{
+	struct tiered_lru *p;
+	int err;
+
+	if (!out)
+		return rsd__err(RSD_ETYPE, "rsd_tiered_lru_create: out is NULL");
+	if (n && !t)
+		return rsd__err(RSD_ETYPE, "fallback tiers: NULL array of %zu tiers", n);
+	for (size_t i = 0; i < n; i++) {
+		char name[RSD_LOCATION_NAME_MAX];
+
+		err = check_loc(t[i].from, "the source location", i);
+		if (err)
+			return err;
+		if (t[i].nto && !t[i].to)
+			return rsd__err(RSD_ETYPE, "fallback tier %zu: NULL destination array", i);
+		for (size_t k = 0; k < i; k++)
+			if (rsd_location_equal(t[k].from, t[i].from))
+				return rsd__err(RSD_EINVAL, "fallback tiers list source %s twice",
+						rsd_location_name(t[i].from, name, sizeof(name)));
+		for (size_t j = 0; j < t[i].nto; j++) {
+			err = check_loc(t[i].to[j], "a destination", i);
+			if (err)
+				return err;
+			if (rsd_location_equal(t[i].to[j], t[i].from))
+				return rsd__err(RSD_EINVAL,
+						"fallback tier of %s lists its own source as a destination",
+						rsd_location_name(t[i].from, name, sizeof(name)));
+			for (size_t k = 0; k < j; k++)
+				if (rsd_location_equal(t[i].to[k], t[i].to[j]))
+					return rsd__err(RSD_EINVAL,
+							"fallback tier of %s has duplicate destination %s",
+							rsd_location_name(t[i].from, name, sizeof(name)),
+							rsd_location_name(t[i].to[j], name + 0, sizeof(name)));
+		}
+	}
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		goto nomem;
+	p->pub.ops = &lru_ops;
+	p->pub.ctx = p;
+	if (n) {
+		p->tiers = calloc(n, sizeof(*p->tiers));
+		if (!p->tiers)
+			goto nomem;
+	}
+	for (size_t i = 0; i < n; i++) {
+		p->ntiers++;
+		p->tiers[i].from = t[i].from;
+		p->tiers[i].nto = t[i].nto;
+		if (!t[i].nto)
+			continue;
+		p->tiers[i].to = malloc(t[i].nto * sizeof(*p->tiers[i].to));
+		if (!p->tiers[i].to)
+			goto nomem;
+		memcpy(p->tiers[i].to, t[i].to, t[i].nto * sizeof(*p->tiers[i].to));
+	}
+	p->identity = identity_text(p->tiers, p->ntiers);
+	if (!p->identity)
+		goto nomem;
+	p->entry.key = "fallback_tiers";
+	p->entry.value = p->identity;
+	*out = &p->pub;
+	return 0;
+nomem:
+	if (p)
+		lru_destroy(p);
+	return rsd__err(RSD_ENOMEM, "out of memory creating the tiered LRU policy");
+}
+
+void rsd_policy_free(struct rsd_policy *p)
+{
+	/* Only policies made by rsd_tiered_lru_create are ours to free. */
+	if (!p || p->ops != &lru_ops)
+		return;
+	lru_destroy(p->ctx);
+}

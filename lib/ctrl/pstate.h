@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Planning states of the controller search (semantics.md §15.8), kept
+ * compact because the search may hold one per level for up to
+ * search_state_limit levels:
+ *
+ *  - per value, the set of planned locations is a 130-bit slot set, stored
+ *    only where it differs from the snapshot ("delta", sorted by value
+ *    index, normalized: an entry equal to the snapshot's set is removed), so
+ *    a copy costs O(changed values), not O(all values);
+ *  - location accounting (used, reserved) is a short array sorted by slot,
+ *    holding exactly the locations present in the state's maps;
+ *  - reclaim actions and their evictions form a reference-counted list
+ *    shared between a state and its successors (each successor appends one).
+ *
+ * Private to lib/ctrl/search.c and lib/ctrl/pstate.c.
+ */
+#ifndef RSD_CTRL_PSTATE_H
+#define RSD_CTRL_PSTATE_H
+
+#include "ctrl.h"
+
+#define RSD__LS_WORDS ((RSD_NSLOTS + 63) / 64)
+
+struct rsd__locset {
+	uint64_t w[RSD__LS_WORDS];
+};
+
+static inline bool ls_has(const struct rsd__locset *s, unsigned slot)
+{
+	return (s->w[slot >> 6] >> (slot & 63)) & 1;
+}
+
+static inline void ls_add(struct rsd__locset *s, unsigned slot)
+{
+	s->w[slot >> 6] |= 1ull << (slot & 63);
+}
+
+static inline void ls_del(struct rsd__locset *s, unsigned slot)
+{
+	s->w[slot >> 6] &= ~(1ull << (slot & 63));
+}
+
+static inline bool ls_empty(const struct rsd__locset *s)
+{
+	for (unsigned i = 0; i < RSD__LS_WORDS; i++)
+		if (s->w[i])
+			return false;
+	return true;
+}
+
+static inline bool ls_eq(const struct rsd__locset *a, const struct rsd__locset *b)
+{
+	for (unsigned i = 0; i < RSD__LS_WORDS; i++)
+		if (a->w[i] != b->w[i])
+			return false;
+	return true;
+}
+
+/* Lowest slot (the canonical minimum location); -1 when empty. */
+static inline int ls_min(const struct rsd__locset *s)
+{
+	for (unsigned i = 0; i < RSD__LS_WORDS; i++)
+		if (s->w[i])
+			return (int)(i * 64 + (unsigned)__builtin_ctzll(s->w[i]));
+	return -1;
+}
+
+struct rsd__vdelta {
+	uint32_t vidx;
+	struct rsd__locset locs;
+};
+
+struct rsd__acct {
+	uint64_t used, reserved;
+	uint32_t slot;
+};
+
+/* One reclaim action with its eviction record; shared, refcounted. */
+struct rsd__act_node {
+	struct rsd__act_node *prev;
+	uint32_t refs;
+	struct rsd_action action;
+	struct rsd__evict ev;
+};
+
+struct rsd__pstate {
+	struct rsd__act_node *tail; /* last reclaim action, NULL when none */
+	size_t nreclaim;
+	uint32_t nacct, cap_acct;
+	uint32_t ndelta, cap_delta;
+	struct rsd__acct *acct;    /* sorted by slot; inside this allocation */
+	struct rsd__vdelta *delta; /* sorted by vidx; inside this allocation */
+};
+
+
+struct rsd__pstate *rsd__ps_initial(const struct rsd_snapshot *snap);
+struct rsd__pstate *rsd__ps_copy(const struct rsd__pstate *s);
+void rsd__ps_free(struct rsd__pstate *s);
+struct rsd__locset rsd__ps_base_locs(const struct rsd_snapshot *snap, uint32_t v);
+struct rsd__locset rsd__ps_locs(const struct rsd_snapshot *snap, const struct rsd__pstate *s,
+				uint32_t v);
+const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v);
+/* May reallocate: returns the state to use from now on, NULL on ENOMEM
+ * (the old state is then still valid). Only on unshared states. */
+struct rsd__pstate *rsd__ps_set_locs(const struct rsd_snapshot *snap, struct rsd__pstate *s,
+				     uint32_t v, const struct rsd__locset *locs);
+const struct rsd__acct *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot);
+/* used[slot] += add - sub, creating the entry when absent. */
+struct rsd__pstate *rsd__ps_used(struct rsd__pstate *s, unsigned slot, uint64_t add, uint64_t sub);
+/* Append a reclaim action; false on ENOMEM. */
+bool rsd__ps_append(struct rsd__pstate *s, const struct rsd_action *a, const struct rsd__evict *ev);
+void rsd__node_put(struct rsd__act_node *n);
+
+#endif

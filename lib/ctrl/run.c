@@ -1,0 +1,714 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The controller search machine (semantics.md §15.10-15.11).
+ *
+ * SEARCH, RECLAIM and CAPACITY are generators: each produces successor
+ * states one at a time and does the work for the next successor (including
+ * its COUNT) only after its consumer rejected the previous one. Two-way
+ * fallback tiers make SEARCH nest up to search_state_limit levels (example
+ * J), so the generators are not native calls but frames on one
+ * heap-allocated stack. A loop passes messages between a frame and the
+ * frame that created it (its consumer):
+ *
+ *   START   a frame begins               YIELD  a producer hands up a state
+ *   RESUME  the consumer wants the next  DONE   a producer is exhausted (popped)
+ *   FAIL    a SEARCH level failed, with its PlanningFailure text (popped)
+ *
+ * A consumer finishes whatever it pushed for one successor before asking
+ * for the next, so the frame being resumed or popped is always the top of
+ * the stack. Success of any SEARCH level ends the whole search (every
+ * producer above it is abandoned, none records a memo entry); reaching the
+ * state limit aborts it from any depth.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search.h"
+
+enum act { A_PUSH, A_YIELD, A_DONE, A_FAIL, A_RESUME, A_SUCCESS, A_ERROR };
+enum ev { EV_START, EV_RESUME, EV_YIELD, EV_DONE, EV_FAIL };
+enum pc { PC_NONE, PC_AFTER_DROP, PC_AFTER_MOVE, PC_FIT, PC_FORWARD };
+
+struct msg {
+	enum ev ev;
+	int32_t from;
+	struct rsd__pstate *st; /* EV_YIELD: ownership passes to the receiver */
+	char *note;             /* EV_FAIL: ownership passes to the receiver */
+};
+
+/* What a step asks the driver to do next. */
+struct out {
+	struct rsd__pstate *yield;
+	char *note;
+	int32_t resume;
+	struct rsd__pstate *final; /* A_SUCCESS */
+};
+
+/* Failure narratives are capped; the recorded message holds 511 bytes of
+ * the outermost one, which depends only on the first bytes of the inner. */
+#define NOTE_CAP 1024
+
+static void note_add(struct frame *f, const char *fmt, ...) rsd__printf(2, 3);
+
+static void note_add(struct frame *f, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!f->u.s.notes) {
+		f->u.s.notes = malloc(NOTE_CAP + 1);
+		if (!f->u.s.notes)
+			return; /* a lost note only shortens a diagnostic */
+		f->u.s.nlen = 0;
+		f->u.s.notes[0] = '\0';
+	} else if (f->u.s.nlen < NOTE_CAP) {
+		f->u.s.nlen += (size_t)snprintf(f->u.s.notes + f->u.s.nlen,
+						NOTE_CAP + 1 - f->u.s.nlen, "; ");
+	}
+	if (f->u.s.nlen >= NOTE_CAP) {
+		f->u.s.nlen = NOTE_CAP;
+		return;
+	}
+	va_start(ap, fmt);
+	n = vsnprintf(f->u.s.notes + f->u.s.nlen, NOTE_CAP + 1 - f->u.s.nlen, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		f->u.s.nlen += (size_t)n;
+	if (f->u.s.nlen > NOTE_CAP)
+		f->u.s.nlen = NOTE_CAP;
+}
+
+static int32_t push(struct search *x, enum ftype type, int32_t parent)
+{
+	struct frame *f;
+
+	if (x->nfr == x->capfr) {
+		size_t cap = x->capfr ? 2 * x->capfr : 64;
+		struct frame *fr = realloc(x->fr, cap * sizeof(*fr));
+
+		if (!fr) {
+			x->err = rsd__err(RSD_ENOMEM, "out of memory: search stack of %zu frames",
+					  x->nfr);
+			return -1;
+		}
+		x->fr = fr;
+		x->capfr = cap;
+	}
+	f = &x->fr[x->nfr];
+	memset(f, 0, sizeof(*f));
+	f->type = (uint8_t)type;
+	f->parent = parent;
+	f->child = -1;
+	f->sub = -1;
+	return (int32_t)x->nfr++;
+}
+
+static void frame_fini(struct frame *f)
+{
+	free(f->cands);
+	if (f->type != F_RECLAIM)
+		rsd__ps_free(f->S);
+	if (f->type == F_SEARCH)
+		free(f->u.s.notes);
+	if (f->type == F_RECLAIM) {
+		free(f->u.r.dests);
+		free(f->u.r.mine);
+	}
+}
+
+static enum act nomem(struct search *x, const char *what)
+{
+	x->err = rsd__err(RSD_ENOMEM, "out of memory during the residency search (%s)", what);
+	return A_ERROR;
+}
+
+/* A RECLAIM for the ci-th ranked candidate of frame i, at slot src. */
+static enum act push_reclaim(struct search *x, int32_t i, unsigned src, const struct active *in)
+{
+	int32_t j = push(x, F_RECLAIM, i);
+	struct frame *f, *g;
+
+	if (j < 0)
+		return A_ERROR;
+	f = &x->fr[i];
+	g = &x->fr[j];
+	g->S = f->S;
+	g->u.r.vidx = f->cands[f->ci].vidx;
+	g->u.r.charged = f->cands[f->ci].charged;
+	g->u.r.rank = f->ci;
+	g->u.r.src = src;
+	g->u.r.in = in;
+	f->child = j;
+	return A_PUSH;
+}
+
+/* ---- SEARCH ---- */
+
+static const char *stage_text(struct search *x, const struct shortfall *sh, char *buf, size_t len)
+{
+	char q[256], id[32];
+
+	if (sh->kind == ST_RESERVATION) {
+		snprintf(buf, len, "reservation %s",
+			 rsd__quote(x->req->reservations[sh->index].label, q, sizeof(q)));
+		return buf;
+	}
+	snprintf(id, sizeof(id), "%llu",
+		 (unsigned long long)x->req->requirements[sh->index].handle.id);
+	snprintf(buf, len, "%s %s",
+		 sh->kind == ST_SOURCE ? "source reconstruction for" : "materialization of",
+		 rsd__quote(id, q, sizeof(q)));
+	return buf;
+}
+
+static char *fail_text(struct search *x, const struct frame *f)
+{
+	char name[RSD_LOCATION_NAME_MAX], stage[300];
+	char *s = malloc(NOTE_CAP + 1);
+	bool notes = f->u.s.notes && f->u.s.nlen;
+
+	if (!s)
+		return NULL;
+	snprintf(s, NOTE_CAP + 1,
+		 "location %s cannot admit %llu bytes during %s; budget=%llu, used=%llu, "
+		 "reserved=%llu, but no invariant-valid victim sequence satisfies the complete "
+		 "ordered request%s%s%s",
+		 rsd_location_name(rsd__slot_loc(f->u.s.sh.slot), name, sizeof(name)),
+		 (unsigned long long)f->u.s.sh.n, stage_text(x, &f->u.s.sh, stage, sizeof(stage)),
+		 (unsigned long long)f->u.s.budget, (unsigned long long)f->u.s.used,
+		 (unsigned long long)f->u.s.reserved, notes ? " (" : "", notes ? f->u.s.notes : "",
+		 notes ? ")" : "");
+	return s;
+}
+
+static enum act search_next(struct search *x, int32_t i, struct out *o)
+{
+	struct frame *f = &x->fr[i];
+
+	if (f->ci == f->ncands) {
+		if (rsd__key_sig(x, 'R', f->S) || rsd__memo_add(&x->failed_req, x->key, x->keylen))
+			return A_ERROR;
+		o->note = fail_text(x, f);
+		if (!o->note)
+			return nomem(x, "failure text");
+		return A_FAIL;
+	}
+	f->flag = false;
+	return push_reclaim(x, i, f->u.s.sh.slot, NULL);
+}
+
+static enum act step_search(struct search *x, int32_t i, struct msg *m, struct out *o)
+{
+	struct frame *f = &x->fr[i];
+	const struct rsd__acct *a;
+	int32_t j;
+	int err;
+
+	switch (m->ev) {
+	case EV_START:
+		if (rsd__key_sig(x, 'R', f->S))
+			return A_ERROR;
+		if (rsd__memo_has(&x->failed_req, x->key, x->keylen)) {
+			o->note = strdup("equivalent ordered-request state is already exhausted");
+			return o->note ? A_FAIL : nomem(x, "failure text");
+		}
+		if (rsd__count(x, "ordered request", -1))
+			return A_ERROR;
+		err = rsd__simulate(x, f->S, &f->u.s.sh);
+		if (err < 0) {
+			x->err = err;
+			return A_ERROR;
+		}
+		if (!err) {
+			/* SEARCH returns S itself, not the simulation's scratch */
+			o->final = f->S;
+			f->S = NULL;
+			return A_SUCCESS;
+		}
+		a = rsd__ps_acct(f->S, f->u.s.sh.slot);
+		f->u.s.budget = x->budget[f->u.s.sh.slot];
+		f->u.s.used = a ? a->used : 0;
+		f->u.s.reserved = a ? a->reserved : 0;
+		if (rsd__rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands, &f->ncands))
+			return A_ERROR;
+		f->ci = 0;
+		return search_next(x, i, o);
+	case EV_YIELD: /* a successor T from the RECLAIM producer: try SEARCH(T) */
+		f->flag = true;
+		j = push(x, F_SEARCH, i);
+		if (j < 0) {
+			rsd__ps_free(m->st);
+			return A_ERROR;
+		}
+		x->fr[j].S = m->st;
+		return A_PUSH;
+	case EV_FAIL:
+		note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, m->note);
+		free(m->note);
+		o->resume = f->child;
+		return A_RESUME;
+	case EV_DONE:
+		if (!f->flag)
+			note_add(f, "candidate %u: no legal drop or fallback transition",
+				 f->cands[f->ci].vidx);
+		f->ci++;
+		return search_next(x, i, o);
+	default:
+		break;
+	}
+	x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency (SEARCH event %d)", m->ev);
+	return A_ERROR;
+}
+
+/* ---- RECLAIM ---- */
+
+static int reclaim_dests(struct search *x, struct frame *f)
+{
+	struct rsd_location buf[RSD_NSLOTS];
+	struct rsd__locset seen;
+	const struct rsd_policy *p = x->pol;
+	uint32_t v = f->u.r.vidx, src = f->u.r.src, n = 0;
+	size_t k;
+
+	f->u.r.dests = malloc(2 * RSD_NSLOTS);
+	if (!f->u.r.dests)
+		return x->err = rsd__err(RSD_ENOMEM, "out of memory listing spill destinations");
+	memset(&seen, 0, sizeof(seen));
+	/* requested endpoints of this handle, canonical order, then fallbacks */
+	for (size_t i = 0; i < x->req->nrequirements; i++) {
+		unsigned s = rsd__loc_slot(x->req->requirements[i].location);
+
+		if (x->req_vidx[i] == v && s != src)
+			ls_add(&seen, s);
+	}
+	for (unsigned s = 0; s < RSD_NSLOTS; s++)
+		if (ls_has(&seen, s))
+			f->u.r.dests[n++] = (uint8_t)s;
+	k = p->ops->fallback_locations(p->ctx, rsd__slot_loc(src), buf, RSD_NSLOTS);
+	if (k > RSD_NSLOTS)
+		k = RSD_NSLOTS;
+	for (size_t i = 0; i < k; i++) {
+		unsigned s;
+
+		if (!rsd_location_valid(buf[i]))
+			return x->err = rsd__err(RSD_ETYPE,
+						 "policy fallback_locations returned an invalid location");
+		s = rsd__loc_slot(buf[i]);
+		if (!ls_has(&seen, s)) {
+			ls_add(&seen, s);
+			f->u.r.dests[n++] = (uint8_t)s;
+		}
+	}
+	f->u.r.ndests = n;
+	f->u.r.di = 0;
+	return 0;
+}
+
+static enum act reclaim_next(struct search *x, int32_t i)
+{
+	struct frame *f = &x->fr[i];
+	uint32_t v = f->u.r.vidx;
+	struct rsd__locset L;
+	struct rsd__pstate *T;
+	unsigned d;
+	int32_t j;
+
+	if (f->u.r.di == f->u.r.ndests)
+		return A_DONE;
+	d = f->u.r.dests[f->u.r.di];
+	L = rsd__ps_locs(x->snap, f->S, v);
+	if (!f->u.r.mine) {
+		f->u.r.mine = malloc(sizeof(*f->u.r.mine));
+		if (!f->u.r.mine)
+			return nomem(x, "active pair");
+		f->u.r.mine->prev = f->u.r.in;
+		f->u.r.mine->vidx = v;
+		f->u.r.mine->slot = f->u.r.src;
+	}
+	T = rsd__ps_copy(f->S);
+	if (!T)
+		return nomem(x, "state copy");
+	j = push(x, F_CAPACITY, i);
+	if (j < 0) {
+		rsd__ps_free(T);
+		return A_ERROR;
+	}
+	f = &x->fr[i];
+	x->fr[j].S = T;
+	x->fr[j].u.k.x = d;
+	x->fr[j].u.k.amount = ls_has(&L, d) ? 0 : rsd__charge(x, v);
+	x->fr[j].u.k.act = f->u.r.mine;
+	f->child = j;
+	return A_PUSH;
+}
+
+static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct out *o)
+{
+	struct frame *f = &x->fr[i];
+	uint32_t v = f->u.r.vidx, src = f->u.r.src;
+	struct rsd__evict ev = { f->u.r.rank, rsd__slot_loc(src), f->u.r.charged, RSD__R_SOURCE,
+				 rsd__slot_loc(src) };
+	struct rsd_action a;
+	struct rsd__locset L;
+	struct rsd__pstate *T, *U;
+	uint64_t C = rsd__charge(x, v);
+
+	memset(&a, 0, sizeof(a));
+	a.handle = x->snap->values[v].handle;
+	switch (m->ev) {
+	case EV_START:
+		if (rsd__active_has(f->u.r.in, v, (int)src))
+			return A_DONE;
+		L = rsd__ps_locs(x->snap, f->S, v);
+		ls_del(&L, src);
+		f->flag = !ls_empty(&L); /* another replica preserves the value */
+		if (f->flag || x->snap->values[v].has_source) {
+			T = rsd__ps_copy(f->S);
+			if (!T)
+				return nomem(x, "state copy");
+			a.kind = RSD_ACT_DROP;
+			a.location = rsd__slot_loc(src);
+			ev.reason = f->flag ? RSD__R_OTHER_REPLICA : RSD__R_SOURCE;
+			if (!rsd__ps_append(T, &a, &ev) || !(U = rsd__ps_set_locs(x->snap, T, v, &L)))
+				goto nomem_T;
+			T = U;
+			if (!(U = rsd__ps_used(T, src, 0, C)))
+				goto nomem_T;
+			T = U;
+			f->pc = PC_AFTER_DROP;
+			o->yield = T;
+			return A_YIELD;
+		}
+		break;
+	case EV_RESUME:
+		if (f->pc == PC_AFTER_MOVE) {
+			o->resume = f->child;
+			return A_RESUME;
+		}
+		/* after the drop: never spill a value that has another replica */
+		if (f->flag)
+			return A_DONE;
+		break;
+	case EV_YIELD: /* Cst from CAPACITY(copy(S), d, ...) */
+		T = m->st;
+		L = rsd__ps_locs(x->snap, T, v);
+		if (!ls_has(&L, src)) { /* defensive */
+			rsd__ps_free(T);
+			o->resume = f->child;
+			return A_RESUME;
+		}
+		a.kind = RSD_ACT_MOVE;
+		a.location = rsd__slot_loc(f->u.r.dests[f->u.r.di]);
+		a.has_from = true;
+		a.from = rsd__slot_loc(src);
+		ev.reason = RSD__R_MOVED;
+		ev.moved_to = a.location;
+		if (!ls_has(&L, f->u.r.dests[f->u.r.di])) {
+			ls_add(&L, f->u.r.dests[f->u.r.di]);
+			if (!(U = rsd__ps_used(T, f->u.r.dests[f->u.r.di], C, 0)))
+				goto nomem_T;
+			T = U;
+		}
+		if (!rsd__ps_append(T, &a, &ev))
+			goto nomem_T;
+		ls_del(&L, src);
+		if (!(U = rsd__ps_set_locs(x->snap, T, v, &L)))
+			goto nomem_T;
+		T = U;
+		if (!(U = rsd__ps_used(T, src, 0, C)))
+			goto nomem_T;
+		T = U;
+		f->pc = PC_AFTER_MOVE;
+		o->yield = T;
+		return A_YIELD;
+	case EV_DONE: /* CAPACITY for this destination exhausted */
+		f->u.r.di++;
+		return reclaim_next(x, i);
+	default:
+		x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency (RECLAIM event %d)",
+				  m->ev);
+		return A_ERROR;
+	}
+	if (reclaim_dests(x, f))
+		return A_ERROR;
+	return reclaim_next(x, i);
+nomem_T:
+	rsd__ps_free(T);
+	return nomem(x, "reclaim action");
+}
+
+/* ---- CAPACITY ---- */
+
+static enum act capacity_next(struct search *x, int32_t i)
+{
+	struct frame *f = &x->fr[i];
+
+	while (f->ci < f->ncands && rsd__active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
+		f->ci++;
+	if (f->ci == f->ncands) {
+		if (!f->flag &&
+		    (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
+		     rsd__memo_add(&x->failed_cap, x->key, x->keylen)))
+			return A_ERROR;
+		return A_DONE;
+	}
+	return push_reclaim(x, i, f->u.k.x, f->u.k.act);
+}
+
+static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct out *o)
+{
+	struct frame *f = &x->fr[i];
+	const struct rsd__acct *a;
+	int32_t j;
+
+	switch (m->ev) {
+	case EV_START:
+		a = rsd__ps_acct(f->S, f->u.k.x);
+		if (!x->has_budget[f->u.k.x] ||
+		    (a ? a->used + a->reserved : 0) + f->u.k.amount <= x->budget[f->u.k.x]) {
+			/* fits: produce S, uncounted, without a memo lookup */
+			f->pc = PC_FIT;
+			o->yield = f->S;
+			f->S = NULL;
+			return A_YIELD;
+		}
+		if (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act))
+			return A_ERROR;
+		if (rsd__memo_has(&x->failed_cap, x->key, x->keylen))
+			return A_DONE;
+		if (rsd__count(x, "capacity at", (int)f->u.k.x))
+			return A_ERROR;
+		if (rsd__rank(x, f->S, f->u.k.x, f->u.k.act, &f->cands, &f->ncands))
+			return A_ERROR;
+		f->flag = false;
+		f->ci = 0;
+		return capacity_next(x, i);
+	case EV_RESUME:
+		if (f->pc == PC_FIT)
+			return A_DONE;
+		o->resume = f->sub;
+		return A_RESUME;
+	case EV_YIELD:
+		if (m->from == f->child) { /* R from RECLAIM: CAPACITY(R, X, ...) */
+			j = push(x, F_CAPACITY, i);
+			if (j < 0) {
+				rsd__ps_free(m->st);
+				return A_ERROR;
+			}
+			f = &x->fr[i];
+			x->fr[j].S = m->st;
+			x->fr[j].u.k = f->u.k;
+			f->sub = j;
+			return A_PUSH;
+		}
+		f->flag = true; /* produced */
+		f->pc = PC_FORWARD;
+		o->yield = m->st;
+		return A_YIELD;
+	case EV_DONE:
+		if (m->from == f->sub) {
+			f->sub = -1;
+			o->resume = f->child;
+			return A_RESUME;
+		}
+		f->ci++;
+		return capacity_next(x, i);
+	default:
+		break;
+	}
+	x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency (CAPACITY event %d)", m->ev);
+	return A_ERROR;
+}
+
+/* ---- the driver ---- */
+
+/* 0: success (*final set); 1: the root SEARCH failed (*note set); <0: error. */
+static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **final, char **note)
+{
+	struct msg m = { EV_START, -1, NULL, NULL };
+	int32_t cur = push(x, F_SEARCH, -1);
+
+	if (cur < 0) {
+		rsd__ps_free(S0);
+		return x->err;
+	}
+	x->fr[cur].S = S0;
+	for (;;) {
+		struct out o = { NULL, NULL, -1, NULL };
+		int32_t parent = x->fr[cur].parent;
+		enum act a;
+
+		switch (x->fr[cur].type) {
+		case F_SEARCH:
+			a = step_search(x, cur, &m, &o);
+			break;
+		case F_RECLAIM:
+			a = step_reclaim(x, cur, &m, &o);
+			break;
+		default:
+			a = step_capacity(x, cur, &m, &o);
+			break;
+		}
+		m = (struct msg){ EV_START, cur, NULL, NULL };
+		switch (a) {
+		case A_PUSH:
+			cur = (int32_t)x->nfr - 1;
+			break;
+		case A_YIELD:
+			m.ev = EV_YIELD;
+			m.st = o.yield;
+			cur = parent;
+			break;
+		case A_DONE:
+		case A_FAIL:
+			if ((size_t)cur != x->nfr - 1)
+				goto broken;
+			frame_fini(&x->fr[cur]);
+			x->nfr--;
+			if (a == A_FAIL && parent < 0) {
+				*note = o.note;
+				return 1;
+			}
+			m.ev = a == A_DONE ? EV_DONE : EV_FAIL;
+			m.note = o.note;
+			cur = parent;
+			break;
+		case A_RESUME:
+			if ((size_t)o.resume != x->nfr - 1)
+				goto broken;
+			m.ev = EV_RESUME;
+			cur = o.resume;
+			break;
+		case A_SUCCESS:
+			*final = o.final;
+			return 0;
+		default:
+			return x->err;
+		}
+	}
+broken:
+	return x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency: frame order");
+}
+
+static void search_fini(struct search *x)
+{
+	for (size_t i = x->nfr; i-- > 0;)
+		frame_fini(&x->fr[i]);
+	free(x->fr);
+	rsd__memo_fini(&x->failed_req);
+	rsd__memo_fini(&x->failed_cap);
+	for (unsigned s = 0; s < RSD_NSLOTS; s++)
+		free(x->base_cands[s]);
+	free(x->req_vidx);
+	free(x->simv);
+	free(x->key);
+	free(x->cbuf);
+	free(x->cvidx);
+	free(x->creq);
+	free(x->cused);
+	free(x->enter);
+}
+
+static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__search_result *res)
+{
+	size_t n = S->nreclaim, k = n;
+
+	res->reclaim = malloc((n ? n : 1) * sizeof(*res->reclaim));
+	res->evict = malloc((n ? n : 1) * sizeof(*res->evict));
+	res->enter = malloc((x->nenter ? x->nenter : 1) * sizeof(*res->enter));
+	if (!res->reclaim || !res->evict || !res->enter)
+		return rsd__err(RSD_ENOMEM, "out of memory copying the search result");
+	for (const struct rsd__act_node *a = S->tail; a && k; a = a->prev) {
+		k--;
+		res->reclaim[k] = a->action;
+		res->evict[k] = a->ev;
+	}
+	res->nreclaim = n;
+	memcpy(res->enter, x->enter, x->nenter * sizeof(*x->enter));
+	res->nenter = x->nenter;
+	return 0;
+}
+
+int rsd__search(struct rsd_controller *c, const struct rsd_snapshot *snap,
+		const struct rsd_request *r, struct rsd__search_result *res)
+{
+	struct search *x = calloc(1, sizeof(*x));
+	struct rsd__pstate *S0, *final = NULL;
+	char *note = NULL, q[160], name[RSD_LOCATION_NAME_MAX + 1];
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	if (!x)
+		return rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
+	x->c = c;
+	x->pol = c->policy;
+	x->snap = snap;
+	x->req = r;
+	x->limit = c->limit;
+	rsd__memo_init(&x->failed_req);
+	rsd__memo_init(&x->failed_cap);
+	for (size_t i = 0; i < snap->nlocations; i++) {
+		unsigned s = rsd__loc_slot(snap->locations[i].location);
+
+		x->has_budget[s] = snap->locations[i].has_budget;
+		x->budget[s] = snap->locations[i].budget_bytes;
+	}
+	x->req_vidx = malloc(r->nrequirements * sizeof(*x->req_vidx));
+	x->simv = malloc(r->nrequirements * sizeof(*x->simv));
+	x->enter = malloc(r->nrequirements * sizeof(*x->enter));
+	S0 = rsd__ps_initial(snap);
+	if (!x->req_vidx || !x->simv || !x->enter || !S0) {
+		rsd__ps_free(S0);
+		err = rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
+		goto out;
+	}
+	for (size_t i = 0; i < r->nrequirements; i++)
+		x->req_vidx[i] = (uint32_t)rsd__snap_find(snap, r->requirements[i].handle);
+
+	err = drive(x, S0, &final, &note);
+	res->explored = x->count;
+	rsd__quote(r->name, q, sizeof(q));
+	if (err == 0) {
+		err = take_result(x, final, res);
+		rsd__ps_free(final);
+		if (err)
+			rsd__search_result_fini(res);
+		res->explored = x->count;
+	} else if (err == 1) {
+		err = rsd__err(RSD_EPLAN, "Automatic residency request %s is infeasible: %s", q, note);
+		free(note);
+	} else if (err == -RSD_ESEARCHLIMIT) {
+		struct rsd_error *e;
+
+		name[0] = ' ';
+		name[1] = '\0';
+		if (x->objective_slot >= 0)
+			rsd_location_name(rsd__slot_loc((unsigned)x->objective_slot), name + 1,
+					  sizeof(name) - 1);
+		rsd__err(RSD_ESEARCHLIMIT,
+			 "Automatic residency request %s is inconclusive (not infeasible): automatic "
+			 "residency search exceeded its deterministic state limit during %s%s: "
+			 "limit=%llu; explored_states=%llu",
+			 q, x->objective, x->objective_slot >= 0 ? name : "",
+			 (unsigned long long)x->limit, (unsigned long long)x->count);
+		e = rsd__err_record();
+		e->has_search = true;
+		e->state_limit = x->limit;
+		e->explored_states = x->count;
+		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
+	}
+out:
+	search_fini(x);
+	free(x);
+	return err;
+}
+
+void rsd__search_result_fini(struct rsd__search_result *res)
+{
+	free(res->reclaim);
+	free(res->evict);
+	free(res->enter);
+	memset(res, 0, sizeof(*res));
+}

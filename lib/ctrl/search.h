@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* Private to the controller search: search.c (building blocks), run.c (machine). */
+#ifndef RSD_CTRL_SEARCH_H
+#define RSD_CTRL_SEARCH_H
+
+#include "memo.h"
+#include "pstate.h"
+
+enum ftype { F_SEARCH, F_RECLAIM, F_CAPACITY };
+
+/* A ranked candidate; its rank is its index in the ranked array. */
+struct ranked {
+	uint32_t vidx;
+	uint64_t charged;
+};
+
+/*
+ * The "active" (handle, source) pairs of nested RECLAIM -> CAPACITY calls.
+ * Every nested level adds a handle that was not blocked, so blocked is
+ * exactly the set of handles of active; one persistent list serves both.
+ */
+struct active {
+	const struct active *prev;
+	uint32_t vidx, slot;
+};
+
+enum stage_kind { ST_RESERVATION, ST_SOURCE, ST_MATERIALIZE };
+
+struct shortfall {
+	unsigned slot;
+	uint64_t n;
+	enum stage_kind kind;
+	size_t index; /* reservation or requirement index */
+};
+
+struct frame {
+	uint8_t type, pc;
+	bool flag;      /* SEARCH: any successor; RECLAIM: others; CAPACITY: produced */
+	int32_t parent; /* the consumer; -1 for the root SEARCH */
+	int32_t child;  /* the producer being consumed (RECLAIM or CAPACITY) */
+	int32_t sub;    /* CAPACITY: the nested CAPACITY(R, ...) */
+	struct rsd__pstate *S; /* owned by SEARCH and CAPACITY, borrowed by RECLAIM */
+	struct ranked *cands;
+	uint32_t ncands, ci;
+	union {
+		struct {
+			struct shortfall sh;
+			uint64_t budget, used, reserved; /* of S at the shortfall location */
+			char *notes;
+			size_t nlen;
+		} s;
+		struct {
+			uint32_t vidx, src;
+			uint64_t rank, charged;
+			const struct active *in;
+			struct active *mine; /* in + (vidx, src), for nested CAPACITY */
+			uint8_t *dests;
+			uint32_t ndests, di;
+		} r;
+		struct {
+			uint32_t x;
+			uint64_t amount;
+			const struct active *act;
+		} k;
+	} u;
+};
+
+struct simv {
+	uint32_t vidx;
+	struct rsd__locset locs;
+};
+
+struct search {
+	struct rsd_controller *c;
+	const struct rsd_policy *pol;
+	const struct rsd_snapshot *snap;
+	const struct rsd_request *req;
+	uint64_t limit, count;
+	const char *objective; /* of the COUNT that hit the limit */
+	int objective_slot;
+	bool has_budget[RSD_NSLOTS];
+	uint64_t budget[RSD_NSLOTS];
+	uint32_t *req_vidx; /* value index of each requirement */
+	struct simv *simv;  /* SIMULATE scratch, one per requirement */
+	/* values with an unprotected snapshot materialization, per slot */
+	uint32_t *base_cands[RSD_NSLOTS];
+	uint32_t nbase_cands[RSD_NSLOTS];
+	bool built[RSD_NSLOTS];
+	struct rsd__memo failed_req, failed_cap;
+	struct frame *fr;
+	size_t nfr, capfr;
+	unsigned char *key;
+	size_t keylen, keycap;
+	/* RANK scratch */
+	struct rsd_eviction_candidate *cbuf;
+	uint32_t *cvidx, *creq;
+	unsigned char *cused;
+	size_t ccap;
+	/* SIMULATE output */
+	struct rsd_action *enter;
+	size_t nenter;
+	int err;
+};
+
+int rsd__count(struct search *x, const char *objective, int slot);
+uint64_t rsd__charge(const struct search *x, uint32_t v);
+int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh);
+bool rsd__active_has(const struct active *a, uint32_t v, int slot);
+int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
+	      struct ranked **out, uint32_t *nout);
+int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S);
+int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
+		      const struct active *act);
+
+#endif

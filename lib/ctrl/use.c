@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: MIT
+/*
+ * use (semantics.md §15.13): decide, enter the decision's scope, lease every
+ * requirement grouped by location, record one access epoch. The C API
+ * combines construction and entry: rsd_controller_use returns the entered
+ * use object. When entry fails after the decision was made, the use has
+ * been unwound and closed, and *out still receives it so that the decision
+ * (rsd_use_decision) and the unwound scope's report (rsd_use_close) can be
+ * read; free it with rsd_use_free.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrl.h"
+
+/* The requirements at one location, leased together. */
+struct group {
+	struct rsd_location at;
+	void *stream; /* consumer stream; NULL for host */
+	struct rsd_lease *lease;
+};
+
+struct rsd_use {
+	struct rsd_controller *c;
+	size_t nreq;
+	struct rsd_requirement *req; /* copied */
+	size_t ngroups, nleased;
+	struct group *groups; /* locations in order of first appearance */
+	struct rsd_decision *decision;
+	struct rsd_scope *scope;
+	bool entered, closed;
+	/* the unwound scope's report after a failed entry, handed out once */
+	struct rsd_plan_report *report;
+};
+
+/* Distinct CUDA requirement locations, in order of first appearance. */
+static size_t cuda_locations(const struct rsd_request *r, struct rsd_location *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->nrequirements; i++) {
+		struct rsd_location l = r->requirements[i].location;
+		bool seen = false;
+
+		if (l.kind != RSD_CUDA)
+			continue;
+		for (size_t j = 0; j < n && !seen; j++)
+			seen = rsd_location_equal(out[j], l);
+		if (!seen)
+			out[n++] = l;
+	}
+	return n;
+}
+
+static int check_streams(const struct rsd_request *r, void *const *cs, size_t ncs,
+			 const struct rsd_transfer_stream *ts, size_t nts, struct rsd_location *cuda,
+			 size_t *ncuda)
+{
+	char name[RSD_LOCATION_NAME_MAX], list[256];
+	size_t n = cuda_locations(r, cuda), len = 0;
+
+	*ncuda = n;
+	if (ncs && !cs)
+		return rsd__err(RSD_ETYPE, "use '%s': consumer_streams is NULL", r->name);
+	if (ncs != n) {
+		list[0] = '\0';
+		for (size_t i = ncs; i < n && len < sizeof(list); i++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len ? ", " : "",
+						rsd_location_name(cuda[i], name, sizeof(name)));
+		return rsd__err(RSD_EINVAL,
+				"use '%s': consumer streams must cover exactly the CUDA requirement "
+				"locations (%zu): missing [%s], unexpected %zu extra stream(s)",
+				r->name, n, list, ncs > n ? ncs - n : 0);
+	}
+	for (size_t i = 0; i < ncs; i++)
+		if (!cs[i])
+			return rsd__err(RSD_ETYPE, "use '%s': consumer stream for %s is NULL", r->name,
+					rsd_location_name(cuda[i], name, sizeof(name)));
+	if (nts && !ts)
+		return rsd__err(RSD_ETYPE, "use '%s': transfer_streams is NULL", r->name);
+	for (size_t i = 0; i < nts; i++) {
+		if (!ts[i].stream)
+			return rsd__err(RSD_ETYPE, "use '%s': transfer stream %zu is NULL", r->name, i);
+		if (!rsd_location_valid(ts[i].location))
+			return rsd__err(RSD_ETYPE, "use '%s': transfer stream %zu has no valid location",
+					r->name, i);
+		if (ts[i].location.kind != RSD_CUDA)
+			return rsd__err(RSD_EINVAL, "use '%s': transfer stream key %s is not a CUDA "
+						    "location",
+					r->name, rsd_location_name(ts[i].location, name, sizeof(name)));
+	}
+	return 0;
+}
+
+static struct rsd_use *use_new(struct rsd_controller *c, const struct rsd_request *r,
+			       void *const *cs, const struct rsd_location *cuda, size_t ncuda)
+{
+	struct rsd_use *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return NULL;
+	u->c = c;
+	u->nreq = r->nrequirements;
+	u->req = malloc(u->nreq * sizeof(*u->req));
+	u->groups = calloc(u->nreq, sizeof(*u->groups));
+	if (!u->req || !u->groups) {
+		rsd_use_free(u);
+		return NULL;
+	}
+	memcpy(u->req, r->requirements, u->nreq * sizeof(*u->req));
+	for (size_t i = 0; i < u->nreq; i++) {
+		size_t g = 0;
+
+		while (g < u->ngroups && !rsd_location_equal(u->groups[g].at, u->req[i].location))
+			g++;
+		if (g < u->ngroups)
+			continue;
+		u->groups[u->ngroups].at = u->req[i].location;
+		for (size_t k = 0; k < ncuda; k++)
+			if (rsd_location_equal(cuda[k], u->req[i].location))
+				u->groups[u->ngroups].stream = cs[k];
+		u->ngroups++;
+	}
+	return u;
+}
+
+static int acquire_groups(struct rsd_use *u)
+{
+	struct rsd_handle *h = malloc(u->nreq * sizeof(*h));
+	int err = 0;
+
+	if (!h)
+		return rsd__err(RSD_ENOMEM, "out of memory acquiring leases");
+	for (size_t g = 0; g < u->ngroups && !err; g++) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < u->nreq; i++)
+			if (rsd_location_equal(u->req[i].location, u->groups[g].at))
+				h[n++] = u->req[i].handle;
+		err = rsd_acquire(u->c->m, h, n, u->groups[g].at, u->groups[g].stream,
+				  &u->groups[g].lease);
+		if (!err)
+			u->nleased++;
+	}
+	free(h);
+	return err;
+}
+
+/* §15.6: one new epoch for every distinct handle of the request. */
+static int record_epoch(struct rsd_use *u)
+{
+	struct rsd_controller *c = u->c;
+	int err = 0;
+
+	pthread_mutex_lock(&c->lock);
+	c->epoch++;
+	for (size_t i = 0; i < u->nreq; i++) {
+		struct rsd__meta *e = rsd__meta_get(c, u->req[i].handle.id);
+
+		if (!e) {
+			err = -RSD_ENOMEM;
+			break;
+		}
+		e->has_epoch = true;
+		e->epoch = c->epoch;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/*
+ * A failed entry: release the leases taken so far (reverse order, no wait),
+ * then close the scope, which releases the request's reservations. The
+ * original failure is returned unless unwinding itself failed.
+ */
+static int unwind(struct rsd_use *u, int err)
+{
+	struct rsd_error saved = *rsd_last_error();
+	int uerr = 0;
+
+	u->closed = true;
+	for (size_t g = u->nleased; g-- > 0;) {
+		int e = rsd_lease_release(u->groups[g].lease, 0);
+
+		if (e && !uerr)
+			uerr = e;
+	}
+	if (u->scope) {
+		int e = rsd_scope_close(u->scope, &u->report);
+
+		if (e && !uerr)
+			uerr = e;
+	}
+	if (uerr)
+		return uerr;
+	*rsd__err_record() = saved;
+	return err;
+}
+
+int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
+		       void *const *consumer_streams, size_t ncs, const struct rsd_transfer_stream *ts,
+		       size_t nts, struct rsd_use **out)
+{
+	struct rsd_location cuda[RSD_NSLOTS];
+	struct rsd_use *u;
+	size_t ncuda;
+	int err;
+
+	if (!c)
+		return rsd__err(RSD_ETYPE, "rsd_controller_use: controller is NULL");
+	if (!out)
+		return rsd__err(RSD_ETYPE, "rsd_controller_use: out is NULL");
+	err = rsd__request_check(r);
+	if (err)
+		return err;
+	err = check_streams(r, consumer_streams, ncs, ts, nts, cuda, &ncuda);
+	if (err)
+		return err;
+	u = use_new(c, r, consumer_streams, cuda, ncuda);
+	if (!u)
+		return rsd__err(RSD_ENOMEM, "out of memory creating use '%s'", r->name);
+	err = rsd_controller_decide(c, r, &u->decision);
+	if (err) {
+		rsd_use_free(u);
+		return err;
+	}
+	u->entered = true;
+	err = rsd_controller_scope(c, u->decision, ts, nts, &u->scope);
+	if (err) {
+		/* a failed entry closed the scope already */
+		u->closed = true;
+		*out = u;
+		return err;
+	}
+	err = acquire_groups(u);
+	if (!err)
+		err = record_epoch(u);
+	if (err)
+		err = unwind(u, err);
+	*out = u;
+	return err;
+}
+
+int rsd_use_value(struct rsd_use *u, struct rsd_handle h, struct rsd_location at,
+		  const struct rsd_resident **out)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	bool found = false;
+
+	if (!u || !out)
+		return rsd__err(RSD_ETYPE, "rsd_use_value: NULL %s", u ? "out" : "use");
+	for (size_t i = 0; i < u->nreq && !found; i++)
+		found = rsd_handle_equal(u->req[i].handle, h) &&
+			rsd_location_equal(u->req[i].location, at);
+	if (!found)
+		return rsd__err(RSD_ENOTFOUND, "handle '%llu' at %s is not a requirement of this use",
+				(unsigned long long)h.id, rsd_location_name(at, name, sizeof(name)));
+	if (!u->entered || u->closed)
+		return rsd__err(RSD_ELIFETIME, "use is closed: its leases were released");
+	for (size_t g = 0; g < u->ngroups; g++)
+		if (rsd_location_equal(u->groups[g].at, at))
+			return rsd_lease_value(u->groups[g].lease, h, out);
+	return rsd__err(RSD_EUSAGE, "use has no lease at %s", name);
+}
+
+const struct rsd_decision *rsd_use_decision(const struct rsd_use *u)
+{
+	return u ? u->decision : NULL;
+}
+
+int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report)
+{
+	int err = 0;
+
+	if (report)
+		*report = NULL;
+	if (!u)
+		return rsd__err(RSD_ETYPE, "rsd_use_close: use is NULL");
+	if (u->closed) {
+		/* silent; after a failed entry, hand out the unwound report once */
+		if (report) {
+			*report = u->report;
+			u->report = NULL;
+		}
+		return 0;
+	}
+	u->closed = true;
+	for (size_t g = u->nleased; g-- > 0;) {
+		int e = rsd_lease_release(u->groups[g].lease, 0);
+
+		if (e && !err)
+			err = e;
+	}
+	if (u->scope) {
+		int e = rsd_scope_close(u->scope, report);
+
+		if (e && !err)
+			err = e;
+	}
+	return err;
+}
+
+void rsd_use_free(struct rsd_use *u)
+{
+	if (!u)
+		return;
+	if (u->entered && !u->closed)
+		rsd_use_close(u, NULL);
+	for (size_t g = 0; g < u->ngroups; g++)
+		rsd_lease_free(u->groups[g].lease);
+	rsd_scope_free(u->scope);
+	rsd_decision_free(u->decision);
+	rsd_plan_report_free(u->report);
+	free(u->groups);
+	free(u->req);
+	free(u);
+}

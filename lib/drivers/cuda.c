@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CUDA runtime driver. Device memory comes from a per-device pool of
+ * cudaMalloc'ed chunks and pinned host memory from a pool of cudaHostAlloc'ed
+ * chunks, so a warm pool serves transitions without either call. Copies go
+ * on the caller's stream or on the driver's own non-blocking transfer
+ * stream of the device involved; events come from per-device free lists.
+ *
+ * A machine without a usable GPU (no device, or a driver too old for the
+ * runtime) reports zero devices: the first cudaGetDeviceCount error is kept
+ * and quoted by every later failure. Built with RSD_HAVE_CUDA=0, the same
+ * table reports zero devices and refuses everything else.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../internal.h"
+#include "host.h"
+#include "pool.h"
+
+#ifndef RSD_HAVE_CUDA
+#define RSD_HAVE_CUDA 0
+#endif
+
+bool rsd_cuda_built(void)
+{
+	return RSD_HAVE_CUDA;
+}
+
+#if RSD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#define CUDA_CHUNK_SIZE (64ull << 20)
+/* cudaMalloc aligns to 256 bytes; keep carved blocks at least that aligned. */
+#define CUDA_GRANULE 512ull
+#define CUDA_EVENT_MAGIC 0x7273642d63657674ull /* "rsd-cevt" */
+#define CUDA_EVENT_FREE 0x7273642d63667265ull  /* "rsd-cfre" */
+
+struct cuda_event {
+	uint64_t magic; /* CUDA_EVENT_MAGIC while handed out */
+	int device;
+	cudaEvent_t ev;
+	struct cuda_event *next; /* its device's free list */
+};
+
+struct cuda_dev {
+	int index;
+	struct rsd__pool pool;          /* cudaMalloc chunks; own lock */
+	cudaStream_t transfer;          /* protected by cuda.lock; created lazily */
+	bool has_transfer;              /* protected by cuda.lock */
+	struct cuda_event *free_events; /* protected by cuda.lock */
+};
+
+static struct {
+	pthread_once_t once;
+	int ndevices;       /* set once by cuda_init */
+	char why_none[200]; /* set once: why there are no devices */
+	struct rsd__pool pinned;
+	struct cuda_dev *dev;
+	pthread_mutex_t lock; /* transfer streams and event free lists */
+} cuda = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Record a failed CUDA call; clears the runtime's last error so that the
+ * caller's own cudaGetLastError() is not confused by ours. */
+static int cuda_fail(const char *call, cudaError_t e)
+{
+	(void)cudaGetLastError();
+	return rsd__err(RSD_EDEVICE, "CUDA driver: %s failed: %s (%s, error %d)", call,
+			cudaGetErrorString(e), cudaGetErrorName(e), (int)e);
+}
+
+/* Make device current, remembering the caller's device to restore. */
+static int device_enter(int device, int *prev)
+{
+	cudaError_t e = cudaGetDevice(prev);
+
+	if (e != cudaSuccess)
+		return cuda_fail("cudaGetDevice", e);
+	if (*prev == device)
+		return 0;
+	e = cudaSetDevice(device);
+	return e == cudaSuccess ? 0 : cuda_fail("cudaSetDevice", e);
+}
+
+static void device_leave(int device, int prev)
+{
+	if (prev != device)
+		(void)cudaSetDevice(prev);
+}
+
+static int dev_chunk_alloc(void *ctx, uint64_t nbytes, void **base)
+{
+	struct cuda_dev *d = ctx;
+	char what[64];
+	cudaError_t e;
+	int prev, rc;
+
+	rc = device_enter(d->index, &prev);
+	if (rc)
+		return rc;
+	e = cudaMalloc(base, (size_t)nbytes);
+	device_leave(d->index, prev);
+	if (e == cudaSuccess)
+		return 0;
+	snprintf(what, sizeof(what), "cudaMalloc(%" PRIu64 ") on cuda:%d", nbytes, d->index);
+	return cuda_fail(what, e);
+}
+
+static void dev_chunk_free(void *ctx, void *base, uint64_t nbytes)
+{
+	(void)ctx;
+	(void)nbytes;
+	(void)cudaFree(base);
+}
+
+static int pinned_chunk_alloc(void *ctx, uint64_t nbytes, void **base)
+{
+	char what[64];
+	cudaError_t e;
+
+	(void)ctx;
+	/* Portable: usable by copies to and from every device. */
+	e = cudaHostAlloc(base, (size_t)nbytes, cudaHostAllocPortable);
+	if (e == cudaSuccess)
+		return 0;
+	snprintf(what, sizeof(what), "cudaHostAlloc(%" PRIu64 ")", nbytes);
+	return cuda_fail(what, e);
+}
+
+static void pinned_chunk_free(void *ctx, void *base, uint64_t nbytes)
+{
+	(void)ctx;
+	(void)nbytes;
+	(void)cudaFreeHost(base);
+}
+
+static const struct rsd__pool_ops dev_chunk_ops = {
+	.chunk_alloc = dev_chunk_alloc,
+	.chunk_free = dev_chunk_free,
+};
+
+static const struct rsd__pool_ops pinned_chunk_ops = {
+	.chunk_alloc = pinned_chunk_alloc,
+	.chunk_free = pinned_chunk_free,
+};
+
+static void cuda_init(void)
+{
+	cudaError_t e;
+	int n = 0;
+
+	rsd__pool_init(&cuda.pinned, &pinned_chunk_ops, NULL, CUDA_CHUNK_SIZE, RSD__PAGE_GRANULE);
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess) {
+		snprintf(cuda.why_none, sizeof(cuda.why_none),
+			 "cudaGetDeviceCount failed: %s (%s, error %d)", cudaGetErrorString(e),
+			 cudaGetErrorName(e), (int)e);
+		(void)cudaGetLastError();
+		return;
+	}
+	if (n > RSD_CUDA_MAX_DEVICE + 1)
+		n = RSD_CUDA_MAX_DEVICE + 1;
+	if (n <= 0) {
+		snprintf(cuda.why_none, sizeof(cuda.why_none), "no CUDA device is visible");
+		return;
+	}
+	cuda.dev = calloc((size_t)n, sizeof(*cuda.dev));
+	if (!cuda.dev) {
+		snprintf(cuda.why_none, sizeof(cuda.why_none), "out of memory for %d devices", n);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		cuda.dev[i].index = i;
+		rsd__pool_init(&cuda.dev[i].pool, &dev_chunk_ops, &cuda.dev[i], CUDA_CHUNK_SIZE,
+			       CUDA_GRANULE);
+	}
+	cuda.ndevices = n;
+}
+
+static int ndevices(void)
+{
+	pthread_once(&cuda.once, cuda_init);
+	return cuda.ndevices;
+}
+
+static int no_device(const char *op, int device)
+{
+	if (!ndevices())
+		return rsd__err(RSD_EINVAL, "CUDA driver: %s: cuda:%d is not available: %s", op,
+				device, cuda.why_none);
+	return rsd__err(RSD_EINVAL, "CUDA driver: %s: cuda:%d is not available (%d CUDA "
+			"devices)", op, device, cuda.ndevices);
+}
+
+static int check_location(const char *op, struct rsd_location at, bool host_ok)
+{
+	int rc = rsd__driver_check_location("CUDA driver", at);
+
+	if (rc)
+		return rc;
+	if (at.kind == RSD_PAGEABLE_HOST && !host_ok)
+		return rsd__err(RSD_EINVAL, "CUDA driver: %s serves pinned-host and cuda "
+				"locations, not pageable-host", op);
+	if (at.kind == RSD_CUDA && at.device >= ndevices())
+		return no_device(op, at.device);
+	return 0;
+}
+
+static int cu_device_count(void *ctx)
+{
+	(void)ctx;
+	return ndevices();
+}
+
+static struct rsd__pool *pool_of(struct rsd_location at)
+{
+	return at.kind == RSD_CUDA ? &cuda.dev[at.device].pool : &cuda.pinned;
+}
+
+static int cu_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **ptr)
+{
+	int rc;
+
+	(void)ctx;
+	if (!ptr)
+		return rsd__err(RSD_ETYPE, "CUDA driver: alloc needs a pointer to store the address");
+	rc = check_location("alloc", at, false);
+	if (rc)
+		return rc;
+	return rsd__pool_alloc(pool_of(at), nbytes, ptr);
+}
+
+static void cu_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbytes)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	(void)ctx;
+	(void)nbytes;
+	if (!ptr)
+		return;
+	if ((at.kind != RSD_PINNED_HOST && at.kind != RSD_CUDA) || !rsd_location_valid(at) ||
+	    (at.kind == RSD_CUDA && at.device >= ndevices()) || rsd__pool_free(pool_of(at), ptr))
+		fprintf(stderr, "librsd: CUDA driver: free of %p at %s, which is not live memory "
+			"there\n", ptr, rsd_location_name(at, name, sizeof(name)));
+}
+
+/* The driver's transfer stream of device, created on first use. */
+static int transfer_stream(int device, cudaStream_t *out)
+{
+	struct cuda_dev *d = &cuda.dev[device];
+	cudaError_t e = cudaSuccess;
+	int prev, rc = 0;
+
+	pthread_mutex_lock(&cuda.lock);
+	if (!d->has_transfer) {
+		rc = device_enter(device, &prev);
+		if (!rc) {
+			e = cudaStreamCreateWithFlags(&d->transfer, cudaStreamNonBlocking);
+			device_leave(device, prev);
+			if (e != cudaSuccess)
+				rc = cuda_fail("cudaStreamCreateWithFlags", e);
+			else
+				d->has_transfer = true;
+		}
+	}
+	*out = d->transfer;
+	pthread_mutex_unlock(&cuda.lock);
+	return rc;
+}
+
+static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
+		   struct rsd_location src_at, uint64_t nbytes, void *stream)
+{
+	cudaStream_t s = stream;
+	cudaError_t e;
+	int dev, rc;
+
+	(void)ctx;
+	rc = check_location("copy", dst_at, true);
+	if (!rc)
+		rc = check_location("copy", src_at, true);
+	if (rc)
+		return rc;
+	if (!nbytes)
+		return 0;
+	if (!dst || !src)
+		return rsd__err(RSD_ETYPE, "CUDA driver: copy of %" PRIu64 " bytes with a NULL %s",
+				nbytes, dst ? "source" : "destination");
+	dev = dst_at.kind == RSD_CUDA ? dst_at.device
+	      : src_at.kind == RSD_CUDA ? src_at.device : -1;
+	if (dev < 0 && !s) {
+		memcpy(dst, src, (size_t)nbytes);
+		return 0;
+	}
+	if (!s) {
+		rc = transfer_stream(dev, &s);
+		if (rc)
+			return rc;
+	}
+	if (dst_at.kind == RSD_CUDA && src_at.kind == RSD_CUDA && dst_at.device != src_at.device) {
+		e = cudaMemcpyPeerAsync(dst, dst_at.device, src, src_at.device, (size_t)nbytes, s);
+		return e == cudaSuccess ? 0 : cuda_fail("cudaMemcpyPeerAsync", e);
+	}
+	e = cudaMemcpyAsync(dst, src, (size_t)nbytes, cudaMemcpyDefault, s);
+	return e == cudaSuccess ? 0 : cuda_fail("cudaMemcpyAsync", e);
+}
+
+static int cu_stream_device(void *ctx, void *stream, int *device)
+{
+	cudaError_t e;
+
+	(void)ctx;
+	if (!device)
+		return rsd__err(RSD_ETYPE, "CUDA driver: stream_device needs a device pointer");
+	if (!ndevices())
+		return rsd__err(RSD_ETYPE, "CUDA driver: %p is not a CUDA stream: %s", stream,
+				cuda.why_none);
+#if CUDART_VERSION >= 12080
+	e = cudaStreamGetDevice((cudaStream_t)stream, device);
+#else
+	/* No cudaStreamGetDevice: the driver's own streams are known; any
+	 * other valid stream is taken to belong to the current device. */
+	pthread_mutex_lock(&cuda.lock);
+	for (int i = 0; i < cuda.ndevices; i++) {
+		if (cuda.dev[i].has_transfer && (void *)cuda.dev[i].transfer == stream) {
+			pthread_mutex_unlock(&cuda.lock);
+			*device = i;
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&cuda.lock);
+	{
+		unsigned flags;
+
+		e = cudaStreamGetFlags((cudaStream_t)stream, &flags);
+		if (e == cudaSuccess)
+			e = cudaGetDevice(device);
+	}
+#endif
+	if (e == cudaSuccess)
+		return 0;
+	(void)cudaGetLastError();
+	if (e == cudaErrorInvalidResourceHandle || e == cudaErrorInvalidValue ||
+	    e == cudaErrorContextIsDestroyed)
+		return rsd__err(RSD_ETYPE, "CUDA driver: %p is not a CUDA stream: %s", stream,
+				cudaGetErrorString(e));
+	return cuda_fail("cudaStreamGetDevice", e);
+}
+
+static void *cu_default_stream(void *ctx, int device)
+{
+	cudaStream_t s;
+
+	(void)ctx;
+	if (device < 0 || device >= ndevices() || transfer_stream(device, &s))
+		return NULL;
+	return s;
+}
+
+static int cu_stream_sync(void *ctx, void *stream)
+{
+	cudaError_t e;
+
+	(void)ctx;
+	if (stream) {
+		e = cudaStreamSynchronize((cudaStream_t)stream);
+		return e == cudaSuccess ? 0 : cuda_fail("cudaStreamSynchronize", e);
+	}
+	/* NULL stands for the transfer streams: synchronize each one made. */
+	for (int i = 0; i < ndevices(); i++) {
+		cudaStream_t s;
+		bool has;
+
+		pthread_mutex_lock(&cuda.lock);
+		has = cuda.dev[i].has_transfer;
+		s = cuda.dev[i].transfer;
+		pthread_mutex_unlock(&cuda.lock);
+		if (!has)
+			continue;
+		e = cudaStreamSynchronize(s);
+		if (e != cudaSuccess)
+			return cuda_fail("cudaStreamSynchronize", e);
+	}
+	return 0;
+}
+
+static int cu_device_sync(void *ctx, int device)
+{
+	cudaError_t e;
+	int prev, rc;
+
+	(void)ctx;
+	if (device < 0 || device >= ndevices())
+		return no_device("device_sync", device);
+	rc = device_enter(device, &prev);
+	if (rc)
+		return rc;
+	e = cudaDeviceSynchronize();
+	device_leave(device, prev);
+	return e == cudaSuccess ? 0 : cuda_fail("cudaDeviceSynchronize", e);
+}
+
+/* Back to its device's free list: CUDA events are costly to create. */
+static void event_put(struct cuda_event *ev)
+{
+	ev->magic = CUDA_EVENT_FREE;
+	pthread_mutex_lock(&cuda.lock);
+	ev->next = cuda.dev[ev->device].free_events;
+	cuda.dev[ev->device].free_events = ev;
+	pthread_mutex_unlock(&cuda.lock);
+}
+
+static int event_get(int dev, struct cuda_event **out)
+{
+	struct cuda_event *ev;
+	cudaError_t e;
+	int prev, rc;
+
+	pthread_mutex_lock(&cuda.lock);
+	ev = cuda.dev[dev].free_events;
+	if (ev)
+		cuda.dev[dev].free_events = ev->next;
+	pthread_mutex_unlock(&cuda.lock);
+	if (ev)
+		goto out;
+	ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return rsd__err(RSD_ENOMEM, "CUDA driver: out of memory for an event");
+	rc = device_enter(dev, &prev);
+	if (rc) {
+		free(ev);
+		return rc;
+	}
+	e = cudaEventCreateWithFlags(&ev->ev, cudaEventDisableTiming);
+	device_leave(dev, prev);
+	if (e != cudaSuccess) {
+		free(ev);
+		return cuda_fail("cudaEventCreateWithFlags", e);
+	}
+	ev->device = dev;
+out:
+	ev->next = NULL;
+	*out = ev;
+	return 0;
+}
+
+static int cu_event_record(void *ctx, void *stream, void **event)
+{
+	struct cuda_event *ev = NULL;
+	cudaError_t e;
+	int dev, rc;
+
+	if (!event)
+		return rsd__err(RSD_ETYPE, "CUDA driver: event_record needs an event pointer");
+	*event = NULL;
+	rc = cu_stream_device(ctx, stream, &dev);
+	if (rc)
+		return rc;
+	if (dev < 0 || dev >= cuda.ndevices)
+		return no_device("event_record", dev);
+	rc = event_get(dev, &ev);
+	if (rc)
+		return rc;
+	e = cudaEventRecord(ev->ev, (cudaStream_t)stream);
+	if (e != cudaSuccess) {
+		rc = cuda_fail("cudaEventRecord", e);
+		event_put(ev);
+		return rc;
+	}
+	ev->magic = CUDA_EVENT_MAGIC;
+	*event = ev;
+	return 0;
+}
+
+static struct cuda_event *live_event(void *event)
+{
+	struct cuda_event *ev = event;
+
+	if (!ev || ev->magic != CUDA_EVENT_MAGIC) {
+		rsd__err(RSD_ETYPE, "CUDA driver: %p is not a live event of this driver", event);
+		return NULL;
+	}
+	return ev;
+}
+
+static int cu_event_query(void *ctx, void *event)
+{
+	struct cuda_event *ev = live_event(event);
+	cudaError_t e;
+
+	(void)ctx;
+	if (!ev)
+		return -RSD_ETYPE;
+	e = cudaEventQuery(ev->ev);
+	if (e == cudaSuccess)
+		return 1;
+	if (e == cudaErrorNotReady)
+		return 0;
+	return cuda_fail("cudaEventQuery", e);
+}
+
+static int cu_event_sync(void *ctx, void *event)
+{
+	struct cuda_event *ev = live_event(event);
+	cudaError_t e;
+
+	(void)ctx;
+	if (!ev)
+		return -RSD_ETYPE;
+	e = cudaEventSynchronize(ev->ev);
+	return e == cudaSuccess ? 0 : cuda_fail("cudaEventSynchronize", e);
+}
+
+static void cu_event_destroy(void *ctx, void *event)
+{
+	struct cuda_event *ev = event;
+
+	(void)ctx;
+	if (ev && ev->magic == CUDA_EVENT_MAGIC)
+		event_put(ev);
+}
+
+static int cu_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *reserved)
+{
+	struct rsd__pool_stats st;
+
+	(void)ctx;
+	if (!allocated || !reserved)
+		return rsd__err(RSD_ETYPE, "CUDA driver: metrics needs both output pointers");
+	if (device < 0 || device >= ndevices())
+		return no_device("metrics", device);
+	rsd__pool_stats(&cuda.dev[device].pool, &st);
+	*allocated = st.allocated_bytes;
+	*reserved = st.reserved_bytes;
+	return 0;
+}
+
+static const struct rsd_device_ops cuda_ops = {
+	.name = "cuda",
+	.device_count = cu_device_count,
+	.alloc = cu_alloc,
+	.free = cu_free,
+	.copy = cu_copy,
+	.stream_device = cu_stream_device,
+	.default_stream = cu_default_stream,
+	.stream_sync = cu_stream_sync,
+	.device_sync = cu_device_sync,
+	.event_record = cu_event_record,
+	.event_query = cu_event_query,
+	.event_sync = cu_event_sync,
+	.event_destroy = cu_event_destroy,
+	.metrics = cu_metrics,
+};
+
+#else /* !RSD_HAVE_CUDA */
+
+static int nocuda(const char *op)
+{
+	return rsd__err(RSD_EDEVICE, "CUDA driver: %s: librsd was built without CUDA", op);
+}
+
+static int nc_device_count(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+static int nc_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **ptr)
+{
+	(void)ctx, (void)at, (void)nbytes;
+	if (ptr)
+		*ptr = NULL;
+	return nocuda("alloc");
+}
+
+static void nc_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbytes)
+{
+	(void)ctx, (void)at, (void)ptr, (void)nbytes;
+}
+
+static int nc_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
+		   struct rsd_location src_at, uint64_t nbytes, void *stream)
+{
+	(void)ctx, (void)dst, (void)dst_at, (void)src, (void)src_at, (void)nbytes, (void)stream;
+	return nocuda("copy");
+}
+
+static int nc_stream_device(void *ctx, void *stream, int *device)
+{
+	(void)ctx, (void)stream, (void)device;
+	return nocuda("stream_device");
+}
+
+static void *nc_default_stream(void *ctx, int device)
+{
+	(void)ctx, (void)device;
+	return NULL;
+}
+
+static int nc_stream_sync(void *ctx, void *stream)
+{
+	(void)ctx, (void)stream;
+	return nocuda("stream_sync");
+}
+
+static int nc_device_sync(void *ctx, int device)
+{
+	(void)ctx, (void)device;
+	return nocuda("device_sync");
+}
+
+static int nc_event_record(void *ctx, void *stream, void **event)
+{
+	(void)ctx, (void)stream;
+	if (event)
+		*event = NULL;
+	return nocuda("event_record");
+}
+
+static int nc_event_query(void *ctx, void *event)
+{
+	(void)ctx, (void)event;
+	return nocuda("event_query");
+}
+
+static int nc_event_sync(void *ctx, void *event)
+{
+	(void)ctx, (void)event;
+	return nocuda("event_sync");
+}
+
+static void nc_event_destroy(void *ctx, void *event)
+{
+	(void)ctx, (void)event;
+}
+
+static int nc_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *reserved)
+{
+	(void)ctx, (void)device, (void)allocated, (void)reserved;
+	return nocuda("metrics");
+}
+
+static const struct rsd_device_ops cuda_ops = {
+	.name = "cuda",
+	.device_count = nc_device_count,
+	.alloc = nc_alloc,
+	.free = nc_free,
+	.copy = nc_copy,
+	.stream_device = nc_stream_device,
+	.default_stream = nc_default_stream,
+	.stream_sync = nc_stream_sync,
+	.device_sync = nc_device_sync,
+	.event_record = nc_event_record,
+	.event_query = nc_event_query,
+	.event_sync = nc_event_sync,
+	.event_destroy = nc_event_destroy,
+	.metrics = nc_metrics,
+};
+
+#endif /* RSD_HAVE_CUDA */
+
+const struct rsd_device_ops *rsd_cuda_driver(void)
+{
+	return &cuda_ops;
+}

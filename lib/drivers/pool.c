@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The chunk pool (see pool.h for the policy). Bookkeeping lives in small
+ * malloc'ed nodes, recycled through a spare list so that a warm pool's
+ * alloc/free cycle calls neither malloc nor the chunk allocator.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../internal.h"
+#include "pool.h"
+
+/* Spare block nodes kept for reuse beyond what one request needs. */
+#define POOL_MAX_SPARE 256
+#define POOL_HASH_MIN 64
+
+struct rsd__pool_chunk {
+	struct rsd__pool_chunk *prev, *next; /* pool->chunks */
+	char *base;
+	uint64_t size;
+	struct rsd__pool_block *first; /* the block at offset 0; never merged away */
+	unsigned long live;            /* live blocks carved from this chunk */
+	bool dedicated;                /* released as soon as live drops to 0 */
+};
+
+struct rsd__pool_block {
+	struct rsd__pool_chunk *chunk;
+	struct rsd__pool_block *prev, *next;   /* neighbours in address order */
+	struct rsd__pool_block *lprev, *lnext; /* free: bin list; live: hash chain */
+	uint64_t off, size;                    /* size: a multiple of the granule */
+	uint64_t requested;                    /* live: what the caller asked for */
+	bool free;
+};
+
+static inline char *block_addr(const struct rsd__pool_block *b)
+{
+	return b->chunk->base + b->off;
+}
+
+static unsigned bin_of(const struct rsd__pool *pool, uint64_t size)
+{
+	uint64_t g = size / pool->granule;
+	unsigned b = 63u - (unsigned)__builtin_clzll(g ? g : 1);
+
+	return b < RSD__POOL_NBINS ? b : RSD__POOL_NBINS - 1;
+}
+
+static void bin_insert(struct rsd__pool *pool, struct rsd__pool_block *b)
+{
+	unsigned i = bin_of(pool, b->size);
+
+	b->lprev = NULL;
+	b->lnext = pool->bins[i];
+	if (b->lnext)
+		b->lnext->lprev = b;
+	pool->bins[i] = b;
+	pool->bin_map |= 1ull << i;
+}
+
+static void bin_remove(struct rsd__pool *pool, struct rsd__pool_block *b)
+{
+	unsigned i = bin_of(pool, b->size);
+
+	if (b->lprev)
+		b->lprev->lnext = b->lnext;
+	else
+		pool->bins[i] = b->lnext;
+	if (b->lnext)
+		b->lnext->lprev = b->lprev;
+	if (!pool->bins[i])
+		pool->bin_map &= ~(1ull << i);
+	b->lprev = b->lnext = NULL;
+}
+
+/* First fit in the request's own bin (its blocks may be smaller), else the
+ * head of the first non-empty larger bin (all of whose blocks fit). */
+static struct rsd__pool_block *find_free(struct rsd__pool *pool, uint64_t size)
+{
+	unsigned i = bin_of(pool, size);
+	uint64_t above;
+
+	for (struct rsd__pool_block *b = pool->bins[i]; b; b = b->lnext)
+		if (b->size >= size)
+			return b;
+	above = i + 1 < 64 ? pool->bin_map & ~((2ull << i) - 1) : 0;
+	if (!above)
+		return NULL;
+	return pool->bins[__builtin_ctzll(above)];
+}
+
+static uint64_t hash_index(const struct rsd__pool *pool, const void *addr)
+{
+	uint64_t x = (uint64_t)(uintptr_t)addr * 0x9e3779b97f4a7c15ull;
+
+	return (x >> 29) & pool->hash_mask;
+}
+
+static void hash_insert(struct rsd__pool *pool, struct rsd__pool_block *b)
+{
+	uint64_t i = hash_index(pool, block_addr(b));
+
+	b->lnext = pool->hash[i];
+	pool->hash[i] = b;
+}
+
+/* Unlink and return the live block at addr, or NULL. */
+static struct rsd__pool_block *hash_take(struct rsd__pool *pool, const void *addr, bool unlink)
+{
+	struct rsd__pool_block **pp;
+
+	if (!pool->hash)
+		return NULL;
+	for (pp = &pool->hash[hash_index(pool, addr)]; *pp; pp = &(*pp)->lnext) {
+		struct rsd__pool_block *b = *pp;
+
+		if (block_addr(b) == addr) {
+			if (unlink) {
+				*pp = b->lnext;
+				b->lnext = NULL;
+			}
+			return b;
+		}
+	}
+	return NULL;
+}
+
+/* Room for one more live block: a table exists, doubled when the load
+ * passes 1 (a failed doubling only makes chains longer). */
+static int hash_reserve(struct rsd__pool *pool)
+{
+	uint64_t nheads = pool->hash ? pool->hash_mask + 1 : 0;
+	uint64_t newn = nheads ? nheads * 2 : POOL_HASH_MIN;
+	struct rsd__pool_block **old = pool->hash, **nh;
+
+	if (nheads && pool->stats.nallocs < nheads)
+		return 0;
+	nh = calloc(newn, sizeof(*nh));
+	if (!nh)
+		return old ? 0 : rsd__err(RSD_ENOMEM, "pool: out of memory for the block table");
+	pool->hash = nh;
+	pool->hash_mask = newn - 1;
+	for (uint64_t i = 0; i < nheads; i++) {
+		struct rsd__pool_block *b = old[i], *next;
+
+		for (; b; b = next) {
+			next = b->lnext;
+			hash_insert(pool, b);
+		}
+	}
+	free(old);
+	return 0;
+}
+
+static int reserve_nodes(struct rsd__pool *pool, unsigned n)
+{
+	while (pool->nspare < n) {
+		struct rsd__pool_block *b = calloc(1, sizeof(*b));
+
+		if (!b)
+			return rsd__err(RSD_ENOMEM, "pool: out of memory for block bookkeeping");
+		b->lnext = pool->spare;
+		pool->spare = b;
+		pool->nspare++;
+	}
+	return 0;
+}
+
+/* Callers reserve nodes first, so this cannot fail. */
+static struct rsd__pool_block *node_get(struct rsd__pool *pool)
+{
+	struct rsd__pool_block *b = pool->spare;
+
+	pool->spare = b->lnext;
+	pool->nspare--;
+	memset(b, 0, sizeof(*b));
+	return b;
+}
+
+static void node_put(struct rsd__pool *pool, struct rsd__pool_block *b)
+{
+	if (pool->nspare >= POOL_MAX_SPARE) {
+		free(b);
+		return;
+	}
+	b->lnext = pool->spare;
+	pool->spare = b;
+	pool->nspare++;
+}
+
+/* A new chunk holding one free block (in its bin). Needs one spare node. */
+static int chunk_new(struct rsd__pool *pool, uint64_t size, bool dedicated,
+		     struct rsd__pool_block **out)
+{
+	struct rsd__pool_chunk *c = calloc(1, sizeof(*c));
+	struct rsd__pool_block *b;
+	void *base = NULL;
+	int rc;
+
+	if (!c)
+		return rsd__err(RSD_ENOMEM, "pool: out of memory for chunk bookkeeping");
+	rc = pool->ops->chunk_alloc(pool->ctx, size, &base);
+	if (rc < 0) {
+		free(c);
+		return rc;
+	}
+	c->base = base;
+	c->size = size;
+	c->dedicated = dedicated;
+	c->next = pool->chunks;
+	if (c->next)
+		c->next->prev = c;
+	pool->chunks = c;
+	b = node_get(pool);
+	b->chunk = c;
+	b->size = size;
+	b->free = true;
+	c->first = b;
+	bin_insert(pool, b);
+	if (!dedicated)
+		pool->idle_chunks++;
+	pool->stats.nchunks++;
+	pool->stats.reserved_bytes += size;
+	pool->stats.chunk_allocs++;
+	*out = b;
+	return 0;
+}
+
+/* Release a chunk with no live block; its one block must not be in a bin. */
+static void chunk_release(struct rsd__pool *pool, struct rsd__pool_chunk *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		pool->chunks = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	node_put(pool, c->first);
+	pool->stats.nchunks--;
+	pool->stats.reserved_bytes -= c->size;
+	pool->stats.chunk_frees++;
+	pool->ops->chunk_free(pool->ctx, c->base, c->size);
+	free(c);
+}
+
+/* Take size bytes off the front of free block b; the rest stays free. */
+static void carve(struct rsd__pool *pool, struct rsd__pool_block *b, uint64_t size,
+		  uint64_t nbytes)
+{
+	struct rsd__pool_chunk *c = b->chunk;
+
+	bin_remove(pool, b);
+	if (b->size > size) {
+		struct rsd__pool_block *rest = node_get(pool);
+
+		rest->chunk = c;
+		rest->off = b->off + size;
+		rest->size = b->size - size;
+		rest->free = true;
+		rest->prev = b;
+		rest->next = b->next;
+		if (b->next)
+			b->next->prev = rest;
+		b->next = rest;
+		b->size = size;
+		bin_insert(pool, rest);
+	}
+	b->free = false;
+	b->requested = nbytes;
+	if (c->live++ == 0 && !c->dedicated)
+		pool->idle_chunks--;
+	hash_insert(pool, b);
+	pool->stats.nallocs++;
+	pool->stats.allocated_bytes += nbytes;
+	pool->stats.used_bytes += size;
+}
+
+void rsd__pool_init(struct rsd__pool *pool, const struct rsd__pool_ops *ops, void *ctx,
+		    uint64_t chunk_size, uint64_t granule)
+{
+	uint64_t g = 16;
+
+	memset(pool, 0, sizeof(*pool));
+	while (g < granule && g < (1ull << 40))
+		g <<= 1;
+	pool->ops = ops;
+	pool->ctx = ctx;
+	pool->granule = g;
+	pool->chunk_size = (chunk_size + g - 1) & ~(g - 1);
+	pthread_mutex_init(&pool->lock, NULL);
+}
+
+void rsd__pool_destroy(struct rsd__pool *pool)
+{
+	struct rsd__pool_chunk *c, *cnext;
+	struct rsd__pool_block *b, *bnext;
+
+	for (c = pool->chunks; c; c = cnext) {
+		cnext = c->next;
+		for (b = c->first; b; b = bnext) {
+			bnext = b->next;
+			free(b);
+		}
+		pool->ops->chunk_free(pool->ctx, c->base, c->size);
+		free(c);
+	}
+	for (b = pool->spare; b; b = bnext) {
+		bnext = b->lnext;
+		free(b);
+	}
+	free(pool->hash);
+	pthread_mutex_destroy(&pool->lock);
+	memset(pool, 0, sizeof(*pool));
+}
+
+int rsd__pool_alloc(struct rsd__pool *pool, uint64_t nbytes, void **ptr)
+{
+	uint64_t g = pool->granule, size;
+	struct rsd__pool_block *b = NULL;
+	int rc;
+
+	if (nbytes > UINT64_MAX - g)
+		return rsd__err(RSD_ENOMEM, "pool: a request of %" PRIu64 " bytes is too large",
+				nbytes);
+	size = ((nbytes ? nbytes : 1) + g - 1) & ~(g - 1);
+
+	pthread_mutex_lock(&pool->lock);
+	/* Everything that can fail for want of bookkeeping happens before the
+	 * pool changes: a split needs one node, a new chunk another. */
+	rc = hash_reserve(pool);
+	if (!rc)
+		rc = reserve_nodes(pool, 2);
+	if (rc)
+		goto out;
+	if (pool->chunk_size && size <= pool->chunk_size) {
+		b = find_free(pool, size);
+		if (!b) {
+			rc = chunk_new(pool, pool->chunk_size, false, &b);
+			/* A chunk's worth may be more than the backing allows
+			 * (RLIMIT_MEMLOCK, a nearly full device) while the
+			 * request itself fits: give it a chunk of its own. */
+			if (rc && size < pool->chunk_size)
+				rc = chunk_new(pool, size, true, &b);
+		}
+	} else {
+		rc = chunk_new(pool, size, true, &b);
+	}
+	if (rc)
+		goto out;
+	carve(pool, b, size, nbytes);
+	*ptr = block_addr(b);
+out:
+	pthread_mutex_unlock(&pool->lock);
+	return rc;
+}
+
+int rsd__pool_free(struct rsd__pool *pool, void *ptr)
+{
+	struct rsd__pool_block *b, *n;
+	struct rsd__pool_chunk *c;
+
+	pthread_mutex_lock(&pool->lock);
+	b = hash_take(pool, ptr, true);
+	if (!b) {
+		pthread_mutex_unlock(&pool->lock);
+		return -RSD_EINVAL;
+	}
+	c = b->chunk;
+	pool->stats.nallocs--;
+	pool->stats.allocated_bytes -= b->requested;
+	pool->stats.used_bytes -= b->size;
+	b->free = true;
+	b->requested = 0;
+	n = b->prev;
+	if (n && n->free) {
+		/* The predecessor absorbs b. */
+		bin_remove(pool, n);
+		n->size += b->size;
+		n->next = b->next;
+		if (b->next)
+			b->next->prev = n;
+		node_put(pool, b);
+		b = n;
+	}
+	n = b->next;
+	if (n && n->free) {
+		bin_remove(pool, n);
+		b->size += n->size;
+		b->next = n->next;
+		if (n->next)
+			n->next->prev = b;
+		node_put(pool, n);
+	}
+	if (--c->live == 0) {
+		if (c->dedicated || pool->idle_chunks >= 1) {
+			chunk_release(pool, c);
+			goto out;
+		}
+		pool->idle_chunks++;
+	}
+	bin_insert(pool, b);
+out:
+	pthread_mutex_unlock(&pool->lock);
+	return 0;
+}
+
+bool rsd__pool_owns(struct rsd__pool *pool, const void *ptr)
+{
+	bool owns;
+
+	pthread_mutex_lock(&pool->lock);
+	owns = hash_take(pool, ptr, false) != NULL;
+	pthread_mutex_unlock(&pool->lock);
+	return owns;
+}
+
+unsigned rsd__pool_trim(struct rsd__pool *pool)
+{
+	struct rsd__pool_chunk *c, *next;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&pool->lock);
+	for (c = pool->chunks; c; c = next) {
+		next = c->next;
+		if (c->live)
+			continue;
+		bin_remove(pool, c->first);
+		if (!c->dedicated)
+			pool->idle_chunks--;
+		chunk_release(pool, c);
+		n++;
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return n;
+}
+
+void rsd__pool_stats(struct rsd__pool *pool, struct rsd__pool_stats *out)
+{
+	pthread_mutex_lock(&pool->lock);
+	*out = pool->stats;
+	pthread_mutex_unlock(&pool->lock);
+}

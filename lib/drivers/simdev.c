@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The simulated device: host memory posing as CUDA devices, for machines
+ * without a GPU and for tests. This file holds its life cycle, memory,
+ * copies, allocator metrics and fault injection; simdev_stream.c holds
+ * streams and events.
+ *
+ * Copies are synchronous memcpy. What the simulator makes controllable is
+ * completion: events stay pending until the test completes their stream
+ * (unless auto_complete), which is what the manager's pending leases and
+ * reaping depend on.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host.h"
+#include "simdev.h"
+
+static const char *const op_names[RSD_SIMDEV_NOPS] = {
+	[RSD_SIMDEV_ALLOC] = "alloc",
+	[RSD_SIMDEV_COPY] = "copy",
+	[RSD_SIMDEV_EVENT_RECORD] = "event_record",
+	[RSD_SIMDEV_EVENT_QUERY] = "event_query",
+	[RSD_SIMDEV_EVENT_SYNC] = "sync",
+	[RSD_SIMDEV_METRICS] = "metrics",
+};
+
+int rsd__sim_enter(struct rsd_simdev *sd, enum rsd_simdev_op op)
+{
+	unsigned long n = ++sd->calls[op];
+	int err = 0;
+
+	/* The countdown advances on every call, even one fail_all fails. */
+	if (sd->fail_countdown[op] && --sd->fail_countdown[op] == 0)
+		err = sd->fail_nth_err[op];
+	else if (sd->fail_all_err[op])
+		err = sd->fail_all_err[op];
+	if (!err)
+		return 0;
+	return rsd__err(err, "simulated device: injected failure of %s call %lu (%s)",
+			op_names[op], n, rsd_strerror(err));
+}
+
+/* Injected codes are positive RSD_E* codes; either sign is accepted and
+ * anything unknown becomes RSD_EDEVICE. */
+static int inject_code(int err)
+{
+	if (err < 0)
+		err = -err;
+	if (err >= RSD_EMAX)
+		err = RSD_EDEVICE;
+	return err;
+}
+
+int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **out)
+{
+	struct rsd_simdev *sd;
+
+	if (!out)
+		return rsd__err(RSD_ETYPE, "rsd_simdev_create: out is NULL");
+	*out = NULL;
+	if (!cfg)
+		return rsd__err(RSD_ETYPE, "rsd_simdev_create: config is NULL");
+	if (cfg->ndevices < 0 || cfg->ndevices > RSD_CUDA_MAX_DEVICE + 1)
+		return rsd__err(RSD_EINVAL, "rsd_simdev_create: ndevices %d is outside 0..%d",
+				cfg->ndevices, RSD_CUDA_MAX_DEVICE + 1);
+	sd = calloc(1, sizeof(*sd) + (size_t)cfg->ndevices * sizeof(sd->dev[0]));
+	if (!sd)
+		return rsd__err(RSD_ENOMEM, "rsd_simdev_create: out of memory for %d devices",
+				cfg->ndevices);
+	sd->ndevices = cfg->ndevices;
+	sd->pooled = cfg->pooled;
+	sd->auto_complete = cfg->auto_complete;
+	pthread_mutex_init(&sd->lock, NULL);
+	/* Unpooled: chunk size 0, so every allocation is its own mapping. */
+	rsd__pool_init(&sd->pinned, &rsd__locked_chunk_ops, NULL,
+		       sd->pooled ? SIM_PINNED_CHUNK : 0, RSD__PAGE_GRANULE);
+	for (int d = 0; d < sd->ndevices; d++) {
+		rsd__pool_init(&sd->dev[d].pool, &rsd__anon_chunk_ops, NULL,
+			       sd->pooled ? SIM_DEVICE_CHUNK : 0, SIM_DEVICE_GRANULE);
+		rsd__sim_stream_link(sd, &sd->dev[d].transfer, d, true);
+	}
+	*out = sd;
+	return 0;
+}
+
+void rsd_simdev_destroy(struct rsd_simdev *sd)
+{
+	if (!sd)
+		return;
+	rsd__sim_streams_destroy(sd);
+	for (int d = 0; d < sd->ndevices; d++)
+		rsd__pool_destroy(&sd->dev[d].pool);
+	rsd__pool_destroy(&sd->pinned);
+	pthread_mutex_destroy(&sd->lock);
+	free(sd);
+}
+
+/* -RSD_EINVAL unless at is pinned-host or one of this simulator's devices. */
+static int check_device_location(struct rsd_simdev *sd, const char *op, struct rsd_location at,
+				 bool host_ok)
+{
+	int rc = rsd__driver_check_location("simulated device", at);
+
+	if (rc)
+		return rc;
+	if (at.kind == RSD_PAGEABLE_HOST && !host_ok)
+		return rsd__err(RSD_EINVAL, "simulated device: %s serves pinned-host and cuda "
+				"locations, not pageable-host", op);
+	if (at.kind == RSD_CUDA && at.device >= sd->ndevices)
+		return rsd__err(RSD_EINVAL, "simulated device: cuda:%d is not available (%d "
+				"simulated devices)", at.device, sd->ndevices);
+	return 0;
+}
+
+static struct rsd__pool *pool_of(struct rsd_simdev *sd, struct rsd_location at)
+{
+	return at.kind == RSD_CUDA ? &sd->dev[at.device].pool : &sd->pinned;
+}
+
+static int sim_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **ptr)
+{
+	struct rsd_simdev *sd = ctx;
+	char name[RSD_LOCATION_NAME_MAX];
+	int rc;
+
+	pthread_mutex_lock(&sd->lock);
+	rc = rsd__sim_enter(sd, RSD_SIMDEV_ALLOC);
+	if (!rc && !ptr)
+		rc = rsd__err(RSD_ETYPE, "simulated device: alloc needs a pointer to store the "
+			      "address");
+	if (!rc)
+		rc = check_device_location(sd, "alloc", at, false);
+	if (!rc && sd->fail_loc_err[rsd__loc_slot(at)]) {
+		int err = sd->fail_loc_err[rsd__loc_slot(at)];
+
+		rc = rsd__err(err, "simulated device: injected failure of alloc call %lu at %s "
+			      "(%s)", sd->calls[RSD_SIMDEV_ALLOC],
+			      rsd_location_name(at, name, sizeof(name)), rsd_strerror(err));
+	}
+	pthread_mutex_unlock(&sd->lock);
+	if (rc)
+		return rc;
+	return rsd__pool_alloc(pool_of(sd, at), nbytes, ptr);
+}
+
+static void sim_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbytes)
+{
+	struct rsd_simdev *sd = ctx;
+	char name[RSD_LOCATION_NAME_MAX];
+
+	(void)nbytes;
+	if (!ptr)
+		return;
+	if ((at.kind != RSD_PINNED_HOST && at.kind != RSD_CUDA) || !rsd_location_valid(at) ||
+	    (at.kind == RSD_CUDA && at.device >= sd->ndevices) ||
+	    rsd__pool_free(pool_of(sd, at), ptr))
+		fprintf(stderr, "librsd: simulated device: free of %p at %s, which is not live "
+			"memory there\n", ptr, rsd_location_name(at, name, sizeof(name)));
+}
+
+static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
+		    struct rsd_location src_at, uint64_t nbytes, void *stream)
+{
+	struct rsd_simdev *sd = ctx;
+	int rc;
+
+	pthread_mutex_lock(&sd->lock);
+	rc = rsd__sim_enter(sd, RSD_SIMDEV_COPY);
+	if (!rc)
+		rc = check_device_location(sd, "copy", dst_at, true);
+	if (!rc)
+		rc = check_device_location(sd, "copy", src_at, true);
+	if (!rc && stream && !rsd__sim_find_stream(sd, stream))
+		rc = rsd__err(RSD_ETYPE, "simulated device: %p is not a stream of this simulated "
+			      "device", stream);
+	if (!rc && nbytes && (!dst || !src))
+		rc = rsd__err(RSD_ETYPE, "simulated device: copy of %" PRIu64 " bytes with a "
+			      "NULL %s", nbytes, dst ? "source" : "destination");
+	pthread_mutex_unlock(&sd->lock);
+	/* The copy "completes" at once; only events model asynchrony. */
+	if (!rc && nbytes)
+		memmove(dst, src, (size_t)nbytes);
+	return rc;
+}
+
+static int sim_device_count(void *ctx)
+{
+	return ((struct rsd_simdev *)ctx)->ndevices;
+}
+
+static int sim_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *reserved)
+{
+	struct rsd_simdev *sd = ctx;
+	struct rsd__pool_stats st;
+	int rc;
+
+	pthread_mutex_lock(&sd->lock);
+	rc = rsd__sim_enter(sd, RSD_SIMDEV_METRICS);
+	if (!rc && (!allocated || !reserved))
+		rc = rsd__err(RSD_ETYPE, "simulated device: metrics needs both output pointers");
+	if (!rc && (device < 0 || device >= sd->ndevices))
+		rc = rsd__err(RSD_EINVAL, "simulated device: no device %d for metrics (%d "
+			      "simulated devices)", device, sd->ndevices);
+	pthread_mutex_unlock(&sd->lock);
+	if (rc)
+		return rc;
+	rsd__pool_stats(&sd->dev[device].pool, &st);
+	*allocated = st.allocated_bytes;
+	/* Unpooled memory reserves nothing beyond what is allocated. */
+	*reserved = sd->pooled ? st.reserved_bytes : st.allocated_bytes;
+	return 0;
+}
+
+uint64_t rsd_simdev_allocated_bytes(struct rsd_simdev *sd, int device)
+{
+	struct rsd__pool_stats st;
+
+	if (!sd || device < 0 || device >= sd->ndevices)
+		return 0;
+	rsd__pool_stats(&sd->dev[device].pool, &st);
+	return st.allocated_bytes;
+}
+
+static const struct rsd_device_ops sim_ops = {
+	.name = "simdev",
+	.device_count = sim_device_count,
+	.alloc = sim_alloc,
+	.free = sim_free,
+	.copy = sim_copy,
+	.stream_device = rsd__sim_stream_device,
+	.default_stream = rsd__sim_default_stream,
+	.stream_sync = rsd__sim_stream_sync,
+	.device_sync = rsd__sim_device_sync,
+	.event_record = rsd__sim_event_record,
+	.event_query = rsd__sim_event_query,
+	.event_sync = rsd__sim_event_sync,
+	.event_destroy = rsd__sim_event_destroy,
+	.metrics = sim_metrics,
+};
+
+const struct rsd_device_ops *rsd_simdev_ops(void)
+{
+	return &sim_ops;
+}
+
+/* ---- fault injection ---- */
+
+void rsd_simdev_fail_nth(struct rsd_simdev *sd, enum rsd_simdev_op op, unsigned n, int err)
+{
+	if (!sd || (unsigned)op >= RSD_SIMDEV_NOPS)
+		return;
+	err = inject_code(err);
+	pthread_mutex_lock(&sd->lock);
+	sd->fail_countdown[op] = err ? n : 0;
+	sd->fail_nth_err[op] = err;
+	pthread_mutex_unlock(&sd->lock);
+}
+
+void rsd_simdev_fail_all(struct rsd_simdev *sd, enum rsd_simdev_op op, int err)
+{
+	if (!sd || (unsigned)op >= RSD_SIMDEV_NOPS)
+		return;
+	pthread_mutex_lock(&sd->lock);
+	sd->fail_all_err[op] = inject_code(err);
+	pthread_mutex_unlock(&sd->lock);
+}
+
+void rsd_simdev_fail_location(struct rsd_simdev *sd, struct rsd_location at, int err)
+{
+	if (!sd || !rsd_location_valid(at))
+		return;
+	pthread_mutex_lock(&sd->lock);
+	sd->fail_loc_err[rsd__loc_slot(at)] = inject_code(err);
+	pthread_mutex_unlock(&sd->lock);
+}
+
+unsigned long rsd_simdev_calls(struct rsd_simdev *sd, enum rsd_simdev_op op)
+{
+	unsigned long n;
+
+	if (!sd || (unsigned)op >= RSD_SIMDEV_NOPS)
+		return 0;
+	pthread_mutex_lock(&sd->lock);
+	n = sd->calls[op];
+	pthread_mutex_unlock(&sd->lock);
+	return n;
+}

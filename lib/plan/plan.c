@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+/* Plan records, explain and execute_actions (§12.1-§12.4). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "../trace.h"
+
+static const char DEFAULT_NAME[] = "residency-actions";
+
+int rsd__action_check(const struct rsd_action *a)
+{
+	if ((unsigned)a->kind > RSD_ACT_DISCARD)
+		return rsd__err(RSD_ETYPE, "invalid action kind %d", (int)a->kind);
+	if (a->kind != RSD_ACT_DISCARD && !rsd_location_valid(a->location))
+		return rsd__err(RSD_ETYPE, "action location is not a residency location");
+	if (a->kind == RSD_ACT_MOVE && a->has_from && !rsd_location_valid(a->from))
+		return rsd__err(RSD_ETYPE, "move source is not a residency location");
+	return 0;
+}
+
+static int check_actions(const struct rsd_action *a, size_t n, const char *what)
+{
+	int err;
+
+	if (n && !a)
+		return rsd__err(RSD_ETYPE, "plan %s: %zu actions but no array", what, n);
+	for (size_t i = 0; i < n; i++) {
+		err = rsd__action_check(&a[i]);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int rsd__plan_check(const struct rsd_plan *p)
+{
+	int err;
+
+	if (!p)
+		return rsd__err(RSD_ETYPE, "plan is NULL");
+	if (!p->name)
+		return rsd__err(RSD_ETYPE, "plan name is NULL");
+	if (!rsd__nonblank(p->name))
+		return rsd__err(RSD_EINVAL, "plan name must not be blank");
+	err = check_actions(p->reclaim, p->nreclaim, "reclaim");
+	if (!err)
+		err = check_actions(p->enter, p->nenter, "enter");
+	if (!err)
+		err = check_actions(p->exit, p->nexit, "exit");
+	if (err)
+		return err;
+	if (p->nreservations && !p->reservations)
+		return rsd__err(RSD_ETYPE, "plan has %zu reservations but no array", p->nreservations);
+	for (size_t i = 0; i < p->nreservations; i++) {
+		const struct rsd_reservation_spec *r = &p->reservations[i];
+
+		if (!rsd_location_valid(r->location))
+			return rsd__err(RSD_ETYPE, "reservation %zu: not a residency location", i);
+		if (!r->label)
+			return rsd__err(RSD_ETYPE, "reservation %zu: label is NULL", i);
+		if (!rsd__nonblank(r->label))
+			return rsd__err(RSD_EINVAL, "reservation %zu: label must not be blank", i);
+	}
+	return 0;
+}
+
+struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p)
+{
+	size_t nact = p->nreclaim + p->nenter + p->nexit, size, off;
+	struct rsd_action *acts;
+	struct rsd_reservation_spec *resv;
+	struct rsd_plan *c;
+	char *str;
+
+	size = sizeof(*c) + nact * sizeof(*acts) + p->nreservations * sizeof(*resv) +
+	       strlen(p->name) + 1;
+	for (size_t i = 0; i < p->nreservations; i++)
+		size += strlen(p->reservations[i].label) + 1;
+	c = malloc(size);
+	if (!c) {
+		rsd__err(RSD_ENOMEM, "out of memory copying plan '%s'", p->name);
+		return NULL;
+	}
+	acts = (struct rsd_action *)(c + 1);
+	resv = (struct rsd_reservation_spec *)(acts + nact);
+	str = (char *)(resv + p->nreservations);
+	off = 0;
+	if (p->nreclaim)
+		memcpy(acts, p->reclaim, p->nreclaim * sizeof(*acts));
+	if (p->nenter)
+		memcpy(acts + p->nreclaim, p->enter, p->nenter * sizeof(*acts));
+	if (p->nexit)
+		memcpy(acts + p->nreclaim + p->nenter, p->exit, p->nexit * sizeof(*acts));
+	c->reclaim = acts;
+	c->nreclaim = p->nreclaim;
+	c->enter = acts + p->nreclaim;
+	c->nenter = p->nenter;
+	c->exit = acts + p->nreclaim + p->nenter;
+	c->nexit = p->nexit;
+	c->reservations = resv;
+	c->nreservations = p->nreservations;
+	c->name = strcpy(str, p->name);
+	off = strlen(p->name) + 1;
+	for (size_t i = 0; i < p->nreservations; i++) {
+		resv[i] = p->reservations[i];
+		resv[i].label = strcpy(str + off, p->reservations[i].label);
+		off += strlen(p->reservations[i].label) + 1;
+	}
+	return c;
+}
+
+int rsd_explain(struct rsd_manager *m, const struct rsd_plan *p, const uint64_t *expected_version,
+		struct rsd_explanation **out)
+{
+	const struct rsd_image *img;
+	int err;
+
+	err = rsd__plan_check(p);
+	if (err)
+		return err;
+	if (!m || !out)
+		return rsd__err(RSD_ETYPE, "rsd_explain: NULL argument");
+	/* Lock-free: one published image, never the writer. */
+	img = rsd__read_begin(m);
+	if (img->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+	else if (expected_version && *expected_version != img->state_version)
+		err = rsd__err_stale(*expected_version, img->state_version);
+	else
+		err = rsd__plan_simulate(m, img, p, out);
+	rsd__read_end();
+	return err;
+}
+
+int rsd__check_transfer_streams(struct rsd_manager *m, const struct rsd_transfer_stream *ts,
+				size_t nts)
+{
+	int err;
+
+	if (nts && !ts)
+		return rsd__err(RSD_ETYPE, "%zu transfer streams but no array", nts);
+	for (size_t i = 0; i < nts; i++) {
+		err = rsd__check_location(m, ts[i].location);
+		if (!err)
+			err = rsd__check_stream(m, ts[i].stream, ts[i].location);
+		if (err)
+			return err;
+		for (size_t j = 0; j < i; j++)
+			if (rsd_location_equal(ts[j].location, ts[i].location))
+				return rsd__err(RSD_EINVAL, "transfer stream location given twice");
+	}
+	return 0;
+}
+
+void *rsd__stream_for(const struct rsd_transfer_stream *ts, size_t nts, const struct rsd_action *a)
+{
+	if (a->kind != RSD_ACT_ENSURE && a->kind != RSD_ACT_MOVE)
+		return NULL;
+	for (size_t i = 0; i < nts; i++)
+		if (rsd_location_equal(ts[i].location, a->location))
+			return ts[i].stream;
+	return NULL;
+}
+
+/* Preflight on the writer path: publish so the image is the writer state. */
+int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p)
+{
+	struct rsd_explanation *e;
+	int err;
+
+	err = rsd__publish(m);
+	if (!err)
+		err = rsd__plan_simulate(m, m->img, p, &e);
+	if (err)
+		return err;
+	if (!e->feasible)
+		err = rsd__err(RSD_EPLAN, "%s", e->reason);
+	rsd_explanation_free(e);
+	return err;
+}
+
+int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_t n, const char *name,
+			const struct rsd_transfer_stream *ts, size_t nts, const uint64_t *expected_version,
+			struct rsd_plan_report **report)
+{
+	struct rsd_transition *done = NULL;
+	struct rsd_plan plan;
+	uint64_t started;
+	size_t i = 0;
+	int err;
+
+	memset(&plan, 0, sizeof(plan));
+	plan.name = name ? name : DEFAULT_NAME;
+	plan.enter = a;
+	plan.nenter = n;
+	err = rsd__plan_check(&plan);
+	if (err)
+		return err;
+	if (!m)
+		return rsd__err(RSD_ETYPE, "rsd_execute_actions: manager is NULL");
+	done = malloc((n ? n : 1) * sizeof(*done));
+	if (!done)
+		return rsd__err(RSD_ENOMEM, "out of memory for %zu transition reports", n);
+	started = rsd__now_ns();
+	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
+	if (err)
+		goto out_free;
+	rsd_trace_plan_begin(m->id, plan.name, "execute");
+	if (expected_version && *expected_version != m->version)
+		err = rsd__err_stale(*expected_version, m->version);
+	if (!err)
+		err = rsd__check_transfer_streams(m, ts, nts);
+	if (!err)
+		err = rsd__preflight(m, &plan);
+	for (i = 0; !err && i < n; i++) {
+		err = rsd__exec_action(m, &a[i], rsd__stream_for(ts, nts, &a[i]), &done[i]);
+		if (err)
+			err = rsd__exec_failure(plan.name, RSD_PHASE_EXECUTE, (long)i, -1, err, done, i,
+						started, report);
+	}
+	if (!err && report) {
+		*report = rsd__report_new(plan.name, done, n, started, rsd__now_ns());
+		if (!*report)
+			err = rsd__err(RSD_ENOMEM, "out of memory for the report of plan '%s'", plan.name);
+	}
+	rsd_trace_plan_end(m->id, plan.name, "execute",
+			   rsd_phase_name(err == -RSD_EEXEC ? RSD_PHASE_EXECUTE : RSD_PHASE_NONE), err,
+			   (uint32_t)(err ? (i ? i - 1 : 0) : n));
+	rsd__writer_exit(m);
+out_free:
+	free(done);
+	return err;
+}

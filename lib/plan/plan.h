@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* The plan layer: simulation (explain, preflight), execution, scopes. */
+#ifndef RSD_PLAN_PRIV_H
+#define RSD_PLAN_PRIV_H
+
+#include "../core/core.h"
+
+/*
+ * Simulate p against one image (§12.3). Readers pass the image they hold
+ * under rcu_read_lock(); the writer passes m->img after publishing, so the
+ * image equals its state. with_reservations: admit p's reservations after
+ * the reclaim actions (explain, scope preflight; not execute_actions).
+ */
+int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_image *img, const struct rsd_plan *p,
+		  struct rsd_explanation **out);
+
+/* Deep copy of a plan (names, arrays, labels) in one allocation. */
+struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
+/* Validate a plan's records without a manager (§12.1). */
+int rsd__plan_check(const struct rsd_plan *p);
+int rsd__action_check(const struct rsd_action *a);
+
+/* Reports. */
+struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
+					uint64_t started, uint64_t completed);
+/* Record an EEXEC failure: rsd_last_error() fields and the thread's partial
+ * report; returns -RSD_EEXEC. cause is the original negative code. */
+int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_index,
+		      long reservation_index, int cause, const struct rsd_transition *t, size_t n,
+		      uint64_t started, struct rsd_plan_report **report);
+
+/* Preflight a plan on the writer path: -RSD_EPLAN with the first reason. */
+int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p);
+
+/* Validate a transfer-stream map on the writer path (§12.2). */
+int rsd__check_transfer_streams(struct rsd_manager *m, const struct rsd_transfer_stream *ts,
+				size_t nts);
+void *rsd__stream_for(const struct rsd_transfer_stream *ts, size_t nts, const struct rsd_action *a);
+
+#endif

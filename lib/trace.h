@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Trace hooks: the only way librsd fires the "rsd" LTTng-UST tracepoints
+ * (tracepoints/rsd_tp.h; fields in Documentation/tracing.md).
+ *
+ * Built with RSD_TRACE=1 (make TRACE=1, the default) each hook is a static
+ * inline function whose disabled cost is one load and one predicted-not-taken
+ * branch: the location names and the other payload are formatted only after
+ * lttng_ust_tracepoint_enabled() says a session records the event. Built with
+ * RSD_TRACE 0 or undefined (make TRACE=0) the hooks are empty and this header
+ * pulls in nothing from LTTng, so librsd builds where LTTng-UST is absent.
+ *
+ * Callers may assume the hooks never fail, never allocate, never take a lock
+ * of librsd and never touch the thread's error record, so they can be called
+ * under the manager's transition lock and on failure paths alike. They read
+ * their arguments only during the call.
+ *
+ * Where the core calls them:
+ *   rsd_trace_transition       after each completed action, no-ops and
+ *                              discards included, inside plans and scopes too
+ *   rsd_trace_adopt, rsd_trace_register_source
+ *                              after the value is committed
+ *   rsd_trace_lease_*, rsd_trace_hold, rsd_trace_reservation
+ *                              after the lifetime object is created/released
+ *   rsd_trace_budget_reject    where the admission rule refuses a charge
+ *   rsd_trace_plan_begin/end   around execute and scope entry/exit
+ *   rsd_trace_decision         after the controller decides
+ *   rsd_trace_state            after a commit, once per location whose used
+ *                              or reserved bytes changed
+ */
+#ifndef RSD_TRACE_H
+#define RSD_TRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rsd/rsd.h>
+
+#if defined(RSD_TRACE) && RSD_TRACE
+
+#include "../tracepoints/rsd_tp.h"
+
+static inline const char *rsd__trace_action_name(enum rsd_action_kind kind)
+{
+	switch (kind) {
+	case RSD_ACT_ENSURE:
+		return "ensure";
+	case RSD_ACT_MOVE:
+		return "move";
+	case RSD_ACT_DROP:
+		return "drop";
+	case RSD_ACT_DISCARD:
+		return "discard";
+	}
+	return "<invalid>";
+}
+
+/*
+ * Absent strings are written as "none", never "": babeltrace2 2.0.4 (Debian
+ * 12) shows an empty string field with the value the same field had in an
+ * earlier event, and rsd-trace reads through the same decoder.
+ */
+#define RSD_TRACE_NONE "none"
+
+static inline const char *rsd__trace_str(const char *s)
+{
+	return s && *s ? s : RSD_TRACE_NONE;
+}
+
+/* Name of an optional location; "none" when absent. */
+static inline const char *rsd__trace_opt_name(bool has, struct rsd_location loc, char *buf,
+					      size_t len)
+{
+	return has ? rsd_location_name(loc, buf, len) : RSD_TRACE_NONE;
+}
+
+static inline void rsd_trace_transition(uint64_t manager_id, const struct rsd_transition *t)
+{
+	char at[RSD_LOCATION_NAME_MAX], from[RSD_LOCATION_NAME_MAX];
+	char src[RSD_LOCATION_NAME_MAX], dst[RSD_LOCATION_NAME_MAX];
+	const char *at_name, *from_name, *src_name, *dst_name;
+
+	if (!lttng_ust_tracepoint_enabled(rsd, transition) || !t)
+		return;
+	at_name = rsd__trace_opt_name(t->action.kind != RSD_ACT_DISCARD, t->action.location, at,
+				      sizeof(at));
+	from_name = rsd__trace_opt_name(t->action.has_from, t->action.from, from, sizeof(from));
+	src_name = rsd__trace_opt_name(t->has_source, t->source, src, sizeof(src));
+	dst_name = rsd__trace_opt_name(t->has_destination, t->destination, dst, sizeof(dst));
+	lttng_ust_tracepoint(rsd, transition, manager_id, t, rsd__trace_action_name(t->action.kind),
+			     at_name, from_name, src_name, dst_name, rsd__trace_str(t->reason));
+}
+
+static inline void rsd_trace_adopt(uint64_t manager_id, uint64_t handle_id, struct rsd_location at,
+				   uint64_t charged_nbytes)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, adopt))
+		return;
+	lttng_ust_tracepoint(rsd, adopt, manager_id, handle_id, &at,
+			     rsd_location_name(at, name, sizeof(name)), charged_nbytes);
+}
+
+static inline void rsd_trace_register_source(uint64_t manager_id, uint64_t handle_id,
+					     struct rsd_location source_location,
+					     uint64_t charged_nbytes)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, register_source))
+		return;
+	lttng_ust_tracepoint(rsd, register_source, manager_id, handle_id, &source_location,
+			     rsd_location_name(source_location, name, sizeof(name)),
+			     charged_nbytes);
+}
+
+static inline void rsd_trace_lease_acquire(uint64_t manager_id, uint64_t lease_id,
+					   struct rsd_location at, uint32_t nhandles)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, lease_acquire))
+		return;
+	lttng_ust_tracepoint(rsd, lease_acquire, manager_id, lease_id, &at,
+			     rsd_location_name(at, name, sizeof(name)), nhandles);
+}
+
+static inline void rsd_trace_lease_release(uint64_t manager_id, uint64_t lease_id,
+					   struct rsd_location at, uint32_t nstreams, bool wait,
+					   bool pending)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, lease_release))
+		return;
+	lttng_ust_tracepoint(rsd, lease_release, manager_id, lease_id, &at,
+			     rsd_location_name(at, name, sizeof(name)), nstreams, (uint8_t)wait,
+			     (uint8_t)pending);
+}
+
+static inline void rsd_trace_lease_reap(uint64_t manager_id, uint64_t lease_id,
+					uint64_t pending_ns)
+{
+	lttng_ust_tracepoint(rsd, lease_reap, manager_id, lease_id, pending_ns);
+}
+
+static inline void rsd_trace_hold(uint64_t manager_id, uint64_t hold_id, struct rsd_location at,
+				  uint32_t nhandles, bool acquire)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (acquire) {
+		if (!lttng_ust_tracepoint_enabled(rsd, hold_acquire))
+			return;
+		lttng_ust_tracepoint(rsd, hold_acquire, manager_id, hold_id, &at,
+				     rsd_location_name(at, name, sizeof(name)), nhandles);
+	} else {
+		if (!lttng_ust_tracepoint_enabled(rsd, hold_release))
+			return;
+		lttng_ust_tracepoint(rsd, hold_release, manager_id, hold_id, &at,
+				     rsd_location_name(at, name, sizeof(name)), nhandles);
+	}
+}
+
+static inline void rsd_trace_reservation(uint64_t manager_id, uint64_t reservation_id,
+					 struct rsd_location at, uint64_t nbytes,
+					 const char *label, bool acquire)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (acquire) {
+		if (!lttng_ust_tracepoint_enabled(rsd, reservation_acquire))
+			return;
+		lttng_ust_tracepoint(rsd, reservation_acquire, manager_id, reservation_id, &at,
+				     rsd_location_name(at, name, sizeof(name)), nbytes,
+				     rsd__trace_str(label));
+	} else {
+		if (!lttng_ust_tracepoint_enabled(rsd, reservation_release))
+			return;
+		lttng_ust_tracepoint(rsd, reservation_release, manager_id, reservation_id, &at,
+				     rsd_location_name(at, name, sizeof(name)), nbytes,
+				     rsd__trace_str(label));
+	}
+}
+
+static inline void rsd_trace_budget_reject(uint64_t manager_id, struct rsd_location at,
+					   uint64_t budget, uint64_t used, uint64_t reserved,
+					   uint64_t requested)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, budget_reject))
+		return;
+	lttng_ust_tracepoint(rsd, budget_reject, manager_id, &at,
+			     rsd_location_name(at, name, sizeof(name)), budget, used, reserved,
+			     requested);
+}
+
+static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)
+{
+	lttng_ust_tracepoint(rsd, plan_begin, manager_id, rsd__trace_str(name), rsd__trace_str(kind));
+}
+
+static inline void rsd_trace_plan_end(uint64_t manager_id, const char *name, const char *kind,
+				      const char *phase, int outcome, uint32_t ntransitions)
+{
+	lttng_ust_tracepoint(rsd, plan_end, manager_id, rsd__trace_str(name), rsd__trace_str(kind),
+			     rsd__trace_str(phase), outcome, ntransitions);
+}
+
+static inline void rsd_trace_decision(uint64_t manager_id, const char *request,
+				      uint32_t nevictions, uint64_t explored_states, int outcome)
+{
+	lttng_ust_tracepoint(rsd, decision, manager_id, rsd__trace_str(request), nevictions,
+			     explored_states, outcome);
+}
+
+static inline void rsd_trace_state(uint64_t manager_id, uint64_t state_version,
+				   struct rsd_location at, uint64_t used, uint64_t reserved)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, state))
+		return;
+	lttng_ust_tracepoint(rsd, state, manager_id, state_version, &at,
+			     rsd_location_name(at, name, sizeof(name)), used, reserved);
+}
+
+#else /* !RSD_TRACE */
+
+/*
+ * Empty hooks: the compiler drops the calls and their argument computations
+ * that have no side effects. Functions rather than macros, so arguments are
+ * still type-checked and variables computed only for tracing stay "used".
+ */
+static inline void rsd_trace_transition(uint64_t manager_id, const struct rsd_transition *t)
+{
+	(void)manager_id, (void)t;
+}
+
+static inline void rsd_trace_adopt(uint64_t manager_id, uint64_t handle_id, struct rsd_location at,
+				   uint64_t charged_nbytes)
+{
+	(void)manager_id, (void)handle_id, (void)at, (void)charged_nbytes;
+}
+
+static inline void rsd_trace_register_source(uint64_t manager_id, uint64_t handle_id,
+					     struct rsd_location source_location,
+					     uint64_t charged_nbytes)
+{
+	(void)manager_id, (void)handle_id, (void)source_location, (void)charged_nbytes;
+}
+
+static inline void rsd_trace_lease_acquire(uint64_t manager_id, uint64_t lease_id,
+					   struct rsd_location at, uint32_t nhandles)
+{
+	(void)manager_id, (void)lease_id, (void)at, (void)nhandles;
+}
+
+static inline void rsd_trace_lease_release(uint64_t manager_id, uint64_t lease_id,
+					   struct rsd_location at, uint32_t nstreams, bool wait,
+					   bool pending)
+{
+	(void)manager_id, (void)lease_id, (void)at, (void)nstreams, (void)wait, (void)pending;
+}
+
+static inline void rsd_trace_lease_reap(uint64_t manager_id, uint64_t lease_id,
+					uint64_t pending_ns)
+{
+	(void)manager_id, (void)lease_id, (void)pending_ns;
+}
+
+static inline void rsd_trace_hold(uint64_t manager_id, uint64_t hold_id, struct rsd_location at,
+				  uint32_t nhandles, bool acquire)
+{
+	(void)manager_id, (void)hold_id, (void)at, (void)nhandles, (void)acquire;
+}
+
+static inline void rsd_trace_reservation(uint64_t manager_id, uint64_t reservation_id,
+					 struct rsd_location at, uint64_t nbytes,
+					 const char *label, bool acquire)
+{
+	(void)manager_id, (void)reservation_id, (void)at, (void)nbytes, (void)label,
+		(void)acquire;
+}
+
+static inline void rsd_trace_budget_reject(uint64_t manager_id, struct rsd_location at,
+					   uint64_t budget, uint64_t used, uint64_t reserved,
+					   uint64_t requested)
+{
+	(void)manager_id, (void)at, (void)budget, (void)used, (void)reserved, (void)requested;
+}
+
+static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)
+{
+	(void)manager_id, (void)name, (void)kind;
+}
+
+static inline void rsd_trace_plan_end(uint64_t manager_id, const char *name, const char *kind,
+				      const char *phase, int outcome, uint32_t ntransitions)
+{
+	(void)manager_id, (void)name, (void)kind, (void)phase, (void)outcome,
+		(void)ntransitions;
+}
+
+static inline void rsd_trace_decision(uint64_t manager_id, const char *request,
+				      uint32_t nevictions, uint64_t explored_states, int outcome)
+{
+	(void)manager_id, (void)request, (void)nevictions, (void)explored_states, (void)outcome;
+}
+
+static inline void rsd_trace_state(uint64_t manager_id, uint64_t state_version,
+				   struct rsd_location at, uint64_t used, uint64_t reserved)
+{
+	(void)manager_id, (void)state_version, (void)at, (void)used, (void)reserved;
+}
+
+#endif /* RSD_TRACE */
+#endif /* RSD_TRACE_H */

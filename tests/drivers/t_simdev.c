@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The simulated device through its ops table and control API: memory at
+ * simulated devices and pinned host, allocator metrics, streams and the
+ * event life cycle (pending until completed, auto-complete, sync completing
+ * the stream prefix), stream identification, fault injection and call
+ * counters, and concurrent event traffic.
+ */
+#include <atf-c.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rsd/rsd.h>
+
+static const struct rsd_device_ops *S;
+
+static struct rsd_simdev *make(int ndevices, bool auto_complete, bool pooled)
+{
+	struct rsd_simdev_config cfg = { ndevices, auto_complete, pooled };
+	struct rsd_simdev *sd = NULL;
+
+	S = rsd_simdev_ops();
+	ATF_REQUIRE(S != NULL);
+	ATF_REQUIRE_EQ(rsd_simdev_create(&cfg, &sd), 0);
+	ATF_REQUIRE(sd != NULL);
+	return sd;
+}
+
+static struct rsd_location cuda(int d)
+{
+	struct rsd_location l = { RSD_CUDA, d };
+
+	return l;
+}
+
+static bool msg_has(const char *s)
+{
+	return strstr(rsd_last_error()->message, s) != NULL;
+}
+
+ATF_TC_WITHOUT_HEAD(create_validates_config);
+ATF_TC_BODY(create_validates_config, tc)
+{
+	struct rsd_simdev_config cfg = { 2, false, true };
+	struct rsd_simdev *sd = (void *)1;
+
+	ATF_CHECK_EQ(rsd_simdev_create(NULL, &sd), -RSD_ETYPE);
+	ATF_CHECK_EQ(sd, NULL);
+	ATF_CHECK_EQ(rsd_simdev_create(&cfg, NULL), -RSD_ETYPE);
+	cfg.ndevices = -1;
+	ATF_CHECK_EQ(rsd_simdev_create(&cfg, &sd), -RSD_EINVAL);
+	ATF_CHECK(msg_has("-1"));
+	cfg.ndevices = 129;
+	ATF_CHECK_EQ(rsd_simdev_create(&cfg, &sd), -RSD_EINVAL);
+	cfg.ndevices = 128;
+	ATF_REQUIRE_EQ(rsd_simdev_create(&cfg, &sd), 0);
+	ATF_CHECK_EQ(rsd_simdev_ops()->device_count(sd), 128);
+	ATF_CHECK(rsd_simdev_ops()->default_stream(sd, 127) != NULL);
+	ATF_CHECK_EQ(rsd_simdev_ops()->default_stream(sd, 128), NULL);
+	rsd_simdev_destroy(sd);
+	cfg.ndevices = 0;
+	ATF_REQUIRE_EQ(rsd_simdev_create(&cfg, &sd), 0);
+	ATF_CHECK_EQ(rsd_simdev_ops()->device_count(sd), 0);
+	ATF_CHECK_STREQ(rsd_simdev_ops()->name, "simdev");
+	rsd_simdev_destroy(sd);
+	rsd_simdev_destroy(NULL);
+}
+
+ATF_TC_WITHOUT_HEAD(alloc_and_metrics_pooled);
+ATF_TC_BODY(alloc_and_metrics_pooled, tc)
+{
+	struct rsd_simdev *sd = make(2, false, true);
+	uint64_t a = 0, r = 0;
+	void *p, *q, *pin;
+
+	ATF_REQUIRE_EQ(S->alloc(sd, cuda(0), 1000, &p), 0);
+	ATF_REQUIRE_EQ(S->alloc(sd, cuda(0), 3000, &q), 0);
+	ATF_REQUIRE_EQ(S->alloc(sd, RSD_LOC_PINNED_HOST, 5000, &pin), 0);
+	memset(p, 1, 1000);
+	memset(q, 2, 3000);
+	memset(pin, 3, 5000);
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(sd, 0), 4000);
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(sd, 1), 0);
+	ATF_REQUIRE_EQ(S->metrics(sd, 0, &a, &r), 0);
+	ATF_CHECK_EQ(a, 4000);
+	ATF_CHECK_EQ(r, 64ull << 20); /* one pool chunk */
+	ATF_REQUIRE_EQ(S->metrics(sd, 1, &a, &r), 0);
+	ATF_CHECK_EQ(a, 0);
+	ATF_CHECK_EQ(r, 0);
+	S->free(sd, cuda(0), p, 1000);
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(sd, 0), 3000);
+	S->free(sd, cuda(0), q, 3000);
+	ATF_REQUIRE_EQ(S->metrics(sd, 0, &a, &r), 0);
+	ATF_CHECK_EQ(a, 0);
+	ATF_CHECK_EQ(r, 64ull << 20); /* the idle chunk stays */
+	ATF_CHECK_EQ(S->metrics(sd, 2, &a, &r), -RSD_EINVAL);
+	ATF_CHECK_EQ(S->metrics(sd, -1, &a, &r), -RSD_EINVAL);
+	ATF_CHECK_EQ(S->metrics(sd, 0, NULL, &r), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_METRICS), 6);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_ALLOC), 3);
+	S->free(sd, RSD_LOC_PINNED_HOST, pin, 5000);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(alloc_unpooled_reserved_equals_allocated);
+ATF_TC_BODY(alloc_unpooled_reserved_equals_allocated, tc)
+{
+	struct rsd_simdev *sd = make(1, false, false);
+	uint64_t a, r;
+	void *p[3];
+
+	for (int i = 0; i < 3; i++)
+		ATF_REQUIRE_EQ(S->alloc(sd, cuda(0), 1000 + (uint64_t)i, &p[i]), 0);
+	ATF_CHECK(p[0] != p[1] && p[1] != p[2]);
+	ATF_REQUIRE_EQ(S->metrics(sd, 0, &a, &r), 0);
+	ATF_CHECK_EQ(a, 3003);
+	ATF_CHECK_EQ(r, 3003);
+	for (int i = 0; i < 3; i++)
+		S->free(sd, cuda(0), p[i], 1000 + (uint64_t)i);
+	ATF_REQUIRE_EQ(S->metrics(sd, 0, &a, &r), 0);
+	ATF_CHECK_EQ(a, 0);
+	ATF_CHECK_EQ(r, 0);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_ALLOC), 3);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(alloc_rejects_bad_locations);
+ATF_TC_BODY(alloc_rejects_bad_locations, tc)
+{
+	struct rsd_simdev *sd = make(2, false, true);
+	struct rsd_location bad = { (enum rsd_location_kind)9, -1 };
+	void *p = NULL;
+
+	ATF_CHECK_EQ(S->alloc(sd, cuda(2), 16, &p), -RSD_EINVAL);
+	ATF_CHECK(msg_has("cuda:2"));
+	ATF_CHECK_EQ(S->alloc(sd, RSD_LOC_PAGEABLE_HOST, 16, &p), -RSD_EINVAL);
+	ATF_CHECK_EQ(S->alloc(sd, bad, 16, &p), -RSD_ETYPE);
+	ATF_CHECK_EQ(S->alloc(sd, cuda(0), 16, NULL), -RSD_ETYPE);
+	ATF_CHECK_EQ(p, NULL);
+	/* Every alloc call is counted, failed ones included. */
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_ALLOC), 4);
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(sd, 0), 0);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(copies_are_synchronous);
+ATF_TC_BODY(copies_are_synchronous, tc)
+{
+	struct rsd_simdev *sd = make(2, false, true);
+	char src[64], out[64];
+	void *d0, *d1, *pin, *s1;
+	int x;
+
+	for (int i = 0; i < 64; i++)
+		src[i] = (char)(i * 3);
+	ATF_REQUIRE_EQ(S->alloc(sd, cuda(0), 64, &d0), 0);
+	ATF_REQUIRE_EQ(S->alloc(sd, cuda(1), 64, &d1), 0);
+	ATF_REQUIRE_EQ(S->alloc(sd, RSD_LOC_PINNED_HOST, 64, &pin), 0);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 1, &s1), 0);
+	ATF_REQUIRE_EQ(S->copy(sd, pin, RSD_LOC_PINNED_HOST, src, RSD_LOC_PAGEABLE_HOST, 64,
+			       NULL), 0);
+	ATF_REQUIRE_EQ(S->copy(sd, d0, cuda(0), pin, RSD_LOC_PINNED_HOST, 64, NULL), 0);
+	ATF_REQUIRE_EQ(S->copy(sd, d1, cuda(1), d0, cuda(0), 64, s1), 0);
+	ATF_REQUIRE_EQ(S->copy(sd, out, RSD_LOC_PAGEABLE_HOST, d1, cuda(1), 64,
+			       S->default_stream(sd, 1)), 0);
+	ATF_CHECK_EQ(memcmp(src, out, 64), 0);
+	/* Nothing was recorded, so nothing is pending. */
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
+	ATF_CHECK_EQ(S->copy(sd, out, RSD_LOC_PAGEABLE_HOST, d1, cuda(1), 64, &x), -RSD_ETYPE);
+	ATF_CHECK_EQ(S->copy(sd, out, RSD_LOC_PAGEABLE_HOST, d1, cuda(2), 64, NULL),
+		     -RSD_EINVAL);
+	ATF_CHECK_EQ(S->copy(sd, NULL, RSD_LOC_PAGEABLE_HOST, d1, cuda(1), 64, NULL),
+		     -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_COPY), 7);
+	rsd_simdev_stream_destroy(sd, s1);
+	rsd_simdev_destroy(sd); /* frees the live allocations too */
+}
+
+ATF_TC_WITHOUT_HEAD(stream_device_identifies_streams);
+ATF_TC_BODY(stream_device_identifies_streams, tc)
+{
+	struct rsd_simdev *sd = make(3, false, true), *other = make(3, false, true);
+	void *s2, *foreign;
+	int dev = -1, local;
+
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 2, &s2), 0);
+	ATF_REQUIRE_EQ(S->stream_device(sd, s2, &dev), 0);
+	ATF_CHECK_EQ(dev, 2);
+	ATF_REQUIRE_EQ(S->stream_device(sd, S->default_stream(sd, 1), &dev), 0);
+	ATF_CHECK_EQ(dev, 1);
+	ATF_CHECK(S->default_stream(sd, 1) != S->default_stream(sd, 0));
+	ATF_CHECK_EQ(S->default_stream(sd, 1), S->default_stream(sd, 1));
+	dev = -1;
+	ATF_CHECK_EQ(S->stream_device(sd, &local, &dev), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_last_error()->code, RSD_ETYPE);
+	ATF_CHECK(msg_has("not a stream"));
+	ATF_CHECK_EQ(S->stream_device(sd, (void *)0x10, &dev), -RSD_ETYPE);
+	ATF_CHECK_EQ(S->stream_device(sd, NULL, &dev), -RSD_ETYPE);
+	ATF_CHECK_EQ(dev, -1);
+	/* Another simulator's stream is not this one's. */
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(other, 0, &foreign), 0);
+	ATF_CHECK_EQ(S->stream_device(sd, foreign, &dev), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_simdev_stream_create(sd, 3, &foreign), -RSD_EINVAL);
+	ATF_CHECK_EQ(foreign, NULL);
+	rsd_simdev_stream_destroy(sd, s2);
+	ATF_CHECK_EQ(S->stream_device(sd, s2, &dev), -RSD_ETYPE);
+	rsd_simdev_destroy(other);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(events_pending_until_stream_complete);
+ATF_TC_BODY(events_pending_until_stream_complete, tc)
+{
+	struct rsd_simdev *sd = make(1, false, true);
+	void *s, *e1, *e2, *e3;
+
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e1), 0);
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e2), 0);
+	ATF_CHECK(e1 != e2);
+	ATF_CHECK_EQ(S->event_query(sd, e1), 0);
+	ATF_CHECK_EQ(S->event_query(sd, e2), 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s), 2);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, S->default_stream(sd, 0)), 0);
+	rsd_simdev_stream_complete(sd, s);
+	ATF_CHECK_EQ(S->event_query(sd, e1), 1);
+	ATF_CHECK_EQ(S->event_query(sd, e2), 1);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s), 0);
+	/* Completion covers what was recorded so far, not what comes later. */
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e3), 0);
+	ATF_CHECK_EQ(S->event_query(sd, e3), 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 1);
+	rsd_simdev_complete_all(sd);
+	ATF_CHECK_EQ(S->event_query(sd, e3), 1);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_EVENT_RECORD), 3);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_EVENT_QUERY), 6);
+	S->event_destroy(sd, e1);
+	S->event_destroy(sd, e2);
+	S->event_destroy(sd, e3);
+	rsd_simdev_stream_destroy(sd, s);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(sync_completes_stream_prefix);
+ATF_TC_BODY(sync_completes_stream_prefix, tc)
+{
+	struct rsd_simdev *sd = make(2, false, true);
+	void *s, *t, *e[3], *f, *g, *d1;
+
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &t), 0);
+	for (int i = 0; i < 3; i++)
+		ATF_REQUIRE_EQ(S->event_record(sd, s, &e[i]), 0);
+	ATF_REQUIRE_EQ(S->event_record(sd, t, &f), 0);
+	/* Waiting on e[1] finishes it and everything before it on s. */
+	ATF_REQUIRE_EQ(S->event_sync(sd, e[1]), 0);
+	ATF_CHECK_EQ(S->event_query(sd, e[0]), 1);
+	ATF_CHECK_EQ(S->event_query(sd, e[1]), 1);
+	ATF_CHECK_EQ(S->event_query(sd, e[2]), 0);
+	ATF_CHECK_EQ(S->event_query(sd, f), 0);
+	ATF_CHECK_EQ(S->event_sync(sd, e[0]), 0); /* already complete: no change */
+	ATF_CHECK_EQ(S->event_query(sd, e[2]), 0);
+	ATF_REQUIRE_EQ(S->stream_sync(sd, s), 0);
+	ATF_CHECK_EQ(S->event_query(sd, e[2]), 1);
+	ATF_CHECK_EQ(S->event_query(sd, f), 0);
+	/* device_sync finishes every stream of that device only. */
+	d1 = S->default_stream(sd, 1);
+	ATF_REQUIRE_EQ(S->event_record(sd, d1, &g), 0);
+	ATF_REQUIRE_EQ(S->device_sync(sd, 0), 0);
+	ATF_CHECK_EQ(S->event_query(sd, f), 1);
+	ATF_CHECK_EQ(S->event_query(sd, g), 0);
+	/* A NULL stream stands for every device's transfer stream. */
+	ATF_REQUIRE_EQ(S->stream_sync(sd, NULL), 0);
+	ATF_CHECK_EQ(S->event_query(sd, g), 1);
+	ATF_CHECK_EQ(S->device_sync(sd, 2), -RSD_EINVAL);
+	ATF_CHECK_EQ(S->stream_sync(sd, &g), -RSD_ETYPE);
+	/* event_sync, stream_sync and device_sync all count as EVENT_SYNC. */
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_EVENT_SYNC), 7);
+	rsd_simdev_destroy(sd); /* frees streams and live events */
+}
+
+ATF_TC_WITHOUT_HEAD(auto_complete);
+ATF_TC_BODY(auto_complete, tc)
+{
+	struct rsd_simdev *sd = make(1, true, true);
+	void *s = S->default_stream(sd, 0), *e1, *e2, *e3;
+
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e1), 0);
+	ATF_CHECK_EQ(S->event_query(sd, e1), 1);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
+	rsd_simdev_set_auto_complete(sd, false);
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e2), 0);
+	ATF_CHECK_EQ(S->event_query(sd, e2), 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s), 1);
+	/* Turning it back on completes new events (and, stream order being
+	 * what it is, the pending ones before them). */
+	rsd_simdev_set_auto_complete(sd, true);
+	ATF_CHECK_EQ(S->event_query(sd, e2), 0);
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e3), 0);
+	ATF_CHECK_EQ(S->event_query(sd, e3), 1);
+	ATF_CHECK_EQ(S->event_query(sd, e2), 1);
+	S->event_destroy(sd, e1);
+	S->event_destroy(sd, e2);
+	S->event_destroy(sd, e3);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(events_are_pooled);
+ATF_TC_BODY(events_are_pooled, tc)
+{
+	struct rsd_simdev *sd = make(1, false, true);
+	void *s = S->default_stream(sd, 0), *e1, *e2;
+	int x;
+
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e1), 0);
+	S->event_destroy(sd, e1);
+	/* A destroyed event is no longer an event... */
+	ATF_CHECK_EQ(S->event_query(sd, e1), -RSD_ETYPE);
+	ATF_CHECK_EQ(S->event_sync(sd, e1), -RSD_ETYPE);
+	S->event_destroy(sd, e1); /* twice is harmless */
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
+	/* ...and its object is reused, pending again. */
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e2), 0);
+	ATF_CHECK_EQ(e2, e1);
+	ATF_CHECK_EQ(S->event_query(sd, e2), 0);
+	ATF_CHECK_EQ(S->event_record(sd, &x, &e2), -RSD_ETYPE);
+	ATF_CHECK_EQ(S->event_record(sd, NULL, &e2), -RSD_ETYPE);
+	ATF_CHECK_EQ(S->event_record(sd, s, NULL), -RSD_ETYPE);
+	ATF_CHECK_EQ(S->event_query(sd, NULL), -RSD_ETYPE);
+	S->event_destroy(sd, e1);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(stream_destroy_completes_its_events);
+ATF_TC_BODY(stream_destroy_completes_its_events, tc)
+{
+	struct rsd_simdev *sd = make(1, false, true);
+	void *s, *e;
+
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e), 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 1);
+	rsd_simdev_stream_destroy(sd, s);
+	ATF_CHECK_EQ(S->event_query(sd, e), 1);
+	ATF_CHECK_EQ(S->event_sync(sd, e), 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
+	S->event_destroy(sd, e);
+	/* The default streams are not the caller's to destroy. */
+	rsd_simdev_stream_destroy(sd, S->default_stream(sd, 0));
+	ATF_CHECK(S->default_stream(sd, 0) != NULL);
+	ATF_REQUIRE_EQ(S->event_record(sd, S->default_stream(sd, 0), &e), 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 1);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(fail_nth);
+ATF_TC_BODY(fail_nth, tc)
+{
+	struct rsd_simdev *sd = make(1, false, true);
+	char a[8] = "abcdefg", b[8] = { 0 };
+
+	rsd_simdev_fail_nth(sd, RSD_SIMDEV_COPY, 3, RSD_EDEVICE);
+	ATF_CHECK_EQ(S->copy(sd, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST, 8, NULL), 0);
+	ATF_CHECK_EQ(S->copy(sd, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST, 8, NULL), 0);
+	memset(b, 0, 8);
+	ATF_CHECK_EQ(S->copy(sd, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST, 8, NULL),
+		     -RSD_EDEVICE);
+	ATF_CHECK_EQ(b[0], 0); /* a failed copy copies nothing */
+	ATF_CHECK_EQ(rsd_last_error()->code, RSD_EDEVICE);
+	ATF_CHECK_MSG(msg_has("injected failure of copy call 3"), "message: %s",
+		      rsd_last_error()->message);
+	ATF_CHECK_EQ(S->copy(sd, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST, 8, NULL), 0);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_COPY), 4);
+	/* "From now": counted from the arming, not from creation. */
+	rsd_simdev_fail_nth(sd, RSD_SIMDEV_COPY, 1, -RSD_ENOMEM);
+	ATF_CHECK_EQ(S->copy(sd, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST, 8, NULL),
+		     -RSD_ENOMEM);
+	ATF_CHECK(msg_has("copy call 5"));
+	/* n = 0 disarms. */
+	rsd_simdev_fail_nth(sd, RSD_SIMDEV_COPY, 2, RSD_EDEVICE);
+	rsd_simdev_fail_nth(sd, RSD_SIMDEV_COPY, 0, RSD_EDEVICE);
+	for (int i = 0; i < 3; i++)
+		ATF_CHECK_EQ(S->copy(sd, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST, 8,
+				     NULL), 0);
+	/* Other ops are untouched by a copy injection. */
+	rsd_simdev_fail_nth(sd, RSD_SIMDEV_EVENT_RECORD, 1, RSD_EDEVICE);
+	{
+		void *e = NULL;
+
+		ATF_CHECK_EQ(S->event_record(sd, S->default_stream(sd, 0), &e), -RSD_EDEVICE);
+		ATF_CHECK(msg_has("event_record call 1"));
+		ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
+		ATF_CHECK_EQ(S->event_record(sd, S->default_stream(sd, 0), &e), 0);
+		ATF_CHECK_EQ(S->event_query(sd, e), 0);
+	}
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(fail_all_and_sync_ops);
+ATF_TC_BODY(fail_all_and_sync_ops, tc)
+{
+	struct rsd_simdev *sd = make(1, false, true);
+	void *s = S->default_stream(sd, 0), *e;
+	uint64_t a, r;
+
+	ATF_REQUIRE_EQ(S->event_record(sd, s, &e), 0);
+	rsd_simdev_fail_all(sd, RSD_SIMDEV_EVENT_QUERY, RSD_EDEVICE);
+	for (int i = 0; i < 3; i++)
+		ATF_CHECK_EQ(S->event_query(sd, e), -RSD_EDEVICE);
+	ATF_CHECK(msg_has("event_query call 3"));
+	rsd_simdev_fail_all(sd, RSD_SIMDEV_EVENT_QUERY, 0);
+	ATF_CHECK_EQ(S->event_query(sd, e), 0);
+
+	/* A failed sync completes nothing. */
+	rsd_simdev_fail_all(sd, RSD_SIMDEV_EVENT_SYNC, RSD_EDEVICE);
+	ATF_CHECK_EQ(S->event_sync(sd, e), -RSD_EDEVICE);
+	ATF_CHECK_EQ(S->stream_sync(sd, s), -RSD_EDEVICE);
+	ATF_CHECK_EQ(S->device_sync(sd, 0), -RSD_EDEVICE);
+	ATF_CHECK_EQ(S->event_query(sd, e), 0);
+	rsd_simdev_fail_all(sd, RSD_SIMDEV_EVENT_SYNC, 0);
+	ATF_CHECK_EQ(S->event_sync(sd, e), 0);
+	ATF_CHECK_EQ(S->event_query(sd, e), 1);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_EVENT_SYNC), 4);
+
+	rsd_simdev_fail_all(sd, RSD_SIMDEV_METRICS, RSD_EDEVICE);
+	ATF_CHECK_EQ(S->metrics(sd, 0, &a, &r), -RSD_EDEVICE);
+	ATF_CHECK(msg_has("metrics call 1"));
+	rsd_simdev_fail_all(sd, RSD_SIMDEV_METRICS, 0);
+	ATF_CHECK_EQ(S->metrics(sd, 0, &a, &r), 0);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(fail_location);
+ATF_TC_BODY(fail_location, tc)
+{
+	struct rsd_simdev *sd = make(2, false, true);
+	void *p = NULL;
+
+	rsd_simdev_fail_location(sd, cuda(1), RSD_ENOMEM);
+	ATF_CHECK_EQ(S->alloc(sd, cuda(1), 100, &p), -RSD_ENOMEM);
+	ATF_CHECK_EQ(p, NULL);
+	ATF_CHECK_MSG(msg_has("alloc call 1 at cuda:1"), "message: %s", rsd_last_error()->message);
+	ATF_CHECK_EQ(S->alloc(sd, cuda(1), 100, &p), -RSD_ENOMEM);
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(sd, 1), 0);
+	ATF_REQUIRE_EQ(S->alloc(sd, cuda(0), 100, &p), 0);
+	S->free(sd, cuda(0), p, 100);
+	rsd_simdev_fail_location(sd, RSD_LOC_PINNED_HOST, RSD_EDEVICE);
+	ATF_CHECK_EQ(S->alloc(sd, RSD_LOC_PINNED_HOST, 100, &p), -RSD_EDEVICE);
+	rsd_simdev_fail_location(sd, cuda(1), 0);
+	ATF_REQUIRE_EQ(S->alloc(sd, cuda(1), 100, &p), 0);
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(sd, 1), 100);
+	S->free(sd, cuda(1), p, 100);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_ALLOC), 5);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TC_WITHOUT_HEAD(pinned_memory_is_locked);
+ATF_TC_BODY(pinned_memory_is_locked, tc)
+{
+	struct rsd_simdev *sd = make(1, false, false);
+	char line[256];
+	unsigned long long before = 0, after = 0, kib;
+	void *p;
+	FILE *f;
+
+	f = fopen("/proc/self/status", "r");
+	ATF_REQUIRE(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %llu kB", &kib) == 1)
+			before = kib;
+	fclose(f);
+	ATF_REQUIRE_EQ(S->alloc(sd, RSD_LOC_PINNED_HOST, 1 << 20, &p), 0);
+	f = fopen("/proc/self/status", "r");
+	ATF_REQUIRE(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %llu kB", &kib) == 1)
+			after = kib;
+	fclose(f);
+	ATF_CHECK_EQ(after - before, 1024); /* unpooled: exactly the request */
+	S->free(sd, RSD_LOC_PINNED_HOST, p, 1 << 20);
+	rsd_simdev_destroy(sd);
+}
+
+struct thr {
+	struct rsd_simdev *sd;
+	void *stream;
+	unsigned long done;
+};
+
+static void *recorder(void *arg)
+{
+	struct thr *t = arg;
+
+	for (int i = 0; i < 5000; i++) {
+		void *e;
+		int q;
+
+		if (S->event_record(t->sd, t->stream, &e))
+			return (void *)1;
+		q = S->event_query(t->sd, e);
+		if (q < 0)
+			return (void *)2;
+		if (i % 3 == 0 && S->event_sync(t->sd, e))
+			return (void *)3;
+		if (i % 3 == 0 && S->event_query(t->sd, e) != 1)
+			return (void *)4;
+		S->event_destroy(t->sd, e);
+		t->done++;
+	}
+	return NULL;
+}
+
+static void *completer(void *arg)
+{
+	struct thr *t = arg;
+	uint64_t a, r;
+
+	for (int i = 0; i < 5000; i++) {
+		rsd_simdev_complete_all(t->sd);
+		if (S->metrics(t->sd, 0, &a, &r))
+			return (void *)1;
+		(void)rsd_simdev_pending_events(t->sd, NULL);
+	}
+	return NULL;
+}
+
+ATF_TC_WITHOUT_HEAD(threads);
+ATF_TC_BODY(threads, tc)
+{
+	struct rsd_simdev *sd = make(2, false, true);
+	struct thr t[3] = { { sd, NULL, 0 }, { sd, NULL, 0 }, { sd, NULL, 0 } };
+	pthread_t th[3];
+	void *ret;
+
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &t[0].stream), 0);
+	t[1].stream = S->default_stream(sd, 1);
+	ATF_REQUIRE_EQ(pthread_create(&th[0], NULL, recorder, &t[0]), 0);
+	ATF_REQUIRE_EQ(pthread_create(&th[1], NULL, recorder, &t[1]), 0);
+	ATF_REQUIRE_EQ(pthread_create(&th[2], NULL, completer, &t[2]), 0);
+	for (int i = 0; i < 3; i++) {
+		ATF_REQUIRE_EQ(pthread_join(th[i], &ret), 0);
+		ATF_CHECK_EQ(ret, NULL);
+	}
+	ATF_CHECK_EQ(t[0].done + t[1].done, 10000);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_EVENT_RECORD), 10000);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_METRICS), 5000);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
+	rsd_simdev_destroy(sd);
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, create_validates_config);
+	ATF_TP_ADD_TC(tp, alloc_and_metrics_pooled);
+	ATF_TP_ADD_TC(tp, alloc_unpooled_reserved_equals_allocated);
+	ATF_TP_ADD_TC(tp, alloc_rejects_bad_locations);
+	ATF_TP_ADD_TC(tp, copies_are_synchronous);
+	ATF_TP_ADD_TC(tp, stream_device_identifies_streams);
+	ATF_TP_ADD_TC(tp, events_pending_until_stream_complete);
+	ATF_TP_ADD_TC(tp, sync_completes_stream_prefix);
+	ATF_TP_ADD_TC(tp, auto_complete);
+	ATF_TP_ADD_TC(tp, events_are_pooled);
+	ATF_TP_ADD_TC(tp, stream_destroy_completes_its_events);
+	ATF_TP_ADD_TC(tp, fail_nth);
+	ATF_TP_ADD_TC(tp, fail_all_and_sync_ops);
+	ATF_TP_ADD_TC(tp, fail_location);
+	ATF_TP_ADD_TC(tp, pinned_memory_is_locked);
+	ATF_TP_ADD_TC(tp, threads);
+	return atf_no_error();
+}

@@ -1,0 +1,270 @@
+#! /usr/bin/env atf-sh
+# SPDX-License-Identifier: MIT
+#
+# Tracing, really recorded: each test starts its own lttng-sessiond inside a
+# private mount namespace (fresh tmpfs on /run/lttng and /dev/shm, private
+# HOME and LTTNG_HOME), so it neither sees nor disturbs the machine's session
+# daemon, records rsd:* while a program runs, stops the daemon by pid, and
+# reads the trace with babeltrace2.
+#
+# Needs: lttng, lttng-sessiond, babeltrace2 and a permitted `unshare --mount`
+# (root, or a user namespace); the tests skip with the reason otherwise.
+# rsd-trace is found through RSD_TRACE_TOOL, RSD_SRCDIR/tools, the source
+# tree above an in-tree build (build/tests/trace), or PATH.
+
+srcdir_file() { echo "$(atf_get_srcdir)/$1"; }
+
+# Skip unless a session can be recorded here.
+require_recording()
+{
+	local t
+	for t in lttng lttng-sessiond babeltrace2 unshare; do
+		command -v "$t" >/dev/null 2>&1 || atf_skip "$t is not installed"
+	done
+	unshare --mount --propagation private true 2>/dev/null ||
+		atf_skip "unshare --mount is not permitted here (needs root or user namespaces)"
+	[ -x "$(srcdir_file t_hooks)" ] || atf_fail "t_hooks is missing beside this test"
+	"$(srcdir_file t_hooks)" -r strings.result strings >strings.out 2>&1
+	grep -q '^skipped' strings.result 2>/dev/null &&
+		atf_skip "librsd was built with TRACE=0: nothing to record"
+	grep -q '^passed' strings.result 2>/dev/null ||
+		atf_fail "t_hooks strings: $(cat strings.result strings.out 2>/dev/null)"
+	return 0
+}
+
+# The script run inside the namespace: $1 = work dir, $2 = trace dir,
+# the rest = the command to trace.
+write_recorder()
+{
+	cat >recorder.sh <<'EOF'
+set -u
+W=$1; OUT=$2; shift 2
+fail() { echo "recorder: $*" >&2; exit 70; }
+# Fresh tmpfs where the session daemon and the traced app meet; when
+# /run/lttng does not exist, a tmpfs on /run (private to this namespace)
+# holds it, so the host's /run is left untouched.
+if [ -d /run/lttng ]; then
+	mount -t tmpfs -o mode=0755 rsd-lttng /run/lttng || fail "mount /run/lttng"
+else
+	mount -t tmpfs -o mode=0755 rsd-run /run || fail "mount /run"
+	mkdir /run/lttng || fail "mkdir /run/lttng"
+fi
+mount -t tmpfs -o mode=1777 rsd-shm /dev/shm || fail "mount /dev/shm"
+export HOME=$W/home LTTNG_HOME=$W/home
+mkdir -p "$HOME"
+lttng-sessiond --no-kernel --daemonize --pidfile="$W/sessiond.pid" >"$W/sessiond.log" 2>&1 ||
+	fail "lttng-sessiond did not start: $(cat "$W/sessiond.log")"
+SD=$(cat "$W/sessiond.pid")
+stop_sessiond() {
+	kill "$SD" 2>/dev/null
+	for _ in $(seq 100); do kill -0 "$SD" 2>/dev/null || return 0; sleep 0.1; done
+	kill -9 "$SD" 2>/dev/null
+}
+trap stop_sessiond EXIT
+lttng create rsd-test --output="$OUT" >"$W/lttng.log" 2>&1 || fail "lttng create: $(cat "$W/lttng.log")"
+lttng enable-event --userspace 'rsd:*' >>"$W/lttng.log" 2>&1 || fail "lttng enable-event"
+lttng start >>"$W/lttng.log" 2>&1 || fail "lttng start"
+"$@"
+rc=$?
+lttng stop >>"$W/lttng.log" 2>&1 || fail "lttng stop"
+lttng destroy >>"$W/lttng.log" 2>&1 || fail "lttng destroy"
+exit $rc
+EOF
+}
+
+# record TRACE_DIR COMMAND...: run COMMAND in a fresh isolated session.
+record()
+{
+	local out=$1
+	shift
+	write_recorder
+	mkdir -p work
+	unshare --mount --propagation private /bin/sh recorder.sh "$(pwd)/work" "$(pwd)/$out" "$@" \
+		>record.out 2>record.err
+	local rc=$?
+	[ $rc -eq 70 ] && atf_fail "$(cat record.err)"
+	[ $rc -eq 0 ] || atf_fail "traced program failed (exit $rc): $(cat record.out record.err)"
+	[ -d "$out" ] || atf_fail "no trace directory was written"
+}
+
+# The rsd:* events of a trace as "rsd:name: { payload }", in order: no
+# timestamps, host names or stream contexts.
+events()
+{
+	babeltrace2 "$1" >bt.out 2>bt.err || atf_fail "babeltrace2 $1: $(cat bt.err)"
+	grep -o 'rsd:[a-z_]*: .*' bt.out | sed -E 's/^(rsd:[a-z_]+): \{[^}]*\}, \{/\1: {/'
+}
+
+# Every event t_hooks fire produces, field by field, in order.
+expected_hook_events()
+{
+	cat <<'EOF'
+rsd:adopt: { manager_id = 7, handle_id = 11, at_kind = 0, at_device = -1, at = "pageable-host", charged_nbytes = 4096 }
+rsd:register_source: { manager_id = 7, handle_id = 12, source_location_kind = 1, source_location_device = -1, source_location = "pinned-host", charged_nbytes = 8192 }
+rsd:state: { manager_id = 7, state_version = 2, at_kind = 0, at_device = -1, at = "pageable-host", used = 4096, reserved = 0 }
+rsd:transition: { manager_id = 7, handle_id = 11, action = "move", location_kind = 2, location_device = 3, location = "cuda:3", from_kind = 0, from_device = -1, from = "pageable-host", source_kind = 0, source_device = -1, source = "pageable-host", destination_kind = 2, destination_device = 3, destination = "cuda:3", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 1000, completed_at_ns = 1250, duration_ns = 250, has_allocator = 1, allocator_device = 3, allocator_allocated_bytes_before = 100, allocator_reserved_bytes_before = 200, allocator_allocated_bytes_after = 4196, allocator_reserved_bytes_after = 2097352 }
+rsd:transition: { manager_id = 7, handle_id = 12, action = "ensure", location_kind = 1, location_device = -1, location = "pinned-host", from_kind = -1, from_device = -1, from = "none", source_kind = -1, source_device = -1, source = "none", destination_kind = -1, destination_device = -1, destination = "none", no_op = 1, reason = "already resident", logical_nbytes = 8192, storage_nbytes = 8192, started_at_ns = 1000, completed_at_ns = 1250, duration_ns = 250, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
+rsd:lease_acquire: { manager_id = 7, lease_id = 21, at_kind = 2, at_device = 3, at = "cuda:3", nhandles = 2 }
+rsd:lease_release: { manager_id = 7, lease_id = 21, at_kind = 2, at_device = 3, at = "cuda:3", nstreams = 1, wait = 0, pending = 1 }
+rsd:lease_reap: { manager_id = 7, lease_id = 21, pending_ns = 5000 }
+rsd:hold_acquire: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
+rsd:hold_release: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
+rsd:reservation_acquire: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
+rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 3000, requested = 2000, available = 1000 }
+rsd:reservation_release: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
+rsd:plan_begin: { manager_id = 7, name = "step-1", kind = "execute" }
+rsd:transition: { manager_id = 7, handle_id = 11, action = "discard", location_kind = -1, location_device = -1, location = "none", from_kind = -1, from_device = -1, from = "none", source_kind = 2, source_device = 3, source = "cuda:3", destination_kind = -1, destination_device = -1, destination = "none", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 2000, completed_at_ns = 2600, duration_ns = 600, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
+rsd:plan_end: { manager_id = 7, name = "step-1", kind = "execute", phase = "done", outcome = 0, ntransitions = 1 }
+rsd:decision: { manager_id = 7, request = "req-a", nevictions = 2, explored_states = 17, outcome = -3 }
+rsd:plan_end: { manager_id = 7, name = "none", kind = "scope-exit", phase = "none", outcome = -22, ntransitions = 0 }
+rsd:state: { manager_id = 7, state_version = 9, at_kind = 2, at_device = 3, at = "cuda:3", used = 0, reserved = 0 }
+EOF
+}
+
+# Records t_hooks fire once per test case into ./hooks-trace.
+record_hooks()
+{
+	RSD_T_TRACE_COUNT=$(pwd)/hooks.count record hooks-trace \
+		"$(srcdir_file t_hooks)" -r "$(pwd)/hooks.result" fire
+	grep -q '^passed' hooks.result || atf_fail "t_hooks fire: $(cat hooks.result)"
+}
+
+atf_test_case hooks_recorded
+hooks_recorded_head()
+{
+	atf_set descr "Every hook fires its event, with every field, in call order"
+	atf_set require.user root
+	atf_set timeout 120
+}
+hooks_recorded_body()
+{
+	require_recording
+	record_hooks
+	events hooks-trace >got
+	expected_hook_events >expected
+	if ! diff -u expected got >diff.out; then
+		cat diff.out >&2
+		atf_fail "recorded events differ from the hook calls (diff on stderr)"
+	fi
+	# The count of rsd:transition events is what the program fired.
+	atf_check_equal "$(grep -c '^rsd:transition:' got)" "$(cat hooks.count)"
+}
+
+atf_test_case not_recorded_when_disabled
+not_recorded_when_disabled_head()
+{
+	atf_set descr "A session that enables only rsd:transition records nothing else"
+	atf_set require.user root
+	atf_set timeout 120
+}
+not_recorded_when_disabled_body()
+{
+	require_recording
+	write_recorder
+	sed -i "s/'rsd:\*'/'rsd:transition'/" recorder.sh
+	mkdir -p work
+	RSD_T_TRACE_COUNT=$(pwd)/hooks.count unshare --mount --propagation private /bin/sh \
+		recorder.sh "$(pwd)/work" "$(pwd)/only-transitions" \
+		"$(srcdir_file t_hooks)" -r "$(pwd)/hooks.result" fire >record.out 2>&1 ||
+		atf_fail "recording failed: $(cat record.out)"
+	events only-transitions >got
+	atf_check_equal "$(grep -c . got)" 3
+	atf_check_equal "$(grep -vc '^rsd:transition:' got)" 0
+}
+
+rsd_trace_tool()
+{
+	local c
+	for c in "${RSD_TRACE_TOOL:-}" "${RSD_SRCDIR:+$RSD_SRCDIR/tools/rsd-trace}" \
+		"$(atf_get_srcdir)/../../../tools/rsd-trace" "$(command -v rsd-trace 2>/dev/null)"; do
+		[ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return 0; }
+	done
+	return 1
+}
+
+# check_json FILE PYTHON-EXPR...: each expression over the summary d is true.
+check_json()
+{
+	local f=$1
+	shift
+	/usr/bin/python3 - "$f" "$@" <<'EOF' || atf_fail "rsd-trace summary check failed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = [e for e in sys.argv[2:] if not eval(e, {"d": d})]
+for e in bad:
+    print("false: " + e, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+}
+
+atf_test_case rsd_trace_summary
+rsd_trace_summary_head()
+{
+	atf_set descr "rsd-trace summarizes a recorded trace and writes the plot it names"
+	atf_set require.user root
+	atf_set timeout 180
+}
+rsd_trace_summary_body()
+{
+	require_recording
+	tool=$(rsd_trace_tool) || atf_skip "tools/rsd-trace not found (set RSD_SRCDIR or RSD_TRACE_TOOL)"
+	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
+	record_hooks
+
+	# Text summary and plot (SVG, whichever plotter is present).
+	atf_check -s exit:0 -o save:summary.txt -e empty "$tool" -o "$(pwd)/m.svg" hooks-trace
+	atf_check -o match:"^plot: $(pwd)/m.svg\$" tail -n1 summary.txt
+	atf_check -o match:'19 rsd events, 3 transitions, 1 manager' cat summary.txt
+	atf_check -o match:'^  pageable-host -> cuda:3 +1 +4000 +4096$' cat summary.txt
+	grep -q '<svg' m.svg || atf_fail "m.svg is not an SVG"
+	grep -q 'pageable-host' m.svg || atf_fail "the plot has no pageable-host series"
+
+	# The same numbers through both readers.
+	for reader in bt2 text; do
+		if [ $reader = bt2 ] && ! /usr/bin/python3 -c 'import bt2' 2>/dev/null; then
+			continue
+		fi
+		atf_check -s exit:0 -o save:$reader.json "$tool" --json --no-plot --reader $reader \
+			hooks-trace
+		check_json $reader.json \
+			'd["transitions"] == 3' \
+			'd["events"]["rsd:state"] == 2 and d["events"]["rsd:plan_end"] == 2' \
+			'sum(d["events"].values()) == 19' \
+			'd["managers"] == [7]' \
+			'[(r["action"], r["location"], r["count"], r["no_op"]) for r in d["transitions_by_kind_location"]] == [("discard", "cuda:3", 1, 0), ("ensure", "pinned-host", 1, 1), ("move", "cuda:3", 1, 0)]' \
+			'd["bytes_moved"] == [{"source": "pageable-host", "destination": "cuda:3", "count": 1, "logical_nbytes": 4000, "storage_nbytes": 4096}]' \
+			'd["evictions"] == [{"action": "discard", "location": "cuda:3", "count": 1}]' \
+			'd["moved_out"] == {"pageable-host": 1}' \
+			'd["decisions"] == {"count": 1, "evictions": 2, "explored_states": 17, "failed": 1}' \
+			'd["leases"]["acquired"] == 1 and d["leases"]["released_pending"] == 1 and d["leases"]["reaped"] == 1' \
+			'd["leases"]["held"]["count"] == 1 and d["leases"]["held"]["min_ns"] > 0' \
+			'd["leases"]["pending"]["max_ns"] == 5000 and d["leases"]["still_pending"] == 0' \
+			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 3000}]' \
+			'[(r["location"], r["peak_used"], r["final_used"]) for r in d["peak_use"]] == [("cuda:3", 0, 0), ("pageable-host", 4096, 4096)]' \
+			'[(r["kind"], r["count"], r["failed"], r["transitions"]) for r in d["plans"]] == [("execute", 1, 0, 1), ("scope-exit", 1, 1, 0)]' \
+			'd["holds"] == {"acquired": 1, "released": 1}' \
+			'd["reservations"] == {"acquired": 1, "released": 1, "bytes": 1048576}'
+	done
+	if [ -f bt2.json ]; then
+		sed '/"reader"/d' bt2.json >bt2.cmp
+		sed '/"reader"/d' text.json >text.cmp
+		cmp -s bt2.cmp text.cmp || atf_fail "the bt2 and text readers disagree"
+	fi
+
+	# PNG through gnuplot, when it is installed.
+	if command -v gnuplot >/dev/null 2>&1; then
+		atf_check -s exit:0 -o match:"^plot: $(pwd)/m.png\$" "$tool" -o m.png hooks-trace
+		atf_check -o inline:'PNG' sh -c 'head -c 4 m.png | tail -c 3'
+	fi
+	# Bad input is an error that says what is wrong.
+	atf_check -s exit:2 -e match:'missing-dir: not a directory' "$tool" missing-dir
+	mkdir empty
+	atf_check -s not-exit:0 -e match:'^rsd-trace: empty' "$tool" --no-plot empty
+}
+
+atf_init_test_cases()
+{
+	atf_add_test_case hooks_recorded
+	atf_add_test_case not_recorded_when_disabled
+	atf_add_test_case rsd_trace_summary
+}

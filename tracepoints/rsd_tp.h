@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The LTTng-UST 2.13 tracepoint provider "rsd".
+ *
+ * One event per thing an operator wants to see on a timeline: each completed
+ * transition (including no-ops and discards), adopt and register_source, the
+ * lifetime objects (leases, holds, reservations), plans, controller decisions,
+ * budget rejections, and the per-location accounting after each commit.
+ * Documentation/tracing.md lists every field; keep it in step with this file.
+ *
+ * Nothing in librsd fires these directly: lib/trace.h wraps each event in a
+ * static inline hook that formats location names only once the event is
+ * enabled. This header is read several times by <lttng/tracepoint-event.h>
+ * when tracepoints/rsd_tp.c creates the probes (hence the MULTI_READ guard).
+ *
+ * Locations appear as three fields, <name>_kind (enum rsd_location_kind as an
+ * integer: 0 pageable, 1 pinned, 2 cuda), <name>_device (-1 for host kinds)
+ * and <name> (the canonical name, "pageable-host", "cuda:0", ...). An absent
+ * optional location has kind and device -1 and the name "none"; lib/trace.h
+ * writes "none" for every absent string (babeltrace2 2.0.4 misreads "").
+ */
+#undef LTTNG_UST_TRACEPOINT_PROVIDER
+#define LTTNG_UST_TRACEPOINT_PROVIDER rsd
+
+/*
+ * <lttng/tracepoint-event.h> re-includes this file from its own directory, so
+ * the name must resolve through the include path: the build compiles
+ * tracepoints/ with -I<source root> (see Documentation/tracing.md).
+ */
+#undef LTTNG_UST_TRACEPOINT_INCLUDE
+#define LTTNG_UST_TRACEPOINT_INCLUDE "tracepoints/rsd_tp.h"
+
+#if !defined(RSD_TP_H) || defined(LTTNG_UST_TRACEPOINT_HEADER_MULTI_READ)
+#define RSD_TP_H
+
+#include <stdint.h>
+
+#include <lttng/tracepoint.h>
+
+#include <rsd/action.h>
+#include <rsd/location.h>
+
+/* The three fields of a location passed as a pointer plus its name. */
+#define RSD_TP_LOC_FIELDS(_field, _loc, _name)					\
+	lttng_ust_field_integer(int, _field##_kind, (int)(_loc)->kind)		\
+	lttng_ust_field_integer(int, _field##_device, (_loc)->device)		\
+	lttng_ust_field_string(_field, _name)
+
+/* The same for an optional location of a transition report. */
+#define RSD_TP_OPT_LOC_FIELDS(_field, _has, _loc, _name)			\
+	lttng_ust_field_integer(int, _field##_kind, (_has) ? (int)(_loc).kind : -1) \
+	lttng_ust_field_integer(int, _field##_device, (_has) ? (_loc).device : -1) \
+	lttng_ust_field_string(_field, _name)
+
+/*
+ * A completed action (semantics.md §8.10). "location" is the action's own
+ * target (ensure/drop: at, move: to; discard: absent), "from" the explicit
+ * source of a move; "source" and "destination" are what the executor chose.
+ * duration_ns = completed_at_ns - started_at_ns. The allocator_* fields are
+ * meaningful only when has_allocator is 1.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, transition,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const struct rsd_transition *, t,
+			  const char *, action_name, const char *, location_name,
+			  const char *, from_name, const char *, source_name,
+			  const char *, destination_name, const char *, reason),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, handle_id, t->action.handle.id)
+		lttng_ust_field_string(action, action_name)
+		RSD_TP_OPT_LOC_FIELDS(location, t->action.kind != RSD_ACT_DISCARD,
+				      t->action.location, location_name)
+		RSD_TP_OPT_LOC_FIELDS(from, t->action.has_from, t->action.from, from_name)
+		RSD_TP_OPT_LOC_FIELDS(source, t->has_source, t->source, source_name)
+		RSD_TP_OPT_LOC_FIELDS(destination, t->has_destination, t->destination,
+				      destination_name)
+		lttng_ust_field_integer(uint8_t, no_op, t->no_op)
+		lttng_ust_field_string(reason, reason)
+		lttng_ust_field_integer(uint64_t, logical_nbytes, t->logical_nbytes)
+		lttng_ust_field_integer(uint64_t, storage_nbytes, t->storage_nbytes)
+		lttng_ust_field_integer(uint64_t, started_at_ns, t->started_at_ns)
+		lttng_ust_field_integer(uint64_t, completed_at_ns, t->completed_at_ns)
+		lttng_ust_field_integer(uint64_t, duration_ns,
+					t->completed_at_ns >= t->started_at_ns ?
+					t->completed_at_ns - t->started_at_ns : 0)
+		lttng_ust_field_integer(uint8_t, has_allocator, t->has_allocator)
+		lttng_ust_field_integer(int, allocator_device,
+					t->has_allocator ? t->allocator_device : -1)
+		lttng_ust_field_integer(uint64_t, allocator_allocated_bytes_before,
+					t->allocator_allocated_bytes_before)
+		lttng_ust_field_integer(uint64_t, allocator_reserved_bytes_before,
+					t->allocator_reserved_bytes_before)
+		lttng_ust_field_integer(uint64_t, allocator_allocated_bytes_after,
+					t->allocator_allocated_bytes_after)
+		lttng_ust_field_integer(uint64_t, allocator_reserved_bytes_after,
+					t->allocator_reserved_bytes_after)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, transition, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/* adopt: a caller-built value now owned by the manager, charged at "at". */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, adopt,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, handle_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint64_t, charged_nbytes),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, handle_id, handle_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint64_t, charged_nbytes, charged_nbytes)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, adopt, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/* register_source: a value whose bytes a source callback can produce. */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, register_source,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, handle_id,
+			  const struct rsd_location *, source_location, const char *, source_name,
+			  uint64_t, charged_nbytes),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, handle_id, handle_id)
+		RSD_TP_LOC_FIELDS(source_location, source_location, source_name)
+		lttng_ust_field_integer(uint64_t, charged_nbytes, charged_nbytes)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, register_source, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+LTTNG_UST_TRACEPOINT_EVENT(rsd, lease_acquire,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, lease_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint32_t, nhandles),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, lease_id, lease_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint32_t, nhandles, nhandles)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, lease_acquire, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/*
+ * nstreams: streams the caller named at release; wait: the release waited
+ * for them; pending: the lease stays pending until its events complete
+ * (a later rsd:lease_reap closes it).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, lease_release,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, lease_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint32_t, nstreams, uint8_t, waited, uint8_t, pending),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, lease_id, lease_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint32_t, nstreams, nstreams)
+		lttng_ust_field_integer(uint8_t, wait, waited)
+		lttng_ust_field_integer(uint8_t, pending, pending)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, lease_release, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/* A pending lease whose events completed; pending_ns: release to reap. */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, lease_reap,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, lease_id, uint64_t, pending_ns),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, lease_id, lease_id)
+		lttng_ust_field_integer(uint64_t, pending_ns, pending_ns)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, lease_reap, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/* Holds: one class, two events, so "rsd:hold_*" or either one can be enabled. */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(rsd, hold_class,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, hold_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint32_t, nhandles),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, hold_id, hold_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint32_t, nhandles, nhandles)
+	)
+)
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, hold_class, rsd, hold_acquire,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, hold_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint32_t, nhandles))
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, hold_acquire, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, hold_class, rsd, hold_release,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, hold_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint32_t, nhandles))
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, hold_release, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(rsd, reservation_class,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, reservation_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint64_t, nbytes, const char *, label),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, reservation_id, reservation_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint64_t, nbytes, nbytes)
+		lttng_ust_field_string(label, label)
+	)
+)
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, reservation_class, rsd, reservation_acquire,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, reservation_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint64_t, nbytes, const char *, label))
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, reservation_acquire, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, reservation_class, rsd, reservation_release,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, reservation_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint64_t, nbytes, const char *, label))
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, reservation_release, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/*
+ * A charge refused by the admission rule (semantics.md §9.1): requested >
+ * budget - used - reserved at "at". available is that right-hand side
+ * (0 when used + reserved already exceed the budget).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, budget_reject,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const struct rsd_location *, at,
+			  const char *, at_name, uint64_t, budget, uint64_t, used,
+			  uint64_t, reserved, uint64_t, requested),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint64_t, budget, budget)
+		lttng_ust_field_integer(uint64_t, used, used)
+		lttng_ust_field_integer(uint64_t, reserved, reserved)
+		lttng_ust_field_integer(uint64_t, requested, requested)
+		lttng_ust_field_integer(uint64_t, available,
+					budget > used + reserved ? budget - used - reserved : 0)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, budget_reject, LTTNG_UST_TRACEPOINT_LOGLEVEL_WARNING)
+
+/* kind: "execute", "scope-enter" or "scope-exit". */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, plan_begin,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const char *, name, const char *, kind),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_string(name, name)
+		lttng_ust_field_string(kind, kind)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, plan_begin, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/*
+ * phase: the last phase the plan reached ("validate", "reclaim", "reserve",
+ * "enter", "exit", "done", ...); outcome: 0 or the negative RSD_E* code;
+ * ntransitions: transitions the plan completed (and fired rsd:transition for).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, plan_end,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const char *, name, const char *, kind,
+			  const char *, phase, int, outcome, uint32_t, ntransitions),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_string(name, name)
+		lttng_ust_field_string(kind, kind)
+		lttng_ust_field_string(phase, phase)
+		lttng_ust_field_integer(int, outcome, outcome)
+		lttng_ust_field_integer(uint32_t, ntransitions, ntransitions)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, plan_end, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/* A controller decision: request name, evictions chosen, search effort. */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, decision,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const char *, request, uint32_t, nevictions,
+			  uint64_t, explored_states, int, outcome),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_string(request, request)
+		lttng_ust_field_integer(uint32_t, nevictions, nevictions)
+		lttng_ust_field_integer(uint64_t, explored_states, explored_states)
+		lttng_ust_field_integer(int, outcome, outcome)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, decision, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/*
+ * Accounting at one location after the commit that produced state_version,
+ * fired only for locations whose used or reserved bytes changed: the series
+ * rsd-trace plots as managed bytes over time.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, state,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, state_version,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint64_t, used, uint64_t, reserved),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, state_version, state_version)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint64_t, used, used)
+		lttng_ust_field_integer(uint64_t, reserved, reserved)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, state, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
+
+#endif /* RSD_TP_H */
+
+#include <lttng/tracepoint-event.h>
