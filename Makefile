@@ -179,7 +179,9 @@ TEST_C_SRCS	:= $(TEST_SRCS_ALL)
 endif
 TOOL_PROGS	:= $(TOOL_SRCS:%.c=$(B)/%)
 BIN_TOOLS	:= $(filter-out $(B)/tools/examples/%,$(TOOL_PROGS))
-# Executable scripts in tools/ run in place; install puts them in BINDIR.
+# Executable scripts in tools/ run in place; they are also copied to
+# $(B)/tools/, so $(B)/tools/ (and BINDIR once installed) holds every tool and
+# a test finds one at $(atf_get_srcdir)/../../tools/NAME in any build dir.
 TOOL_SCRIPTS	:= $(filter-out tools/install-deps,$(sort $(shell \
 		     find tools -maxdepth 1 -type f -perm -u+x ! -name '*.c' 2>/dev/null)))
 
@@ -201,8 +203,10 @@ TEST_C_PROGS	:= $(TEST_C_SRCS:%.c=$(B)/%)
 TEST_AUX_PROGS	:= $(TEST_AUX_PROG_SRCS:%.c=$(B)/%)
 TEST_SH_PROGS	:= $(TEST_SH_SRCS:%.sh=$(B)/%)
 TEST_PROGS	:= $(TEST_C_PROGS) $(TEST_SH_PROGS) $(TEST_AUX_PROGS)
-TEST_SCRIPTS	:= $(filter-out $(TEST_SH_SRCS),$(sort $(wildcard tests/*/*.sh)))
-TEST_DATA	:= $(sort $(shell find tests -mindepth 3 -path 'tests/*/data/*' -type f 2>/dev/null))
+TEST_SCRIPTS	:= $(filter-out $(wildcard tests/*/t_*.sh) $(TEST_EXCLUDE),\
+		     $(sort $(wildcard tests/*/*.sh)))
+TEST_DATA	:= $(filter-out $(TEST_EXCLUDE),$(sort $(shell \
+		     find tests -mindepth 3 -path 'tests/*/data/*' -type f 2>/dev/null)))
 TEST_KYUAFILES	:= $(filter-out $(TEST_EXCLUDE),$(sort $(wildcard tests/*/Kyuafile)))
 TEST_AREAS	:= $(patsubst tests/%/Kyuafile,%,$(TEST_KYUAFILES))
 TEST_FILES	:= $(TEST_PROGS) $(TEST_KYUAFILES:%=$(B)/%) $(TEST_SCRIPTS:%=$(B)/%) \
@@ -236,7 +240,7 @@ $(B)/.flags: FORCE
 
 all: lib tools tests
 lib: $(LIBA) $(LIBSO) $(LIBSO_LINKS) $(PCFILE)
-tools: $(TOOL_PROGS)
+tools: $(TOOL_PROGS) $(TOOL_SCRIPTS:%=$(B)/%)
 tests: $(TEST_FILES)
 
 # ---------------------------------------------------------------------------
@@ -317,7 +321,7 @@ $(TEST_SH_PROGS): $(B)/%: %.sh
 	$(Q)if [ "$$(head -c2 $<)" = '#!' ]; then cat $< >$@; \
 	else { echo '#! /usr/bin/env atf-sh'; cat $<; } >$@; fi; chmod 755 $@
 
-$(TEST_SCRIPTS:%=$(B)/%): $(B)/%: %
+$(TEST_SCRIPTS:%=$(B)/%) $(TOOL_SCRIPTS:%=$(B)/%): $(B)/%: %
 	$(call msg,CP,$@)
 	@mkdir -p $(@D)
 	$(Q)$(INSTALL) -m 755 $< $@
@@ -343,7 +347,8 @@ $(B)/tests/Kyuafile: FORCE
 # ---------------------------------------------------------------------------
 # make check: kyua runs the suite; its report follows, then our own closing
 # line (kyua counts skips as passes). Broken tests count as failed, expected
-# failures as passed.
+# failures as passed. Tests see RSD_SRCDIR (the source tree) and
+# RSD_BUILD_DIR in their environment.
 #
 # VALGRIND=1: kyua cannot wrap a test program, so $(B)/tests-vg/ mirrors the
 # Kyuafiles with each atf-c program replaced by a two-line shell wrapper that
@@ -437,7 +442,8 @@ SAN_FILES	:= $(if $(strip $(SANITIZE)),$(B)/tests/lsan.supp)
 CHECK_ENV	:= $(if $(and $(filter 1,$(CUDA)),$(findstring address,$(SANITIZE))),\
 		   ASAN_OPTIONS="protect_shadow_gap=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}") \
 		   $(if $(SAN_FILES),LSAN_OPTIONS="suppressions=$(abspath $(SAN_FILES)):print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}") \
-		   UBSAN_OPTIONS="print_stacktrace=1$${UBSAN_OPTIONS:+:$$UBSAN_OPTIONS}"
+		   UBSAN_OPTIONS="print_stacktrace=1$${UBSAN_OPTIONS:+:$$UBSAN_OPTIONS}" \
+		   RSD_SRCDIR=$(CURDIR) RSD_BUILD_DIR=$(abspath $(B))
 
 $(B)/tests/lsan.supp: FORCE
 	@mkdir -p $(@D)

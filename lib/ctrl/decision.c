@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../trace.h"
 #include "ctrl.h"
 
 /* The decision owns deep copies of everything it exposes. */
@@ -211,6 +212,8 @@ int rsd_controller_decide(struct rsd_controller *c, const struct rsd_request *r,
 	pthread_mutex_lock(&c->lock);
 	err = decide_locked(c, r, out);
 	pthread_mutex_unlock(&c->lock);
+	rsd_trace_decision(c->manager_id, r->name, err ? 0 : (uint32_t)(*out)->nevictions,
+			   err ? rsd_last_error()->explored_states : (*out)->explored_states, err);
 	return err;
 }
 

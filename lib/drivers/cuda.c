@@ -276,7 +276,7 @@ static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void 
 {
 	cudaStream_t s = stream;
 	cudaError_t e;
-	int dev, rc;
+	int dev = -1, rc;
 
 	(void)ctx;
 	rc = check_location("copy", dst_at, true);
@@ -451,7 +451,7 @@ static int cu_event_record(void *ctx, void *stream, void **event)
 {
 	struct cuda_event *ev = NULL;
 	cudaError_t e;
-	int dev, rc;
+	int dev = -1, rc;
 
 	if (!event)
 		return rsd__err(RSD_ETYPE, "CUDA driver: event_record needs an event pointer");
@@ -462,7 +462,7 @@ static int cu_event_record(void *ctx, void *stream, void **event)
 	if (dev < 0 || dev >= cuda.ndevices)
 		return no_device("event_record", dev);
 	rc = event_get(dev, &ev);
-	if (rc)
+	if (rc || !ev)
 		return rc;
 	e = cudaEventRecord(ev->ev, (cudaStream_t)stream);
 	if (e != cudaSuccess) {

@@ -135,7 +135,7 @@ static int hash_reserve(struct rsd__pool *pool)
 
 	if (nheads && pool->stats.nallocs < nheads)
 		return 0;
-	nh = calloc(newn, sizeof(*nh));
+	nh = calloc(newn, sizeof(void *));
 	if (!nh)
 		return old ? 0 : rsd__err(RSD_ENOMEM, "pool: out of memory for the block table");
 	pool->hash = nh;
@@ -345,7 +345,7 @@ int rsd__pool_alloc(struct rsd__pool *pool, uint64_t nbytes, void **ptr)
 	} else {
 		rc = chunk_new(pool, size, true, &b);
 	}
-	if (rc)
+	if (rc || !b)
 		goto out;
 	carve(pool, b, size, nbytes);
 	*ptr = block_addr(b);

@@ -169,20 +169,31 @@ static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void
 
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_COPY);
-	if (!rc)
-		rc = check_device_location(sd, "copy", dst_at, true);
-	if (!rc)
-		rc = check_device_location(sd, "copy", src_at, true);
-	if (!rc && stream && !rsd__sim_find_stream(sd, stream))
+	if (rc)
+		goto out;
+	rc = check_device_location(sd, "copy", dst_at, true);
+	if (rc)
+		goto out;
+	rc = check_device_location(sd, "copy", src_at, true);
+	if (rc)
+		goto out;
+	if (stream && !rsd__sim_find_stream(sd, stream)) {
 		rc = rsd__err(RSD_ETYPE, "simulated device: %p is not a stream of this simulated "
 			      "device", stream);
-	if (!rc && nbytes && (!dst || !src))
+		goto out;
+	}
+	if (nbytes && (!dst || !src)) {
 		rc = rsd__err(RSD_ETYPE, "simulated device: copy of %" PRIu64 " bytes with a "
 			      "NULL %s", nbytes, dst ? "source" : "destination");
+		goto out;
+	}
 	pthread_mutex_unlock(&sd->lock);
 	/* The copy "completes" at once; only events model asynchrony. */
-	if (!rc && nbytes)
+	if (nbytes)
 		memmove(dst, src, (size_t)nbytes);
+	return 0;
+out:
+	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
 
@@ -199,19 +210,26 @@ static int sim_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *res
 
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_METRICS);
-	if (!rc && (!allocated || !reserved))
+	if (rc)
+		goto out;
+	if (!allocated || !reserved) {
 		rc = rsd__err(RSD_ETYPE, "simulated device: metrics needs both output pointers");
-	if (!rc && (device < 0 || device >= sd->ndevices))
+		goto out;
+	}
+	if (device < 0 || device >= sd->ndevices) {
 		rc = rsd__err(RSD_EINVAL, "simulated device: no device %d for metrics (%d "
 			      "simulated devices)", device, sd->ndevices);
+		goto out;
+	}
 	pthread_mutex_unlock(&sd->lock);
-	if (rc)
-		return rc;
 	rsd__pool_stats(&sd->dev[device].pool, &st);
 	*allocated = st.allocated_bytes;
 	/* Unpooled memory reserves nothing beyond what is allocated. */
 	*reserved = sd->pooled ? st.reserved_bytes : st.allocated_bytes;
 	return 0;
+out:
+	pthread_mutex_unlock(&sd->lock);
+	return rc;
 }
 
 uint64_t rsd_simdev_allocated_bytes(struct rsd_simdev *sd, int device)

@@ -281,12 +281,17 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_EVENT_RECORD);
-	if (!rc && !event)
-		rc = rsd__err(RSD_ETYPE, "simulated device: event_record needs an event pointer");
-	if (!rc && !(s = rsd__sim_find_stream(sd, stream)))
-		rc = not_a_stream(stream);
 	if (rc)
 		goto out;
+	if (!event) {
+		rc = rsd__err(RSD_ETYPE, "simulated device: event_record needs an event pointer");
+		goto out;
+	}
+	s = rsd__sim_find_stream(sd, stream);
+	if (!s) {
+		rc = not_a_stream(stream);
+		goto out;
+	}
 	ev = sd->free_events;
 	if (ev) {
 		sd->free_events = ev->next;
