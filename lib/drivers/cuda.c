@@ -48,15 +48,15 @@ struct cuda_event {
 
 struct cuda_dev {
 	int index;
-	struct rsd__pool pool;          /* cudaMalloc chunks; own lock */
-	cudaStream_t transfer;          /* protected by cuda.lock; created lazily */
-	bool has_transfer;              /* protected by cuda.lock */
+	struct rsd__pool pool;		/* cudaMalloc chunks; own lock */
+	cudaStream_t transfer;		/* protected by cuda.lock; created lazily */
+	bool has_transfer;		/* protected by cuda.lock */
 	struct cuda_event *free_events; /* protected by cuda.lock */
 };
 
 static struct {
 	pthread_once_t once;
-	int ndevices;       /* set once by cuda_init */
+	int ndevices;	    /* set once by cuda_init */
 	char why_none[200]; /* set once: why there are no devices */
 	struct rsd__pool pinned;
 	struct cuda_dev *dev;
@@ -191,8 +191,10 @@ static int no_device(const char *op, int device)
 	if (!ndevices())
 		return rsd__err(RSD_EINVAL, "CUDA driver: %s: cuda:%d is not available: %s", op,
 				device, cuda.why_none);
-	return rsd__err(RSD_EINVAL, "CUDA driver: %s: cuda:%d is not available (%d CUDA "
-			"devices)", op, device, cuda.ndevices);
+	return rsd__err(RSD_EINVAL,
+			"CUDA driver: %s: cuda:%d is not available (%d CUDA "
+			"devices)",
+			op, device, cuda.ndevices);
 }
 
 static int check_location(const char *op, struct rsd_location at, bool host_ok)
@@ -202,8 +204,10 @@ static int check_location(const char *op, struct rsd_location at, bool host_ok)
 	if (rc)
 		return rc;
 	if (at.kind == RSD_PAGEABLE_HOST && !host_ok)
-		return rsd__err(RSD_EINVAL, "CUDA driver: %s serves pinned-host and cuda "
-				"locations, not pageable-host", op);
+		return rsd__err(RSD_EINVAL,
+				"CUDA driver: %s serves pinned-host and cuda "
+				"locations, not pageable-host",
+				op);
 	if (at.kind == RSD_CUDA && at.device >= ndevices())
 		return no_device(op, at.device);
 	return 0;
@@ -226,7 +230,8 @@ static int cu_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **p
 
 	(void)ctx;
 	if (!ptr)
-		return rsd__err(RSD_ETYPE, "CUDA driver: alloc needs a pointer to store the address");
+		return rsd__err(RSD_ETYPE,
+				"CUDA driver: alloc needs a pointer to store the address");
 	rc = check_location("alloc", at, false);
 	if (rc)
 		return rc;
@@ -243,8 +248,10 @@ static void cu_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbyte
 		return;
 	if ((at.kind != RSD_PINNED_HOST && at.kind != RSD_CUDA) || !rsd_location_valid(at) ||
 	    (at.kind == RSD_CUDA && at.device >= ndevices()) || rsd__pool_free(pool_of(at), ptr))
-		fprintf(stderr, "librsd: CUDA driver: free of %p at %s, which is not live memory "
-			"there\n", ptr, rsd_location_name(at, name, sizeof(name)));
+		fprintf(stderr,
+			"librsd: CUDA driver: free of %p at %s, which is not live memory "
+			"there\n",
+			ptr, rsd_location_name(at, name, sizeof(name)));
 }
 
 /* The driver's transfer stream of device, created on first use. */
@@ -289,8 +296,9 @@ static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void 
 	if (!dst || !src)
 		return rsd__err(RSD_ETYPE, "CUDA driver: copy of %" PRIu64 " bytes with a NULL %s",
 				nbytes, dst ? "source" : "destination");
-	dev = dst_at.kind == RSD_CUDA ? dst_at.device
-	      : src_at.kind == RSD_CUDA ? src_at.device : -1;
+	dev = dst_at.kind == RSD_CUDA ? dst_at.device :
+	      src_at.kind == RSD_CUDA ? src_at.device :
+					-1;
 	if (dev < 0 && !s) {
 		memcpy(dst, src, (size_t)nbytes);
 		return 0;

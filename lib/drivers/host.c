@@ -28,7 +28,8 @@ int rsd__driver_check_location(const char *driver, struct rsd_location at)
 				(int)at.kind);
 	if (!rsd_location_valid(at))
 		return rsd__err(RSD_EINVAL, "%s: %s location with device %d is not valid", driver,
-				at.kind == RSD_CUDA ? "cuda" : rsd_location_name(at, name, sizeof(name)),
+				at.kind == RSD_CUDA ? "cuda" :
+						      rsd_location_name(at, name, sizeof(name)),
 				at.device);
 	return 0;
 }
@@ -147,16 +148,19 @@ static int host_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void *
 
 	(void)ctx;
 	if (!ptr)
-		return rsd__err(RSD_ETYPE, "host driver: alloc needs a pointer to store the address");
+		return rsd__err(RSD_ETYPE,
+				"host driver: alloc needs a pointer to store the address");
 	rc = rsd__driver_check_location("host driver", at);
 	if (rc)
 		return rc;
 	if (at.kind == RSD_CUDA)
-		return rsd__err(RSD_EINVAL, "host driver: cannot allocate at cuda:%d: the host "
-				"driver has no CUDA devices", at.device);
+		return rsd__err(RSD_EINVAL,
+				"host driver: cannot allocate at cuda:%d: the host "
+				"driver has no CUDA devices",
+				at.device);
 	if (at.kind == RSD_PAGEABLE_HOST)
 		return rsd__err(RSD_EINVAL, "host driver: allocates pinned-host memory only, not "
-				"pageable-host");
+					    "pageable-host");
 	return rsd__pool_alloc(host_pool_get(), nbytes, ptr);
 }
 
@@ -167,8 +171,10 @@ static void host_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nby
 	if (!ptr || at.kind != RSD_PINNED_HOST)
 		return;
 	if (rsd__pool_free(host_pool_get(), ptr))
-		fprintf(stderr, "librsd: host driver: free of %p, which is not live pinned memory "
-			"of this driver\n", ptr);
+		fprintf(stderr,
+			"librsd: host driver: free of %p, which is not live pinned memory "
+			"of this driver\n",
+			ptr);
 }
 
 static int host_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
@@ -183,12 +189,16 @@ static int host_copy(void *ctx, void *dst, struct rsd_location dst_at, const voi
 	if (rc)
 		return rc;
 	if (dst_at.kind == RSD_CUDA || src_at.kind == RSD_CUDA)
-		return rsd__err(RSD_EINVAL, "host driver: cannot copy %s cuda:%d: the host driver "
-				"has no CUDA devices", dst_at.kind == RSD_CUDA ? "to" : "from",
+		return rsd__err(RSD_EINVAL,
+				"host driver: cannot copy %s cuda:%d: the host driver "
+				"has no CUDA devices",
+				dst_at.kind == RSD_CUDA ? "to" : "from",
 				dst_at.kind == RSD_CUDA ? dst_at.device : src_at.device);
 	if (stream)
-		return rsd__err(RSD_ETYPE, "host driver: %p is not a stream (the host driver has "
-				"no streams)", stream);
+		return rsd__err(RSD_ETYPE,
+				"host driver: %p is not a stream (the host driver has "
+				"no streams)",
+				stream);
 	if (!nbytes)
 		return 0;
 	if (!dst || !src)
@@ -202,8 +212,10 @@ static int host_stream_device(void *ctx, void *stream, int *device)
 {
 	(void)ctx;
 	(void)device;
-	return rsd__err(RSD_ETYPE, "host driver: %p is not a stream (the host driver has no "
-			"streams)", stream);
+	return rsd__err(RSD_ETYPE,
+			"host driver: %p is not a stream (the host driver has no "
+			"streams)",
+			stream);
 }
 
 static void *host_default_stream(void *ctx, int device)
@@ -225,8 +237,10 @@ static int host_stream_sync(void *ctx, void *stream)
 static int host_device_sync(void *ctx, int device)
 {
 	(void)ctx;
-	return rsd__err(RSD_EDEVICE, "host driver: no CUDA device %d to synchronize (the host "
-			"driver has no CUDA devices)", device);
+	return rsd__err(RSD_EDEVICE,
+			"host driver: no CUDA device %d to synchronize (the host "
+			"driver has no CUDA devices)",
+			device);
 }
 
 static int host_event_record(void *ctx, void *stream, void **event)
@@ -234,15 +248,19 @@ static int host_event_record(void *ctx, void *stream, void **event)
 	(void)ctx;
 	if (event)
 		*event = NULL;
-	return rsd__err(RSD_EDEVICE, "host driver: cannot record an event on %p: the host "
-			"driver has no streams or events", stream);
+	return rsd__err(RSD_EDEVICE,
+			"host driver: cannot record an event on %p: the host "
+			"driver has no streams or events",
+			stream);
 }
 
 static int host_event_query(void *ctx, void *event)
 {
 	(void)ctx;
-	return rsd__err(RSD_ETYPE, "host driver: %p is not an event (the host driver has no "
-			"events)", event);
+	return rsd__err(RSD_ETYPE,
+			"host driver: %p is not an event (the host driver has no "
+			"events)",
+			event);
 }
 
 static void host_event_destroy(void *ctx, void *event)
@@ -256,8 +274,10 @@ static int host_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *re
 	(void)ctx;
 	(void)allocated;
 	(void)reserved;
-	return rsd__err(RSD_EDEVICE, "host driver: no allocator metrics for device %d (the "
-			"host driver has no CUDA devices)", device);
+	return rsd__err(RSD_EDEVICE,
+			"host driver: no allocator metrics for device %d (the "
+			"host driver has no CUDA devices)",
+			device);
 }
 
 static const struct rsd_device_ops host_ops = {

@@ -20,16 +20,16 @@ struct rsd__pool_chunk {
 	char *base;
 	uint64_t size;
 	struct rsd__pool_block *first; /* the block at offset 0; never merged away */
-	unsigned long live;            /* live blocks carved from this chunk */
-	bool dedicated;                /* released as soon as live drops to 0 */
+	unsigned long live;	       /* live blocks carved from this chunk */
+	bool dedicated;		       /* released as soon as live drops to 0 */
 };
 
 struct rsd__pool_block {
 	struct rsd__pool_chunk *chunk;
 	struct rsd__pool_block *prev, *next;   /* neighbours in address order */
 	struct rsd__pool_block *lprev, *lnext; /* free: bin list; live: hash chain */
-	uint64_t off, size;                    /* size: a multiple of the granule */
-	uint64_t requested;                    /* live: what the caller asked for */
+	uint64_t off, size;		       /* size: a multiple of the granule */
+	uint64_t requested;		       /* live: what the caller asked for */
 	bool free;
 };
 
@@ -244,8 +244,7 @@ static void chunk_release(struct rsd__pool *pool, struct rsd__pool_chunk *c)
 }
 
 /* Take size bytes off the front of free block b; the rest stays free. */
-static void carve(struct rsd__pool *pool, struct rsd__pool_block *b, uint64_t size,
-		  uint64_t nbytes)
+static void carve(struct rsd__pool *pool, struct rsd__pool_block *b, uint64_t size, uint64_t nbytes)
 {
 	struct rsd__pool_chunk *c = b->chunk;
 

@@ -39,12 +39,12 @@ struct rsd__pool_ops {
 
 struct rsd__pool_stats {
 	uint64_t allocated_bytes; /* requested bytes of live allocations */
-	uint64_t used_bytes;      /* live allocations rounded up to the granule */
+	uint64_t used_bytes;	  /* live allocations rounded up to the granule */
 	uint64_t reserved_bytes;  /* bytes of the chunks held */
-	uint64_t nallocs;         /* live allocations */
-	uint64_t nchunks;         /* chunks held */
-	uint64_t chunk_allocs;    /* successful chunk_alloc calls, ever */
-	uint64_t chunk_frees;     /* chunk_free calls, ever */
+	uint64_t nallocs;	  /* live allocations */
+	uint64_t nchunks;	  /* chunks held */
+	uint64_t chunk_allocs;	  /* successful chunk_alloc calls, ever */
+	uint64_t chunk_frees;	  /* chunk_free calls, ever */
 };
 
 #define RSD__POOL_NBINS 64
@@ -60,12 +60,12 @@ struct rsd__pool {
 
 	pthread_mutex_t lock;
 	/* Everything below is protected by lock. */
-	struct rsd__pool_chunk *chunks;               /* every chunk held */
+	struct rsd__pool_chunk *chunks;		       /* every chunk held */
 	struct rsd__pool_block *bins[RSD__POOL_NBINS]; /* free blocks by size */
-	uint64_t bin_map;                             /* bit b: bins[b] non-empty */
-	struct rsd__pool_block **hash;                /* live blocks by address */
-	uint64_t hash_mask;                           /* hash has hash_mask + 1 heads */
-	struct rsd__pool_block *spare;                /* unused block nodes */
+	uint64_t bin_map;			       /* bit b: bins[b] non-empty */
+	struct rsd__pool_block **hash;		       /* live blocks by address */
+	uint64_t hash_mask;			       /* hash has hash_mask + 1 heads */
+	struct rsd__pool_block *spare;		       /* unused block nodes */
 	unsigned nspare;
 	unsigned idle_chunks; /* standard chunks with no live block */
 	struct rsd__pool_stats stats;

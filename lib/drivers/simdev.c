@@ -39,8 +39,8 @@ int rsd__sim_enter(struct rsd_simdev *sd, enum rsd_simdev_op op)
 		err = sd->fail_all_err[op];
 	if (!err)
 		return 0;
-	return rsd__err(err, "simulated device: injected failure of %s call %lu (%s)",
-			op_names[op], n, rsd_strerror(err));
+	return rsd__err(err, "simulated device: injected failure of %s call %lu (%s)", op_names[op],
+			n, rsd_strerror(err));
 }
 
 /* Injected codes are positive RSD_E* codes; either sign is accepted and
@@ -75,8 +75,8 @@ int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **o
 	sd->auto_complete = cfg->auto_complete;
 	pthread_mutex_init(&sd->lock, NULL);
 	/* Unpooled: chunk size 0, so every allocation is its own mapping. */
-	rsd__pool_init(&sd->pinned, &rsd__locked_chunk_ops, NULL,
-		       sd->pooled ? SIM_PINNED_CHUNK : 0, RSD__PAGE_GRANULE);
+	rsd__pool_init(&sd->pinned, &rsd__locked_chunk_ops, NULL, sd->pooled ? SIM_PINNED_CHUNK : 0,
+		       RSD__PAGE_GRANULE);
 	for (int d = 0; d < sd->ndevices; d++) {
 		rsd__pool_init(&sd->dev[d].pool, &rsd__anon_chunk_ops, NULL,
 			       sd->pooled ? SIM_DEVICE_CHUNK : 0, SIM_DEVICE_GRANULE);
@@ -107,11 +107,15 @@ static int check_device_location(struct rsd_simdev *sd, const char *op, struct r
 	if (rc)
 		return rc;
 	if (at.kind == RSD_PAGEABLE_HOST && !host_ok)
-		return rsd__err(RSD_EINVAL, "simulated device: %s serves pinned-host and cuda "
-				"locations, not pageable-host", op);
+		return rsd__err(RSD_EINVAL,
+				"simulated device: %s serves pinned-host and cuda "
+				"locations, not pageable-host",
+				op);
 	if (at.kind == RSD_CUDA && at.device >= sd->ndevices)
-		return rsd__err(RSD_EINVAL, "simulated device: cuda:%d is not available (%d "
-				"simulated devices)", at.device, sd->ndevices);
+		return rsd__err(RSD_EINVAL,
+				"simulated device: cuda:%d is not available (%d "
+				"simulated devices)",
+				at.device, sd->ndevices);
 	return 0;
 }
 
@@ -130,14 +134,16 @@ static int sim_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_ALLOC);
 	if (!rc && !ptr)
 		rc = rsd__err(RSD_ETYPE, "simulated device: alloc needs a pointer to store the "
-			      "address");
+					 "address");
 	if (!rc)
 		rc = check_device_location(sd, "alloc", at, false);
 	if (!rc && sd->fail_loc_err[rsd__loc_slot(at)]) {
 		int err = sd->fail_loc_err[rsd__loc_slot(at)];
 
-		rc = rsd__err(err, "simulated device: injected failure of alloc call %lu at %s "
-			      "(%s)", sd->calls[RSD_SIMDEV_ALLOC],
+		rc = rsd__err(err,
+			      "simulated device: injected failure of alloc call %lu at %s "
+			      "(%s)",
+			      sd->calls[RSD_SIMDEV_ALLOC],
 			      rsd_location_name(at, name, sizeof(name)), rsd_strerror(err));
 	}
 	pthread_mutex_unlock(&sd->lock);
@@ -157,8 +163,10 @@ static void sim_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbyt
 	if ((at.kind != RSD_PINNED_HOST && at.kind != RSD_CUDA) || !rsd_location_valid(at) ||
 	    (at.kind == RSD_CUDA && at.device >= sd->ndevices) ||
 	    rsd__pool_free(pool_of(sd, at), ptr))
-		fprintf(stderr, "librsd: simulated device: free of %p at %s, which is not live "
-			"memory there\n", ptr, rsd_location_name(at, name, sizeof(name)));
+		fprintf(stderr,
+			"librsd: simulated device: free of %p at %s, which is not live "
+			"memory there\n",
+			ptr, rsd_location_name(at, name, sizeof(name)));
 }
 
 static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
@@ -178,13 +186,17 @@ static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void
 	if (rc)
 		goto out;
 	if (stream && !rsd__sim_find_stream(sd, stream)) {
-		rc = rsd__err(RSD_ETYPE, "simulated device: %p is not a stream of this simulated "
-			      "device", stream);
+		rc = rsd__err(RSD_ETYPE,
+			      "simulated device: %p is not a stream of this simulated "
+			      "device",
+			      stream);
 		goto out;
 	}
 	if (nbytes && (!dst || !src)) {
-		rc = rsd__err(RSD_ETYPE, "simulated device: copy of %" PRIu64 " bytes with a "
-			      "NULL %s", nbytes, dst ? "source" : "destination");
+		rc = rsd__err(RSD_ETYPE,
+			      "simulated device: copy of %" PRIu64 " bytes with a "
+			      "NULL %s",
+			      nbytes, dst ? "source" : "destination");
 		goto out;
 	}
 	pthread_mutex_unlock(&sd->lock);
@@ -217,8 +229,10 @@ static int sim_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *res
 		goto out;
 	}
 	if (device < 0 || device >= sd->ndevices) {
-		rc = rsd__err(RSD_EINVAL, "simulated device: no device %d for metrics (%d "
-			      "simulated devices)", device, sd->ndevices);
+		rc = rsd__err(RSD_EINVAL,
+			      "simulated device: no device %d for metrics (%d "
+			      "simulated devices)",
+			      device, sd->ndevices);
 		goto out;
 	}
 	pthread_mutex_unlock(&sd->lock);

@@ -34,25 +34,25 @@ struct sim_event;
 struct sim_stream {
 	uint64_t magic; /* SIM_STREAM_MAGIC while registered */
 	int device;
-	bool is_default;                 /* a device's transfer stream, never destroyed */
-	struct sim_stream *prev, *next;  /* sd->streams */
-	uint64_t recorded;               /* seq of the last event recorded */
-	uint64_t completed;              /* events with seq <= completed are complete */
-	struct sim_event *events;        /* live events recorded on this stream */
+	bool is_default;		/* a device's transfer stream, never destroyed */
+	struct sim_stream *prev, *next; /* sd->streams */
+	uint64_t recorded;		/* seq of the last event recorded */
+	uint64_t completed;		/* events with seq <= completed are complete */
+	struct sim_event *events;	/* live events recorded on this stream */
 };
 
 struct sim_event {
-	uint64_t magic;             /* SIM_EVENT_LIVE or SIM_EVENT_FREE */
-	struct sim_stream *stream;  /* NULL once its stream is gone (then done) */
+	uint64_t magic;		   /* SIM_EVENT_LIVE or SIM_EVENT_FREE */
+	struct sim_stream *stream; /* NULL once its stream is gone (then done) */
 	uint64_t seq;
-	bool done;                  /* complete regardless of the stream */
+	bool done;		       /* complete regardless of the stream */
 	struct sim_event *prev, *next; /* stream->events, or sd->free_events */
 	struct sim_event *all_next;    /* sd->all_events: every object, for destroy */
 };
 
 struct sim_device {
 	struct sim_stream transfer; /* what a NULL stream stands for */
-	struct rsd__pool pool;      /* own lock */
+	struct rsd__pool pool;	    /* own lock */
 };
 
 struct rsd_simdev {
@@ -63,18 +63,18 @@ struct rsd_simdev {
 	 * lock-free readers call event_query and metrics from any thread. The
 	 * pools have their own locks and are never entered with it held. */
 	pthread_mutex_t lock;
-	bool auto_complete;                   /* protected by lock */
-	struct sim_stream *streams;           /* protected by lock */
-	struct sim_event *free_events;        /* protected by lock */
-	struct sim_event *all_events;         /* protected by lock */
-	unsigned long calls[RSD_SIMDEV_NOPS]; /* protected by lock */
+	bool auto_complete;			  /* protected by lock */
+	struct sim_stream *streams;		  /* protected by lock */
+	struct sim_event *free_events;		  /* protected by lock */
+	struct sim_event *all_events;		  /* protected by lock */
+	unsigned long calls[RSD_SIMDEV_NOPS];	  /* protected by lock */
 	unsigned fail_countdown[RSD_SIMDEV_NOPS]; /* protected by lock; 0 disarmed */
-	int fail_nth_err[RSD_SIMDEV_NOPS];        /* protected by lock */
-	int fail_all_err[RSD_SIMDEV_NOPS];        /* protected by lock; 0 disarmed */
-	int fail_loc_err[RSD_NSLOTS];             /* protected by lock; 0 disarmed */
+	int fail_nth_err[RSD_SIMDEV_NOPS];	  /* protected by lock */
+	int fail_all_err[RSD_SIMDEV_NOPS];	  /* protected by lock; 0 disarmed */
+	int fail_loc_err[RSD_NSLOTS];		  /* protected by lock; 0 disarmed */
 
-	struct rsd__pool pinned;   /* own lock */
-	struct sim_device dev[];   /* ndevices */
+	struct rsd__pool pinned; /* own lock */
+	struct sim_device dev[]; /* ndevices */
 };
 
 /* With sd->lock held: count a call of op and fire an armed injection
@@ -82,8 +82,7 @@ struct rsd_simdev {
 int rsd__sim_enter(struct rsd_simdev *sd, enum rsd_simdev_op op);
 /* With sd->lock held: the registered stream p, or NULL (p is never read). */
 struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p);
-void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device,
-			  bool is_default);
+void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default);
 /* Free every non-default stream and every event object (at destroy). */
 void rsd__sim_streams_destroy(struct rsd_simdev *sd);
 

@@ -25,8 +25,7 @@ struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p)
 	return NULL;
 }
 
-void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device,
-			  bool is_default)
+void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default)
 {
 	s->magic = SIM_STREAM_MAGIC;
 	s->device = device;
@@ -91,8 +90,10 @@ int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream)
 				sd ? "stream" : "simdev");
 	*stream = NULL;
 	if (device < 0 || device >= sd->ndevices)
-		return rsd__err(RSD_EINVAL, "rsd_simdev_stream_create: no device %d (%d simulated "
-				"devices)", device, sd->ndevices);
+		return rsd__err(RSD_EINVAL,
+				"rsd_simdev_stream_create: no device %d (%d simulated "
+				"devices)",
+				device, sd->ndevices);
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return rsd__err(RSD_ENOMEM, "rsd_simdev_stream_create: out of memory");
@@ -207,8 +208,10 @@ unsigned rsd_simdev_pending_events(struct rsd_simdev *sd, void *stream)
 
 static int not_a_stream(const void *stream)
 {
-	return rsd__err(RSD_ETYPE, "simulated device: %p is not a stream of this simulated "
-			"device", stream);
+	return rsd__err(RSD_ETYPE,
+			"simulated device: %p is not a stream of this simulated "
+			"device",
+			stream);
 }
 
 int rsd__sim_stream_device(void *ctx, void *stream, int *device)
@@ -218,7 +221,8 @@ int rsd__sim_stream_device(void *ctx, void *stream, int *device)
 	int rc = 0;
 
 	if (!device)
-		return rsd__err(RSD_ETYPE, "simulated device: stream_device needs a device pointer");
+		return rsd__err(RSD_ETYPE,
+				"simulated device: stream_device needs a device pointer");
 	pthread_mutex_lock(&sd->lock);
 	s = rsd__sim_find_stream(sd, stream);
 	if (s)
@@ -262,8 +266,10 @@ int rsd__sim_device_sync(void *ctx, int device)
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_EVENT_SYNC);
 	if (!rc && (device < 0 || device >= sd->ndevices))
-		rc = rsd__err(RSD_EINVAL, "simulated device: no device %d to synchronize (%d "
-			      "simulated devices)", device, sd->ndevices);
+		rc = rsd__err(RSD_EINVAL,
+			      "simulated device: no device %d to synchronize (%d "
+			      "simulated devices)",
+			      device, sd->ndevices);
 	if (!rc)
 		for (struct sim_stream *s = sd->streams; s; s = s->next)
 			if (s->device == device)
@@ -327,8 +333,10 @@ static struct sim_event *live_event(void *event)
 	struct sim_event *ev = event;
 
 	if (!ev || ev->magic != SIM_EVENT_LIVE) {
-		rsd__err(RSD_ETYPE, "simulated device: %p is not a live event of the simulated "
-			 "device", event);
+		rsd__err(RSD_ETYPE,
+			 "simulated device: %p is not a live event of the simulated "
+			 "device",
+			 event);
 		return NULL;
 	}
 	return ev;

@@ -82,8 +82,9 @@ ATF_TC_BODY(no_device_fails_cleanly, tc)
 		ATF_CHECK(msg_has("cudaHostAlloc") || msg_has("built without CUDA"));
 	if (rsd_cuda_built()) {
 		/* Host to host needs no GPU: a plain copy. */
-		ATF_REQUIRE_EQ(C->copy(NULL, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST,
-				       16, NULL), 0);
+		ATF_REQUIRE_EQ(C->copy(NULL, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST, 16,
+				       NULL),
+			       0);
 		ATF_CHECK_EQ(memcmp(a, b, 16), 0);
 	}
 }
@@ -103,7 +104,8 @@ ATF_TC_BODY(not_built_refuses_everything, tc)
 	ATF_CHECK(msg_has("librsd was built without CUDA"));
 	ATF_CHECK_EQ(p, NULL);
 	ATF_CHECK_EQ(C->copy(NULL, &x, RSD_LOC_PAGEABLE_HOST, &dev, RSD_LOC_PAGEABLE_HOST,
-			     sizeof(int), NULL), -RSD_EDEVICE);
+			     sizeof(int), NULL),
+		     -RSD_EDEVICE);
 	ATF_CHECK_EQ(C->stream_device(NULL, &x, &dev), -RSD_EDEVICE);
 	ATF_CHECK_EQ(C->stream_sync(NULL, NULL), -RSD_EDEVICE);
 	ATF_CHECK_EQ(C->device_sync(NULL, 0), -RSD_EDEVICE);

@@ -81,8 +81,8 @@ ATF_TC_BODY(pinned_is_locked, tc)
 	ATF_REQUIRE(p != NULL);
 	after = vm_locked_kib();
 	/* The pool locked a whole chunk, not just the request. */
-	ATF_CHECK_MSG(after - before >= RSD__HOST_CHUNK_SIZE / 1024,
-		      "VmLck grew by %llu kB", (unsigned long long)(after - before));
+	ATF_CHECK_MSG(after - before >= RSD__HOST_CHUNK_SIZE / 1024, "VmLck grew by %llu kB",
+		      (unsigned long long)(after - before));
 	ATF_CHECK(all_resident(p, 1 << 20));
 	memset(p, 0x5a, 1 << 20);
 	H->free(NULL, RSD_LOC_PINNED_HOST, p, 1 << 20);
@@ -201,21 +201,22 @@ ATF_TC_BODY(copy_between_host_locations, tc)
 	for (int i = 0; i < 100; i++)
 		src[i] = (char)i;
 	ATF_REQUIRE_EQ(H->alloc(NULL, RSD_LOC_PINNED_HOST, 100, &pin), 0);
-	ATF_REQUIRE_EQ(H->copy(NULL, pin, RSD_LOC_PINNED_HOST, src, RSD_LOC_PAGEABLE_HOST, 100,
-			       NULL), 0);
+	ATF_REQUIRE_EQ(
+		H->copy(NULL, pin, RSD_LOC_PINNED_HOST, src, RSD_LOC_PAGEABLE_HOST, 100, NULL), 0);
 	memset(dst, 0, sizeof(dst));
-	ATF_REQUIRE_EQ(H->copy(NULL, dst, RSD_LOC_PAGEABLE_HOST, pin, RSD_LOC_PINNED_HOST, 100,
-			       NULL), 0);
+	ATF_REQUIRE_EQ(
+		H->copy(NULL, dst, RSD_LOC_PAGEABLE_HOST, pin, RSD_LOC_PINNED_HOST, 100, NULL), 0);
 	ATF_CHECK_EQ(memcmp(src, dst, 100), 0);
 	ATF_CHECK_EQ(H->copy(NULL, dst, RSD_LOC_PAGEABLE_HOST, pin, RSD_LOC_PINNED_HOST, 100,
-			     &not_a_stream), -RSD_ETYPE);
+			     &not_a_stream),
+		     -RSD_ETYPE);
 	ATF_CHECK_EQ(H->copy(NULL, dst, cuda0, pin, RSD_LOC_PINNED_HOST, 100, NULL), -RSD_EINVAL);
-	ATF_CHECK_EQ(H->copy(NULL, dst, RSD_LOC_PAGEABLE_HOST, pin, cuda0, 100, NULL),
-		     -RSD_EINVAL);
+	ATF_CHECK_EQ(H->copy(NULL, dst, RSD_LOC_PAGEABLE_HOST, pin, cuda0, 100, NULL), -RSD_EINVAL);
 	ATF_CHECK_EQ(H->copy(NULL, NULL, RSD_LOC_PAGEABLE_HOST, pin, RSD_LOC_PINNED_HOST, 100,
-			     NULL), -RSD_ETYPE);
-	ATF_CHECK_EQ(H->copy(NULL, NULL, RSD_LOC_PAGEABLE_HOST, NULL, RSD_LOC_PINNED_HOST, 0,
-			     NULL), 0);
+			     NULL),
+		     -RSD_ETYPE);
+	ATF_CHECK_EQ(H->copy(NULL, NULL, RSD_LOC_PAGEABLE_HOST, NULL, RSD_LOC_PINNED_HOST, 0, NULL),
+		     0);
 	H->free(NULL, RSD_LOC_PINNED_HOST, pin, 100);
 }
 

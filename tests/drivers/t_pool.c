@@ -268,7 +268,9 @@ ATF_TC_BODY(destroy_releases_live_chunks, tc)
 ATF_TC_WITHOUT_HEAD(random_no_overlap);
 ATF_TC_BODY(random_no_overlap, tc)
 {
-	enum { N = 200 };
+	enum {
+		N = 200
+	};
 	struct fake f = { 0 };
 	struct rsd__pool pool;
 	struct rsd__pool_stats st;
@@ -337,7 +339,8 @@ ATF_TC_BODY(threads, tc)
 
 	rsd__pool_init(&thr_pool, &fake_ops, &f, CHUNK, GRAN);
 	for (int i = 0; i < 4; i++)
-		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, thr_body, (void *)(uintptr_t)(i + 1)), 0);
+		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, thr_body, (void *)(uintptr_t)(i + 1)),
+			       0);
 	for (int i = 0; i < 4; i++) {
 		ATF_REQUIRE_EQ(pthread_join(t[i], &ret), 0);
 		ATF_CHECK_EQ(ret, NULL);

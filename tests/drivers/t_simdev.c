@@ -159,20 +159,19 @@ ATF_TC_BODY(copies_are_synchronous, tc)
 	ATF_REQUIRE_EQ(S->alloc(sd, cuda(1), 64, &d1), 0);
 	ATF_REQUIRE_EQ(S->alloc(sd, RSD_LOC_PINNED_HOST, 64, &pin), 0);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 1, &s1), 0);
-	ATF_REQUIRE_EQ(S->copy(sd, pin, RSD_LOC_PINNED_HOST, src, RSD_LOC_PAGEABLE_HOST, 64,
-			       NULL), 0);
+	ATF_REQUIRE_EQ(S->copy(sd, pin, RSD_LOC_PINNED_HOST, src, RSD_LOC_PAGEABLE_HOST, 64, NULL),
+		       0);
 	ATF_REQUIRE_EQ(S->copy(sd, d0, cuda(0), pin, RSD_LOC_PINNED_HOST, 64, NULL), 0);
 	ATF_REQUIRE_EQ(S->copy(sd, d1, cuda(1), d0, cuda(0), 64, s1), 0);
 	ATF_REQUIRE_EQ(S->copy(sd, out, RSD_LOC_PAGEABLE_HOST, d1, cuda(1), 64,
-			       S->default_stream(sd, 1)), 0);
+			       S->default_stream(sd, 1)),
+		       0);
 	ATF_CHECK_EQ(memcmp(src, out, 64), 0);
 	/* Nothing was recorded, so nothing is pending. */
 	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
 	ATF_CHECK_EQ(S->copy(sd, out, RSD_LOC_PAGEABLE_HOST, d1, cuda(1), 64, &x), -RSD_ETYPE);
-	ATF_CHECK_EQ(S->copy(sd, out, RSD_LOC_PAGEABLE_HOST, d1, cuda(2), 64, NULL),
-		     -RSD_EINVAL);
-	ATF_CHECK_EQ(S->copy(sd, NULL, RSD_LOC_PAGEABLE_HOST, d1, cuda(1), 64, NULL),
-		     -RSD_ETYPE);
+	ATF_CHECK_EQ(S->copy(sd, out, RSD_LOC_PAGEABLE_HOST, d1, cuda(2), 64, NULL), -RSD_EINVAL);
+	ATF_CHECK_EQ(S->copy(sd, NULL, RSD_LOC_PAGEABLE_HOST, d1, cuda(1), 64, NULL), -RSD_ETYPE);
 	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_COPY), 7);
 	rsd_simdev_stream_destroy(sd, s1);
 	rsd_simdev_destroy(sd); /* frees the live allocations too */
@@ -384,7 +383,8 @@ ATF_TC_BODY(fail_nth, tc)
 	rsd_simdev_fail_nth(sd, RSD_SIMDEV_COPY, 0, RSD_EDEVICE);
 	for (int i = 0; i < 3; i++)
 		ATF_CHECK_EQ(S->copy(sd, b, RSD_LOC_PAGEABLE_HOST, a, RSD_LOC_PAGEABLE_HOST, 8,
-				     NULL), 0);
+				     NULL),
+			     0);
 	/* Other ops are untouched by a copy injection. */
 	rsd_simdev_fail_nth(sd, RSD_SIMDEV_EVENT_RECORD, 1, RSD_EDEVICE);
 	{

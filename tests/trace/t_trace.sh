@@ -172,6 +172,73 @@ not_recorded_when_disabled_body()
 	atf_check_equal "$(grep -vc '^rsd:transition:' got)" 0
 }
 
+# Records t_workload once into ./workload-trace; its expectations land in
+# workload.expected and workload.count.
+record_workload()
+{
+	[ -x "$(srcdir_file t_workload)" ] || atf_fail "t_workload is missing beside this test"
+	RSD_T_TRACE_EXPECT=$(pwd)/workload.expected RSD_T_TRACE_COUNT=$(pwd)/workload.count \
+		record workload-trace "$(srcdir_file t_workload)" -r "$(pwd)/workload.result" workload
+	grep -q '^passed' workload.result || atf_fail "t_workload: $(cat workload.result)"
+}
+
+atf_test_case workload_recorded
+workload_recorded_head()
+{
+	atf_set descr "A librsd workload's adopts, transitions and budget rejection are" \
+		"recorded with the payloads of its reports, in order, one per transition"
+	atf_set require.user root
+	atf_set timeout 120
+}
+workload_recorded_body()
+{
+	require_recording
+	record_workload
+	events workload-trace >all
+	grep -E '^rsd:(adopt|transition|budget_reject):' all >got
+	if ! diff -u workload.expected got >diff.out; then
+		cat diff.out >&2
+		atf_fail "recorded events differ from the workload's reports (diff on stderr)"
+	fi
+	atf_check_equal "$(grep -c '^rsd:transition:' all)" "$(cat workload.count)"
+	atf_check_equal "$(cat workload.count)" 6
+	# One manager; nothing recorded that the workload did not do.
+	atf_check_equal "$(grep -c '^rsd:\(lease\|hold\|reservation\|plan\|decision\)' all)" 0
+	atf_check_equal "$(sed -E 's/.*manager_id = ([0-9]+),.*/\1/' all | sort -u | wc -l)" 1
+}
+
+atf_test_case workload_state
+workload_state_head()
+{
+	atf_set descr "rsd:state follows each location's used bytes through the workload"
+	atf_set require.user root
+	atf_set timeout 120
+}
+workload_state_body()
+{
+	require_recording
+	record_workload
+	events workload-trace | grep '^rsd:state:' >state
+	[ -s state ] || atf_expect_fail "the core does not fire rsd:state (rsd_trace_state) yet"
+	# Pinned host: 4096 after the copy, 0 after the drop, 4096 after the
+	# move, 0 after the discards; pageable host ends empty.
+	sed -nE 's/.*at = "pinned-host", used = ([0-9]+), reserved = ([0-9]+).*/\1 \2/p' state \
+		| tr '\n' ' ' >pinned
+	atf_check -o inline:'4096 0 0 0 4096 0 0 0 ' cat pinned
+	atf_check -o inline:'0 0\n' sh -c "sed -nE 's/.*at = \"pageable-host\", used = ([0-9]+), reserved = ([0-9]+).*/\\1 \\2/p' state | tail -n1"
+	# state_version grows with every event.
+	sed -E 's/.*state_version = ([0-9]+),.*/\1/' state >versions
+	sort -n -c versions || atf_fail "state_version is not ascending: $(tr '\n' ' ' <versions)"
+	# rsd-trace's peak for pinned-host is the 4096 bytes of value a.
+	if tool=$(rsd_trace_tool) && [ -x /usr/bin/python3 ]; then
+		atf_check -s exit:0 -o save:w.json "$tool" --json --no-plot workload-trace
+		check_json w.json \
+			'[r["peak_used"] for r in d["peak_use"] if r["location"] == "pinned-host"] == [4096]' \
+			'[r["count"] for r in d["budget_rejections"]] == [1]' \
+			'd["transitions"] == 6'
+	fi
+}
+
 rsd_trace_tool()
 {
 	local c
@@ -267,4 +334,6 @@ atf_init_test_cases()
 	atf_add_test_case hooks_recorded
 	atf_add_test_case not_recorded_when_disabled
 	atf_add_test_case rsd_trace_summary
+	atf_add_test_case workload_recorded
+	atf_add_test_case workload_state
 }

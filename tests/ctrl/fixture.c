@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+/* Shared setup of the controller tests (fixture.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <atf-c.h>
+
+#include "fixture.h"
+
+struct src_ctx {
+	struct fx *f;
+	struct rsd_location at;
+};
+
+static int src_load(void *ctx, struct rsd_resident **out)
+{
+	struct src_ctx *s = ctx;
+	uint64_t n = N;
+
+	s->f->loads++;
+	return rsd_resident_alloc(s->f->m, &rsd_resident_type, s->at, 1, &n, NULL, 0, out);
+}
+
+static void src_release(void *ctx)
+{
+	free(ctx);
+}
+
+void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
+{
+	struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true, .pooled = true };
+	struct rsd_manager_config mc;
+
+	memset(f, 0, sizeof(*f));
+	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &f->sd), 0);
+	memset(&mc, 0, sizeof(mc));
+	mc.budgets = b;
+	mc.nbudgets = nb;
+	mc.driver = rsd_simdev_ops();
+	mc.driver_ctx = f->sd;
+	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&mc, &f->m), 0, "%s", rsd_last_error()->message);
+}
+
+void fx_fini(struct fx *f)
+{
+	rsd_manager_destroy(f->m);
+	rsd_simdev_destroy(f->sd);
+}
+
+struct rsd_handle fx_adopt(struct fx *f, struct rsd_location at, enum rsd_replica_mode mode)
+{
+	struct rsd_resident *r;
+	struct rsd_handle h;
+	uint64_t n = N;
+
+	ATF_REQUIRE_EQ_MSG(rsd_resident_alloc(f->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0,
+			   "%s", rsd_last_error()->message);
+	ATF_REQUIRE_EQ_MSG(rsd_adopt(f->m, r, &at, mode, &h), 0, "%s", rsd_last_error()->message);
+	return h;
+}
+
+struct rsd_handle fx_sourced(struct fx *f, struct rsd_location src)
+{
+	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
+	struct src_ctx *ctx = malloc(sizeof(*ctx));
+	struct rsd_source s = { src_load, src_release, ctx };
+	struct rsd_handle h;
+
+	ATF_REQUIRE(ctx);
+	ctx->f = f;
+	ctx->at = src;
+	ATF_REQUIRE_EQ_MSG(rsd_register_source(f->m, &spec, &s, src, &h), 0, "%s",
+			   rsd_last_error()->message);
+	return h;
+}
+
+void fx_ensure(struct fx *f, struct rsd_handle h, struct rsd_location at)
+{
+	ATF_REQUIRE_EQ_MSG(rsd_ensure(f->m, h, at, NULL, NULL), 0, "%s", rsd_last_error()->message);
+}
+
+uint64_t fx_version(struct fx *f)
+{
+	uint64_t v = 0;
+
+	ATF_REQUIRE_EQ(rsd_manager_state_version_get(f->m, &v), 0);
+	return v;
+}
+
+static const struct rsd_value_snapshot *find(const struct rsd_snapshot *s, struct rsd_handle h)
+{
+	for (size_t i = 0; i < s->nvalues; i++)
+		if (rsd_handle_equal(s->values[i].handle, h))
+			return &s->values[i];
+	return NULL;
+}
+
+bool fx_at(struct fx *f, struct rsd_handle h, struct rsd_location at)
+{
+	struct rsd_snapshot *s;
+	const struct rsd_value_snapshot *v;
+	bool found = false;
+
+	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	v = find(s, h);
+	ATF_REQUIRE(v);
+	for (size_t i = 0; i < v->nmaterializations; i++)
+		found |= rsd_location_equal(v->materializations[i].location, at);
+	rsd_snapshot_free(s);
+	return found;
+}
+
+size_t fx_nmat(struct fx *f, struct rsd_handle h)
+{
+	struct rsd_snapshot *s;
+	size_t n;
+
+	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	ATF_REQUIRE(find(s, h));
+	n = find(s, h)->nmaterializations;
+	rsd_snapshot_free(s);
+	return n;
+}
+
+static uint64_t loc_field(struct fx *f, struct rsd_location at, bool used)
+{
+	struct rsd_snapshot *s;
+	uint64_t n = 0;
+
+	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	for (size_t i = 0; i < s->nlocations; i++)
+		if (rsd_location_equal(s->locations[i].location, at))
+			n = used ? s->locations[i].used_bytes : s->locations[i].reserved_bytes;
+	rsd_snapshot_free(s);
+	return n;
+}
+
+uint64_t fx_used(struct fx *f, struct rsd_location at)
+{
+	return loc_field(f, at, true);
+}
+
+uint64_t fx_reserved(struct fx *f, struct rsd_location at)
+{
+	return loc_field(f, at, false);
+}
+
+struct rsd_requirement fx_req(struct rsd_handle h, struct rsd_location at)
+{
+	struct rsd_requirement q = { h, at };
+
+	return q;
+}
+
+bool fx_is_drop(const struct rsd_action *a, struct rsd_handle h, struct rsd_location at)
+{
+	return a->kind == RSD_ACT_DROP && rsd_handle_equal(a->handle, h) &&
+	       rsd_location_equal(a->location, at);
+}
+
+bool fx_is_ensure(const struct rsd_action *a, struct rsd_handle h, struct rsd_location at)
+{
+	return a->kind == RSD_ACT_ENSURE && rsd_handle_equal(a->handle, h) &&
+	       rsd_location_equal(a->location, at);
+}
+
+bool fx_is_move(const struct rsd_action *a, struct rsd_handle h, struct rsd_location to,
+		const struct rsd_location *from)
+{
+	if (a->kind != RSD_ACT_MOVE || !rsd_handle_equal(a->handle, h) ||
+	    !rsd_location_equal(a->location, to) || a->has_from != (from != NULL))
+		return false;
+	return !from || rsd_location_equal(a->from, *from);
+}

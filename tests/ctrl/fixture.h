@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared setup of the controller tests: a manager on the simulated device,
+ * 64-byte values (N in semantics.md's appendix), counted sources.
+ */
+#ifndef RSD_TESTS_CTRL_FIXTURE_H
+#define RSD_TESTS_CTRL_FIXTURE_H
+
+#include <rsd/rsd.h>
+
+#define N 64
+
+struct fx {
+	struct rsd_simdev *sd;
+	struct rsd_manager *m;
+	unsigned loads; /* calls of every source made by fx_sourced */
+};
+
+#define PAGEABLE RSD_LOC_PAGEABLE_HOST
+#define PINNED RSD_LOC_PINNED_HOST
+
+/* Budgets as (location, bytes) pairs, in map order; ndevices simulated GPUs. */
+void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices);
+void fx_fini(struct fx *f);
+struct rsd_handle fx_adopt(struct fx *f, struct rsd_location at, enum rsd_replica_mode mode);
+/* REPLICABLE, RECONSTRUCTIBLE, 64/64, loader returns a fresh value at src. */
+struct rsd_handle fx_sourced(struct fx *f, struct rsd_location src);
+void fx_ensure(struct fx *f, struct rsd_handle h, struct rsd_location at);
+uint64_t fx_version(struct fx *f);
+/* Is h resident at at, and how many materializations does it have? */
+bool fx_at(struct fx *f, struct rsd_handle h, struct rsd_location at);
+size_t fx_nmat(struct fx *f, struct rsd_handle h);
+uint64_t fx_used(struct fx *f, struct rsd_location at);
+uint64_t fx_reserved(struct fx *f, struct rsd_location at);
+
+struct rsd_requirement fx_req(struct rsd_handle h, struct rsd_location at);
+/* Action checks. */
+bool fx_is_drop(const struct rsd_action *a, struct rsd_handle h, struct rsd_location at);
+bool fx_is_ensure(const struct rsd_action *a, struct rsd_handle h, struct rsd_location at);
+bool fx_is_move(const struct rsd_action *a, struct rsd_handle h, struct rsd_location to,
+		const struct rsd_location *from);
+
+#endif
