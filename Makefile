@@ -78,6 +78,7 @@ LIBDIR		?= $(PREFIX)/lib
 INCLUDEDIR	?= $(PREFIX)/include
 PKGCONFIGDIR	?= $(LIBDIR)/pkgconfig
 TESTSDIR	?= $(PREFIX)/tests/rsd
+EXAMPLESDIR	?= $(PREFIX)/share/rsd/examples
 
 # ---------------------------------------------------------------------------
 # Features. CUDA and TRACE are detected once; pass 0 or 1 to force them.
@@ -179,6 +180,7 @@ TEST_C_SRCS	:= $(TEST_SRCS_ALL)
 endif
 TOOL_PROGS	:= $(TOOL_SRCS:%.c=$(B)/%)
 BIN_TOOLS	:= $(filter-out $(B)/tools/examples/%,$(TOOL_PROGS))
+EXAMPLE_PROGS	:= $(filter $(B)/tools/examples/%,$(TOOL_PROGS))
 # Executable scripts in tools/ run in place; they are also copied to
 # $(B)/tools/, so $(B)/tools/ (and BINDIR once installed) holds every tool and
 # a test finds one at $(atf_get_srcdir)/../../tools/NAME in any build dir.
@@ -568,7 +570,8 @@ lint:
 
 # ---------------------------------------------------------------------------
 # Install (honors DESTDIR and PREFIX). Tests go to $(TESTSDIR) in the atf
-# layout, so `kyua test -k $(TESTSDIR)/Kyuafile` runs the installed suite.
+# layout, so `kyua test -k $(TESTSDIR)/Kyuafile` runs the installed suite;
+# tools/examples programs (and their sources) go to $(EXAMPLESDIR).
 D		:= $(DESTDIR)
 INSTALL_TESTS	:= $(patsubst $(B)/tests/%,%,$(TEST_FILES))
 
@@ -583,6 +586,9 @@ install: lib tools tests
 	$(Q)$(INSTALL) -m 644 $(PCFILE) $(D)$(PKGCONFIGDIR)/
 	$(Q)$(INSTALL) -m 644 $(sort $(wildcard include/rsd/*.h)) $(D)$(INCLUDEDIR)/rsd/
 	$(Q)$(if $(BIN_TOOLS)$(TOOL_SCRIPTS),$(INSTALL) -m 755 $(BIN_TOOLS) $(TOOL_SCRIPTS) $(D)$(BINDIR)/)
+	$(Q)$(if $(EXAMPLE_PROGS),$(INSTALL) -d $(D)$(EXAMPLESDIR) && \
+		$(INSTALL) -m 755 $(EXAMPLE_PROGS) $(D)$(EXAMPLESDIR)/ && \
+		$(INSTALL) -m 644 $(EXAMPLE_PROGS:$(B)/%=%.c) $(D)$(EXAMPLESDIR)/)
 	$(Q)for f in $(INSTALL_TESTS); do \
 		if [ -x $(B)/tests/$$f ]; then m=755; else m=644; fi; \
 		$(INSTALL) -D -m $$m $(B)/tests/$$f $(D)$(TESTSDIR)/$$f || exit 1; \
@@ -593,7 +599,7 @@ uninstall:
 	$(Q)rm -f $(D)$(LIBDIR)/librsd.a $(D)$(LIBDIR)/$(REALNAME) $(D)$(LIBDIR)/$(SONAME) \
 		$(D)$(LIBDIR)/librsd.so $(D)$(PKGCONFIGDIR)/librsd.pc \
 		$(addprefix $(D)$(BINDIR)/,$(notdir $(BIN_TOOLS) $(TOOL_SCRIPTS)))
-	$(Q)rm -rf $(D)$(INCLUDEDIR)/rsd $(D)$(TESTSDIR)
+	$(Q)rm -rf $(D)$(INCLUDEDIR)/rsd $(D)$(TESTSDIR) $(D)$(EXAMPLESDIR)
 
 # ---------------------------------------------------------------------------
 clean:
@@ -618,7 +624,7 @@ help:
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
 	@echo '  install        into DESTDIR/PREFIX (/usr/local): lib, headers, librsd.pc,'
-	@echo '                 tools in bin/, tests in tests/rsd/'
+	@echo '                 tools in bin/, examples in share/rsd/examples/, tests in tests/rsd/'
 	@echo '  uninstall      remove what install put there'
 	@echo '  clean          remove the build directory; distclean: build/ and build-san/'
 	@echo

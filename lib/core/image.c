@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "../trace.h"
 
 static pthread_key_t rcu_key;
 static pthread_once_t rcu_key_once = PTHREAD_ONCE_INIT;
@@ -144,6 +145,12 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 	for (unsigned i = 0; i < m->nknown; i++) {
 		locs[i].loc = rsd__slot_loc(m->order[i]);
 		locs[i].acct = m->acct[m->order[i]];
+		/* Rows only ever append: row i of the old table is the same
+		 * location. Feed the managed-bytes-over-time plot. */
+		if (i >= old->nlocs || old->locs[i].acct.used != locs[i].acct.used ||
+		    old->locs[i].acct.reserved != locs[i].acct.reserved)
+			rsd_trace_state(m->id, m->version, locs[i].loc, locs[i].acct.used,
+					locs[i].acct.reserved);
 	}
 	if (old->locs && rsd__retire(old, rsd__retire_free, (void *)old->locs)) {
 		free(locs);

@@ -388,6 +388,8 @@ int rsd_lease_release(struct rsd_lease *obj, unsigned flags)
 		goto out;
 	l = obj->rec;
 	if (l && l->state == RSD_LEASE_ACTIVE) {
+		uint64_t id = l->id; /* l may be freed below */
+
 		if (l->loc.kind != RSD_CUDA) {
 			lease_delete(m, l);
 		} else {
@@ -395,7 +397,7 @@ int rsd_lease_release(struct rsd_lease *obj, unsigned flags)
 			pending = !err && !(flags & RSD_RELEASE_WAIT);
 		}
 		if (!err)
-			rsd_trace_lease_release(m->id, 0, obj->loc, (uint32_t)obj->nstreams,
+			rsd_trace_lease_release(m->id, id, obj->loc, (uint32_t)obj->nstreams,
 						flags & RSD_RELEASE_WAIT, pending);
 	}
 	if (!err) {

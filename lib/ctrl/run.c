@@ -15,8 +15,10 @@
  *   FAIL    a SEARCH level failed, with its PlanningFailure text (popped)
  *
  * A consumer finishes whatever it pushed for one successor before asking
- * for the next, so the frame being resumed or popped is always the top of
- * the stack. Success of any SEARCH level ends the whole search (every
+ * its producer for the next; the producer passes RESUME on to its own
+ * suspended producer, and so on up to the top of the stack. A producer is
+ * exhausted only while it runs with nothing above it, so the frame popped
+ * is always the top. Success of any SEARCH level ends the whole search (every
  * producer above it is abandoned, none records a memo entry); reaching the
  * state limit aborts it from any depth.
  */
@@ -576,7 +578,7 @@ static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **
 			cur = parent;
 			break;
 		case A_RESUME:
-			if ((size_t)o.resume != x->nfr - 1)
+			if (o.resume < 0 || (size_t)o.resume >= x->nfr)
 				goto broken;
 			m.ev = EV_RESUME;
 			cur = o.resume;
