@@ -452,9 +452,10 @@ $(B)/tests/lsan.supp: FORCE
 	$(file >$@,$(LSAN_SUPP))
 
 check: all $(VG_FILES) $(SAN_FILES)
-	@rm -f $(RESULTS)
+	@rm -f $(RESULTS) $(RESULTS:.db=.log)
 	@echo '  KYUA    $(KDIR:$(B)/%=%)/Kyuafile$(if $(filter 1,$(VALGRIND)), (under valgrind))'
-	@rc=0; $(CHECK_ENV) $(KYUA) test --kyuafile $(KDIR)/Kyuafile --results-file $(RESULTS) || rc=$$?; \
+	@rc=0; $(CHECK_ENV) $(KYUA) --logfile=$(RESULTS:.db=.log) test --kyuafile $(KDIR)/Kyuafile \
+		--results-file $(RESULTS) || rc=$$?; \
 	if [ ! -s $(RESULTS) ]; then \
 		echo "kyua test produced no results (exit $$rc)"; \
 		echo "0 passed, 0 failed, 0 skipped"; exit $${rc/#0/1}; \

@@ -26,7 +26,8 @@
  *   rsd_trace_plan_begin/end   around execute and scope entry/exit
  *   rsd_trace_decision         after the controller decides
  *   rsd_trace_state            after a commit, once per location whose used
- *                              or reserved bytes changed
+ *                              or reserved bytes changed, and once when a
+ *                              location first appears (its starting point)
  */
 #ifndef RSD_TRACE_H
 #define RSD_TRACE_H

@@ -284,8 +284,9 @@ LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, decision, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
 /*
  * Accounting at one location after the commit that produced state_version,
- * fired only for locations whose used or reserved bytes changed: the series
- * rsd-trace plots as managed bytes over time.
+ * fired for locations whose used or reserved bytes changed and once when a
+ * location first appears: the series rsd-trace plots as managed bytes over
+ * time.
  */
 LTTNG_UST_TRACEPOINT_EVENT(rsd, state,
 	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, state_version,
