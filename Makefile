@@ -165,7 +165,7 @@ PCFILE		:= $(B)/librsd.pc
 mpi_srcs = $(if $(1),$(shell grep -l -E '^[[:space:]]*\#[[:space:]]*include[[:space:]]*<mpi\.h>' \
 		$(1) 2>/dev/null))
 
-TOOL_SRCS_ALL	:= $(sort $(wildcard tools/*.c tools/examples/*.c))
+TOOL_SRCS_ALL	:= $(sort $(wildcard tools/*.c tools/examples/*.c tools/examples/*/*.c))
 TEST_SRCS_ALL	:= $(filter-out $(TEST_EXCLUDE),$(sort $(wildcard tests/*/t_*.c)))
 MPI_SRCS	:= $(call mpi_srcs,$(TOOL_SRCS_ALL) $(TEST_SRCS_ALL))
 ifneq ($(MPI_OK),y)
@@ -178,9 +178,14 @@ else
 TOOL_SRCS	:= $(TOOL_SRCS_ALL)
 TEST_C_SRCS	:= $(TEST_SRCS_ALL)
 endif
-TOOL_PROGS	:= $(TOOL_SRCS:%.c=$(B)/%)
+# tools/NAME.c -> $(B)/tools/NAME; tools/examples/NAME.c and
+# tools/examples/GROUP/NAME.c -> $(B)/tools/examples/NAME.
+prog_of		= $(if $(filter 4,$(words $(subst /, ,$(1)))),\
+		     $(B)/tools/examples/$(notdir $(1:.c=)),$(B)/$(1:.c=))
+TOOL_PROGS	:= $(foreach s,$(TOOL_SRCS),$(call prog_of,$(s)))
 BIN_TOOLS	:= $(filter-out $(B)/tools/examples/%,$(TOOL_PROGS))
 EXAMPLE_PROGS	:= $(filter $(B)/tools/examples/%,$(TOOL_PROGS))
+EXAMPLE_SRCS	:= $(filter tools/examples/%,$(TOOL_SRCS))
 # Executable scripts in tools/ run in place; they are also copied to
 # $(B)/tools/, so $(B)/tools/ (and BINDIR once installed) holds every tool and
 # a test finds one at $(atf_get_srcdir)/../../tools/NAME in any build dir.
@@ -220,7 +225,7 @@ ALL_OBJS	:= $(LIB_OBJS) $(TP_OBJS) $(TOOL_SRCS:%.c=$(B)/%.o) \
 # Per-file knobs in kbuild style: CFLAGS_cuda.o, LDLIBS_rsd-bench.
 $(foreach s,$(filter $(MPI_SRCS),$(TOOL_SRCS) $(TEST_C_SRCS)),\
 	$(eval $(B)/$(s:.c=.o): EXTRA_CFLAGS += $(MPI_CFLAGS))\
-	$(eval $(B)/$(s:.c=): EXTRA_LIBS += $(MPI_LIBS)))
+	$(eval $(call prog_of,$(s)): EXTRA_LIBS += $(MPI_LIBS)))
 
 # ---------------------------------------------------------------------------
 # Rebuild everything when the flags change: $(B)/.flags holds the last set
@@ -300,9 +305,12 @@ $(PCFILE): lib/librsd.pc.in FORCE
 # registered even when no archive member pulls them in.
 PROG_LIBS	= $(TP_OBJS) $(LIBA) $(EXTRA_LIBS) $(LIB_LDLIBS) -lm $(LDLIBS) $(LDLIBS_$(notdir $@))
 
-$(TOOL_PROGS): $(B)/%: $(B)/%.o $(LIBA) $(TP_OBJS)
-	$(call msg,CCLD,$@)
-	$(Q)$(CC) $(RSD_CFLAGS) $(RSD_LDFLAGS) -o $@ $< $(PROG_LIBS)
+define tool_rule
+$(call prog_of,$(1)): $(B)/$(1:.c=.o) $(LIBA) $(TP_OBJS)
+	$$(call msg,CCLD,$$@)
+	$$(Q)$$(CC) $$(RSD_CFLAGS) $$(RSD_LDFLAGS) -o $$@ $$< $$(PROG_LIBS)
+endef
+$(foreach s,$(TOOL_SRCS),$(eval $(call tool_rule,$(s))))
 
 test_helpers_of = $(filter $(B)/$(patsubst %/,%,$(dir $(patsubst $(B)/%,%,$(1))))/%,$(TEST_HELPER_OBJS))
 
@@ -589,7 +597,7 @@ install: lib tools tests
 	$(Q)$(if $(BIN_TOOLS)$(TOOL_SCRIPTS),$(INSTALL) -m 755 $(BIN_TOOLS) $(TOOL_SCRIPTS) $(D)$(BINDIR)/)
 	$(Q)$(if $(EXAMPLE_PROGS),$(INSTALL) -d $(D)$(EXAMPLESDIR) && \
 		$(INSTALL) -m 755 $(EXAMPLE_PROGS) $(D)$(EXAMPLESDIR)/ && \
-		$(INSTALL) -m 644 $(EXAMPLE_PROGS:$(B)/%=%.c) $(D)$(EXAMPLESDIR)/)
+		$(INSTALL) -m 644 $(EXAMPLE_SRCS) $(D)$(EXAMPLESDIR)/)
 	$(Q)for f in $(INSTALL_TESTS); do \
 		if [ -x $(B)/tests/$$f ]; then m=755; else m=644; fi; \
 		$(INSTALL) -D -m $$m $(B)/tests/$$f $(D)$(TESTSDIR)/$$f || exit 1; \
