@@ -16,6 +16,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${RSD_BUILD_DIR:-$here/../build}
 demo=$build/tools/rsd-demo
 out=${RSD_DEMO_OUT:-$build/demo}
+# Installed: rsd-demo and rsd-trace sit beside this script.
+if [ ! -x "$demo" ] && [ -x "$here/rsd-demo" ]; then
+	demo=$here/rsd-demo
+	out=${RSD_DEMO_OUT:-${TMPDIR:-/tmp}/rsd-demo.$$}
+fi
 
 [ -x "$demo" ] || { echo "rsd-demo.sh: $demo is not built (run make)" >&2; exit 2; }
 

@@ -64,7 +64,7 @@ int rsd_location_parse(const char *text, struct rsd_location *out)
 		*out = RSD_LOC_PINNED_HOST;
 		return 0;
 	}
-	if (strncmp(text, "cuda", 4))
+	if (strncmp(text, "cuda", 4) != 0)
 		return rsd__err(RSD_EINVAL, "unsupported residency location kind in '%s'", text);
 	p = text + 4;
 	if (*p != ':' || p[1] < '0' || p[1] > '9' || (p[1] == '0' && p[2]))

@@ -3,15 +3,22 @@
 # The examples in tools/examples are built by make and run here, so they
 # cannot rot: each must exit 0 and print what it promises.
 
-example() {
-	for d in "${RSD_BUILD_DIR:-}/tools/examples" "$(atf_get_srcdir)/../../tools/examples" \
-		"$(atf_get_srcdir)/../../bin"; do
+# Sets $prog to the example's path, or leaves it empty.
+find_example() {
+	prog=
+	for d in "${RSD_BUILD_DIR:-/nonexistent}/tools/examples" \
+		"$(atf_get_srcdir)/../../tools/examples" \
+		"$(atf_get_srcdir)/../../../share/rsd/examples"; do
 		if [ -x "$d/$1" ]; then
-			echo "$d/$1"
+			prog=$d/$1
 			return 0
 		fi
 	done
-	atf_skip "example $1 not built (set RSD_BUILD_DIR)"
+	return 1
+}
+
+need_example() {
+	find_example "$1" || atf_skip "example $1 is not built (set RSD_BUILD_DIR)"
 }
 
 atf_test_case explicit
@@ -19,7 +26,7 @@ explicit_head() {
 	atf_set "descr" "explicit residency: adopt, move, lease, explain and a scope"
 }
 explicit_body() {
-	prog=$(example explicit) || return
+	need_example explicit
 	atf_check -s exit:0 -o match:"moved 32768 bytes, no_op=0" \
 		-o match:"metadata travelled: level=3 scale=2\^40" \
 		-o match:"plan stage-1 feasible=1, predicted pinned peak 49152 bytes" \
@@ -31,21 +38,60 @@ source_head() {
 	atf_set "descr" "a reconstruction source reloads a dropped key exactly once"
 }
 source_body() {
-	prog=$(example source) || return
+	need_example source
 	atf_check -s exit:0 -o match:"loads=2, key resident at 1 location" "$prog"
 }
 
 atf_test_case automatic
 automatic_head() {
-	atf_set "descr" "automatic residency: controller, policy metadata, use"
+	atf_set "descr" "automatic residency: the LRU evicts the least recently used block"
 }
 automatic_body() {
-	prog=$(example automatic) || return
-	atf_check -s exit:0 -o match:"evictions" "$prog"
+	need_example automatic
+	atf_check -s exit:0 -o save:out "$prog"
+	# Ids: manager 1, blocks 2, 3, 4. Stage 2 evicts block 0 (id 2),
+	# stage 3 the older block 1 (id 3), stage 4 block 0 again: block 2
+	# has a higher priority.
+	atf_check -o match:"stage 2: block 2 in pinned, 1 evictions \[drop 2:" cat out
+	atf_check -o match:"stage 3: block 0 in pinned, 1 evictions \[drop 3:" cat out
+	atf_check -o match:"stage 4: block 1 in pinned, 1 evictions \[drop 2:" cat out
+	atf_check -o match:"stage 5: block 2 in pinned, 0 evictions" cat out
+}
+
+atf_test_case mpi
+mpi_head() {
+	atf_set "descr" "two MPI ranks: a value sent by one is adopted by the other under a new handle"
+	atf_set "timeout" "120"
+}
+mpi_body() {
+	command -v mpirun >/dev/null 2>&1 || atf_skip "MPI is absent: mpirun is not installed"
+	find_example mpi_exchange || atf_skip "example mpi_exchange is not built (no mpicc?)"
+	atf_check -s exit:0 -o save:out -e ignore \
+		mpirun --allow-run-as-root --oversubscribe -np 2 "$prog"
+	atf_check -o match:"rank 0 pid [0-9]+: manager [0-9]+ adopted handle [0-9]+, checksum ok" cat out
+	atf_check -o match:"rank 1 pid [0-9]+: manager [0-9]+ adopted handle [0-9]+, checksum ok, metadata level=5" cat out
+}
+
+atf_test_case demo
+demo_head() {
+	atf_set "descr" "the demo workload finishes with every value intact"
+	atf_set "timeout" "300"
+}
+demo_body() {
+	for d in "${RSD_BUILD_DIR:-/nonexistent}/tools" "$(atf_get_srcdir)/../../tools" \
+		"$(atf_get_srcdir)/../../../bin"; do
+		[ -x "$d/rsd-demo" ] && prog=$d/rsd-demo && break
+	done
+	[ -n "${prog:-}" ] || atf_skip "rsd-demo is not built"
+	atf_check -s exit:0 -o save:out -e ignore "$prog" -s 12 -q
+	atf_check -o match:"verified 24 ciphertexts and 6 keys .*: all intact" cat out
+	atf_check -o match:"device: cuda:0 (is the simulated device|through the CUDA runtime)" cat out
 }
 
 atf_init_test_cases() {
 	atf_add_test_case explicit
 	atf_add_test_case source
 	atf_add_test_case automatic
+	atf_add_test_case mpi
+	atf_add_test_case demo
 }

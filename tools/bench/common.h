@@ -26,7 +26,7 @@ struct bench_opts {
 extern struct bench_opts bench_opts;
 
 /* Pick the quick or the full count. */
-#define QF(quick, full) (bench_opts.quick ? (quick) : (full))
+#define QF(q_, f_) (bench_opts.quick ? (q_) : (f_))
 
 enum bench_tkind {
 	TGT_NONE,

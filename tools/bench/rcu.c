@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Lock-free observation: snapshots read the last published image and never
+ * wait for the writer, and readers do not slow the writer down.
+ *
+ * The baseline "snapshot that locks the writer mutex" cannot be built from
+ * the public API: rsd_manager_reap() takes the transition lock, but during a
+ * source load it fails at once with -RSD_EREENTRANT instead of waiting, so
+ * "reap, then snapshot" would never block there. The baseline therefore uses
+ * a process-local FIFO lock that the benchmark's writer thread holds around
+ * each of its operations (the 200 ms load included) and that the baseline
+ * reader takes around rsd_snapshot_take(): what a snapshot behind the
+ * writer's mutex costs. The writer takes that lock in both arms, so only the
+ * reader differs. FIFO (a ticket lock), so that neither side starves.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define VAL_BYTES 4096u
+#define LAT_VALUES 1000u /* values in the manager for the latency cases */
+#define SLOW_LOAD_NS 200000000u
+
+struct fifo_lock {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t next, serving; /* protected by mu */
+};
+
+static void fifo_lock(struct fifo_lock *l)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&l->mu);
+	t = l->next++;
+	while (l->serving != t)
+		pthread_cond_wait(&l->cv, &l->mu);
+	pthread_mutex_unlock(&l->mu);
+}
+
+static void fifo_unlock(struct fifo_lock *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->serving++;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+}
+
+enum writer_kind { W_CYCLE, W_SLOW_LOAD };
+
+struct rcu_env {
+	struct rsd_manager *m;
+	struct rsd_handle cyc;  /* replicable pageable value: ensure/drop at pinned */
+	struct rsd_handle slow; /* source whose load sleeps 200 ms */
+	struct fifo_lock lock;
+	atomic_bool stop;
+	atomic_ulong cycles;
+	atomic_ulong slow_loads;
+	enum writer_kind wk;
+	/* readers of the throughput case */
+	uint64_t pace_ns; /* 0: back to back */
+};
+
+static int slow_load(void *ctx, struct rsd_resident **out)
+{
+	struct rcu_env *e = ctx;
+	uint64_t nb = VAL_BYTES;
+
+	bench_sleep_ns(SLOW_LOAD_NS);
+	atomic_fetch_add(&e->slow_loads, 1);
+	return rsd_resident_alloc(e->m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &nb, NULL, 0,
+				  out);
+}
+
+static void rcu_env_init(struct rcu_env *e, size_t nvalues)
+{
+	struct rsd_value_spec sp = { &rsd_resident_type, VAL_BYTES, VAL_BYTES, RSD_REPLICABLE,
+				     RSD_RECONSTRUCTIBLE };
+	struct rsd_source src = { slow_load, NULL, e };
+
+	memset(e, 0, sizeof(*e));
+	pthread_mutex_init(&e->lock.mu, NULL);
+	pthread_cond_init(&e->lock.cv, NULL);
+	e->m = bench_manager(NULL, 0);
+	e->cyc = bench_adopt(e->m, VAL_BYTES, RSD_REPLICABLE, true);
+	CK(rsd_register_source(e->m, &sp, &src, RSD_LOC_PAGEABLE_HOST, &e->slow));
+	for (size_t i = 2; i < nvalues; i++)
+		bench_adopt(e->m, VAL_BYTES, RSD_REPLICABLE, false);
+}
+
+static void rcu_env_fini(struct rcu_env *e)
+{
+	bench_manager_end(e->m);
+	pthread_mutex_destroy(&e->lock.mu);
+	pthread_cond_destroy(&e->lock.cv);
+}
+
+static void *writer_main(void *arg)
+{
+	struct rcu_env *e = arg;
+
+	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+		if (e->wk == W_CYCLE) {
+			fifo_lock(&e->lock);
+			CK(rsd_ensure(e->m, e->cyc, RSD_LOC_PINNED_HOST, NULL, NULL));
+			fifo_unlock(&e->lock);
+			fifo_lock(&e->lock);
+			CK(rsd_drop(e->m, e->cyc, RSD_LOC_PINNED_HOST, NULL));
+			fifo_unlock(&e->lock);
+		} else {
+			fifo_lock(&e->lock);
+			CK(rsd_ensure(e->m, e->slow, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
+			fifo_unlock(&e->lock);
+			fifo_lock(&e->lock);
+			CK(rsd_drop(e->m, e->slow, RSD_LOC_PAGEABLE_HOST, NULL));
+			fifo_unlock(&e->lock);
+		}
+		atomic_fetch_add_explicit(&e->cycles, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void *reader_main(void *arg)
+{
+	struct rcu_env *e = arg;
+	struct rsd_snapshot *s;
+
+	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+		CK(rsd_snapshot_take(e->m, &s));
+		rsd_snapshot_free(s);
+		if (e->pace_ns)
+			bench_sleep_ns(e->pace_ns);
+	}
+	return NULL;
+}
+
+/* snapshot_10k: one snapshot of 10,000 materialized 4 KiB values. */
+static void case_snapshot_10k(void)
+{
+	size_t n = 10000, reps = QF(21, 101);
+	struct rsd_manager *m = bench_manager(NULL, 0);
+	struct rsd_snapshot *s;
+	double *v = calloc(reps, sizeof(*v));
+	struct bench_fig *f;
+
+	for (size_t i = 0; i < n; i++)
+		bench_adopt(m, VAL_BYTES, RSD_REPLICABLE, false);
+	for (size_t i = 0; i < 5; i++) {
+		CK(rsd_snapshot_take(m, &s));
+		if (s->nvalues != n)
+			bench_fail("snapshot value count", -RSD_EUSAGE);
+		rsd_snapshot_free(s);
+	}
+	for (size_t r = 0; r < reps; r++) {
+		uint64_t t0 = bench_now_ns();
+
+		CK(rsd_snapshot_take(m, &s));
+		v[r] = (double)(bench_now_ns() - t0) / 1e6;
+		rsd_snapshot_free(s);
+	}
+	bench_manager_end(m);
+	f = bench_fig("snapshot_10k", "take_ms", bench_median(v, reps), "ms");
+	bench_fig_py(f, 67);
+	bench_fig_target(f, TGT_MAX, 1);
+	free(v);
+}
+
+/*
+ * Snapshot latency (take only) on the main thread while a writer thread
+ * runs; locked: the baseline reader takes the writer's FIFO lock.
+ */
+static void latency_run(enum writer_kind wk, bool locked, uint64_t dur_ns, double *p50,
+			double *p99, double *pmax, size_t *nsamples, unsigned long *wcycles)
+{
+	size_t cap = 1u << 20, n = 0;
+	double *lat = malloc(cap * sizeof(*lat));
+	struct rcu_env e;
+	pthread_t w;
+	uint64_t end;
+
+	if (!lat)
+		bench_fail("malloc", -RSD_ENOMEM);
+	rcu_env_init(&e, LAT_VALUES);
+	e.wk = wk;
+	if (pthread_create(&w, NULL, writer_main, &e))
+		bench_fail("pthread_create", -RSD_ENOMEM);
+	/* Let the writer get going (into its first load in the slow case). */
+	bench_sleep_ns(wk == W_SLOW_LOAD ? 20000000u : 5000000u);
+	end = bench_now_ns() + dur_ns;
+	while (n < cap) {
+		struct rsd_snapshot *s;
+		uint64_t t0 = bench_now_ns(), t1;
+
+		if (t0 >= end)
+			break;
+		if (locked)
+			fifo_lock(&e.lock);
+		CK(rsd_snapshot_take(e.m, &s));
+		if (locked)
+			fifo_unlock(&e.lock);
+		t1 = bench_now_ns();
+		lat[n++] = (double)(t1 - t0) / 1e6;
+		rsd_snapshot_free(s);
+	}
+	atomic_store(&e.stop, true);
+	pthread_join(w, NULL);
+	*wcycles = atomic_load(&e.cycles);
+	*nsamples = n;
+	*p99 = bench_pct(lat, n, 99);
+	*p50 = bench_pct(lat, n, 50);
+	*pmax = lat[n - 1];
+	rcu_env_fini(&e);
+	free(lat);
+}
+
+static void latency_case(const char *cs, enum writer_kind wk, uint64_t dur_ns)
+{
+	double p50[2], p99[2], pmax[2];
+	size_t ns[2];
+	unsigned long wc[2];
+	struct bench_fig *f;
+
+	for (int locked = 0; locked < 2; locked++)
+		latency_run(wk, locked, dur_ns, &p50[locked], &p99[locked], &pmax[locked],
+			    &ns[locked], &wc[locked]);
+	bench_line(cs, "locked_p50_ms", p50[1], "ms");
+	bench_line(cs, "locked_p99_ms", p99[1], "ms");
+	bench_line(cs, "locked_max_ms", pmax[1], "ms");
+	bench_line(cs, "locked_samples", (double)ns[1], "count");
+	f = bench_fig(cs, "p50_ms", p50[0], "ms");
+	bench_fig_base(f, "locked", p50[1]);
+	f = bench_fig(cs, "p99_ms", p99[0], "ms");
+	bench_fig_base(f, "locked", p99[1]);
+	bench_fig_target(f, TGT_MAX, 1);
+	bench_line(cs, "max_ms", pmax[0], "ms");
+	bench_line(cs, "samples", (double)ns[0], "count");
+	bench_line(cs, "writer_cycles", (double)wc[0], "count");
+}
+
+static void case_snapshot_latency_writer(void)
+{
+	latency_case("snap_lat_writer", W_CYCLE, QF(300000000u, 2000000000u));
+	bench_note("snap_lat_*: latency of rsd_snapshot_take on %u values; baseline 'locked' = "
+		   "the same reader taking a FIFO lock the writer thread holds around each "
+		   "operation (see tools/bench/rcu.c)",
+		   LAT_VALUES);
+}
+
+static void case_snapshot_latency_load(void)
+{
+	latency_case("snap_lat_load", W_SLOW_LOAD, QF(450000000u, 2100000000u));
+	bench_note("snap_lat_load: the writer thread loops ensure (a source load sleeping 200 ms) "
+		   "+ drop");
+}
+
+/* Writer ensure/drop cycles per second with nreaders snapshot threads. */
+static double writer_rate(unsigned nreaders, uint64_t pace_ns, uint64_t dur_ns)
+{
+	struct rcu_env e;
+	pthread_t w, rd[4];
+	unsigned long c0, c1;
+	uint64_t t0, t1;
+
+	rcu_env_init(&e, LAT_VALUES);
+	e.wk = W_CYCLE;
+	e.pace_ns = pace_ns;
+	for (unsigned i = 0; i < nreaders; i++)
+		if (pthread_create(&rd[i], NULL, reader_main, &e))
+			bench_fail("pthread_create", -RSD_ENOMEM);
+	if (pthread_create(&w, NULL, writer_main, &e))
+		bench_fail("pthread_create", -RSD_ENOMEM);
+	bench_sleep_ns(dur_ns / 10);
+	c0 = atomic_load(&e.cycles);
+	t0 = bench_now_ns();
+	bench_sleep_ns(dur_ns);
+	c1 = atomic_load(&e.cycles);
+	t1 = bench_now_ns();
+	atomic_store(&e.stop, true);
+	pthread_join(w, NULL);
+	for (unsigned i = 0; i < nreaders; i++)
+		pthread_join(rd[i], NULL);
+	rcu_env_fini(&e);
+	return (double)(c1 - c0) * 1e9 / (double)(t1 - t0);
+}
+
+static void case_writer_throughput(void)
+{
+	uint64_t dur = QF(200000000u, 1000000000u);
+	size_t reps = QF(1, 3);
+	double alone[4], two[4], paced[4];
+	struct bench_fig *f;
+
+	for (size_t r = 0; r < reps; r++) {
+		alone[r] = writer_rate(0, 0, dur);
+		two[r] = writer_rate(2, 0, dur);
+		paced[r] = writer_rate(2, 1000000u, dur);
+	}
+	bench_line("writer_tput", "alone_cps", bench_median(alone, reps), "1/s");
+	f = bench_fig("writer_tput", "2readers_cps", bench_median(two, reps), "1/s");
+	bench_fig_base(f, "alone", bench_median(alone, reps));
+	bench_fig_target(f, TGT_RATIO_MIN, 0.8);
+	f = bench_fig("writer_tput", "2readers_paced_cps", bench_median(paced, reps), "1/s");
+	bench_fig_base(f, "alone", bench_median(alone, reps));
+	bench_note("writer_tput: ensure+drop cycles/s of one writer thread; readers take "
+		   "snapshots of %u values back to back, or paced one per ms; the machine has "
+		   "%ld CPUs, so 2 busy readers + 1 writer share them",
+		   LAT_VALUES, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/* Ensure/drop cycle cost with few and with many values registered. */
+static void case_cycle_scale(void)
+{
+	size_t small = 1000, big = QF(100000, 1000000);
+	size_t iters = QF(20000, 100000), reps = QF(3, 7);
+	double ns[2];
+	char metric[32];
+	struct bench_fig *f;
+
+	for (int i = 0; i < 2; i++) {
+		size_t n = i ? big : small;
+		struct rsd_manager *m = bench_manager(NULL, 0);
+		struct rsd_handle h = bench_adopt(m, VAL_BYTES, RSD_REPLICABLE, true);
+		uint64_t t0 = bench_now_ns();
+
+		bench_sources(m, n - 1, VAL_BYTES, NULL);
+		if (i)
+			bench_line("cycle_scale", "register_source_ns",
+				   (double)(bench_now_ns() - t0) / (double)(n - 1), "ns");
+		ns[i] = bench_cycle_ns(m, h, iters, reps);
+		bench_manager_end(m);
+	}
+	bench_line("cycle_scale", "cycle_1k_ns", ns[0], "ns");
+	snprintf(metric, sizeof(metric), "cycle_%zuk_ns", big / 1000);
+	f = bench_fig("cycle_scale", metric, ns[1], "ns");
+	bench_fig_base(f, "1k", ns[0]);
+	bench_fig_target(f, TGT_RATIO_MAX, 2);
+}
