@@ -3,6 +3,7 @@
  * Error codes and the thread-local last-error record. A failure is recorded
  * once, where its facts are known; everything above passes the code up.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,7 +41,7 @@ static const char *const err_names[RSD_EMAX] = {
 const char *rsd_strerror(int err)
 {
 	if (err < 0)
-		err = -err;
+		err = err == INT_MIN ? RSD_EMAX : -err;
 	if (err >= RSD_EMAX)
 		return "unknown error";
 	return err_names[err];
@@ -49,7 +50,7 @@ const char *rsd_strerror(int err)
 bool rsd_err_is_plan_error(int err)
 {
 	if (err < 0)
-		err = -err;
+		err = err == INT_MIN ? 0 : -err;
 	return err == RSD_EPLAN || err == RSD_ESTALE || err == RSD_ESEARCHLIMIT;
 }
 
@@ -85,7 +86,7 @@ void rsd__err_clear(void)
 int rsd__verr(int code, const char *fmt, va_list ap)
 {
 	if (code < 0)
-		code = -code;
+		code = code == INT_MIN ? RSD_EUSAGE : -code;
 	rsd__err_clear();
 	last_error.code = code;
 	vsnprintf(last_error.message, sizeof(last_error.message), fmt, ap);

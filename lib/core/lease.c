@@ -351,7 +351,10 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	l->nevents = obj->nstreams;
 	l->state = RSD_LEASE_PENDING;
 	l->pending_since_ns = rsd__now_ns();
+	/* The caller's object no longer owns the record: reaping or close may
+	 * free it even if waiting below fails. */
 	l->obj = NULL;
+	obj->rec = NULL;
 	tokens(m, l, -1, +1);
 	m->pending_dirty = true;
 	rsd__bump(m);

@@ -114,15 +114,23 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 {
 	const struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
+	char name[RSD_LOCATION_NAME_MAX];
 
-	if (!a->known || !a->has_budget)
-		return 0;
-	/* used + reserved <= budget always holds, so no subtraction wraps;
-	 * comparing against the remainder keeps n near UINT64_MAX exact. */
-	if (n <= a->budget - a->used - a->reserved)
-		return 0;
-	rsd_trace_budget_reject(m->id, at, a->budget, a->used, a->reserved, n);
-	return rsd__err_budget(at, a->budget, a->used, a->reserved, n);
+	if (a->known && a->has_budget) {
+		/* used + reserved <= budget always holds, so no subtraction
+		 * wraps; comparing with the remainder keeps n near 2^64 exact. */
+		if (n <= a->budget - a->used - a->reserved)
+			return 0;
+		rsd_trace_budget_reject(m->id, at, a->budget, a->used, a->reserved, n);
+		return rsd__err_budget(at, a->budget, a->used, a->reserved, n);
+	}
+	/* Unbudgeted counters must stay exact sums: refuse what would wrap. */
+	if (n > UINT64_MAX - a->used - a->reserved)
+		return rsd__err(RSD_EINVAL,
+				"%llu more bytes at %s would overflow its byte counters (used %llu, reserved %llu)",
+				(unsigned long long)n, rsd_location_name(at, name, sizeof(name)),
+				(unsigned long long)a->used, (unsigned long long)a->reserved);
+	return 0;
 }
 
 void rsd__bump(struct rsd_manager *m)

@@ -72,7 +72,7 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 	if (!nbuf)
 		return rsd__err(RSD_EINVAL, "a value needs at least one buffer");
 	if (!rsd_location_valid(at))
-		return rsd__err(RSD_EINVAL, "invalid residency location (kind %d, device %d)",
+		return rsd__err(RSD_ETYPE, "not a residency location (kind %d, device %d)",
 				(int)at.kind, at.device);
 	if (at.kind == RSD_CUDA && at.device >= ndevices)
 		return rsd__err(RSD_EINVAL, ndevices ? "Residency location %s is not available in this process"

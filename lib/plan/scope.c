@@ -130,7 +130,7 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
 		rsd_trace_plan_begin(m->id, p->name, "scope-enter");
 		err = enter_locked(m, s);
 		rsd_trace_plan_end(m->id, p->name, "scope-enter",
-				   rsd_phase_name((enum rsd_plan_phase)rsd_last_error()->phase), err,
+				   rsd_phase_name(err ? rsd_last_error()->phase : RSD_PHASE_NONE), err,
 				   (uint32_t)s->ntrans);
 		rsd__writer_exit(m);
 	}

@@ -56,6 +56,13 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
+/* a + b + c, saturated; *wrapped says whether the exact sum exceeds 2^64-1. */
+static uint64_t sum3(uint64_t a, uint64_t b, uint64_t c, bool *wrapped)
+{
+	*wrapped = a + b < a || a + b + c < a + b;
+	return sat_add(sat_add(a, b), c);
+}
+
 static bool has(const struct sim_val *v, unsigned slot)
 {
 	return v->locs[slot / 64] >> (slot % 64) & 1;
@@ -172,15 +179,22 @@ static bool add(struct sim *s, struct sim_val *v, struct rsd_location at, bool t
 	char name[RSD_LOCATION_NAME_MAX];
 	struct sim_loc *l;
 	uint64_t total;
+	bool wrapped;
 
 	if (!prepare(s, at))
 		return false;
 	l = &s->loc[rsd__loc_slot(at)];
-	total = sat_add(sat_add(l->used, l->reserved), v->iv->spec.storage_nbytes);
+	total = sum3(l->used, l->reserved, v->iv->spec.storage_nbytes, &wrapped);
 	if (total > l->peak)
 		l->peak = total;
-	if (l->has_budget && total > l->budget) {
-		fail(s, fmt("Transition exceeds budget at %s", lname(at, name)));
+	/* A sum past 2^64-1 is over any budget (and execution refuses to
+	 * wrap the counters of an unbudgeted location). */
+	if ((l->has_budget && total > l->budget) || wrapped) {
+		if (l->has_budget)
+			fail(s, fmt("Transition exceeds budget at %s", lname(at, name)));
+		else
+			fail(s, fmt("Transition would overflow the byte counters at %s",
+				    lname(at, name)));
 		return false;
 	}
 	if (!temporary) {
@@ -489,15 +503,18 @@ static bool sim_reservation(struct sim *s, const struct rsd_reservation_spec *r)
 {
 	char name[RSD_LOCATION_NAME_MAX], label[256];
 	struct sim_loc *l;
+	uint64_t total;
+	bool wrapped;
 
 	s->reason = NULL;
 	if (!prepare(s, r->location))
 		return false;
 	l = &s->loc[rsd__loc_slot(r->location)];
+	total = sum3(l->used, l->reserved, r->nbytes, &wrapped);
 	l->reserved = sat_add(l->reserved, r->nbytes);
-	if (sat_add(l->used, l->reserved) > l->peak)
-		l->peak = sat_add(l->used, l->reserved);
-	if (l->has_budget && sat_add(l->used, l->reserved) > l->budget) {
+	if (total > l->peak)
+		l->peak = total;
+	if ((l->has_budget && total > l->budget) || wrapped) {
 		fail(s, fmt("Reservation %s exceeds budget at %s",
 			    rsd__quote(r->label, label, sizeof(label)), lname(r->location, name)));
 		return false;

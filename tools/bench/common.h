@@ -18,6 +18,11 @@
 
 #include <rsd/rsd.h>
 
+/* The Makefile passes -DRSD_TRACE=0|1 to every compile. */
+#ifndef RSD_TRACE
+#define RSD_TRACE 0
+#endif
+
 struct bench_opts {
 	bool quick;   /* small iteration counts: the whole run in seconds */
 	bool scaling; /* run the 1k..1M scaling sweep */
