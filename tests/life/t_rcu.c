@@ -1,0 +1,709 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Lock-free observation (architecture.md "one writer path, lock-free
+ * readers"; semantics.md §11, §13.6, §17.2): snapshots taken while other
+ * threads mutate are each one consistent state, state_version never goes
+ * backwards for a reader, and a source load holding the writer path
+ * neither blocks readers nor lets other writers in (they fail with
+ * RSD_EREENTRANT at once instead of waiting).
+ *
+ * Helper threads never call ATF macros (not thread-safe): they record the
+ * first failure, which the main thread checks after joining them.
+ */
+#include <atf-c.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rsd/rsd.h>
+
+/* ---- failure box for helper threads --------------------------------------- */
+
+static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
+static int nfail;
+static char first_fail[1024];
+
+static void failf(const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&fail_mu);
+	if (!nfail++) {
+		va_start(ap, fmt);
+		vsnprintf(first_fail, sizeof(first_fail), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&fail_mu);
+}
+
+#define CHECK_NO_FAILURES() ATF_CHECK_EQ_MSG(nfail, 0, "%d failure(s), first: %s", nfail, first_fail)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- fixture --------------------------------------------------------------- */
+
+static struct rsd_simdev *sd;
+static struct rsd_manager *m;
+
+static struct rsd_location cuda(int d)
+{
+	struct rsd_location l = { RSD_CUDA, d };
+
+	return l;
+}
+
+static void setup(const struct rsd_budget *b, size_t nb)
+{
+	struct rsd_simdev_config sc = { .ndevices = 2, .auto_complete = true, .pooled = true };
+	struct rsd_manager_config cfg = { 0 };
+
+	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &sd), 0);
+	cfg.driver = rsd_simdev_ops();
+	cfg.driver_ctx = sd;
+	cfg.budgets = b;
+	cfg.nbudgets = nb;
+	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
+}
+
+static void teardown(void)
+{
+	rsd_manager_destroy(m);
+	m = NULL;
+	rsd_simdev_destroy(sd);
+	sd = NULL;
+}
+
+static struct rsd_handle put(struct rsd_location at, uint64_t n)
+{
+	struct rsd_resident *r = NULL;
+	struct rsd_handle h;
+
+	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
+	ATF_REQUIRE_EQ(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h), 0);
+	return h;
+}
+
+static uint64_t ver(void)
+{
+	uint64_t v = 0;
+
+	ATF_REQUIRE_EQ(rsd_manager_state_version_get(m, &v), 0);
+	return v;
+}
+
+/* ---- snapshot invariants (§13.6, §9.2, §13.4) ------------------------------- */
+
+static bool loc_known(const struct rsd_snapshot *s, struct rsd_location at)
+{
+	for (size_t i = 0; i < s->nlocations; i++)
+		if (rsd_location_equal(s->locations[i].location, at))
+			return true;
+	return false;
+}
+
+#define INV(cond, ...)                                                                   \
+	do {                                                                             \
+		if (!(cond)) {                                                           \
+			failf(__VA_ARGS__);                                              \
+			return false;                                                    \
+		}                                                                        \
+	} while (0)
+
+static bool check_values(const struct rsd_snapshot *s)
+{
+	for (size_t i = 0; i < s->nvalues; i++) {
+		const struct rsd_value_snapshot *v = &s->values[i];
+
+		for (size_t j = 0; j < i; j++)
+			INV(!rsd_handle_equal(s->values[j].handle, v->handle),
+			    "v%llu: duplicate handle", (unsigned long long)s->state_version);
+		INV(v->has_source == v->has_source_location, "v%llu: has_source mismatch",
+		    (unsigned long long)s->state_version);
+		INV(!v->discarded || (!v->has_source && !v->nmaterializations),
+		    "v%llu: discarded value with source or copies",
+		    (unsigned long long)s->state_version);
+		for (size_t k = 0; k < v->nmaterializations; k++) {
+			const struct rsd_materialization_snapshot *x = &v->materializations[k];
+
+			for (size_t j = 0; j < k; j++)
+				INV(!rsd_location_equal(v->materializations[j].location, x->location),
+				    "v%llu: value %llu has two copies at one location",
+				    (unsigned long long)s->state_version,
+				    (unsigned long long)v->handle.id);
+			INV(loc_known(s, x->location), "v%llu: copy at an unknown location",
+			    (unsigned long long)s->state_version);
+			INV(x->logical_nbytes == v->spec.logical_nbytes &&
+				    x->charged_nbytes == v->spec.storage_nbytes &&
+				    x->storage_nbytes <= x->charged_nbytes,
+			    "v%llu: byte measures of value %llu", (unsigned long long)s->state_version,
+			    (unsigned long long)v->handle.id);
+		}
+	}
+	return true;
+}
+
+static bool check_locations(const struct rsd_snapshot *s)
+{
+	for (size_t i = 0; i < s->nlocations; i++) {
+		const struct rsd_location_snapshot *l = &s->locations[i];
+		uint64_t used = 0, nval = 0, use = 0, hold = 0, pend = 0, resv = 0, nresv = 0;
+		char name[RSD_LOCATION_NAME_MAX];
+
+		rsd_location_name(l->location, name, sizeof(name));
+		for (size_t j = 0; j < i; j++)
+			INV(!rsd_location_equal(s->locations[j].location, l->location),
+			    "v%llu: location %s listed twice", (unsigned long long)s->state_version,
+			    name);
+		for (size_t j = 0; j < s->nvalues; j++) {
+			const struct rsd_value_snapshot *v = &s->values[j];
+
+			for (size_t k = 0; k < v->nmaterializations; k++) {
+				const struct rsd_materialization_snapshot *x = &v->materializations[k];
+
+				if (!rsd_location_equal(x->location, l->location))
+					continue;
+				used += x->charged_nbytes;
+				nval++;
+				use += x->use_count;
+				hold += x->hold_count;
+				pend += x->pending_event_count;
+			}
+		}
+		for (size_t j = 0; j < s->nreservations; j++) {
+			if (!rsd_location_equal(s->reservations[j].location, l->location))
+				continue;
+			resv += s->reservations[j].nbytes;
+			nresv++;
+		}
+		INV(l->used_bytes == used, "v%llu: %s used_bytes %llu, copies charge %llu",
+		    (unsigned long long)s->state_version, name, (unsigned long long)l->used_bytes,
+		    (unsigned long long)used);
+		INV(l->value_count == nval, "v%llu: %s value_count %llu, %llu copies",
+		    (unsigned long long)s->state_version, name, (unsigned long long)l->value_count,
+		    (unsigned long long)nval);
+		INV(l->reserved_bytes == resv, "v%llu: %s reserved_bytes %llu, listed %llu",
+		    (unsigned long long)s->state_version, name,
+		    (unsigned long long)l->reserved_bytes, (unsigned long long)resv);
+		INV(l->reservation_count == nresv, "v%llu: %s reservation_count %llu, listed %llu",
+		    (unsigned long long)s->state_version, name,
+		    (unsigned long long)l->reservation_count, (unsigned long long)nresv);
+		INV(l->use_count == use && l->hold_count == hold && l->pending_event_count == pend,
+		    "v%llu: %s protection sums", (unsigned long long)s->state_version, name);
+		INV(l->peak_used_bytes >= l->used_bytes, "v%llu: %s peak_used below used",
+		    (unsigned long long)s->state_version, name);
+		INV(l->peak_charged_bytes >= l->peak_used_bytes &&
+			    l->peak_charged_bytes >= l->used_bytes + l->reserved_bytes,
+		    "v%llu: %s peak_charged too low", (unsigned long long)s->state_version, name);
+		if (l->has_budget) {
+			INV(l->used_bytes + l->reserved_bytes <= l->budget_bytes &&
+				    l->peak_charged_bytes <= l->budget_bytes,
+			    "v%llu: %s over budget", (unsigned long long)s->state_version, name);
+			INV(l->remaining_budget_bytes ==
+				    l->budget_bytes - l->used_bytes - l->reserved_bytes,
+			    "v%llu: %s remaining_budget_bytes", (unsigned long long)s->state_version,
+			    name);
+		}
+	}
+	for (size_t j = 0; j < s->nreservations; j++)
+		INV(loc_known(s, s->reservations[j].location),
+		    "v%llu: reservation at an unknown location", (unsigned long long)s->state_version);
+	return true;
+}
+
+/* ---- concurrent writers and readers ---------------------------------------- */
+
+#define NOPS 3000
+#define NVALS 2
+#define NLOCS 3
+
+static atomic_bool writers_done;
+
+struct writer {
+	int w;
+	unsigned seed;
+	struct rsd_handle h[NVALS];
+	bool at[NVALS][NLOCS]; /* the writer's model of its own values */
+	struct rsd_location locs[NLOCS];
+	unsigned long ops;
+};
+
+struct reader {
+	uint64_t manager_id;
+	unsigned long snapshots;
+};
+
+static int count_at(const bool *at)
+{
+	int n = 0;
+
+	for (int i = 0; i < NLOCS; i++)
+		n += at[i];
+	return n;
+}
+
+static int first_at(const bool *at, int except)
+{
+	for (int i = 0; i < NLOCS; i++)
+		if (at[i] && i != except)
+			return i;
+	return -1;
+}
+
+#define WCHECK(call, expected, what)                                                     \
+	do {                                                                             \
+		int rc_ = (call);                                                        \
+		if (rc_ != (expected)) {                                                 \
+			failf("writer %d op %lu: %s returned %d (%s), expected %d", wr->w,  \
+			      wr->ops, what, rc_, rsd_last_error()->message, expected);  \
+			return NULL;                                                     \
+		}                                                                        \
+	} while (0)
+
+static void *writer_main(void *p)
+{
+	struct writer *wr = p;
+	struct rsd_reservation *resv[2] = { NULL, NULL };
+	int nresv = 0;
+
+	for (wr->ops = 0; wr->ops < NOPS; wr->ops++) {
+		int k = rand_r(&wr->seed) % NVALS, li = rand_r(&wr->seed) % NLOCS;
+		int op = rand_r(&wr->seed) % 6, j;
+		struct rsd_handle h = wr->h[k];
+		bool *at = wr->at[k];
+		struct rsd_lease *l;
+		struct rsd_hold *hd;
+		char label[32];
+
+		switch (op) {
+		case 0:
+			WCHECK(rsd_ensure(m, h, wr->locs[li], NULL, NULL), 0, "ensure");
+			at[li] = true;
+			break;
+		case 1:
+			if (at[li] && count_at(at) == 1) {
+				WCHECK(rsd_drop(m, h, wr->locs[li], NULL), -RSD_EOWNERSHIP, "last drop");
+			} else {
+				WCHECK(rsd_drop(m, h, wr->locs[li], NULL), 0, "drop");
+				at[li] = false;
+			}
+			break;
+		case 2:
+			/* §8.7: onto a resident destination removes the best other
+			 * replica; else copies from the best one and removes it. */
+			j = first_at(at, li);
+			WCHECK(rsd_move(m, h, wr->locs[li], NULL, NULL, NULL), 0, "move");
+			if (j >= 0)
+				at[j] = false;
+			at[li] = true;
+			break;
+		case 3:
+			if (nresv < 2) {
+				snprintf(label, sizeof(label), "w%d-%lu", wr->w, wr->ops);
+				WCHECK(rsd_reserve(m, wr->locs[li], (uint64_t)(rand_r(&wr->seed) % 1000),
+						   label, &resv[nresv]),
+				       0, "reserve");
+				nresv++;
+			} else {
+				WCHECK(rsd_reservation_release(resv[0]), 0, "reservation release");
+				rsd_reservation_free(resv[0]);
+				resv[0] = resv[1];
+				resv[1] = NULL;
+				nresv--;
+			}
+			break;
+		case 4:
+			j = first_at(at, -1);
+			WCHECK(rsd_hold(m, &h, 1, wr->locs[j], &hd), 0, "hold");
+			WCHECK(rsd_hold_release(hd), 0, "hold release");
+			rsd_hold_free(hd);
+			break;
+		default:
+			j = at[0] ? 0 : at[1] ? 1 : -1;
+			if (j < 0)
+				break;
+			WCHECK(rsd_acquire(m, &h, 1, wr->locs[j], NULL, &l), 0, "acquire");
+			WCHECK(rsd_lease_release(l, 0), 0, "lease release");
+			rsd_lease_free(l);
+			break;
+		}
+	}
+	while (nresv--) {
+		WCHECK(rsd_reservation_release(resv[nresv]), 0, "final reservation release");
+		rsd_reservation_free(resv[nresv]);
+	}
+	return NULL;
+}
+
+static void *reader_main(void *p)
+{
+	struct reader *rd = p;
+	uint64_t last = 0;
+	bool done = false;
+
+	/* One more pass after the writers finished sees the final state. */
+	while (!done && rd->snapshots < 1000000) {
+		struct rsd_snapshot *s = NULL;
+		uint64_t v = 0;
+		int rc;
+
+		done = atomic_load(&writers_done);
+		rc = rsd_snapshot_take(m, &s);
+		if (rc) {
+			failf("snapshot failed: %d (%s)", rc, rsd_last_error()->message);
+			return NULL;
+		}
+		rd->snapshots++;
+		if (s->manager_id != rd->manager_id || s->state_version < last) {
+			failf("snapshot %lu: manager %llu version %llu after version %llu",
+			      rd->snapshots, (unsigned long long)s->manager_id,
+			      (unsigned long long)s->state_version, (unsigned long long)last);
+			rsd_snapshot_free(s);
+			return NULL;
+		}
+		last = s->state_version;
+		if (!check_values(s) || !check_locations(s)) {
+			rsd_snapshot_free(s);
+			return NULL;
+		}
+		rsd_snapshot_free(s);
+		rc = rsd_manager_state_version_get(m, &v);
+		if (rc || v < last) {
+			failf("state_version read %d: %llu after %llu", rc, (unsigned long long)v,
+			      (unsigned long long)last);
+			return NULL;
+		}
+		last = v;
+	}
+	return NULL;
+}
+
+ATF_TC(concurrent_snapshots_consistent);
+ATF_TC_HEAD(concurrent_snapshots_consistent, tc)
+{
+	atf_tc_set_md_var(tc, "descr", "2 writers x 3000 ops, 2 readers checking every snapshot");
+	atf_tc_set_md_var(tc, "timeout", "120");
+}
+ATF_TC_BODY(concurrent_snapshots_consistent, tc)
+{
+	struct rsd_budget b = { .nbytes = UINT64_C(1) << 30 };
+	struct writer wr[2];
+	struct reader rd[2];
+	pthread_t wt[2], rt[2];
+	struct rsd_snapshot *s;
+	uint64_t t0;
+
+	b.location = RSD_LOC_PINNED_HOST;
+	setup(&b, 1);
+	for (int w = 0; w < 2; w++) {
+		memset(&wr[w], 0, sizeof(wr[w]));
+		wr[w].w = w;
+		wr[w].seed = 12345u + (unsigned)w;
+		wr[w].locs[0] = RSD_LOC_PAGEABLE_HOST;
+		wr[w].locs[1] = RSD_LOC_PINNED_HOST;
+		wr[w].locs[2] = cuda(w);
+		for (int k = 0; k < NVALS; k++) {
+			wr[w].h[k] = put(RSD_LOC_PAGEABLE_HOST, 64u * (1u + 2u * (unsigned)w + (unsigned)k));
+			wr[w].at[k][0] = true;
+		}
+	}
+	for (int r = 0; r < 2; r++) {
+		rd[r].manager_id = rsd_manager_id(m);
+		rd[r].snapshots = 0;
+	}
+	atomic_store(&writers_done, false);
+	t0 = now_ns();
+	for (int r = 0; r < 2; r++)
+		ATF_REQUIRE_EQ(pthread_create(&rt[r], NULL, reader_main, &rd[r]), 0);
+	for (int w = 0; w < 2; w++)
+		ATF_REQUIRE_EQ(pthread_create(&wt[w], NULL, writer_main, &wr[w]), 0);
+	for (int w = 0; w < 2; w++)
+		pthread_join(wt[w], NULL);
+	atomic_store(&writers_done, true);
+	for (int r = 0; r < 2; r++)
+		pthread_join(rt[r], NULL);
+	printf("writers %lu+%lu ops, readers %lu+%lu snapshots, %.2f s\n", wr[0].ops, wr[1].ops,
+	       rd[0].snapshots, rd[1].snapshots, (double)(now_ns() - t0) / 1e9);
+	CHECK_NO_FAILURES();
+	ATF_CHECK(rd[0].snapshots > 0 && rd[1].snapshots > 0);
+	ATF_CHECK_EQ(wr[0].ops, NOPS);
+	ATF_CHECK_EQ(wr[1].ops, NOPS);
+
+	/* The final state is exactly the writers' models. */
+	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK(check_values(s) && check_locations(s));
+	ATF_CHECK_EQ(s->nreservations, 0);
+	for (int w = 0; w < 2; w++) {
+		for (int k = 0; k < NVALS; k++) {
+			const struct rsd_value_snapshot *v = NULL;
+
+			for (size_t i = 0; i < s->nvalues; i++)
+				if (rsd_handle_equal(s->values[i].handle, wr[w].h[k]))
+					v = &s->values[i];
+			ATF_REQUIRE(v != NULL);
+			ATF_CHECK_EQ((int)v->nmaterializations, count_at(wr[w].at[k]));
+			for (size_t j = 0; j < v->nmaterializations; j++)
+				for (int li = 0; li < NLOCS; li++)
+					if (rsd_location_equal(v->materializations[j].location,
+							       wr[w].locs[li]))
+						ATF_CHECK(wr[w].at[k][li]);
+		}
+	}
+	rsd_snapshot_free(s);
+	CHECK_NO_FAILURES();
+	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	teardown();
+}
+
+/* ---- a source load holding the writer path ---------------------------------- */
+
+enum gate_mode { GATE_BLOCK, GATE_NESTED_PROPAGATE, GATE_NESTED_SWALLOW };
+
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	enum gate_mode mode;
+	bool started, open;
+	int loads;
+	struct rsd_handle h, other;
+	int rc;
+	/* Nested calls made by the loader on its own thread. */
+	int nested_ensure_rc, nested_snap_rc;
+	uint64_t nested_snap_version;
+};
+
+static int gate_load(void *ctx, struct rsd_resident **out)
+{
+	struct gate *g = ctx;
+	struct rsd_snapshot *s = NULL;
+	uint64_t n = 256;
+	struct timespec dl;
+
+	pthread_mutex_lock(&g->mu);
+	g->loads++;
+	g->started = true;
+	pthread_cond_broadcast(&g->cv);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 20; /* never hang the suite on a broken test */
+	while (g->mode == GATE_BLOCK && !g->open)
+		if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&g->mu);
+	if (g->mode != GATE_BLOCK) {
+		g->nested_ensure_rc = rsd_ensure(m, g->other, RSD_LOC_PINNED_HOST, NULL, NULL);
+		g->nested_snap_rc = rsd_snapshot_take(m, &s);
+		if (!g->nested_snap_rc) {
+			g->nested_snap_version = s->state_version;
+			rsd_snapshot_free(s);
+		}
+		if (g->mode == GATE_NESTED_PROPAGATE)
+			return g->nested_ensure_rc;
+	}
+	return rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL, 0, out);
+}
+
+static void *ensure_main(void *p)
+{
+	struct gate *g = p;
+
+	g->rc = rsd_ensure(m, g->h, RSD_LOC_PAGEABLE_HOST, NULL, NULL);
+	return NULL;
+}
+
+static void gate_init(struct gate *g, enum gate_mode mode)
+{
+	struct rsd_value_spec spec = {
+		.type = &rsd_resident_type,
+		.logical_nbytes = 256,
+		.storage_nbytes = 256,
+		.replica_mode = RSD_REPLICABLE,
+		.recoverability = RSD_RECONSTRUCTIBLE,
+	};
+	struct rsd_source src = { .load = gate_load, .ctx = g };
+
+	memset(g, 0, sizeof(*g));
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	g->mode = mode;
+	g->other = put(RSD_LOC_PAGEABLE_HOST, 64);
+	ATF_REQUIRE_EQ(rsd_register_source(m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &g->h), 0);
+}
+
+static const struct rsd_value_snapshot *value_in(const struct rsd_snapshot *s, struct rsd_handle h)
+{
+	for (size_t i = 0; i < s->nvalues; i++)
+		if (rsd_handle_equal(s->values[i].handle, h))
+			return &s->values[i];
+	return NULL;
+}
+
+ATF_TC(blocked_load_readers_proceed_writers_refused);
+ATF_TC_HEAD(blocked_load_readers_proceed_writers_refused, tc)
+{
+	atf_tc_set_md_var(tc, "descr", "a source load blocks the writer path, not readers");
+	atf_tc_set_md_var(tc, "timeout", "60");
+}
+ATF_TC_BODY(blocked_load_readers_proceed_writers_refused, tc)
+{
+	const struct rsd_resident *got = NULL;
+	struct rsd_action ens;
+	struct rsd_plan plan = { .name = "during-load" };
+	struct rsd_explanation *ex = NULL;
+	struct rsd_reservation *r = NULL, *r2 = NULL;
+	struct rsd_lease *l = NULL, *l2 = NULL;
+	struct rsd_hold *hd = NULL, *hd2 = NULL;
+	struct rsd_snapshot *s = NULL;
+	struct rsd_location locs[4];
+	struct timespec dl;
+	struct gate g;
+	pthread_t t;
+	uint64_t v, v2 = 0, t0, dt;
+
+	setup(NULL, 0);
+	gate_init(&g, GATE_BLOCK);
+	ATF_REQUIRE_EQ(rsd_acquire(m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	ATF_REQUIRE_EQ(rsd_hold(m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd), 0);
+	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PINNED_HOST, 5, "r", &r), 0);
+	v = ver();
+
+	ATF_REQUIRE_EQ(pthread_create(&t, NULL, ensure_main, &g), 0);
+	pthread_mutex_lock(&g.mu);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 10;
+	while (!g.started)
+		if (pthread_cond_timedwait(&g.cv, &g.mu, &dl) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&g.mu);
+	ATF_REQUIRE_MSG(g.started, "the source load never started");
+
+	t0 = now_ns();
+	/* Readers: lock-free, the pre-load state. */
+	ATF_CHECK_EQ(rsd_snapshot_take(m, &s), 0);
+	if (s) {
+		const struct rsd_value_snapshot *x = value_in(s, g.h);
+
+		ATF_CHECK_EQ(s->state_version, v);
+		ATF_CHECK(x != NULL && x->nmaterializations == 0);
+		rsd_snapshot_free(s);
+	}
+	ATF_CHECK_EQ(rsd_manager_state_version_get(m, &v2), 0);
+	ATF_CHECK_EQ(v2, v);
+	ATF_CHECK_EQ(rsd_manager_locations(m, locs, 4), 2);
+	ens = rsd_action_ensure(g.other, RSD_LOC_PINNED_HOST);
+	plan.enter = &ens;
+	plan.nenter = 1;
+	ATF_CHECK_EQ(rsd_explain(m, &plan, NULL, &ex), 0);
+	rsd_explanation_free(ex);
+
+	/* Writers, releases and lookups: refused at once. */
+	ATF_CHECK_EQ(rsd_ensure(m, g.other, RSD_LOC_PINNED_HOST, NULL, NULL), -RSD_EREENTRANT);
+	ATF_CHECK(strstr(rsd_last_error()->message, "source load") != NULL);
+	ATF_CHECK_EQ(rsd_drop(m, g.other, RSD_LOC_PAGEABLE_HOST, NULL), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PINNED_HOST, 1, "x", &r2), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_acquire(m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l2), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_hold(m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd2), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_manager_reap(m), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_manager_close(m, 0), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_manager_close(m, RSD_CLOSE_FORCE), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_lease_value(l, g.other, &got), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_lease_release(l, 0), -RSD_EREENTRANT);
+	ATF_CHECK(rsd_lease_active(l));
+	ATF_CHECK_EQ(rsd_hold_release(hd), -RSD_EREENTRANT);
+	ATF_CHECK(rsd_hold_active(hd));
+	ATF_CHECK_EQ(rsd_reservation_release(r), -RSD_EREENTRANT);
+	ATF_CHECK(rsd_reservation_active(r));
+	ATF_CHECK(rsd_manager_id(m) != 0);
+	dt = now_ns() - t0;
+	ATF_CHECK_MSG(dt < 1000000000u, "calls during the load took %llu ms",
+		      (unsigned long long)(dt / 1000000));
+	ATF_CHECK(r2 == NULL && l2 == NULL && hd2 == NULL);
+
+	pthread_mutex_lock(&g.mu);
+	g.open = true;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+	pthread_join(t, NULL);
+	ATF_CHECK_EQ(g.rc, 0);
+	ATF_CHECK_EQ(g.loads, 1);
+	ATF_CHECK_EQ(ver(), v + 1);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 1);
+	ATF_CHECK_EQ(s->locations[0].reserved_bytes, 0);
+	rsd_snapshot_free(s);
+
+	/* Afterwards everything works again. */
+	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	ATF_CHECK_EQ(rsd_hold_release(hd), 0);
+	ATF_CHECK_EQ(rsd_reservation_release(r), 0);
+	ATF_CHECK_EQ(ver(), v + 4);
+	rsd_lease_free(l);
+	rsd_hold_free(hd);
+	rsd_reservation_free(r);
+	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	teardown();
+}
+
+/*
+ * Edge case 16, adapted: the loader calls a writer on its own thread and
+ * propagates the refusal: no state change (the temporary charge is gone,
+ * though it raised peak_charged). Readers work inside the loader and see
+ * the pre-load state. A loader that swallows the refusal still loads.
+ */
+ATF_TC_WITHOUT_HEAD(loader_nested_calls);
+ATF_TC_BODY(loader_nested_calls, tc)
+{
+	const struct rsd_location_snapshot *pg;
+	struct rsd_snapshot *s = NULL;
+	struct gate g;
+	uint64_t v;
+
+	setup(NULL, 0);
+	gate_init(&g, GATE_NESTED_PROPAGATE);
+	v = ver();
+	ATF_CHECK_EQ(rsd_ensure(m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(g.loads, 1);
+	ATF_CHECK_EQ(g.nested_ensure_rc, -RSD_EREENTRANT);
+	ATF_CHECK_EQ(g.nested_snap_rc, 0);
+	ATF_CHECK_EQ(g.nested_snap_version, v);
+	ATF_CHECK_EQ(ver(), v);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 0);
+	ATF_CHECK(value_in(s, g.h)->has_source);
+	ATF_CHECK_EQ(value_in(s, g.other)->nmaterializations, 1);
+	pg = &s->locations[0];
+	ATF_CHECK(rsd_location_equal(pg->location, RSD_LOC_PAGEABLE_HOST));
+	ATF_CHECK_EQ(pg->reserved_bytes, 0);
+	ATF_CHECK_EQ(pg->used_bytes, 64);
+	ATF_CHECK_EQ(pg->peak_charged_bytes, 64 + 256);
+	rsd_snapshot_free(s);
+
+	g.mode = GATE_NESTED_SWALLOW;
+	ATF_CHECK_EQ(rsd_ensure(m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
+	ATF_CHECK_EQ(g.loads, 2);
+	ATF_CHECK_EQ(g.nested_ensure_rc, -RSD_EREENTRANT);
+	ATF_CHECK_EQ(ver(), v + 1);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 1);
+	ATF_CHECK_EQ(value_in(s, g.other)->nmaterializations, 1);
+	rsd_snapshot_free(s);
+	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	teardown();
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, concurrent_snapshots_consistent);
+	ATF_TP_ADD_TC(tp, blocked_load_readers_proceed_writers_refused);
+	ATF_TP_ADD_TC(tp, loader_nested_calls);
+	return atf_no_error();
+}

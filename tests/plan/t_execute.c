@@ -1,0 +1,862 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rsd_execute_actions (semantics.md §12.4): atomic preflight, the typed
+ * failures that differ from the direct calls, runtime failures with a
+ * committed prefix (-RSD_EEXEC, partial reports), report fields, the
+ * expected version, transfer-stream maps, and fault injection through the
+ * simulated device at every action position. Values are 64 bytes (N).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atf-c.h>
+
+#include <rsd/rsd.h>
+
+#define N 64
+#define PAGEABLE RSD_LOC_PAGEABLE_HOST
+#define PINNED RSD_LOC_PINNED_HOST
+
+struct fx {
+	struct rsd_simdev *sd; /* NULL: a host-only manager */
+	struct rsd_manager *m;
+	unsigned loads;
+};
+
+struct src {
+	struct fx *f;
+	struct rsd_location at;
+	int fail; /* returned by load when nonzero */
+};
+
+static int src_load(void *ctx, struct rsd_resident **out)
+{
+	struct src *s = ctx;
+	uint64_t n = N;
+
+	s->f->loads++;
+	if (s->fail)
+		return s->fail;
+	return rsd_resident_alloc(s->f->m, &rsd_resident_type, s->at, 1, &n, NULL, 0, out);
+}
+
+static void src_release(void *ctx)
+{
+	free(ctx);
+}
+
+/* ndevices < 0: host-only manager; otherwise the simulated device. */
+static void fx_init_pooled(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices,
+			   bool pooled)
+{
+	struct rsd_manager_config cfg;
+
+	memset(f, 0, sizeof(*f));
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.budgets = b;
+	cfg.nbudgets = nb;
+	if (ndevices < 0) {
+		cfg.host_only = true;
+	} else {
+		struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true,
+						.pooled = pooled };
+
+		ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &f->sd), 0);
+		cfg.driver = rsd_simdev_ops();
+		cfg.driver_ctx = f->sd;
+	}
+	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&cfg, &f->m), 0, "%s", rsd_last_error()->message);
+}
+
+static void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
+{
+	fx_init_pooled(f, b, nb, ndevices, true);
+}
+
+static void fx_fini(struct fx *f)
+{
+	rsd_manager_destroy(f->m);
+	if (f->sd)
+		rsd_simdev_destroy(f->sd);
+}
+
+static struct rsd_handle adopt(struct fx *f, struct rsd_location at, enum rsd_replica_mode mode)
+{
+	struct rsd_resident *r;
+	struct rsd_handle h;
+	uint64_t n = N;
+
+	ATF_REQUIRE_EQ_MSG(rsd_resident_alloc(f->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0,
+			   "%s", rsd_last_error()->message);
+	ATF_REQUIRE_EQ_MSG(rsd_adopt(f->m, r, &at, mode, &h), 0, "%s", rsd_last_error()->message);
+	return h;
+}
+
+static struct rsd_handle sourced_fail(struct fx *f, struct rsd_location at, int fail)
+{
+	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
+	struct src *s = calloc(1, sizeof(*s));
+	struct rsd_source source = { src_load, src_release, s };
+	struct rsd_handle h;
+
+	ATF_REQUIRE(s);
+	s->f = f;
+	s->at = at;
+	s->fail = fail;
+	ATF_REQUIRE_EQ_MSG(rsd_register_source(f->m, &spec, &source, at, &h), 0, "%s",
+			   rsd_last_error()->message);
+	return h;
+}
+
+static struct rsd_handle sourced(struct fx *f, struct rsd_location at)
+{
+	return sourced_fail(f, at, 0);
+}
+
+static uint64_t version(struct fx *f)
+{
+	uint64_t v = 0;
+
+	ATF_REQUIRE_EQ(rsd_manager_state_version_get(f->m, &v), 0);
+	return v;
+}
+
+static size_t nlocations(struct fx *f)
+{
+	struct rsd_location l[8];
+
+	return rsd_manager_locations(f->m, l, 8);
+}
+
+static struct rsd_location cuda(int n)
+{
+	struct rsd_location l;
+
+	ATF_REQUIRE_EQ(rsd_cuda_location(n, &l), 0);
+	return l;
+}
+
+static bool loc_is(struct rsd_location a, struct rsd_location b)
+{
+	return rsd_location_equal(a, b);
+}
+
+static const struct rsd_value_snapshot *snap_value(const struct rsd_snapshot *s, struct rsd_handle h)
+{
+	for (size_t i = 0; i < s->nvalues; i++)
+		if (rsd_handle_equal(s->values[i].handle, h))
+			return &s->values[i];
+	return NULL;
+}
+
+static size_t nmat(struct fx *f, struct rsd_handle h)
+{
+	const struct rsd_value_snapshot *v;
+	struct rsd_snapshot *s;
+	size_t n;
+
+	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	v = snap_value(s, h);
+	ATF_REQUIRE(v);
+	n = v->nmaterializations;
+	rsd_snapshot_free(s);
+	return n;
+}
+
+static bool resident_at(struct fx *f, struct rsd_handle h, struct rsd_location at)
+{
+	const struct rsd_value_snapshot *v;
+	struct rsd_snapshot *s;
+	bool found = false;
+
+	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	v = snap_value(s, h);
+	ATF_REQUIRE(v);
+	for (size_t i = 0; i < v->nmaterializations; i++)
+		found |= loc_is(v->materializations[i].location, at);
+	rsd_snapshot_free(s);
+	return found;
+}
+
+/*
+ * Accounting is consistent: per location, used = Σ charges of the
+ * materializations there, value_count matches, and nothing is reserved.
+ */
+static void check_consistent(struct fx *f)
+{
+	struct rsd_snapshot *s;
+
+	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	for (size_t i = 0; i < s->nlocations; i++) {
+		const struct rsd_location_snapshot *l = &s->locations[i];
+		uint64_t used = 0, count = 0;
+		char name[RSD_LOCATION_NAME_MAX];
+
+		for (size_t j = 0; j < s->nvalues; j++)
+			for (size_t k = 0; k < s->values[j].nmaterializations; k++)
+				if (loc_is(s->values[j].materializations[k].location, l->location)) {
+					used += s->values[j].materializations[k].charged_nbytes;
+					count++;
+				}
+		rsd_location_name(l->location, name, sizeof(name));
+		ATF_CHECK_EQ_MSG(l->used_bytes, used, "%s: used %llu, charges %llu", name,
+				 (unsigned long long)l->used_bytes, (unsigned long long)used);
+		ATF_CHECK_EQ_MSG(l->value_count, count, "%s: value_count", name);
+		ATF_CHECK_EQ_MSG(l->reserved_bytes, 0, "%s: reserved %llu", name,
+				 (unsigned long long)l->reserved_bytes);
+	}
+	ATF_CHECK_EQ(s->nreservations, 0);
+	rsd_snapshot_free(s);
+}
+
+/* Drop any partial report left by an earlier call on this thread. */
+static void clear_partial(void)
+{
+	rsd_plan_report_free(rsd_take_partial_report());
+}
+
+static void check_transition(const struct rsd_transition *t, const struct rsd_action *a, bool no_op,
+			     const struct rsd_location *src, const struct rsd_location *dst,
+			     const char *reason)
+{
+	ATF_CHECK(rsd_action_equal(&t->action, a));
+	ATF_CHECK_EQ(t->no_op, no_op);
+	ATF_CHECK_EQ(t->has_source, src != NULL);
+	if (src && t->has_source)
+		ATF_CHECK(loc_is(t->source, *src));
+	ATF_CHECK_EQ(t->has_destination, dst != NULL);
+	if (dst && t->has_destination)
+		ATF_CHECK(loc_is(t->destination, *dst));
+	ATF_CHECK_EQ(t->logical_nbytes, N);
+	ATF_CHECK_EQ(t->storage_nbytes, N);
+	ATF_CHECK(t->completed_at_ns >= t->started_at_ns);
+	if (reason) {
+		ATF_REQUIRE(t->reason);
+		ATF_CHECK_STREQ(t->reason, reason);
+	} else {
+		ATF_CHECK(t->reason == NULL);
+	}
+}
+
+/* ---- preflight ---- */
+
+/* Infeasible: -RSD_EPLAN with the first reason, nothing changed (§12.4 step 5). */
+ATF_TC_WITHOUT_HEAD(atomic_preflight);
+ATF_TC_BODY(atomic_preflight, tc)
+{
+	struct rsd_plan_report *r = NULL;
+	const struct rsd_error *err;
+	struct rsd_action a[3];
+	struct rsd_handle g, x;
+	uint64_t v;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, -1);
+	g = sourced(&f, PAGEABLE);
+	x = adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
+	v = version(&f);
+	clear_partial();
+	a[0] = rsd_action_ensure(g, PAGEABLE);
+	a[1] = rsd_action_ensure(g, PINNED);
+	a[2] = rsd_action_ensure(x, PINNED);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 3, "atomic", NULL, 0, NULL, &r), -RSD_EPLAN);
+	ATF_CHECK(r == NULL);
+	err = rsd_last_error();
+	ATF_CHECK_EQ(err->code, RSD_EPLAN);
+	ATF_CHECK_STREQ(err->message, "EnsureResident would replicate an EXCLUSIVE value");
+	ATF_CHECK_EQ(err->phase, RSD_PHASE_NONE);
+	ATF_CHECK_EQ(err->failed_action_index, -1);
+	ATF_CHECK(rsd_take_partial_report() == NULL);
+	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(f.loads, 0);
+	ATF_CHECK_EQ(nmat(&f, g), 0);
+	ATF_CHECK_EQ(nlocations(&f), 1);
+	ATF_CHECK(rsd_err_is_plan_error(-RSD_EPLAN));
+	ATF_CHECK(!rsd_err_is_plan_error(-RSD_EEXEC));
+
+	/* The same action directly is an ownership error (§19.26). */
+	ATF_CHECK_EQ(rsd_ensure(f.m, x, PINNED, NULL, NULL), -RSD_EOWNERSHIP);
+	/* EXCLUSIVE at its own location: a no-op through both. */
+	a[0] = rsd_action_ensure(x, PAGEABLE);
+	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), 0);
+	ATF_REQUIRE_EQ(r->ntransitions, 1);
+	check_transition(&r->transitions[0], &a[0], true, NULL, &PAGEABLE,
+			 "destination already resident");
+	rsd_plan_report_free(r);
+	ATF_CHECK_EQ(version(&f), v);
+	check_consistent(&f);
+	fx_fini(&f);
+}
+
+/* A foreign handle: EHANDLE directly, EPLAN through a plan (§12.4). */
+ATF_TC_WITHOUT_HEAD(foreign_handle_is_plan_error);
+ATF_TC_BODY(foreign_handle_is_plan_error, tc)
+{
+	struct rsd_action a[1];
+	struct rsd_handle h;
+	struct fx f, g;
+	char want[160];
+
+	fx_init(&f, NULL, 0, -1);
+	fx_init(&g, NULL, 0, -1);
+	h = adopt(&g, PAGEABLE, RSD_EXCLUSIVE);
+	a[0] = rsd_action_drop(h, PAGEABLE);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, "foreign", NULL, 0, NULL, NULL), -RSD_EPLAN);
+	snprintf(want, sizeof(want), "Handle belongs to manager '%llu', not '%llu'",
+		 (unsigned long long)rsd_manager_id(g.m), (unsigned long long)rsd_manager_id(f.m));
+	ATF_CHECK_STREQ(rsd_last_error()->message, want);
+	ATF_CHECK_EQ(rsd_drop(f.m, h, PAGEABLE, NULL), -RSD_EHANDLE);
+	ATF_CHECK_EQ(version(&f), 0);
+	fx_fini(&g);
+	fx_fini(&f);
+}
+
+/* §19.3: cuda:N beyond the device count. */
+ATF_TC_WITHOUT_HEAD(unavailable_device_is_plan_error);
+ATF_TC_BODY(unavailable_device_is_plan_error, tc)
+{
+	struct rsd_action a[1];
+	struct rsd_handle h;
+	uint64_t v;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, 1);
+	h = sourced(&f, PAGEABLE);
+	v = version(&f);
+	a[0] = rsd_action_ensure(h, cuda(1));
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, NULL), -RSD_EPLAN);
+	ATF_CHECK_STREQ(rsd_last_error()->message,
+			"Residency location cuda:1 is not available in this process");
+	ATF_CHECK_EQ(rsd_ensure(f.m, h, cuda(1), NULL, NULL), -RSD_EINVAL);
+	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(nlocations(&f), 1);
+	ATF_CHECK_EQ(f.loads, 0);
+	fx_fini(&f);
+}
+
+/* ---- runtime failure: W8 (§19.47) ---- */
+
+ATF_TC_WITHOUT_HEAD(runtime_failure_partial_report);
+ATF_TC_BODY(runtime_failure_partial_report, tc)
+{
+	struct rsd_plan_report *r = NULL, *p;
+	const struct rsd_error *err;
+	struct rsd_action a[3];
+	struct rsd_handle g, bad;
+	char detail[512];
+	struct fx f;
+
+	fx_init(&f, NULL, 0, -1);
+	g = sourced(&f, PAGEABLE);
+	bad = sourced_fail(&f, PAGEABLE, -RSD_EDEVICE);
+	ATF_REQUIRE_EQ(version(&f), 3);
+	clear_partial();
+	a[0] = rsd_action_ensure(g, PAGEABLE);
+	a[1] = rsd_action_ensure(bad, PAGEABLE);
+	a[2] = rsd_action_drop(g, PAGEABLE);
+	/* The direct call's message is the detail of the plan error. */
+	ATF_REQUIRE_EQ(rsd_ensure(f.m, bad, PAGEABLE, NULL, NULL), -RSD_EDEVICE);
+	snprintf(detail, sizeof(detail), "%s", rsd_last_error()->message);
+	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 3, "w8", NULL, 0, NULL, &r), -RSD_EEXEC);
+	err = rsd_last_error();
+	ATF_CHECK_MSG(strstr(err->message, detail) != NULL, "'%s' lacks '%s'", err->message,
+		      detail);
+	ATF_CHECK_EQ(err->code, RSD_EEXEC);
+	ATF_CHECK_EQ(err->phase, RSD_PHASE_EXECUTE);
+	ATF_CHECK_STREQ(rsd_phase_name(err->phase), "execute");
+	ATF_CHECK_EQ(err->failed_action_index, 1);
+	ATF_CHECK_EQ(err->failed_reservation_index, -1);
+	ATF_CHECK_EQ(err->cause, -RSD_EDEVICE);
+	ATF_CHECK_STREQ(err->plan_name, "w8");
+
+	/* The partial report through the out-parameter... */
+	ATF_REQUIRE(r != NULL);
+	ATF_CHECK_STREQ(r->plan_name, "w8");
+	ATF_REQUIRE_EQ(r->ntransitions, 1);
+	check_transition(&r->transitions[0], &a[0], false, &PAGEABLE, &PAGEABLE, NULL);
+	ATF_CHECK(r->completed_at_ns >= r->started_at_ns);
+	ATF_CHECK(r->started_at_ns <= r->transitions[0].started_at_ns);
+	rsd_plan_report_free(r);
+	/* ...and once through rsd_take_partial_report(). */
+	p = rsd_take_partial_report();
+	ATF_REQUIRE(p != NULL);
+	ATF_CHECK_STREQ(p->plan_name, "w8");
+	ATF_REQUIRE_EQ(p->ntransitions, 1);
+	check_transition(&p->transitions[0], &a[0], false, &PAGEABLE, &PAGEABLE, NULL);
+	rsd_plan_report_free(p);
+	ATF_CHECK(rsd_take_partial_report() == NULL);
+
+	/* The prefix stays committed; the Drop never ran. */
+	ATF_CHECK_EQ(version(&f), 4);
+	ATF_CHECK(resident_at(&f, g, PAGEABLE));
+	ATF_CHECK_EQ(nmat(&f, g), 1);
+	ATF_CHECK_EQ(nmat(&f, bad), 0);
+	ATF_CHECK_EQ(f.loads, 3);
+	check_consistent(&f);
+
+	/* Without a report pointer the partial report is still taken once. */
+	a[0] = rsd_action_drop(g, PAGEABLE);
+	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 2, NULL, NULL, 0, NULL, NULL), -RSD_EEXEC);
+	ATF_CHECK_EQ(rsd_last_error()->failed_action_index, 1);
+	ATF_CHECK_STREQ(rsd_last_error()->plan_name, "residency-actions");
+	p = rsd_take_partial_report();
+	ATF_REQUIRE(p != NULL);
+	ATF_CHECK_STREQ(p->plan_name, "residency-actions");
+	ATF_REQUIRE_EQ(p->ntransitions, 1);
+	check_transition(&p->transitions[0], &a[0], false, &PAGEABLE, NULL, NULL);
+	rsd_plan_report_free(p);
+	ATF_CHECK(rsd_take_partial_report() == NULL);
+	ATF_CHECK_EQ(version(&f), 5);
+	fx_fini(&f);
+}
+
+/* A loader failing with a non-RSD code: the cause is -RSD_ESOURCE. */
+ATF_TC_WITHOUT_HEAD(runtime_failure_foreign_code);
+ATF_TC_BODY(runtime_failure_foreign_code, tc)
+{
+	struct rsd_action a[1];
+	struct rsd_handle bad;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, -1);
+	bad = sourced_fail(&f, PAGEABLE, 5);
+	clear_partial();
+	a[0] = rsd_action_ensure(bad, PINNED);
+	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 1, "eio", NULL, 0, NULL, NULL), -RSD_EEXEC);
+	ATF_CHECK_EQ(rsd_last_error()->failed_action_index, 0);
+	ATF_CHECK_EQ(rsd_last_error()->cause, -RSD_ESOURCE);
+	ATF_CHECK_EQ(rsd_ensure(f.m, bad, PINNED, NULL, NULL), -RSD_ESOURCE);
+	rsd_plan_report_free(rsd_take_partial_report());
+	/* pinned was never recorded; the temporary charge is gone. */
+	ATF_CHECK_EQ(nlocations(&f), 1);
+	check_consistent(&f);
+	fx_fini(&f);
+}
+
+struct failer {
+	struct fx *f;
+	struct rsd_action a[2];
+	int rc;
+	size_t n;
+};
+
+static void *fail_in_thread(void *arg)
+{
+	struct failer *x = arg;
+	struct rsd_plan_report *p;
+
+	x->rc = rsd_execute_actions(x->f->m, x->a, 2, "thread", NULL, 0, NULL, NULL);
+	p = rsd_take_partial_report();
+	x->n = p ? p->ntransitions : (size_t)-1;
+	rsd_plan_report_free(p);
+	return NULL;
+}
+
+/* The partial report belongs to the failing thread. */
+ATF_TC_WITHOUT_HEAD(partial_report_per_thread);
+ATF_TC_BODY(partial_report_per_thread, tc)
+{
+	struct failer x;
+	pthread_t t;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, -1);
+	memset(&x, 0, sizeof(x));
+	x.f = &f;
+	x.a[0] = rsd_action_ensure(sourced(&f, PAGEABLE), PAGEABLE);
+	x.a[1] = rsd_action_ensure(sourced_fail(&f, PAGEABLE, -RSD_EDEVICE), PAGEABLE);
+	clear_partial();
+	ATF_REQUIRE_EQ(pthread_create(&t, NULL, fail_in_thread, &x), 0);
+	ATF_REQUIRE_EQ(pthread_join(t, NULL), 0);
+	ATF_CHECK_EQ(x.rc, -RSD_EEXEC);
+	ATF_CHECK_EQ(x.n, 1);
+	ATF_CHECK(rsd_take_partial_report() == NULL);
+	fx_fini(&f);
+}
+
+/* ---- success: reports ---- */
+
+ATF_TC_WITHOUT_HEAD(empty_action_list);
+ATF_TC_BODY(empty_action_list, tc)
+{
+	struct rsd_plan_report *r = NULL;
+	uint64_t v;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, -1);
+	sourced(&f, PAGEABLE);
+	v = version(&f);
+	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, NULL, 0, NULL, NULL, 0, NULL, &r), 0);
+	ATF_REQUIRE(r != NULL);
+	ATF_CHECK_STREQ(r->plan_name, "residency-actions");
+	ATF_CHECK_EQ(r->ntransitions, 0);
+	ATF_CHECK(r->completed_at_ns >= r->started_at_ns);
+	ATF_CHECK(r->started_at_ns > 0);
+	rsd_plan_report_free(r);
+	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, NULL, 0, "named", NULL, 0, &v, &r), 0);
+	ATF_CHECK_STREQ(r->plan_name, "named");
+	rsd_plan_report_free(r);
+	/* A report is optional. */
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, NULL, 0, NULL, NULL, 0, NULL, NULL), 0);
+	ATF_CHECK_EQ(version(&f), v);
+	fx_fini(&f);
+}
+
+ATF_TC_WITHOUT_HEAD(argument_errors);
+ATF_TC_BODY(argument_errors, tc)
+{
+	struct rsd_plan_report *r = NULL;
+	struct rsd_action a[1];
+	struct rsd_handle h;
+	uint64_t v;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, -1);
+	h = sourced(&f, PAGEABLE);
+	v = version(&f);
+	a[0] = rsd_action_ensure(h, PAGEABLE);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, "", NULL, 0, NULL, &r), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, " \t\n", NULL, 0, NULL, &r), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_execute_actions(NULL, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, NULL, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
+	a[0].kind = (enum rsd_action_kind)9;
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
+	a[0] = rsd_action_ensure(h, PAGEABLE);
+	a[0].location.device = 5; /* a host kind with a device: not a location record */
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
+	ATF_CHECK(r == NULL);
+	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(f.loads, 0);
+
+	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
+	a[0] = rsd_action_ensure(h, PAGEABLE);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ECLOSED);
+	ATF_CHECK(r == NULL);
+	fx_fini(&f);
+}
+
+ATF_TC_WITHOUT_HEAD(report_fields);
+ATF_TC_BODY(report_fields, tc)
+{
+	struct rsd_plan_report *r = NULL;
+	struct rsd_action a[6];
+	struct rsd_handle h, x;
+	uint64_t v, before;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, -1);
+	h = sourced(&f, PAGEABLE);
+	x = adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	v = version(&f);
+	ATF_CHECK_EQ(v, 3);
+	a[0] = rsd_action_ensure(h, PAGEABLE);  /* load installed directly, +1 */
+	a[1] = rsd_action_ensure(h, PINNED);    /* copy, +1 pinned recorded, +1 */
+	a[2] = rsd_action_move(h, PINNED, NULL); /* onto a resident one: removes pageable, +1 */
+	a[3] = rsd_action_drop(h, PAGEABLE);    /* no-op */
+	a[4] = rsd_action_move(x, PINNED, &PAGEABLE); /* copy, install, remove: +2 */
+	a[5] = rsd_action_discard(x);           /* one removal + mark: +2 */
+	before = (uint64_t)0;
+	ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 6, "fields", NULL, 0, &v, &r), 0, "%s",
+			   rsd_last_error()->message);
+	ATF_REQUIRE(r != NULL);
+	ATF_CHECK_STREQ(r->plan_name, "fields");
+	ATF_REQUIRE_EQ(r->ntransitions, 6);
+	check_transition(&r->transitions[0], &a[0], false, &PAGEABLE, &PAGEABLE, NULL);
+	check_transition(&r->transitions[1], &a[1], false, &PAGEABLE, &PINNED, NULL);
+	check_transition(&r->transitions[2], &a[2], false, &PAGEABLE, &PINNED, NULL);
+	check_transition(&r->transitions[3], &a[3], true, &PAGEABLE, NULL,
+			 "materialization already absent");
+	check_transition(&r->transitions[4], &a[4], false, &PAGEABLE, &PINNED, NULL);
+	check_transition(&r->transitions[5], &a[5], false, NULL, NULL, NULL);
+	for (size_t i = 0; i < r->ntransitions; i++) {
+		ATF_CHECK(r->transitions[i].started_at_ns >= before);
+		ATF_CHECK(!r->transitions[i].has_allocator);
+		before = r->transitions[i].completed_at_ns;
+	}
+	ATF_CHECK(r->started_at_ns <= r->transitions[0].started_at_ns);
+	ATF_CHECK(r->completed_at_ns >= r->transitions[5].completed_at_ns);
+	rsd_plan_report_free(r);
+	ATF_CHECK_EQ(version(&f), 11);
+	ATF_CHECK_EQ(f.loads, 1);
+	ATF_CHECK(resident_at(&f, h, PINNED));
+	ATF_CHECK_EQ(nmat(&f, h), 1);
+	check_consistent(&f);
+	fx_fini(&f);
+}
+
+/* §19.45: no-op actions change nothing, not even the location registry. */
+ATF_TC_WITHOUT_HEAD(noop_changes_nothing);
+ATF_TC_BODY(noop_changes_nothing, tc)
+{
+	struct rsd_plan_report *r = NULL;
+	struct rsd_action a[2];
+	struct rsd_handle x;
+	uint64_t v;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, -1);
+	x = adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
+	v = version(&f);
+	a[0] = rsd_action_drop(x, PINNED);
+	a[1] = rsd_action_move(x, PAGEABLE, NULL);
+	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 2, "noop", NULL, 0, &v, &r), 0);
+	ATF_REQUIRE_EQ(r->ntransitions, 2);
+	check_transition(&r->transitions[0], &a[0], true, &PINNED, NULL,
+			 "materialization already absent");
+	check_transition(&r->transitions[1], &a[1], true, NULL, &PAGEABLE,
+			 "destination already owns the selected replica");
+	rsd_plan_report_free(r);
+	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(nlocations(&f), 1);
+	fx_fini(&f);
+}
+
+/* ---- expected version and transfer streams ---- */
+
+ATF_TC_WITHOUT_HEAD(stale_expected_version);
+ATF_TC_BODY(stale_expected_version, tc)
+{
+	struct rsd_transfer_stream ts[1] = { { RSD_LOC_PINNED_HOST, NULL } };
+	struct rsd_plan_report *r = NULL;
+	const struct rsd_error *err;
+	struct rsd_action a[1];
+	struct rsd_handle h;
+	uint64_t v, stale;
+	void *s;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, 1);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s), 0);
+	h = sourced(&f, PAGEABLE);
+	v = version(&f);
+	stale = v - 1;
+	a[0] = rsd_action_ensure(h, PAGEABLE);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &stale, &r), -RSD_ESTALE);
+	err = rsd_last_error();
+	ATF_CHECK(err->has_versions);
+	ATF_CHECK_EQ(err->expected_version, v - 1);
+	ATF_CHECK_EQ(err->actual_version, v);
+	/* The version check precedes the stream-map validation. */
+	ts[0].stream = s;
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, ts, 1, &stale, &r), -RSD_ESTALE);
+	ATF_CHECK(r == NULL);
+	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(f.loads, 0);
+	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r), 0);
+	rsd_plan_report_free(r);
+	ATF_CHECK_EQ(version(&f), v + 1);
+	rsd_simdev_stream_destroy(f.sd, s);
+	fx_fini(&f);
+}
+
+/* §19.46: a pending lease that completed is reaped first, making the expectation stale. */
+ATF_TC_WITHOUT_HEAD(reap_makes_stale);
+ATF_TC_BODY(reap_makes_stale, tc)
+{
+	struct rsd_location c0 = cuda(0);
+	struct rsd_action a[1];
+	struct rsd_plan p = { .name = "after-reap", .enter = a, .nenter = 1 };
+	struct rsd_plan_report *r = NULL;
+	struct rsd_explanation *e;
+	struct rsd_lease *l;
+	struct rsd_handle h;
+	uint64_t v;
+	void *s;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, 1);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s), 0);
+	h = sourced(&f, PAGEABLE);
+	ATF_REQUIRE_EQ(rsd_ensure(f.m, h, c0, NULL, NULL), 0);
+	rsd_simdev_set_auto_complete(f.sd, false);
+	ATF_REQUIRE_EQ(rsd_acquire(f.m, &h, 1, c0, s, &l), 0);
+	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	a[0] = rsd_action_drop(h, c0);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, NULL), -RSD_EPLAN);
+	ATF_CHECK_STREQ(rsd_last_error()->message, "materialization at cuda:0 is protected");
+	v = version(&f);
+
+	rsd_simdev_stream_complete(f.sd, s);
+	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, &v, &e), 0);
+	ATF_CHECK(e->feasible);
+	rsd_explanation_free(e);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r), -RSD_ESTALE);
+	ATF_CHECK_EQ(rsd_last_error()->expected_version, v);
+	ATF_CHECK_EQ(rsd_last_error()->actual_version, v + 1);
+	ATF_CHECK(r == NULL);
+	ATF_CHECK_EQ(version(&f), v + 1);
+	v++;
+	ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r), 0, "%s",
+			   rsd_last_error()->message);
+	ATF_REQUIRE_EQ(r->ntransitions, 1);
+	rsd_plan_report_free(r);
+	ATF_CHECK_EQ(version(&f), v + 1);
+	rsd_lease_free(l);
+	rsd_simdev_stream_destroy(f.sd, s);
+	fx_fini(&f);
+}
+
+/* §12.2 / §19.60: host key → EINVAL, non-stream → ETYPE, wrong device → EINVAL. */
+ATF_TC_WITHOUT_HEAD(transfer_streams);
+ATF_TC_BODY(transfer_streams, tc)
+{
+	struct rsd_location c0 = cuda(0), c1 = cuda(1);
+	struct rsd_transfer_stream ts[1];
+	struct rsd_plan_report *r = NULL;
+	struct rsd_action a[2];
+	struct rsd_handle h;
+	void *s0, *s1;
+	int not_a_stream;
+	uint64_t v;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, 2);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s0), 0);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &s1), 0);
+	h = sourced(&f, PAGEABLE);
+	v = version(&f);
+	a[0] = rsd_action_ensure(h, c0);
+	a[1] = rsd_action_move(h, c1, NULL);
+
+	ts[0].location = PINNED;
+	ts[0].stream = s0;
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_EINVAL);
+	ts[0].location = c0;
+	ts[0].stream = &not_a_stream;
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_ETYPE);
+	ts[0].stream = s1;
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_EINVAL);
+	ts[0].location = cuda(2);
+	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_EINVAL);
+	ATF_CHECK(r == NULL);
+	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(f.loads, 0);
+
+	ts[0].location = c0;
+	ts[0].stream = s0;
+	ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 2, "streams", ts, 1, NULL, &r), 0, "%s",
+			   rsd_last_error()->message);
+	ATF_REQUIRE_EQ(r->ntransitions, 2);
+	check_transition(&r->transitions[0], &a[0], false, &PAGEABLE, &c0, NULL);
+	check_transition(&r->transitions[1], &a[1], false, &c0, &c1, NULL);
+	ATF_CHECK(r->transitions[0].has_allocator);
+	ATF_CHECK_EQ(r->transitions[0].allocator_device, 0);
+	ATF_CHECK(r->transitions[1].has_allocator);
+	ATF_CHECK_EQ(r->transitions[1].allocator_device, 1);
+	rsd_plan_report_free(r);
+	ATF_CHECK(resident_at(&f, h, c1));
+	ATF_CHECK_EQ(nmat(&f, h), 1);
+	check_consistent(&f);
+	rsd_simdev_stream_destroy(f.sd, s0);
+	rsd_simdev_stream_destroy(f.sd, s1);
+	fx_fini(&f);
+}
+
+/* ---- fault injection at every action position ---- */
+
+static void three_values(struct fx *f, struct rsd_action *a)
+{
+	for (int i = 0; i < 3; i++)
+		a[i] = rsd_action_ensure(adopt(f, PAGEABLE, RSD_REPLICABLE), cuda(0));
+}
+
+static void fault_at_each_position(enum rsd_simdev_op op)
+{
+	unsigned long calls[4];
+	struct rsd_plan_report *r;
+	struct rsd_action a[3];
+	struct fx f;
+
+	/* Calibrate: driver calls of op made by each action. */
+	fx_init_pooled(&f, NULL, 0, 1, false);
+	three_values(&f, a);
+	calls[0] = rsd_simdev_calls(f.sd, op);
+	for (int i = 0; i < 3; i++) {
+		ATF_REQUIRE_EQ(rsd_execute_actions(f.m, &a[i], 1, NULL, NULL, 0, NULL, NULL), 0);
+		calls[i + 1] = rsd_simdev_calls(f.sd, op);
+		ATF_REQUIRE_MSG(calls[i + 1] > calls[i], "action %d made no call of op %d", i,
+				(int)op);
+	}
+	fx_fini(&f);
+
+	for (int pos = 0; pos < 3; pos++) {
+		const struct rsd_error *err;
+		uint64_t v;
+
+		fx_init_pooled(&f, NULL, 0, 1, false);
+		three_values(&f, a);
+		v = version(&f);
+		clear_partial();
+		rsd_simdev_fail_nth(f.sd, op, (unsigned)(calls[pos] - calls[0] + 1), RSD_EDEVICE);
+		r = NULL;
+		ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 3, "faults", NULL, 0, &v, &r),
+				   -RSD_EEXEC, "position %d", pos);
+		err = rsd_last_error();
+		ATF_CHECK_EQ(err->phase, RSD_PHASE_EXECUTE);
+		ATF_CHECK_EQ_MSG(err->failed_action_index, pos, "index %ld, position %d",
+				 err->failed_action_index, pos);
+		ATF_CHECK_EQ(err->cause, -RSD_EDEVICE);
+		ATF_REQUIRE(r != NULL);
+		ATF_CHECK_EQ_MSG(r->ntransitions, (size_t)pos, "partial %zu, position %d",
+				 r->ntransitions, pos);
+		for (int i = 0; i < pos && i < (int)r->ntransitions; i++)
+			ATF_CHECK(rsd_action_equal(&r->transitions[i].action, &a[i]));
+		rsd_plan_report_free(r);
+		r = rsd_take_partial_report();
+		ATF_REQUIRE(r != NULL);
+		ATF_CHECK_EQ(r->ntransitions, (size_t)pos);
+		rsd_plan_report_free(r);
+
+		/* pos installs at cuda:0 (+1 for recording it once). */
+		ATF_CHECK_EQ(version(&f), v + pos + (pos > 0));
+		for (int i = 0; i < 3; i++)
+			ATF_CHECK_EQ(nmat(&f, a[i].handle), i < pos ? 2u : 1u);
+		check_consistent(&f);
+		/* The failed action's device memory went back. */
+		ATF_CHECK_EQ_MSG(rsd_simdev_allocated_bytes(f.sd, 0), (uint64_t)pos * N,
+				 "position %d: %llu device bytes", pos,
+				 (unsigned long long)rsd_simdev_allocated_bytes(f.sd, 0));
+
+		/* Disarmed, the rest of the plan completes. */
+		rsd_simdev_fail_nth(f.sd, op, 0, 0);
+		ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 3, NULL, NULL, 0, NULL, NULL), 0);
+		ATF_CHECK_EQ(rsd_simdev_allocated_bytes(f.sd, 0), 3 * N);
+		check_consistent(&f);
+		fx_fini(&f);
+	}
+}
+
+ATF_TC_WITHOUT_HEAD(fault_copy_each_position);
+ATF_TC_BODY(fault_copy_each_position, tc)
+{
+	fault_at_each_position(RSD_SIMDEV_COPY);
+}
+
+ATF_TC_WITHOUT_HEAD(fault_alloc_each_position);
+ATF_TC_BODY(fault_alloc_each_position, tc)
+{
+	fault_at_each_position(RSD_SIMDEV_ALLOC);
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, atomic_preflight);
+	ATF_TP_ADD_TC(tp, foreign_handle_is_plan_error);
+	ATF_TP_ADD_TC(tp, unavailable_device_is_plan_error);
+	ATF_TP_ADD_TC(tp, runtime_failure_partial_report);
+	ATF_TP_ADD_TC(tp, runtime_failure_foreign_code);
+	ATF_TP_ADD_TC(tp, partial_report_per_thread);
+	ATF_TP_ADD_TC(tp, empty_action_list);
+	ATF_TP_ADD_TC(tp, argument_errors);
+	ATF_TP_ADD_TC(tp, report_fields);
+	ATF_TP_ADD_TC(tp, noop_changes_nothing);
+	ATF_TP_ADD_TC(tp, stale_expected_version);
+	ATF_TP_ADD_TC(tp, reap_makes_stale);
+	ATF_TP_ADD_TC(tp, transfer_streams);
+	ATF_TP_ADD_TC(tp, fault_copy_each_position);
+	ATF_TP_ADD_TC(tp, fault_alloc_each_position);
+	return atf_no_error();
+}
