@@ -244,6 +244,21 @@ ATF_TC_BODY(huge_charge_no_overflow, tc)
 	/* It still fits an unbudgeted location. */
 	OK(rsd_ensure(f.m, h, PAGEABLE, NULL, NULL));
 	ATF_CHECK_EQ(cfx_used(&f, PAGEABLE), UINT64_MAX);
+	/* Full to the last representable byte: more is refused, never wrapped. */
+	{
+		struct rsd_reservation *r = NULL;
+		struct rsd_resident *one = cfx_alloc(&f, PAGEABLE, 1);
+		struct rsd_handle x;
+		uint64_t v = cfx_version(&f);
+
+		ATF_CHECK(rsd_adopt(f.m, one, NULL, RSD_EXCLUSIVE, &x) < 0);
+		ATF_CHECK(rsd_reserve(f.m, PAGEABLE, 1, "one", &r) < 0);
+		ATF_CHECK(r == NULL);
+		rsd_resident_free(one);
+		CHECK_VERSION(&f, v);
+		ATF_CHECK_EQ(cfx_used(&f, PAGEABLE), UINT64_MAX);
+		ATF_CHECK_EQ(cfx_reserved(&f, PAGEABLE), 0);
+	}
 	cfx_fini(&f);
 }
 
