@@ -20,13 +20,13 @@
 
 #include "bench/common.h"
 
-#include "bench/common.c"
-#include "bench/foundation.c"
-#include "bench/rcu.c"
-#include "bench/lifetimes.c"
-#include "bench/plans.c"
-#include "bench/controller.c"
-#include "bench/scaling.c"
+#include "bench/common.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/foundation.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/rcu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/lifetimes.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/plans.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/controller.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/scaling.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -65,7 +65,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	const char *want[NCASES * 2];
+	const char *want[NCASES * 2] = { NULL };
 	size_t nwant = 0;
 	uint64_t t0 = bench_now_ns();
 

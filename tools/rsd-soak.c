@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../tests/model/model.c"
-#include "../tests/model/model_plan.c"
-#include "../tests/model/invariants.c"
-#include "../tests/model/interp.c"
+#include "../tests/model/model.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
+#include "../tests/model/model_plan.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
+#include "../tests/model/invariants.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
+#include "../tests/model/interp.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
 
 int main(int argc, char **argv)
 {

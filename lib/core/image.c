@@ -284,6 +284,7 @@ int rsd__publish_first(struct rsd_manager *m)
 		free(img);
 		return err;
 	}
+	free(stub.retired); /* nothing is retired from an empty image */
 	m->img = img;
 	m->gen++;
 	return 0;

@@ -194,8 +194,8 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 		goto out;
 	l = calloc(1, sizeof(*l));
 	obj = calloc(1, sizeof(*obj));
-	if (!l || !obj || !(l->recs = calloc(k, sizeof(*l->recs))) ||
-	    !(l->ids = calloc(k, sizeof(*l->ids))) ||
+	if (!l || !obj || !(l->recs = calloc(k ? k : 1, sizeof(*l->recs))) ||
+	    !(l->ids = calloc(k ? k : 1, sizeof(*l->ids))) ||
 	    (consumer_stream && !(obj->streams = malloc(4 * sizeof(void *))))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating a lease");
 		goto out;

@@ -205,7 +205,7 @@ int rsd__writer_enter(struct rsd_manager *m, unsigned flags)
 		if (!err)
 			break;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 10 * 1000 * 1000;
+		ts.tv_nsec += 10L * 1000 * 1000;
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;

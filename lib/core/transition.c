@@ -79,7 +79,7 @@ static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfe
 	ret = rec->source.load(rec->source.ctx, &v);
 	atomic_store(&m->callback_active, false);
 	if (ret) {
-		if (ret < 0 && -ret < RSD_EMAX) {
+		if (ret < 0 && ret > -RSD_EMAX) {
 			/* A loader's own RSD error propagates unchanged; keep the
 			 * record it left when it matches. */
 			if (rsd_last_error()->code != -ret)
@@ -391,7 +391,7 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 	}
 	if (err)
 		return err;
-	if (rep.has_allocator) {
+	if (rep.has_allocator && m->ops->metrics) {
 		/* Best effort: a failed sample leaves the fields absent. */
 		struct rsd_error saved = *rsd_last_error();
 

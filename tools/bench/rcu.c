@@ -178,7 +178,7 @@ static void latency_run(enum writer_kind wk, bool locked, uint64_t dur_ns, doubl
 {
 	size_t cap = 1u << 20, n = 0;
 	double *lat = malloc(cap * sizeof(*lat));
-	struct rcu_env e;
+	struct rcu_env e = { 0 };
 	pthread_t w;
 	uint64_t end;
 
@@ -260,7 +260,7 @@ static void case_snapshot_latency_load(void)
 /* Writer ensure/drop cycles per second with nreaders snapshot threads. */
 static double writer_rate(unsigned nreaders, uint64_t pace_ns, uint64_t dur_ns)
 {
-	struct rcu_env e;
+	struct rcu_env e = { 0 };
 	pthread_t w, rd[4];
 	unsigned long c0, c1;
 	uint64_t t0, t1;
