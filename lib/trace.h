@@ -75,6 +75,13 @@ static inline const char *rsd__trace_opt_name(bool has, struct rsd_location loc,
 	return has ? rsd_location_name(loc, buf, len) : RSD_TRACE_NONE;
 }
 
+/* Whether a session records transitions: the executor then stamps reports
+ * nobody asked for, so the event carries a duration. */
+static inline bool rsd_trace_transition_enabled(void)
+{
+	return lttng_ust_tracepoint_enabled(rsd, transition);
+}
+
 static inline void rsd_trace_transition(uint64_t manager_id, const struct rsd_transition *t)
 {
 	char at[RSD_LOCATION_NAME_MAX], from[RSD_LOCATION_NAME_MAX];
@@ -235,6 +242,11 @@ static inline void rsd_trace_state(uint64_t manager_id, uint64_t state_version,
  * that have no side effects. Functions rather than macros, so arguments are
  * still type-checked and variables computed only for tracing stay "used".
  */
+static inline bool rsd_trace_transition_enabled(void)
+{
+	return false;
+}
+
 static inline void rsd_trace_transition(uint64_t manager_id, const struct rsd_transition *t)
 {
 	(void)manager_id, (void)t;

@@ -42,7 +42,8 @@ static void drop_everything(struct rsd_manager *m)
 			rsd__resident_destroy(rec->mats[j].value);
 		if (rec->has_source && rec->source.release)
 			rec->source.release(rec->source.ctx);
-		free(rec->mats);
+		if (rec->mats != rec->inline_mats)
+			free(rec->mats);
 		free(rec);
 	}
 	m->nrecs = 0;
@@ -119,6 +120,7 @@ void rsd_manager_destroy(struct rsd_manager *m)
 		return;
 	}
 	rsd__rcu_register();
+	rsd__reclaim_flush(m);
 	/* Every replaced image's call_rcu callback has run after this. */
 	urcu_memb_barrier();
 	rsd__image_destroy(m);

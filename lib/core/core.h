@@ -69,6 +69,9 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 			struct rsd_resident **out);
 /* Free a resident whatever its ownership. */
 void rsd__resident_destroy(struct rsd_resident *r);
+struct rsd_manager;
+/* Retirement callback freeing a resident after a grace period. */
+void rsd__retire_resident(struct rsd_manager *m, void *p);
 
 /* ---- per-value records (writer side) -------------------------------------- */
 
@@ -98,7 +101,8 @@ struct rsd_record {
 	bool discarded;
 	bool dirty; /* on m->dirty: its image must be rebuilt at publish */
 	uint32_t nmats, capmats;
-	struct rsd_mat *mats; /* insertion order */
+	struct rsd_mat *mats; /* insertion order; inline_mats until it grows */
+	struct rsd_mat inline_mats[2];
 };
 
 struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
@@ -204,8 +208,12 @@ struct rsd_image {
 	struct rsd_lease_rec *const *pending; /* creation order */
 	/* Freed together with this image (they stopped being shared when the
 	 * image that replaced it was published). */
-	struct rsd_retired *retired;
+	/* Replaced images wait in a batch for one call_rcu (m->reclaim). */
+	struct rsd_image *batch_next;
+	bool reclaim_soon; /* it retired memory or events: do not batch */
+	struct rsd_retired *retired; /* inline_retired until it grows */
 	size_t nretired, capretired;
+	struct rsd_retired inline_retired[8];
 };
 
 void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i);
@@ -328,6 +336,9 @@ struct rsd_manager {
 	/* The published image; written by the writer under m->lock. */
 	struct rsd_image *img;
 	uint64_t gen; /* current publication generation; protected by m->lock */
+	/* Replaced images not yet handed to call_rcu; protected by m->lock. */
+	struct rsd_image *reclaim;
+	unsigned nreclaim;
 
 	/* Everything below is protected by m->lock. */
 	bool closed;
@@ -366,6 +377,8 @@ void rsd__writer_exit(struct rsd_manager *m);
 /* Publish the writer state now (writer_exit does it). */
 int rsd__publish(struct rsd_manager *m);
 int rsd__publish_first(struct rsd_manager *m);
+/* Hand the batch of replaced images to call_rcu. */
+void rsd__reclaim_flush(struct rsd_manager *m);
 /* Free the last image; after rcu_barrier() at destroy. */
 void rsd__image_destroy(struct rsd_manager *m);
 

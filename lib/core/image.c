@@ -57,15 +57,25 @@ void rsd__read_end(void)
 
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p)
 {
+	if (!img->retired) {
+		img->retired = img->inline_retired;
+		img->capretired = RSD_ARRAY_SIZE(img->inline_retired);
+	}
 	if (img->nretired == img->capretired) {
-		size_t cap = img->capretired ? img->capretired * 2 : 16;
-		struct rsd_retired *r = realloc(img->retired, cap * sizeof(*r));
+		size_t cap = img->capretired * 2;
+		struct rsd_retired *r;
 
+		r = img->retired == img->inline_retired ? malloc(cap * sizeof(*r))
+							: realloc(img->retired, cap * sizeof(*r));
 		if (!r)
 			return rsd__err(RSD_ENOMEM, "out of memory retiring published state");
+		if (img->retired == img->inline_retired)
+			memcpy(r, img->inline_retired, sizeof(img->inline_retired));
 		img->retired = r;
 		img->capretired = cap;
 	}
+	if (fn != rsd__retire_free)
+		img->reclaim_soon = true;
 	img->retired[img->nretired].fn = fn;
 	img->retired[img->nretired].p = p;
 	img->nretired++;
@@ -78,15 +88,45 @@ void rsd__retire_free(struct rsd_manager *m, void *p)
 	free(p);
 }
 
-/* call_rcu callback: no reader can hold the image any more. */
+/* call_rcu callback: no reader can hold these images any more. */
 static void image_reclaim(struct rcu_head *head)
 {
-	struct rsd_image *img = caa_container_of(head, struct rsd_image, rcu);
+	struct rsd_image *img = caa_container_of(head, struct rsd_image, rcu), *next;
 
-	for (size_t i = 0; i < img->nretired; i++)
-		img->retired[i].fn(img->m, img->retired[i].p);
-	free(img->retired);
-	free(img);
+	for (; img; img = next) {
+		next = img->batch_next;
+		for (size_t i = 0; i < img->nretired; i++)
+			img->retired[i].fn(img->m, img->retired[i].p);
+		if (img->retired != img->inline_retired)
+			free(img->retired);
+		free(img);
+	}
+}
+
+/*
+ * Replaced images are reclaimed in batches: one call_rcu per batch keeps the
+ * grace-period machinery off most writer calls. A batch holding memory or
+ * device events goes at once, so nothing large waits.
+ */
+#define RSD_RECLAIM_BATCH 32
+
+void rsd__reclaim_flush(struct rsd_manager *m)
+{
+	if (!m->reclaim)
+		return;
+	urcu_memb_call_rcu(&m->reclaim->rcu, image_reclaim);
+	m->reclaim = NULL;
+	m->nreclaim = 0;
+}
+
+static void reclaim_later(struct rsd_manager *m, struct rsd_image *old)
+{
+	bool soon = old->reclaim_soon;
+
+	old->batch_next = m->reclaim;
+	m->reclaim = old;
+	if (++m->nreclaim >= RSD_RECLAIM_BATCH || soon)
+		rsd__reclaim_flush(m);
 }
 
 static struct rsd_img_value *value_image(const struct rsd_record *rec)
@@ -229,10 +269,16 @@ int rsd__publish(struct rsd_manager *m)
 	struct rsd_image *old = m->img, *img;
 	int err;
 
-	img = calloc(1, sizeof(*img));
+	/* malloc, not calloc: every field is set below (the inline retire
+	 * array is used only up to nretired). */
+	img = malloc(sizeof(*img));
 	if (!img)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing manager state");
 	img->m = m;
+	img->batch_next = NULL;
+	img->reclaim_soon = false;
+	img->retired = NULL;
+	img->nretired = img->capretired = 0;
 	img->values = old->values;
 	img->locs = old->locs;
 	img->nlocs = old->nlocs;
@@ -258,7 +304,7 @@ int rsd__publish(struct rsd_manager *m)
 	img->closed = m->closed;
 	rsd__rcu_register();
 	rcu_assign_pointer(m->img, img);
-	urcu_memb_call_rcu(&old->rcu, image_reclaim);
+	reclaim_later(m, old);
 	m->gen++;
 	return 0;
 }
@@ -284,7 +330,6 @@ int rsd__publish_first(struct rsd_manager *m)
 		free(img);
 		return err;
 	}
-	free(stub.retired); /* nothing is retired from an empty image */
 	m->img = img;
 	m->gen++;
 	return 0;
@@ -308,7 +353,8 @@ void rsd__image_destroy(struct rsd_manager *m)
 	free((void *)img->pending);
 	for (size_t i = 0; i < img->nretired; i++)
 		img->retired[i].fn(m, img->retired[i].p);
-	free(img->retired);
+	if (img->retired != img->inline_retired)
+		free(img->retired);
 	free(img);
 	m->img = NULL;
 }

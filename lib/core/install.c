@@ -4,6 +4,7 @@
  * removal with the storage-owner index and accounting (§8.5).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 
@@ -125,14 +126,22 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 			goto unwind;
 		added = i + 1;
 	}
+	if (!rec->mats) {
+		rec->mats = rec->inline_mats;
+		rec->capmats = RSD_ARRAY_SIZE(rec->inline_mats);
+	}
 	if (rec->nmats == rec->capmats) {
-		uint32_t cap = rec->capmats ? rec->capmats * 2 : 2;
-		struct rsd_mat *mats = realloc(rec->mats, cap * sizeof(*mats));
+		uint32_t cap = rec->capmats * 2;
+		struct rsd_mat *mats;
 
+		mats = rec->mats == rec->inline_mats ? malloc(cap * sizeof(*mats))
+						     : realloc(rec->mats, cap * sizeof(*mats));
 		if (!mats) {
 			err = rsd__err(RSD_ENOMEM, "out of memory adding a materialization");
 			goto unwind;
 		}
+		if (rec->mats == rec->inline_mats)
+			memcpy(mats, rec->inline_mats, sizeof(rec->inline_mats));
 		rec->mats = mats;
 		rec->capmats = cap;
 	}
@@ -209,6 +218,15 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 	for (; i + 1 < rec->nmats; i++)
 		rec->mats[i] = rec->mats[i + 1];
 	rec->nmats--;
+	/*
+	 * Pageable memory the library allocated is returned after a grace
+	 * period, off the caller's path (unmapping a large value costs as
+	 * much as copying it). Device and pinned memory go back at once, so
+	 * the report's "after" allocator sample does not count it (§8.10).
+	 */
+	if (v->block && v->block_at.kind == RSD_PAGEABLE_HOST && !v->release &&
+	    !rsd__retire(m->img, rsd__retire_resident, v))
+		v = NULL;
 	rsd__resident_destroy(v);
 	rsd__mark_dirty(m, rec);
 	rsd__bump(m);

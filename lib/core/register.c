@@ -92,7 +92,8 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 	}
 	err = rsd__install(m, rec, loc, value, false);
 	if (err) {
-		free(rec->mats);
+		if (rec->mats != rec->inline_mats)
+			free(rec->mats);
 		free(rec);
 		goto out;
 	}

@@ -285,6 +285,12 @@ void rsd__resident_destroy(struct rsd_resident *r)
 	free(r);
 }
 
+void rsd__retire_resident(struct rsd_manager *m, void *p)
+{
+	(void)m;
+	rsd__resident_destroy(p);
+}
+
 void rsd_resident_free(struct rsd_resident *r)
 {
 	if (!r)

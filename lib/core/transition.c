@@ -353,13 +353,18 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 {
 	struct rsd_transition rep;
 	struct rsd_record *rec;
+	bool stamp;
 	int err, dev;
 
 	memset(&rep, 0, sizeof(rep));
 	err = rsd__reap(m);
 	if (err)
 		return err;
-	rep.started_at_ns = rsd__now_ns();
+	/* Reading the clock is most of a no-op's cost: only when someone
+	 * reads the report (the caller, or a recording trace session). */
+	stamp = report || rsd_trace_transition_enabled();
+	if (stamp)
+		rep.started_at_ns = rsd__now_ns();
 	rep.action = *a;
 	err = rsd__resolve(m, a->handle, &rec);
 	if (err)
@@ -403,7 +408,8 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 		rep.allocator_device = 0;
 		rep.allocator_allocated_bytes_before = rep.allocator_reserved_bytes_before = 0;
 	}
-	rep.completed_at_ns = rsd__now_ns();
+	if (stamp)
+		rep.completed_at_ns = rsd__now_ns();
 	rsd_trace_transition(m->id, &rep);
 	if (report)
 		*report = rep;

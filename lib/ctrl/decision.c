@@ -224,14 +224,14 @@ static bool same_policy(const struct rsd_policy *p, const struct rsd_decision *d
 	const char *name = p->ops->name(p->ctx);
 	size_t n = 0;
 
-	if (!name || !d->policy_name || strcmp(name, d->policy_name))
+	if (!name || !d->policy_name || strcmp(name, d->policy_name) != 0)
 		return false;
 	cfg = p->ops->config_identity(p->ctx, &n);
 	if (n != d->npolicy_config)
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (strcmp(cfg[i].key, d->policy_config[i].key) ||
-		    strcmp(cfg[i].value, d->policy_config[i].value))
+		if (strcmp(cfg[i].key, d->policy_config[i].key) != 0 ||
+		    strcmp(cfg[i].value, d->policy_config[i].value) != 0)
 			return false;
 	return true;
 }

@@ -88,6 +88,7 @@ int rsd__memo_add(struct rsd__memo *m, const void *key, size_t len)
 		return 0;
 	if (2 * (m->n + 1) > m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 64;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): a table of pointers */
 		struct memo_key **tab = calloc(cap, sizeof(*tab));
 
 		if (!tab)

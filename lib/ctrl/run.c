@@ -82,6 +82,7 @@ static void note_add(struct frame *f, const char *fmt, ...)
 		f->u.s.nlen = NOTE_CAP;
 }
 
+/* Index of the new frame, or the negative error code (also left in x->err). */
 static int32_t push(struct search *x, enum ftype type, int32_t parent)
 {
 	struct frame *f;
@@ -93,7 +94,7 @@ static int32_t push(struct search *x, enum ftype type, int32_t parent)
 		if (!fr) {
 			x->err = rsd__err(RSD_ENOMEM, "out of memory: search stack of %zu frames",
 					  x->nfr);
-			return -1;
+			return x->err;
 		}
 		x->fr = fr;
 		x->capfr = cap;
@@ -274,7 +275,7 @@ static int reclaim_dests(struct search *x, struct frame *f)
 	uint32_t v = f->u.r.vidx, src = f->u.r.src, n = 0;
 	size_t k;
 
-	f->u.r.dests = malloc(2 * RSD_NSLOTS);
+	f->u.r.dests = malloc(2 * (size_t)RSD_NSLOTS * sizeof(*f->u.r.dests));
 	if (!f->u.r.dests)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory listing spill destinations");
 	memset(&seen, 0, sizeof(seen));
@@ -534,7 +535,7 @@ static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **
 
 	if (cur < 0) {
 		rsd__ps_free(S0);
-		return x->err;
+		return cur;
 	}
 	x->fr[cur].S = S0;
 	for (;;) {
@@ -565,8 +566,10 @@ static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **
 			break;
 		case A_DONE:
 		case A_FAIL:
-			if ((size_t)cur != x->nfr - 1)
+			if ((size_t)cur != x->nfr - 1) {
+				free(o.note);
 				goto broken;
+			}
 			frame_fini(&x->fr[cur]);
 			x->nfr--;
 			if (a == A_FAIL && parent < 0) {
@@ -615,6 +618,11 @@ static void search_fini(struct search *x)
 
 static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__search_result *res)
 {
+	/*
+	 * S is drive()'s *final, set whenever drive() returns 0; the analyzer
+	 * cannot see that the codes its error paths return (rsd__err()) are < 0.
+	 */
+	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 	size_t n = S->nreclaim, k = n;
 
 	res->reclaim = malloc((n ? n : 1) * sizeof(*res->reclaim));

@@ -316,6 +316,12 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 			di++;
 			cand = ls_has(&d->locs, X);
 		} else {
+			/*
+			 * d is not NULL here: without a delta entry left, bi < nb
+			 * (loop condition) and the first branch was taken. The
+			 * analyzer assumes S->delta NULL with ndelta > 0.
+			 */
+			/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 			struct rsd__locset bl = rsd__ps_base_locs(x->snap, d->vidx);
 
 			v = d->vidx;
@@ -411,14 +417,14 @@ int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
 		return x->err;
 	/* active pairs (and so blocked handles), sorted by registration index */
 	for (const struct active *a = act; a; a = a->prev) {
-		uint32_t k;
+		size_t k;
 
 		if (n == cap) {
-			uint32_t *np = malloc(4 * cap * sizeof(*np));
+			uint32_t *np = malloc(4 * (size_t)cap * sizeof(*np));
 
 			if (!np)
 				return x->err = rsd__err(RSD_ENOMEM, "out of memory building a search key");
-			memcpy(np, p, 2 * n * sizeof(*np));
+			memcpy(np, p, 2 * (size_t)n * sizeof(*np));
 			if (p != pairs)
 				free(p);
 			p = np;
@@ -432,7 +438,7 @@ int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
 		p[2 * k + 1] = a->slot;
 		n++;
 	}
-	err = key_put(x, &n, sizeof(n)) || key_put(x, p, 2 * n * sizeof(*p));
+	err = key_put(x, &n, sizeof(n)) || key_put(x, p, 2 * (size_t)n * sizeof(*p));
 	if (p != pairs)
 		free(p);
 	return err ? x->err : 0;

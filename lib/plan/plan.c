@@ -67,7 +67,7 @@ int rsd__plan_check(const struct rsd_plan *p)
 
 struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p)
 {
-	size_t nact = p->nreclaim + p->nenter + p->nexit, size, off;
+	size_t nact = p->nreclaim + p->nenter + p->nexit, size, off, len;
 	struct rsd_action *acts;
 	struct rsd_reservation_spec *resv;
 	struct rsd_plan *c;
@@ -85,7 +85,6 @@ struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p)
 	acts = (struct rsd_action *)(c + 1);
 	resv = (struct rsd_reservation_spec *)(acts + nact);
 	str = (char *)(resv + p->nreservations);
-	off = 0;
 	if (p->nreclaim)
 		memcpy(acts, p->reclaim, p->nreclaim * sizeof(*acts));
 	if (p->nenter)
@@ -100,12 +99,15 @@ struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p)
 	c->nexit = p->nexit;
 	c->reservations = resv;
 	c->nreservations = p->nreservations;
-	c->name = strcpy(str, p->name);
-	off = strlen(p->name) + 1;
+	/* the strings, each with its NUL, in the bytes counted into size above */
+	len = strlen(p->name) + 1;
+	c->name = memcpy(str, p->name, len);
+	off = len;
 	for (size_t i = 0; i < p->nreservations; i++) {
 		resv[i] = p->reservations[i];
-		resv[i].label = strcpy(str + off, p->reservations[i].label);
-		off += strlen(p->reservations[i].label) + 1;
+		len = strlen(p->reservations[i].label) + 1;
+		resv[i].label = memcpy(str + off, p->reservations[i].label, len);
+		off += len;
 	}
 	return c;
 }

@@ -112,6 +112,7 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->plan = rsd__plan_copy(p)) ||
 	    !(s->trans = calloc(nact ? nact : 1, sizeof(*s->trans))) ||
+	    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	    !(s->resv = calloc(p->nreservations ? p->nreservations : 1, sizeof(*s->resv))) ||
 	    !(s->ts = calloc(nts ? nts : 1, sizeof(*s->ts)))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating scope '%s'", p->name);
@@ -196,7 +197,8 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 			   rsd_phase_name(err ? RSD_PHASE_EXIT : RSD_PHASE_NONE), err,
 			   (uint32_t)s->ntrans);
 	rsd__writer_exit(m);
-	if (!err && report) {
+	/* s->report is set whenever err is 0; tested too, for the analyzer */
+	if (!err && report && s->report) {
 		*report = rsd__report_new(p->name, s->trans, s->ntrans, s->report->started_at_ns,
 					  s->report->completed_at_ns);
 		if (!*report)
