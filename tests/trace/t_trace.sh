@@ -1,28 +1,47 @@
 #! /usr/bin/env atf-sh
 # SPDX-License-Identifier: MIT
 #
-# Tracing, really recorded: each test starts its own lttng-sessiond inside a
-# private mount namespace (fresh tmpfs on /run/lttng and /dev/shm, private
-# HOME and LTTNG_HOME), so it neither sees nor disturbs the machine's session
-# daemon, records rsd:* while a program runs, stops the daemon by pid, and
-# reads the trace with babeltrace2.
+# Tracing, really recorded: each test records with tools/rsd-record, which
+# starts its own lttng-sessiond inside a private mount namespace (fresh tmpfs
+# on /run/lttng and /dev/shm, private HOME and LTTNG_HOME), so it neither
+# sees nor disturbs the machine's session daemon, records rsd:* while a
+# program runs and stops the daemon by pid; the tests read the trace with
+# babeltrace2.
 #
 # Needs: lttng, lttng-sessiond, babeltrace2 and a permitted `unshare --mount`
 # (root, or a user namespace); the tests skip with the reason otherwise.
-# rsd-trace is found through RSD_TRACE_TOOL, RSD_SRCDIR/tools, the source
-# tree above an in-tree build (build/tests/trace), or PATH.
+# rsd-record and rsd-trace are found through RSD_RECORD_TOOL / RSD_TRACE_TOOL,
+# RSD_SRCDIR/tools, RSD_BUILD_DIR/tools, the build's own tools/ (build/tests/
+# trace/../../tools), the source tree above an in-tree build
+# (build/tests/trace/../../../tools), the installed bin/ ($(PREFIX)/tests/rsd/
+# trace/../../../bin), or PATH.
 
 srcdir_file() { echo "$(atf_get_srcdir)/$1"; }
 
-# Skip unless a session can be recorded here.
+# find_tool NAME OVERRIDE: the path of tools/NAME (see the top of this file
+# for the order); OVERRIDE is the value of its RSD_*_TOOL variable.
+find_tool()
+{
+	local c d=$(atf_get_srcdir)
+	for c in "$2" "${RSD_SRCDIR:+$RSD_SRCDIR/tools/$1}" \
+		"${RSD_BUILD_DIR:+$RSD_BUILD_DIR/tools/$1}" "$d/../../tools/$1" \
+		"$d/../../../tools/$1" "$d/../../../bin/$1" "$(command -v "$1" 2>/dev/null)"; do
+		[ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return 0; }
+	done
+	return 1
+}
+
+rsd_record_tool() { find_tool rsd-record "${RSD_RECORD_TOOL:-}"; }
+rsd_trace_tool() { find_tool rsd-trace "${RSD_TRACE_TOOL:-}"; }
+
+# Skip unless a session can be recorded here; sets $recorder.
 require_recording()
 {
-	local t
-	for t in lttng lttng-sessiond babeltrace2 unshare; do
-		command -v "$t" >/dev/null 2>&1 || atf_skip "$t is not installed"
-	done
-	unshare --mount --propagation private true 2>/dev/null ||
-		atf_skip "unshare --mount is not permitted here (needs root or user namespaces)"
+	local why
+	recorder=$(rsd_record_tool) ||
+		atf_fail "tools/rsd-record not found (set RSD_SRCDIR or RSD_RECORD_TOOL)"
+	command -v babeltrace2 >/dev/null 2>&1 || atf_skip "babeltrace2 is not installed"
+	why=$("$recorder" --check) || atf_skip "$why"
 	[ -x "$(srcdir_file t_hooks)" ] || atf_fail "t_hooks is missing beside this test"
 	"$(srcdir_file t_hooks)" -r strings.result strings >strings.out 2>&1
 	grep -q '^skipped' strings.result 2>/dev/null &&
@@ -32,55 +51,12 @@ require_recording()
 	return 0
 }
 
-# The script run inside the namespace: $1 = work dir, $2 = trace dir,
-# the rest = the command to trace.
-write_recorder()
-{
-	cat >recorder.sh <<'EOF'
-set -u
-W=$1; OUT=$2; shift 2
-fail() { echo "recorder: $*" >&2; exit 70; }
-# Fresh tmpfs where the session daemon and the traced app meet; when
-# /run/lttng does not exist, a tmpfs on /run (private to this namespace)
-# holds it, so the host's /run is left untouched.
-if [ -d /run/lttng ]; then
-	mount -t tmpfs -o mode=0755 rsd-lttng /run/lttng || fail "mount /run/lttng"
-else
-	mount -t tmpfs -o mode=0755 rsd-run /run || fail "mount /run"
-	mkdir /run/lttng || fail "mkdir /run/lttng"
-fi
-mount -t tmpfs -o mode=1777 rsd-shm /dev/shm || fail "mount /dev/shm"
-export HOME=$W/home LTTNG_HOME=$W/home
-mkdir -p "$HOME"
-lttng-sessiond --no-kernel --daemonize --pidfile="$W/sessiond.pid" >"$W/sessiond.log" 2>&1 ||
-	fail "lttng-sessiond did not start: $(cat "$W/sessiond.log")"
-SD=$(cat "$W/sessiond.pid")
-stop_sessiond() {
-	kill "$SD" 2>/dev/null
-	for _ in $(seq 100); do kill -0 "$SD" 2>/dev/null || return 0; sleep 0.1; done
-	kill -9 "$SD" 2>/dev/null
-}
-trap stop_sessiond EXIT
-lttng create rsd-test --output="$OUT" >"$W/lttng.log" 2>&1 || fail "lttng create: $(cat "$W/lttng.log")"
-lttng enable-event --userspace 'rsd:*' >>"$W/lttng.log" 2>&1 || fail "lttng enable-event"
-lttng start >>"$W/lttng.log" 2>&1 || fail "lttng start"
-"$@"
-rc=$?
-lttng stop >>"$W/lttng.log" 2>&1 || fail "lttng stop"
-lttng destroy >>"$W/lttng.log" 2>&1 || fail "lttng destroy"
-exit $rc
-EOF
-}
-
 # record TRACE_DIR COMMAND...: run COMMAND in a fresh isolated session.
 record()
 {
 	local out=$1
 	shift
-	write_recorder
-	mkdir -p work
-	unshare --mount --propagation private /bin/sh recorder.sh "$(pwd)/work" "$(pwd)/$out" "$@" \
-		>record.out 2>record.err
+	"$recorder" -q -s rsd-test "$out" -- "$@" >record.out 2>record.err
 	local rc=$?
 	[ $rc -eq 70 ] && atf_fail "$(cat record.err)"
 	[ $rc -eq 0 ] || atf_fail "traced program failed (exit $rc): $(cat record.out record.err)"
@@ -160,11 +136,8 @@ not_recorded_when_disabled_head()
 not_recorded_when_disabled_body()
 {
 	require_recording
-	write_recorder
-	sed -i "s/'rsd:\*'/'rsd:transition'/" recorder.sh
-	mkdir -p work
-	RSD_T_TRACE_COUNT=$(pwd)/hooks.count unshare --mount --propagation private /bin/sh \
-		recorder.sh "$(pwd)/work" "$(pwd)/only-transitions" \
+	RSD_T_TRACE_COUNT=$(pwd)/hooks.count "$recorder" -q -s rsd-test -e rsd:transition \
+		only-transitions -- \
 		"$(srcdir_file t_hooks)" -r "$(pwd)/hooks.result" fire >record.out 2>&1 ||
 		atf_fail "recording failed: $(cat record.out)"
 	events only-transitions >got
@@ -238,16 +211,6 @@ workload_state_body()
 			'[r["count"] for r in d["budget_rejections"]] == [1]' \
 			'd["transitions"] == 6'
 	fi
-}
-
-rsd_trace_tool()
-{
-	local c
-	for c in "${RSD_TRACE_TOOL:-}" "${RSD_SRCDIR:+$RSD_SRCDIR/tools/rsd-trace}" \
-		"$(atf_get_srcdir)/../../../tools/rsd-trace" "$(command -v rsd-trace 2>/dev/null)"; do
-		[ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return 0; }
-	done
-	return 1
 }
 
 # check_json FILE PYTHON-EXPR...: each expression over the summary d is true.
