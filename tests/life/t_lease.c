@@ -17,175 +17,7 @@
 
 #include <rsd/rsd.h>
 
-static struct rsd_simdev *sd;
-static struct rsd_manager *m;
-static unsigned nwarn;
-static char lastwarn[512];
-
-static void on_warn(void *ctx, const char *msg)
-{
-	(void)ctx;
-	nwarn++;
-	snprintf(lastwarn, sizeof(lastwarn), "%s", msg);
-}
-
-/* A manager on the simulated device, or a host-only one. */
-static void setup(bool host_only)
-{
-	struct rsd_simdev_config sc = { .ndevices = 2, .auto_complete = false, .pooled = true };
-	struct rsd_manager_config cfg = { 0 };
-
-	if (!host_only) {
-		ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &sd), 0);
-		cfg.driver = rsd_simdev_ops();
-		cfg.driver_ctx = sd;
-	}
-	cfg.host_only = host_only;
-	cfg.warn = on_warn;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
-}
-
-static void teardown(void)
-{
-	rsd_manager_destroy(m);
-	m = NULL;
-	if (sd)
-		rsd_simdev_destroy(sd);
-	sd = NULL;
-}
-
-static struct rsd_location cuda(int d)
-{
-	struct rsd_location l = { RSD_CUDA, d };
-
-	return l;
-}
-
-static void *stream(int device)
-{
-	void *s = NULL;
-
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, device, &s), 0);
-	return s;
-}
-
-/* Adopt a fresh n-byte REPLICABLE value at a location. */
-static struct rsd_handle put(struct rsd_location at, uint64_t n, struct rsd_resident **rp)
-{
-	struct rsd_resident *r = NULL;
-	struct rsd_handle h;
-
-	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
-	ATF_REQUIRE_EQ(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h), 0);
-	if (rp)
-		*rp = r;
-	return h;
-}
-
-static uint64_t ver(void)
-{
-	uint64_t v = 0;
-
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(m, &v), 0);
-	return v;
-}
-
-static bool msg_has(const char *s)
-{
-	return strstr(rsd_last_error()->message, s) != NULL;
-}
-
-static struct rsd_snapshot *snap(void)
-{
-	struct rsd_snapshot *s = NULL;
-
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
-	return s;
-}
-
-static const struct rsd_materialization_snapshot *
-mat_in(const struct rsd_snapshot *s, struct rsd_handle h, struct rsd_location at)
-{
-	for (size_t i = 0; i < s->nvalues; i++) {
-		if (!rsd_handle_equal(s->values[i].handle, h))
-			continue;
-		for (size_t j = 0; j < s->values[i].nmaterializations; j++)
-			if (rsd_location_equal(s->values[i].materializations[j].location, at))
-				return &s->values[i].materializations[j];
-	}
-	return NULL;
-}
-
-static const struct rsd_location_snapshot *loc_in(const struct rsd_snapshot *s,
-						  struct rsd_location at)
-{
-	for (size_t i = 0; i < s->nlocations; i++)
-		if (rsd_location_equal(s->locations[i].location, at))
-			return &s->locations[i];
-	return NULL;
-}
-
-/* The protection counts of h's materialization at a location. */
-#define CHECK_MAT(h, at, use, hold, pend) check_mat(__LINE__, h, at, use, hold, pend)
-static void check_mat(int line, struct rsd_handle h, struct rsd_location at, uint64_t use,
-		      uint64_t hold, uint64_t pend)
-{
-	struct rsd_snapshot *s = snap();
-	const struct rsd_materialization_snapshot *x = mat_in(s, h, at);
-
-	ATF_CHECK_MSG(x != NULL, "line %d: value %llu has no materialization there", line,
-		      (unsigned long long)h.id);
-	if (x) {
-		ATF_CHECK_EQ_MSG(x->use_count, use, "line %d: use_count %llu, expected %llu", line,
-				 (unsigned long long)x->use_count, (unsigned long long)use);
-		ATF_CHECK_EQ_MSG(x->hold_count, hold, "line %d: hold_count %llu, expected %llu", line,
-				 (unsigned long long)x->hold_count, (unsigned long long)hold);
-		ATF_CHECK_EQ_MSG(x->pending_event_count, pend,
-				 "line %d: pending_event_count %llu, expected %llu", line,
-				 (unsigned long long)x->pending_event_count, (unsigned long long)pend);
-	}
-	rsd_snapshot_free(s);
-}
-
-/* The location's sums of protection counts over its materializations. */
-#define CHECK_LOC(at, use, hold, pend) check_loc(__LINE__, at, use, hold, pend)
-static void check_loc(int line, struct rsd_location at, uint64_t use, uint64_t hold, uint64_t pend)
-{
-	struct rsd_snapshot *s = snap();
-	const struct rsd_location_snapshot *x = loc_in(s, at);
-
-	ATF_CHECK_MSG(x != NULL, "line %d: location not known", line);
-	if (x) {
-		ATF_CHECK_EQ_MSG(x->use_count, use, "line %d: location use_count %llu, expected %llu",
-				 line, (unsigned long long)x->use_count, (unsigned long long)use);
-		ATF_CHECK_EQ_MSG(x->hold_count, hold,
-				 "line %d: location hold_count %llu, expected %llu", line,
-				 (unsigned long long)x->hold_count, (unsigned long long)hold);
-		ATF_CHECK_EQ_MSG(x->pending_event_count, pend,
-				 "line %d: location pending_event_count %llu, expected %llu", line,
-				 (unsigned long long)x->pending_event_count, (unsigned long long)pend);
-	}
-	rsd_snapshot_free(s);
-}
-
-#define CHECK_VER(expected) check_ver(__LINE__, expected)
-static void check_ver(int line, uint64_t expected)
-{
-	uint64_t v = ver();
-
-	ATF_CHECK_EQ_MSG(v, expected, "line %d: state_version %llu, expected %llu", line,
-			 (unsigned long long)v, (unsigned long long)expected);
-}
-
-/* A lease on [a] at cuda:0 released without waiting while s is busy. */
-static struct rsd_lease *pending_lease(struct rsd_handle a, void *s)
-{
-	struct rsd_lease *l = NULL;
-
-	ATF_REQUIRE_EQ(rsd_acquire(m, &a, 1, cuda(0), s, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
-	return l;
-}
+#include "lfx.h"
 
 /* ---- acquisition -------------------------------------------------------- */
 
@@ -197,42 +29,42 @@ ATF_TC_BODY(acquire_dedup_order_counts, tc)
 	void *s;
 	uint64_t v;
 
-	setup(false);
-	s = stream(0);
-	a = put(cuda(0), 64, NULL);
-	b = put(cuda(0), 128, NULL);
+	lfx_setup(false);
+	s = lfx_stream(0);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
+	b = lfx_put(lfx_cuda(0), 128, NULL);
 	set[0] = a;
 	set[1] = b;
 	set[2] = a;
-	v = ver();
-	ATF_REQUIRE_EQ(rsd_acquire(m, set, 3, cuda(0), s, &l), 0);
+	v = lfx_ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l), 0);
 	CHECK_VER(v + 1);
 	ATF_CHECK(rsd_lease_active(l));
 	ATF_CHECK_EQ(rsd_lease_count(l), 2);
-	ATF_CHECK(rsd_location_equal(rsd_lease_location(l), cuda(0)));
+	ATF_CHECK(rsd_location_equal(rsd_lease_location(l), lfx_cuda(0)));
 	ATF_REQUIRE_EQ(rsd_lease_handle_at(l, 0, &got), 0);
 	ATF_CHECK(rsd_handle_equal(got, a));
 	ATF_REQUIRE_EQ(rsd_lease_handle_at(l, 1, &got), 0);
 	ATF_CHECK(rsd_handle_equal(got, b));
 	ATF_CHECK_EQ(rsd_lease_handle_at(l, 2, &got), -RSD_ENOTFOUND);
-	CHECK_MAT(a, cuda(0), 1, 0, 0);
-	CHECK_MAT(b, cuda(0), 1, 0, 0);
-	CHECK_LOC(cuda(0), 2, 0, 0);
+	CHECK_MAT(a, lfx_cuda(0), 1, 0, 0);
+	CHECK_MAT(b, lfx_cuda(0), 1, 0, 0);
+	CHECK_LOC(lfx_cuda(0), 2, 0, 0);
 
 	/* A second lease on b: covered twice, the location sums it. */
-	ATF_REQUIRE_EQ(rsd_acquire(m, &b, 1, cuda(0), s, &l2), 0);
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b, 1, lfx_cuda(0), s, &l2), 0);
 	CHECK_VER(v + 2);
-	CHECK_MAT(b, cuda(0), 2, 0, 0);
-	CHECK_LOC(cuda(0), 3, 0, 0);
+	CHECK_MAT(b, lfx_cuda(0), 2, 0, 0);
+	CHECK_LOC(lfx_cuda(0), 3, 0, 0);
 
 	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
 	ATF_CHECK_EQ(rsd_lease_release(l2, RSD_RELEASE_WAIT), 0);
 	CHECK_VER(v + 6);
-	CHECK_LOC(cuda(0), 0, 0, 0);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 	rsd_lease_free(l);
 	rsd_lease_free(l2);
-	ATF_CHECK_EQ(nwarn, 0);
-	teardown();
+	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
 }
 
 ATF_TC_WITHOUT_HEAD(acquire_dedup_host);
@@ -242,15 +74,15 @@ ATF_TC_BODY(acquire_dedup_host, tc)
 	struct rsd_handle a, b, set[4], got;
 	uint64_t v;
 
-	setup(true);
-	a = put(RSD_LOC_PAGEABLE_HOST, 8, NULL);
-	b = put(RSD_LOC_PAGEABLE_HOST, 16, NULL);
+	lfx_setup(true);
+	a = lfx_put(RSD_LOC_PAGEABLE_HOST, 8, NULL);
+	b = lfx_put(RSD_LOC_PAGEABLE_HOST, 16, NULL);
 	set[0] = b;
 	set[1] = a;
 	set[2] = b;
 	set[3] = a;
-	v = ver();
-	ATF_REQUIRE_EQ(rsd_acquire(m, set, 4, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	v = lfx_ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 4, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(rsd_lease_count(l), 2);
 	ATF_REQUIRE_EQ(rsd_lease_handle_at(l, 0, &got), 0);
@@ -262,7 +94,7 @@ ATF_TC_BODY(acquire_dedup_host, tc)
 	CHECK_VER(v + 2);
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
 	rsd_lease_free(l);
-	teardown();
+	lfx_teardown();
 }
 
 ATF_TC_WITHOUT_HEAD(acquire_not_resident_is_atomic);
@@ -273,35 +105,35 @@ ATF_TC_BODY(acquire_not_resident_is_atomic, tc)
 	void *s;
 	uint64_t v;
 
-	setup(false);
-	s = stream(0);
-	a = put(cuda(0), 64, NULL);
-	c = put(cuda(0), 32, NULL);
-	b = put(cuda(1), 64, NULL);
+	lfx_setup(false);
+	s = lfx_stream(0);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
+	c = lfx_put(lfx_cuda(0), 32, NULL);
+	b = lfx_put(lfx_cuda(1), 64, NULL);
 	set[0] = a;
 	set[1] = c;
 	set[2] = b;
-	v = ver();
-	ATF_CHECK_EQ(rsd_acquire(m, set, 3, cuda(0), s, &l), -RSD_EUNAVAILABLE);
-	ATF_CHECK(msg_has("cuda:0"));
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l), -RSD_EUNAVAILABLE);
+	ATF_CHECK(lfx_msg_has("cuda:0"));
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
-	CHECK_MAT(a, cuda(0), 0, 0, 0);
-	CHECK_MAT(c, cuda(0), 0, 0, 0);
-	CHECK_LOC(cuda(0), 0, 0, 0);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
+	CHECK_MAT(c, lfx_cuda(0), 0, 0, 0);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 
 	/* A discarded or foreign handle fails resolution, also atomically. */
-	ATF_REQUIRE_EQ(rsd_discard(m, b, NULL), 0);
-	v = ver();
-	ATF_CHECK_EQ(rsd_acquire(m, set, 3, cuda(0), s, &l), -RSD_EHANDLE);
-	ATF_CHECK(msg_has("discarded"));
+	ATF_REQUIRE_EQ(rsd_discard(lfx_m, b, NULL), 0);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l), -RSD_EHANDLE);
+	ATF_CHECK(lfx_msg_has("discarded"));
 	set[2] = a;
 	set[2].manager_id++;
-	ATF_CHECK_EQ(rsd_acquire(m, set, 3, cuda(0), s, &l), -RSD_EHANDLE);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l), -RSD_EHANDLE);
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
-	CHECK_LOC(cuda(0), 0, 0, 0);
-	teardown();
+	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
+	lfx_teardown();
 }
 
 ATF_TC_WITHOUT_HEAD(acquire_empty_and_null);
@@ -311,18 +143,18 @@ ATF_TC_BODY(acquire_empty_and_null, tc)
 	struct rsd_handle a;
 	uint64_t v;
 
-	setup(true);
-	a = put(RSD_LOC_PAGEABLE_HOST, 8, NULL);
-	v = ver();
-	ATF_CHECK_EQ(rsd_acquire(m, &a, 0, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_EINVAL);
-	ATF_CHECK(msg_has("at least one handle"));
-	ATF_CHECK_EQ(rsd_acquire(m, NULL, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_acquire(m, &a, 1, RSD_LOC_PAGEABLE_HOST, NULL, NULL), -RSD_ETYPE);
+	lfx_setup(true);
+	a = lfx_put(RSD_LOC_PAGEABLE_HOST, 8, NULL);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 0, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_EINVAL);
+	ATF_CHECK(lfx_msg_has("at least one handle"));
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, NULL, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, RSD_LOC_PAGEABLE_HOST, NULL, NULL), -RSD_ETYPE);
 	ATF_CHECK_EQ(rsd_acquire(NULL, &a, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_ETYPE);
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
-	teardown();
+	lfx_teardown();
 }
 
 ATF_TC_WITHOUT_HEAD(acquire_stream_rules);
@@ -336,45 +168,45 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	size_t nlocs;
 	uint64_t v;
 
-	setup(false);
-	s0 = stream(0);
-	s1 = stream(1);
-	a = put(cuda(0), 64, NULL);
-	b1 = put(cuda(1), 64, NULL);
-	p = put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
-	nlocs = rsd_manager_locations(m, locs, 8);
-	v = ver();
+	lfx_setup(false);
+	s0 = lfx_stream(0);
+	s1 = lfx_stream(1);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
+	b1 = lfx_put(lfx_cuda(1), 64, NULL);
+	p = lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
+	nlocs = rsd_manager_locations(lfx_m, locs, 8);
+	v = lfx_ver();
 
 	/* §10.2 step 4: a CUDA lease needs a consumer stream. */
-	ATF_CHECK_EQ(rsd_acquire(m, &a, 1, cuda(0), NULL, &l), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), NULL, &l), -RSD_EINVAL);
 	/* ... and that check precedes the residency check (step 7). */
-	ATF_CHECK_EQ(rsd_acquire(m, &b1, 1, cuda(0), NULL, &l), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(0), NULL, &l), -RSD_EINVAL);
 	/* Host lease with a (valid) stream. */
-	ATF_CHECK_EQ(rsd_acquire(m, &p, 1, RSD_LOC_PAGEABLE_HOST, s0, &l), -RSD_EINVAL);
-	ATF_CHECK(msg_has("CUDA"));
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, s0, &l), -RSD_EINVAL);
+	ATF_CHECK(lfx_msg_has("CUDA"));
 	/* Host lease with something that is not a stream: the type check
 	 * comes first (§8.1 step 5 order). */
-	ATF_CHECK_EQ(rsd_acquire(m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l), -RSD_ETYPE);
 	/* Stream of another device. */
-	ATF_CHECK_EQ(rsd_acquire(m, &a, 1, cuda(0), s1, &l), -RSD_EINVAL);
-	ATF_CHECK(msg_has("does not match"));
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s1, &l), -RSD_EINVAL);
+	ATF_CHECK(lfx_msg_has("does not match"));
 	/* Stream errors precede the residency check too. */
-	ATF_CHECK_EQ(rsd_acquire(m, &b1, 1, cuda(0), s1, &l), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(0), s1, &l), -RSD_EINVAL);
 	/* Not a stream at all. */
-	ATF_CHECK_EQ(rsd_acquire(m, &a, 1, cuda(0), &not_a_stream, &l), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), &not_a_stream, &l), -RSD_ETYPE);
 	/* A location the runtime does not have: not recorded. */
-	ATF_CHECK_EQ(rsd_acquire(m, &a, 1, cuda(2), s0, &l), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(2), s0, &l), -RSD_EINVAL);
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
-	ATF_CHECK_EQ(rsd_manager_locations(m, locs, 8), nlocs);
-	CHECK_LOC(cuda(0), 0, 0, 0);
+	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 8), nlocs);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 
 	/* The right stream works. */
-	ATF_REQUIRE_EQ(rsd_acquire(m, &b1, 1, cuda(1), s1, &l), 0);
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(1), s1, &l), 0);
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
 	rsd_lease_free(l);
-	teardown();
+	lfx_teardown();
 }
 
 ATF_TC_WITHOUT_HEAD(add_consumer_stream_rules);
@@ -387,19 +219,19 @@ ATF_TC_BODY(add_consumer_stream_rules, tc)
 	unsigned long rec0;
 	uint64_t v;
 
-	setup(false);
-	s0 = stream(0);
-	s0b = stream(0);
-	s1 = stream(1);
-	a = put(cuda(0), 64, NULL);
-	p = put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
+	lfx_setup(false);
+	s0 = lfx_stream(0);
+	s0b = lfx_stream(0);
+	s1 = lfx_stream(1);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
+	p = lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
 
-	ATF_REQUIRE_EQ(rsd_acquire(m, &p, 1, RSD_LOC_PAGEABLE_HOST, NULL, &hl), 0);
-	v = ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, NULL, &hl), 0);
+	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(hl, s0), -RSD_EINVAL);
 
-	ATF_REQUIRE_EQ(rsd_acquire(m, &a, 1, cuda(0), s0, &l), 0);
-	v = ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s0, &l), 0);
+	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s1), -RSD_EINVAL);
 	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, &not_a_stream), -RSD_ETYPE);
 	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, NULL), -RSD_ETYPE);
@@ -410,19 +242,19 @@ ATF_TC_BODY(add_consumer_stream_rules, tc)
 	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s0b), 0);
 	CHECK_VER(v); /* add_consumer_stream is not a state change */
 
-	rec0 = rsd_simdev_calls(sd, RSD_SIMDEV_EVENT_RECORD);
+	rec0 = rsd_simdev_calls(lfx_sd, RSD_SIMDEV_EVENT_RECORD);
 	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
-	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_EVENT_RECORD) - rec0, 2);
-	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s0), 1);
-	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s0b), 1);
-	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s1), 0);
+	ATF_CHECK_EQ(rsd_simdev_calls(lfx_sd, RSD_SIMDEV_EVENT_RECORD) - rec0, 2);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s0), 1);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s0b), 1);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s1), 0);
 	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s0), -RSD_ELIFETIME);
 	ATF_CHECK_EQ(rsd_lease_release(hl, 0), 0);
 	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(hl, s0), -RSD_ELIFETIME);
 	rsd_lease_free(l);
 	rsd_lease_free(hl);
-	rsd_simdev_complete_all(sd);
-	teardown();
+	rsd_simdev_complete_all(lfx_sd);
+	lfx_teardown();
 }
 
 /* ---- the lease object ---------------------------------------------------- */
@@ -436,14 +268,14 @@ ATF_TC_BODY(lookup_and_release_twice, tc)
 	struct rsd_handle a, b, c, set[2], forged, h;
 	uint64_t v;
 
-	setup(true);
-	a = put(RSD_LOC_PAGEABLE_HOST, 24, &ra);
-	b = put(RSD_LOC_PAGEABLE_HOST, 48, &rb);
-	c = put(RSD_LOC_PAGEABLE_HOST, 8, NULL);
+	lfx_setup(true);
+	a = lfx_put(RSD_LOC_PAGEABLE_HOST, 24, &ra);
+	b = lfx_put(RSD_LOC_PAGEABLE_HOST, 48, &rb);
+	c = lfx_put(RSD_LOC_PAGEABLE_HOST, 8, NULL);
 	set[0] = a;
 	set[1] = b;
-	ATF_REQUIRE_EQ(rsd_acquire(m, set, 2, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
-	v = ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 2, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	v = lfx_ver();
 
 	/* The exact managed value: no copy, no proxy. */
 	ATF_REQUIRE_EQ(rsd_lease_value(l, a, &got), 0);
@@ -474,8 +306,8 @@ ATF_TC_BODY(lookup_and_release_twice, tc)
 	ATF_CHECK_EQ(rsd_lease_release(NULL, 0), -RSD_ETYPE);
 	rsd_lease_free(l);
 	rsd_lease_free(NULL);
-	ATF_CHECK_EQ(nwarn, 0);
-	teardown();
+	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
 }
 
 /* ---- GPU release, pending leases, reaping --------------------------------- */
@@ -492,50 +324,50 @@ ATF_TC_BODY(gpu_release_pending_blocks_drop, tc)
 	void *st;
 	uint64_t v;
 
-	setup(false);
-	st = stream(0);
-	a = put(cuda(0), 64, NULL);
+	lfx_setup(false);
+	st = lfx_stream(0);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
 	/* A second copy so that dropping cuda:0 is not a last-copy drop. */
-	ATF_REQUIRE_EQ(rsd_ensure(m, a, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_acquire(m, &a, 1, cuda(0), st, &l), 0);
-	v = ver();
+	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
+	v = lfx_ver();
 	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
 	CHECK_VER(v + 1);
 	ATF_CHECK(!rsd_lease_active(l));
-	CHECK_MAT(a, cuda(0), 0, 0, 1);
-	CHECK_LOC(cuda(0), 0, 0, 1);
-	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, st), 1);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 1);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, st), 1);
 
-	ATF_CHECK_EQ(rsd_drop(m, a, cuda(0), NULL), -RSD_EINUSE);
+	ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(0), NULL), -RSD_EINUSE);
 	CHECK_VER(v + 1);
-	drop = rsd_action_drop(a, cuda(0));
+	drop = rsd_action_drop(a, lfx_cuda(0));
 	plan.reclaim = &drop;
 	plan.nreclaim = 1;
-	ATF_REQUIRE_EQ(rsd_explain(m, &plan, NULL, &ex), 0);
+	ATF_REQUIRE_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
 	ATF_CHECK(!ex->feasible);
 	rsd_explanation_free(ex);
 
 	/* The consumer finishes: lock-free readers still show the pending
 	 * lease (no reaping outside the writer path), explain sees the
 	 * completed events already, the drop reaps first and then succeeds. */
-	rsd_simdev_stream_complete(sd, st);
+	rsd_simdev_stream_complete(lfx_sd, st);
 	CHECK_VER(v + 1);
-	CHECK_MAT(a, cuda(0), 0, 0, 1);
-	ATF_REQUIRE_EQ(rsd_explain(m, &plan, NULL, &ex), 0);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
+	ATF_REQUIRE_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
 	ATF_CHECK(ex->feasible);
 	rsd_explanation_free(ex);
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_drop(m, a, cuda(0), NULL), 0);
+	ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(0), NULL), 0);
 	CHECK_VER(v + 3); /* +1 reap, +1 removal */
-	s = snap();
-	ATF_CHECK(mat_in(s, a, cuda(0)) == NULL);
-	ATF_CHECK(mat_in(s, a, RSD_LOC_PAGEABLE_HOST) != NULL);
-	ATF_CHECK_EQ(loc_in(s, cuda(0))->value_count, 0);
-	ATF_CHECK_EQ(loc_in(s, cuda(0))->pending_event_count, 0);
+	s = lfx_snap();
+	ATF_CHECK(lfx_mat_in(s, a, lfx_cuda(0)) == NULL);
+	ATF_CHECK(lfx_mat_in(s, a, RSD_LOC_PAGEABLE_HOST) != NULL);
+	ATF_CHECK_EQ(lfx_loc_in(s, lfx_cuda(0))->value_count, 0);
+	ATF_CHECK_EQ(lfx_loc_in(s, lfx_cuda(0))->pending_event_count, 0);
 	rsd_snapshot_free(s);
 	rsd_lease_free(l);
-	ATF_CHECK_EQ(nwarn, 0);
-	teardown();
+	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
 }
 
 ATF_TC_WITHOUT_HEAD(two_streams_count_once);
@@ -546,40 +378,40 @@ ATF_TC_BODY(two_streams_count_once, tc)
 	void *s1, *s2;
 	uint64_t v;
 
-	setup(false);
-	s1 = stream(0);
-	s2 = stream(0);
-	a = put(cuda(0), 64, NULL);
-	b = put(cuda(0), 64, NULL);
+	lfx_setup(false);
+	s1 = lfx_stream(0);
+	s2 = lfx_stream(0);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
+	b = lfx_put(lfx_cuda(0), 64, NULL);
 	set[0] = a;
 	set[1] = b;
-	ATF_REQUIRE_EQ(rsd_acquire(m, set, 2, cuda(0), s1, &l), 0);
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 2, lfx_cuda(0), s1, &l), 0);
 	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
 	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
-	v = ver();
+	v = lfx_ver();
 	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
 	CHECK_VER(v + 1);
 	/* One lease, two events: counted once per covered materialization. */
-	CHECK_MAT(a, cuda(0), 0, 0, 1);
-	CHECK_MAT(b, cuda(0), 0, 0, 1);
-	CHECK_LOC(cuda(0), 0, 0, 2);
-	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s1), 1);
-	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s2), 1);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
+	CHECK_MAT(b, lfx_cuda(0), 0, 0, 1);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 2);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s1), 1);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s2), 1);
 
 	/* All events must complete before the lease is reaped. */
-	rsd_simdev_stream_complete(sd, s1);
-	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
+	rsd_simdev_stream_complete(lfx_sd, s1);
+	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
 	CHECK_VER(v + 1);
-	CHECK_LOC(cuda(0), 0, 0, 2);
-	rsd_simdev_stream_complete(sd, s2);
-	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 2);
+	rsd_simdev_stream_complete(lfx_sd, s2);
+	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
 	CHECK_VER(v + 2);
-	CHECK_MAT(a, cuda(0), 0, 0, 0);
-	CHECK_LOC(cuda(0), 0, 0, 0);
-	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
+	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
 	CHECK_VER(v + 2);
 	rsd_lease_free(l);
-	teardown();
+	lfx_teardown();
 }
 
 ATF_TC_WITHOUT_HEAD(release_versions);
@@ -590,38 +422,38 @@ ATF_TC_BODY(release_versions, tc)
 	void *s;
 	uint64_t v;
 
-	setup(false);
-	s = stream(0);
-	a = put(cuda(0), 64, NULL);
-	v = ver();
-	ATF_REQUIRE_EQ(rsd_acquire(m, &a, 1, cuda(0), s, &l), 0);
+	lfx_setup(false);
+	s = lfx_stream(0);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
+	v = lfx_ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
 	CHECK_VER(v + 1);
 	/* Stream busy: waiting synchronizes it. active -> pending -> gone. */
 	ATF_REQUIRE_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
 	CHECK_VER(v + 3);
 	ATF_CHECK(!rsd_lease_active(l));
-	CHECK_MAT(a, cuda(0), 0, 0, 0);
-	CHECK_LOC(cuda(0), 0, 0, 0);
-	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s), 0);
-	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s), 0);
+	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
 	CHECK_VER(v + 3);
 	rsd_lease_free(l);
-	teardown();
+	lfx_teardown();
 
 	/* Host leases: +1 on release, with or without the wait flag. */
-	setup(true);
-	a = put(RSD_LOC_PINNED_HOST, 64, NULL);
-	v = ver();
-	ATF_REQUIRE_EQ(rsd_acquire(m, &a, 1, RSD_LOC_PINNED_HOST, NULL, &l), 0);
+	lfx_setup(true);
+	a = lfx_put(RSD_LOC_PINNED_HOST, 64, NULL);
+	v = lfx_ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, RSD_LOC_PINNED_HOST, NULL, &l), 0);
 	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
 	CHECK_VER(v + 2);
 	rsd_lease_free(l);
-	ATF_REQUIRE_EQ(rsd_acquire(m, &a, 1, RSD_LOC_PINNED_HOST, NULL, &l), 0);
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, RSD_LOC_PINNED_HOST, NULL, &l), 0);
 	ATF_REQUIRE_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
 	CHECK_VER(v + 4);
 	CHECK_LOC(RSD_LOC_PINNED_HOST, 0, 0, 0);
 	rsd_lease_free(l);
-	teardown();
+	lfx_teardown();
 }
 
 /*
@@ -642,83 +474,83 @@ ATF_TC_BODY(reap_points, tc)
 	void *st, *st2;
 	uint64_t v;
 
-	setup(false);
-	st = stream(0);
-	st2 = stream(0);
-	a = put(cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_acquire(m, &a, 1, cuda(0), st2, &act), 0);
+	lfx_setup(false);
+	st = lfx_stream(0);
+	st2 = lfx_stream(0);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st2, &act), 0);
 
 	/* Not reaping: snapshot, state_version, reserve, releases, lookups. */
-	l = pending_lease(a, st);
-	rsd_simdev_stream_complete(sd, st);
-	v = ver();
-	s = snap();
+	l = lfx_pending_lease(a, st);
+	rsd_simdev_stream_complete(lfx_sd, st);
+	v = lfx_ver();
+	s = lfx_snap();
 	ATF_CHECK_EQ(s->state_version, v);
-	ATF_CHECK_EQ(mat_in(s, a, cuda(0))->pending_event_count, 1);
+	ATF_CHECK_EQ(lfx_mat_in(s, a, lfx_cuda(0))->pending_event_count, 1);
 	rsd_snapshot_free(s);
 	CHECK_VER(v);
-	ATF_REQUIRE_EQ(rsd_reserve(m, cuda(0), 0, "no-reap", &r), 0);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, lfx_cuda(0), 0, "no-reap", &r), 0);
 	CHECK_VER(v + 1);
-	CHECK_MAT(a, cuda(0), 1, 0, 1);
+	CHECK_MAT(a, lfx_cuda(0), 1, 0, 1);
 	ATF_REQUIRE_EQ(rsd_lease_value(act, a, &got), 0);
 	ATF_REQUIRE_EQ(rsd_reservation_release(r), 0);
 	CHECK_VER(v + 2);
-	CHECK_MAT(a, cuda(0), 1, 0, 1);
+	CHECK_MAT(a, lfx_cuda(0), 1, 0, 1);
 	rsd_reservation_free(r);
 	/* Releasing another lease does not reap either. */
 	ATF_REQUIRE_EQ(rsd_lease_release(act, RSD_RELEASE_WAIT), 0);
 	CHECK_VER(v + 4);
-	CHECK_MAT(a, cuda(0), 0, 0, 1);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 	rsd_lease_free(act);
 
 	/* rsd_manager_reap: +1 for the one lease. */
-	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
+	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
 	CHECK_VER(v + 5);
-	CHECK_MAT(a, cuda(0), 0, 0, 0);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
 	rsd_lease_free(l);
 
 	/* A transition (here a no-op ensure) reaps in its prologue. */
-	l = pending_lease(a, st);
-	rsd_simdev_stream_complete(sd, st);
-	v = ver();
-	ATF_CHECK_EQ(rsd_ensure(m, a, cuda(0), st, NULL), 0);
+	l = lfx_pending_lease(a, st);
+	rsd_simdev_stream_complete(lfx_sd, st);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_ensure(lfx_m, a, lfx_cuda(0), st, NULL), 0);
 	CHECK_VER(v + 1);
-	CHECK_MAT(a, cuda(0), 0, 0, 0);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
 	rsd_lease_free(l);
 
 	/* acquire reaps, then acquires. */
-	l = pending_lease(a, st);
-	rsd_simdev_stream_complete(sd, st);
-	v = ver();
-	ATF_REQUIRE_EQ(rsd_acquire(m, &a, 1, cuda(0), st, &act), 0);
+	l = lfx_pending_lease(a, st);
+	rsd_simdev_stream_complete(lfx_sd, st);
+	v = lfx_ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &act), 0);
 	CHECK_VER(v + 2);
-	CHECK_MAT(a, cuda(0), 1, 0, 0);
+	CHECK_MAT(a, lfx_cuda(0), 1, 0, 0);
 	ATF_REQUIRE_EQ(rsd_lease_release(act, RSD_RELEASE_WAIT), 0);
 	rsd_lease_free(act);
 	rsd_lease_free(l);
 
 	/* hold reaps, then holds. */
-	l = pending_lease(a, st);
-	rsd_simdev_stream_complete(sd, st);
-	v = ver();
-	ATF_REQUIRE_EQ(rsd_hold(m, &a, 1, cuda(0), &hd), 0);
+	l = lfx_pending_lease(a, st);
+	rsd_simdev_stream_complete(lfx_sd, st);
+	v = lfx_ver();
+	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, lfx_cuda(0), &hd), 0);
 	CHECK_VER(v + 2);
-	CHECK_MAT(a, cuda(0), 0, 1, 0);
+	CHECK_MAT(a, lfx_cuda(0), 0, 1, 0);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
 	rsd_hold_free(hd);
 	rsd_lease_free(l);
 
 	/* An incomplete lease survives every reap point. */
-	l = pending_lease(a, st);
-	v = ver();
-	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
-	ATF_CHECK_EQ(rsd_ensure(m, a, cuda(0), NULL, NULL), 0);
+	l = lfx_pending_lease(a, st);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	ATF_CHECK_EQ(rsd_ensure(lfx_m, a, lfx_cuda(0), NULL, NULL), 0);
 	CHECK_VER(v);
-	CHECK_MAT(a, cuda(0), 0, 0, 1);
-	rsd_simdev_stream_complete(sd, st);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
+	rsd_simdev_stream_complete(lfx_sd, st);
 	rsd_lease_free(l);
-	ATF_CHECK_EQ(nwarn, 0);
-	teardown();
+	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
 }
 
 ATF_TP_ADD_TCS(tp)

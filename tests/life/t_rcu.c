@@ -22,6 +22,8 @@
 
 #include <rsd/rsd.h>
 
+#include "lfx.h"
+
 /* ---- failure box for helper threads --------------------------------------- */
 
 static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -49,57 +51,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- fixture --------------------------------------------------------------- */
-
-static struct rsd_simdev *sd;
-static struct rsd_manager *m;
-
-static struct rsd_location cuda(int d)
-{
-	struct rsd_location l = { RSD_CUDA, d };
-
-	return l;
-}
-
-static void setup(const struct rsd_budget *b, size_t nb)
-{
-	struct rsd_simdev_config sc = { .ndevices = 2, .auto_complete = true, .pooled = true };
-	struct rsd_manager_config cfg = { 0 };
-
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &sd), 0);
-	cfg.driver = rsd_simdev_ops();
-	cfg.driver_ctx = sd;
-	cfg.budgets = b;
-	cfg.nbudgets = nb;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
-}
-
-static void teardown(void)
-{
-	rsd_manager_destroy(m);
-	m = NULL;
-	rsd_simdev_destroy(sd);
-	sd = NULL;
-}
-
-static struct rsd_handle put(struct rsd_location at, uint64_t n)
-{
-	struct rsd_resident *r = NULL;
-	struct rsd_handle h;
-
-	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
-	ATF_REQUIRE_EQ(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h), 0);
-	return h;
-}
-
-static uint64_t ver(void)
-{
-	uint64_t v = 0;
-
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(m, &v), 0);
-	return v;
 }
 
 /* ---- snapshot invariants (§13.6, §9.2, §13.4) ------------------------------- */
@@ -287,14 +238,14 @@ static void *writer_main(void *p)
 
 		switch (op) {
 		case 0:
-			WCHECK(rsd_ensure(m, h, wr->locs[li], NULL, NULL), 0, "ensure");
+			WCHECK(rsd_ensure(lfx_m, h, wr->locs[li], NULL, NULL), 0, "ensure");
 			at[li] = true;
 			break;
 		case 1:
 			if (at[li] && count_at(at) == 1) {
-				WCHECK(rsd_drop(m, h, wr->locs[li], NULL), -RSD_EOWNERSHIP, "last drop");
+				WCHECK(rsd_drop(lfx_m, h, wr->locs[li], NULL), -RSD_EOWNERSHIP, "last drop");
 			} else {
-				WCHECK(rsd_drop(m, h, wr->locs[li], NULL), 0, "drop");
+				WCHECK(rsd_drop(lfx_m, h, wr->locs[li], NULL), 0, "drop");
 				at[li] = false;
 			}
 			break;
@@ -302,7 +253,7 @@ static void *writer_main(void *p)
 			/* §8.7: onto a resident destination removes the best other
 			 * replica; else copies from the best one and removes it. */
 			j = first_at(at, li);
-			WCHECK(rsd_move(m, h, wr->locs[li], NULL, NULL, NULL), 0, "move");
+			WCHECK(rsd_move(lfx_m, h, wr->locs[li], NULL, NULL, NULL), 0, "move");
 			if (j >= 0)
 				at[j] = false;
 			at[li] = true;
@@ -310,7 +261,7 @@ static void *writer_main(void *p)
 		case 3:
 			if (nresv < 2) {
 				snprintf(label, sizeof(label), "w%d-%lu", wr->w, wr->ops);
-				WCHECK(rsd_reserve(m, wr->locs[li], (uint64_t)(rand_r(&wr->seed) % 1000),
+				WCHECK(rsd_reserve(lfx_m, wr->locs[li], (uint64_t)(rand_r(&wr->seed) % 1000),
 						   label, &resv[nresv]),
 				       0, "reserve");
 				nresv++;
@@ -324,7 +275,7 @@ static void *writer_main(void *p)
 			break;
 		case 4:
 			j = first_at(at, -1);
-			WCHECK(rsd_hold(m, &h, 1, wr->locs[j], &hd), 0, "hold");
+			WCHECK(rsd_hold(lfx_m, &h, 1, wr->locs[j], &hd), 0, "hold");
 			WCHECK(rsd_hold_release(hd), 0, "hold release");
 			rsd_hold_free(hd);
 			break;
@@ -332,7 +283,7 @@ static void *writer_main(void *p)
 			j = at[0] ? 0 : at[1] ? 1 : -1;
 			if (j < 0)
 				break;
-			WCHECK(rsd_acquire(m, &h, 1, wr->locs[j], NULL, &l), 0, "acquire");
+			WCHECK(rsd_acquire(lfx_m, &h, 1, wr->locs[j], NULL, &l), 0, "acquire");
 			WCHECK(rsd_lease_release(l, 0), 0, "lease release");
 			rsd_lease_free(l);
 			break;
@@ -358,7 +309,7 @@ static void *reader_main(void *p)
 		int rc;
 
 		done = atomic_load(&writers_done);
-		rc = rsd_snapshot_take(m, &s);
+		rc = rsd_snapshot_take(lfx_m, &s);
 		if (rc) {
 			failf("snapshot failed: %d (%s)", rc, rsd_last_error()->message);
 			return NULL;
@@ -377,7 +328,7 @@ static void *reader_main(void *p)
 			return NULL;
 		}
 		rsd_snapshot_free(s);
-		rc = rsd_manager_state_version_get(m, &v);
+		rc = rsd_manager_state_version_get(lfx_m, &v);
 		if (rc || v < last) {
 			failf("state_version read %d: %llu after %llu", rc, (unsigned long long)v,
 			      (unsigned long long)last);
@@ -404,21 +355,22 @@ ATF_TC_BODY(concurrent_snapshots_consistent, tc)
 	uint64_t t0;
 
 	b.location = RSD_LOC_PINNED_HOST;
-	setup(&b, 1);
+	lfx_setup_with(false, true, &b, 1);
 	for (int w = 0; w < 2; w++) {
 		memset(&wr[w], 0, sizeof(wr[w]));
 		wr[w].w = w;
 		wr[w].seed = 12345u + (unsigned)w;
 		wr[w].locs[0] = RSD_LOC_PAGEABLE_HOST;
 		wr[w].locs[1] = RSD_LOC_PINNED_HOST;
-		wr[w].locs[2] = cuda(w);
+		wr[w].locs[2] = lfx_cuda(w);
 		for (int k = 0; k < NVALS; k++) {
-			wr[w].h[k] = put(RSD_LOC_PAGEABLE_HOST, 64u * (1u + 2u * (unsigned)w + (unsigned)k));
+			wr[w].h[k] = lfx_put(RSD_LOC_PAGEABLE_HOST,
+					      64u * (1u + 2u * (unsigned)w + (unsigned)k), NULL);
 			wr[w].at[k][0] = true;
 		}
 	}
 	for (int r = 0; r < 2; r++) {
-		rd[r].manager_id = rsd_manager_id(m);
+		rd[r].manager_id = rsd_manager_id(lfx_m);
 		rd[r].snapshots = 0;
 	}
 	atomic_store(&writers_done, false);
@@ -440,7 +392,7 @@ ATF_TC_BODY(concurrent_snapshots_consistent, tc)
 	ATF_CHECK_EQ(wr[1].ops, NOPS);
 
 	/* The final state is exactly the writers' models. */
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
 	ATF_CHECK(check_values(s) && check_locations(s));
 	ATF_CHECK_EQ(s->nreservations, 0);
 	for (int w = 0; w < 2; w++) {
@@ -461,8 +413,8 @@ ATF_TC_BODY(concurrent_snapshots_consistent, tc)
 	}
 	rsd_snapshot_free(s);
 	CHECK_NO_FAILURES();
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
-	teardown();
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	lfx_teardown();
 }
 
 /* ---- a source load holding the writer path ---------------------------------- */
@@ -500,8 +452,8 @@ static int gate_load(void *ctx, struct rsd_resident **out)
 			break;
 	pthread_mutex_unlock(&g->mu);
 	if (g->mode != GATE_BLOCK) {
-		g->nested_ensure_rc = rsd_ensure(m, g->other, RSD_LOC_PINNED_HOST, NULL, NULL);
-		g->nested_snap_rc = rsd_snapshot_take(m, &s);
+		g->nested_ensure_rc = rsd_ensure(lfx_m, g->other, RSD_LOC_PINNED_HOST, NULL, NULL);
+		g->nested_snap_rc = rsd_snapshot_take(lfx_m, &s);
 		if (!g->nested_snap_rc) {
 			g->nested_snap_version = s->state_version;
 			rsd_snapshot_free(s);
@@ -509,14 +461,14 @@ static int gate_load(void *ctx, struct rsd_resident **out)
 		if (g->mode == GATE_NESTED_PROPAGATE)
 			return g->nested_ensure_rc;
 	}
-	return rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL, 0, out);
+	return rsd_resident_alloc(lfx_m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL, 0, out);
 }
 
 static void *ensure_main(void *p)
 {
 	struct gate *g = p;
 
-	g->rc = rsd_ensure(m, g->h, RSD_LOC_PAGEABLE_HOST, NULL, NULL);
+	g->rc = rsd_ensure(lfx_m, g->h, RSD_LOC_PAGEABLE_HOST, NULL, NULL);
 	return NULL;
 }
 
@@ -535,8 +487,8 @@ static void gate_init(struct gate *g, enum gate_mode mode)
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->cv, NULL);
 	g->mode = mode;
-	g->other = put(RSD_LOC_PAGEABLE_HOST, 64);
-	ATF_REQUIRE_EQ(rsd_register_source(m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &g->h), 0);
+	g->other = lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
+	ATF_REQUIRE_EQ(rsd_register_source(lfx_m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &g->h), 0);
 }
 
 static const struct rsd_value_snapshot *value_in(const struct rsd_snapshot *s, struct rsd_handle h)
@@ -569,12 +521,12 @@ ATF_TC_BODY(blocked_load_readers_proceed_writers_refused, tc)
 	pthread_t t;
 	uint64_t v, v2 = 0, t0, dt;
 
-	setup(NULL, 0);
+	lfx_setup_with(false, true, NULL, 0);
 	gate_init(&g, GATE_BLOCK);
-	ATF_REQUIRE_EQ(rsd_acquire(m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
-	ATF_REQUIRE_EQ(rsd_hold(m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PINNED_HOST, 5, "r", &r), 0);
-	v = ver();
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd), 0);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 5, "r", &r), 0);
+	v = lfx_ver();
 
 	ATF_REQUIRE_EQ(pthread_create(&t, NULL, ensure_main, &g), 0);
 	pthread_mutex_lock(&g.mu);
@@ -588,7 +540,7 @@ ATF_TC_BODY(blocked_load_readers_proceed_writers_refused, tc)
 
 	t0 = now_ns();
 	/* Readers: lock-free, the pre-load state. */
-	ATF_CHECK_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK_EQ(rsd_snapshot_take(lfx_m, &s), 0);
 	if (s) {
 		const struct rsd_value_snapshot *x = value_in(s, g.h);
 
@@ -596,25 +548,25 @@ ATF_TC_BODY(blocked_load_readers_proceed_writers_refused, tc)
 		ATF_CHECK(x != NULL && x->nmaterializations == 0);
 		rsd_snapshot_free(s);
 	}
-	ATF_CHECK_EQ(rsd_manager_state_version_get(m, &v2), 0);
+	ATF_CHECK_EQ(rsd_manager_state_version_get(lfx_m, &v2), 0);
 	ATF_CHECK_EQ(v2, v);
-	ATF_CHECK_EQ(rsd_manager_locations(m, locs, 4), 2);
+	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 4), 2);
 	ens = rsd_action_ensure(g.other, RSD_LOC_PINNED_HOST);
 	plan.enter = &ens;
 	plan.nenter = 1;
-	ATF_CHECK_EQ(rsd_explain(m, &plan, NULL, &ex), 0);
+	ATF_CHECK_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
 	rsd_explanation_free(ex);
 
 	/* Writers, releases and lookups: refused at once. */
-	ATF_CHECK_EQ(rsd_ensure(m, g.other, RSD_LOC_PINNED_HOST, NULL, NULL), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_ensure(lfx_m, g.other, RSD_LOC_PINNED_HOST, NULL, NULL), -RSD_EREENTRANT);
 	ATF_CHECK(strstr(rsd_last_error()->message, "source load") != NULL);
-	ATF_CHECK_EQ(rsd_drop(m, g.other, RSD_LOC_PAGEABLE_HOST, NULL), -RSD_EREENTRANT);
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PINNED_HOST, 1, "x", &r2), -RSD_EREENTRANT);
-	ATF_CHECK_EQ(rsd_acquire(m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l2), -RSD_EREENTRANT);
-	ATF_CHECK_EQ(rsd_hold(m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd2), -RSD_EREENTRANT);
-	ATF_CHECK_EQ(rsd_manager_reap(m), -RSD_EREENTRANT);
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), -RSD_EREENTRANT);
-	ATF_CHECK_EQ(rsd_manager_close(m, RSD_CLOSE_FORCE), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_drop(lfx_m, g.other, RSD_LOC_PAGEABLE_HOST, NULL), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 1, "x", &r2), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l2), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_hold(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd2), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_FORCE), -RSD_EREENTRANT);
 	ATF_CHECK_EQ(rsd_lease_value(l, g.other, &got), -RSD_EREENTRANT);
 	ATF_CHECK_EQ(rsd_lease_release(l, 0), -RSD_EREENTRANT);
 	ATF_CHECK(rsd_lease_active(l));
@@ -622,7 +574,7 @@ ATF_TC_BODY(blocked_load_readers_proceed_writers_refused, tc)
 	ATF_CHECK(rsd_hold_active(hd));
 	ATF_CHECK_EQ(rsd_reservation_release(r), -RSD_EREENTRANT);
 	ATF_CHECK(rsd_reservation_active(r));
-	ATF_CHECK(rsd_manager_id(m) != 0);
+	ATF_CHECK(rsd_manager_id(lfx_m) != 0);
 	dt = now_ns() - t0;
 	ATF_CHECK_MSG(dt < 1000000000u, "calls during the load took %llu ms",
 		      (unsigned long long)(dt / 1000000));
@@ -635,8 +587,8 @@ ATF_TC_BODY(blocked_load_readers_proceed_writers_refused, tc)
 	pthread_join(t, NULL);
 	ATF_CHECK_EQ(g.rc, 0);
 	ATF_CHECK_EQ(g.loads, 1);
-	ATF_CHECK_EQ(ver(), v + 1);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK_EQ(lfx_ver(), v + 1);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
 	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 1);
 	ATF_CHECK_EQ(s->locations[0].reserved_bytes, 0);
 	rsd_snapshot_free(s);
@@ -645,12 +597,12 @@ ATF_TC_BODY(blocked_load_readers_proceed_writers_refused, tc)
 	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
 	ATF_CHECK_EQ(rsd_hold_release(hd), 0);
 	ATF_CHECK_EQ(rsd_reservation_release(r), 0);
-	ATF_CHECK_EQ(ver(), v + 4);
+	ATF_CHECK_EQ(lfx_ver(), v + 4);
 	rsd_lease_free(l);
 	rsd_hold_free(hd);
 	rsd_reservation_free(r);
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
-	teardown();
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	lfx_teardown();
 }
 
 /*
@@ -667,16 +619,16 @@ ATF_TC_BODY(loader_nested_calls, tc)
 	struct gate g;
 	uint64_t v;
 
-	setup(NULL, 0);
+	lfx_setup_with(false, true, NULL, 0);
 	gate_init(&g, GATE_NESTED_PROPAGATE);
-	v = ver();
-	ATF_CHECK_EQ(rsd_ensure(m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL), -RSD_EREENTRANT);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_ensure(lfx_m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL), -RSD_EREENTRANT);
 	ATF_CHECK_EQ(g.loads, 1);
 	ATF_CHECK_EQ(g.nested_ensure_rc, -RSD_EREENTRANT);
 	ATF_CHECK_EQ(g.nested_snap_rc, 0);
 	ATF_CHECK_EQ(g.nested_snap_version, v);
-	ATF_CHECK_EQ(ver(), v);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK_EQ(lfx_ver(), v);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
 	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 0);
 	ATF_CHECK(value_in(s, g.h)->has_source);
 	ATF_CHECK_EQ(value_in(s, g.other)->nmaterializations, 1);
@@ -688,16 +640,16 @@ ATF_TC_BODY(loader_nested_calls, tc)
 	rsd_snapshot_free(s);
 
 	g.mode = GATE_NESTED_SWALLOW;
-	ATF_CHECK_EQ(rsd_ensure(m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
+	ATF_CHECK_EQ(rsd_ensure(lfx_m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
 	ATF_CHECK_EQ(g.loads, 2);
 	ATF_CHECK_EQ(g.nested_ensure_rc, -RSD_EREENTRANT);
-	ATF_CHECK_EQ(ver(), v + 1);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK_EQ(lfx_ver(), v + 1);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
 	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 1);
 	ATF_CHECK_EQ(value_in(s, g.other)->nmaterializations, 1);
 	rsd_snapshot_free(s);
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
-	teardown();
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	lfx_teardown();
 }
 
 ATF_TP_ADD_TCS(tp)

@@ -13,103 +13,14 @@
 
 #include <rsd/rsd.h>
 
-static struct rsd_simdev *sd;
-static struct rsd_manager *m;
-static unsigned nwarn;
-static char lastwarn[512];
-
-static void on_warn(void *ctx, const char *msg)
-{
-	(void)ctx;
-	nwarn++;
-	snprintf(lastwarn, sizeof(lastwarn), "%s", msg);
-}
-
-/* A manager on the simulated device, or a host-only one. */
-static void setup_budgets(bool host_only, const struct rsd_budget *b, size_t nb)
-{
-	struct rsd_simdev_config sc = { .ndevices = 2, .auto_complete = false, .pooled = true };
-	struct rsd_manager_config cfg = { 0 };
-
-	if (!host_only) {
-		ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &sd), 0);
-		cfg.driver = rsd_simdev_ops();
-		cfg.driver_ctx = sd;
-	}
-	cfg.host_only = host_only;
-	cfg.budgets = b;
-	cfg.nbudgets = nb;
-	cfg.warn = on_warn;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
-}
-
-static void setup(bool host_only)
-{
-	setup_budgets(host_only, NULL, 0);
-}
-
-static void teardown(void)
-{
-	rsd_manager_destroy(m);
-	m = NULL;
-	if (sd)
-		rsd_simdev_destroy(sd);
-	sd = NULL;
-}
-
-static struct rsd_location cuda(int d)
-{
-	struct rsd_location l = { RSD_CUDA, d };
-
-	return l;
-}
-
-static uint64_t ver(void)
-{
-	uint64_t v = 0;
-
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(m, &v), 0);
-	return v;
-}
-
-static bool msg_has(const char *s)
-{
-	return strstr(rsd_last_error()->message, s) != NULL;
-}
-
-static struct rsd_snapshot *snap(void)
-{
-	struct rsd_snapshot *s = NULL;
-
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
-	return s;
-}
-
-static const struct rsd_location_snapshot *loc_in(const struct rsd_snapshot *s,
-						  struct rsd_location at)
-{
-	for (size_t i = 0; i < s->nlocations; i++)
-		if (rsd_location_equal(s->locations[i].location, at))
-			return &s->locations[i];
-	return NULL;
-}
-
-#define CHECK_VER(expected) check_ver(__LINE__, expected)
-static void check_ver(int line, uint64_t expected)
-{
-	uint64_t v = ver();
-
-	ATF_CHECK_EQ_MSG(v, expected, "line %d: state_version %llu, expected %llu", line,
-			 (unsigned long long)v, (unsigned long long)expected);
-}
-
+#include "lfx.h"
 
 /* Bytes and count of reservations at a location, as a snapshot shows them. */
 #define CHECK_RESERVED(at, bytes, count) check_reserved(__LINE__, at, bytes, count)
 static void check_reserved(int line, struct rsd_location at, uint64_t bytes, uint64_t count)
 {
-	struct rsd_snapshot *s = snap();
-	const struct rsd_location_snapshot *x = loc_in(s, at);
+	struct rsd_snapshot *s = lfx_snap();
+	const struct rsd_location_snapshot *x = lfx_loc_in(s, at);
 	uint64_t sum = 0, n = 0;
 
 	ATF_CHECK_MSG(x != NULL, "line %d: location not known", line);
@@ -147,29 +58,29 @@ ATF_TC_BODY(label_and_argument_rules, tc)
 	size_t nlocs;
 	uint64_t v;
 
-	setup(false);
-	nlocs = rsd_manager_locations(m, locs, 8);
-	v = ver();
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 1, "", &r), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 1, "   ", &r), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 1, " \t\n", &r), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 1, NULL, &r), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 1, "x", NULL), -RSD_ETYPE);
+	lfx_setup(false);
+	nlocs = rsd_manager_locations(lfx_m, locs, 8);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "", &r), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "   ", &r), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, " \t\n", &r), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, NULL, &r), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "x", NULL), -RSD_ETYPE);
 	ATF_CHECK_EQ(rsd_reserve(NULL, RSD_LOC_PAGEABLE_HOST, 1, "x", &r), -RSD_ETYPE);
 	/* A cuda location the runtime lacks: ArgumentValueError, unrecorded. */
-	ATF_CHECK_EQ(rsd_reserve(m, cuda(2), 1, "x", &r), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, lfx_cuda(2), 1, "x", &r), -RSD_EINVAL);
 	ATF_CHECK(r == NULL);
 	CHECK_VER(v);
-	ATF_CHECK_EQ(rsd_manager_locations(m, locs, 8), nlocs);
-	teardown();
+	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 8), nlocs);
+	lfx_teardown();
 
-	setup(true);
-	v = ver();
-	ATF_CHECK_EQ(rsd_reserve(m, cuda(0), 1, "x", &r), -RSD_EINVAL);
+	lfx_setup(true);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, lfx_cuda(0), 1, "x", &r), -RSD_EINVAL);
 	ATF_CHECK(r == NULL);
 	CHECK_VER(v);
-	ATF_CHECK_EQ(rsd_manager_locations(m, locs, 8), 0);
-	teardown();
+	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 8), 0);
+	lfx_teardown();
 }
 
 /* W1-like: admission with the error's numbers, reservations consume budget. */
@@ -186,12 +97,12 @@ ATF_TC_BODY(budget_admission, tc)
 	uint64_t v, one = 1;
 
 	b.location = pin;
-	setup_budgets(true, &b, 1);
-	v = ver();
-	ATF_REQUIRE_EQ(rsd_reserve(m, pin, 60, "first", &r1), 0);
+	lfx_setup_budgets(true, &b, 1);
+	v = lfx_ver();
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 60, "first", &r1), 0);
 	CHECK_VER(v + 1); /* budgeted locations are known from the start */
 	CHECK_RESERVED(pin, 60, 1);
-	ATF_CHECK_EQ(rsd_reserve(m, pin, 41, "second", &r2), -RSD_EBUDGET);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, pin, 41, "second", &r2), -RSD_EBUDGET);
 	e = rsd_last_error();
 	ATF_CHECK(e->has_budget);
 	ATF_CHECK_EQ(e->budget_bytes, 100);
@@ -203,36 +114,36 @@ ATF_TC_BODY(budget_admission, tc)
 	CHECK_VER(v + 1);
 	CHECK_RESERVED(pin, 60, 1);
 
-	ATF_REQUIRE_EQ(rsd_reserve(m, pin, 40, "second", &r2), 0);
-	s = snap();
-	ATF_CHECK_EQ(loc_in(s, pin)->remaining_budget_bytes, 0);
-	ATF_CHECK_EQ(loc_in(s, pin)->peak_charged_bytes, 100);
-	ATF_CHECK_EQ(loc_in(s, pin)->peak_used_bytes, 0);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 40, "second", &r2), 0);
+	s = lfx_snap();
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->remaining_budget_bytes, 0);
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->peak_charged_bytes, 100);
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->peak_used_bytes, 0);
 	rsd_snapshot_free(s);
 	/* Zero bytes fit even when full. */
-	ATF_REQUIRE_EQ(rsd_reserve(m, pin, 0, "zero", &r3), 0);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 0, "zero", &r3), 0);
 	CHECK_RESERVED(pin, 100, 3);
 	/* A value does not fit either: reservations consume budget. */
-	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, pin, 1, &one, NULL, 0, &res), 0);
-	v = ver();
-	ATF_CHECK_EQ(rsd_adopt(m, res, &pin, RSD_REPLICABLE, &h), -RSD_EBUDGET);
+	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, pin, 1, &one, NULL, 0, &res), 0);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_adopt(lfx_m, res, &pin, RSD_REPLICABLE, &h), -RSD_EBUDGET);
 	ATF_CHECK_EQ(rsd_last_error()->reserved_bytes, 100);
 	CHECK_VER(v);
 	ATF_REQUIRE_EQ(rsd_reservation_release(r1), 0);
 	CHECK_VER(v + 1);
 	CHECK_RESERVED(pin, 40, 2);
-	ATF_REQUIRE_EQ(rsd_adopt(m, res, &pin, RSD_REPLICABLE, &h), 0);
+	ATF_REQUIRE_EQ(rsd_adopt(lfx_m, res, &pin, RSD_REPLICABLE, &h), 0);
 	/* used 1 + reserved 40: 60 more do not fit, 59 do. */
-	ATF_CHECK_EQ(rsd_reserve(m, pin, 60, "big", &r4), -RSD_EBUDGET);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, pin, 60, "big", &r4), -RSD_EBUDGET);
 	ATF_CHECK_EQ(rsd_last_error()->used_bytes, 1);
 	ATF_CHECK_EQ(rsd_last_error()->reserved_bytes, 40);
-	ATF_CHECK_EQ(rsd_reserve(m, pin, UINT64_MAX, "huge", &r4), -RSD_EBUDGET);
-	ATF_REQUIRE_EQ(rsd_reserve(m, pin, 59, "big", &r4), 0);
-	s = snap();
-	ATF_CHECK_EQ(loc_in(s, pin)->used_bytes, 1);
-	ATF_CHECK_EQ(loc_in(s, pin)->reserved_bytes, 99);
-	ATF_CHECK_EQ(loc_in(s, pin)->remaining_budget_bytes, 0);
-	ATF_CHECK_EQ(loc_in(s, pin)->peak_charged_bytes, 100);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, pin, UINT64_MAX, "huge", &r4), -RSD_EBUDGET);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 59, "big", &r4), 0);
+	s = lfx_snap();
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->used_bytes, 1);
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->reserved_bytes, 99);
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->remaining_budget_bytes, 0);
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->peak_charged_bytes, 100);
 	rsd_snapshot_free(s);
 	rsd_reservation_release(r2);
 	rsd_reservation_release(r3);
@@ -241,8 +152,8 @@ ATF_TC_BODY(budget_admission, tc)
 	rsd_reservation_free(r2);
 	rsd_reservation_free(r3);
 	rsd_reservation_free(r4);
-	ATF_CHECK_EQ(nwarn, 0);
-	teardown();
+	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
 }
 
 /* §10.7 step 5 and edge case 5: recording, unbudgeted accounting. */
@@ -255,15 +166,15 @@ ATF_TC_BODY(unbudgeted_and_recording, tc)
 	struct rsd_snapshot *s;
 	uint64_t v;
 
-	setup(true);
-	v = ver();
-	ATF_CHECK_EQ(rsd_manager_locations(m, locs, 4), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, UINT64_C(1) << 40, "big", &r), 0);
+	lfx_setup(true);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 4), 0);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, UINT64_C(1) << 40, "big", &r), 0);
 	CHECK_VER(v + 2); /* the new location, then the reservation */
-	ATF_REQUIRE_EQ(rsd_manager_locations(m, locs, 4), 1);
+	ATF_REQUIRE_EQ(rsd_manager_locations(lfx_m, locs, 4), 1);
 	ATF_CHECK(rsd_location_equal(locs[0], RSD_LOC_PAGEABLE_HOST));
-	s = snap();
-	x = loc_in(s, RSD_LOC_PAGEABLE_HOST);
+	s = lfx_snap();
+	x = lfx_loc_in(s, RSD_LOC_PAGEABLE_HOST);
 	ATF_REQUIRE(x != NULL);
 	ATF_CHECK(!x->has_budget);
 	ATF_CHECK_EQ(x->reserved_bytes, UINT64_C(1) << 40);
@@ -277,11 +188,11 @@ ATF_TC_BODY(unbudgeted_and_recording, tc)
 	ATF_CHECK_EQ(rsd_reservation_release(r), 0);
 	CHECK_VER(v + 3);
 	CHECK_RESERVED(RSD_LOC_PAGEABLE_HOST, 0, 0);
-	s = snap();
-	ATF_CHECK_EQ(loc_in(s, RSD_LOC_PAGEABLE_HOST)->peak_charged_bytes, UINT64_C(1) << 40);
+	s = lfx_snap();
+	ATF_CHECK_EQ(lfx_loc_in(s, RSD_LOC_PAGEABLE_HOST)->peak_charged_bytes, UINT64_C(1) << 40);
 	rsd_snapshot_free(s);
 	rsd_reservation_free(r);
-	teardown();
+	lfx_teardown();
 }
 
 /*
@@ -295,9 +206,9 @@ ATF_TC_BODY(unbudgeted_overflow_refused, tc)
 	struct rsd_reservation *r1 = NULL, *r2 = NULL;
 	int err;
 
-	setup(true);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, UINT64_MAX - 10, "most", &r1), 0);
-	err = rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 11, "wraps", &r2);
+	lfx_setup(true);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, UINT64_MAX - 10, "most", &r1), 0);
+	err = rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 11, "wraps", &r2);
 	ATF_CHECK_MSG(err < 0, "a reservation wrapping reserved_bytes past 2^64 succeeded");
 	CHECK_RESERVED(RSD_LOC_PAGEABLE_HOST, UINT64_MAX - 10, 1);
 	if (!err) {
@@ -306,7 +217,7 @@ ATF_TC_BODY(unbudgeted_overflow_refused, tc)
 	}
 	rsd_reservation_release(r1);
 	rsd_reservation_free(r1);
-	teardown();
+	lfx_teardown();
 }
 
 /* Creation order in snapshots, release by identity, reserved bytes. */
@@ -319,18 +230,18 @@ ATF_TC_BODY(release_order_and_bytes, tc)
 	char label[16] = "three";
 	uint64_t v;
 
-	setup(false);
-	ATF_REQUIRE_EQ(rsd_reserve(m, pin, 10, "one", &r1), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 5, "page", &rp), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(m, pin, 20, "two", &r2), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(m, pin, 30, label, &r3), 0);
+	lfx_setup(false);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 10, "one", &r1), 0);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 5, "page", &rp), 0);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 20, "two", &r2), 0);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 30, label, &r3), 0);
 	strcpy(label, "changed"); /* copied on entry */
 	ATF_CHECK_STREQ(rsd_reservation_label(r3), "three");
 	ATF_CHECK_EQ(rsd_reservation_nbytes(r3), 30);
 	ATF_CHECK(rsd_reservation_active(r3));
 	CHECK_RESERVED(pin, 60, 3);
 	CHECK_RESERVED(RSD_LOC_PAGEABLE_HOST, 5, 1);
-	s = snap();
+	s = lfx_snap();
 	ATF_REQUIRE_EQ(s->nreservations, 4);
 	ATF_CHECK_STREQ(s->reservations[0].label, "one");
 	ATF_CHECK_STREQ(s->reservations[1].label, "page");
@@ -338,17 +249,17 @@ ATF_TC_BODY(release_order_and_bytes, tc)
 	ATF_CHECK_STREQ(s->reservations[3].label, "three");
 	ATF_CHECK_EQ(s->reservations[2].nbytes, 20);
 	ATF_CHECK(rsd_location_equal(s->reservations[1].location, RSD_LOC_PAGEABLE_HOST));
-	ATF_CHECK_EQ(loc_in(s, pin)->peak_charged_bytes, 60);
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->peak_charged_bytes, 60);
 	rsd_snapshot_free(s);
 
-	v = ver();
+	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_reservation_release(r2), 0);
 	CHECK_VER(v + 1);
 	ATF_CHECK(!rsd_reservation_active(r2));
 	ATF_CHECK_EQ(rsd_reservation_release(r2), 0);
 	CHECK_VER(v + 1);
 	CHECK_RESERVED(pin, 40, 2);
-	s = snap();
+	s = lfx_snap();
 	ATF_REQUIRE_EQ(s->nreservations, 3);
 	ATF_CHECK_STREQ(s->reservations[0].label, "one");
 	ATF_CHECK_STREQ(s->reservations[1].label, "page");
@@ -360,9 +271,9 @@ ATF_TC_BODY(release_order_and_bytes, tc)
 	ATF_CHECK_EQ(rsd_reservation_release(rp), 0);
 	CHECK_VER(v + 4);
 	CHECK_RESERVED(pin, 0, 0);
-	s = snap();
+	s = lfx_snap();
 	ATF_CHECK_EQ(s->nreservations, 0);
-	ATF_CHECK_EQ(loc_in(s, pin)->peak_charged_bytes, 60); /* peaks never decrease */
+	ATF_CHECK_EQ(lfx_loc_in(s, pin)->peak_charged_bytes, 60); /* peaks never decrease */
 	rsd_snapshot_free(s);
 	ATF_CHECK_EQ(rsd_reservation_release(NULL), -RSD_ETYPE);
 	rsd_reservation_free(r1);
@@ -370,8 +281,8 @@ ATF_TC_BODY(release_order_and_bytes, tc)
 	rsd_reservation_free(r3);
 	rsd_reservation_free(rp);
 	rsd_reservation_free(NULL);
-	ATF_CHECK_EQ(nwarn, 0);
-	teardown();
+	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
 }
 
 /* Edge case 43: a zero-byte reservation is a live lifetime. */
@@ -381,25 +292,25 @@ ATF_TC_BODY(zero_byte_blocks_close, tc)
 	struct rsd_reservation *r = NULL;
 	uint64_t v;
 
-	setup(true);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 0, "zero", &r), 0);
+	lfx_setup(true);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 0, "zero", &r), 0);
 	CHECK_RESERVED(RSD_LOC_PAGEABLE_HOST, 0, 1);
-	v = ver();
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), -RSD_EINUSE);
-	ATF_CHECK(msg_has("reservations=1"));
-	ATF_CHECK(msg_has("active_leases=0"));
-	ATF_CHECK(msg_has("pending_leases=0"));
-	ATF_CHECK(msg_has("holds=0"));
-	ATF_CHECK_EQ(rsd_manager_close(m, RSD_CLOSE_NOWAIT), -RSD_EINUSE);
+	v = lfx_ver();
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), -RSD_EINUSE);
+	ATF_CHECK(lfx_msg_has("reservations=1"));
+	ATF_CHECK(lfx_msg_has("active_leases=0"));
+	ATF_CHECK(lfx_msg_has("pending_leases=0"));
+	ATF_CHECK(lfx_msg_has("holds=0"));
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT), -RSD_EINUSE);
 	CHECK_VER(v); /* still open, unchanged */
 	ATF_CHECK_EQ(rsd_reservation_release(r), 0);
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
 	rsd_reservation_free(r);
 	r = NULL;
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 0, "late", &r), -RSD_ECLOSED);
+	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 0, "late", &r), -RSD_ECLOSED);
 	ATF_CHECK(r == NULL);
-	teardown();
+	lfx_teardown();
 }
 
 /* §10.9: a freed active reservation is released (+1) with a warning. */
@@ -409,16 +320,16 @@ ATF_TC_BODY(abandoned_reservation, tc)
 	struct rsd_reservation *r = NULL;
 	uint64_t v;
 
-	setup(true);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PINNED_HOST, 77, "forgotten", &r), 0);
-	v = ver();
+	lfx_setup(true);
+	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 77, "forgotten", &r), 0);
+	v = lfx_ver();
 	rsd_reservation_free(r);
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(nwarn, 1);
-	ATF_CHECK(strstr(lastwarn, "forgotten") != NULL);
+	ATF_CHECK_EQ(lfx_nwarn, 1);
+	ATF_CHECK(strstr(lfx_lastwarn, "forgotten") != NULL);
 	CHECK_RESERVED(RSD_LOC_PINNED_HOST, 0, 0);
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
-	teardown();
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	lfx_teardown();
 }
 
 ATF_TP_ADD_TCS(tp)

@@ -15,177 +15,13 @@
 
 #include <rsd/rsd.h>
 
-#define N 64
-#define PAGEABLE RSD_LOC_PAGEABLE_HOST
-#define PINNED RSD_LOC_PINNED_HOST
-
-struct fx {
-	struct rsd_simdev *sd; /* NULL: a host-only manager */
-	struct rsd_manager *m;
-	unsigned loads;
-};
-
-struct src {
-	struct fx *f;
-	struct rsd_location at;
-	int fail; /* returned by load when nonzero */
-};
-
-static int src_load(void *ctx, struct rsd_resident **out)
-{
-	struct src *s = ctx;
-	uint64_t n = N;
-
-	s->f->loads++;
-	if (s->fail)
-		return s->fail;
-	return rsd_resident_alloc(s->f->m, &rsd_resident_type, s->at, 1, &n, NULL, 0, out);
-}
-
-static void src_release(void *ctx)
-{
-	free(ctx);
-}
-
-/* ndevices < 0: host-only manager; otherwise the simulated device. */
-static void fx_init_pooled(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices,
-			   bool pooled)
-{
-	struct rsd_manager_config cfg;
-
-	memset(f, 0, sizeof(*f));
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.budgets = b;
-	cfg.nbudgets = nb;
-	if (ndevices < 0) {
-		cfg.host_only = true;
-	} else {
-		struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true,
-						.pooled = pooled };
-
-		ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &f->sd), 0);
-		cfg.driver = rsd_simdev_ops();
-		cfg.driver_ctx = f->sd;
-	}
-	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&cfg, &f->m), 0, "%s", rsd_last_error()->message);
-}
-
-static void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
-{
-	fx_init_pooled(f, b, nb, ndevices, true);
-}
-
-static void fx_fini(struct fx *f)
-{
-	rsd_manager_destroy(f->m);
-	if (f->sd)
-		rsd_simdev_destroy(f->sd);
-}
-
-static struct rsd_handle adopt(struct fx *f, struct rsd_location at, enum rsd_replica_mode mode)
-{
-	struct rsd_resident *r;
-	struct rsd_handle h;
-	uint64_t n = N;
-
-	ATF_REQUIRE_EQ_MSG(rsd_resident_alloc(f->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0,
-			   "%s", rsd_last_error()->message);
-	ATF_REQUIRE_EQ_MSG(rsd_adopt(f->m, r, &at, mode, &h), 0, "%s", rsd_last_error()->message);
-	return h;
-}
-
-static struct rsd_handle sourced_fail(struct fx *f, struct rsd_location at, int fail)
-{
-	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE,
-				       RSD_RECONSTRUCTIBLE };
-	struct src *s = calloc(1, sizeof(*s));
-	struct rsd_source source = { src_load, src_release, s };
-	struct rsd_handle h;
-
-	ATF_REQUIRE(s);
-	s->f = f;
-	s->at = at;
-	s->fail = fail;
-	ATF_REQUIRE_EQ_MSG(rsd_register_source(f->m, &spec, &source, at, &h), 0, "%s",
-			   rsd_last_error()->message);
-	return h;
-}
-
-static struct rsd_handle sourced(struct fx *f, struct rsd_location at)
-{
-	return sourced_fail(f, at, 0);
-}
-
-static uint64_t version(struct fx *f)
-{
-	uint64_t v = 0;
-
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(f->m, &v), 0);
-	return v;
-}
-
-static size_t nlocations(struct fx *f)
-{
-	struct rsd_location l[8];
-
-	return rsd_manager_locations(f->m, l, 8);
-}
-
-static struct rsd_location cuda(int n)
-{
-	struct rsd_location l;
-
-	ATF_REQUIRE_EQ(rsd_cuda_location(n, &l), 0);
-	return l;
-}
-
-static bool loc_is(struct rsd_location a, struct rsd_location b)
-{
-	return rsd_location_equal(a, b);
-}
-
-static const struct rsd_value_snapshot *snap_value(const struct rsd_snapshot *s, struct rsd_handle h)
-{
-	for (size_t i = 0; i < s->nvalues; i++)
-		if (rsd_handle_equal(s->values[i].handle, h))
-			return &s->values[i];
-	return NULL;
-}
-
-static size_t nmat(struct fx *f, struct rsd_handle h)
-{
-	const struct rsd_value_snapshot *v;
-	struct rsd_snapshot *s;
-	size_t n;
-
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
-	v = snap_value(s, h);
-	ATF_REQUIRE(v);
-	n = v->nmaterializations;
-	rsd_snapshot_free(s);
-	return n;
-}
-
-static bool resident_at(struct fx *f, struct rsd_handle h, struct rsd_location at)
-{
-	const struct rsd_value_snapshot *v;
-	struct rsd_snapshot *s;
-	bool found = false;
-
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
-	v = snap_value(s, h);
-	ATF_REQUIRE(v);
-	for (size_t i = 0; i < v->nmaterializations; i++)
-		found |= loc_is(v->materializations[i].location, at);
-	rsd_snapshot_free(s);
-	return found;
-}
+#include "pfx.h"
 
 /*
  * Accounting is consistent: per location, used = Σ charges of the
  * materializations there, value_count matches, and nothing is reserved.
  */
-static void check_consistent(struct fx *f)
+static void check_consistent(struct pfx *f)
 {
 	struct rsd_snapshot *s;
 
@@ -196,11 +32,15 @@ static void check_consistent(struct fx *f)
 		char name[RSD_LOCATION_NAME_MAX];
 
 		for (size_t j = 0; j < s->nvalues; j++)
-			for (size_t k = 0; k < s->values[j].nmaterializations; k++)
-				if (loc_is(s->values[j].materializations[k].location, l->location)) {
-					used += s->values[j].materializations[k].charged_nbytes;
+			for (size_t k = 0; k < s->values[j].nmaterializations; k++) {
+				const struct rsd_materialization_snapshot *x =
+					&s->values[j].materializations[k];
+
+				if (pfx_loc_is(x->location, l->location)) {
+					used += x->charged_nbytes;
 					count++;
 				}
+			}
 		rsd_location_name(l->location, name, sizeof(name));
 		ATF_CHECK_EQ_MSG(l->used_bytes, used, "%s: used %llu, charges %llu", name,
 				 (unsigned long long)l->used_bytes, (unsigned long long)used);
@@ -212,27 +52,12 @@ static void check_consistent(struct fx *f)
 	rsd_snapshot_free(s);
 }
 
-/* Drop any partial report left by an earlier call on this thread. */
-static void clear_partial(void)
-{
-	rsd_plan_report_free(rsd_take_partial_report());
-}
-
+/* A transition of N bytes with the given reason (NULL: none). */
 static void check_transition(const struct rsd_transition *t, const struct rsd_action *a, bool no_op,
 			     const struct rsd_location *src, const struct rsd_location *dst,
 			     const char *reason)
 {
-	ATF_CHECK(rsd_action_equal(&t->action, a));
-	ATF_CHECK_EQ(t->no_op, no_op);
-	ATF_CHECK_EQ(t->has_source, src != NULL);
-	if (src && t->has_source)
-		ATF_CHECK(loc_is(t->source, *src));
-	ATF_CHECK_EQ(t->has_destination, dst != NULL);
-	if (dst && t->has_destination)
-		ATF_CHECK(loc_is(t->destination, *dst));
-	ATF_CHECK_EQ(t->logical_nbytes, N);
-	ATF_CHECK_EQ(t->storage_nbytes, N);
-	ATF_CHECK(t->completed_at_ns >= t->started_at_ns);
+	pfx_check_transition(t, a, no_op, src, dst, N);
 	if (reason) {
 		ATF_REQUIRE(t->reason);
 		ATF_CHECK_STREQ(t->reason, reason);
@@ -252,13 +77,13 @@ ATF_TC_BODY(atomic_preflight, tc)
 	struct rsd_action a[3];
 	struct rsd_handle g, x;
 	uint64_t v;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, -1);
-	g = sourced(&f, PAGEABLE);
-	x = adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
-	v = version(&f);
-	clear_partial();
+	pfx_init(&f, NULL, 0, -1);
+	g = pfx_sourced(&f, PAGEABLE);
+	x = pfx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
+	v = pfx_version(&f);
+	pfx_clear_partial();
 	a[0] = rsd_action_ensure(g, PAGEABLE);
 	a[1] = rsd_action_ensure(g, PINNED);
 	a[2] = rsd_action_ensure(x, PINNED);
@@ -270,10 +95,10 @@ ATF_TC_BODY(atomic_preflight, tc)
 	ATF_CHECK_EQ(err->phase, RSD_PHASE_NONE);
 	ATF_CHECK_EQ(err->failed_action_index, -1);
 	ATF_CHECK(rsd_take_partial_report() == NULL);
-	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
-	ATF_CHECK_EQ(nmat(&f, g), 0);
-	ATF_CHECK_EQ(nlocations(&f), 1);
+	ATF_CHECK_EQ(pfx_nmat(&f, g), 0);
+	ATF_CHECK_EQ(pfx_nlocations(&f), 1);
 	ATF_CHECK(rsd_err_is_plan_error(-RSD_EPLAN));
 	ATF_CHECK(!rsd_err_is_plan_error(-RSD_EEXEC));
 
@@ -286,9 +111,9 @@ ATF_TC_BODY(atomic_preflight, tc)
 	check_transition(&r->transitions[0], &a[0], true, NULL, &PAGEABLE,
 			 "destination already resident");
 	rsd_plan_report_free(r);
-	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(pfx_version(&f), v);
 	check_consistent(&f);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 /* A foreign handle: EHANDLE directly, EPLAN through a plan (§12.4). */
@@ -297,21 +122,21 @@ ATF_TC_BODY(foreign_handle_is_plan_error, tc)
 {
 	struct rsd_action a[1];
 	struct rsd_handle h;
-	struct fx f, g;
+	struct pfx f, g;
 	char want[160];
 
-	fx_init(&f, NULL, 0, -1);
-	fx_init(&g, NULL, 0, -1);
-	h = adopt(&g, PAGEABLE, RSD_EXCLUSIVE);
+	pfx_init(&f, NULL, 0, -1);
+	pfx_init(&g, NULL, 0, -1);
+	h = pfx_adopt(&g, PAGEABLE, RSD_EXCLUSIVE);
 	a[0] = rsd_action_drop(h, PAGEABLE);
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, "foreign", NULL, 0, NULL, NULL), -RSD_EPLAN);
 	snprintf(want, sizeof(want), "Handle belongs to manager '%llu', not '%llu'",
 		 (unsigned long long)rsd_manager_id(g.m), (unsigned long long)rsd_manager_id(f.m));
 	ATF_CHECK_STREQ(rsd_last_error()->message, want);
 	ATF_CHECK_EQ(rsd_drop(f.m, h, PAGEABLE, NULL), -RSD_EHANDLE);
-	ATF_CHECK_EQ(version(&f), 0);
-	fx_fini(&g);
-	fx_fini(&f);
+	ATF_CHECK_EQ(pfx_version(&f), 0);
+	pfx_fini(&g);
+	pfx_fini(&f);
 }
 
 /* §19.3: cuda:N beyond the device count. */
@@ -321,20 +146,20 @@ ATF_TC_BODY(unavailable_device_is_plan_error, tc)
 	struct rsd_action a[1];
 	struct rsd_handle h;
 	uint64_t v;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, 1);
-	h = sourced(&f, PAGEABLE);
-	v = version(&f);
-	a[0] = rsd_action_ensure(h, cuda(1));
+	pfx_init(&f, NULL, 0, 1);
+	h = pfx_sourced(&f, PAGEABLE);
+	v = pfx_version(&f);
+	a[0] = rsd_action_ensure(h, pfx_cuda(1));
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, NULL), -RSD_EPLAN);
 	ATF_CHECK_STREQ(rsd_last_error()->message,
 			"Residency location cuda:1 is not available in this process");
-	ATF_CHECK_EQ(rsd_ensure(f.m, h, cuda(1), NULL, NULL), -RSD_EINVAL);
-	ATF_CHECK_EQ(version(&f), v);
-	ATF_CHECK_EQ(nlocations(&f), 1);
+	ATF_CHECK_EQ(rsd_ensure(f.m, h, pfx_cuda(1), NULL, NULL), -RSD_EINVAL);
+	ATF_CHECK_EQ(pfx_version(&f), v);
+	ATF_CHECK_EQ(pfx_nlocations(&f), 1);
 	ATF_CHECK_EQ(f.loads, 0);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 /* ---- runtime failure: W8 (§19.47) ---- */
@@ -347,13 +172,13 @@ ATF_TC_BODY(runtime_failure_partial_report, tc)
 	struct rsd_action a[3];
 	struct rsd_handle g, bad;
 	char detail[512];
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, -1);
-	g = sourced(&f, PAGEABLE);
-	bad = sourced_fail(&f, PAGEABLE, -RSD_EDEVICE);
-	ATF_REQUIRE_EQ(version(&f), 3);
-	clear_partial();
+	pfx_init(&f, NULL, 0, -1);
+	g = pfx_sourced(&f, PAGEABLE);
+	bad = pfx_sourced_fail(&f, PAGEABLE, -RSD_EDEVICE);
+	ATF_REQUIRE_EQ(pfx_version(&f), 3);
+	pfx_clear_partial();
 	a[0] = rsd_action_ensure(g, PAGEABLE);
 	a[1] = rsd_action_ensure(bad, PAGEABLE);
 	a[2] = rsd_action_drop(g, PAGEABLE);
@@ -390,10 +215,10 @@ ATF_TC_BODY(runtime_failure_partial_report, tc)
 	ATF_CHECK(rsd_take_partial_report() == NULL);
 
 	/* The prefix stays committed; the Drop never ran. */
-	ATF_CHECK_EQ(version(&f), 4);
-	ATF_CHECK(resident_at(&f, g, PAGEABLE));
-	ATF_CHECK_EQ(nmat(&f, g), 1);
-	ATF_CHECK_EQ(nmat(&f, bad), 0);
+	ATF_CHECK_EQ(pfx_version(&f), 4);
+	ATF_CHECK(pfx_resident_at(&f, g, PAGEABLE));
+	ATF_CHECK_EQ(pfx_nmat(&f, g), 1);
+	ATF_CHECK_EQ(pfx_nmat(&f, bad), 0);
 	ATF_CHECK_EQ(f.loads, 3);
 	check_consistent(&f);
 
@@ -409,8 +234,8 @@ ATF_TC_BODY(runtime_failure_partial_report, tc)
 	check_transition(&p->transitions[0], &a[0], false, &PAGEABLE, NULL, NULL);
 	rsd_plan_report_free(p);
 	ATF_CHECK(rsd_take_partial_report() == NULL);
-	ATF_CHECK_EQ(version(&f), 5);
-	fx_fini(&f);
+	ATF_CHECK_EQ(pfx_version(&f), 5);
+	pfx_fini(&f);
 }
 
 /* A loader failing with a non-RSD code: the cause is -RSD_ESOURCE. */
@@ -419,11 +244,11 @@ ATF_TC_BODY(runtime_failure_foreign_code, tc)
 {
 	struct rsd_action a[1];
 	struct rsd_handle bad;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, -1);
-	bad = sourced_fail(&f, PAGEABLE, 5);
-	clear_partial();
+	pfx_init(&f, NULL, 0, -1);
+	bad = pfx_sourced_fail(&f, PAGEABLE, 5);
+	pfx_clear_partial();
 	a[0] = rsd_action_ensure(bad, PINNED);
 	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 1, "eio", NULL, 0, NULL, NULL), -RSD_EEXEC);
 	ATF_CHECK_EQ(rsd_last_error()->failed_action_index, 0);
@@ -431,13 +256,13 @@ ATF_TC_BODY(runtime_failure_foreign_code, tc)
 	ATF_CHECK_EQ(rsd_ensure(f.m, bad, PINNED, NULL, NULL), -RSD_ESOURCE);
 	rsd_plan_report_free(rsd_take_partial_report());
 	/* pinned was never recorded; the temporary charge is gone. */
-	ATF_CHECK_EQ(nlocations(&f), 1);
+	ATF_CHECK_EQ(pfx_nlocations(&f), 1);
 	check_consistent(&f);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 struct failer {
-	struct fx *f;
+	struct pfx *f;
 	struct rsd_action a[2];
 	int rc;
 	size_t n;
@@ -461,20 +286,20 @@ ATF_TC_BODY(partial_report_per_thread, tc)
 {
 	struct failer x;
 	pthread_t t;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, -1);
+	pfx_init(&f, NULL, 0, -1);
 	memset(&x, 0, sizeof(x));
 	x.f = &f;
-	x.a[0] = rsd_action_ensure(sourced(&f, PAGEABLE), PAGEABLE);
-	x.a[1] = rsd_action_ensure(sourced_fail(&f, PAGEABLE, -RSD_EDEVICE), PAGEABLE);
-	clear_partial();
+	x.a[0] = rsd_action_ensure(pfx_sourced(&f, PAGEABLE), PAGEABLE);
+	x.a[1] = rsd_action_ensure(pfx_sourced_fail(&f, PAGEABLE, -RSD_EDEVICE), PAGEABLE);
+	pfx_clear_partial();
 	ATF_REQUIRE_EQ(pthread_create(&t, NULL, fail_in_thread, &x), 0);
 	ATF_REQUIRE_EQ(pthread_join(t, NULL), 0);
 	ATF_CHECK_EQ(x.rc, -RSD_EEXEC);
 	ATF_CHECK_EQ(x.n, 1);
 	ATF_CHECK(rsd_take_partial_report() == NULL);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 /* ---- success: reports ---- */
@@ -484,11 +309,11 @@ ATF_TC_BODY(empty_action_list, tc)
 {
 	struct rsd_plan_report *r = NULL;
 	uint64_t v;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, -1);
-	sourced(&f, PAGEABLE);
-	v = version(&f);
+	pfx_init(&f, NULL, 0, -1);
+	pfx_sourced(&f, PAGEABLE);
+	v = pfx_version(&f);
 	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, NULL, 0, NULL, NULL, 0, NULL, &r), 0);
 	ATF_REQUIRE(r != NULL);
 	ATF_CHECK_STREQ(r->plan_name, "residency-actions");
@@ -501,8 +326,8 @@ ATF_TC_BODY(empty_action_list, tc)
 	rsd_plan_report_free(r);
 	/* A report is optional. */
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, NULL, 0, NULL, NULL, 0, NULL, NULL), 0);
-	ATF_CHECK_EQ(version(&f), v);
-	fx_fini(&f);
+	ATF_CHECK_EQ(pfx_version(&f), v);
+	pfx_fini(&f);
 }
 
 ATF_TC_WITHOUT_HEAD(argument_errors);
@@ -512,11 +337,11 @@ ATF_TC_BODY(argument_errors, tc)
 	struct rsd_action a[1];
 	struct rsd_handle h;
 	uint64_t v;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, -1);
-	h = sourced(&f, PAGEABLE);
-	v = version(&f);
+	pfx_init(&f, NULL, 0, -1);
+	h = pfx_sourced(&f, PAGEABLE);
+	v = pfx_version(&f);
 	a[0] = rsd_action_ensure(h, PAGEABLE);
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, "", NULL, 0, NULL, &r), -RSD_EINVAL);
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, " \t\n", NULL, 0, NULL, &r), -RSD_EINVAL);
@@ -528,14 +353,14 @@ ATF_TC_BODY(argument_errors, tc)
 	a[0].location.device = 5; /* a host kind with a device: not a location record */
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
 	ATF_CHECK(r == NULL);
-	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 
 	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
 	a[0] = rsd_action_ensure(h, PAGEABLE);
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ECLOSED);
 	ATF_CHECK(r == NULL);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 ATF_TC_WITHOUT_HEAD(report_fields);
@@ -545,12 +370,12 @@ ATF_TC_BODY(report_fields, tc)
 	struct rsd_action a[6];
 	struct rsd_handle h, x;
 	uint64_t v, before;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, -1);
-	h = sourced(&f, PAGEABLE);
-	x = adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	v = version(&f);
+	pfx_init(&f, NULL, 0, -1);
+	h = pfx_sourced(&f, PAGEABLE);
+	x = pfx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	v = pfx_version(&f);
 	ATF_CHECK_EQ(v, 3);
 	a[0] = rsd_action_ensure(h, PAGEABLE);  /* load installed directly, +1 */
 	a[1] = rsd_action_ensure(h, PINNED);    /* copy, +1 pinned recorded, +1 */
@@ -579,12 +404,12 @@ ATF_TC_BODY(report_fields, tc)
 	ATF_CHECK(r->started_at_ns <= r->transitions[0].started_at_ns);
 	ATF_CHECK(r->completed_at_ns >= r->transitions[5].completed_at_ns);
 	rsd_plan_report_free(r);
-	ATF_CHECK_EQ(version(&f), 11);
+	ATF_CHECK_EQ(pfx_version(&f), 11);
 	ATF_CHECK_EQ(f.loads, 1);
-	ATF_CHECK(resident_at(&f, h, PINNED));
-	ATF_CHECK_EQ(nmat(&f, h), 1);
+	ATF_CHECK(pfx_resident_at(&f, h, PINNED));
+	ATF_CHECK_EQ(pfx_nmat(&f, h), 1);
 	check_consistent(&f);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 /* §19.45: no-op actions change nothing, not even the location registry. */
@@ -595,11 +420,11 @@ ATF_TC_BODY(noop_changes_nothing, tc)
 	struct rsd_action a[2];
 	struct rsd_handle x;
 	uint64_t v;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, -1);
-	x = adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
-	v = version(&f);
+	pfx_init(&f, NULL, 0, -1);
+	x = pfx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
+	v = pfx_version(&f);
 	a[0] = rsd_action_drop(x, PINNED);
 	a[1] = rsd_action_move(x, PAGEABLE, NULL);
 	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 2, "noop", NULL, 0, &v, &r), 0);
@@ -609,9 +434,9 @@ ATF_TC_BODY(noop_changes_nothing, tc)
 	check_transition(&r->transitions[1], &a[1], true, NULL, &PAGEABLE,
 			 "destination already owns the selected replica");
 	rsd_plan_report_free(r);
-	ATF_CHECK_EQ(version(&f), v);
-	ATF_CHECK_EQ(nlocations(&f), 1);
-	fx_fini(&f);
+	ATF_CHECK_EQ(pfx_version(&f), v);
+	ATF_CHECK_EQ(pfx_nlocations(&f), 1);
+	pfx_fini(&f);
 }
 
 /* ---- expected version and transfer streams ---- */
@@ -626,12 +451,12 @@ ATF_TC_BODY(stale_expected_version, tc)
 	struct rsd_handle h;
 	uint64_t v, stale;
 	void *s;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, 1);
+	pfx_init(&f, NULL, 0, 1);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s), 0);
-	h = sourced(&f, PAGEABLE);
-	v = version(&f);
+	h = pfx_sourced(&f, PAGEABLE);
+	v = pfx_version(&f);
 	stale = v - 1;
 	a[0] = rsd_action_ensure(h, PAGEABLE);
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &stale, &r), -RSD_ESTALE);
@@ -643,20 +468,20 @@ ATF_TC_BODY(stale_expected_version, tc)
 	ts[0].stream = s;
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, ts, 1, &stale, &r), -RSD_ESTALE);
 	ATF_CHECK(r == NULL);
-	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r), 0);
 	rsd_plan_report_free(r);
-	ATF_CHECK_EQ(version(&f), v + 1);
+	ATF_CHECK_EQ(pfx_version(&f), v + 1);
 	rsd_simdev_stream_destroy(f.sd, s);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 /* §19.46: a pending lease that completed is reaped first, making the expectation stale. */
 ATF_TC_WITHOUT_HEAD(reap_makes_stale);
 ATF_TC_BODY(reap_makes_stale, tc)
 {
-	struct rsd_location c0 = cuda(0);
+	struct rsd_location c0 = pfx_cuda(0);
 	struct rsd_action a[1];
 	struct rsd_plan p = { .name = "after-reap", .enter = a, .nenter = 1 };
 	struct rsd_plan_report *r = NULL;
@@ -665,11 +490,11 @@ ATF_TC_BODY(reap_makes_stale, tc)
 	struct rsd_handle h;
 	uint64_t v;
 	void *s;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, 1);
+	pfx_init(&f, NULL, 0, 1);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s), 0);
-	h = sourced(&f, PAGEABLE);
+	h = pfx_sourced(&f, PAGEABLE);
 	ATF_REQUIRE_EQ(rsd_ensure(f.m, h, c0, NULL, NULL), 0);
 	rsd_simdev_set_auto_complete(f.sd, false);
 	ATF_REQUIRE_EQ(rsd_acquire(f.m, &h, 1, c0, s, &l), 0);
@@ -677,7 +502,7 @@ ATF_TC_BODY(reap_makes_stale, tc)
 	a[0] = rsd_action_drop(h, c0);
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, NULL), -RSD_EPLAN);
 	ATF_CHECK_STREQ(rsd_last_error()->message, "materialization at cuda:0 is protected");
-	v = version(&f);
+	v = pfx_version(&f);
 
 	rsd_simdev_stream_complete(f.sd, s);
 	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, &v, &e), 0);
@@ -687,23 +512,23 @@ ATF_TC_BODY(reap_makes_stale, tc)
 	ATF_CHECK_EQ(rsd_last_error()->expected_version, v);
 	ATF_CHECK_EQ(rsd_last_error()->actual_version, v + 1);
 	ATF_CHECK(r == NULL);
-	ATF_CHECK_EQ(version(&f), v + 1);
+	ATF_CHECK_EQ(pfx_version(&f), v + 1);
 	v++;
 	ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r), 0, "%s",
 			   rsd_last_error()->message);
 	ATF_REQUIRE_EQ(r->ntransitions, 1);
 	rsd_plan_report_free(r);
-	ATF_CHECK_EQ(version(&f), v + 1);
+	ATF_CHECK_EQ(pfx_version(&f), v + 1);
 	rsd_lease_free(l);
 	rsd_simdev_stream_destroy(f.sd, s);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 /* §12.2 / §19.60: host key → EINVAL, non-stream → ETYPE, wrong device → EINVAL. */
 ATF_TC_WITHOUT_HEAD(transfer_streams);
 ATF_TC_BODY(transfer_streams, tc)
 {
-	struct rsd_location c0 = cuda(0), c1 = cuda(1);
+	struct rsd_location c0 = pfx_cuda(0), c1 = pfx_cuda(1);
 	struct rsd_transfer_stream ts[1];
 	struct rsd_plan_report *r = NULL;
 	struct rsd_action a[2];
@@ -711,13 +536,13 @@ ATF_TC_BODY(transfer_streams, tc)
 	void *s0, *s1;
 	int not_a_stream;
 	uint64_t v;
-	struct fx f;
+	struct pfx f;
 
-	fx_init(&f, NULL, 0, 2);
+	pfx_init(&f, NULL, 0, 2);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s0), 0);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &s1), 0);
-	h = sourced(&f, PAGEABLE);
-	v = version(&f);
+	h = pfx_sourced(&f, PAGEABLE);
+	v = pfx_version(&f);
 	a[0] = rsd_action_ensure(h, c0);
 	a[1] = rsd_action_move(h, c1, NULL);
 
@@ -729,10 +554,10 @@ ATF_TC_BODY(transfer_streams, tc)
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_ETYPE);
 	ts[0].stream = s1;
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_EINVAL);
-	ts[0].location = cuda(2);
+	ts[0].location = pfx_cuda(2);
 	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_EINVAL);
 	ATF_CHECK(r == NULL);
-	ATF_CHECK_EQ(version(&f), v);
+	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 
 	ts[0].location = c0;
@@ -747,20 +572,20 @@ ATF_TC_BODY(transfer_streams, tc)
 	ATF_CHECK(r->transitions[1].has_allocator);
 	ATF_CHECK_EQ(r->transitions[1].allocator_device, 1);
 	rsd_plan_report_free(r);
-	ATF_CHECK(resident_at(&f, h, c1));
-	ATF_CHECK_EQ(nmat(&f, h), 1);
+	ATF_CHECK(pfx_resident_at(&f, h, c1));
+	ATF_CHECK_EQ(pfx_nmat(&f, h), 1);
 	check_consistent(&f);
 	rsd_simdev_stream_destroy(f.sd, s0);
 	rsd_simdev_stream_destroy(f.sd, s1);
-	fx_fini(&f);
+	pfx_fini(&f);
 }
 
 /* ---- fault injection at every action position ---- */
 
-static void three_values(struct fx *f, struct rsd_action *a)
+static void three_values(struct pfx *f, struct rsd_action *a)
 {
 	for (int i = 0; i < 3; i++)
-		a[i] = rsd_action_ensure(adopt(f, PAGEABLE, RSD_REPLICABLE), cuda(0));
+		a[i] = rsd_action_ensure(pfx_adopt(f, PAGEABLE, RSD_REPLICABLE), pfx_cuda(0));
 }
 
 static void fault_at_each_position(enum rsd_simdev_op op)
@@ -768,10 +593,10 @@ static void fault_at_each_position(enum rsd_simdev_op op)
 	unsigned long calls[4];
 	struct rsd_plan_report *r;
 	struct rsd_action a[3];
-	struct fx f;
+	struct pfx f;
 
 	/* Calibrate: driver calls of op made by each action. */
-	fx_init_pooled(&f, NULL, 0, 1, false);
+	pfx_init_pooled(&f, NULL, 0, 1, false);
 	three_values(&f, a);
 	calls[0] = rsd_simdev_calls(f.sd, op);
 	for (int i = 0; i < 3; i++) {
@@ -780,16 +605,16 @@ static void fault_at_each_position(enum rsd_simdev_op op)
 		ATF_REQUIRE_MSG(calls[i + 1] > calls[i], "action %d made no call of op %d", i,
 				(int)op);
 	}
-	fx_fini(&f);
+	pfx_fini(&f);
 
 	for (int pos = 0; pos < 3; pos++) {
 		const struct rsd_error *err;
 		uint64_t v;
 
-		fx_init_pooled(&f, NULL, 0, 1, false);
+		pfx_init_pooled(&f, NULL, 0, 1, false);
 		three_values(&f, a);
-		v = version(&f);
-		clear_partial();
+		v = pfx_version(&f);
+		pfx_clear_partial();
 		rsd_simdev_fail_nth(f.sd, op, (unsigned)(calls[pos] - calls[0] + 1), RSD_EDEVICE);
 		r = NULL;
 		ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 3, "faults", NULL, 0, &v, &r),
@@ -811,9 +636,9 @@ static void fault_at_each_position(enum rsd_simdev_op op)
 		rsd_plan_report_free(r);
 
 		/* pos installs at cuda:0 (+1 for recording it once). */
-		ATF_CHECK_EQ(version(&f), v + pos + (pos > 0));
+		ATF_CHECK_EQ(pfx_version(&f), v + pos + (pos > 0));
 		for (int i = 0; i < 3; i++)
-			ATF_CHECK_EQ(nmat(&f, a[i].handle), i < pos ? 2u : 1u);
+			ATF_CHECK_EQ(pfx_nmat(&f, a[i].handle), i < pos ? 2u : 1u);
 		check_consistent(&f);
 		/* The failed action's device memory went back. */
 		ATF_CHECK_EQ_MSG(rsd_simdev_allocated_bytes(f.sd, 0), (uint64_t)pos * N,
@@ -825,7 +650,7 @@ static void fault_at_each_position(enum rsd_simdev_op op)
 		ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 3, NULL, NULL, 0, NULL, NULL), 0);
 		ATF_CHECK_EQ(rsd_simdev_allocated_bytes(f.sd, 0), 3 * N);
 		check_consistent(&f);
-		fx_fini(&f);
+		pfx_fini(&f);
 	}
 }
 
