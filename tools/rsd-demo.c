@@ -29,6 +29,12 @@
 
 #define MiB (1024ull * 1024)
 
+/* Bytes as MiB for printing. */
+static double mib(uint64_t nbytes)
+{
+	return (double)nbytes / (double)MiB;
+}
+
 struct opts {
 	unsigned ciphertexts, keys, weights, stages;
 	uint64_t ct_bytes, key_bytes, weight_bytes, workspace;
@@ -174,11 +180,11 @@ static void print_snapshot(struct rsd_manager *m)
 		char budget[32] = "-";
 
 		if (l->has_budget)
-			snprintf(budget, sizeof(budget), "%.1fM", l->budget_bytes / (double)MiB);
+			snprintf(budget, sizeof(budget), "%.1fM", mib(l->budget_bytes));
 		printf("  %-14s %10s %9.1fM %9.1fM %9.1fM %9.1fM %7llu\n",
 		       rsd_location_name(l->location, name, sizeof(name)), budget,
-		       l->used_bytes / (double)MiB, l->reserved_bytes / (double)MiB,
-		       l->peak_used_bytes / (double)MiB, l->peak_charged_bytes / (double)MiB,
+		       mib(l->used_bytes), mib(l->reserved_bytes), mib(l->peak_used_bytes),
+		       mib(l->peak_charged_bytes),
 		       (unsigned long long)l->value_count);
 	}
 	rsd_snapshot_free(s);
@@ -310,9 +316,8 @@ int main(int argc, char **argv)
 	memset(&total, 0, sizeof(total));
 	printf("%u ciphertexts x %.0f MiB, %u keys x %.0f MiB, %u weights x %.0f MiB; "
 	       "device budget %.0f MiB, pinned %.0f MiB, workspace %.0f MiB per stage\n\n",
-	       o.ciphertexts, o.ct_bytes / (double)MiB, o.keys, o.key_bytes / (double)MiB, o.weights,
-	       o.weight_bytes / (double)MiB, o.device_budget / (double)MiB,
-	       o.pinned_budget / (double)MiB, o.workspace / (double)MiB);
+	       o.ciphertexts, mib(o.ct_bytes), o.keys, mib(o.key_bytes), o.weights,
+	       mib(o.weight_bytes), mib(o.device_budget), mib(o.pinned_budget), mib(o.workspace));
 	printf("%-6s %-10s %5s %6s %5s %10s %10s %10s %10s %8s\n", "stage", "request", "evict",
 	       "spills", "drops", "H->D MiB", "D->H MiB", "H->H MiB", "dev peak", "explored");
 	for (unsigned s = 0; s < o.stages; s++) {
@@ -364,8 +369,7 @@ int main(int argc, char **argv)
 		}
 		if (!o.quiet)
 			printf("%-6u %-10s %5u %6u %5u %10.1f %10.1f %10.1f %9.1fM %8llu\n", s, name,
-			       st.evictions, st.spills, st.drops, h2d / (double)MiB, d2h / (double)MiB,
-			       h2h / (double)MiB, peak / (double)MiB,
+			       st.evictions, st.spills, st.drops, mib(h2d), mib(d2h), mib(h2h), mib(peak),
 			       (unsigned long long)d->explored_states);
 		else if (s % 10 == 9)
 			fprintf(stderr, "\rrsd-demo: stage %u/%u", s + 1, o.stages);
@@ -383,7 +387,7 @@ int main(int argc, char **argv)
 		for (int j = 0; j < 3; j++)
 			if (total.moved[i][j])
 				printf("  %-8s -> %-8s %10.1f\n", tier_name[i], tier_name[j],
-				       total.moved[i][j] / (double)MiB);
+				       mib(total.moved[i][j]));
 	print_snapshot(m);
 
 	/* Nothing lost: every ciphertext and key byte is what it was. */
@@ -407,7 +411,8 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("\nverified %u ciphertexts and %u keys (%u key regenerations): %s\n", o.ciphertexts,
 	       o.keys, loads, lost ? "DATA LOST" : "all intact");
-	printf("elapsed %.2f s\n", (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	printf("elapsed %.2f s\n",
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	rc = lost ? 1 : 0;
 	goto out;
 fail:

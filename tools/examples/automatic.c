@@ -16,7 +16,7 @@
 
 int main(void)
 {
-	struct rsd_budget budget = { RSD_LOC_PINNED_HOST, 2 * BLOCK };
+	struct rsd_budget budget = { RSD_LOC_PINNED_HOST, 2 * (uint64_t)BLOCK };
 	struct rsd_manager_config cfg = { .budgets = &budget, .nbudgets = 1 };
 	struct rsd_manager *m;
 	struct rsd_controller *c;

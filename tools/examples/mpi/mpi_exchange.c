@@ -51,6 +51,7 @@ int main(int argc, char **argv)
 			       sizeof(meta), &r)) {
 		fprintf(stderr, "rank %d: %s\n", rank, rsd_last_error()->message);
 		MPI_Abort(MPI_COMM_WORLD, 1);
+		return 1; /* not reached: mpi.h does not mark MPI_Abort noreturn */
 	}
 	if (rank == 0) {
 		for (unsigned i = 0; i < NBYTES; i++)
@@ -65,6 +66,7 @@ int main(int argc, char **argv)
 	if (rsd_adopt(m, r, NULL, RSD_EXCLUSIVE, &h)) {
 		fprintf(stderr, "rank %d: adopt: %s\n", rank, rsd_last_error()->message);
 		MPI_Abort(MPI_COMM_WORLD, 1);
+		return 1;
 	}
 	MPI_Bcast(&expect, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
 	/* Borrow it to send it on: a lease protects it while MPI reads. */
@@ -72,6 +74,7 @@ int main(int argc, char **argv)
 	    rsd_lease_value(lease, h, &v)) {
 		fprintf(stderr, "rank %d: lease: %s\n", rank, rsd_last_error()->message);
 		MPI_Abort(MPI_COMM_WORLD, 1);
+		return 1;
 	}
 	sum = checksum(rsd_resident_data(v, 0), NBYTES);
 	if (rank + 1 < size) {
