@@ -54,6 +54,7 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	if (err)
 		goto out;
 	hd = calloc(1, sizeof(*hd));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	if (!hd || !(hd->recs = calloc(k, sizeof(*hd->recs)))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating a hold");
 		goto out;

@@ -131,7 +131,7 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 		rec->capmats = RSD_ARRAY_SIZE(rec->inline_mats);
 	}
 	if (rec->nmats == rec->capmats) {
-		uint32_t cap = rec->capmats * 2;
+		uint32_t cap = rec->capmats ? rec->capmats * 2 : (uint32_t)RSD_ARRAY_SIZE(rec->inline_mats);
 		struct rsd_mat *mats;
 
 		mats = rec->mats == rec->inline_mats ? malloc(cap * sizeof(*mats))

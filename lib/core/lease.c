@@ -194,6 +194,7 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 		goto out;
 	l = calloc(1, sizeof(*l));
 	obj = calloc(1, sizeof(*obj));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	if (!l || !obj || !(l->recs = calloc(k ? k : 1, sizeof(*l->recs))) ||
 	    !(l->ids = calloc(k ? k : 1, sizeof(*l->ids))) ||
 	    (consumer_stream && !(obj->streams = malloc(4 * sizeof(void *))))) {

@@ -156,6 +156,7 @@ void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec)
 		return;
 	if (m->ndirty == m->capdirty) {
 		size_t cap = m->capdirty ? m->capdirty * 2 : 64;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		struct rsd_record **d = realloc(m->dirty, cap * sizeof(*d));
 
 		/* Publication must not fail for bookkeeping: fall back to

@@ -12,6 +12,7 @@ static struct rsd_record *record_new(struct rsd_manager *m, const struct rsd_typ
 
 	if (m->nrecs == m->caprecs) {
 		size_t cap = m->caprecs ? m->caprecs * 2 : 64;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		struct rsd_record **recs = realloc(m->recs, cap * sizeof(*recs));
 
 		if (!recs)
