@@ -412,7 +412,9 @@ define VG_SUPP
 }
 endef
 
-VALGRIND_CMD	?= valgrind --error-exitcode=99 --leak-check=full --quiet \
+# --fair-sched: valgrind runs one thread at a time; without fair scheduling a
+# thread polling for the transition lock can starve the one holding it.
+VALGRIND_CMD	?= valgrind --error-exitcode=99 --leak-check=full --quiet --fair-sched=try \
 		   --suppressions=$(abspath $(B))/tests-vg/valgrind.supp $(VALGRIND_ARGS)
 ifeq ($(VALGRIND),1)
 KDIR		:= $(B)/tests-vg
@@ -426,7 +428,7 @@ $(KDIR)/valgrind.supp: FORCE
 
 $(TEST_C_PROGS:$(B)/tests/%=$(KDIR)/%): $(KDIR)/%: $(B)/tests/% FORCE
 	@mkdir -p $(@D)
-	@printf '#!/bin/sh\nexec %s %s "$$@"\n' '$(call sq,$(VALGRIND_CMD))' '$(abspath $<)' >$@.tmp
+	@printf '#!/bin/sh\nRSD_UNDER_VALGRIND=1 exec %s %s "$$@"\n' '$(call sq,$(VALGRIND_CMD))' '$(abspath $<)' >$@.tmp
 	@chmod 755 $@.tmp && mv $@.tmp $@
 
 $(TEST_SH_PROGS:$(B)/tests/%=$(KDIR)/%): $(KDIR)/%: $(B)/tests/%

@@ -360,6 +360,7 @@ struct rsd_manager {
 	struct rsd_record **dirty;
 	size_t ndirty, capdirty;
 	bool locs_dirty, resv_dirty, pending_dirty;
+	bool republish_all; /* the dirty list could not grow: re-image every record */
 };
 
 /* Process-unique, never 0: manager, handle and lifetime ids. */

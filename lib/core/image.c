@@ -155,8 +155,10 @@ static struct rsd_img_value *value_image(const struct rsd_record *rec)
 
 static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
 {
-	for (size_t i = 0; i < m->ndirty; i++) {
-		struct rsd_record *rec = m->dirty[i];
+	size_t n = m->republish_all ? m->nrecs : m->ndirty;
+
+	for (size_t i = 0; i < n; i++) {
+		struct rsd_record *rec = m->republish_all ? m->recs[i] : m->dirty[i];
 		struct rsd_img_value *iv = value_image(rec), *prev;
 		int err;
 
@@ -166,13 +168,9 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 		err = rsd__pv_set(&img->values, rec->index, iv, m->gen, old);
 		if (!err && prev)
 			err = rsd__retire(old, rsd__retire_free, prev);
-		if (err) {
-			free(iv);
-			return err;
-		}
-		rec->dirty = false;
+		if (err)
+			return err; /* iv may sit in an unpublished node: leaked */
 	}
-	m->ndirty = 0;
 	return 0;
 }
 
@@ -268,6 +266,7 @@ static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct 
 int rsd__publish(struct rsd_manager *m)
 {
 	struct rsd_image *old = m->img, *img;
+	size_t retired_before;
 	int err;
 
 	/* malloc, not calloc: every field is set below (the inline retire
@@ -288,6 +287,7 @@ int rsd__publish(struct rsd_manager *m)
 	img->pending = old->pending;
 	img->npending = old->npending;
 	/* Retirements land in the outgoing image: freed with it. */
+	retired_before = old->nretired;
 	err = publish_values(m, img, old);
 	if (!err)
 		err = publish_locations(m, img, old);
@@ -296,11 +296,20 @@ int rsd__publish(struct rsd_manager *m)
 	if (!err && m->pending_dirty)
 		err = publish_pending(m, img, old);
 	if (err) {
-		/* Nodes of this generation that the failed image holds are lost
-		 * to a leak rather than risk freeing shared ones. */
+		/*
+		 * The current image still references everything retired above:
+		 * take those retirements back. Nodes and tables this attempt
+		 * built are unreachable and leak (out of memory only); the dirty
+		 * marks stay, so the next writer call publishes again.
+		 */
+		old->nretired = retired_before;
 		free(img);
 		return err;
 	}
+	for (size_t i = 0; i < m->ndirty; i++)
+		m->dirty[i]->dirty = false;
+	m->ndirty = 0;
+	m->republish_all = false;
 	img->state_version = m->version;
 	img->closed = m->closed;
 	rsd__rcu_register();

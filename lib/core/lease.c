@@ -492,10 +492,13 @@ void rsd_lease_free(struct rsd_lease *obj)
 	if (obj->active && m) {
 		/* Abandonment (§10.9): wait for the consumers, then warn. */
 		if (rsd_lease_release(obj, RSD_RELEASE_WAIT)) {
+			/* The manager may still point at the object (and GPU work
+			 * may still read the memory): keep both, for ever. */
 			m->keep_alive = true;
 			rsd__warn(m, "abandoned lease could not be released (%s): the manager and its "
 				  "storage are retained",
 				  rsd_last_error()->message);
+			return;
 		} else {
 			rsd__warn(m, "lease on %zu value(s) was freed without release: released it",
 				  obj->n);

@@ -159,10 +159,10 @@ void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec)
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		struct rsd_record **d = realloc(m->dirty, cap * sizeof(*d));
 
-		/* Publication must not fail for bookkeeping: fall back to
-		 * republishing every record once memory is back. */
+		/* Publication must not miss a change for bookkeeping: fall
+		 * back to re-imaging every record at the next publication. */
 		if (!d) {
-			rsd__warn(m, "out of memory tracking changed values");
+			m->republish_all = true;
 			return;
 		}
 		m->dirty = d;
@@ -243,7 +243,7 @@ fail:
 
 void rsd__writer_exit(struct rsd_manager *m)
 {
-	if (m->ndirty || m->locs_dirty || m->resv_dirty || m->pending_dirty ||
+	if (m->ndirty || m->republish_all || m->locs_dirty || m->resv_dirty || m->pending_dirty ||
 	    m->img->state_version != m->version || m->img->closed != m->closed) {
 		/* A failed publication keeps its dirty marks for the next call;
 		 * the error it recorded must not mask the call's own result. */

@@ -52,8 +52,8 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 		return rsd__err(RSD_ETYPE, "rsd_adopt: value is not a resident (NULL)");
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_adopt: NULL argument");
-	if (value->managed)
-		return rsd__err(RSD_EOWNERSHIP, "rsd_adopt: the resident is already owned by a manager");
+	/* §7.1 order: closed, location, runtime validity, conformance, spec,
+	 * then ownership at install. */
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err)
 		return err;
@@ -78,12 +78,19 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 	spec.storage_nbytes = logical > storage ? logical : storage;
 	spec.replica_mode = mode;
 	spec.recoverability = RSD_MUST_PRESERVE;
-	if (storage == UINT64_MAX) {
-		err = rsd__err(RSD_EMATERIAL, "two buffers name one allocation with different sizes");
+	/* Conformance (and consistent allocation sizes) before the spec's
+	 * own checks; the derived type and sizes match by construction. */
+	err = rsd__mat_validate(&spec, value, loc);
+	if (err)
 		goto out;
-	}
 	if (mode != RSD_EXCLUSIVE && mode != RSD_REPLICABLE) {
 		err = rsd__err(RSD_ETYPE, "invalid replica mode %d", (int)mode);
+		goto out;
+	}
+	/* What the storage-alias check says for a resident a manager owns;
+	 * it also covers zero-size residents, which have no storage keys. */
+	if (value->managed) {
+		err = rsd__err(RSD_EOWNERSHIP, "rsd_adopt: the resident is already owned by a manager");
 		goto out;
 	}
 	rec = record_new(m, value->type, &spec);

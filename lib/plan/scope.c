@@ -234,8 +234,13 @@ void rsd_scope_free(struct rsd_scope *s)
 			rsd__warn(m, "scope '%s' was freed while open: released its reservations",
 				  s->plan->name);
 		} else {
+			/* The manager still lists the scope's reservations: keep
+			 * the scope and the manager (§10.9). */
+			m->keep_alive = true;
 			rsd__warn(m, "scope '%s' was freed while open and its reservations could not be "
-				  "released: %s", s->plan->name, rsd_last_error()->message);
+				  "released (%s): the manager was retained", s->plan->name,
+				  rsd_last_error()->message);
+			return;
 		}
 	}
 	rsd__obj_unlink(&s->link);

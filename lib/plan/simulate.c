@@ -501,10 +501,11 @@ out:
 
 static bool sim_reservation(struct sim *s, const struct rsd_reservation_spec *r)
 {
-	char name[RSD_LOCATION_NAME_MAX], label[256];
+	char name[RSD_LOCATION_NAME_MAX], *label;
 	struct sim_loc *l;
 	uint64_t total;
 	bool wrapped;
+	size_t len;
 
 	s->reason = NULL;
 	if (!prepare(s, r->location))
@@ -515,8 +516,14 @@ static bool sim_reservation(struct sim *s, const struct rsd_reservation_spec *r)
 	if (total > l->peak)
 		l->peak = total;
 	if ((l->has_budget && total > l->budget) || wrapped) {
-		fail(s, fmt("Reservation %s exceeds budget at %s",
-			    rsd__quote(r->label, label, sizeof(label)), lname(r->location, name)));
+		/* Worst case every byte becomes \xNN: the reason is a data
+		 * field and must not be cut. */
+		len = strlen(r->label) * 4 + 3;
+		label = malloc(len);
+		fail(s, label ? fmt("Reservation %s exceeds budget at %s",
+				    rsd__quote(r->label, label, len), lname(r->location, name))
+			      : NULL);
+		free(label);
 		return false;
 	}
 	return true;

@@ -26,7 +26,7 @@ static void label_reason(const char *label, const char *quoted)
 	struct rsd_reservation_spec r = { RSD_LOC_PINNED_HOST, 8193, label };
 	struct rsd_plan p = { .name = "labels", .reservations = &r, .nreservations = 1 };
 	struct rsd_explanation *e;
-	char want[256];
+	char want[1024];
 	struct pfx f;
 
 	pfx_init(&f, b, 1, -1);
@@ -54,6 +54,18 @@ ATF_TC_BODY(reservation_label_quoting, tc)
 	label_reason("new\nline\r", "'new\\nline\\r'");
 	label_reason("bell\x01", "'bell\\x01'");
 	label_reason("it's\\", "\"it's\\\\\"");
+}
+
+/* The reason is a data field: a long label is never cut (review F3). */
+ATF_TC_WITHOUT_HEAD(reservation_long_label);
+ATF_TC_BODY(reservation_long_label, tc)
+{
+	char label[301], quoted[304];
+
+	memset(label, 'x', 300);
+	label[300] = '\0';
+	snprintf(quoted, sizeof(quoted), "'%s'", label);
+	label_reason(label, quoted);
 }
 
 /* Reservations are simulated after reclaim; peaks include their bytes (§19.53). */
@@ -559,6 +571,7 @@ ATF_TC_BODY(lock_free_during_load, tc)
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, reservation_label_quoting);
+	ATF_TP_ADD_TC(tp, reservation_long_label);
 	ATF_TP_ADD_TC(tp, reservations_after_reclaim);
 	ATF_TP_ADD_TC(tp, reservation_sum_exact);
 	ATF_TP_ADD_TC(tp, explanation_owns_its_copy);
