@@ -178,7 +178,15 @@ struct rsd_img_value {
 struct rsd_img_loc {
 	struct rsd_location loc;
 	struct rsd_acct acct;
+	/* Registration indices of the values with a materialization here: a
+	 * persistent sparse bitmap (word k covers indices 64k..64k+63), so a
+	 * reader lists a location's values without scanning every value. */
+	struct rsd_pv members;
 };
+
+/* The next registration index >= *i with a materialization at l; false
+ * past the last one. */
+bool rsd__img_loc_next(const struct rsd_img_loc *l, uint64_t *i);
 
 struct rsd_img_resv {
 	struct rsd_location loc;

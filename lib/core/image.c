@@ -153,7 +153,56 @@ static struct rsd_img_value *value_image(const struct rsd_record *rec)
 	return iv;
 }
 
-static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
+static int member_set(struct rsd_pv *pv, uint64_t idx, bool on, uint64_t gen,
+		      struct rsd_image *rt)
+{
+	uint64_t word = (uint64_t)(uintptr_t)rsd__pv_get(pv, idx / 64), bit = 1ull << (idx % 64);
+
+	word = on ? word | bit : word & ~bit;
+	return rsd__pv_set(pv, idx / 64, (void *)(uintptr_t)word, gen, rt);
+}
+
+static bool has_slot(const struct rsd_img_value *iv, unsigned slot)
+{
+	for (uint32_t i = 0; iv && i < iv->nmats; i++)
+		if (rsd__loc_slot(iv->mats[i].loc) == slot)
+			return true;
+	return false;
+}
+
+/* Bring the location member bitmaps of the new table in line with one
+ * value's new set of materializations. */
+static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const int *row_of,
+			  const struct rsd_img_value *prev, const struct rsd_img_value *iv,
+			  uint64_t idx, struct rsd_image *old)
+{
+	int err;
+
+	for (uint32_t i = 0; prev && i < prev->nmats; i++) {
+		unsigned slot = rsd__loc_slot(prev->mats[i].loc);
+
+		if (!has_slot(iv, slot) && row_of[slot] >= 0) {
+			err = member_set(&locs[row_of[slot]].members, idx, false,
+					 m->gen, old);
+			if (err)
+				return err;
+		}
+	}
+	for (uint32_t i = 0; i < iv->nmats; i++) {
+		unsigned slot = rsd__loc_slot(iv->mats[i].loc);
+
+		if (!has_slot(prev, slot) && row_of[slot] >= 0) {
+			err = member_set(&locs[row_of[slot]].members, idx, true,
+					 m->gen, old);
+			if (err)
+				return err;
+		}
+	}
+	return 0;
+}
+
+static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
+			  struct rsd_img_loc *locs, const int *row_of)
 {
 	size_t n = m->republish_all ? m->nrecs : m->ndirty;
 
@@ -166,6 +215,8 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 			return rsd__err(RSD_ENOMEM, "out of memory publishing a value image");
 		prev = rsd__pv_get(&img->values, rec->index);
 		err = rsd__pv_set(&img->values, rec->index, iv, m->gen, old);
+		if (!err)
+			err = update_members(m, locs, row_of, prev, iv, rec->index, old);
 		if (!err && prev)
 			err = rsd__retire(old, rsd__retire_free, prev);
 		if (err)
@@ -174,7 +225,8 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 	return 0;
 }
 
-static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
+static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
+			     struct rsd_img_loc **out)
 {
 	struct rsd_img_loc *locs = malloc((m->nknown ? m->nknown : 1) * sizeof(*locs));
 
@@ -183,6 +235,11 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 	for (unsigned i = 0; i < m->nknown; i++) {
 		locs[i].loc = rsd__slot_loc(m->order[i]);
 		locs[i].acct = m->acct[m->order[i]];
+		/* The member bitmap carries over; publish_values edits it. */
+		if (i < old->nlocs)
+			locs[i].members = old->locs[i].members;
+		else
+			memset(&locs[i].members, 0, sizeof(locs[i].members));
 		/* Rows only ever append: row i of the old table is the same
 		 * location. Feed the managed-bytes-over-time plot. */
 		if (i >= old->nlocs || old->locs[i].acct.used != locs[i].acct.used ||
@@ -196,6 +253,7 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 	}
 	img->locs = locs;
 	img->nlocs = m->nknown;
+	*out = locs;
 	return 0;
 }
 
@@ -266,6 +324,8 @@ static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct 
 int rsd__publish(struct rsd_manager *m)
 {
 	struct rsd_image *old = m->img, *img;
+	struct rsd_img_loc *locs = NULL;
+	int row_of[RSD_NSLOTS];
 	size_t retired_before;
 	int err;
 
@@ -288,9 +348,14 @@ int rsd__publish(struct rsd_manager *m)
 	img->npending = old->npending;
 	/* Retirements land in the outgoing image: freed with it. */
 	retired_before = old->nretired;
-	err = publish_values(m, img, old);
-	if (!err)
-		err = publish_locations(m, img, old);
+	err = publish_locations(m, img, old, &locs);
+	if (!err) {
+		for (unsigned s = 0; s < RSD_NSLOTS; s++)
+			row_of[s] = -1;
+		for (unsigned i = 0; i < m->nknown; i++)
+			row_of[m->order[i]] = (int)i;
+		err = publish_values(m, img, old, locs, row_of);
+	}
 	if (!err && m->resv_dirty)
 		err = publish_reservations(m, img, old);
 	if (!err && m->pending_dirty)
@@ -323,13 +388,14 @@ int rsd__publish(struct rsd_manager *m)
 int rsd__publish_first(struct rsd_manager *m)
 {
 	struct rsd_image *img = calloc(1, sizeof(*img)), stub;
+	struct rsd_img_loc *locs;
 	int err;
 
 	if (!img)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing manager state");
 	memset(&stub, 0, sizeof(stub));
 	img->m = m;
-	err = publish_locations(m, img, &stub);
+	err = publish_locations(m, img, &stub, &locs);
 	if (!err)
 		err = publish_reservations(m, img, &stub);
 	if (!err)
@@ -361,6 +427,8 @@ void rsd__image_destroy(struct rsd_manager *m)
 	if (!img)
 		return;
 	rsd__pv_free_nodes(&img->values, free_value_image);
+	for (uint32_t i = 0; i < img->nlocs; i++)
+		rsd__pv_free_nodes((struct rsd_pv *)&img->locs[i].members, NULL);
 	free((void *)img->locs);
 	free((void *)img->resv);
 	free((void *)img->pending);
@@ -438,4 +506,19 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
 		out[i] = img->locs[i].loc;
 	rsd__read_end();
 	return n;
+}
+
+bool rsd__img_loc_next(const struct rsd_img_loc *l, uint64_t *i)
+{
+	for (uint64_t w = *i / 64; w < l->members.count; w++) {
+		uint64_t word = (uint64_t)(uintptr_t)rsd__pv_get(&l->members, w);
+
+		if (w == *i / 64)
+			word &= ~0ull << (*i % 64);
+		if (word) {
+			*i = w * 64 + (uint64_t)__builtin_ctzll(word);
+			return true;
+		}
+	}
+	return false;
 }

@@ -5,7 +5,8 @@
  * root-to-leaf path of i, except nodes created by the current publication
  * (node->gen == gen), which no reader can see yet and are updated in place.
  * Replaced nodes are retired into the outgoing image and freed after a
- * grace period.
+ * grace period. Slots never set read as NULL, so the same structure serves
+ * as a persistent sparse bitmap (words stored as pointer-sized integers).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +19,9 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i)
 
 	if (i >= pv->count)
 		return NULL;
-	for (unsigned shift = pv->shift; shift; shift -= RSD_PV_BITS)
+	for (unsigned shift = pv->shift; shift && n; shift -= RSD_PV_BITS)
 		n = n->slot[(i >> shift) & (RSD_PV_WIDTH - 1)];
-	return n->slot[i & (RSD_PV_WIDTH - 1)];
+	return n ? n->slot[i & (RSD_PV_WIDTH - 1)] : NULL; /* sparse: absent */
 }
 
 static struct rsd_pv_node *node_new(uint64_t gen, const struct rsd_pv_node *from)
@@ -59,17 +60,15 @@ int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct r
 	struct rsd_pv_node *n, **link;
 	unsigned shift;
 
-	if (i > pv->count)
-		return rsd__err(RSD_EUSAGE, "internal: vector slot %llu beyond count %llu",
-				(unsigned long long)i, (unsigned long long)pv->count);
 	if (!pv->root) {
 		pv->root = node_new(gen, NULL);
 		if (!pv->root)
 			goto nomem;
 		pv->shift = 0;
 	}
-	/* Grow a level when i does not fit under the root. */
-	if (i >> pv->shift >= RSD_PV_WIDTH) {
+	/* Grow levels until i fits under the root (a sparse vector may jump
+	 * several at once). */
+	while (i >> pv->shift >= RSD_PV_WIDTH) {
 		struct rsd_pv_node *top = node_new(gen, NULL);
 
 		if (!top)
@@ -90,8 +89,8 @@ int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct r
 		*link = n;
 	}
 	n->slot[i & (RSD_PV_WIDTH - 1)] = val;
-	if (i == pv->count)
-		pv->count++;
+	if (i >= pv->count)
+		pv->count = i + 1;
 	return 0;
 nomem:
 	return rsd__err(RSD_ENOMEM, "out of memory publishing value %llu", (unsigned long long)i);

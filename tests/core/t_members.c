@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The published per-location member bitmaps (lib/core/image.c) must list
+ * exactly the values that have a materialization at each location, in
+ * registration order, whatever sequence of installs and removals led there.
+ * The controller lists eviction candidates from them.
+ */
+#include <stdlib.h>
+
+#include <atf-c.h>
+
+#include <rsd/rsd.h>
+
+#include "core/core.h"
+
+#define NVAL 700 /* more than one bitmap word and one vector level */
+
+static int load(void *ctx, struct rsd_resident **out)
+{
+	uint64_t n = 64;
+
+	return rsd_resident_alloc(ctx, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL, 0,
+				  out);
+}
+
+/* Compare every row's bitmap with the snapshot of the same image. */
+static void check_members(struct rsd_manager *m)
+{
+	const struct rsd_image *img = rsd__read_begin(m);
+
+	for (uint32_t r = 0; r < img->nlocs; r++) {
+		const struct rsd_img_loc *row = &img->locs[r];
+		uint64_t i = 0, listed = 0;
+
+		for (uint64_t v = 0; v < img->values.count; v++) {
+			const struct rsd_img_value *iv = rsd__pv_get(&img->values, v);
+			bool here = false, next;
+
+			for (uint32_t k = 0; k < iv->nmats; k++)
+				here |= rsd_location_equal(iv->mats[k].loc, row->loc);
+			i = v;
+			next = rsd__img_loc_next(row, &i);
+			if (here) {
+				ATF_CHECK_MSG(next && i == v, "value %llu missing from row %u",
+					      (unsigned long long)v, r);
+				listed++;
+			} else {
+				ATF_CHECK_MSG(!next || i != v, "value %llu wrongly in row %u",
+					      (unsigned long long)v, r);
+			}
+		}
+		ATF_CHECK_EQ(listed, row->acct.value_count);
+		i = img->values.count;
+		ATF_CHECK(!rsd__img_loc_next(row, &i));
+	}
+	rsd__read_end();
+}
+
+ATF_TC_WITHOUT_HEAD(members_follow_materializations);
+ATF_TC_BODY(members_follow_materializations, tc)
+{
+	struct rsd_value_spec spec = { &rsd_resident_type, 64, 64, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
+	struct rsd_manager_config cfg = { .host_only = true };
+	struct rsd_handle h[NVAL];
+	struct rsd_manager *m;
+	unsigned seed = 7;
+
+	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
+	for (int i = 0; i < NVAL; i++) {
+		struct rsd_source src = { load, NULL, m };
+
+		ATF_REQUIRE_EQ(rsd_register_source(m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &h[i]), 0);
+	}
+	check_members(m);
+	for (int step = 0; step < 4000; step++) {
+		int v = (int)(rand_r(&seed) % NVAL), op = (int)(rand_r(&seed) % 5);
+		struct rsd_location at = rand_r(&seed) % 2 ? RSD_LOC_PINNED_HOST : RSD_LOC_PAGEABLE_HOST;
+
+		if (op < 2)
+			ATF_REQUIRE_EQ(rsd_ensure(m, h[v], at, NULL, NULL), 0);
+		else if (op < 4)
+			ATF_REQUIRE_EQ(rsd_drop(m, h[v], at, NULL), 0);
+		else
+			ATF_REQUIRE_EQ(rsd_move(m, h[v], at, NULL, NULL, NULL), 0);
+		if (step % 500 == 0)
+			check_members(m);
+	}
+	/* A discarded value leaves every row. */
+	for (int v = 0; v < NVAL; v += 3)
+		ATF_REQUIRE_EQ(rsd_discard(m, h[v], NULL), 0);
+	check_members(m);
+	ATF_REQUIRE_EQ(rsd_manager_close(m, 0), 0);
+	rsd_manager_destroy(m);
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, members_follow_materializations);
+	return atf_no_error();
+}
