@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
  * The residency controller (semantics.md §15.4-15.7, §15.12): optional
- * automation over one manager built only on the public API. It keeps policy
- * metadata and access epochs, and decides when asked: decide reads one
- * published image (rsd_snapshot_take), searches, and asks rsd_explain to
+ * automation over one manager, built on the public API plus the core's
+ * read side (core.h). It keeps policy metadata and access epochs, and
+ * decides when asked: decide reads one published image in place (an RCU
+ * read section, no snapshot copy), searches, and asks rsd_explain to
  * confirm the plan. It never calls a source and never executes.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/core.h"
 #include "ctrl.h"
 
 #define DEFAULT_LIMIT 100000
@@ -149,46 +151,43 @@ void rsd_controller_free(struct rsd_controller *c)
 	free(c);
 }
 
-/* ---- handles against a snapshot ---- */
+/* ---- handles against a published image ---- */
 
-long rsd__snap_find(const struct rsd_snapshot *snap, struct rsd_handle h)
+long rsd__img_index(const struct rsd_image *img, struct rsd_handle h)
 {
-	size_t lo = 0, hi = snap->nvalues;
+	uint64_t lo = 0, hi = img->values.count;
 
-	/* Ids grow with registration order: binary search, then a scan. */
+	/* Ids are unique and grow with registration order (discarded values
+	 * keep their place), so the position found by id is the only one that
+	 * can hold h. */
 	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		uint64_t id = snap->values[mid].handle.id;
+		uint64_t mid = lo + (hi - lo) / 2;
+		const struct rsd_img_value *iv = rsd__pv_get(&img->values, mid);
 
-		if (id == h.id) {
-			if (rsd_handle_equal(snap->values[mid].handle, h))
-				return (long)mid;
-			break;
-		}
-		if (id < h.id)
+		if (iv->handle.id == h.id)
+			return rsd_handle_equal(iv->handle, h) ? (long)mid : -1;
+		if (iv->handle.id < h.id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	for (size_t i = 0; i < snap->nvalues; i++)
-		if (rsd_handle_equal(snap->values[i].handle, h))
-			return (long)i;
 	return -1;
 }
 
-/* §4.2 against a snapshot: foreign, unknown, discarded. */
-static int resolve(const struct rsd_snapshot *snap, struct rsd_handle h, long *idx)
+/* §4.2 against an image of manager manager_id: foreign, unknown, discarded. */
+static int resolve(const struct rsd_image *img, uint64_t manager_id, struct rsd_handle h,
+		   long *idx)
 {
-	if (h.manager_id != snap->manager_id)
+	if (h.manager_id != manager_id)
 		return rsd__err(RSD_EHANDLE, "Handle '%llu' belongs to manager '%llu', not '%llu' "
 					     "(another manager)",
 				(unsigned long long)h.id, (unsigned long long)h.manager_id,
-				(unsigned long long)snap->manager_id);
-	*idx = rsd__snap_find(snap, h);
+				(unsigned long long)manager_id);
+	*idx = rsd__img_index(img, h);
 	if (*idx < 0)
 		return rsd__err(RSD_EHANDLE, "Residency handle '%llu' is unknown",
 				(unsigned long long)h.id);
-	if (snap->values[*idx].discarded)
+	if (((const struct rsd_img_value *)rsd__pv_get(&img->values, (uint64_t)*idx))->discarded)
 		return rsd__err(RSD_EHANDLE, "Residency value '%llu' has been discarded",
 				(unsigned long long)h.id);
 	return 0;
@@ -199,7 +198,7 @@ static int resolve(const struct rsd_snapshot *snap, struct rsd_handle h, long *i
 int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_handle h, int priority,
 				       const char *stable_key)
 {
-	struct rsd_snapshot *snap = NULL;
+	const struct rsd_image *img;
 	struct rsd__meta *e;
 	char *key = NULL;
 	long idx;
@@ -210,10 +209,15 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 	if (stable_key && !rsd__nonblank(stable_key))
 		return rsd__err(RSD_EINVAL, "policy metadata stable_key must be non-blank");
 	pthread_mutex_lock(&c->lock);
-	err = rsd_snapshot_take(c->m, &snap);
-	if (err)
-		goto out;
-	err = resolve(snap, h, &idx);
+	/* Only the handle is checked against the image: leave the read
+	 * section before touching the table. */
+	img = rsd__read_begin(c->m);
+	if (img->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)c->m->id);
+	else
+		err = resolve(img, c->m->id, h, &idx);
+	rsd__read_end();
 	if (err)
 		goto out;
 	if (stable_key) {
@@ -247,7 +251,6 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 	e->key = key;
 	e->priority = priority;
 out:
-	rsd_snapshot_free(snap);
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -309,13 +312,13 @@ int rsd__request_check(const struct rsd_request *r)
 }
 
 /* VALIDATE (§15.7): handles, then EXCLUSIVE values required twice. */
-int rsd__validate(const struct rsd_snapshot *snap, const struct rsd_request *r)
+int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct rsd_request *r)
 {
 	long idx;
 	int err;
 
 	for (size_t i = 0; i < r->nrequirements; i++)
-		if ((err = resolve(snap, r->requirements[i].handle, &idx)))
+		if ((err = resolve(img, manager_id, r->requirements[i].handle, &idx)))
 			return err;
 	for (size_t i = 0; i < r->nrequirements; i++) {
 		struct rsd_handle h = r->requirements[i].handle;
@@ -329,8 +332,9 @@ int rsd__validate(const struct rsd_snapshot *snap, const struct rsd_request *r)
 		for (size_t j = i + 1; j < r->nrequirements; j++) {
 			if (!rsd_handle_equal(r->requirements[j].handle, h))
 				continue;
-			idx = rsd__snap_find(snap, h);
-			if (snap->values[idx].spec.replica_mode == RSD_EXCLUSIVE)
+			idx = rsd__img_index(img, h);
+			if (((const struct rsd_img_value *)rsd__pv_get(&img->values, (uint64_t)idx))
+				    ->spec.replica_mode == RSD_EXCLUSIVE)
 				return rsd__err(RSD_EOWNERSHIP,
 						"EXCLUSIVE value '%llu' cannot be required at several "
 						"locations",

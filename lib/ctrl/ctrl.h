@@ -75,22 +75,25 @@ struct rsd__search_result {
  */
 int rsd__request_check(const struct rsd_request *r);
 
+struct rsd_image;
+
 /*
- * Run the lazy memoized search of semantics.md §15.11 on snapshot snap for
- * request r, whose handles were validated against snap. Caller holds
- * c->lock. On success fills *res (free with rsd__search_result_fini). On
- * failure returns -RSD_EPLAN / -RSD_ESEARCHLIMIT (message and search figures
- * recorded), -RSD_EUSAGE (policy misbehaved), -RSD_EUNAVAILABLE, -RSD_ENOMEM
- * or a policy's own code; res->explored is set either way.
+ * Run the lazy memoized search of semantics.md §15.11 on the published
+ * image img for request r, whose handles were validated against img. Caller
+ * holds c->lock and the RCU read section img was read in (core.h). On
+ * success fills *res (free with rsd__search_result_fini). On failure returns
+ * -RSD_EPLAN / -RSD_ESEARCHLIMIT (message and search figures recorded),
+ * -RSD_EUSAGE (policy misbehaved), -RSD_EUNAVAILABLE, -RSD_ENOMEM or a
+ * policy's own code; res->explored is set either way.
  */
-int rsd__search(struct rsd_controller *c, const struct rsd_snapshot *snap,
+int rsd__search(struct rsd_controller *c, const struct rsd_image *img,
 		const struct rsd_request *r, struct rsd__search_result *res);
 void rsd__search_result_fini(struct rsd__search_result *res);
 
-/* Index of handle h in snap->values, or -1. */
-long rsd__snap_find(const struct rsd_snapshot *snap, struct rsd_handle h);
+/* Registration index of handle h in img, or -1; O(log N). */
+long rsd__img_index(const struct rsd_image *img, struct rsd_handle h);
 
-/* VALIDATE of §15.7 against a snapshot (controller.c). */
-int rsd__validate(const struct rsd_snapshot *snap, const struct rsd_request *r);
+/* VALIDATE of §15.7 against an image of manager manager_id (controller.c). */
+int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct rsd_request *r);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/core.h"
 #include "../trace.h"
 #include "ctrl.h"
 
@@ -151,19 +152,30 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 {
 	struct rsd__search_result res = { 0 };
 	struct rsd_explanation *expl = NULL;
-	struct rsd_snapshot *snap = NULL;
+	const struct rsd_image *img;
 	struct rsd_plan plan;
 	uint64_t V, V2;
 	int err;
 
-	err = rsd_snapshot_take(c->m, &snap);
-	if (err)
-		return err;
-	V = snap->state_version;
-	err = rsd__validate(snap, r);
+	/*
+	 * Read the published image in place for the whole decision instead of
+	 * copying it (O(N)): the read section keeps every part of img alive
+	 * until rsd__read_end, even if a writer publishes meanwhile. Inside it
+	 * decide calls only readers (rsd_explain, the state version), which
+	 * nest their own sections; the version check below still catches a
+	 * writer that ran in between.
+	 */
+	img = rsd__read_begin(c->m);
+	if (img->closed) {
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)c->m->id);
+		goto out;
+	}
+	V = img->state_version;
+	err = rsd__validate(img, c->m->id, r);
 	if (err)
 		goto out;
-	err = rsd__search(c, snap, r, &res);
+	err = rsd__search(c, img, r, &res);
 	if (err)
 		goto out;
 	memset(&plan, 0, sizeof(plan));
@@ -193,7 +205,7 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 out:
 	rsd_explanation_free(expl);
 	rsd__search_result_fini(&res);
-	rsd_snapshot_free(snap);
+	rsd__read_end();
 	return err;
 }
 

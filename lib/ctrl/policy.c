@@ -83,17 +83,21 @@ static int cand_cmp(const struct rsd_eviction_candidate *a, const struct rsd_evi
 	return 0;
 }
 
-/* Stable merge sort (ties keep their input order). */
-static void msort(struct rsd_eviction_candidate *a, struct rsd_eviction_candidate *tmp, size_t n)
+/*
+ * Stable merge sort (ties keep their input order) of positions into c:
+ * candidates are ~100 bytes, so moving 4-byte positions and permuting once
+ * at the end is cheaper than merging the records themselves.
+ */
+static void msort(const struct rsd_eviction_candidate *c, uint32_t *a, uint32_t *tmp, size_t n)
 {
 	size_t mid = n / 2, i = 0, j = mid, k = 0;
 
 	if (n < 2)
 		return;
-	msort(a, tmp, mid);
-	msort(a + mid, tmp, n - mid);
+	msort(c, a, tmp, mid);
+	msort(c, a + mid, tmp, n - mid);
 	while (i < mid && j < n)
-		tmp[k++] = cand_cmp(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
+		tmp[k++] = cand_cmp(&c[a[j]], &c[a[i]]) < 0 ? a[j++] : a[i++];
 	while (i < mid)
 		tmp[k++] = a[i++];
 	while (j < n)
@@ -103,21 +107,35 @@ static void msort(struct rsd_eviction_candidate *a, struct rsd_eviction_candidat
 
 static int lru_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 {
-	struct rsd_eviction_candidate small[32], *tmp = small;
+	struct rsd_eviction_candidate small[64], *copy = small;
+	uint32_t sidx[2 * RSD_ARRAY_SIZE(small)], *idx = sidx;
 
 	(void)ctx;
 	if (n < 2)
 		return 0;
 	if (!c)
 		return rsd__err(RSD_ETYPE, "order_candidates: candidate array is NULL");
+	if (n > UINT32_MAX)
+		return rsd__err(RSD_EINVAL, "order_candidates: %zu candidates are too many", n);
 	if (n > RSD_ARRAY_SIZE(small)) {
-		tmp = malloc(n * sizeof(*tmp));
-		if (!tmp)
+		copy = malloc(n * sizeof(*copy));
+		idx = malloc(2 * n * sizeof(*idx));
+		if (!copy || !idx) {
+			free(copy);
+			free(idx);
 			return rsd__err(RSD_ENOMEM, "out of memory ordering %zu candidates", n);
+		}
 	}
-	msort(c, tmp, n);
-	if (tmp != small)
-		free(tmp);
+	for (size_t i = 0; i < n; i++)
+		idx[i] = (uint32_t)i;
+	msort(c, idx, idx + n, n);
+	memcpy(copy, c, n * sizeof(*c));
+	for (size_t i = 0; i < n; i++)
+		c[i] = copy[idx[i]];
+	if (copy != small) {
+		free(copy);
+		free(idx);
+	}
 	return 0;
 }
 

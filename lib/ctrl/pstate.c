@@ -25,9 +25,9 @@ static struct rsd__pstate *ps_alloc(uint32_t cap_acct, uint32_t cap_delta)
 	return s;
 }
 
-struct rsd__pstate *rsd__ps_initial(const struct rsd_snapshot *snap)
+struct rsd__pstate *rsd__ps_initial(const struct rsd_image *img)
 {
-	struct rsd__pstate *s = ps_alloc((uint32_t)snap->nlocations + 2, 4);
+	struct rsd__pstate *s = ps_alloc(img->nlocs + 2, 4);
 
 	if (!s)
 		return NULL;
@@ -35,9 +35,9 @@ struct rsd__pstate *rsd__ps_initial(const struct rsd_snapshot *snap)
 	s->nreclaim = 0;
 	s->ndelta = 0;
 	s->nacct = 0;
-	for (size_t i = 0; i < snap->nlocations; i++) {
-		const struct rsd_location_snapshot *l = &snap->locations[i];
-		unsigned slot = rsd__loc_slot(l->location);
+	for (uint32_t i = 0; i < img->nlocs; i++) {
+		const struct rsd_img_loc *l = &img->locs[i];
+		unsigned slot = rsd__loc_slot(l->loc);
 		uint32_t k = s->nacct++;
 
 		/* insertion sort into slot order (registry order differs) */
@@ -46,8 +46,8 @@ struct rsd__pstate *rsd__ps_initial(const struct rsd_snapshot *snap)
 			k--;
 		}
 		s->acct[k].slot = slot;
-		s->acct[k].used = l->used_bytes;
-		s->acct[k].reserved = l->reserved_bytes;
+		s->acct[k].used = l->acct.used;
+		s->acct[k].reserved = l->acct.reserved;
 	}
 	return s;
 }
@@ -109,14 +109,14 @@ static struct rsd__pstate *ps_grow(struct rsd__pstate *s, uint32_t need_acct, ui
 	return t;
 }
 
-struct rsd__locset rsd__ps_base_locs(const struct rsd_snapshot *snap, uint32_t v)
+struct rsd__locset rsd__ps_base_locs(const struct rsd_image *img, uint32_t v)
 {
-	const struct rsd_value_snapshot *vs = &snap->values[v];
+	const struct rsd_img_value *iv = rsd__iv(img, v);
 	struct rsd__locset l;
 
 	memset(&l, 0, sizeof(l));
-	for (size_t i = 0; i < vs->nmaterializations; i++)
-		ls_add(&l, rsd__loc_slot(vs->materializations[i].location));
+	for (uint32_t i = 0; i < iv->nmats; i++)
+		ls_add(&l, rsd__loc_slot(iv->mats[i].loc));
 	return l;
 }
 
@@ -145,23 +145,23 @@ const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v)
 	return found ? &s->delta[i] : NULL;
 }
 
-struct rsd__locset rsd__ps_locs(const struct rsd_snapshot *snap, const struct rsd__pstate *s,
+struct rsd__locset rsd__ps_locs(const struct rsd_image *img, const struct rsd__pstate *s,
 				uint32_t v)
 {
 	const struct rsd__vdelta *d = rsd__ps_find(s, v);
 
-	return d ? d->locs : rsd__ps_base_locs(snap, v);
+	return d ? d->locs : rsd__ps_base_locs(img, v);
 }
 
-struct rsd__pstate *rsd__ps_set_locs(const struct rsd_snapshot *snap, struct rsd__pstate *s,
+struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s,
 				     uint32_t v, const struct rsd__locset *locs)
 {
-	struct rsd__locset base = rsd__ps_base_locs(snap, v);
+	struct rsd__locset base = rsd__ps_base_locs(img, v);
 	bool found;
 	uint32_t i = delta_pos(s, v, &found);
 
 	if (ls_eq(&base, locs)) {
-		/* Back to the snapshot's set: keep the delta normalized. */
+		/* Back to the image's set: keep the delta normalized. */
 		if (found) {
 			memmove(&s->delta[i], &s->delta[i + 1],
 				(s->ndelta - i - 1) * sizeof(*s->delta));

@@ -5,8 +5,8 @@
  * search_state_limit levels:
  *
  *  - per value, the set of planned locations is a 130-bit slot set, stored
- *    only where it differs from the snapshot ("delta", sorted by value
- *    index, normalized: an entry equal to the snapshot's set is removed), so
+ *    only where it differs from the published image ("delta", sorted by
+ *    value index, normalized: an entry equal to the image's set is removed), so
  *    a copy costs O(changed values), not O(all values);
  *  - location accounting (used, reserved) is a short array sorted by slot,
  *    holding exactly the locations present in the state's maps;
@@ -18,7 +18,19 @@
 #ifndef RSD_CTRL_PSTATE_H
 #define RSD_CTRL_PSTATE_H
 
+#include "../core/core.h"
 #include "ctrl.h"
+
+/*
+ * The search reads one published image (core.h) inside an RCU read-side
+ * section that decide holds from start to end, so every value image it
+ * reaches stays valid. Values are addressed by registration index, which
+ * counts discarded values.
+ */
+static inline const struct rsd_img_value *rsd__iv(const struct rsd_image *img, uint32_t v)
+{
+	return rsd__pv_get(&img->values, v);
+}
 
 #define RSD__LS_WORDS ((RSD_NSLOTS + 63) / 64)
 
@@ -94,16 +106,16 @@ struct rsd__pstate {
 };
 
 
-struct rsd__pstate *rsd__ps_initial(const struct rsd_snapshot *snap);
+struct rsd__pstate *rsd__ps_initial(const struct rsd_image *img);
 struct rsd__pstate *rsd__ps_copy(const struct rsd__pstate *s);
 void rsd__ps_free(struct rsd__pstate *s);
-struct rsd__locset rsd__ps_base_locs(const struct rsd_snapshot *snap, uint32_t v);
-struct rsd__locset rsd__ps_locs(const struct rsd_snapshot *snap, const struct rsd__pstate *s,
+struct rsd__locset rsd__ps_base_locs(const struct rsd_image *img, uint32_t v);
+struct rsd__locset rsd__ps_locs(const struct rsd_image *img, const struct rsd__pstate *s,
 				uint32_t v);
 const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v);
 /* May reallocate: returns the state to use from now on, NULL on ENOMEM
  * (the old state is then still valid). Only on unshared states. */
-struct rsd__pstate *rsd__ps_set_locs(const struct rsd_snapshot *snap, struct rsd__pstate *s,
+struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s,
 				     uint32_t v, const struct rsd__locset *locs);
 const struct rsd__acct *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot);
 /* used[slot] += add - sub, creating the entry when absent. */

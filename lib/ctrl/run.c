@@ -321,7 +321,7 @@ static enum act reclaim_next(struct search *x, int32_t i)
 	if (f->u.r.di == f->u.r.ndests)
 		return A_DONE;
 	d = f->u.r.dests[f->u.r.di];
-	L = rsd__ps_locs(x->snap, f->S, v);
+	L = rsd__ps_locs(x->img, f->S, v);
 	if (!f->u.r.mine) {
 		f->u.r.mine = malloc(sizeof(*f->u.r.mine));
 		if (!f->u.r.mine)
@@ -359,22 +359,22 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 	uint64_t C = rsd__charge(x, v);
 
 	memset(&a, 0, sizeof(a));
-	a.handle = x->snap->values[v].handle;
+	a.handle = rsd__iv(x->img, v)->handle;
 	switch (m->ev) {
 	case EV_START:
 		if (rsd__active_has(f->u.r.in, v, (int)src))
 			return A_DONE;
-		L = rsd__ps_locs(x->snap, f->S, v);
+		L = rsd__ps_locs(x->img, f->S, v);
 		ls_del(&L, src);
 		f->flag = !ls_empty(&L); /* another replica preserves the value */
-		if (f->flag || x->snap->values[v].has_source) {
+		if (f->flag || rsd__iv(x->img, v)->has_source) {
 			T = rsd__ps_copy(f->S);
 			if (!T)
 				return nomem(x, "state copy");
 			a.kind = RSD_ACT_DROP;
 			a.location = rsd__slot_loc(src);
 			ev.reason = f->flag ? RSD__R_OTHER_REPLICA : RSD__R_SOURCE;
-			if (!rsd__ps_append(T, &a, &ev) || !(U = rsd__ps_set_locs(x->snap, T, v, &L)))
+			if (!rsd__ps_append(T, &a, &ev) || !(U = rsd__ps_set_locs(x->img, T, v, &L)))
 				goto nomem_T;
 			T = U;
 			if (!(U = rsd__ps_used(T, src, 0, C)))
@@ -396,7 +396,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 		break;
 	case EV_YIELD: /* Cst from CAPACITY(copy(S), d, ...) */
 		T = m->st;
-		L = rsd__ps_locs(x->snap, T, v);
+		L = rsd__ps_locs(x->img, T, v);
 		if (!ls_has(&L, src)) { /* defensive */
 			rsd__ps_free(T);
 			o->resume = f->child;
@@ -417,7 +417,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 		if (!rsd__ps_append(T, &a, &ev))
 			goto nomem_T;
 		ls_del(&L, src);
-		if (!(U = rsd__ps_set_locs(x->snap, T, v, &L)))
+		if (!(U = rsd__ps_set_locs(x->img, T, v, &L)))
 			goto nomem_T;
 		T = U;
 		if (!(U = rsd__ps_used(T, src, 0, C)))
@@ -611,6 +611,8 @@ static void search_fini(struct search *x)
 	free(x->key);
 	free(x->cbuf);
 	free(x->cvidx);
+	free(x->chandle);
+	free(x->ccharge);
 	free(x->creq);
 	free(x->cused);
 	free(x->enter);
@@ -641,7 +643,7 @@ static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__sear
 	return 0;
 }
 
-int rsd__search(struct rsd_controller *c, const struct rsd_snapshot *snap,
+int rsd__search(struct rsd_controller *c, const struct rsd_image *img,
 		const struct rsd_request *r, struct rsd__search_result *res)
 {
 	struct search *x = calloc(1, sizeof(*x));
@@ -654,28 +656,29 @@ int rsd__search(struct rsd_controller *c, const struct rsd_snapshot *snap,
 		return rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
 	x->c = c;
 	x->pol = c->policy;
-	x->snap = snap;
+	x->img = img;
 	x->req = r;
 	x->limit = c->limit;
 	rsd__memo_init(&x->failed_req);
 	rsd__memo_init(&x->failed_cap);
-	for (size_t i = 0; i < snap->nlocations; i++) {
-		unsigned s = rsd__loc_slot(snap->locations[i].location);
+	for (uint32_t i = 0; i < img->nlocs; i++) {
+		const struct rsd_acct *a = &img->locs[i].acct;
+		unsigned s = rsd__loc_slot(img->locs[i].loc);
 
-		x->has_budget[s] = snap->locations[i].has_budget;
-		x->budget[s] = snap->locations[i].budget_bytes;
+		x->has_budget[s] = a->has_budget;
+		x->budget[s] = a->has_budget ? a->budget : 0;
 	}
 	x->req_vidx = malloc(r->nrequirements * sizeof(*x->req_vidx));
 	x->simv = malloc(r->nrequirements * sizeof(*x->simv));
 	x->enter = malloc(r->nrequirements * sizeof(*x->enter));
-	S0 = rsd__ps_initial(snap);
+	S0 = rsd__ps_initial(img);
 	if (!x->req_vidx || !x->simv || !x->enter || !S0) {
 		rsd__ps_free(S0);
 		err = rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
 		goto out;
 	}
 	for (size_t i = 0; i < r->nrequirements; i++)
-		x->req_vidx[i] = (uint32_t)rsd__snap_find(snap, r->requirements[i].handle);
+		x->req_vidx[i] = (uint32_t)rsd__img_index(img, r->requirements[i].handle);
 
 	err = drive(x, S0, &final, &note);
 	res->explored = x->count;

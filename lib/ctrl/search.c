@@ -26,7 +26,7 @@ int rsd__count(struct search *x, const char *objective, int slot)
 
 uint64_t rsd__charge(const struct search *x, uint32_t v)
 {
-	return x->snap->values[v].spec.storage_nbytes;
+	return rsd__iv(x->img, v)->spec.storage_nbytes;
 }
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -49,7 +49,7 @@ static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *
 		if (x->simv[i].vidx == v)
 			return &x->simv[i].locs;
 	x->simv[*nv].vidx = v;
-	x->simv[*nv].locs = rsd__ps_locs(x->snap, S, v);
+	x->simv[*nv].locs = rsd__ps_locs(x->img, S, v);
 	return &x->simv[(*nv)++].locs;
 }
 
@@ -80,7 +80,7 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 	for (size_t qi = 0; qi < r->nrequirements; qi++) {
 		const struct rsd_requirement *q = &r->requirements[qi];
 		uint32_t v = x->req_vidx[qi];
-		const struct rsd_value_snapshot *vs = &x->snap->values[v];
+		const struct rsd_img_value *vs = rsd__iv(x->img, v);
 		struct rsd__locset *L = sim_locs(x, S, v, &nv);
 		unsigned D = rsd__loc_slot(q->location), src;
 		uint64_t C = vs->spec.storage_nbytes;
@@ -97,7 +97,7 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 				return rsd__err(RSD_EUNAVAILABLE,
 						"Residency value '%llu' has no materialization or source",
 						(unsigned long long)q->handle.id);
-			src = rsd__loc_slot(vs->source_location);
+			src = rsd__loc_slot(vs->source_loc);
 			temp = true;
 			if (over(x, used[src], reserved[src], src, C)) {
 				*sh = (struct shortfall){ src, C, ST_SOURCE, qi };
@@ -152,25 +152,30 @@ static bool is_required(const struct search *x, uint32_t v, unsigned slot)
 	return false;
 }
 
-/* Values whose snapshot materialization at slot is unprotected, in
- * snapshot order; protected ones can never become candidates because
- * planning never removes them. Built once per slot and decide. */
+/*
+ * Values whose image materialization at slot is unprotected, in
+ * registration order; protected ones can never become candidates because
+ * planning never removes them. Built once per slot and decide from the
+ * location's member bitmap, so it costs the values present at slot, not
+ * every registered value. A slot outside the location table holds none.
+ */
 static int build_base(struct search *x, unsigned slot)
 {
-	const struct rsd_snapshot *snap = x->snap;
+	const struct rsd_img_loc *row = rsd__img_loc(x->img, rsd__slot_loc(slot));
 	uint32_t *list = NULL, n = 0, cap = 0;
+	uint64_t v = 0;
 
 	if (x->built[slot])
 		return 0;
-	for (size_t v = 0; v < snap->nvalues; v++) {
-		const struct rsd_value_snapshot *vs = &snap->values[v];
+	while (row && rsd__img_loc_next(row, &v)) {
+		const struct rsd_img_value *iv = rsd__iv(x->img, (uint32_t)v);
 
-		for (size_t k = 0; k < vs->nmaterializations; k++) {
-			const struct rsd_materialization_snapshot *ms = &vs->materializations[k];
+		for (uint32_t k = 0; iv && !iv->discarded && k < iv->nmats; k++) {
+			const struct rsd_img_mat *ms = &iv->mats[k];
 
-			if (rsd__loc_slot(ms->location) != slot || vs->discarded)
+			if (rsd__loc_slot(ms->loc) != slot)
 				continue;
-			if (ms->use_count || ms->hold_count || ms->pending_event_count)
+			if (ms->use_count || ms->hold_count || ms->pending_count)
 				break;
 			if (n == cap) {
 				uint32_t *nl = realloc(list, (cap = cap ? 2 * cap : 16) * sizeof(*nl));
@@ -184,6 +189,7 @@ static int build_base(struct search *x, unsigned slot)
 			list[n++] = (uint32_t)v;
 			break;
 		}
+		v++;
 	}
 	x->base_cands[slot] = list;
 	x->nbase_cands[slot] = n;
@@ -193,7 +199,7 @@ static int build_base(struct search *x, unsigned slot)
 
 static int scratch_reserve(struct search *x, size_t n)
 {
-	void *a, *b, *c, *d;
+	void *a, *b, *c, *d, *e, *f;
 
 	if (n <= x->ccap)
 		return 0;
@@ -210,21 +216,33 @@ static int scratch_reserve(struct search *x, size_t n)
 	d = realloc(x->creq, n * sizeof(*x->creq));
 	if (d)
 		x->creq = d;
-	if (!a || !b || !c || !d)
+	e = realloc(x->chandle, n * sizeof(*x->chandle));
+	if (e)
+		x->chandle = e;
+	f = realloc(x->ccharge, n * sizeof(*x->ccharge));
+	if (f)
+		x->ccharge = f;
+	if (!a || !b || !c || !d || !e || !f)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
 	x->ccap = n;
 	return 0;
 }
 
-static void fill_candidate(struct search *x, struct rsd_eviction_candidate *c, uint32_t v,
-			   unsigned slot)
+/* Candidate k (cbuf[k], value cvidx[k]); keeps its handle and charge aside
+ * in chandle[k] and ccharge[k], whatever the policy does to cbuf. */
+static void fill_candidate(struct search *x, size_t k, unsigned slot)
 {
-	const struct rsd__meta *md = rsd__meta_find(x->c, x->snap->values[v].handle.id);
+	struct rsd_eviction_candidate *c = &x->cbuf[k];
+	uint32_t v = x->cvidx[k];
+	const struct rsd_img_value *iv = rsd__iv(x->img, v);
+	const struct rsd__meta *md = rsd__meta_find(x->c, iv->handle.id);
 
 	memset(c, 0, sizeof(*c));
-	c->handle = x->snap->values[v].handle;
+	c->handle = iv->handle;
+	x->chandle[k] = iv->handle;
+	x->ccharge[k] = iv->spec.storage_nbytes;
 	c->location = rsd__slot_loc(slot);
-	c->charged_nbytes = rsd__charge(x, v);
+	c->charged_nbytes = iv->spec.storage_nbytes;
 	c->registration_index = v;
 	if (md) {
 		c->has_last_access_epoch = md->has_epoch;
@@ -243,7 +261,7 @@ static long find_input(struct search *x, const struct rsd_eviction_candidate *c,
 	/* Ids grow with registration order, so binary search first. */
 	for (size_t a = lo, b = hi; a < b;) {
 		size_t mid = a + (b - a) / 2;
-		const struct rsd_handle *h = &x->snap->values[x->cvidx[mid]].handle;
+		const struct rsd_handle *h = &x->chandle[mid];
 
 		if (h->id == c->handle.id) {
 			if (rsd_handle_equal(*h, c->handle))
@@ -256,7 +274,7 @@ static long find_input(struct search *x, const struct rsd_eviction_candidate *c,
 			b = mid;
 	}
 	for (size_t k = lo; k < hi; k++)
-		if (rsd_handle_equal(x->snap->values[x->cvidx[k]].handle, c->handle))
+		if (rsd_handle_equal(x->chandle[k], c->handle))
 			return (long)k;
 	return -1;
 }
@@ -283,7 +301,7 @@ static int order_part(struct search *x, size_t lo, size_t hi, unsigned slot, str
 						 "policy must return every candidate exactly once");
 		x->cused[k] = 1;
 		out[j].vidx = x->cvidx[k];
-		out[j].charged = rsd__charge(x, x->cvidx[k]);
+		out[j].charged = x->ccharge[k];
 	}
 	return 0;
 }
@@ -302,7 +320,7 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 	nb = x->nbase_cands[X];
 	if (scratch_reserve(x, (size_t)nb + S->ndelta + 1))
 		return x->err;
-	/* Merge the snapshot list with the delta, both in snapshot order. */
+	/* Merge the image list with the delta, both in registration order. */
 	while (bi < nb || di < S->ndelta) {
 		const struct rsd__vdelta *d = di < S->ndelta ? &S->delta[di] : NULL;
 		uint32_t v;
@@ -322,7 +340,7 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 			 * analyzer assumes S->delta NULL with ndelta > 0.
 			 */
 			/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-			struct rsd__locset bl = rsd__ps_base_locs(x->snap, d->vidx);
+			struct rsd__locset bl = rsd__ps_base_locs(x->img, d->vidx);
 
 			v = d->vidx;
 			di++;
@@ -348,7 +366,7 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 		memcpy(x->cvidx + nord, x->creq, nreq * sizeof(*x->creq));
 	}
 	for (uint32_t k = 0; k < n; k++)
-		fill_candidate(x, &x->cbuf[k], x->cvidx[k], X);
+		fill_candidate(x, k, X);
 	r = malloc((n ? n : 1) * sizeof(*r));
 	if (!r)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
@@ -383,7 +401,7 @@ static int key_put(struct search *x, const void *p, size_t n)
 /*
  * SIG(S): the planned locations of every value, then (name, used, reserved)
  * of every location in the maps, both in canonical order. Values are
- * serialized as their normalized delta from the snapshot, which is equal
+ * serialized as their normalized delta from the image, which is equal
  * for two states of one search exactly when their location sets are.
  */
 int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S)

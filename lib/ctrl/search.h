@@ -73,7 +73,7 @@ struct simv {
 struct search {
 	struct rsd_controller *c;
 	const struct rsd_policy *pol;
-	const struct rsd_snapshot *snap;
+	const struct rsd_image *img; /* read section held by decide */
 	const struct rsd_request *req;
 	uint64_t limit, count;
 	const char *objective; /* of the COUNT that hit the limit */
@@ -82,7 +82,7 @@ struct search {
 	uint64_t budget[RSD_NSLOTS];
 	uint32_t *req_vidx; /* value index of each requirement */
 	struct simv *simv;  /* SIMULATE scratch, one per requirement */
-	/* values with an unprotected snapshot materialization, per slot */
+	/* values with an unprotected image materialization, per slot */
 	uint32_t *base_cands[RSD_NSLOTS];
 	uint32_t nbase_cands[RSD_NSLOTS];
 	bool built[RSD_NSLOTS];
@@ -94,6 +94,8 @@ struct search {
 	/* RANK scratch */
 	struct rsd_eviction_candidate *cbuf;
 	uint32_t *cvidx, *creq;
+	struct rsd_handle *chandle; /* handle of cvidx[k], for find_input */
+	uint64_t *ccharge;          /* charge of cvidx[k] */
 	unsigned char *cused;
 	size_t ccap;
 	/* SIMULATE output */
