@@ -385,6 +385,8 @@ int rsd__writer_enter(struct rsd_manager *m, unsigned flags);
 void rsd__writer_exit(struct rsd_manager *m);
 /* Publish the writer state now (writer_exit does it). */
 int rsd__publish(struct rsd_manager *m);
+/* Whether the writer state differs from the published image. */
+bool rsd__unpublished(const struct rsd_manager *m);
 int rsd__publish_first(struct rsd_manager *m);
 /* Hand the batch of replaced images to call_rcu. */
 void rsd__reclaim_flush(struct rsd_manager *m);

@@ -241,10 +241,16 @@ fail:
 	return err;
 }
 
+bool rsd__unpublished(const struct rsd_manager *m)
+{
+	return m->ndirty || m->republish_all || m->locs_dirty || m->resv_dirty ||
+	       m->pending_dirty || m->img->state_version != m->version ||
+	       m->img->closed != m->closed;
+}
+
 void rsd__writer_exit(struct rsd_manager *m)
 {
-	if (m->ndirty || m->republish_all || m->locs_dirty || m->resv_dirty || m->pending_dirty ||
-	    m->img->state_version != m->version || m->img->closed != m->closed) {
+	if (rsd__unpublished(m)) {
 		/* A failed publication keeps its dirty marks for the next call;
 		 * the error it recorded must not mask the call's own result. */
 		struct rsd_error saved = *rsd_last_error();

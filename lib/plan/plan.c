@@ -172,7 +172,9 @@ int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p)
 	struct rsd_explanation *e;
 	int err;
 
-	err = rsd__publish(m);
+	err = rsd__unpublished(m) ? rsd__publish(m) : 0;
+	if (!err)
+		m->locs_dirty = false;
 	if (!err)
 		err = rsd__plan_simulate(m, m->img, p, &e);
 	if (err)
