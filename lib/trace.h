@@ -43,17 +43,7 @@
 
 static inline const char *rsd__trace_action_name(enum rsd_action_kind kind)
 {
-	switch (kind) {
-	case RSD_ACT_ENSURE:
-		return "ensure";
-	case RSD_ACT_MOVE:
-		return "move";
-	case RSD_ACT_DROP:
-		return "drop";
-	case RSD_ACT_DISCARD:
-		return "discard";
-	}
-	return "<invalid>";
+	return (unsigned)kind <= RSD_ACT_DISCARD ? rsd_action_kind_name(kind) : "<invalid>";
 }
 
 /*
