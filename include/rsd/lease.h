@@ -3,7 +3,11 @@
  * Lifetimes: leases (borrowed reads, GPU-stream aware), holds and named
  * reservations. Release is idempotent; free is the only call that
  * invalidates the pointer. Freeing an unreleased lifetime abandons it
- * (semantics.md §10.9): it is released for you, with a warning.
+ * (semantics.md §10.9): it is released for you (a lease with
+ * RSD_RELEASE_WAIT), with a warning. If that release is refused (a source
+ * load is running, or waiting for the consumer streams failed), the object
+ * and the manager's storage are kept for the life of the process instead:
+ * GPU work may still read the memory.
  */
 #ifndef RSD_LEASE_H
 #define RSD_LEASE_H

@@ -108,7 +108,9 @@ int rsd_scope_exit_error(const struct rsd_scope *s);
 /* The successful close's report, owned by the scope; NULL until then. */
 const struct rsd_plan_report *rsd_scope_report(const struct rsd_scope *s);
 /* An entered, unclosed scope is abandoned: reservations released, no exit
- * actions, a warning. */
+ * actions, a warning (if the release is refused because a source load is
+ * running, the scope and the manager are retained instead). A close refused
+ * with -RSD_EREENTRANT leaves the scope open, so it can be closed later. */
 void rsd_scope_free(struct rsd_scope *s);
 
 #ifdef __cplusplus
