@@ -398,6 +398,9 @@ int rsd__check_spec(const struct rsd_value_spec *spec);
 int rsd__check_location(const struct rsd_manager *m, struct rsd_location at);
 /* Validate a stream for a destination (§8.1 step 5). */
 int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at);
+/* The same check with an explicit driver (a lease keeps its own). */
+int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *stream,
+			     struct rsd_location at);
 /* Resolve a handle (§4.2). */
 int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
 /* Admission rule (§9.1) for n more bytes at slot; records the error. */

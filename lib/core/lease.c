@@ -265,7 +265,7 @@ out_free:
 int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	int dev = -1, err = 0;
+	int err = 0;
 
 	if (!l)
 		return rsd__err(RSD_ETYPE, "lease is NULL");
@@ -279,15 +279,9 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 			       rsd_location_name(l->loc, name, sizeof(name)));
 		goto out;
 	}
-	if (!stream || !l->ops->stream_device || l->ops->stream_device(l->ops_ctx, stream, &dev)) {
-		err = rsd__err(RSD_ETYPE, "%p is not a stream", stream);
+	err = rsd__check_driver_stream(l->ops, l->ops_ctx, stream, l->loc);
+	if (err)
 		goto out;
-	}
-	if (dev != l->loc.device) {
-		err = rsd__err(RSD_EINVAL, "stream on cuda:%d does not match %s", dev,
-			       rsd_location_name(l->loc, name, sizeof(name)));
-		goto out;
-	}
 	for (size_t i = 0; i < l->nstreams; i++)
 		if (l->streams[i] == stream)
 			goto out;

@@ -58,22 +58,26 @@ int rsd__check_location(const struct rsd_manager *m, struct rsd_location at)
 	return 0;
 }
 
-int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at)
+int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *stream,
+			     struct rsd_location at)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	int dev = -1, err;
+	int dev = -1;
 
-	if (!m->ops->stream_device || m->ops->stream_device(m->ops_ctx, stream, &dev))
-		return rsd__err(RSD_ETYPE, "%p is not a stream of the %s driver", stream, m->ops->name);
+	if (!stream || !ops->stream_device || ops->stream_device(ctx, stream, &dev))
+		return rsd__err(RSD_ETYPE, "%p is not a stream of the %s driver", stream, ops->name);
 	if (at.kind != RSD_CUDA)
 		return rsd__err(RSD_EINVAL, "streams require a CUDA location, not %s",
 				rsd_location_name(at, name, sizeof(name)));
-	if (dev != at.device) {
-		err = rsd__err(RSD_EINVAL, "stream on cuda:%d does not match %s", dev,
-			       rsd_location_name(at, name, sizeof(name)));
-		return err;
-	}
+	if (dev != at.device)
+		return rsd__err(RSD_EINVAL, "stream on cuda:%d does not match %s", dev,
+				rsd_location_name(at, name, sizeof(name)));
 	return 0;
+}
+
+int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at)
+{
+	return rsd__check_driver_stream(m->ops, m->ops_ctx, stream, at);
 }
 
 /* Records are sorted by id: registration order is issue order. */
