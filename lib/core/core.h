@@ -27,6 +27,7 @@
 #define RSD_CORE_H
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -166,6 +167,7 @@ struct rsd_img_mat {
 /* Immutable image of one value. */
 struct rsd_img_value {
 	struct rsd_handle handle;
+	uint64_t index; /* registration index: its slot in the value vector */
 	struct rsd_value_spec spec;
 	bool has_source;
 	struct rsd_location source_loc;
@@ -202,11 +204,27 @@ struct rsd_retired {
 	void *p;
 };
 
+/*
+ * A protection-count change not yet folded into the value and location
+ * images (prot.c): lease and hold calls publish only this.
+ */
+struct rsd_img_prot {
+	uint64_t index; /* the value's registration index */
+	uint32_t slot;  /* rsd__loc_slot() of the materialization */
+	int32_t use, hold;
+};
+
+#define RSD_PROT_DELTA_MAX 16
+
 struct rsd_image {
 	struct rcu_head rcu;
 	struct rsd_manager *m;
 	uint64_t state_version;
 	bool closed;
+	/* Added to the counts of the value and location images below; a full
+	 * publication folds it back in and starts the next image with none. */
+	uint32_t nprot;
+	struct rsd_img_prot prot[RSD_PROT_DELTA_MAX];
 	struct rsd_pv values; /* struct rsd_img_value *, registration order */
 	uint32_t nlocs;
 	const struct rsd_img_loc *locs;
@@ -232,6 +250,38 @@ int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct r
 void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val));
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
 void rsd__retire_free(struct rsd_manager *m, void *p);
+
+/* Protection counts as an image publishes them: base plus delta. */
+struct rsd_prot_counts {
+	uint64_t use, hold, pending;
+};
+
+struct rsd_prot_counts rsd__img_mat_prot(const struct rsd_image *img,
+					 const struct rsd_img_value *iv, uint32_t k);
+struct rsd_prot_counts rsd__img_loc_prot(const struct rsd_image *img, const struct rsd_img_loc *l);
+
+static inline bool rsd__prot_any(struct rsd_prot_counts c)
+{
+	return c.use || c.hold || c.pending;
+}
+
+/*
+ * Commit a lease or hold change of n values at `at` (use and hold are
+ * +1/-1 or 0): adjusts the writer's counts and the version (+1) and
+ * publishes it as a delta when it can, or leaves it for the full
+ * publication at writer exit.
+ */
+void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
+		      struct rsd_record *const *recs, size_t n, int use, int hold);
+/* Mark the values of the image's delta for re-imaging (full publication). */
+void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img);
+
+/* Image roots are recycled through a pool once their grace period ends. */
+struct rsd_image *rsd__root_alloc(struct rsd_manager *m);
+/* Swap img in as the published image; old goes to reclamation. */
+void rsd__image_replace(struct rsd_manager *m, struct rsd_image *old, struct rsd_image *img);
+/* Free the pooled roots; at destroy, after rcu_barrier(). */
+void rsd__root_pool_free(struct rsd_manager *m);
 
 /* Binary search of the image by handle id (ids grow with registration). */
 const struct rsd_img_value *rsd__img_find(const struct rsd_image *img, uint64_t id);
@@ -259,14 +309,15 @@ struct rsd_lease_rec {
 	uint64_t id;
 	struct rsd_location loc;
 	enum rsd_lease_state state;
-	size_t n;
+	size_t n, cap; /* cap: room for handles in the record's own block */
 	struct rsd_record **recs; /* covered values, first-occurrence order */
 	uint64_t *ids;            /* their handle ids (for readers) */
 	size_t nevents;
 	void **events;
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj;       /* the caller's object while active */
-	struct rsd_lease_rec *next; /* m->leases list, creation order */
+	/* m->leases list, creation order */
+	struct rsd_lease_rec *next, *prev;
 };
 
 /*
@@ -283,6 +334,11 @@ struct rsd_objlink {
 void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link);
 void rsd__obj_unlink(struct rsd_objlink *link);
 
+/* Handles a lease or its record holds without a second allocation. */
+#define RSD_LEASE_INLINE 4
+/* Recycled lease objects and records kept per manager. */
+#define RSD_LEASE_CACHE_MAX 64
+
 /* The caller's lease object. */
 struct rsd_lease {
 	struct rsd_objlink link;
@@ -293,9 +349,11 @@ struct rsd_lease {
 	bool active;
 	struct rsd_location loc;
 	size_t n;
-	struct rsd_handle *handles;
+	struct rsd_handle *handles; /* inline_handles when n <= RSD_LEASE_INLINE */
 	size_t nstreams, capstreams;
 	void **streams;
+	struct rsd_handle inline_handles[RSD_LEASE_INLINE];
+	struct rsd_lease *free_next; /* m->lease_obj_cache; under objs_lock */
 };
 
 struct rsd_hold {
@@ -338,8 +396,11 @@ struct rsd_manager {
 	pthread_mutex_t lock;
 	atomic_bool callback_active;
 	atomic_uintptr_t owner; /* token of the thread in a writer call, 0 */
-	pthread_mutex_t objs_lock; /* m->objs only */
+	pthread_mutex_t objs_lock; /* m->objs and lease_obj_cache only */
 	struct rsd_objlink objs;   /* caller lifetime objects, list head */
+	/* Lease objects freed by their callers, ready for the next acquire. */
+	struct rsd_lease *lease_obj_cache;
+	unsigned nlease_obj_cache;
 
 	/* The published image; written by the writer under m->lock. */
 	struct rsd_image *img;
@@ -347,6 +408,18 @@ struct rsd_manager {
 	/* Replaced images not yet handed to call_rcu; protected by m->lock. */
 	struct rsd_image *reclaim;
 	unsigned nreclaim;
+	/*
+	 * Reclaimed roots ready for reuse: the call_rcu thread pushes onto
+	 * root_free (lock-free); the writer takes the whole stack at once into
+	 * root_cache (m->lock), so a pop never races a pop and ABA cannot
+	 * happen. nroot_free bounds the pool after a burst.
+	 */
+	struct rsd_image *root_cache;
+	/* Its own cache line: the reclaim thread writes it, the writer's hot
+	 * fields must not share its line. */
+	alignas(64) _Atomic(struct rsd_image *) root_free;
+	atomic_uint nroot_free;
+	alignas(64) char root_free_end;
 
 	/* Everything below is protected by m->lock. */
 	bool closed;
@@ -357,7 +430,12 @@ struct rsd_manager {
 	uint8_t order[RSD_NSLOTS]; /* registry order of known slots */
 	unsigned nknown;
 	struct rsd_keymap owners;
-	struct rsd_lease_rec *leases; /* creation order, active and pending */
+	/* Creation order, active and pending; appended at leases_tail. */
+	struct rsd_lease_rec *leases, *leases_tail;
+	/* Deleted lease records for reuse (never pending ones: those are
+	 * freed through retirement). */
+	struct rsd_lease_rec *lease_rec_cache;
+	unsigned nlease_rec_cache;
 	struct rsd_hold *holds;
 	struct rsd_reservation *resv_head, *resv_tail;
 	uint64_t next_lifetime_id;
@@ -417,8 +495,12 @@ void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Close-time teardown of every lifetime (forced close). */
 void rsd__lifetimes_drop(struct rsd_manager *m);
-/* Validate and deduplicate a handle set (§10.1) into a new array. */
-int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle **out, size_t *nout);
+/* Validate and deduplicate a handle set (§10.1) into buf when n <= cap,
+ * else into a new array (*out != buf: the caller frees it). */
+int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf, size_t cap,
+		    struct rsd_handle **out, size_t *nout);
+/* Free the recycled lease objects and records; at destroy. */
+void rsd__lease_caches_free(struct rsd_manager *m);
 void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
 
 /* Install / remove (§8.5). */

@@ -11,39 +11,23 @@
 #include "core.h"
 #include "../trace.h"
 
-static void hold_tokens(struct rsd_manager *m, struct rsd_hold *hd, int delta)
-{
-	struct rsd_acct *a = &m->acct[rsd__loc_slot(hd->loc)];
-
-	for (size_t i = 0; i < hd->n; i++) {
-		struct rsd_mat *mat = rsd__rec_mat(hd->recs[i], hd->loc);
-
-		if (!mat)
-			continue;
-		mat->hold_count += delta;
-		a->hold_count += delta;
-		rsd__mark_dirty(m, hd->recs[i]);
-	}
-	m->locs_dirty = true;
-}
-
 int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct rsd_location at,
 	     struct rsd_hold **out)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	struct rsd_handle *set = NULL;
+	struct rsd_handle buf[RSD_LEASE_INLINE], *set = buf;
 	struct rsd_hold *hd = NULL;
 	size_t k = 0;
 	int err;
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_hold: NULL argument");
-	err = rsd__handle_set(h, n, &set, &k);
+	err = rsd__handle_set(h, n, buf, RSD_LEASE_INLINE, &set, &k);
 	if (err)
 		return err;
 	if (!rsd_location_valid(at)) {
-		free(set);
-		return rsd__err(RSD_ETYPE, "rsd_hold: not a residency location");
+		err = rsd__err(RSD_ETYPE, "rsd_hold: not a residency location");
+		goto out_free;
 	}
 	err = rsd__writer_enter(m, RSD_W_OPEN);
 	if (err)
@@ -78,8 +62,7 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	if (m->holds)
 		m->holds->prev = hd;
 	m->holds = hd;
-	hold_tokens(m, hd, +1);
-	rsd__bump(m);
+	rsd__commit_prot(m, at, hd->recs, k, 0, +1);
 	rsd__obj_link(m, &hd->link);
 	rsd_trace_hold(m->id, hd->id, at, (uint32_t)k, true);
 	*out = hd;
@@ -91,7 +74,8 @@ out_free:
 		free(hd->recs);
 		free(hd);
 	}
-	free(set);
+	if (set != buf)
+		free(set);
 	return err;
 }
 
@@ -126,9 +110,8 @@ int rsd_hold_release(struct rsd_hold *hd)
 	if (err)
 		return err;
 	if (hd->tracked) {
-		hold_tokens(m, hd, -1);
+		rsd__commit_prot(m, hd->loc, hd->recs, hd->n, 0, -1);
 		hold_untrack(m, hd);
-		rsd__bump(m);
 		rsd_trace_hold(m->id, hd->id, hd->loc, (uint32_t)hd->n, false);
 	}
 	hd->active = false;

@@ -88,19 +88,80 @@ void rsd__retire_free(struct rsd_manager *m, void *p)
 	free(p);
 }
 
+/*
+ * Root pool. Every publication needs a root and the call_rcu thread frees
+ * the one it replaced; through malloc that is a cross-thread free per call,
+ * which defeats the allocator's per-thread caches. Recycled roots skip it.
+ */
+#define RSD_ROOT_POOL_MAX 1024
+
+/* Hand a reclaimed batch (linked through batch_next, head to tail) back to
+ * the writer in one exchange; the roots themselves are not written. */
+static void roots_recycle(struct rsd_manager *m, struct rsd_image *head, struct rsd_image *tail,
+			  unsigned n)
+{
+	struct rsd_image *top;
+
+	if (atomic_load_explicit(&m->nroot_free, memory_order_relaxed) >= RSD_ROOT_POOL_MAX) {
+		while (head) {
+			struct rsd_image *next = head->batch_next;
+
+			free(head);
+			head = next;
+		}
+		return;
+	}
+	atomic_fetch_add_explicit(&m->nroot_free, n, memory_order_relaxed);
+	top = atomic_load_explicit(&m->root_free, memory_order_relaxed);
+	do
+		tail->batch_next = top;
+	while (!atomic_compare_exchange_weak_explicit(&m->root_free, &top, head,
+						      memory_order_release, memory_order_relaxed));
+}
+
+struct rsd_image *rsd__root_alloc(struct rsd_manager *m)
+{
+	struct rsd_image *img = m->root_cache;
+
+	if (!img)
+		img = atomic_exchange_explicit(&m->root_free, NULL, memory_order_acquire);
+	if (!img)
+		return malloc(sizeof(*img));
+	m->root_cache = img->batch_next;
+	atomic_fetch_sub_explicit(&m->nroot_free, 1, memory_order_relaxed);
+	return img;
+}
+
+void rsd__root_pool_free(struct rsd_manager *m)
+{
+	struct rsd_image *img = m->root_cache, *next;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (; img; img = next) {
+			next = img->batch_next;
+			free(img);
+		}
+		img = atomic_exchange_explicit(&m->root_free, NULL, memory_order_acquire);
+	}
+	m->root_cache = NULL;
+	atomic_store_explicit(&m->nroot_free, 0, memory_order_relaxed);
+}
+
 /* call_rcu callback: no reader can hold these images any more. */
 static void image_reclaim(struct rcu_head *head)
 {
-	struct rsd_image *img = caa_container_of(head, struct rsd_image, rcu), *next;
+	struct rsd_image *first = caa_container_of(head, struct rsd_image, rcu), *img, *last = NULL;
+	unsigned n = 0;
 
-	for (; img; img = next) {
-		next = img->batch_next;
+	for (img = first; img; img = img->batch_next) {
 		for (size_t i = 0; i < img->nretired; i++)
 			img->retired[i].fn(img->m, img->retired[i].p);
 		if (img->retired != img->inline_retired)
 			free(img->retired);
-		free(img);
+		last = img;
+		n++;
 	}
+	roots_recycle(first->m, first, last, n);
 }
 
 /*
@@ -136,6 +197,7 @@ static struct rsd_img_value *value_image(const struct rsd_record *rec)
 	if (!iv)
 		return NULL;
 	iv->handle = rec->handle;
+	iv->index = rec->index;
 	iv->spec = rec->spec;
 	iv->has_source = rec->has_source;
 	iv->source_loc = rec->source_loc;
@@ -329,11 +391,14 @@ int rsd__publish(struct rsd_manager *m)
 	size_t retired_before;
 	int err;
 
-	/* malloc, not calloc: every field is set below (the inline retire
-	 * array is used only up to nretired). */
-	img = malloc(sizeof(*img));
+	/* Not zeroed: every field is set below (the inline retire array is
+	 * used only up to nretired, the delta only up to nprot). */
+	img = rsd__root_alloc(m);
 	if (!img)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing manager state");
+	/* The new image carries no delta: its values are re-imaged. */
+	rsd__prot_fold(m, old);
+	img->nprot = 0;
 	img->m = m;
 	img->batch_next = NULL;
 	img->reclaim_soon = false;
@@ -377,11 +442,17 @@ int rsd__publish(struct rsd_manager *m)
 	m->republish_all = false;
 	img->state_version = m->version;
 	img->closed = m->closed;
+	rsd__image_replace(m, old, img);
+	return 0;
+}
+
+void rsd__image_replace(struct rsd_manager *m, struct rsd_image *old, struct rsd_image *img)
+{
 	rsd__rcu_register();
 	rcu_assign_pointer(m->img, img);
 	reclaim_later(m, old);
+	/* Nodes built for img are frozen from now on. */
 	m->gen++;
-	return 0;
 }
 
 /* The first image, at create: empty values, the budgeted locations. */

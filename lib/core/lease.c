@@ -14,15 +14,28 @@
 #include "core.h"
 #include "../trace.h"
 
-void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link)
+static void obj_link_locked(struct rsd_manager *m, struct rsd_objlink *link)
 {
-	pthread_mutex_lock(&m->objs_lock);
 	link->m = m;
 	link->prev = &m->objs;
 	link->next = m->objs.next;
 	if (link->next)
 		link->next->prev = link;
 	m->objs.next = link;
+}
+
+static void obj_unlink_locked(struct rsd_objlink *link)
+{
+	link->prev->next = link->next;
+	if (link->next)
+		link->next->prev = link->prev;
+	link->m = NULL;
+}
+
+void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link)
+{
+	pthread_mutex_lock(&m->objs_lock);
+	obj_link_locked(m, link);
 	pthread_mutex_unlock(&m->objs_lock);
 }
 
@@ -33,24 +46,21 @@ void rsd__obj_unlink(struct rsd_objlink *link)
 	if (!m)
 		return;
 	pthread_mutex_lock(&m->objs_lock);
-	link->prev->next = link->next;
-	if (link->next)
-		link->next->prev = link->prev;
-	link->m = NULL;
+	obj_unlink_locked(link);
 	pthread_mutex_unlock(&m->objs_lock);
 }
 
-int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle **out, size_t *nout)
+int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf, size_t cap,
+		    struct rsd_handle **out, size_t *nout)
 {
-	struct rsd_handle *set;
+	struct rsd_handle *set = buf;
 	size_t k = 0;
 
 	if (!n)
 		return rsd__err(RSD_EINVAL, "at least one handle is required");
 	if (!h)
 		return rsd__err(RSD_ETYPE, "handle array is NULL");
-	set = malloc(n * sizeof(*set));
-	if (!set)
+	if (n > cap && (n > SIZE_MAX / sizeof(*set) || !(set = malloc(n * sizeof(*set)))))
 		return rsd__err(RSD_ENOMEM, "out of memory copying %zu handles", n);
 	for (size_t i = 0; i < n; i++) {
 		size_t j;
@@ -73,22 +83,152 @@ static void lease_rec_free(struct rsd_manager *m, void *p)
 	for (size_t i = 0; i < l->nevents; i++)
 		m->ops->event_destroy(m->ops_ctx, l->events[i]);
 	free(l->events);
-	free(l->recs);
-	free(l->ids);
-	free(l);
+	free(l); /* recs and ids live in the same block */
+}
+
+/*
+ * One block for the record and its arrays, so the acquire path allocates at
+ * most once; records with room for RSD_LEASE_INLINE handles are recycled
+ * through m->lease_rec_cache (m->lock) and allocate nothing.
+ */
+static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
+{
+	size_t cap = k > RSD_LEASE_INLINE ? k : RSD_LEASE_INLINE;
+	struct rsd_lease_rec *l = NULL;
+
+	if (cap == RSD_LEASE_INLINE && m->lease_rec_cache) {
+		l = m->lease_rec_cache;
+		m->lease_rec_cache = l->next;
+		m->nlease_rec_cache--;
+	} else {
+		if (cap > (SIZE_MAX - sizeof(*l)) / (sizeof(*l->recs) + sizeof(*l->ids)))
+			return NULL;
+		l = malloc(sizeof(*l) + cap * (sizeof(*l->recs) + sizeof(*l->ids)));
+		if (!l)
+			return NULL;
+	}
+	memset(l, 0, sizeof(*l));
+	l->cap = cap;
+	l->ids = (uint64_t *)(l + 1);
+	l->recs = (struct rsd_record **)(l->ids + cap);
+	return l;
+}
+
+/* Writer path: a record no reader can see (never published as pending). */
+static void lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	if (l->cap != RSD_LEASE_INLINE || l->nevents ||
+	    m->nlease_rec_cache >= RSD_LEASE_CACHE_MAX) {
+		lease_rec_free(m, l);
+		return;
+	}
+	l->next = m->lease_rec_cache;
+	m->lease_rec_cache = l;
+	m->nlease_rec_cache++;
+}
+
+/* A lease object linked into m->objs, recycled when one is cached. */
+static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
+{
+	struct rsd_lease *obj;
+
+	pthread_mutex_lock(&m->objs_lock);
+	obj = m->lease_obj_cache;
+	if (obj) {
+		m->lease_obj_cache = obj->free_next;
+		m->nlease_obj_cache--;
+		obj_link_locked(m, &obj->link);
+	}
+	pthread_mutex_unlock(&m->objs_lock);
+	if (!obj) {
+		obj = calloc(1, sizeof(*obj));
+		if (!obj)
+			return NULL;
+		pthread_mutex_init(&obj->lock, NULL);
+		rsd__obj_link(m, &obj->link);
+	}
+	/* A recycled object keeps its lock and its stream array. */
+	obj->rec = NULL;
+	obj->active = false;
+	obj->n = 0;
+	obj->handles = obj->inline_handles;
+	obj->nstreams = 0;
+	return obj;
+}
+
+/* Unlink a lease object; keep it for the next acquire or free it. */
+static void lease_obj_put(struct rsd_lease *obj)
+{
+	struct rsd_manager *m = obj->link.m;
+	bool cached = false;
+
+	if (m) {
+		pthread_mutex_lock(&m->objs_lock);
+		obj_unlink_locked(&obj->link);
+		if (obj->handles == obj->inline_handles &&
+		    m->nlease_obj_cache < RSD_LEASE_CACHE_MAX) {
+			obj->free_next = m->lease_obj_cache;
+			m->lease_obj_cache = obj;
+			m->nlease_obj_cache++;
+			cached = true;
+		}
+		pthread_mutex_unlock(&m->objs_lock);
+	}
+	if (cached)
+		return;
+	if (obj->handles != obj->inline_handles)
+		free(obj->handles);
+	free(obj->streams);
+	pthread_mutex_destroy(&obj->lock);
+	free(obj);
+}
+
+void rsd__lease_caches_free(struct rsd_manager *m)
+{
+	while (m->lease_rec_cache) {
+		struct rsd_lease_rec *l = m->lease_rec_cache;
+
+		m->lease_rec_cache = l->next;
+		free(l);
+	}
+	m->nlease_rec_cache = 0;
+	while (m->lease_obj_cache) {
+		struct rsd_lease *obj = m->lease_obj_cache;
+
+		m->lease_obj_cache = obj->free_next;
+		free(obj->streams);
+		pthread_mutex_destroy(&obj->lock);
+		free(obj);
+	}
+	m->nlease_obj_cache = 0;
+}
+
+static void link_rec(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	l->next = NULL;
+	l->prev = m->leases_tail;
+	if (m->leases_tail)
+		m->leases_tail->next = l;
+	else
+		m->leases = l;
+	m->leases_tail = l;
 }
 
 static void unlink_rec(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	struct rsd_lease_rec **pp;
-
-	for (pp = &m->leases; *pp && *pp != l; pp = &(*pp)->next)
-		;
-	if (*pp)
-		*pp = l->next;
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		m->leases = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	else
+		m->leases_tail = l->prev;
+	l->next = l->prev = NULL;
 }
 
-/* Adjust the use or pending tokens of every covered materialization. */
+/* Move covered materializations between use and pending tokens (GPU
+ * release, reaping); +1 version at the caller. */
 static void tokens(struct rsd_manager *m, struct rsd_lease_rec *l, int use, int pending)
 {
 	struct rsd_acct *a = &m->acct[rsd__loc_slot(l->loc)];
@@ -110,10 +250,9 @@ static void tokens(struct rsd_manager *m, struct rsd_lease_rec *l, int use, int 
 /* Delete an active lease outright (host release, fallbacks): +1. */
 static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	tokens(m, l, -1, 0);
+	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0);
 	unlink_rec(m, l);
-	lease_rec_free(m, l);
-	rsd__bump(m);
+	lease_rec_put(m, l);
 }
 
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
@@ -162,19 +301,21 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 {
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_lease_rec *l = NULL;
-	struct rsd_lease *obj = NULL;
-	struct rsd_handle *set = NULL;
+	struct rsd_lease *obj;
 	size_t k = 0;
 	int err;
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_acquire: NULL argument");
-	err = rsd__handle_set(h, n, &set, &k);
+	obj = lease_obj_get(m);
+	if (!obj)
+		return rsd__err(RSD_ENOMEM, "out of memory creating a lease");
+	err = rsd__handle_set(h, n, obj->inline_handles, RSD_LEASE_INLINE, &obj->handles, &k);
 	if (err)
-		return err;
+		goto out_free;
 	if (!rsd_location_valid(at)) {
-		free(set);
-		return rsd__err(RSD_ETYPE, "rsd_acquire: not a residency location");
+		err = rsd__err(RSD_ETYPE, "rsd_acquire: not a residency location");
+		goto out_free;
 	}
 	err = rsd__writer_enter(m, RSD_W_OPEN);
 	if (err)
@@ -192,26 +333,25 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 		err = rsd__check_stream(m, consumer_stream, at);
 	if (err)
 		goto out;
-	l = calloc(1, sizeof(*l));
-	obj = calloc(1, sizeof(*obj));
-	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	if (!l || !obj || !(l->recs = calloc(k ? k : 1, sizeof(*l->recs))) ||
-	    !(l->ids = calloc(k ? k : 1, sizeof(*l->ids))) ||
-	    (consumer_stream && !(obj->streams = malloc(4 * sizeof(void *))))) {
+	l = lease_rec_new(m, k);
+	if (!l || (consumer_stream && !obj->capstreams &&
+		   !(obj->streams = malloc(4 * sizeof(void *))))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating a lease");
 		goto out;
 	}
+	if (consumer_stream && !obj->capstreams)
+		obj->capstreams = 4;
 	for (size_t i = 0; i < k; i++) {
-		err = rsd__resolve(m, set[i], &l->recs[i]);
+		err = rsd__resolve(m, obj->handles[i], &l->recs[i]);
 		if (err)
 			goto out;
 		if (!rsd__rec_mat(l->recs[i], at)) {
 			err = rsd__err(RSD_EUNAVAILABLE, "value %llu is not resident at %s",
-				       (unsigned long long)set[i].id,
+				       (unsigned long long)obj->handles[i].id,
 				       rsd_location_name(at, name, sizeof(name)));
 			goto out;
 		}
-		l->ids[i] = set[i].id;
+		l->ids[i] = obj->handles[i].id;
 	}
 	/* Every handle passed: commit atomically. */
 	l->id = rsd__next_id();
@@ -219,46 +359,27 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	l->n = k;
 	l->state = RSD_LEASE_ACTIVE;
 	l->obj = obj;
-	{
-		struct rsd_lease_rec **pp = &m->leases;
-
-		while (*pp)
-			pp = &(*pp)->next;
-		*pp = l;
-	}
-	tokens(m, l, +1, 0);
-	rsd__bump(m);
-	pthread_mutex_init(&obj->lock, NULL);
+	link_rec(m, l);
+	rsd__commit_prot(m, at, l->recs, k, +1, 0);
 	obj->ops = m->ops;
 	obj->ops_ctx = m->ops_ctx;
 	obj->rec = l;
 	obj->active = true;
 	obj->loc = at;
 	obj->n = k;
-	obj->handles = set;
-	set = NULL;
-	if (consumer_stream) {
-		obj->capstreams = 4;
+	if (consumer_stream)
 		obj->streams[obj->nstreams++] = consumer_stream;
-	}
-	rsd__obj_link(m, &obj->link);
 	rsd_trace_lease_acquire(m->id, l->id, at, (uint32_t)k);
 	*out = obj;
 	l = NULL;
 	obj = NULL;
 out:
+	if (l)
+		lease_rec_put(m, l);
 	rsd__writer_exit(m);
 out_free:
-	if (l) {
-		free(l->recs);
-		free(l->ids);
-		free(l);
-	}
-	if (obj) {
-		free(obj->streams);
-		free(obj);
-	}
-	free(set);
+	if (obj)
+		lease_obj_put(obj);
 	return err;
 }
 
@@ -498,9 +619,5 @@ void rsd_lease_free(struct rsd_lease *obj)
 				  obj->n);
 		}
 	}
-	rsd__obj_unlink(&obj->link);
-	pthread_mutex_destroy(&obj->lock);
-	free(obj->handles);
-	free(obj->streams);
-	free(obj);
+	lease_obj_put(obj);
 }

@@ -201,7 +201,7 @@ int rsd__writer_enter(struct rsd_manager *m, unsigned flags)
 			return rsd__err(RSD_EREENTRANT,
 					"residency manager %llu refused access: a source load is running",
 					(unsigned long long)m->id);
-		if (atomic_load(&m->owner) == self_token())
+		if (atomic_load_explicit(&m->owner, memory_order_relaxed) == self_token())
 			return rsd__err(RSD_EREENTRANT,
 					"residency manager %llu re-entered an active transition",
 					(unsigned long long)m->id);
@@ -228,7 +228,8 @@ int rsd__writer_enter(struct rsd_manager *m, unsigned flags)
 				"residency manager %llu refused access: a source load is running",
 				(unsigned long long)m->id);
 	}
-	atomic_store(&m->owner, self_token());
+	/* Only this thread compares the token with its own: no ordering. */
+	atomic_store_explicit(&m->owner, self_token(), memory_order_relaxed);
 	if ((flags & RSD_W_OPEN) && m->closed) {
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 			       (unsigned long long)m->id);
@@ -263,7 +264,7 @@ void rsd__writer_exit(struct rsd_manager *m)
 			m->locs_dirty = false;
 		*rsd__err_record() = saved;
 	}
-	atomic_store(&m->owner, (uintptr_t)0);
+	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -301,9 +302,10 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 			    !cfg->driver->free || !cfg->driver->copy))
 		return rsd__err(RSD_ETYPE, "device driver '%s' lacks a required operation",
 				cfg->driver->name ? cfg->driver->name : "?");
-	m = calloc(1, sizeof(*m));
-	if (!m)
+	/* Over-aligned (cache-line members): not calloc. */
+	if (posix_memalign((void **)&m, alignof(struct rsd_manager), sizeof(*m)))
 		return rsd__err(RSD_ENOMEM, "out of memory creating a manager");
+	memset(m, 0, sizeof(*m));
 	m->ops = pick_driver(cfg, &m->ops_ctx);
 	n = m->ops->device_count(m->ops_ctx);
 	m->ndevices = n > 0 ? (n > RSD_CUDA_MAX_DEVICE + 1 ? RSD_CUDA_MAX_DEVICE + 1 : n) : 0;

@@ -68,17 +68,20 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		v->nmaterializations = iv->nmats;
 		v->materializations = mats;
 		for (uint32_t j = 0; j < iv->nmats; j++, mats++) {
+			struct rsd_prot_counts c = rsd__img_mat_prot(img, iv, j);
+
 			mats->location = iv->mats[j].loc;
 			mats->logical_nbytes = iv->spec.logical_nbytes;
 			mats->storage_nbytes = iv->mats[j].storage_nbytes;
 			mats->charged_nbytes = iv->spec.storage_nbytes;
-			mats->use_count = iv->mats[j].use_count;
-			mats->hold_count = iv->mats[j].hold_count;
-			mats->pending_event_count = iv->mats[j].pending_count;
+			mats->use_count = c.use;
+			mats->hold_count = c.hold;
+			mats->pending_event_count = c.pending;
 		}
 	}
 	for (uint32_t i = 0; i < img->nlocs; i++) {
 		const struct rsd_acct *a = &img->locs[i].acct;
+		struct rsd_prot_counts c = rsd__img_loc_prot(img, &img->locs[i]);
 		struct rsd_location_snapshot *l = &locs[i];
 
 		memset(l, 0, sizeof(*l));
@@ -92,9 +95,9 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		l->peak_charged_bytes = a->peak_charged;
 		l->value_count = a->value_count;
 		l->reservation_count = a->reservation_count;
-		l->use_count = a->use_count;
-		l->hold_count = a->hold_count;
-		l->pending_event_count = a->pending_count;
+		l->use_count = c.use;
+		l->hold_count = c.hold;
+		l->pending_event_count = c.pending;
 		/* Allocator metrics are sampled now, best effort (§13.4). */
 		if (l->location.kind == RSD_CUDA && l->location.device < m->ndevices &&
 		    m->ops->metrics &&

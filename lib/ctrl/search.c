@@ -171,11 +171,9 @@ static int build_base(struct search *x, unsigned slot)
 		const struct rsd_img_value *iv = rsd__iv(x->img, (uint32_t)v);
 
 		for (uint32_t k = 0; iv && !iv->discarded && k < iv->nmats; k++) {
-			const struct rsd_img_mat *ms = &iv->mats[k];
-
-			if (rsd__loc_slot(ms->loc) != slot)
+			if (rsd__loc_slot(iv->mats[k].loc) != slot)
 				continue;
-			if (ms->use_count || ms->hold_count || ms->pending_count)
+			if (rsd__prot_any(rsd__img_mat_prot(x->img, iv, k)))
 				break;
 			if (n == cap) {
 				uint32_t *nl = realloc(list, (cap = cap ? 2 * cap : 16) * sizeof(*nl));

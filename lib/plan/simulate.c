@@ -220,17 +220,17 @@ static void sim_remove(struct sim *s, struct sim_val *v, unsigned slot)
 static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 {
 	struct rsd_location at = rsd__slot_loc(slot);
-	const struct rsd_img_mat *mat = NULL;
-	uint32_t done = 0;
+	struct rsd_prot_counts c;
+	uint32_t k, done = 0;
 
-	for (uint32_t i = 0; i < v->iv->nmats; i++)
-		if (rsd_location_equal(v->iv->mats[i].loc, at))
-			mat = &v->iv->mats[i];
-	if (!mat)
+	for (k = 0; k < v->iv->nmats && !rsd_location_equal(v->iv->mats[k].loc, at); k++)
+		;
+	if (k == v->iv->nmats)
 		return false;
-	if (mat->use_count || mat->hold_count)
+	c = rsd__img_mat_prot(s->img, v->iv, k);
+	if (c.use || c.hold)
 		return true;
-	if (!mat->pending_count)
+	if (!c.pending)
 		return false;
 	for (uint32_t i = 0; i < s->img->npending; i++) {
 		const struct rsd_lease_rec *l = s->img->pending[i];
@@ -246,7 +246,7 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 			complete = s->m->ops->event_query(s->m->ops_ctx, l->events[j]) == 1;
 		done += complete;
 	}
-	return done < mat->pending_count;
+	return done < c.pending;
 }
 
 static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
