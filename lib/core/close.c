@@ -124,7 +124,6 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	/* Every replaced image's call_rcu callback has run after this. */
 	urcu_memb_barrier();
 	rsd__image_destroy(m);
-	rsd__root_pool_free(m);
 	rsd__lease_caches_free(m);
 	free(m->recs);
 	free(m->dirty);

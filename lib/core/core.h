@@ -27,7 +27,6 @@
 #define RSD_CORE_H
 
 #include <pthread.h>
-#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -205,26 +204,32 @@ struct rsd_retired {
 };
 
 /*
- * A protection-count change not yet folded into the value and location
- * images (prot.c): lease and hold calls publish only this.
+ * One protection-count change appended to an image after it was built
+ * (prot.c): lease and hold calls publish only this.
  */
 struct rsd_img_prot {
-	uint64_t index; /* the value's registration index */
-	uint32_t slot;  /* rsd__loc_slot() of the materialization */
+	uint64_t index;   /* the value's registration index */
+	uint64_t version; /* state_version after the call that made it */
+	uint32_t slot;    /* rsd__loc_slot() of the materialization */
 	int32_t use, hold;
 };
 
-#define RSD_PROT_DELTA_MAX 16
+#define RSD_PROT_LOG_MAX 32
 
 struct rsd_image {
 	struct rcu_head rcu;
 	struct rsd_manager *m;
 	uint64_t state_version;
 	bool closed;
-	/* Added to the counts of the value and location images below; a full
-	 * publication folds it back in and starts the next image with none. */
-	uint32_t nprot;
-	struct rsd_img_prot prot[RSD_PROT_DELTA_MAX];
+	/*
+	 * The protection log: entries [0, nlog) are published and immutable;
+	 * the writer fills log[nlog] onwards and then advances nlog with
+	 * release semantics. A reader reads nlog once (rsd__view_init) and
+	 * adds those entries to the counts below. A full publication folds
+	 * the log into new value images and starts the next image with none.
+	 */
+	atomic_uint nlog;
+	struct rsd_img_prot log[RSD_PROT_LOG_MAX];
 	struct rsd_pv values; /* struct rsd_img_value *, registration order */
 	uint32_t nlocs;
 	const struct rsd_img_loc *locs;
@@ -251,14 +256,29 @@ void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val));
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
 void rsd__retire_free(struct rsd_manager *m, void *p);
 
-/* Protection counts as an image publishes them: base plus delta. */
+/* Protection counts as an image publishes them: base plus log. */
 struct rsd_prot_counts {
 	uint64_t use, hold, pending;
 };
 
-struct rsd_prot_counts rsd__img_mat_prot(const struct rsd_image *img,
-					 const struct rsd_img_value *iv, uint32_t k);
-struct rsd_prot_counts rsd__img_loc_prot(const struct rsd_image *img, const struct rsd_img_loc *l);
+/*
+ * What one reader sees of an image: the log length read once, the version
+ * it implies and the log's net changes per materialization. Every count
+ * and the version a reader reports must come from the same view.
+ */
+struct rsd_view {
+	const struct rsd_image *img;
+	uint64_t version;
+	uint32_t nnet;
+	struct rsd_img_prot net[RSD_PROT_LOG_MAX];
+};
+
+void rsd__view_init(struct rsd_view *v, const struct rsd_image *img);
+struct rsd_prot_counts rsd__view_mat_prot(const struct rsd_view *v, const struct rsd_img_value *iv,
+					  uint32_t k);
+struct rsd_prot_counts rsd__view_loc_prot(const struct rsd_view *v, const struct rsd_img_loc *l);
+/* The state_version an image publishes now (its base or its last log entry). */
+uint64_t rsd__img_version(const struct rsd_image *img);
 
 static inline bool rsd__prot_any(struct rsd_prot_counts c)
 {
@@ -273,15 +293,8 @@ static inline bool rsd__prot_any(struct rsd_prot_counts c)
  */
 void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 		      struct rsd_record *const *recs, size_t n, int use, int hold);
-/* Mark the values of the image's delta for re-imaging (full publication). */
+/* Mark the values of the image's log for re-imaging (full publication). */
 void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img);
-
-/* Image roots are recycled through a pool once their grace period ends. */
-struct rsd_image *rsd__root_alloc(struct rsd_manager *m);
-/* Swap img in as the published image; old goes to reclamation. */
-void rsd__image_replace(struct rsd_manager *m, struct rsd_image *old, struct rsd_image *img);
-/* Free the pooled roots; at destroy, after rcu_barrier(). */
-void rsd__root_pool_free(struct rsd_manager *m);
 
 /* Binary search of the image by handle id (ids grow with registration). */
 const struct rsd_img_value *rsd__img_find(const struct rsd_image *img, uint64_t id);
@@ -408,18 +421,6 @@ struct rsd_manager {
 	/* Replaced images not yet handed to call_rcu; protected by m->lock. */
 	struct rsd_image *reclaim;
 	unsigned nreclaim;
-	/*
-	 * Reclaimed roots ready for reuse: the call_rcu thread pushes onto
-	 * root_free (lock-free); the writer takes the whole stack at once into
-	 * root_cache (m->lock), so a pop never races a pop and ABA cannot
-	 * happen. nroot_free bounds the pool after a burst.
-	 */
-	struct rsd_image *root_cache;
-	/* Its own cache line: the reclaim thread writes it, the writer's hot
-	 * fields must not share its line. */
-	alignas(64) _Atomic(struct rsd_image *) root_free;
-	atomic_uint nroot_free;
-	alignas(64) char root_free_end;
 
 	/* Everything below is protected by m->lock. */
 	bool closed;

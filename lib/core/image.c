@@ -88,80 +88,46 @@ void rsd__retire_free(struct rsd_manager *m, void *p)
 	free(p);
 }
 
-/*
- * Root pool. Every publication needs a root and the call_rcu thread frees
- * the one it replaced; through malloc that is a cross-thread free per call,
- * which defeats the allocator's per-thread caches. Recycled roots skip it.
- */
-#define RSD_ROOT_POOL_MAX 1024
-
-/* Hand a reclaimed batch (linked through batch_next, head to tail) back to
- * the writer in one exchange; the roots themselves are not written. */
-static void roots_recycle(struct rsd_manager *m, struct rsd_image *head, struct rsd_image *tail,
-			  unsigned n)
+/* A new root sharing everything with old, with no log and nothing retired. */
+static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image *old)
 {
-	struct rsd_image *top;
-
-	if (atomic_load_explicit(&m->nroot_free, memory_order_relaxed) >= RSD_ROOT_POOL_MAX) {
-		while (head) {
-			struct rsd_image *next = head->batch_next;
-
-			free(head);
-			head = next;
-		}
-		return;
-	}
-	atomic_fetch_add_explicit(&m->nroot_free, n, memory_order_relaxed);
-	top = atomic_load_explicit(&m->root_free, memory_order_relaxed);
-	do
-		tail->batch_next = top;
-	while (!atomic_compare_exchange_weak_explicit(&m->root_free, &top, head,
-						      memory_order_release, memory_order_relaxed));
-}
-
-struct rsd_image *rsd__root_alloc(struct rsd_manager *m)
-{
-	struct rsd_image *img = m->root_cache;
+	/* malloc, not calloc: the inline retire array and the log are used
+	 * only up to their counts. */
+	struct rsd_image *img = malloc(sizeof(*img));
 
 	if (!img)
-		img = atomic_exchange_explicit(&m->root_free, NULL, memory_order_acquire);
-	if (!img)
-		return malloc(sizeof(*img));
-	m->root_cache = img->batch_next;
-	atomic_fetch_sub_explicit(&m->nroot_free, 1, memory_order_relaxed);
+		return NULL;
+	img->m = m;
+	img->state_version = old->state_version;
+	img->closed = m->closed;
+	atomic_init(&img->nlog, 0);
+	img->values = old->values;
+	img->nlocs = old->nlocs;
+	img->locs = old->locs;
+	img->nresv = old->nresv;
+	img->resv = old->resv;
+	img->npending = old->npending;
+	img->pending = old->pending;
+	img->batch_next = NULL;
+	img->reclaim_soon = false;
+	img->retired = NULL;
+	img->nretired = img->capretired = 0;
 	return img;
-}
-
-void rsd__root_pool_free(struct rsd_manager *m)
-{
-	struct rsd_image *img = m->root_cache, *next;
-
-	for (int pass = 0; pass < 2; pass++) {
-		for (; img; img = next) {
-			next = img->batch_next;
-			free(img);
-		}
-		img = atomic_exchange_explicit(&m->root_free, NULL, memory_order_acquire);
-	}
-	m->root_cache = NULL;
-	atomic_store_explicit(&m->nroot_free, 0, memory_order_relaxed);
 }
 
 /* call_rcu callback: no reader can hold these images any more. */
 static void image_reclaim(struct rcu_head *head)
 {
-	struct rsd_image *first = caa_container_of(head, struct rsd_image, rcu), *img, *last = NULL;
-	unsigned n = 0;
+	struct rsd_image *img = caa_container_of(head, struct rsd_image, rcu), *next;
 
-	for (img = first; img; img = img->batch_next) {
+	for (; img; img = next) {
+		next = img->batch_next;
 		for (size_t i = 0; i < img->nretired; i++)
 			img->retired[i].fn(img->m, img->retired[i].p);
 		if (img->retired != img->inline_retired)
 			free(img->retired);
-		last = img;
-		n++;
+		free(img);
 	}
-	roots_recycle(first->m, first, last, n);
 }
 
 /*
@@ -391,26 +357,11 @@ int rsd__publish(struct rsd_manager *m)
 	size_t retired_before;
 	int err;
 
-	/* Not zeroed: every field is set below (the inline retire array is
-	 * used only up to nretired, the delta only up to nprot). */
-	img = rsd__root_alloc(m);
+	img = root_next(m, old);
 	if (!img)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing manager state");
-	/* The new image carries no delta: its values are re-imaged. */
+	/* The new image starts with no log: its values are re-imaged. */
 	rsd__prot_fold(m, old);
-	img->nprot = 0;
-	img->m = m;
-	img->batch_next = NULL;
-	img->reclaim_soon = false;
-	img->retired = NULL;
-	img->nretired = img->capretired = 0;
-	img->values = old->values;
-	img->locs = old->locs;
-	img->nlocs = old->nlocs;
-	img->resv = old->resv;
-	img->nresv = old->nresv;
-	img->pending = old->pending;
-	img->npending = old->npending;
 	/* Retirements land in the outgoing image: freed with it. */
 	retired_before = old->nretired;
 	err = publish_locations(m, img, old, &locs);
@@ -442,17 +393,11 @@ int rsd__publish(struct rsd_manager *m)
 	m->republish_all = false;
 	img->state_version = m->version;
 	img->closed = m->closed;
-	rsd__image_replace(m, old, img);
-	return 0;
-}
-
-void rsd__image_replace(struct rsd_manager *m, struct rsd_image *old, struct rsd_image *img)
-{
 	rsd__rcu_register();
 	rcu_assign_pointer(m->img, img);
 	reclaim_later(m, old);
-	/* Nodes built for img are frozen from now on. */
 	m->gen++;
+	return 0;
 }
 
 /* The first image, at create: empty values, the budgeted locations. */
@@ -549,7 +494,7 @@ int rsd_manager_state_version_get(struct rsd_manager *m, uint64_t *out)
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 			       (unsigned long long)m->id);
 	else
-		*out = img->state_version;
+		*out = rsd__img_version(img);
 	rsd__read_end();
 	return err;
 }

@@ -249,7 +249,7 @@ fail:
 bool rsd__unpublished(const struct rsd_manager *m)
 {
 	return m->ndirty || m->republish_all || m->locs_dirty || m->resv_dirty ||
-	       m->pending_dirty || m->img->state_version != m->version ||
+	       m->pending_dirty || rsd__img_version(m->img) != m->version ||
 	       m->img->closed != m->closed;
 }
 
@@ -302,10 +302,9 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 			    !cfg->driver->free || !cfg->driver->copy))
 		return rsd__err(RSD_ETYPE, "device driver '%s' lacks a required operation",
 				cfg->driver->name ? cfg->driver->name : "?");
-	/* Over-aligned (cache-line members): not calloc. */
-	if (posix_memalign((void **)&m, alignof(struct rsd_manager), sizeof(*m)))
+	m = calloc(1, sizeof(*m));
+	if (!m)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a manager");
-	memset(m, 0, sizeof(*m));
 	m->ops = pick_driver(cfg, &m->ops_ctx);
 	n = m->ops->device_count(m->ops_ctx);
 	m->ndevices = n > 0 ? (n > RSD_CUDA_MAX_DEVICE + 1 ? RSD_CUDA_MAX_DEVICE + 1 : n) : 0;

@@ -1,79 +1,40 @@
 // SPDX-License-Identifier: MIT
 /*
- * Protection deltas: the fast publication of lease and hold changes.
+ * The protection log: the fast publication of lease and hold changes.
  *
  * Acquiring or releasing a lease and taking or releasing a hold change
- * nothing but use and hold counts (and state_version). Publishing them like
+ * nothing but use and hold counts and state_version. Publishing them like
  * any other change would re-image every covered value, copy the vector path
- * to each, and rebuild the location table: several allocations per call on
- * the hottest path there is. Instead the next root carries, inline, the
- * count changes made since the last full publication; readers add them to
- * the base images (rsd__img_mat_prot, rsd__img_loc_prot). The delta is
- * short by construction (RSD_PROT_DELTA_MAX entries, and an acquire that
- * is released again leaves no entry behind); when it would overflow, or
- * anything else is unpublished, the change takes the ordinary path and the
- * next full publication folds the delta into new value images.
+ * to each and rebuild the location table: several allocations and a grace
+ * period per call on the hottest path there is. Instead the writer appends
+ * the change to the published image's own log and then advances the log's
+ * length with release semantics; a reader reads the length once
+ * (rsd__view_init) and adds the entries below it to the base counts. Nothing
+ * is allocated and no image is replaced. When the log is full, or anything
+ * else is unpublished, the change takes the ordinary path and the next full
+ * publication folds the log into new value images.
  *
- * Locking: writers run with m->lock held; readers hold rcu_read_lock and
- * see a root's delta only together with the base it applies to.
+ * Locking: the writer appends with m->lock held, and only to the current
+ * image; entries below nlog are never written again, so readers need only
+ * rcu_read_lock and one acquire load.
  */
 #include <string.h>
 
 #include "core.h"
 
-static uint32_t prot_find(const struct rsd_img_prot *p, uint32_t n, uint64_t index, uint32_t slot)
+uint64_t rsd__img_version(const struct rsd_image *img)
 {
-	uint32_t i;
+	unsigned n = atomic_load_explicit(&img->nlog, memory_order_acquire);
 
-	for (i = 0; i < n && (p[i].index != index || p[i].slot != slot); i++)
-		;
-	return i;
+	return n ? img->log[n - 1].version : img->state_version;
 }
 
-/* Publish the image before this call plus the change; -1 if it does not fit. */
-static int publish_delta(struct rsd_manager *m, uint32_t slot, struct rsd_record *const *recs,
-			 size_t n, int use, int hold)
+/* Where the change goes in the published image's log; -1 if it does not fit. */
+static int log_slot(const struct rsd_image *img, size_t n)
 {
-	struct rsd_image *old = m->img, *img;
-	struct rsd_img_prot p[RSD_PROT_DELTA_MAX];
-	uint32_t np = old->nprot;
+	unsigned len = atomic_load_explicit(&img->nlog, memory_order_relaxed);
 
-	memcpy(p, old->prot, np * sizeof(p[0]));
-	for (size_t i = 0; i < n; i++) {
-		uint32_t k = prot_find(p, np, recs[i]->index, slot);
-
-		if (k == np) {
-			if (np == RSD_PROT_DELTA_MAX)
-				return -1;
-			p[np++] = (struct rsd_img_prot){ recs[i]->index, slot, 0, 0 };
-		}
-		p[k].use += use;
-		p[k].hold += hold;
-		/* Balanced again: the base image is exact for this one. */
-		if (!p[k].use && !p[k].hold)
-			p[k] = p[--np];
-	}
-	img = rsd__root_alloc(m);
-	if (!img)
-		return -1;
-	img->m = m;
-	img->state_version = m->version;
-	img->closed = m->closed;
-	img->nprot = np;
-	memcpy(img->prot, p, np * sizeof(p[0]));
-	img->values = old->values;
-	img->nlocs = old->nlocs;
-	img->locs = old->locs;
-	img->nresv = old->nresv;
-	img->resv = old->resv;
-	img->npending = old->npending;
-	img->pending = old->pending;
-	img->batch_next = NULL;
-	img->reclaim_soon = false;
-	img->retired = NULL;
-	img->nretired = img->capretired = 0;
-	rsd__image_replace(m, old, img);
-	return 0;
+	return n > RSD_PROT_LOG_MAX - len ? -1 : (int)len;
 }
 
 void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
@@ -81,9 +42,10 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 {
 	unsigned slot = rsd__loc_slot(at);
 	struct rsd_acct *a = &m->acct[slot];
-	/* A delta is relative to the published image: only when that image
-	 * is the whole truth before this change may the change ride on it. */
-	bool fast = !rsd__unpublished(m);
+	struct rsd_image *img = m->img;
+	/* The log extends the published image: only when that image is the
+	 * whole truth before this change may the change ride on it. */
+	int len = rsd__unpublished(m) ? -1 : log_slot(img, n);
 
 	for (size_t i = 0; i < n; i++) {
 		struct rsd_mat *mat = rsd__rec_mat(recs[i], at);
@@ -91,7 +53,7 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 		/* Protected materializations cannot go away; this is the
 		 * close path's caution only. */
 		if (!mat) {
-			fast = false;
+			len = -1;
 			continue;
 		}
 		mat->use_count += use;
@@ -100,8 +62,14 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 		a->hold_count += hold;
 	}
 	m->version++;
-	if (fast && !publish_delta(m, slot, recs, n, use, hold))
+	if (len >= 0) {
+		for (size_t i = 0; i < n; i++)
+			img->log[(size_t)len + i] = (struct rsd_img_prot){
+				recs[i]->index, m->version, slot, use, hold
+			};
+		atomic_store_explicit(&img->nlog, (unsigned)len + (unsigned)n, memory_order_release);
 		return;
+	}
 	for (size_t i = 0; i < n; i++)
 		rsd__mark_dirty(m, recs[i]);
 	m->locs_dirty = true;
@@ -109,12 +77,38 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 
 void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img)
 {
-	for (uint32_t i = 0; i < img->nprot; i++)
+	unsigned n = atomic_load_explicit(&img->nlog, memory_order_relaxed);
+
+	for (unsigned i = 0; i < n; i++)
 		/* A closing manager has dropped its records already. */
-		if (img->prot[i].index < m->nrecs)
-			rsd__mark_dirty(m, m->recs[img->prot[i].index]);
-	if (img->nprot)
+		if (img->log[i].index < m->nrecs)
+			rsd__mark_dirty(m, m->recs[img->log[i].index]);
+	if (n)
 		m->locs_dirty = true;
+}
+
+void rsd__view_init(struct rsd_view *v, const struct rsd_image *img)
+{
+	unsigned n = atomic_load_explicit(&img->nlog, memory_order_acquire);
+
+	v->img = img;
+	v->version = n ? img->log[n - 1].version : img->state_version;
+	v->nnet = 0;
+	for (unsigned i = 0; i < n; i++) {
+		const struct rsd_img_prot *e = &img->log[i];
+		uint32_t k;
+
+		for (k = 0; k < v->nnet && (v->net[k].index != e->index || v->net[k].slot != e->slot);
+		     k++)
+			;
+		if (k == v->nnet)
+			v->net[v->nnet++] = (struct rsd_img_prot){ e->index, 0, e->slot, 0, 0 };
+		v->net[k].use += e->use;
+		v->net[k].hold += e->hold;
+		/* An acquire released again leaves nothing to look up. */
+		if (!v->net[k].use && !v->net[k].hold)
+			v->net[k] = v->net[--v->nnet];
+	}
 }
 
 static void prot_add(struct rsd_prot_counts *c, const struct rsd_img_prot *p)
@@ -124,29 +118,29 @@ static void prot_add(struct rsd_prot_counts *c, const struct rsd_img_prot *p)
 	c->hold = (uint64_t)((int64_t)c->hold + p->hold);
 }
 
-struct rsd_prot_counts rsd__img_mat_prot(const struct rsd_image *img,
-					 const struct rsd_img_value *iv, uint32_t k)
+struct rsd_prot_counts rsd__view_mat_prot(const struct rsd_view *v, const struct rsd_img_value *iv,
+					  uint32_t k)
 {
 	const struct rsd_img_mat *im = &iv->mats[k];
 	struct rsd_prot_counts c = { im->use_count, im->hold_count, im->pending_count };
 	uint32_t slot;
 
-	if (rsd__likely(!img->nprot))
+	if (rsd__likely(!v->nnet))
 		return c;
 	slot = rsd__loc_slot(im->loc);
-	for (uint32_t i = 0; i < img->nprot; i++)
-		if (img->prot[i].index == iv->index && img->prot[i].slot == slot)
-			prot_add(&c, &img->prot[i]);
+	for (uint32_t i = 0; i < v->nnet; i++)
+		if (v->net[i].index == iv->index && v->net[i].slot == slot)
+			prot_add(&c, &v->net[i]);
 	return c;
 }
 
-struct rsd_prot_counts rsd__img_loc_prot(const struct rsd_image *img, const struct rsd_img_loc *l)
+struct rsd_prot_counts rsd__view_loc_prot(const struct rsd_view *v, const struct rsd_img_loc *l)
 {
 	struct rsd_prot_counts c = { l->acct.use_count, l->acct.hold_count, l->acct.pending_count };
 	unsigned slot = rsd__loc_slot(l->loc);
 
-	for (uint32_t i = 0; i < img->nprot; i++)
-		if (img->prot[i].slot == slot)
-			prot_add(&c, &img->prot[i]);
+	for (uint32_t i = 0; i < v->nnet; i++)
+		if (v->net[i].slot == slot)
+			prot_add(&c, &v->net[i]);
 	return c;
 }

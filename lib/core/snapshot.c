@@ -12,6 +12,7 @@
 int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 {
 	const struct rsd_image *img;
+	struct rsd_view view;
 	struct rsd_snapshot *s;
 	struct rsd_value_snapshot *vals;
 	struct rsd_materialization_snapshot *mats;
@@ -24,6 +25,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_snapshot_take: NULL argument");
 	img = rsd__read_begin(m);
+	rsd__view_init(&view, img);
 	if (img->closed) {
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 			       (unsigned long long)m->id);
@@ -48,7 +50,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	lbl = (char *)(resv + img->nresv);
 
 	s->manager_id = m->id;
-	s->state_version = img->state_version;
+	s->state_version = view.version;
 	s->nvalues = img->values.count;
 	s->values = vals;
 	s->nlocations = img->nlocs;
@@ -68,7 +70,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		v->nmaterializations = iv->nmats;
 		v->materializations = mats;
 		for (uint32_t j = 0; j < iv->nmats; j++, mats++) {
-			struct rsd_prot_counts c = rsd__img_mat_prot(img, iv, j);
+			struct rsd_prot_counts c = rsd__view_mat_prot(&view, iv, j);
 
 			mats->location = iv->mats[j].loc;
 			mats->logical_nbytes = iv->spec.logical_nbytes;
@@ -81,7 +83,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	}
 	for (uint32_t i = 0; i < img->nlocs; i++) {
 		const struct rsd_acct *a = &img->locs[i].acct;
-		struct rsd_prot_counts c = rsd__img_loc_prot(img, &img->locs[i]);
+		struct rsd_prot_counts c = rsd__view_loc_prot(&view, &img->locs[i]);
 		struct rsd_location_snapshot *l = &locs[i];
 
 		memset(l, 0, sizeof(*l));

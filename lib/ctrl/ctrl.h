@@ -76,6 +76,7 @@ struct rsd__search_result {
 int rsd__request_check(const struct rsd_request *r);
 
 struct rsd_image;
+struct rsd_view;
 
 /*
  * Run the lazy memoized search of semantics.md §15.11 on the published
@@ -86,7 +87,7 @@ struct rsd_image;
  * -RSD_EUSAGE (policy misbehaved), -RSD_EUNAVAILABLE, -RSD_ENOMEM or a
  * policy's own code; res->explored is set either way.
  */
-int rsd__search(struct rsd_controller *c, const struct rsd_image *img,
+int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
 		const struct rsd_request *r, struct rsd__search_result *res);
 void rsd__search_result_fini(struct rsd__search_result *res);
 

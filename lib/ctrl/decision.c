@@ -153,6 +153,7 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 	struct rsd__search_result res = { 0 };
 	struct rsd_explanation *expl = NULL;
 	const struct rsd_image *img;
+	struct rsd_view view;
 	struct rsd_plan plan;
 	uint64_t V, V2;
 	int err;
@@ -171,11 +172,12 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 			       (unsigned long long)c->m->id);
 		goto out;
 	}
-	V = img->state_version;
+	rsd__view_init(&view, img);
+	V = view.version;
 	err = rsd__validate(img, c->m->id, r);
 	if (err)
 		goto out;
-	err = rsd__search(c, img, r, &res);
+	err = rsd__search(c, &view, r, &res);
 	if (err)
 		goto out;
 	memset(&plan, 0, sizeof(plan));

@@ -643,9 +643,10 @@ static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__sear
 	return 0;
 }
 
-int rsd__search(struct rsd_controller *c, const struct rsd_image *img,
+int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
 		const struct rsd_request *r, struct rsd__search_result *res)
 {
+	const struct rsd_image *img = view->img;
 	struct search *x = calloc(1, sizeof(*x));
 	struct rsd__pstate *S0, *final = NULL;
 	char *note = NULL, q[160], name[RSD_LOCATION_NAME_MAX + 1];
@@ -657,6 +658,7 @@ int rsd__search(struct rsd_controller *c, const struct rsd_image *img,
 	x->c = c;
 	x->pol = c->policy;
 	x->img = img;
+	x->view = view;
 	x->req = r;
 	x->limit = c->limit;
 	rsd__memo_init(&x->failed_req);

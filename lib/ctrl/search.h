@@ -74,6 +74,7 @@ struct search {
 	struct rsd_controller *c;
 	const struct rsd_policy *pol;
 	const struct rsd_image *img; /* read section held by decide */
+	const struct rsd_view *view; /* of img: its protection counts */
 	const struct rsd_request *req;
 	uint64_t limit, count;
 	const char *objective; /* of the COUNT that hit the limit */

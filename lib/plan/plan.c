@@ -116,6 +116,7 @@ int rsd_explain(struct rsd_manager *m, const struct rsd_plan *p, const uint64_t 
 		struct rsd_explanation **out)
 {
 	const struct rsd_image *img;
+	struct rsd_view view;
 	int err;
 
 	err = rsd__plan_check(p);
@@ -125,13 +126,14 @@ int rsd_explain(struct rsd_manager *m, const struct rsd_plan *p, const uint64_t 
 		return rsd__err(RSD_ETYPE, "rsd_explain: NULL argument");
 	/* Lock-free: one published image, never the writer. */
 	img = rsd__read_begin(m);
+	rsd__view_init(&view, img);
 	if (img->closed)
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 			       (unsigned long long)m->id);
-	else if (expected_version && *expected_version != img->state_version)
-		err = rsd__err_stale(*expected_version, img->state_version);
+	else if (expected_version && *expected_version != view.version)
+		err = rsd__err_stale(*expected_version, view.version);
 	else
-		err = rsd__plan_simulate(m, img, p, out);
+		err = rsd__plan_simulate(m, &view, p, out);
 	rsd__read_end();
 	return err;
 }
@@ -170,13 +172,16 @@ void *rsd__stream_for(const struct rsd_transfer_stream *ts, size_t nts, const st
 int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p)
 {
 	struct rsd_explanation *e;
+	struct rsd_view view;
 	int err;
 
 	err = rsd__unpublished(m) ? rsd__publish(m) : 0;
-	if (!err)
+	if (!err) {
 		m->locs_dirty = false;
-	if (!err)
-		err = rsd__plan_simulate(m, m->img, p, &e);
+		/* The writer's own image and log: the whole truth now. */
+		rsd__view_init(&view, m->img);
+		err = rsd__plan_simulate(m, &view, p, &e);
+	}
 	if (err)
 		return err;
 	if (!e->feasible)

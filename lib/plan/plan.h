@@ -11,7 +11,7 @@
  * image equals its state. with_reservations: admit p's reservations after
  * the reclaim actions (explain, scope preflight; not execute_actions).
  */
-int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_image *img, const struct rsd_plan *p,
+int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const struct rsd_plan *p,
 		  struct rsd_explanation **out);
 
 /* Deep copy of a plan (names, arrays, labels) in one allocation. */

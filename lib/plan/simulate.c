@@ -41,6 +41,7 @@ struct explanation {
 struct sim {
 	struct rsd_manager *m;
 	const struct rsd_image *img;
+	const struct rsd_view *view; /* of img: its protection counts */
 	struct sim_loc loc[RSD_NSLOTS];
 	uint8_t order[RSD_NSLOTS];
 	unsigned nloc;
@@ -227,7 +228,7 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 		;
 	if (k == v->iv->nmats)
 		return false;
-	c = rsd__img_mat_prot(s->img, v->iv, k);
+	c = rsd__view_mat_prot(s->view, v->iv, k);
 	if (c.use || c.hold)
 		return true;
 	if (!c.pending)
@@ -545,10 +546,11 @@ void rsd_explanation_free(struct rsd_explanation *pub)
 	free(e);
 }
 
-int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_image *img, const struct rsd_plan *p,
+int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const struct rsd_plan *p,
 		  struct rsd_explanation **out)
 {
 	size_t nacts = p->nreclaim + p->nenter + p->nexit, k = 0;
+	const struct rsd_image *img = view->img;
 	struct sim *s;
 	struct explanation *e;
 	bool ok = true;
@@ -564,6 +566,7 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_image *img, const
 	}
 	s->m = m;
 	s->img = img;
+	s->view = view;
 	s->e = e;
 	/* Known locations first, registry order, with their current charge. */
 	for (uint32_t i = 0; i < img->nlocs; i++)
