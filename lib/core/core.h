@@ -214,7 +214,10 @@ struct rsd_img_prot {
 	int32_t use, hold;
 };
 
-#define RSD_PROT_LOG_MAX 32
+/* Log entries per image, and distinct materializations with a nonzero net
+ * change in any published prefix of it (what a reader's view must hold). */
+#define RSD_PROT_LOG_MAX 256
+#define RSD_PROT_NET_MAX 32
 
 struct rsd_image {
 	struct rcu_head rcu;
@@ -227,9 +230,11 @@ struct rsd_image {
 	 * release semantics. A reader reads nlog once (rsd__view_init) and
 	 * adds those entries to the counts below. A full publication folds
 	 * the log into new value images and starts the next image with none.
+	 * The array (RSD_PROT_LOG_MAX entries) is allocated at the image's
+	 * first protection change and freed with the image.
 	 */
 	atomic_uint nlog;
-	struct rsd_img_prot log[RSD_PROT_LOG_MAX];
+	_Atomic(struct rsd_img_prot *) log;
 	struct rsd_pv values; /* struct rsd_img_value *, registration order */
 	uint32_t nlocs;
 	const struct rsd_img_loc *locs;
@@ -270,7 +275,7 @@ struct rsd_view {
 	const struct rsd_image *img;
 	uint64_t version;
 	uint32_t nnet;
-	struct rsd_img_prot net[RSD_PROT_LOG_MAX];
+	struct rsd_img_prot net[RSD_PROT_NET_MAX];
 };
 
 void rsd__view_init(struct rsd_view *v, const struct rsd_image *img);
@@ -423,6 +428,9 @@ struct rsd_manager {
 	unsigned nreclaim;
 
 	/* Everything below is protected by m->lock. */
+	/* Net changes of the current image's log, as readers will sum them. */
+	struct rsd_img_prot lognet[RSD_PROT_NET_MAX];
+	unsigned nlognet;
 	bool closed;
 	uint64_t version;
 	struct rsd_record **recs; /* registration order == ascending handle id */

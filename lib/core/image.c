@@ -101,6 +101,7 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 	img->state_version = old->state_version;
 	img->closed = m->closed;
 	atomic_init(&img->nlog, 0);
+	atomic_init(&img->log, NULL);
 	img->values = old->values;
 	img->nlocs = old->nlocs;
 	img->locs = old->locs;
@@ -126,6 +127,7 @@ static void image_reclaim(struct rcu_head *head)
 			img->retired[i].fn(img->m, img->retired[i].p);
 		if (img->retired != img->inline_retired)
 			free(img->retired);
+		free(atomic_load_explicit(&img->log, memory_order_relaxed));
 		free(img);
 	}
 }
@@ -452,6 +454,7 @@ void rsd__image_destroy(struct rsd_manager *m)
 		img->retired[i].fn(m, img->retired[i].p);
 	if (img->retired != img->inline_retired)
 		free(img->retired);
+	free(atomic_load_explicit(&img->log, memory_order_relaxed));
 	free(img);
 	m->img = NULL;
 }

@@ -18,6 +18,7 @@
  * image; entries below nlog are never written again, so readers need only
  * rcu_read_lock and one acquire load.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -26,15 +27,58 @@ uint64_t rsd__img_version(const struct rsd_image *img)
 {
 	unsigned n = atomic_load_explicit(&img->nlog, memory_order_acquire);
 
-	return n ? img->log[n - 1].version : img->state_version;
+	return n ? atomic_load_explicit(&img->log, memory_order_relaxed)[n - 1].version
+		 : img->state_version;
 }
 
-/* Where the change goes in the published image's log; -1 if it does not fit. */
-static int log_slot(const struct rsd_image *img, size_t n)
+static uint32_t net_find(const struct rsd_img_prot *net, uint32_t n, uint64_t index, uint32_t slot)
 {
-	unsigned len = atomic_load_explicit(&img->nlog, memory_order_relaxed);
+	uint32_t k;
 
-	return n > RSD_PROT_LOG_MAX - len ? -1 : (int)len;
+	for (k = 0; k < n && (net[k].index != index || net[k].slot != slot); k++)
+		;
+	return k;
+}
+
+/* Add one entry to a net table (of at most RSD_PROT_NET_MAX entries). */
+static void net_add(struct rsd_img_prot *net, uint32_t *n, const struct rsd_img_prot *e)
+{
+	uint32_t k = net_find(net, *n, e->index, e->slot);
+
+	if (k == *n)
+		net[(*n)++] = (struct rsd_img_prot){ e->index, 0, e->slot, 0, 0 };
+	net[k].use += e->use;
+	net[k].hold += e->hold;
+	/* An acquire released again leaves nothing to look up. */
+	if (!net[k].use && !net[k].hold)
+		net[k] = net[--*n];
+}
+
+/*
+ * The published image's log, ready for n more entries: NULL when they do
+ * not fit, or would leave readers more net changes than a view holds.
+ */
+static struct rsd_img_prot *log_room(struct rsd_manager *m, uint32_t slot,
+				     struct rsd_record *const *recs, size_t n)
+{
+	struct rsd_image *img = m->img;
+	struct rsd_img_prot *log = atomic_load_explicit(&img->log, memory_order_relaxed);
+	unsigned len = atomic_load_explicit(&img->nlog, memory_order_relaxed), fresh = 0;
+
+	if (n > RSD_PROT_LOG_MAX - len)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		fresh += net_find(m->lognet, m->nlognet, recs[i]->index, slot) == m->nlognet;
+	if (fresh > RSD_PROT_NET_MAX - m->nlognet)
+		return NULL;
+	if (!log) {
+		log = malloc(RSD_PROT_LOG_MAX * sizeof(*log));
+		if (!log)
+			return NULL;
+		/* Readers look at it only once nlog covers an entry. */
+		atomic_store_explicit(&img->log, log, memory_order_release);
+	}
+	return log;
 }
 
 void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
@@ -45,7 +89,8 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 	struct rsd_image *img = m->img;
 	/* The log extends the published image: only when that image is the
 	 * whole truth before this change may the change ride on it. */
-	int len = rsd__unpublished(m) ? -1 : log_slot(img, n);
+	struct rsd_img_prot *log = rsd__unpublished(m) ? NULL : log_room(m, slot, recs, n);
+	unsigned len = atomic_load_explicit(&img->nlog, memory_order_relaxed);
 
 	for (size_t i = 0; i < n; i++) {
 		struct rsd_mat *mat = rsd__rec_mat(recs[i], at);
@@ -53,7 +98,7 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 		/* Protected materializations cannot go away; this is the
 		 * close path's caution only. */
 		if (!mat) {
-			len = -1;
+			log = NULL;
 			continue;
 		}
 		mat->use_count += use;
@@ -62,12 +107,13 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 		a->hold_count += hold;
 	}
 	m->version++;
-	if (len >= 0) {
-		for (size_t i = 0; i < n; i++)
-			img->log[(size_t)len + i] = (struct rsd_img_prot){
-				recs[i]->index, m->version, slot, use, hold
-			};
-		atomic_store_explicit(&img->nlog, (unsigned)len + (unsigned)n, memory_order_release);
+	if (log) {
+		for (size_t i = 0; i < n; i++) {
+			log[len + i] = (struct rsd_img_prot){ recs[i]->index, m->version, slot, use,
+							      hold };
+			net_add(m->lognet, &m->nlognet, &log[len + i]);
+		}
+		atomic_store_explicit(&img->nlog, len + (unsigned)n, memory_order_release);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -78,37 +124,29 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img)
 {
 	unsigned n = atomic_load_explicit(&img->nlog, memory_order_relaxed);
+	const struct rsd_img_prot *log = atomic_load_explicit(&img->log, memory_order_relaxed);
 
 	for (unsigned i = 0; i < n; i++)
 		/* A closing manager has dropped its records already. */
-		if (img->log[i].index < m->nrecs)
-			rsd__mark_dirty(m, m->recs[img->log[i].index]);
+		if (log[i].index < m->nrecs)
+			rsd__mark_dirty(m, m->recs[log[i].index]);
 	if (n)
 		m->locs_dirty = true;
+	m->nlognet = 0;
 }
 
 void rsd__view_init(struct rsd_view *v, const struct rsd_image *img)
 {
 	unsigned n = atomic_load_explicit(&img->nlog, memory_order_acquire);
+	const struct rsd_img_prot *log = n ? atomic_load_explicit(&img->log, memory_order_acquire)
+					   : NULL;
 
 	v->img = img;
-	v->version = n ? img->log[n - 1].version : img->state_version;
+	v->version = n ? log[n - 1].version : img->state_version;
 	v->nnet = 0;
-	for (unsigned i = 0; i < n; i++) {
-		const struct rsd_img_prot *e = &img->log[i];
-		uint32_t k;
-
-		for (k = 0; k < v->nnet && (v->net[k].index != e->index || v->net[k].slot != e->slot);
-		     k++)
-			;
-		if (k == v->nnet)
-			v->net[v->nnet++] = (struct rsd_img_prot){ e->index, 0, e->slot, 0, 0 };
-		v->net[k].use += e->use;
-		v->net[k].hold += e->hold;
-		/* An acquire released again leaves nothing to look up. */
-		if (!v->net[k].use && !v->net[k].hold)
-			v->net[k] = v->net[--v->nnet];
-	}
+	/* The writer kept every published prefix within RSD_PROT_NET_MAX. */
+	for (unsigned i = 0; i < n; i++)
+		net_add(v->net, &v->nnet, &log[i]);
 }
 
 static void prot_add(struct rsd_prot_counts *c, const struct rsd_img_prot *p)

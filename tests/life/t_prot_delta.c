@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Protection counts as readers see them (semantics.md §6.2, §10.2-§10.6,
- * §13). Lease and hold calls publish their count changes as a short delta
- * on the image instead of re-imaging the values (Documentation/design.md,
- * "Protection deltas"); these tests drive that delta through its limits:
+ * §13). Lease and hold calls append their count changes to the published
+ * image's protection log instead of re-imaging the values
+ * (Documentation/design.md, "The protection log"); these tests drive that
+ * log through its limits:
  * more protected values than it holds, a lease wider than it, a full
  * publication folding it, and a reader racing it. Every figure a snapshot,
  * explain or state_version reports must equal what it was without it.
@@ -22,7 +23,7 @@
 #define PG RSD_LOC_PAGEABLE_HOST
 #define PIN RSD_LOC_PINNED_HOST
 
-/* More than the image's delta holds (16 entries), so it overflows. */
+/* More values than a view holds net changes for (RSD_PROT_NET_MAX, 32). */
 #define NVALS 40
 
 /* Every value's use count is 1 for the first `leased` values, 0 after. */
@@ -55,7 +56,7 @@ ATF_TC_BODY(leases_beyond_delta, tc)
 	for (size_t i = 0; i < NVALS; i++)
 		h[i] = lfx_put(PG, 64, NULL);
 	v = lfx_ver();
-	/* One lease per value: the delta fills, overflows into a full
+	/* One lease per value: the log fills, overflows into a full
 	 * publication and fills again. Each acquire is exactly +1. */
 	for (size_t i = 0; i < NVALS; i++) {
 		ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &h[i], 1, PG, NULL, &l[i]), 0);
@@ -145,7 +146,7 @@ ATF_TC_BODY(delta_folded_by_transition, tc)
 	CHECK_LOC(PIN, 0, 0, 0);
 	ATF_CHECK(!drop_feasible(a, PG));
 	ATF_CHECK(!drop_feasible(b, PG));
-	/* Releases after the fold are deltas again, now negative ones. */
+	/* Releases after the fold are logged again, now negative changes. */
 	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
 	rsd_lease_free(l);
 	CHECK_MAT(a, PG, 0, 0, 0);
@@ -222,7 +223,7 @@ ATF_TC_BODY(reader_sees_counts_with_their_version, tc)
 	memset(&r, 0, sizeof(r));
 	lfx_setup(true);
 	r.h = lfx_put(PG, 64, NULL);
-	/* Other protected values keep the delta busy around the racing one. */
+	/* Other values make the log's folds land between reads. */
 	for (int i = 0; i < 3; i++)
 		(void)lfx_put(PG, 64, NULL);
 	r.v0 = lfx_ver();
