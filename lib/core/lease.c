@@ -101,9 +101,12 @@ static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
 		m->lease_rec_cache = l->next;
 		m->nlease_rec_cache--;
 	} else {
-		if (cap > (SIZE_MAX - sizeof(*l)) / (sizeof(*l->recs) + sizeof(*l->ids)))
+		/* Per handle: one record pointer and one id. */
+		const size_t per = sizeof(struct rsd_record *) + sizeof(uint64_t);
+
+		if (cap > (SIZE_MAX - sizeof(*l)) / per)
 			return NULL;
-		l = malloc(sizeof(*l) + cap * (sizeof(*l->recs) + sizeof(*l->ids)));
+		l = malloc(sizeof(*l) + cap * per);
 		if (!l)
 			return NULL;
 	}
