@@ -395,6 +395,8 @@ int rsd__publish(struct rsd_manager *m)
 	m->republish_all = false;
 	img->state_version = m->version;
 	img->closed = m->closed;
+	/* The new image's log is empty: so are the net changes it allows. */
+	m->nlognet = 0;
 	rsd__rcu_register();
 	rcu_assign_pointer(m->img, img);
 	reclaim_later(m, old);

@@ -132,7 +132,6 @@ void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img)
 			rsd__mark_dirty(m, m->recs[log[i].index]);
 	if (n)
 		m->locs_dirty = true;
-	m->nlognet = 0;
 }
 
 void rsd__view_init(struct rsd_view *v, const struct rsd_image *img)
