@@ -124,7 +124,7 @@ struct mexpl {
 	bool feasible;
 	size_t nactions;
 	bool executable[8], no_op[8];
-	char reason[256];
+	char reason[1024];
 	bool reason_exact; /* false: the reason quotes a handle error message */
 };
 

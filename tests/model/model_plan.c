@@ -15,7 +15,8 @@ struct sim {
 	bool disc[MM_VALUES];
 	bool known[ML_N], has_budget[ML_N];
 	uint64_t budget[ML_N], used[ML_N], reserved[ML_N], peak[ML_N];
-	char reason[256];
+	/* Room for every location's repr in a discard reason (4 x ~80). */
+	char reason[1024];
 	bool exact, no_op;
 };
 
@@ -218,7 +219,7 @@ static bool sim_action(struct sim *s, const struct mact *a)
 		sim_remove(s, v, a->loc);
 		return true;
 	case RSD_ACT_DISCARD: {
-		char list[200] = "";
+		char list[768] = "";
 		bool any = false;
 
 		for (int l = 0; l < ML_N; l++) {
