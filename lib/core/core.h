@@ -292,9 +292,9 @@ static inline bool rsd__prot_any(struct rsd_prot_counts c)
 
 /*
  * Commit a lease or hold change of n values at `at` (use and hold are
- * +1/-1 or 0): adjusts the writer's counts and the version (+1) and
- * publishes it as a delta when it can, or leaves it for the full
- * publication at writer exit.
+ * +1/-1 or 0): adjusts the writer's counts and the version (+1), then
+ * appends the change to the published image's log when it can, or leaves
+ * it for the full publication at writer exit.
  */
 void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
 		      struct rsd_record *const *recs, size_t n, int use, int hold);

@@ -27,8 +27,8 @@ uint64_t rsd__img_version(const struct rsd_image *img)
 {
 	unsigned n = atomic_load_explicit(&img->nlog, memory_order_acquire);
 
-	return n ? atomic_load_explicit(&img->log, memory_order_relaxed)[n - 1].version
-		 : img->state_version;
+	return n ? atomic_load_explicit(&img->log, memory_order_relaxed)[n - 1].version :
+		   img->state_version;
 }
 
 static uint32_t net_find(const struct rsd_img_prot *net, uint32_t n, uint64_t index, uint32_t slot)
@@ -81,8 +81,8 @@ static struct rsd_img_prot *log_room(struct rsd_manager *m, uint32_t slot,
 	return log;
 }
 
-void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
-		      struct rsd_record *const *recs, size_t n, int use, int hold)
+void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at, struct rsd_record *const *recs,
+		      size_t n, int use, int hold)
 {
 	unsigned slot = rsd__loc_slot(at);
 	struct rsd_acct *a = &m->acct[slot];
@@ -137,8 +137,8 @@ void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img)
 void rsd__view_init(struct rsd_view *v, const struct rsd_image *img)
 {
 	unsigned n = atomic_load_explicit(&img->nlog, memory_order_acquire);
-	const struct rsd_img_prot *log = n ? atomic_load_explicit(&img->log, memory_order_acquire)
-					   : NULL;
+	const struct rsd_img_prot *log = n ? atomic_load_explicit(&img->log, memory_order_acquire) :
+					     NULL;
 
 	v->img = img;
 	v->version = n ? log[n - 1].version : img->state_version;
