@@ -121,8 +121,9 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	}
 	rsd__rcu_register();
 	rsd__reclaim_flush(m);
-	/* Every replaced image's call_rcu callback has run after this. */
-	urcu_memb_barrier();
+	/* Every grace period asked for has ended after this: free the rest. */
+	rsd__reclaim_barrier();
+	rsd__reclaim_poll(m, 0);
 	rsd__image_destroy(m);
 	rsd__lease_caches_free(m);
 	free(m->recs);

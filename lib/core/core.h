@@ -244,8 +244,12 @@ struct rsd_image {
 	struct rsd_lease_rec *const *pending; /* creation order */
 	/* Freed together with this image (they stopped being shared when the
 	 * image that replaced it was published). */
-	/* Replaced images wait in a batch for one call_rcu (m->reclaim). */
+	/* Replaced images wait in a batch for one grace period (m->reclaim). */
 	struct rsd_image *batch_next;
+	/* On a batch head: the next batch in its queue (the reclaimer's or
+	 * m->gpq) and, in m->gpq, the grace period it waits for. */
+	struct rsd_image *gp_next;
+	uint64_t gp_seq;
 	bool reclaim_soon; /* it retired memory or events: do not batch */
 	struct rsd_retired *retired; /* inline_retired until it grows */
 	size_t nretired, capretired;
@@ -423,9 +427,13 @@ struct rsd_manager {
 	/* The published image; written by the writer under m->lock. */
 	struct rsd_image *img;
 	uint64_t gen; /* current publication generation; protected by m->lock */
-	/* Replaced images not yet handed to call_rcu; protected by m->lock. */
+	/* Replaced images not yet handed to the reclaimer; protected by m->lock. */
 	struct rsd_image *reclaim;
 	unsigned nreclaim;
+	bool reclaim_soon; /* the batch holds memory or events */
+	/* Plain batches waiting for their grace period, oldest first; the
+	 * writer frees them itself (reclaim.c). Protected by m->lock. */
+	struct rsd_image *gpq_head, *gpq_tail;
 
 	/* Everything below is protected by m->lock. */
 	/* Net changes of the current image's log, as readers will sum them. */
@@ -475,8 +483,21 @@ int rsd__publish(struct rsd_manager *m);
 /* Whether the writer state differs from the published image. */
 bool rsd__unpublished(const struct rsd_manager *m);
 int rsd__publish_first(struct rsd_manager *m);
-/* Hand the batch of replaced images to call_rcu. */
+/* Hand the batch of replaced images to the reclaimer. */
 void rsd__reclaim_flush(struct rsd_manager *m);
+/* Run a batch's retirements and free its images (reclaim.c, after a grace period). */
+void rsd__image_reclaim(struct rsd_image *batch);
+/* Queue a batch for reclamation after a grace period (reclaim.c). */
+void rsd__reclaim_submit(struct rsd_image *batch);
+/* Wait until every grace period asked for so far has ended (and the
+ * reclaimer freed what it was given). */
+void rsd__reclaim_barrier(void);
+/* Ask for a grace period: its number for rsd__gp_done(). */
+uint64_t rsd__gp_request(void);
+bool rsd__gp_done(uint64_t seq);
+/* Free the manager's plain batches whose grace period ended (at most max;
+ * 0: all of them, at destroy). Writer path. */
+void rsd__reclaim_poll(struct rsd_manager *m, unsigned max);
 /* Free the last image; after rcu_barrier() at destroy. */
 void rsd__image_destroy(struct rsd_manager *m);
 

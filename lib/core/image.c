@@ -116,10 +116,10 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 	return img;
 }
 
-/* call_rcu callback: no reader can hold these images any more. */
-static void image_reclaim(struct rcu_head *head)
+/* After a grace period: no reader can hold these images any more. */
+void rsd__image_reclaim(struct rsd_image *img)
 {
-	struct rsd_image *img = caa_container_of(head, struct rsd_image, rcu), *next;
+	struct rsd_image *next;
 
 	for (; img; img = next) {
 		next = img->batch_next;
@@ -133,29 +133,60 @@ static void image_reclaim(struct rcu_head *head)
 }
 
 /*
- * Replaced images are reclaimed in batches: one call_rcu per batch keeps the
- * grace-period machinery off most writer calls. A batch holding memory or
- * device events goes at once, so nothing large waits.
+ * Replaced images are reclaimed in batches: one grace-period request per
+ * batch keeps that machinery off most writer calls. A batch holding memory
+ * or device events goes to the reclaimer at once, so nothing large waits;
+ * a plain one waits in m->gpq and the writer frees it (reclaim.c says why).
  */
 #define RSD_RECLAIM_BATCH 32
+/* Plain batches the writer frees per publication, at most: enough to keep
+ * up (one batch per 32 publications), never a long stall. */
+#define RSD_RECLAIM_POLL 2
 
 void rsd__reclaim_flush(struct rsd_manager *m)
 {
-	if (!m->reclaim)
+	struct rsd_image *b = m->reclaim;
+
+	if (!b)
 		return;
-	urcu_memb_call_rcu(&m->reclaim->rcu, image_reclaim);
+	if (m->reclaim_soon) {
+		rsd__reclaim_submit(b);
+	} else {
+		b->gp_seq = rsd__gp_request();
+		b->gp_next = NULL;
+		if (m->gpq_tail)
+			m->gpq_tail->gp_next = b;
+		else
+			m->gpq_head = b;
+		m->gpq_tail = b;
+	}
 	m->reclaim = NULL;
 	m->nreclaim = 0;
+	m->reclaim_soon = false;
+}
+
+void rsd__reclaim_poll(struct rsd_manager *m, unsigned max)
+{
+	for (unsigned n = 0; m->gpq_head && (!max || n < max); n++) {
+		struct rsd_image *b = m->gpq_head;
+
+		if (!rsd__gp_done(b->gp_seq))
+			break;
+		m->gpq_head = b->gp_next;
+		if (!m->gpq_head)
+			m->gpq_tail = NULL;
+		rsd__image_reclaim(b);
+	}
 }
 
 static void reclaim_later(struct rsd_manager *m, struct rsd_image *old)
 {
-	bool soon = old->reclaim_soon;
-
 	old->batch_next = m->reclaim;
 	m->reclaim = old;
-	if (++m->nreclaim >= RSD_RECLAIM_BATCH || soon)
+	m->reclaim_soon |= old->reclaim_soon;
+	if (++m->nreclaim >= RSD_RECLAIM_BATCH || m->reclaim_soon)
 		rsd__reclaim_flush(m);
+	rsd__reclaim_poll(m, RSD_RECLAIM_POLL);
 }
 
 static struct rsd_img_value *value_image(const struct rsd_record *rec)
