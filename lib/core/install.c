@@ -31,16 +31,20 @@ static int conforms(const struct rsd_resident *v, struct rsd_location at)
 		pinned |= b.kind == RSD_PINNED_HOST;
 		pageable |= b.kind == RSD_PAGEABLE_HOST;
 	}
-	rsd_location_name(at, name, sizeof(name));
+	/* The location's name is formatted only for an error: not on the
+	 * success path every install takes. */
 	if (dev != dev_of(at))
 		return rsd__err(RSD_EMATERIAL, "value lives on %s, which does not conform to %s",
-				dev < 0 ? "the host" : "a CUDA device", name);
+				dev < 0 ? "the host" : "a CUDA device",
+				rsd_location_name(at, name, sizeof(name)));
 	if (pinned && pageable)
 		return rsd__err(RSD_EMATERIAL, "value mixes pageable and pinned storage");
 	if (at.kind == RSD_PINNED_HOST && !pinned)
-		return rsd__err(RSD_EMATERIAL, "value for %s is not fully pinned", name);
+		return rsd__err(RSD_EMATERIAL, "value for %s is not fully pinned",
+				rsd_location_name(at, name, sizeof(name)));
 	if (at.kind == RSD_PAGEABLE_HOST && pinned)
-		return rsd__err(RSD_EMATERIAL, "value for %s unexpectedly uses pinned storage", name);
+		return rsd__err(RSD_EMATERIAL, "value for %s unexpectedly uses pinned storage",
+				rsd_location_name(at, name, sizeof(name)));
 	return 0;
 }
 
