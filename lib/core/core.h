@@ -220,7 +220,6 @@ struct rsd_img_prot {
 #define RSD_PROT_NET_MAX 32
 
 struct rsd_image {
-	struct rcu_head rcu;
 	struct rsd_manager *m;
 	uint64_t state_version;
 	bool closed;
@@ -295,13 +294,13 @@ static inline bool rsd__prot_any(struct rsd_prot_counts c)
 }
 
 /*
- * Commit a lease or hold change of n values at `at` (use and hold are
- * +1/-1 or 0): adjusts the writer's counts and the version (+1), then
- * appends the change to the published image's log when it can, or leaves
- * it for the full publication at writer exit.
+ * Commit a lease or hold change of n values at `at` (use, hold and pending
+ * are +1/-1 or 0): adjusts the writer's counts and the version (+1), then
+ * appends a use/hold change to the published image's log when it can, or
+ * leaves it for the full publication at writer exit.
  */
 void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
-		      struct rsd_record *const *recs, size_t n, int use, int hold);
+		      struct rsd_record *const *recs, size_t n, int use, int hold, int pending);
 /* Mark the values of the image's log for re-imaging (full publication). */
 void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img);
 
@@ -356,8 +355,9 @@ struct rsd_objlink {
 void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link);
 void rsd__obj_unlink(struct rsd_objlink *link);
 
-/* Handles a lease or its record holds without a second allocation. */
-#define RSD_LEASE_INLINE 4
+/* Handles kept without an allocation: in a lease object, a lease record,
+ * and the handle set rsd_hold() validates. */
+#define RSD_HANDLES_INLINE 4
 /* Recycled lease objects and records kept per manager. */
 #define RSD_LEASE_CACHE_MAX 64
 
@@ -371,10 +371,10 @@ struct rsd_lease {
 	bool active;
 	struct rsd_location loc;
 	size_t n;
-	struct rsd_handle *handles; /* inline_handles when n <= RSD_LEASE_INLINE */
+	struct rsd_handle *handles; /* inline_handles when n <= RSD_HANDLES_INLINE */
 	size_t nstreams, capstreams;
 	void **streams;
-	struct rsd_handle inline_handles[RSD_LEASE_INLINE];
+	struct rsd_handle inline_handles[RSD_HANDLES_INLINE];
 	struct rsd_lease *free_next; /* m->lease_obj_cache; under objs_lock */
 };
 
@@ -483,6 +483,18 @@ int rsd__publish(struct rsd_manager *m);
 /* Whether the writer state differs from the published image. */
 bool rsd__unpublished(const struct rsd_manager *m);
 int rsd__publish_first(struct rsd_manager *m);
+/* Append a batch head to a queue linked through gp_next. */
+static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_image **tail,
+					struct rsd_image *b)
+{
+	b->gp_next = NULL;
+	if (*tail)
+		(*tail)->gp_next = b;
+	else
+		*head = b;
+	*tail = b;
+}
+
 /* Hand the batch of replaced images to the reclaimer. */
 void rsd__reclaim_flush(struct rsd_manager *m);
 /* Run a batch's retirements and free its images (reclaim.c, after a grace period). */

@@ -15,14 +15,14 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	     struct rsd_hold **out)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	struct rsd_handle buf[RSD_LEASE_INLINE], *set = buf;
+	struct rsd_handle buf[RSD_HANDLES_INLINE], *set = buf;
 	struct rsd_hold *hd = NULL;
 	size_t k = 0;
 	int err;
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_hold: NULL argument");
-	err = rsd__handle_set(h, n, buf, RSD_LEASE_INLINE, &set, &k);
+	err = rsd__handle_set(h, n, buf, RSD_HANDLES_INLINE, &set, &k);
 	if (err)
 		return err;
 	if (!rsd_location_valid(at)) {
@@ -62,7 +62,7 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	if (m->holds)
 		m->holds->prev = hd;
 	m->holds = hd;
-	rsd__commit_prot(m, at, hd->recs, k, 0, +1);
+	rsd__commit_prot(m, at, hd->recs, k, 0, +1, 0);
 	rsd__obj_link(m, &hd->link);
 	rsd_trace_hold(m->id, hd->id, at, (uint32_t)k, true);
 	*out = hd;
@@ -110,7 +110,7 @@ int rsd_hold_release(struct rsd_hold *hd)
 	if (err)
 		return err;
 	if (hd->tracked) {
-		rsd__commit_prot(m, hd->loc, hd->recs, hd->n, 0, -1);
+		rsd__commit_prot(m, hd->loc, hd->recs, hd->n, 0, -1, 0);
 		hold_untrack(m, hd);
 		rsd_trace_hold(m->id, hd->id, hd->loc, (uint32_t)hd->n, false);
 	}

@@ -153,12 +153,7 @@ void rsd__reclaim_flush(struct rsd_manager *m)
 		rsd__reclaim_submit(b);
 	} else {
 		b->gp_seq = rsd__gp_request();
-		b->gp_next = NULL;
-		if (m->gpq_tail)
-			m->gpq_tail->gp_next = b;
-		else
-			m->gpq_head = b;
-		m->gpq_tail = b;
+		rsd__gp_queue_append(&m->gpq_head, &m->gpq_tail, b);
 	}
 	m->reclaim = NULL;
 	m->nreclaim = 0;

@@ -88,15 +88,15 @@ static void lease_rec_free(struct rsd_manager *m, void *p)
 
 /*
  * One block for the record and its arrays, so the acquire path allocates at
- * most once; records with room for RSD_LEASE_INLINE handles are recycled
+ * most once; records with room for RSD_HANDLES_INLINE handles are recycled
  * through m->lease_rec_cache (m->lock) and allocate nothing.
  */
 static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
 {
-	size_t cap = k > RSD_LEASE_INLINE ? k : RSD_LEASE_INLINE;
+	size_t cap = k > RSD_HANDLES_INLINE ? k : RSD_HANDLES_INLINE;
 	struct rsd_lease_rec *l = NULL;
 
-	if (cap == RSD_LEASE_INLINE && m->lease_rec_cache) {
+	if (cap == RSD_HANDLES_INLINE && m->lease_rec_cache) {
 		l = m->lease_rec_cache;
 		m->lease_rec_cache = l->next;
 		m->nlease_rec_cache--;
@@ -120,7 +120,7 @@ static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
 /* Writer path: a record no reader can see (never published as pending). */
 static void lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	if (l->cap != RSD_LEASE_INLINE || l->nevents ||
+	if (l->cap != RSD_HANDLES_INLINE || l->nevents ||
 	    m->nlease_rec_cache >= RSD_LEASE_CACHE_MAX) {
 		lease_rec_free(m, l);
 		return;
@@ -159,6 +159,15 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 	return obj;
 }
 
+static void lease_obj_destroy(struct rsd_lease *obj)
+{
+	if (obj->handles != obj->inline_handles)
+		free(obj->handles);
+	free(obj->streams);
+	pthread_mutex_destroy(&obj->lock);
+	free(obj);
+}
+
 /* Unlink a lease object; keep it for the next acquire or free it. */
 static void lease_obj_put(struct rsd_lease *obj)
 {
@@ -177,13 +186,8 @@ static void lease_obj_put(struct rsd_lease *obj)
 		}
 		pthread_mutex_unlock(&m->objs_lock);
 	}
-	if (cached)
-		return;
-	if (obj->handles != obj->inline_handles)
-		free(obj->handles);
-	free(obj->streams);
-	pthread_mutex_destroy(&obj->lock);
-	free(obj);
+	if (!cached)
+		lease_obj_destroy(obj);
 }
 
 void rsd__lease_caches_free(struct rsd_manager *m)
@@ -199,9 +203,7 @@ void rsd__lease_caches_free(struct rsd_manager *m)
 		struct rsd_lease *obj = m->lease_obj_cache;
 
 		m->lease_obj_cache = obj->free_next;
-		free(obj->streams);
-		pthread_mutex_destroy(&obj->lock);
-		free(obj);
+		lease_obj_destroy(obj);
 	}
 	m->nlease_obj_cache = 0;
 }
@@ -230,30 +232,10 @@ static void unlink_rec(struct rsd_manager *m, struct rsd_lease_rec *l)
 	l->next = l->prev = NULL;
 }
 
-/* Move covered materializations between use and pending tokens (GPU
- * release, reaping); +1 version at the caller. */
-static void tokens(struct rsd_manager *m, struct rsd_lease_rec *l, int use, int pending)
-{
-	struct rsd_acct *a = &m->acct[rsd__loc_slot(l->loc)];
-
-	for (size_t i = 0; i < l->n; i++) {
-		struct rsd_mat *mat = rsd__rec_mat(l->recs[i], l->loc);
-
-		if (!mat)
-			continue;
-		mat->use_count += use;
-		mat->pending_count += pending;
-		a->use_count += use;
-		a->pending_count += pending;
-		rsd__mark_dirty(m, l->recs[i]);
-	}
-	m->locs_dirty = true;
-}
-
 /* Delete an active lease outright (host release, fallbacks): +1. */
 static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0);
+	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0, 0);
 	unlink_rec(m, l);
 	lease_rec_put(m, l);
 }
@@ -270,10 +252,9 @@ void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	tokens(m, l, 0, -1);
+	rsd__commit_prot(m, l->loc, l->recs, l->n, 0, 0, -1);
 	rsd_trace_lease_reap(m->id, l->id, rsd__now_ns() - l->pending_since_ns);
 	rsd__lease_retire(m, l);
-	rsd__bump(m);
 }
 
 int rsd__reap(struct rsd_manager *m)
@@ -313,7 +294,7 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	obj = lease_obj_get(m);
 	if (!obj)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a lease");
-	err = rsd__handle_set(h, n, obj->inline_handles, RSD_LEASE_INLINE, &obj->handles, &k);
+	err = rsd__handle_set(h, n, obj->inline_handles, RSD_HANDLES_INLINE, &obj->handles, &k);
 	if (err)
 		goto out_free;
 	if (!rsd_location_valid(at)) {
@@ -363,7 +344,7 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	l->state = RSD_LEASE_ACTIVE;
 	l->obj = obj;
 	link_rec(m, l);
-	rsd__commit_prot(m, at, l->recs, k, +1, 0);
+	rsd__commit_prot(m, at, l->recs, k, +1, 0, 0);
 	obj->ops = m->ops;
 	obj->ops_ctx = m->ops_ctx;
 	obj->rec = l;
@@ -474,9 +455,8 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	 * free it even if waiting below fails. */
 	l->obj = NULL;
 	obj->rec = NULL;
-	tokens(m, l, -1, +1);
+	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0, +1);
 	m->pending_dirty = true;
-	rsd__bump(m);
 	if (!(flags & RSD_RELEASE_WAIT))
 		return 0;
 	for (i = 0; i < l->nevents; i++) {

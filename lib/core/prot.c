@@ -23,12 +23,17 @@
 
 #include "core.h"
 
+/* The version an image publishes with its first n log entries. */
+static uint64_t log_version(const struct rsd_image *img, const struct rsd_img_prot *log, unsigned n)
+{
+	return n ? log[n - 1].version : img->state_version;
+}
+
 uint64_t rsd__img_version(const struct rsd_image *img)
 {
 	unsigned n = atomic_load_explicit(&img->nlog, memory_order_acquire);
 
-	return n ? atomic_load_explicit(&img->log, memory_order_relaxed)[n - 1].version :
-		   img->state_version;
+	return log_version(img, atomic_load_explicit(&img->log, memory_order_relaxed), n);
 }
 
 static uint32_t net_find(const struct rsd_img_prot *net, uint32_t n, uint64_t index, uint32_t slot)
@@ -82,14 +87,17 @@ static struct rsd_img_prot *log_room(struct rsd_manager *m, uint32_t slot,
 }
 
 void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at, struct rsd_record *const *recs,
-		      size_t n, int use, int hold)
+		      size_t n, int use, int hold, int pending)
 {
 	unsigned slot = rsd__loc_slot(at);
 	struct rsd_acct *a = &m->acct[slot];
 	struct rsd_image *img = m->img;
 	/* The log extends the published image: only when that image is the
-	 * whole truth before this change may the change ride on it. */
-	struct rsd_img_prot *log = rsd__unpublished(m) ? NULL : log_room(m, slot, recs, n);
+	 * whole truth before this change may the change ride on it. Pending
+	 * counts are not logged: they change with the pending-lease table,
+	 * which only a full publication carries. */
+	struct rsd_img_prot *log = rsd__unpublished(m) || pending ? NULL :
+								    log_room(m, slot, recs, n);
 	unsigned len = atomic_load_explicit(&img->nlog, memory_order_relaxed);
 
 	for (size_t i = 0; i < n; i++) {
@@ -103,8 +111,10 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at, struct rsd_
 		}
 		mat->use_count += use;
 		mat->hold_count += hold;
+		mat->pending_count += pending;
 		a->use_count += use;
 		a->hold_count += hold;
+		a->pending_count += pending;
 	}
 	m->version++;
 	if (log) {
@@ -141,7 +151,7 @@ void rsd__view_init(struct rsd_view *v, const struct rsd_image *img)
 					     NULL;
 
 	v->img = img;
-	v->version = n ? log[n - 1].version : img->state_version;
+	v->version = log_version(img, log, n);
 	v->nnet = 0;
 	/* The writer kept every published prefix within RSD_PROT_NET_MAX. */
 	for (unsigned i = 0; i < n; i++)

@@ -128,14 +128,8 @@ static uint64_t rq_request(struct rsd_image *batch)
 	pthread_once(&rq_once, rq_init);
 	pthread_mutex_lock(&rq.lock);
 	if (rq_start_locked()) {
-		if (batch) {
-			batch->gp_next = NULL;
-			if (rq.tail)
-				rq.tail->gp_next = batch;
-			else
-				rq.head = batch;
-			rq.tail = batch;
-		}
+		if (batch)
+			rsd__gp_queue_append(&rq.head, &rq.tail, batch);
 		seq = ++rq.requested;
 		pthread_cond_signal(&rq.work);
 	}
