@@ -34,10 +34,10 @@
 
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t work; /* a grace period was asked for */
-	pthread_cond_t done; /* completed advanced */
-	struct rsd_image *head, *tail; /* batches the thread frees, via gp_next */
-	uint64_t requested;            /* grace periods asked for */
+	pthread_cond_t work;		/* a grace period was asked for */
+	pthread_cond_t done;		/* completed advanced */
+	struct rsd_image *head, *tail;	/* batches the thread frees, via gp_next */
+	uint64_t requested;		/* grace periods asked for */
 	atomic_uint_fast64_t completed; /* requests a finished period covers */
 	bool started;
 } rq = {
