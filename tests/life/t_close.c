@@ -45,8 +45,7 @@ ATF_TC_BODY(nowait_refuses_pending_wait_synchronizes, tc)
 	lfx_setup(false);
 	st = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	l = lfx_pending_lease(a, st);
 	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT), -RSD_EINUSE);
 	ATF_CHECK(lfx_msg_has("active_leases=0, pending_leases=1, holds=0, reservations=0"));
@@ -86,8 +85,7 @@ ATF_TC_BODY(nowait_reaps_completed, tc)
 	lfx_setup(false);
 	st = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	l = lfx_pending_lease(a, st);
 	rsd_simdev_stream_complete(lfx_sd, st);
 	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT), 0);
@@ -238,8 +236,7 @@ ATF_TC_BODY(force_close_pending, tc)
 	lfx_setup(false);
 	st = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	l = lfx_pending_lease(a, st);
 	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT | RSD_CLOSE_FORCE), 0);
 	ATF_CHECK_EQ(raw_version(), v + 1);
