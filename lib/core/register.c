@@ -174,8 +174,3 @@ out:
 	rsd__writer_exit(m);
 	return err;
 }
-
-bool rsd_handle_equal(struct rsd_handle a, struct rsd_handle b)
-{
-	return a.manager_id == b.manager_id && a.id == b.id && a.type == b.type;
-}
