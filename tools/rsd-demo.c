@@ -11,10 +11,16 @@
  *
  * Each stage asks the controller (rsd_controller_use) for two ciphertexts,
  * one key and one weight block on the device plus a workspace reservation.
- * The deterministic tiered LRU spills ciphertexts cuda:0 -> pinned-host ->
+ * The deterministic tiered LRU spills ciphertexts cuda:N -> pinned-host ->
  * pageable-host and drops keys and weights that can be recovered. At the end
- * every ciphertext and key is checked against what was adopted or
- * regenerated; the exit status says whether anything was lost.
+ * every ciphertext and key is checked against what its seed says it holds;
+ * the exit status says whether anything was lost.
+ *
+ * The same workload runs as one rank of an MPI job (tools/rsd-demo-mpi.c
+ * includes this file and supplies a struct demo_ring): every stage then also
+ * hands a share of the rank's ciphertexts to the next rank of a ring and
+ * adopts as many from the previous one, and ownership is checked across the
+ * whole job. A single process has no ring (NULL) and exchanges nothing.
  *
  * Uses the CUDA runtime when a GPU is present, the simulated device
  * otherwise (and says which).
@@ -24,10 +30,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rsd/rsd.h>
 
 #define MiB (1024ull * 1024)
+
+/*
+ * What an MPI job lends the workload; every call is collective (all ranks
+ * make it, in the same order). Each returns 0, or -1 after printing why.
+ */
+struct demo_ring {
+	int rank, nranks;
+	int local_rank; /* among the ranks of this node: picks cuda:<local_rank> */
+	/* Send n blocks of len bytes to rank + 1 while receiving n blocks
+	 * from rank - 1 (modulo nranks) into in[]. */
+	int (*shift)(struct demo_ring *ring, const void *const *out, void *const *in, size_t n,
+		     uint64_t len);
+	/* v[i] becomes the sum of v[i] over every rank. */
+	int (*sum)(struct demo_ring *ring, uint64_t *v, size_t n);
+	/* Rank 0 writes every rank's text to stdout in rank order. */
+	int (*print_all)(struct demo_ring *ring, const char *text, size_t len);
+	/* End the whole job at once (a rank that fails cannot leave the others
+	 * waiting in a collective call). */
+	void (*abort)(struct demo_ring *ring, int status);
+};
 
 /* Bytes as MiB for printing. */
 static double mib(uint64_t nbytes)
@@ -35,8 +62,10 @@ static double mib(uint64_t nbytes)
 	return (double)nbytes / (double)MiB;
 }
 
+#include "demo/report.c"
+
 struct opts {
-	unsigned ciphertexts, keys, weights, stages;
+	unsigned ciphertexts, keys, weights, stages, share;
 	uint64_t ct_bytes, key_bytes, weight_bytes, workspace;
 	uint64_t device_budget, pinned_budget;
 	bool quiet;
@@ -49,17 +78,33 @@ struct keysrc {
 	unsigned loads;
 };
 
-struct stage_stats {
-	unsigned evictions, spills, drops, loads;
-	uint64_t moved[3][3]; /* [from tier][to tier]: pageable, pinned, device */
+/* A ciphertext's metadata; it travels with the value between ranks. */
+struct ct_meta {
+	uint32_t gid;	 /* job-wide id: the seed of its contents */
+	uint32_t level;	 /* what a real scheme would keep: the modulus level */
+	uint32_t origin; /* the rank that created it */
+	uint32_t hops;	 /* ranks it has left */
 };
 
-static const char *tier_name[3] = { "pageable", "pinned", "device" };
-
-static unsigned tier(struct rsd_location at)
-{
-	return at.kind == RSD_CUDA ? 2 : (unsigned)at.kind;
-}
+struct demo {
+	struct opts o;
+	struct demo_ring *ring;
+	FILE *out;
+	struct rsd_manager *m;
+	struct rsd_controller *c;
+	struct rsd_policy *policy; /* outlives c */
+	struct rsd_simdev *sd;
+	struct rsd_location dev;
+	void *stream;
+	struct rsd_handle *ct, *key, *w;
+	struct ct_meta *meta; /* per ciphertext slot */
+	struct keysrc *ks;
+	/* Totals: moved[why][from][to] bytes and transition counts. */
+	uint64_t moved[NWHY][NTIERS][NTIERS];
+	unsigned nmoved[NWHY][NTIERS][NTIERS];
+	unsigned evictions, spills, drops;
+	unsigned sent, received;
+};
 
 static uint64_t fnv1a(const unsigned char *p, uint64_t n)
 {
@@ -82,6 +127,19 @@ static void fill(unsigned char *p, uint64_t n, unsigned seed)
 	}
 }
 
+/* The checksum of what fill(seed) writes: what a value must hold. */
+static int seed_sum(uint64_t n, unsigned seed, uint64_t *sum)
+{
+	unsigned char *tmp = malloc(n);
+
+	if (!tmp)
+		return -1;
+	fill(tmp, n, seed);
+	*sum = fnv1a(tmp, n);
+	free(tmp);
+	return 0;
+}
+
 static int regenerate_key(void *ctx, struct rsd_resident **out)
 {
 	struct keysrc *k = ctx;
@@ -101,7 +159,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: rsd-demo [-c CIPHERTEXTS] [-k KEYS] [-w WEIGHTS] [-s STAGES]\n"
 		"                [--ct-mib N] [--key-mib N] [--weight-mib N] [--workspace-mib N]\n"
-		"                [--device-mib N] [--pinned-mib N] [-q]\n");
+		"                [--device-mib N] [--pinned-mib N] [--share N] [-q]\n"
+		"  --share N   ciphertexts each rank sends on per stage (MPI job only; default 1)\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o)
@@ -113,94 +172,155 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "workspace-mib", required_argument, NULL, 4 },
 		{ "device-mib", required_argument, NULL, 5 },
 		{ "pinned-mib", required_argument, NULL, 6 },
+		{ "share", required_argument, NULL, 7 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
-	*o = (struct opts){ .ciphertexts = 24, .keys = 6, .weights = 12, .stages = 60,
-			    .ct_bytes = 2 * MiB, .key_bytes = 4 * MiB, .weight_bytes = 2 * MiB,
-			    .workspace = 4 * MiB, .device_budget = 24 * MiB,
+	*o = (struct opts){ .ciphertexts = 24,
+			    .keys = 6,
+			    .weights = 12,
+			    .stages = 60,
+			    .share = 1,
+			    .ct_bytes = 2 * MiB,
+			    .key_bytes = 4 * MiB,
+			    .weight_bytes = 2 * MiB,
+			    .workspace = 4 * MiB,
+			    .device_budget = 24 * MiB,
 			    .pinned_budget = 24 * MiB };
 	while ((c = getopt_long(argc, argv, "c:k:w:s:qh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'c': o->ciphertexts = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'k': o->keys = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'w': o->weights = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 's': o->stages = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'q': o->quiet = true; break;
-		case 1: o->ct_bytes = strtoull(optarg, NULL, 0) * MiB; break;
-		case 2: o->key_bytes = strtoull(optarg, NULL, 0) * MiB; break;
-		case 3: o->weight_bytes = strtoull(optarg, NULL, 0) * MiB; break;
-		case 4: o->workspace = strtoull(optarg, NULL, 0) * MiB; break;
-		case 5: o->device_budget = strtoull(optarg, NULL, 0) * MiB; break;
-		case 6: o->pinned_budget = strtoull(optarg, NULL, 0) * MiB; break;
-		default: usage(); return -1;
+		case 'c':
+			o->ciphertexts = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'k':
+			o->keys = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'w':
+			o->weights = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			o->stages = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 1:
+			o->ct_bytes = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 2:
+			o->key_bytes = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 3:
+			o->weight_bytes = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 4:
+			o->workspace = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 5:
+			o->device_budget = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 6:
+			o->pinned_budget = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 7:
+			o->share = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		default:
+			usage();
+			return -1;
 		}
 	}
-	if (o->ciphertexts < 2 || !o->keys || !o->weights || !o->ct_bytes) {
+	/* A share leaves at least the two ciphertexts a stage computes on. */
+	if (optind < argc || o->ciphertexts < 2 || !o->keys || !o->weights || !o->ct_bytes ||
+	    o->share > o->ciphertexts - 2) {
 		usage();
 		return -1;
 	}
 	return 0;
 }
 
-static void account(struct stage_stats *st, const struct rsd_decision *d,
-		    const struct rsd_plan_report *rep)
+/* Adds a decision's evictions and a report's copies to the totals and to
+ * the stage's row (either may be NULL). */
+static void account(struct demo *dm, struct row *r, enum phase ph, const struct rsd_decision *d,
+		    const struct rsd_plan_report *rep, const struct rsd_handle *outgoing, size_t n)
 {
-	st->evictions += (unsigned)d->nevictions;
-	for (size_t i = 0; i < d->nevictions; i++) {
-		if (d->evictions[i].action.kind == RSD_ACT_DROP)
-			st->drops++;
-		else
-			st->spills++;
+	for (size_t i = 0; d && i < d->nevictions; i++) {
+		bool drop = d->evictions[i].action.kind == RSD_ACT_DROP;
+
+		dm->evictions++;
+		dm->drops += drop;
+		dm->spills += !drop;
+		if (r) {
+			r->evict++;
+			r->drops += drop;
+			r->spills += !drop;
+		}
 	}
+	if (r && d)
+		r->explored += d->explored_states;
 	for (size_t i = 0; rep && i < rep->ntransitions; i++) {
 		const struct rsd_transition *t = &rep->transitions[i];
+		enum tier from, to;
+		enum why why;
 
 		if (t->no_op || !t->has_source || !t->has_destination)
 			continue;
-		st->moved[tier(t->source)][tier(t->destination)] += t->storage_nbytes;
+		from = tier(t->source);
+		to = tier(t->destination);
+		why = why_of(ph, t, outgoing, n);
+		dm->moved[why][from][to] += t->storage_nbytes;
+		dm->nmoved[why][from][to]++;
+		if (!r)
+			continue;
+		if (to == T_DEVICE && from != T_DEVICE)
+			r->h2d += t->storage_nbytes;
+		else if (from == T_DEVICE && to != T_DEVICE)
+			r->d2h += t->storage_nbytes;
+		else if (from != T_DEVICE && to != T_DEVICE)
+			r->h2h += t->storage_nbytes;
 	}
 }
 
-static void print_snapshot(struct rsd_manager *m)
+/* What moved where and why, with the evictions behind it. */
+static void print_moved(struct demo *dm)
 {
-	struct rsd_snapshot *s;
-	char name[RSD_LOCATION_NAME_MAX];
-
-	if (rsd_snapshot_take(m, &s))
-		return;
-	printf("\nfinal snapshot (state_version %llu, %zu values)\n",
-	       (unsigned long long)s->state_version, s->nvalues);
-	printf("  %-14s %10s %10s %10s %10s %10s %7s\n", "location", "budget", "used", "reserved",
-	       "peak used", "peak chgd", "values");
-	for (size_t i = 0; i < s->nlocations; i++) {
-		const struct rsd_location_snapshot *l = &s->locations[i];
-		char budget[32] = "-";
-
-		if (l->has_budget)
-			snprintf(budget, sizeof(budget), "%.1fM", mib(l->budget_bytes));
-		printf("  %-14s %10s %9.1fM %9.1fM %9.1fM %9.1fM %7llu\n",
-		       rsd_location_name(l->location, name, sizeof(name)), budget,
-		       mib(l->used_bytes), mib(l->reserved_bytes), mib(l->peak_used_bytes),
-		       mib(l->peak_charged_bytes),
-		       (unsigned long long)l->value_count);
-	}
-	rsd_snapshot_free(s);
+	fprintf(dm->out, "\n%u evictions (%u spills, %u drops of recoverable keys and weights)\n",
+		dm->evictions, dm->spills, dm->drops);
+	fprintf(dm->out, "what moved where, and why:\n");
+	for (int w = 0; w < NWHY; w++)
+		for (int i = 0; i < NTIERS; i++)
+			for (int j = 0; j < NTIERS; j++)
+				if (dm->nmoved[w][i][j])
+					fprintf(dm->out, "  %-8s -> %-8s %8.1f MiB %5u x  %s\n",
+						tier_name[i], tier_name[j], mib(dm->moved[w][i][j]),
+						dm->nmoved[w][i][j], why_text[w]);
+	if (dm->ring)
+		fprintf(dm->out,
+			"sent %u ciphertexts (%.1f MiB) to rank %d from pinned-host leases; "
+			"received %u from rank %d, adopted under new handles\n",
+			dm->sent, mib((uint64_t)dm->sent * dm->o.ct_bytes),
+			(dm->ring->rank + 1) % dm->ring->nranks, dm->received,
+			(dm->ring->rank + dm->ring->nranks - 1) % dm->ring->nranks);
 }
 
 /* Bring a value to pageable host and checksum it through a lease. */
-static int checksum(struct rsd_manager *m, struct rsd_handle h, bool exclusive, uint64_t *sum)
+static int checksum(struct demo *dm, struct rsd_handle h, bool exclusive, uint64_t *sum)
 {
+	struct rsd_plan_report rep = { "verify", 1, NULL, 0, 0 };
+	struct rsd_transition t;
 	const struct rsd_resident *v;
 	struct rsd_lease *l;
 	int err;
 
-	err = exclusive ? rsd_move(m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL, NULL)
-			: rsd_ensure(m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL);
-	if (!err)
-		err = rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l);
+	err = exclusive ? rsd_move(dm->m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL, &t) :
+			  rsd_ensure(dm->m, h, RSD_LOC_PAGEABLE_HOST, NULL, &t);
+	if (err)
+		return err;
+	rep.transitions = &t;
+	account(dm, NULL, PH_VERIFY, NULL, &rep, NULL, 0);
+	err = rsd_acquire(dm->m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l);
 	if (err)
 		return err;
 	err = rsd_lease_value(l, h, &v);
@@ -211,227 +331,445 @@ static int checksum(struct rsd_manager *m, struct rsd_handle h, bool exclusive, 
 	return err;
 }
 
-int main(int argc, char **argv)
+/* The device: the CUDA runtime's cuda:<local rank> when this process sees
+ * it, else a simulated device with that index. */
+static int open_manager(struct demo *dm)
 {
+	const struct opts *o = &dm->o;
+	int idx = dm->ring ? dm->ring->local_rank : 0;
 	struct rsd_manager_config cfg = { 0 };
 	struct rsd_budget budgets[2];
-	struct rsd_simdev *sd = NULL;
-	struct rsd_manager *m = NULL;
-	struct rsd_controller *c = NULL;
-	struct rsd_policy *policy = NULL;
-	struct rsd_location dev, pinned = RSD_LOC_PINNED_HOST, pageable = RSD_LOC_PAGEABLE_HOST;
-	struct rsd_handle *ct = NULL, *key = NULL, *w = NULL;
-	uint64_t *ct_sum = NULL, *key_sum = NULL;
-	struct keysrc *ks = NULL;
-	struct stage_stats total;
-	void *stream = NULL;
-	unsigned lost = 0, loads = 0;
-	struct opts o;
-	int rc = 1, err;
-	struct timespec t0, t1;
+	char name[RSD_LOCATION_NAME_MAX];
+	int err;
 
-	if (parse(argc, argv, &o))
-		return 2;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rsd_cuda_location(0, &dev);
-	budgets[0] = (struct rsd_budget){ dev, o.device_budget };
-	budgets[1] = (struct rsd_budget){ pinned, o.pinned_budget };
+	rsd_cuda_location(idx, &dm->dev);
+	budgets[0] = (struct rsd_budget){ dm->dev, o->device_budget };
+	budgets[1] = (struct rsd_budget){ RSD_LOC_PINNED_HOST, o->pinned_budget };
 	cfg.budgets = budgets;
 	cfg.nbudgets = 2;
-	if (rsd_cuda_driver()->device_count(NULL) > 0) {
+	rsd_location_name(dm->dev, name, sizeof(name));
+	if (rsd_cuda_driver()->device_count(NULL) > idx) {
 		cfg.driver = rsd_cuda_driver();
-		printf("device: cuda:0 through the CUDA runtime driver\n");
+		fprintf(dm->out, "device: %s through the CUDA runtime driver\n", name);
 	} else {
-		struct rsd_simdev_config sc = { .ndevices = 1, .auto_complete = true, .pooled = true };
+		struct rsd_simdev_config sc = { .ndevices = idx + 1,
+						.auto_complete = true,
+						.pooled = true };
 
-		if (rsd_simdev_create(&sc, &sd))
-			goto fail;
+		err = rsd_simdev_create(&sc, &dm->sd);
+		if (err)
+			return err;
 		cfg.driver = rsd_simdev_ops();
-		cfg.driver_ctx = sd;
-		printf("device: cuda:0 is the simulated device (no CUDA GPU here)\n");
+		cfg.driver_ctx = dm->sd;
+		fprintf(dm->out, "device: %s is the simulated device (no CUDA GPU %d here)\n", name,
+			idx);
 	}
-	if (rsd_manager_create(&cfg, &m))
-		goto fail;
+	err = rsd_manager_create(&cfg, &dm->m);
+	if (err)
+		return err;
 	{
 		struct rsd_location to_pinned[] = { RSD_LOC_PINNED_HOST };
 		struct rsd_location to_pageable[] = { RSD_LOC_PAGEABLE_HOST };
-		struct rsd_fallback_tier tiers[] = { { dev, to_pinned, 1 },
-						     { pinned, to_pageable, 1 } };
+		struct rsd_fallback_tier tiers[] = { { dm->dev, to_pinned, 1 },
+						     { RSD_LOC_PINNED_HOST, to_pageable, 1 } };
 
-		if (rsd_tiered_lru_create(tiers, 2, &policy) ||
-		    rsd_controller_create(m, policy, 0, &c))
-			goto fail;
-	}
-	ct = calloc(o.ciphertexts, sizeof(*ct));
-	ct_sum = calloc(o.ciphertexts, sizeof(*ct_sum));
-	key = calloc(o.keys, sizeof(*key));
-	key_sum = calloc(o.keys, sizeof(*key_sum));
-	ks = calloc(o.keys, sizeof(*ks));
-	w = calloc(o.weights, sizeof(*w));
-	if (!ct || !ct_sum || !key || !key_sum || !ks || !w)
-		goto fail;
-	for (unsigned i = 0; i < o.ciphertexts; i++) {
-		struct rsd_resident *r;
-		unsigned level = 7;
-
-		if (rsd_resident_alloc(m, &rsd_resident_type, pageable, 1, &o.ct_bytes, &level,
-				       sizeof(level), &r))
-			goto fail;
-		fill(rsd_resident_data(r, 0), o.ct_bytes, i);
-		ct_sum[i] = fnv1a(rsd_resident_data(r, 0), o.ct_bytes);
-		if (rsd_adopt(m, r, NULL, RSD_EXCLUSIVE, &ct[i]))
-			goto fail;
-	}
-	for (unsigned i = 0; i < o.keys; i++) {
-		struct rsd_value_spec spec = { &rsd_resident_type, o.key_bytes, o.key_bytes,
-					       RSD_REPLICABLE, RSD_RECONSTRUCTIBLE };
-		struct rsd_source src = { regenerate_key, NULL, &ks[i] };
-		unsigned char *tmp = malloc(o.key_bytes);
-
-		if (!tmp)
-			goto fail;
-		ks[i] = (struct keysrc){ m, i, o.key_bytes, 0 };
-		fill(tmp, o.key_bytes, 1000 + i);
-		key_sum[i] = fnv1a(tmp, o.key_bytes);
-		free(tmp);
-		if (rsd_register_source(m, &spec, &src, pageable, &key[i]))
-			goto fail;
-	}
-	for (unsigned i = 0; i < o.weights; i++) {
-		struct rsd_resident *r;
-
-		if (rsd_resident_alloc(m, &rsd_resident_type, pageable, 1, &o.weight_bytes, NULL, 0,
-				       &r))
-			goto fail;
-		fill(rsd_resident_data(r, 0), o.weight_bytes, 5000 + i);
-		if (rsd_adopt(m, r, NULL, RSD_REPLICABLE, &w[i]))
-			goto fail;
-	}
-	/* Rotation keys are costly to regenerate: keep them longer. */
-	for (unsigned i = 0; i < o.keys; i++)
-		rsd_controller_set_policy_metadata(c, key[i], 1, NULL);
-	if (sd && rsd_simdev_stream_create(sd, 0, &stream))
-		goto fail;
-
-	memset(&total, 0, sizeof(total));
-	printf("%u ciphertexts x %.0f MiB, %u keys x %.0f MiB, %u weights x %.0f MiB; "
-	       "device budget %.0f MiB, pinned %.0f MiB, workspace %.0f MiB per stage\n\n",
-	       o.ciphertexts, mib(o.ct_bytes), o.keys, mib(o.key_bytes), o.weights,
-	       mib(o.weight_bytes), mib(o.device_budget), mib(o.pinned_budget), mib(o.workspace));
-	printf("%-6s %-10s %5s %6s %5s %10s %10s %10s %10s %8s\n", "stage", "request", "evict",
-	       "spills", "drops", "H->D MiB", "D->H MiB", "H->H MiB", "dev peak", "explored");
-	for (unsigned s = 0; s < o.stages; s++) {
-		unsigned a = (s * 5) % o.ciphertexts, b = (s * 5 + 3) % o.ciphertexts;
-		struct rsd_requirement req[4] = {
-			{ ct[a], dev }, { ct[b == a ? (b + 1) % o.ciphertexts : b], dev },
-			{ key[s % o.keys], dev }, { w[(s * 7) % o.weights], dev },
-		};
-		struct rsd_reservation_spec ws = { dev, o.workspace, "workspace" };
-		char name[32];
-		struct rsd_request request = { name, req, 4, &ws, 1 };
-		struct rsd_plan_report *rep = NULL;
-		struct stage_stats st;
-		const struct rsd_decision *d;
-		struct rsd_snapshot *snap;
-		struct rsd_use *u = NULL;
-		uint64_t h2d = 0, d2h = 0, h2h, peak = 0;
-
-		snprintf(name, sizeof(name), "stage-%u", s);
-		err = rsd_controller_use(c, &request, stream ? &stream : NULL, stream ? 1 : 0, NULL, 0,
-					 &u);
-		if (err) {
-			fprintf(stderr, "rsd-demo: %s: %s\n", name, rsd_last_error()->message);
-			rsd_use_free(u);
-			goto fail;
-		}
-		d = rsd_use_decision(u);
-		/* The stage's kernels would read the borrowed values here. */
-		err = rsd_use_close(u, &rep);
-		memset(&st, 0, sizeof(st));
-		account(&st, d, rep);
-		for (int i = 0; i < 3; i++)
-			for (int j = 0; j < 3; j++) {
-				total.moved[i][j] += st.moved[i][j];
-				if (j == 2 && i != 2)
-					h2d += st.moved[i][j];
-				if (i == 2 && j != 2)
-					d2h += st.moved[i][j];
-			}
-		h2h = st.moved[0][1] + st.moved[1][0];
-		total.evictions += st.evictions;
-		total.spills += st.spills;
-		total.drops += st.drops;
-		if (!rsd_snapshot_take(m, &snap)) {
-			for (size_t i = 0; i < snap->nlocations; i++)
-				if (rsd_location_equal(snap->locations[i].location, dev))
-					peak = snap->locations[i].peak_charged_bytes;
-			rsd_snapshot_free(snap);
-		}
-		if (!o.quiet)
-			printf("%-6u %-10s %5u %6u %5u %10.1f %10.1f %10.1f %9.1fM %8llu\n", s, name,
-			       st.evictions, st.spills, st.drops, mib(h2d), mib(d2h), mib(h2h), mib(peak),
-			       (unsigned long long)d->explored_states);
-		else if (s % 10 == 9)
-			fprintf(stderr, "\rrsd-demo: stage %u/%u", s + 1, o.stages);
-		rsd_plan_report_free(rep);
-		rsd_use_free(u);
+		err = rsd_tiered_lru_create(tiers, 2, &dm->policy);
 		if (err)
-			goto fail;
+			return err;
 	}
-	if (o.quiet)
-		fprintf(stderr, "\n");
-	printf("\ntotal: %u evictions (%u spills, %u drops)\n", total.evictions, total.spills,
-	       total.drops);
-	printf("bytes moved per direction (MiB):\n");
-	for (int i = 0; i < 3; i++)
-		for (int j = 0; j < 3; j++)
-			if (total.moved[i][j])
-				printf("  %-8s -> %-8s %10.1f\n", tier_name[i], tier_name[j],
-				       mib(total.moved[i][j]));
-	print_snapshot(m);
+	err = rsd_controller_create(dm->m, dm->policy, 0, &dm->c);
+	if (err)
+		return err;
+	if (dm->sd)
+		err = rsd_simdev_stream_create(dm->sd, idx, &dm->stream);
+	return err;
+}
 
-	/* Nothing lost: every ciphertext and key byte is what it was. */
-	for (unsigned i = 0; i < o.ciphertexts; i++) {
-		uint64_t sum = 0;
+/* The values: ciphertexts (ids rank * ciphertexts + i, job-wide), keys with
+ * sources, weights. */
+static int populate(struct demo *dm)
+{
+	const struct opts *o = &dm->o;
+	struct rsd_location pageable = RSD_LOC_PAGEABLE_HOST;
+	unsigned rank = dm->ring ? (unsigned)dm->ring->rank : 0;
 
-		if (checksum(m, ct[i], true, &sum) || sum != ct_sum[i]) {
-			fprintf(stderr, "rsd-demo: ciphertext %u is corrupt or lost\n", i);
-			lost++;
+	dm->ct = calloc(o->ciphertexts, sizeof(*dm->ct));
+	dm->meta = calloc(o->ciphertexts, sizeof(*dm->meta));
+	dm->key = calloc(o->keys, sizeof(*dm->key));
+	dm->ks = calloc(o->keys, sizeof(*dm->ks));
+	dm->w = calloc(o->weights, sizeof(*dm->w));
+	if (!dm->ct || !dm->meta || !dm->key || !dm->ks || !dm->w)
+		return -1;
+	for (unsigned i = 0; i < o->ciphertexts; i++) {
+		struct ct_meta *mt = &dm->meta[i];
+		struct rsd_resident *r;
+
+		*mt = (struct ct_meta){ rank * o->ciphertexts + i, 7, rank, 0 };
+		if (rsd_resident_alloc(dm->m, &rsd_resident_type, pageable, 1, &o->ct_bytes, mt,
+				       sizeof(*mt), &r))
+			return -1;
+		fill(rsd_resident_data(r, 0), o->ct_bytes, mt->gid);
+		if (rsd_adopt(dm->m, r, NULL, RSD_EXCLUSIVE, &dm->ct[i])) {
+			rsd_resident_free(r);
+			return -1;
 		}
 	}
-	for (unsigned i = 0; i < o.keys; i++) {
-		uint64_t sum = 0;
+	for (unsigned i = 0; i < o->keys; i++) {
+		struct rsd_value_spec spec = { &rsd_resident_type, o->key_bytes, o->key_bytes,
+					       RSD_REPLICABLE, RSD_RECONSTRUCTIBLE };
+		struct rsd_source src = { regenerate_key, NULL, &dm->ks[i] };
 
-		if (checksum(m, key[i], false, &sum) || sum != key_sum[i]) {
+		dm->ks[i] = (struct keysrc){ dm->m, i, o->key_bytes, 0 };
+		if (rsd_register_source(dm->m, &spec, &src, pageable, &dm->key[i]))
+			return -1;
+		/* Rotation keys are costly to regenerate: keep them longer. */
+		if (rsd_controller_set_policy_metadata(dm->c, dm->key[i], 1, NULL))
+			return -1;
+	}
+	for (unsigned i = 0; i < o->weights; i++) {
+		struct rsd_resident *r;
+
+		if (rsd_resident_alloc(dm->m, &rsd_resident_type, pageable, 1, &o->weight_bytes,
+				       NULL, 0, &r))
+			return -1;
+		fill(rsd_resident_data(r, 0), o->weight_bytes, 5000 + i);
+		if (rsd_adopt(dm->m, r, NULL, RSD_REPLICABLE, &dm->w[i])) {
+			rsd_resident_free(r);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* One stage's computation: two ciphertexts, a key and a weight block on the
+ * device, and a workspace. */
+static int compute(struct demo *dm, unsigned s, struct row *row)
+{
+	const struct opts *o = &dm->o;
+	unsigned a = (s * 5) % o->ciphertexts, b = (s * 5 + 3) % o->ciphertexts;
+	struct rsd_requirement req[4] = {
+		{ dm->ct[a], dm->dev },
+		{ dm->ct[b == a ? (b + 1) % o->ciphertexts : b], dm->dev },
+		{ dm->key[s % o->keys], dm->dev },
+		{ dm->w[(s * 7) % o->weights], dm->dev },
+	};
+	struct rsd_reservation_spec ws = { dm->dev, o->workspace, "workspace" };
+	char name[32];
+	struct rsd_request request = { name, req, 4, &ws, 1 };
+	struct rsd_plan_report *rep = NULL;
+	struct rsd_use *u = NULL;
+	int err;
+
+	snprintf(name, sizeof(name), "stage-%u", s);
+	err = rsd_controller_use(dm->c, &request, dm->stream ? &dm->stream : NULL,
+				 dm->stream ? 1 : 0, NULL, 0, &u);
+	if (err) {
+		rsd_use_free(u);
+		return err;
+	}
+	/* The stage's kernels would read the borrowed values here, on
+	 * dm->stream; closing the use hands that stream to the leases. */
+	err = rsd_use_close(u, &rep);
+	account(dm, row, PH_STAGE, rsd_use_decision(u), rep, NULL, 0);
+	rsd_plan_report_free(rep);
+	rsd_use_free(u);
+	return err;
+}
+
+/*
+ * The ring step: o.share ciphertexts leave for rank + 1 and as many arrive
+ * from rank - 1, into the same slots. One controller use brings the leaving
+ * ones to pinned host (a lease there: MPI reads their buffers) and reserves
+ * pinned room for the arriving ones, which are received into residents
+ * allocated in the pinned pool and adopted once the use is closed.
+ */
+static int exchange(struct demo *dm, unsigned s, struct row *row)
+{
+	const struct opts *o = &dm->o;
+	struct rsd_location pinned = RSD_LOC_PINNED_HOST;
+	unsigned k = o->share;
+	struct rsd_requirement *req = calloc(k, sizeof(*req));
+	struct rsd_handle *outgoing = calloc(k, sizeof(*outgoing));
+	struct rsd_resident **in = calloc(k, sizeof(*in));
+	struct ct_meta *out_meta = calloc(k, sizeof(*out_meta));
+	struct ct_meta *in_meta = calloc(k, sizeof(*in_meta));
+	const void **out_ptr = calloc(2 * k, sizeof(*out_ptr));
+	void **in_ptr = calloc(2 * k, sizeof(*in_ptr));
+	unsigned *slot = calloc(k, sizeof(*slot));
+	struct rsd_reservation_spec room = { pinned, k * o->ct_bytes, "incoming" };
+	char name[32];
+	struct rsd_request request = { name, req, k, &room, 1 };
+	struct rsd_plan_report *rep = NULL;
+	struct rsd_use *u = NULL;
+	int err = -1;
+
+	if (!req || !outgoing || !in || !out_meta || !in_meta || !out_ptr || !in_ptr || !slot)
+		goto out;
+	for (unsigned j = 0; j < k; j++) {
+		slot[j] = (s * 7 + 1 + j) % o->ciphertexts;
+		outgoing[j] = dm->ct[slot[j]];
+		req[j] = (struct rsd_requirement){ outgoing[j], pinned };
+	}
+	snprintf(name, sizeof(name), "exchange-%u", s);
+	err = rsd_controller_use(dm->c, &request, NULL, 0, NULL, 0, &u);
+	if (err)
+		goto out;
+	for (unsigned j = 0; j < k; j++) {
+		const struct rsd_resident *v;
+
+		err = rsd_use_value(u, outgoing[j], pinned, &v);
+		if (err)
+			goto out;
+		out_meta[j] = dm->meta[slot[j]];
+		out_meta[j].hops++;
+		out_ptr[j] = &out_meta[j];
+		out_ptr[k + j] = rsd_resident_data(v, 0);
+		in_ptr[j] = &in_meta[j];
+	}
+	err = -1;
+	if (dm->ring->shift(dm->ring, out_ptr, in_ptr, k, sizeof(struct ct_meta)))
+		goto out;
+	for (unsigned j = 0; j < k; j++) {
+		err = rsd_resident_alloc(dm->m, &rsd_resident_type, pinned, 1, &o->ct_bytes,
+					 &in_meta[j], sizeof(in_meta[j]), &in[j]);
+		if (err)
+			goto out;
+		in_ptr[k + j] = rsd_resident_data(in[j], 0);
+	}
+	err = -1;
+	if (dm->ring->shift(dm->ring, out_ptr + k, in_ptr + k, k, o->ct_bytes))
+		goto out;
+	err = rsd_use_close(u, &rep);
+	account(dm, row, PH_EXCHANGE, rsd_use_decision(u), rep, outgoing, k);
+	if (err)
+		goto out;
+	/* The leaving values are the next rank's now; the arriving ones are
+	 * ours under handles of our own. */
+	for (unsigned j = 0; j < k; j++) {
+		err = rsd_discard(dm->m, outgoing[j], NULL);
+		if (!err)
+			err = rsd_adopt(dm->m, in[j], &pinned, RSD_EXCLUSIVE, &dm->ct[slot[j]]);
+		if (err)
+			goto out;
+		in[j] = NULL;
+		dm->meta[slot[j]] = in_meta[j];
+	}
+	dm->sent += k;
+	dm->received += k;
+out:
+	rsd_plan_report_free(rep);
+	rsd_use_free(u);
+	for (unsigned j = 0; in && j < k; j++)
+		rsd_resident_free(in[j]);
+	free(req);
+	free(outgoing);
+	free(in);
+	free(out_meta);
+	free(in_meta);
+	free(out_ptr);
+	free(in_ptr);
+	free(slot);
+	return err;
+}
+
+/*
+ * Every ciphertext against its seed and its metadata, every key against
+ * its source's seed. owned[gid] counts the intact ciphertexts this rank
+ * holds per job-wide id. Returns the number of losses.
+ */
+static unsigned verify(struct demo *dm, uint64_t *owned, unsigned *loads)
+{
+	const struct opts *o = &dm->o;
+	unsigned lost = 0;
+
+	for (unsigned i = 0; i < o->ciphertexts; i++) {
+		uint64_t sum = 0, want = 0;
+
+		if (checksum(dm, dm->ct[i], true, &sum) ||
+		    seed_sum(o->ct_bytes, dm->meta[i].gid, &want) || sum != want) {
+			fprintf(stderr, "rsd-demo: ciphertext %u (slot %u) is corrupt or lost\n",
+				dm->meta[i].gid, i);
+			lost++;
+			continue;
+		}
+		owned[dm->meta[i].gid]++;
+	}
+	*loads = 0;
+	for (unsigned i = 0; i < o->keys; i++) {
+		uint64_t sum = 0, want = 0;
+
+		if (checksum(dm, dm->key[i], false, &sum) ||
+		    seed_sum(o->key_bytes, 1000 + i, &want) || sum != want) {
 			fprintf(stderr, "rsd-demo: rotation key %u is corrupt or lost\n", i);
 			lost++;
 		}
-		loads += ks[i].loads;
+		*loads += dm->ks[i].loads;
 	}
+	return lost;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("\nverified %u ciphertexts and %u keys (%u key regenerations): %s\n", o.ciphertexts,
-	       o.keys, loads, lost ? "DATA LOST" : "all intact");
-	printf("elapsed %.2f s\n",
-	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Job-wide: every ciphertext id owned intact exactly once, nothing lost on
+ * any rank. Rank 0 prints the job's lines. Returns the job's losses. */
+static uint64_t job_summary(struct demo *dm, uint64_t *tally, size_t ntally,
+			    const struct timespec *t0)
+{
+	const struct opts *o = &dm->o;
+	struct demo_ring *ring = dm->ring;
+	uint64_t nct = (uint64_t)ring->nranks * o->ciphertexts, lost, missing = 0;
+	uint64_t *owned = tally + 4;
+
+	/* tally: lost, key loads, sent, received, then owned[gid]. */
+	if (ring->sum(ring, tally, ntally))
+		ring->abort(ring, 1);
+	lost = tally[0];
+	for (uint64_t g = 0; g < nct; g++)
+		if (owned[g] != 1)
+			missing++;
+	if (ring->rank == 0) {
+		printf("\n== job: %d ranks ==\n", ring->nranks);
+		printf("ring: %llu ciphertexts sent, %llu received and adopted (%.1f MiB)\n",
+		       (unsigned long long)tally[2], (unsigned long long)tally[3],
+		       mib(tally[2] * o->ct_bytes));
+		printf("verified %llu ciphertexts (each owned by exactly one rank: %s) and "
+		       "%llu keys (%llu key regenerations) on %d ranks: %s\n",
+		       (unsigned long long)nct, missing ? "NO" : "yes",
+		       (unsigned long long)ring->nranks * o->keys, (unsigned long long)tally[1],
+		       ring->nranks, lost || missing ? "DATA LOST" : "all intact");
+		printf("elapsed %.2f s\n", seconds_since(t0));
+	}
+	return lost + missing;
+}
+
+static void demo_close(struct demo *dm)
+{
+	rsd_controller_free(dm->c);
+	rsd_policy_free(dm->policy);
+	if (dm->m) {
+		rsd_manager_close(dm->m, RSD_CLOSE_FORCE);
+		rsd_manager_destroy(dm->m);
+	}
+	if (dm->stream)
+		rsd_simdev_stream_destroy(dm->sd, dm->stream);
+	rsd_simdev_destroy(dm->sd);
+	free(dm->ct);
+	free(dm->meta);
+	free(dm->key);
+	free(dm->ks);
+	free(dm->w);
+}
+
+/*
+ * The whole run; ring NULL for a single process. In a job each rank writes
+ * its report into memory and rank 0 prints them in rank order, then the
+ * job's lines. Returns the exit status: 0, 1 on any loss, 2 on bad usage.
+ */
+static int demo_run(int argc, char **argv, struct demo_ring *ring)
+{
+	struct demo dm = { .ring = ring };
+	const struct opts *o = &dm.o;
+	struct timespec t0;
+	struct table tab = { 0 };
+	uint64_t *tally = NULL, lost = 0;
+	size_t ntally = 0, textlen = 0;
+	char *text = NULL;
+	unsigned loads = 0;
+	bool progress;
+	int rc = 1;
+
+	if (parse(argc, argv, &dm.o))
+		return 2;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	progress = o->quiet && (!ring || ring->rank == 0);
+	dm.out = ring ? open_memstream(&text, &textlen) : stdout;
+	if (!dm.out)
+		goto fail;
+	if (ring)
+		fprintf(dm.out, "== rank %d (pid %d) of %d ==\n", ring->rank, (int)getpid(),
+			ring->nranks);
+	if (open_manager(&dm) || populate(&dm))
+		goto fail;
+	fprintf(dm.out,
+		"%u ciphertexts x %.0f MiB, %u keys x %.0f MiB, %u weights x %.0f MiB; "
+		"device budget %.0f MiB, pinned %.0f MiB, workspace %.0f MiB per stage",
+		o->ciphertexts, mib(o->ct_bytes), o->keys, mib(o->key_bytes), o->weights,
+		mib(o->weight_bytes), mib(o->device_budget), mib(o->pinned_budget),
+		mib(o->workspace));
+	if (ring)
+		fprintf(dm.out, "; %u sent on per stage", o->share);
+	fprintf(dm.out, "\n\n");
+	if (table_begin(&tab, o->stages))
+		goto fail;
+	for (unsigned s = 0; s < o->stages; s++) {
+		struct row row = { 0 };
+
+		if (compute(&dm, s, &row)) {
+			fprintf(stderr, "rsd-demo: stage-%u: %s\n", s, rsd_last_error()->message);
+			goto fail;
+		}
+		if (ring && o->share && exchange(&dm, s, &row)) {
+			fprintf(stderr, "rsd-demo: exchange-%u: %s\n", s,
+				rsd_last_error()->message);
+			goto fail;
+		}
+		row.peak = device_peak(dm.m, dm.dev);
+		table_add(&tab, &row);
+		if (progress && s % 10 == 9)
+			fprintf(stderr, "\rrsd-demo: stage %u/%u", s + 1, o->stages);
+	}
+	if (progress)
+		fprintf(stderr, "\n");
+	if (!o->quiet)
+		table_end(&tab, dm.out);
+	print_snapshot(dm.out, dm.m);
+
+	/* Nothing lost: every ciphertext and key byte is what it was. */
+	ntally = 4 + (size_t)(ring ? ring->nranks : 1) * o->ciphertexts;
+	tally = calloc(ntally, sizeof(*tally));
+	if (!tally)
+		goto fail;
+	tally[0] = verify(&dm, tally + 4, &loads);
+	print_moved(&dm);
+	fprintf(dm.out, "\nverified %u ciphertexts and %u keys (%u key regenerations): %s\n",
+		o->ciphertexts, o->keys, loads, tally[0] ? "DATA LOST" : "all intact");
+	fprintf(dm.out, "elapsed %.2f s\n", seconds_since(&t0));
+	lost = tally[0];
+	if (ring) {
+		tally[1] = loads;
+		tally[2] = dm.sent;
+		tally[3] = dm.received;
+		fclose(dm.out);
+		dm.out = NULL;
+		if (ring->print_all(ring, text, textlen))
+			ring->abort(ring, 1);
+		lost = job_summary(&dm, tally, ntally, &t0);
+	}
 	rc = lost ? 1 : 0;
 	goto out;
 fail:
 	fprintf(stderr, "rsd-demo: %s\n", rsd_last_error()->message);
+	if (ring)
+		ring->abort(ring, 1);
 out:
-	rsd_controller_free(c);
-	rsd_policy_free(policy);
-	if (m) {
-		rsd_manager_close(m, RSD_CLOSE_FORCE);
-		rsd_manager_destroy(m);
-	}
-	if (stream)
-		rsd_simdev_stream_destroy(sd, stream);
-	rsd_simdev_destroy(sd);
-	free(ct);
-	free(ct_sum);
-	free(key);
-	free(key_sum);
-	free(ks);
-	free(w);
+	if (ring && dm.out)
+		fclose(dm.out);
+	free(text);
+	free(tally);
+	free(tab.rows);
+	demo_close(&dm);
 	return rc;
 }
+
+#ifndef RSD_DEMO_RING
+int main(int argc, char **argv)
+{
+	return demo_run(argc, argv, NULL);
+}
+#endif
