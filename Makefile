@@ -509,9 +509,10 @@ check: all $(VG_FILES) $(SAN_FILES)
 # Programs users run. Scripts get the build directory in RSD_BUILD_DIR.
 RUN_ENV		:= RSD_BUILD_DIR=$(abspath $(B)) O=$(B)
 
+# RANKS=N: the demo as an MPI job of N ranks (tools/rsd-demo-mpi).
 demo: lib tools
 	$(Q)if [ -f tools/rsd-demo.sh ]; then \
-		$(RUN_ENV) bash tools/rsd-demo.sh $(DEMO_ARGS); \
+		$(RUN_ENV) RSD_DEMO_RANKS=$(RANKS) bash tools/rsd-demo.sh $(DEMO_ARGS); \
 	elif [ -x $(B)/tools/rsd-demo ]; then \
 		$(RUN_ENV) $(B)/tools/rsd-demo $(DEMO_ARGS); \
 	else echo 'demo: neither tools/rsd-demo.sh nor tools/rsd-demo.c exists'; exit 1; fi
@@ -666,7 +667,7 @@ help:
 	@echo '  lib tools tests  one part of all'
 	@echo '  check          build, run the suite with kyua, print the report and'
 	@echo '                 "N passed, N failed, N skipped"; fails when kyua test fails'
-	@echo '  demo           run tools/rsd-demo.sh or tools/rsd-demo (DEMO_ARGS=...)'
+	@echo '  demo           run tools/rsd-demo.sh or tools/rsd-demo (DEMO_ARGS=..., RANKS=N: MPI job)'
 	@echo '  bench          run tools/rsd-bench (BENCH_ARGS=...)'
 	@echo '  soak           run tools/rsd-soak if there is one (SOAK_ARGS=...)'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
