@@ -494,6 +494,14 @@ for b in bad:
     print(b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 EOF
+	# The text reader sees the same processes.
+	if /usr/bin/python3 -c 'import bt2' 2>/dev/null; then
+		atf_check -s exit:0 -o save:t.json "$tool" --json --no-plot --reader text \
+			--ranks demo/demo.out demo/trace
+		sed '/"reader"/d' d.json >d.cmp
+		sed '/"reader"/d' t.json >t.cmp
+		cmp -s d.cmp t.cmp || atf_fail "the bt2 and text readers disagree on the job"
+	fi
 	# The plot: one panel per rank.
 	grep -q '<svg' demo/managed-bytes.svg || atf_fail "no SVG plot was written"
 	for r in 0 1; do
