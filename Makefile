@@ -509,6 +509,16 @@ check: all $(VG_FILES) $(SAN_FILES)
 # Programs users run. Scripts get the build directory in RSD_BUILD_DIR.
 RUN_ENV		:= RSD_BUILD_DIR=$(abspath $(B)) O=$(B)
 
+# The demo's workload, tools/demo/*.c, is linked into rsd-demo and into
+# rsd-demo-mpi (the MPI side of it). Program links name the library before
+# EXTRA_LIBS, so the library follows the workload again for what it calls.
+DEMO_SRCS	:= $(sort $(wildcard tools/demo/*.c))
+DEMO_OBJS	:= $(DEMO_SRCS:%.c=$(B)/%.o)
+DEMO_PROGS	:= $(filter $(B)/tools/rsd-demo $(B)/tools/rsd-demo-mpi,$(TOOL_PROGS))
+$(DEMO_PROGS): $(DEMO_OBJS)
+$(DEMO_PROGS): EXTRA_LIBS += $(DEMO_OBJS) $(LIBA)
+-include $(DEMO_OBJS:.o=.d)
+
 # RANKS=N: the demo as an MPI job of N ranks (tools/rsd-demo-mpi).
 demo: lib tools
 	$(Q)if [ -f tools/rsd-demo.sh ]; then \
@@ -597,7 +607,7 @@ endif
 # MPI programs get Open MPI's include flags (pkg-config ompi-c, the flags
 # `mpicc --showme:compile` prints) as system directories; without Open MPI
 # they are not built, and so not linted (the note above says so).
-LINT_SRCS	:= $(LIB_SRCS) $(TOOL_SRCS) $(TP_SRCS)
+LINT_SRCS	:= $(LIB_SRCS) $(TOOL_SRCS) $(DEMO_SRCS) $(TP_SRCS)
 LINT_CPPFLAGS	:= $(filter-out -DRSD_TRACE=%,$(RSD_CPPFLAGS)) -DRSD_TRACE=0
 LINT_MPIFLAGS	:= $(patsubst -I%,-isystem %,$(MPI_CFLAGS))
 lint_flags	= $(if $(filter $(TP_SRCS),$(1)),$(RSD_CPPFLAGS),$(LINT_CPPFLAGS)) \

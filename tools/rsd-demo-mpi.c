@@ -7,9 +7,8 @@
  * Every rank owns one manager on its own cuda:<local rank> (the node-local
  * rank, from MPI_COMM_TYPE_SHARED) and runs the workload of rsd-demo.c; each
  * stage then passes a share of its ciphertexts to the next rank of a ring.
- * This file supplies only the MPI side, struct demo_ring: the build makes
- * one program of each tools/NAME.c, so the workload is compiled in here from
- * rsd-demo.c rather than linked, and rsd-demo itself never needs MPI.
+ * This file supplies only the MPI side, struct demo_ring; the workload is
+ * tools/demo/, linked into rsd-demo as well, which never needs MPI.
  *
  * Buffers are sent as host memory (pinned-host leases). A CUDA-aware MPI
  * could send device buffers directly; the demo stays with host buffers so it
@@ -17,8 +16,10 @@
  */
 #include <mpi.h>
 
-#define RSD_DEMO_RING 1
-#include "rsd-demo.c"
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "demo/demo.h"
 
 /* MPI counts are ints: a block larger than that goes in pieces. */
 #define CHUNK (1u << 30)

@@ -2,32 +2,23 @@
 /*
  * rsd-demo's report: why bytes moved, the compact per-stage table and the
  * final snapshot.
- * Compiled into rsd-demo.c (which includes this file after its own helpers
- * mib() and struct rsd_* headers); not a program of its own.
  */
+#include <stdlib.h>
+#include <string.h>
 
-enum tier {
-	T_PAGEABLE,
-	T_PINNED,
-	T_DEVICE,
-	NTIERS
-};
+#include "demo.h"
 
-static const char *const tier_name[NTIERS] = { "pageable", "pinned", "device" };
+/* Stages printed in full before the table shows changes only. */
+#define DEMO_FULL_STAGES 3
 
-/* Why bytes moved: the phase of the run and what the transition served. */
-enum why {
-	W_LOAD,
-	W_SPILL_DEV,
-	W_SPILL_PIN,
-	W_SEND,
-	W_ROOM,
-	W_VERIFY,
-	W_OTHER,
-	NWHY
-};
+double demo_mib(uint64_t nbytes)
+{
+	return (double)nbytes / (double)MiB;
+}
 
-static const char *const why_text[NWHY] = {
+const char *const demo_tier_name[NTIERS] = { "pageable", "pinned", "device" };
+
+const char *const demo_why_text[NWHY] = {
 	[W_LOAD] = "stage inputs brought to the device",
 	[W_SPILL_DEV] = "spilled: the device budget was full",
 	[W_SPILL_PIN] = "spilled: the pinned budget was full",
@@ -37,22 +28,15 @@ static const char *const why_text[NWHY] = {
 	[W_OTHER] = "other",
 };
 
-enum phase {
-	PH_STAGE,
-	PH_EXCHANGE,
-	PH_VERIFY
-};
-
-static enum tier tier(struct rsd_location at)
+enum tier demo_tier(struct rsd_location at)
 {
 	return at.kind == RSD_CUDA ? T_DEVICE : (enum tier)at.kind;
 }
 
-/* outgoing: the handles an exchange sends (n of them), else NULL. */
-static enum why why_of(enum phase ph, const struct rsd_transition *t,
-		       const struct rsd_handle *outgoing, size_t n)
+enum why demo_why_of(enum phase ph, const struct rsd_transition *t,
+		     const struct rsd_handle *outgoing, size_t n)
 {
-	enum tier from = tier(t->source), to = tier(t->destination);
+	enum tier from = demo_tier(t->source), to = demo_tier(t->destination);
 
 	if (ph == PH_VERIFY)
 		return W_VERIFY;
@@ -71,29 +55,12 @@ static enum why why_of(enum phase ph, const struct rsd_transition *t,
 	return W_OTHER;
 }
 
-/* Stages printed in full before the table shows changes only. */
-#define DEMO_FULL_STAGES 3
-
-/* One row of the per-stage table. Every field is a uint64_t, so two rows
- * compare with memcmp. */
-struct row {
-	uint64_t evict, spills, drops, h2d, d2h, h2h, peak, explored;
-};
-
-/* The compact per-stage table: DEMO_FULL_STAGES rows in full, then one
- * row per run of consecutive stages with the same figures, a repeating
- * cycle of stages said once, then the totals. */
-struct table {
-	struct row *rows;
-	unsigned n;
-};
-
 static void table_print(FILE *out, const char *label, const struct row *r)
 {
 	fprintf(out, "%-8s %5llu %6llu %5llu %10.1f %10.1f %10.1f %9.1fM %8llu\n", label,
 		(unsigned long long)r->evict, (unsigned long long)r->spills,
-		(unsigned long long)r->drops, mib(r->h2d), mib(r->d2h), mib(r->h2h), mib(r->peak),
-		(unsigned long long)r->explored);
+		(unsigned long long)r->drops, demo_mib(r->h2d), demo_mib(r->d2h), demo_mib(r->h2h),
+		demo_mib(r->peak), (unsigned long long)r->explored);
 }
 
 static bool row_same(const struct table *t, unsigned a, unsigned b)
@@ -122,14 +89,14 @@ static unsigned table_runs(const struct table *t, unsigned from, unsigned to, FI
 	return lines;
 }
 
-static int table_begin(struct table *t, unsigned nstages)
+int demo_table_begin(struct table *t, unsigned nstages)
 {
 	t->n = 0;
 	t->rows = calloc(nstages ? nstages : 1, sizeof(*t->rows));
 	return t->rows ? 0 : -1;
 }
 
-static void table_add(struct table *t, const struct row *r)
+void demo_table_add(struct table *t, const struct row *r)
 {
 	t->rows[t->n++] = *r;
 }
@@ -140,7 +107,7 @@ static void table_add(struct table *t, const struct row *r)
  * stages after it are one line. The cycle chosen is the one that prints
  * fewest lines (none when plain runs print fewer).
  */
-static void table_end(struct table *t, FILE *out)
+void demo_table_end(struct table *t, FILE *out)
 {
 	unsigned n = t->n, full = n < DEMO_FULL_STAGES ? n : DEMO_FULL_STAGES;
 	unsigned best = table_runs(t, full, n, NULL), cyc_from = n, period = 0;
@@ -197,7 +164,7 @@ static void table_end(struct table *t, FILE *out)
 	t->rows = NULL;
 }
 
-static uint64_t device_peak(struct rsd_manager *m, struct rsd_location dev)
+uint64_t demo_device_peak(struct rsd_manager *m, struct rsd_location dev)
 {
 	struct rsd_snapshot *snap;
 	uint64_t peak = 0;
@@ -211,7 +178,7 @@ static uint64_t device_peak(struct rsd_manager *m, struct rsd_location dev)
 	return peak;
 }
 
-static void print_snapshot(FILE *out, struct rsd_manager *m)
+void demo_print_snapshot(FILE *out, struct rsd_manager *m)
 {
 	struct rsd_snapshot *s;
 	char name[RSD_LOCATION_NAME_MAX];
@@ -227,11 +194,12 @@ static void print_snapshot(FILE *out, struct rsd_manager *m)
 		char budget[32] = "-";
 
 		if (l->has_budget)
-			snprintf(budget, sizeof(budget), "%.1fM", mib(l->budget_bytes));
+			snprintf(budget, sizeof(budget), "%.1fM", demo_mib(l->budget_bytes));
 		fprintf(out, "  %-14s %10s %9.1fM %9.1fM %9.1fM %9.1fM %7llu\n",
 			rsd_location_name(l->location, name, sizeof(name)), budget,
-			mib(l->used_bytes), mib(l->reserved_bytes), mib(l->peak_used_bytes),
-			mib(l->peak_charged_bytes), (unsigned long long)l->value_count);
+			demo_mib(l->used_bytes), demo_mib(l->reserved_bytes),
+			demo_mib(l->peak_used_bytes), demo_mib(l->peak_charged_bytes),
+			(unsigned long long)l->value_count);
 	}
 	rsd_snapshot_free(s);
 }
