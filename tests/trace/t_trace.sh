@@ -421,6 +421,7 @@ demo_ranks_body()
 	grep -q 'recording failed' demo.err && atf_fail "not recorded: $(cat demo.err)"
 	atf_check -o match:"on 2 ranks: all intact$" cat demo.log
 	atf_check -o match:"^per rank \(2 processes, told apart by vpid\)$" cat demo.log
+	atf_check -o match:" transitions, 2 manager\(s\) in 2 process\(es\), span " cat demo.log
 	sed -nE 's/^== rank ([0-9]+) \(pid ([0-9]+)\) of 2 ==$/\1 \2/p' demo/demo.out >ranks
 	atf_check_equal "$(cut -d' ' -f1 ranks | tr '\n' ' ')" "0 1 "
 

@@ -651,7 +651,7 @@ int demo_run(int argc, char **argv, struct demo_ring *ring)
 		demo_mib(o->weight_bytes), demo_mib(o->device_budget), demo_mib(o->pinned_budget),
 		demo_mib(o->workspace));
 	if (ring)
-		fprintf(dm.out, "; %u sent on per stage", o->share);
+		fprintf(dm.out, "; %u to the next rank per stage", o->share);
 	fprintf(dm.out, "\n\n");
 	if (demo_table_begin(&tab, o->stages))
 		goto fail;
