@@ -131,7 +131,7 @@ const char *rsd_action_kind_name(enum rsd_action_kind kind);
  * @completed_at_ns: wall clock when it completed, at least @started_at_ns.
  * @has_allocator: the allocator fields are set.
  * @allocator_device: the CUDA device sampled: the first CUDA location among
- *	the action's locations (see Documentation/reference.md §4.7).
+ *	the action's locations (see Documentation/reference.md §4.10).
  * @allocator_allocated_bytes_before: the device allocator's allocated
  *	bytes before the action body.
  * @allocator_reserved_bytes_before: its reserved bytes before.

@@ -1,18 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /**
- * DOC: rsd_controller - Automatic residency: policies, the tiered LRU, decide and use
+ * DOC: rsd_policy - Policies: eviction candidates, fallback tiers, the tiered LRU
  *
- * A controller turns a request (which values must be resident where, and
- * which bytes to reserve) into a plan over one manager. rsd_controller_decide()
- * searches, on the last published image and without the transition lock,
- * for reclaim actions (evictions and spills, ranked by the policy) that make
- * the request fit every budget; the decision records the plan, the
- * evictions, the explanation, the state_version it was made against and the
- * number of planning states explored. A decision is evidence only:
- * rsd_controller_scope() enters it as a scope and a state change since then
- * is -RSD_ESTALE. rsd_controller_use() decides, enters and leases the
- * requirements in one call. The policy shipped is a deterministic tiered
- * LRU (rsd_tiered_lru_create()). See Documentation/reference.md §12 and §13.
+ * A policy ranks eviction candidates and names the fallback locations a
+ * sole copy may spill to; the controller asks nothing else of it. The
+ * shipped policy is the deterministic tiered LRU.
+ * See Documentation/reference.md §12.
  */
 #ifndef RSD_CONTROLLER_H
 #define RSD_CONTROLLER_H
@@ -139,6 +132,22 @@ int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rs
  * Context: Any thread, once no controller uses it.
  */
 void rsd_policy_free(struct rsd_policy *p);
+
+/**
+ * DOC: rsd_controller - The controller: requests, decisions and scopes
+ *
+ * A controller turns a request (which values must be resident where, and
+ * which bytes to reserve) into a plan over one manager. rsd_controller_decide()
+ * searches, on the last published image and without the transition lock,
+ * for reclaim actions (evictions and spills, ranked by the policy) that make
+ * the request fit every budget; the decision records the plan, the
+ * evictions, the explanation, the state_version it was made against and the
+ * number of planning states explored. A decision is evidence only:
+ * rsd_controller_scope() enters it as a scope and a state change since then
+ * is -RSD_ESTALE. rsd_controller_use() decides, enters and leases the
+ * requirements in one call. The policy shipped is a deterministic tiered
+ * LRU (rsd_tiered_lru_create()). See Documentation/reference.md §12 and §13.
+ */
 
 /**
  * struct rsd_requirement - One value that must be resident at one location.
@@ -324,6 +333,13 @@ void rsd_decision_free(struct rsd_decision *d);
 int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 			 const struct rsd_transfer_stream *ts, size_t nts, struct rsd_scope **out);
 
+/**
+ * DOC: rsd_controller_use - Use: decide, enter and lease a request in one call
+ *
+ * A use object is a decision entered as a scope with one lease per distinct
+ * location of the request; rsd_use_value() gives the leased residents and
+ * rsd_use_close() ends it all. See Documentation/reference.md §13.6.
+ */
 /**
  * rsd_controller_use() - Decide, enter and lease a request in one call.
  * @c: the controller.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /**
- * DOC: rsd_lease - Lifetimes: leases, holds and named reservations
+ * DOC: rsd_lease - Leases: borrowed reads of values, GPU-stream aware
  *
  * A lease borrows a set of values at one location for reading; at a CUDA
  * location it is GPU-stream aware: releasing it records an event on every
@@ -186,6 +186,13 @@ int rsd_lease_release(struct rsd_lease *l, unsigned flags);
 void rsd_lease_free(struct rsd_lease *l);
 
 /**
+ * DOC: rsd_hold - Holds: pinning materializations without access
+ *
+ * A hold protects a set of values' materializations at one location from
+ * drop, move and discard until it is released. It gives no access to the
+ * values and involves no streams. See Documentation/reference.md §8.6.
+ */
+/**
  * rsd_hold() - Pin materializations at a location.
  * @m: the manager.
  * @h: the handles (@n entries); duplicates collapse.
@@ -244,6 +251,14 @@ bool rsd_hold_active(const struct rsd_hold *hd);
  */
 void rsd_hold_free(struct rsd_hold *hd);
 
+/**
+ * DOC: rsd_reserve - Named reservations of budget bytes
+ *
+ * A reservation takes bytes from a location's remaining budget under a
+ * label; the admission rule counts them as if they were charged, so later
+ * charges there must fit beside them. No memory is allocated. Scopes make
+ * and release reservations of their own. See Documentation/reference.md §8.7.
+ */
 /**
  * rsd_reserve() - Reserve bytes of a location's budget.
  * @m: the manager.

@@ -206,6 +206,15 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
 int rsd_manager_reap(struct rsd_manager *m);
 
 /**
+ * DOC: rsd_adopt - Registration: adopting a resident, registering a source
+ *
+ * A value enters a manager either as a resident the caller built
+ * (rsd_adopt(): its one materialization is installed and charged at once)
+ * or as a reconstruction source (rsd_register_source(): nothing is resident
+ * until a transition loads it). Either way the manager issues a handle that
+ * is never reused. See Documentation/reference.md §6.
+ */
+/**
  * rsd_adopt() - Hand a resident to the manager as a new value.
  * @m: the manager.
  * @value: the resident; on success it is the manager's, on failure it
@@ -266,6 +275,16 @@ int rsd_register_source(struct rsd_manager *m, const struct rsd_value_spec *spec
 			const struct rsd_source *source, struct rsd_location source_location,
 			struct rsd_handle *out);
 
+/**
+ * DOC: rsd_ensure - The primitive transitions: ensure, copy, move, drop, discard
+ *
+ * Each call runs one action on the writer path, checks everything before it
+ * changes anything, and on success may fill a struct rsd_transition report
+ * (NULL: not wanted). A failure leaves the state and state_version as they
+ * were. Budgets are enforced by the admission rule at every charge; leases,
+ * holds and pending GPU events protect materializations from removal. See
+ * Documentation/reference.md §4 and §7.
+ */
 /**
  * rsd_ensure() - Make a value resident at a location.
  * @m: the manager.

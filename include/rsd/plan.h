@@ -172,6 +172,15 @@ int rsd_explain(struct rsd_manager *m, const struct rsd_plan *p, const uint64_t 
 void rsd_explanation_free(struct rsd_explanation *e);
 
 /**
+ * DOC: rsd_execute_actions - Running actions as one plan, and partial reports
+ *
+ * rsd_execute_actions() runs a list of actions under one hold of the
+ * transition lock after a preflight: either nothing runs (a plan error) or
+ * the actions run in order until one fails (-RSD_EEXEC, with the committed
+ * prefix's report). See Documentation/reference.md §10.4 and §11.3.
+ */
+
+/**
  * struct rsd_plan_report - The transitions a plan committed.
  * @plan_name: the plan's name.
  * @ntransitions: the number of transitions.
@@ -245,6 +254,16 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 			struct rsd_plan_report **report);
 
 struct rsd_scope;
+
+/**
+ * DOC: rsd_scope - Scopes: a plan entered, held, and left
+ *
+ * A scope enters a plan (reclaim actions, reservations, enter actions) and
+ * keeps its reservations until it is closed, when it runs the exit actions
+ * and releases the reservations in reverse order. Other threads may act
+ * between entry and close; exit actions are not preflighted again. See
+ * Documentation/reference.md §11.
+ */
 
 /**
  * rsd_scope_enter() - Construct and enter a single-use scope.

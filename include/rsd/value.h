@@ -56,6 +56,14 @@ struct rsd_manager;
 struct rsd_resident;
 
 /**
+ * DOC: rsd_resident - Residents: one value's buffers at one location
+ *
+ * A resident is allocated through a manager's driver (rsd_resident_alloc())
+ * or wraps caller memory (rsd_resident_wrap()); the accessors read its
+ * buffers, metadata and sizes. Until a manager adopts it, the caller frees
+ * it with rsd_resident_free(). See Documentation/reference.md §2.
+ */
+/**
  * rsd_resident_alloc() - Allocate a resident at a location.
  * @m: the manager whose device driver serves pinned and CUDA memory.
  * @type: the value type; must derive from rsd_resident_type.
@@ -227,6 +235,10 @@ const struct rsd_type *rsd_resident_type_of(const struct rsd_resident *r);
  * Context: Any thread.
  */
 void rsd_resident_free(struct rsd_resident *r);
+
+/**
+ * DOC: rsd_value - Value specs, handles and sources
+ */
 
 /**
  * enum rsd_replica_mode - Whether a value may have several materializations.
