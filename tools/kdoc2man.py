@@ -344,7 +344,9 @@ def returns_roff(lines):
 
 
 def codes_of(lines):
-    return sorted(set(re.findall(r"\bRSD_E[A-Z]+\b", " ".join(lines))))
+    # Codes are written negated (-RSD_EBUDGET); RSD_EXCLUSIVE and the
+    # like, mentioned in the text, are not codes.
+    return sorted(set(re.findall(r"-(RSD_E[A-Z]+)\b", " ".join(lines))))
 
 
 def decl_roff(decl):
