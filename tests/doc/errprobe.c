@@ -15,16 +15,26 @@
 static const char *code_name(int err)
 {
 	static const char *const names[RSD_EMAX] = {
-		[RSD_EINVAL] = "RSD_EINVAL",	     [RSD_ETYPE] = "RSD_ETYPE",
-		[RSD_EUSAGE] = "RSD_EUSAGE",	     [RSD_ENOTFOUND] = "RSD_ENOTFOUND",
-		[RSD_EBUDGET] = "RSD_EBUDGET",	     [RSD_EHANDLE] = "RSD_EHANDLE",
-		[RSD_EUNAVAILABLE] = "RSD_EUNAVAILABLE", [RSD_EINUSE] = "RSD_EINUSE",
-		[RSD_ELIFETIME] = "RSD_ELIFETIME",   [RSD_EMATERIAL] = "RSD_EMATERIAL",
-		[RSD_EOWNERSHIP] = "RSD_EOWNERSHIP", [RSD_EPLAN] = "RSD_EPLAN",
-		[RSD_ESTALE] = "RSD_ESTALE",	     [RSD_ESEARCHLIMIT] = "RSD_ESEARCHLIMIT",
-		[RSD_EEXEC] = "RSD_EEXEC",	     [RSD_ECLOSED] = "RSD_ECLOSED",
-		[RSD_EREENTRANT] = "RSD_EREENTRANT", [RSD_ENOMEM] = "RSD_ENOMEM",
-		[RSD_EDEVICE] = "RSD_EDEVICE",	     [RSD_ESOURCE] = "RSD_ESOURCE",
+		[RSD_EINVAL] = "RSD_EINVAL",
+		[RSD_ETYPE] = "RSD_ETYPE",
+		[RSD_EUSAGE] = "RSD_EUSAGE",
+		[RSD_ENOTFOUND] = "RSD_ENOTFOUND",
+		[RSD_EBUDGET] = "RSD_EBUDGET",
+		[RSD_EHANDLE] = "RSD_EHANDLE",
+		[RSD_EUNAVAILABLE] = "RSD_EUNAVAILABLE",
+		[RSD_EINUSE] = "RSD_EINUSE",
+		[RSD_ELIFETIME] = "RSD_ELIFETIME",
+		[RSD_EMATERIAL] = "RSD_EMATERIAL",
+		[RSD_EOWNERSHIP] = "RSD_EOWNERSHIP",
+		[RSD_EPLAN] = "RSD_EPLAN",
+		[RSD_ESTALE] = "RSD_ESTALE",
+		[RSD_ESEARCHLIMIT] = "RSD_ESEARCHLIMIT",
+		[RSD_EEXEC] = "RSD_EEXEC",
+		[RSD_ECLOSED] = "RSD_ECLOSED",
+		[RSD_EREENTRANT] = "RSD_EREENTRANT",
+		[RSD_ENOMEM] = "RSD_ENOMEM",
+		[RSD_EDEVICE] = "RSD_EDEVICE",
+		[RSD_ESOURCE] = "RSD_ESOURCE",
 	};
 
 	if (err == 0)
@@ -49,7 +59,8 @@ int main(void)
 	struct rsd_manager_config cfg = { .budgets = &budget, .nbudgets = 1, .host_only = true };
 	struct rsd_location pin = RSD_LOC_PINNED_HOST, page = RSD_LOC_PAGEABLE_HOST;
 	struct rsd_location bad_kind = { (enum rsd_location_kind)7, -1 }, loc;
-	struct rsd_value_spec spec = { &rsd_resident_type, 8, 8, RSD_REPLICABLE, RSD_MUST_PRESERVE };
+	struct rsd_value_spec spec = { &rsd_resident_type, 8, 8, RSD_REPLICABLE,
+				       RSD_MUST_PRESERVE };
 	struct rsd_source src = { load_fails, NULL, NULL };
 	struct rsd_manager *m, *closed;
 	struct rsd_resident *r;
@@ -86,7 +97,8 @@ int main(void)
 	    rsd_adopt(m, r, NULL, RSD_EXCLUSIVE, &g))
 		return 2;
 	PROBE(rsd_adopt, rsd_adopt(m, NULL, NULL, RSD_EXCLUSIVE, &g));
-	PROBE(rsd_resident_alloc, rsd_resident_alloc(m, &rsd_resident_type, page, 0, &n, NULL, 0, &r));
+	PROBE(rsd_resident_alloc,
+	      rsd_resident_alloc(m, &rsd_resident_type, page, 0, &n, NULL, 0, &r));
 	PROBE(rsd_resident_alloc, rsd_resident_alloc(m, NULL, page, 1, &n, NULL, 0, &r));
 
 	PROBE(rsd_ensure, rsd_ensure(NULL, h, pin, NULL, NULL));
