@@ -31,26 +31,30 @@ srcdir()
 	atf_skip "librsd sources not found (set RSD_SRCDIR)"
 }
 
-find_lib()
-{
-	for d in "$(atf_get_srcdir)/../.." "$(atf_get_srcdir)/../../../lib"; do
-		if [ -f "$d/librsd.so" ]; then
-			echo "$d/librsd.so"
-			return 0
-		fi
-	done
-	atf_skip "librsd.so not found beside the test tree"
-}
+. "$(atf_get_srcdir)/../selftest/find_lib.sh"
 
-# The tree's text files, without build outputs and version control.
-tree_files()
+# grep_tree SRC GREP-OPTIONS... PATTERN: grep the tree's text files (without
+# build outputs and version control) from SRC; prints what grep prints.
+grep_tree()
 {
 	src=$1
+	shift
 	if [ -d "$src/.git" ] || [ -f "$src/.git" ]; then
 		git -C "$src" ls-files --cached --others --exclude-standard
 	else
 		(cd "$src" && find . -type f ! -path './build*' ! -path './.git/*' | sed 's|^\./||')
-	fi
+	fi >files
+	[ -s files ] || atf_fail "no files found in $src"
+	(cd "$src" && tr '\n' '\0' <"$OLDPWD/files" | xargs -0 grep -IE "$@" -- 2>/dev/null) || true
+}
+
+# subset_of SUB SUPER WHAT: fail naming the lines of sorted file SUB that
+# sorted file SUPER lacks.
+subset_of()
+{
+	[ -s "$1" ] || atf_fail "$3: nothing to check ($1 is empty)"
+	comm -23 "$1" "$2" >extra
+	[ ! -s extra ] || atf_fail "$3: $(tr '\n' ' ' <extra)"
 }
 
 atf_test_case exported_symbols_documented
@@ -62,15 +66,12 @@ exported_symbols_documented_head()
 exported_symbols_documented_body()
 {
 	man=$(mandir)
-	lib=$(find_lib)
+	lib=$(find_lib) || atf_skip "librsd.so not found beside the test tree"
 	nm -D --defined-only "$lib" | awk '$2 ~ /^[A-Z]$/ && $2 != "A" { print $3 }' \
 		| sed 's/@.*//' | sort -u >exported
 	atf_check -s exit:0 test -s exported
 	cut -d' ' -f1 "$man/symbols.txt" | sort -u >documented
-	comm -23 exported documented >undocumented
-	if [ -s undocumented ]; then
-		atf_fail "exported without kernel-doc in include/rsd/: $(tr '\n' ' ' <undocumented)"
-	fi
+	subset_of exported documented "exported without kernel-doc in include/rsd/"
 	: >unfound
 	while read -r s; do
 		man -M "$man" -w "$s" >/dev/null 2>&1 || echo "$s" >>unfound
@@ -135,9 +136,7 @@ return_codes_exist_body()
 		| grep -oE '\bRSD_E[A-Z]+\b' | grep -vx RSD_EMAX | sort -u >codes
 	atf_check -s exit:0 test "$(wc -l <codes)" -ge 20
 	awk '{ for (i = 2; i <= NF; i++) print $i }' "$man/returns.txt" | sort -u >listed
-	atf_check -s exit:0 test -s listed
-	comm -23 listed codes >unknown
-	[ ! -s unknown ] || atf_fail "Return: sections name codes error.h lacks: $(tr '\n' ' ' <unknown)"
+	subset_of listed codes "Return: sections name codes error.h lacks"
 }
 
 atf_test_case error_paths_listed
@@ -174,9 +173,7 @@ no_outside_references_body()
 	# Spelled in pieces so this file does not match itself.
 	up='\.\./'"shared"
 	spec='semantics'"\\.md"
-	tree_files "$src" >files
-	atf_check -s exit:0 test -s files
-	(cd "$src" && tr '\n' '\0' <"$OLDPWD/files" | xargs -0 grep -nIE "$up|$spec" -- 2>/dev/null) >hits || true
+	grep_tree "$src" -n "$up|$spec" >hits
 	[ ! -s hits ] || atf_fail "outside references: $(head -5 hits | tr '\n' ' ')"
 }
 
@@ -197,12 +194,8 @@ cited_sections_exist_body()
 	     /^[0-9]+\. / && ch != "" { i = $1; sub(/\.$/, "", i); print ch "." i }' "$ref" \
 		| sort -u >sections
 	atf_check -s exit:0 test "$(wc -l <sections)" -ge 50
-	tree_files "$src" >files
-	(cd "$src" && tr '\n' '\0' <"$OLDPWD/files" | xargs -0 grep -ohIE '§[0-9]+(\.[0-9]+)*' -- 2>/dev/null) \
-		| sed 's/^§//; s/\.$//' | sort -u >cited
-	atf_check -s exit:0 test -s cited
-	comm -23 cited sections >missing
-	[ ! -s missing ] || atf_fail "cited but not in reference.md: $(tr '\n' ' ' <missing)"
+	grep_tree "$src" -oh '§[0-9]+(\.[0-9]+)*' | sed 's/^§//; s/\.$//' | sort -u >cited
+	subset_of cited sections "cited but not in reference.md"
 }
 
 atf_init_test_cases()
