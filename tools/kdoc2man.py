@@ -6,8 +6,9 @@ usage: python3 tools/kdoc2man.py -o OUTDIR [--version V] [--pages DIR]
                                  [--strict] HEADER...
 
 The headers are the single source of the section-3 pages. Each "DOC: NAME -
-summary" comment starts a page NAME(3); every documented declaration that
-follows it in the header (functions "name() - ...", "struct name - ...",
+summary" comment starts a page NAME(3) (before the first one, a header's
+declarations go to a page named after it, rsd_HEADER(3)); every documented
+declaration that follows it in the header (functions "name() - ...", "struct name - ...",
 "enum name - ...", macros and constants "NAME - ...") belongs to that page,
 and each of their names (enum constants too) gets a link page
 (".so man3/NAME.3"), so `man rsd_lease_release` opens the lease page.
@@ -471,8 +472,14 @@ def main():
                     page.doc.body += it.body
                 continue
             if page is None:
-                problem(h, it.line, "%s is documented before any DOC: comment" % it.name)
-                continue
+                # A header without a DOC: comment still gets a page, named
+                # after the header, so its names are found.
+                name = "rsd_" + os.path.basename(h)[:-2]
+                page = next((p for p in pages if p.name == name), None)
+                if page is None:
+                    doc = Item("doc", name, "declarations of <%s>" % rel, h, it.line)
+                    page = Page(doc, rel)
+                    pages.append(page)
             page.items.append(it)
             if it.kind == "function":
                 returns.append((it.name, codes_of(it.returns)))
