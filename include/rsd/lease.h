@@ -214,6 +214,7 @@ void rsd_lease_free(struct rsd_lease *l);
  * * -RSD_EHANDLE - a handle is foreign, unknown or discarded.
  * * -RSD_EUNAVAILABLE - a value is not resident at @at.
  * * -RSD_ENOMEM - bookkeeping memory ran out.
+ * * -RSD_EDEVICE - reaping a pending lease's event failed.
  */
 int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct rsd_location at,
 	     struct rsd_hold **out);
