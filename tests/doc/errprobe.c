@@ -76,6 +76,11 @@ int main(void)
 	struct rsd_simdev *sd;
 	struct rsd_simdev_config sdc = { .ndevices = 500 };
 	struct rsd_action act;
+	struct rsd_fallback_tier tier;
+	struct rsd_use *u;
+	struct rsd_scope *s;
+	struct rsd_buffer_view view = { NULL, 0, NULL, 0, { RSD_PAGEABLE_HOST, -1 } };
+	void *stream;
 	struct rsd_plan plan = { .name = "probe" };
 	struct rsd_requirement req;
 	struct rsd_request rq = { .name = " ", .requirements = &req, .nrequirements = 1 };
@@ -169,9 +174,44 @@ int main(void)
 	PROBE(rsd_controller_decide, rsd_controller_decide(c, &rq, &d));
 	PROBE(rsd_controller_set_policy_metadata, rsd_controller_set_policy_metadata(c, h, 0, " "));
 	PROBE(rsd_controller_create, rsd_controller_create(NULL, NULL, 0, &c));
+	rq.name = "probe";
+	req.handle = h;
+	req.location = page;
+	PROBE(rsd_controller_use, rsd_controller_use(c, &rq, NULL, 1, NULL, 0, &u));
+	PROBE(rsd_controller_scope, rsd_controller_scope(c, NULL, NULL, 0, &s));
+	PROBE(rsd_controller_set_policy_metadata,
+	      rsd_controller_set_policy_metadata(c, foreign, 0, NULL));
 	rsd_controller_free(c);
 	rsd_policy_free(pol);
+	tier.from = pin;
+	tier.to = &pin;
+	tier.nto = 1;
+	PROBE(rsd_tiered_lru_create, rsd_tiered_lru_create(&tier, 1, &pol));
 	PROBE(rsd_simdev_create, rsd_simdev_create(&sdc, &sd));
+	PROBE(rsd_simdev_create, rsd_simdev_create(NULL, &sd));
+	sdc.ndevices = 1;
+	if (rsd_simdev_create(&sdc, &sd))
+		return 2;
+	PROBE(rsd_simdev_stream_create, rsd_simdev_stream_create(sd, 3, &stream));
+	rsd_simdev_destroy(sd);
+
+	/* Today a failed entry still hands out the closed scope; free it either way. */
+	s = NULL;
+	PROBE(rsd_scope_enter, rsd_scope_enter(m, &plan, NULL, 0, &wrong, &s));
+	rsd_scope_free(s);
+	PROBE(rsd_scope_enter, rsd_scope_enter(m, NULL, NULL, 0, NULL, &s));
+	PROBE(rsd_lease_release, rsd_lease_release(NULL, 0));
+	PROBE(rsd_hold_release, rsd_hold_release(NULL));
+	PROBE(rsd_reservation_release, rsd_reservation_release(NULL));
+	PROBE(rsd_resident_wrap,
+	      rsd_resident_wrap(&rsd_resident_type, 0, &view, NULL, 0, NULL, NULL, &r));
+	PROBE(rsd_resident_wrap, rsd_resident_wrap(NULL, 1, &view, NULL, 0, NULL, NULL, &r));
+	src.load = NULL;
+	PROBE(rsd_register_source, rsd_register_source(m, &spec, &src, page, &sh));
+	PROBE(rsd_manager_reap, rsd_manager_reap(NULL));
+	PROBE(rsd_manager_close, rsd_manager_close(NULL, 0));
+	PROBE(rsd_use_close, rsd_use_close(NULL, NULL));
+	PROBE(rsd_use_value, rsd_use_value(NULL, h, page, (const struct rsd_resident **)&r));
 
 	rsd_manager_close(closed, RSD_CLOSE_FORCE);
 	PROBE(rsd_manager_state_version_get, rsd_manager_state_version_get(closed, &v));
