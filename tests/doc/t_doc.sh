@@ -85,6 +85,24 @@ exported_symbols_documented_body()
 	done
 }
 
+atf_test_case overview_links_every_page
+overview_links_every_page_head()
+{
+	atf_set "descr" "librsd(7) lists every other page in SEE ALSO"
+}
+overview_links_every_page_body()
+{
+	man=$(mandir)
+	for f in "$man"/man[1-9]/*; do
+		case $(head -c3 "$f") in .so) continue ;; esac
+		b=${f##*/}
+		echo "${b%.*}(${b##*.})"
+	done | grep -vx 'librsd(7)' | sort -u >pages
+	sed -n '/^\.SH SEE ALSO/,$p' "$man/man7/librsd.7" | sed 's/\\f[BRP]//g; s/,$//' \
+		| grep -E '^[A-Za-z_.-]+\([0-9]\)$' | sort -u >linked
+	subset_of pages linked "pages librsd(7) does not list in SEE ALSO"
+}
+
 atf_test_case kdoc_complete
 kdoc_complete_head()
 {
@@ -201,6 +219,7 @@ cited_sections_exist_body()
 atf_init_test_cases()
 {
 	atf_add_test_case exported_symbols_documented
+	atf_add_test_case overview_links_every_page
 	atf_add_test_case kdoc_complete
 	atf_add_test_case pages_render
 	atf_add_test_case return_codes_exist
