@@ -166,7 +166,9 @@ bool rsd_lease_active(const struct rsd_lease *l);
  *
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or
- * * -RSD_ETYPE - @l is NULL.
+ * * -RSD_ETYPE - @l is NULL, or a consumer stream, checked again at release,
+ *   is no longer one of the driver's.
+ * * -RSD_EINVAL - a consumer stream, checked again, is on another device.
  * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
  *   transition of the manager.
  * * -RSD_ENOMEM - the events could not be recorded.
