@@ -661,6 +661,47 @@ uninstall:
 	$(Q)rm -rf $(D)$(INCLUDEDIR)/rsd $(D)$(TESTSDIR) $(D)$(EXAMPLESDIR)
 
 # ---------------------------------------------------------------------------
+# Man pages: tools/kdoc2man.py writes the section-3 pages from the kernel-doc
+# comments of include/rsd/*.h (one page per DOC: group, a .so link page for
+# every name in it) and copies Documentation/man/*.[1-9] (librsd(7) and the
+# tools' pages) with their page table and SEE ALSO filled in. A header or
+# page added later is picked up by the wildcards. `make install` installs
+# them under $(MANDIR); tests/doc checks them.
+MANDIR		?= $(PREFIX)/share/man
+MAN_HEADERS	:= $(sort $(wildcard include/rsd/*.h))
+MAN_SRCS	:= $(sort $(wildcard Documentation/man/*.[1-9]))
+MAN_STAMP	:= $(B)/man/.stamp
+PYTHON3		?= python3
+
+.PHONY: man install-man uninstall-man
+man: $(MAN_STAMP)
+check: man
+
+$(MAN_STAMP): tools/kdoc2man.py $(MAN_HEADERS) $(MAN_SRCS)
+	$(call msg,MAN,$(B)/man)
+	$(Q)rm -rf $(B)/man && mkdir -p $(B)/man
+	$(Q)$(PYTHON3) tools/kdoc2man.py -o $(B)/man --version $(VERSION) --pages Documentation/man \
+		$(MAN_HEADERS)
+	$(Q)touch $@
+
+install: install-man
+install-man: $(MAN_STAMP)
+	$(Q)for d in $(B)/man/man[1-9]; do \
+		$(INSTALL) -d $(D)$(MANDIR)/$${d##*/} && \
+		cp -P $$d/* $(D)$(MANDIR)/$${d##*/}/ || exit 1; \
+	done
+	$(Q)printf '%s\n' $$(cd $(B)/man && ls -d man[1-9]/*) >$(B)/man/installed.txt
+
+uninstall: uninstall-man
+uninstall-man:
+	$(Q)if [ -f $(B)/man/installed.txt ]; then \
+		while read -r f; do rm -f $(D)$(MANDIR)/$$f; done <$(B)/man/installed.txt; \
+	else \
+		rm -f $(D)$(MANDIR)/man7/librsd.7 $(D)$(MANDIR)/man1/rsd-*.1 \
+			$(D)$(MANDIR)/man3/rsd_*.3 $(D)$(MANDIR)/man3/rsd.3 $(D)$(MANDIR)/man3/RSD_*.3; \
+	fi
+
+# ---------------------------------------------------------------------------
 clean:
 	$(call msg,CLEAN,$(B))
 	$(Q)rm -rf -- $(B)
@@ -684,6 +725,7 @@ help:
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
 	@echo '  install        into DESTDIR/PREFIX (/usr/local): lib, headers, librsd.pc,'
 	@echo '                 tools in bin/, examples in share/rsd/examples/, tests in tests/rsd/'
+	@echo '  man            man pages from the headers'"'"' kernel-doc into $(B)/man'
 	@echo '  uninstall      remove what install put there'
 	@echo '  clean          remove the build directory; distclean: build/ and build-san/'
 	@echo

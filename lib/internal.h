@@ -49,7 +49,7 @@ void rsd__err_clear(void);
 /* Wall clock, Unix nanoseconds. */
 uint64_t rsd__now_ns(void);
 
-/* Quote a string the way the reference's repr does (semantics.md §12.3),
+/* Quote a string the way the reference's repr does (reference.md §10.3),
  * into buf; returns buf (truncated to len). */
 char *rsd__quote(const char *s, char *buf, size_t len);
 /* Non-NULL and containing a non-whitespace character. */
@@ -66,7 +66,7 @@ static inline unsigned rsd__loc_slot(struct rsd_location loc)
 }
 struct rsd_location rsd__slot_loc(unsigned slot);
 
-/* "ResidencyLocation(kind='...', device=device(type='...'))" of §12.3. */
+/* "ResidencyLocation(kind='...', device=device(type='...'))" of §10.3. */
 const char *rsd__loc_repr(struct rsd_location loc, char *buf, size_t len);
 
 #endif

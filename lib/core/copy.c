@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Copying a value to a destination (§8.4). Host-to-host copies are plain
+ * Copying a value to a destination (§4.4). Host-to-host copies are plain
  * memcpy (pinned memory is host memory); anything touching a device goes
  * through the driver on a stream, then waits for an event on that stream,
  * so a transition's destination bytes are complete when it returns.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Holds (§10.6) and named reservations (§10.7): protection and pure
+ * Holds (§8.6) and named reservations (§8.7): protection and pure
  * accounting. Both objects are also the manager's records of themselves:
  * `tracked` says whether the manager still counts them (a forced close
  * stops counting without freeing the caller's object).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Leases (§10.2-§10.5, §10.9): borrowed reads of materializations. A lease
+ * Leases (§8.2-§8.5, §8.9): borrowed reads of materializations. A lease
  * on a CUDA location ends in two steps: release records one event per
  * consumer stream and turns the lease pending; the writer path reaps it once
  * every event completed. A pending lease record is immutable and published
@@ -407,7 +407,7 @@ out:
 	return err;
 }
 
-/* The GPU half of §10.4, steps 3-7. */
+/* The GPU half of §8.4, steps 3-7. */
 static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_lease_rec *l,
 		       unsigned flags)
 {
@@ -588,7 +588,7 @@ void rsd_lease_free(struct rsd_lease *obj)
 		return;
 	m = obj->link.m;
 	if (obj->active && m) {
-		/* Abandonment (§10.9): wait for the consumers, then warn. */
+		/* Abandonment (§8.9): wait for the consumers, then warn. */
 		if (rsd_lease_release(obj, RSD_RELEASE_WAIT)) {
 			/* The manager may still point at the object (and GPU work
 			 * may still read the memory): keep both, for ever. */

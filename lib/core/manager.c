@@ -185,7 +185,7 @@ struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at)
 }
 
 /*
- * Writer entry (semantics.md §11.1, §6.1). A thread arriving while a source
+ * Writer entry (reference.md §9.1, §5.3). A thread arriving while a source
  * callback runs is refused at once; a thread already waiting for the lock
  * polls every 10 ms and is refused once a callback has started.
  */

@@ -52,7 +52,7 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 		return rsd__err(RSD_ETYPE, "rsd_adopt: value is not a resident (NULL)");
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_adopt: NULL argument");
-	/* §7.1 order: closed, location, runtime validity, conformance, spec,
+	/* §6.1 order: closed, location, runtime validity, conformance, spec,
 	 * then ownership at install. */
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err)

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The action executor (§8): ensure/copy, move, drop and discard, each with
+ * The action executor (§4): ensure/copy, move, drop and discard, each with
  * its report. Runs on the writer path; plans call rsd__exec_action() once
  * per action under the same lock.
  *
  * Every check that can fail precedes the first state change, so a failed
  * action leaves no trace beyond the reaping of its prologue and the peak
- * raised by a temporary source charge (§9.2).
+ * raised by a temporary source charge (§7.2).
  */
 #include <string.h>
 
@@ -60,7 +60,7 @@ static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rs
 	x->charged = false;
 }
 
-/* Run the source's load with the callback guard raised (§8.3, §11). */
+/* Run the source's load with the callback guard raised (§4.3, §9). */
 static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
 {
 	uint64_t c = rec->spec.storage_nbytes;
@@ -118,7 +118,7 @@ fail:
 	return err;
 }
 
-/* §8.3: the copy source of an ensure, or of a move with nothing to move. */
+/* §4.3: the copy source of an ensure, or of a move with nothing to move. */
 static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
 {
 	memset(x, 0, sizeof(*x));
@@ -300,7 +300,7 @@ static int do_discard(struct rsd_manager *m, struct rsd_record *rec)
 	return 0;
 }
 
-/* §8.10: the first CUDA location among the action's candidates. */
+/* §4.10: the first CUDA location among the action's candidates. */
 static int sample_device(const struct rsd_record *rec, const struct rsd_action *a)
 {
 	switch (a->kind) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The residency controller (semantics.md §15.4-15.7, §15.12): optional
+ * The residency controller (reference.md §12.4-12.7, §13.5): optional
  * automation over one manager, built on the public API plus the core's
  * read side (core.h). It keeps policy metadata and access epochs, and
  * decides when asked: decide reads one published image in place (an RCU
@@ -174,7 +174,7 @@ long rsd__img_index(const struct rsd_image *img, struct rsd_handle h)
 	return -1;
 }
 
-/* §4.2 against an image of manager manager_id: foreign, unknown, discarded. */
+/* §2.5 against an image of manager manager_id: foreign, unknown, discarded. */
 static int resolve(const struct rsd_image *img, uint64_t manager_id, struct rsd_handle h,
 		   long *idx)
 {
@@ -193,7 +193,7 @@ static int resolve(const struct rsd_image *img, uint64_t manager_id, struct rsd_
 	return 0;
 }
 
-/* ---- set_policy_metadata (§15.5) ---- */
+/* ---- set_policy_metadata (§12.5) ---- */
 
 int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_handle h, int priority,
 				       const char *stable_key)
@@ -255,7 +255,7 @@ out:
 	return err;
 }
 
-/* ---- requests (§15.1) ---- */
+/* ---- requests (§12.1) ---- */
 
 static int check_loc(struct rsd_location loc, const char *what, size_t i)
 {
@@ -311,7 +311,7 @@ int rsd__request_check(const struct rsd_request *r)
 	return 0;
 }
 
-/* VALIDATE (§15.7): handles, then EXCLUSIVE values required twice. */
+/* VALIDATE (§12.7): handles, then EXCLUSIVE values required twice. */
 int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct rsd_request *r)
 {
 	long idx;

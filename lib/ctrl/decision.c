@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * decide (semantics.md §15.7) and the decision record (§15.12): one
+ * decide (reference.md §12.7) and the decision record (§13.5): one
  * published image in, a confirmed plan out. decide never executes an
  * action, admits a reservation, acquires a lease or calls a source.
  */

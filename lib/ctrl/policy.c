@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The deterministic tiered LRU policy (semantics.md §15.3): configured
+ * The deterministic tiered LRU policy (reference.md §12.3): configured
  * fallback tiers, and an eviction order that depends only on priority,
  * access epoch, stable key and registration order.
  */
@@ -61,7 +61,7 @@ static long long cand_epoch(const struct rsd_eviction_candidate *c)
 	return c->has_last_access_epoch ? (long long)c->last_access_epoch : -1;
 }
 
-/* The §15.3 key: priority, epoch, keyed first, key bytes, registration. */
+/* The §12.3 key: priority, epoch, keyed first, key bytes, registration. */
 static int cand_cmp(const struct rsd_eviction_candidate *a, const struct rsd_eviction_candidate *b)
 {
 	const char *ka = a->metadata.stable_key, *kb = b->metadata.stable_key;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The controller search machine (semantics.md §15.10-15.11).
+ * The controller search machine (reference.md §13.3-13.4).
  *
  * SEARCH, RECLAIM and CAPACITY are generators: each produces successor
  * states one at a time and does the work for the next successor (including

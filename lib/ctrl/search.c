@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Building blocks of the controller search (semantics.md §15.9-15.11):
+ * Building blocks of the controller search (reference.md §13.2-13.4):
  * SIMULATE, CANDIDATES + RANK, COUNT and the memo keys built from SIG(S).
  * The generator machine that strings them together is in run.c.
  */
@@ -40,7 +40,7 @@ static bool over(const struct search *x, uint64_t used, uint64_t reserved, unsig
 	return x->has_budget[slot] && sat_add(sat_add(used, reserved), n) > x->budget[slot];
 }
 
-/* ---- SIMULATE (§15.9) ---- */
+/* ---- SIMULATE (§13.2) ---- */
 
 static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *S, uint32_t v,
 				    size_t *nv)
@@ -134,7 +134,7 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 	return 0;
 }
 
-/* ---- CANDIDATES and RANK (§15.10) ---- */
+/* ---- CANDIDATES and RANK (§13.3) ---- */
 
 bool rsd__active_has(const struct active *a, uint32_t v, int slot)
 {
@@ -368,7 +368,7 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 	r = malloc((n ? n : 1) * sizeof(*r));
 	if (!r)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
-	/* Two policy calls, even when one side is empty (§15.10). */
+	/* Two policy calls, even when one side is empty (§13.3). */
 	if (order_part(x, 0, nord, X, r) || order_part(x, nord, n, X, r)) {
 		free(r);
 		return x->err;
@@ -378,7 +378,7 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 	return 0;
 }
 
-/* ---- memo keys: SIG(S) (§15.11) plus the objective's parameters ---- */
+/* ---- memo keys: SIG(S) (§13.4) plus the objective's parameters ---- */
 
 static int key_put(struct search *x, const void *p, size_t n)
 {

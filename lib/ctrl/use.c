@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * use (semantics.md §15.13): decide, enter the decision's scope, lease every
+ * use (reference.md §13.6): decide, enter the decision's scope, lease every
  * requirement grouped by location, record one access epoch. The C API
  * combines construction and entry: rsd_controller_use returns the entered
  * use object. When entry fails after the decision was made, the use has
@@ -147,7 +147,7 @@ static int acquire_groups(struct rsd_use *u)
 	return err;
 }
 
-/* §15.6: one new epoch for every distinct handle of the request. */
+/* §12.6: one new epoch for every distinct handle of the request. */
 static int record_epoch(struct rsd_use *u)
 {
 	struct rsd_controller *c = u->c;

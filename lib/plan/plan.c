@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Plan records, explain and execute_actions (§12.1-§12.4). */
+/* Plan records, explain and execute_actions (§10.1-§10.4). */
 #include <stdlib.h>
 #include <string.h>
 

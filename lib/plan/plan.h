@@ -6,7 +6,7 @@
 #include "../core/core.h"
 
 /*
- * Simulate p against one image (§12.3). Readers pass the image they hold
+ * Simulate p against one image (§10.3). Readers pass the image they hold
  * under rcu_read_lock(); the writer passes m->img after publishing, so the
  * image equals its state. with_reservations: admit p's reservations after
  * the reclaim actions (explain, scope preflight; not execute_actions).
@@ -16,7 +16,7 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 
 /* Deep copy of a plan (names, arrays, labels) in one allocation. */
 struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
-/* Validate a plan's records without a manager (§12.1). */
+/* Validate a plan's records without a manager (§10.1). */
 int rsd__plan_check(const struct rsd_plan *p);
 int rsd__action_check(const struct rsd_action *a);
 
@@ -32,7 +32,7 @@ int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_i
 /* Preflight a plan on the writer path: -RSD_EPLAN with the first reason. */
 int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p);
 
-/* Validate a transfer-stream map on the writer path (§12.2). */
+/* Validate a transfer-stream map on the writer path (§10.2). */
 int rsd__check_transfer_streams(struct rsd_manager *m, const struct rsd_transfer_stream *ts,
 				size_t nts);
 void *rsd__stream_for(const struct rsd_transfer_stream *ts, size_t nts, const struct rsd_action *a);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Plan reports and the plan-execution failure record (§12.4, §16.2). A
+ * Plan reports and the plan-execution failure record (§10.4, §17.2). A
  * failed plan call keeps the committed prefix's report for this thread until
  * rsd_take_partial_report() hands it over.
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Scopes (§12.5): a single-use plan context. Entry preflights the whole
+ * Scopes (§11): a single-use plan context. Entry preflights the whole
  * plan, runs reclaim, admits reservations, runs enter; close runs exit and
  * releases the scope's reservations in reverse admission order.
  *
@@ -235,7 +235,7 @@ void rsd_scope_free(struct rsd_scope *s)
 				  s->plan->name);
 		} else {
 			/* The manager still lists the scope's reservations: keep
-			 * the scope and the manager (§10.9). */
+			 * the scope and the manager (§8.9). */
 			m->keep_alive = true;
 			rsd__warn(m, "scope '%s' was freed while open and its reservations could not be "
 				  "released (%s): the manager was retained", s->plan->name,

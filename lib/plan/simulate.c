@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The plan simulation of semantics.md §12.3: a dry run of reclaim ++ enter
+ * The plan simulation of reference.md §10.3: a dry run of reclaim ++ enter
  * ++ exit with reservations admitted after reclaim, against one published
  * image. explain runs it lock-free; execute_actions and scope entry run it
  * as their preflight on the writer path. It never changes the manager.
@@ -147,7 +147,7 @@ static const char *lname(struct rsd_location at, char *buf)
 	return rsd_location_name(at, buf, RSD_LOCATION_NAME_MAX);
 }
 
-/* Runtime validation plus first touch (§12.3 "Preparing a location"). */
+/* Runtime validation plus first touch (§10.3 "Preparing a location"). */
 static bool prepare(struct sim *s, struct rsd_location at)
 {
 	const struct rsd_img_loc *il;
@@ -280,7 +280,7 @@ static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 	return v;
 }
 
-/* Resolution against the image (§4.2); the message becomes the reason. */
+/* Resolution against the image (§2.5); the message becomes the reason. */
 static const struct rsd_img_value *resolve(struct sim *s, struct rsd_handle h)
 {
 	const struct rsd_img_value *iv;

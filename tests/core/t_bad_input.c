@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Bad input at the public boundary (api.md §1-2, semantics.md §0.3):
+ * Bad input at the public boundary (reference.md §1.2, §2.5, §17.1):
  * NULL managers, objects and out-pointers, and location records that are
  * not locations, give RSD_ETYPE with a recorded message, write no
  * out-parameter and leave the manager's state untouched.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Budgets, charges and peaks (semantics.md §9, W1, §19.4-5): the admission
+ * Budgets, charges and peaks (reference.md §7, §20.1, §18.4-18.5): the admission
  * boundary, budget 0, charges near UINT64_MAX, unbudgeted reservations and
  * the caller's budget array being copied.
  */
@@ -33,7 +33,7 @@ static void need_pinned(struct cfx *f)
 	rsd_resident_free(probe);
 }
 
-/* §9.1: used + reserved + n <= budget is admitted, one byte more is not. */
+/* §7.1: used + reserved + n <= budget is admitted, one byte more is not. */
 ATF_TC_WITHOUT_HEAD(admission_boundary);
 ATF_TC_BODY(admission_boundary, tc)
 {
@@ -77,7 +77,7 @@ ATF_TC_BODY(admission_boundary, tc)
 	cfx_fini(&f);
 }
 
-/* W1. */
+/* §20.1. */
 ATF_TC_WITHOUT_HEAD(w1_reservations);
 ATF_TC_BODY(w1_reservations, tc)
 {
@@ -122,7 +122,7 @@ ATF_TC_BODY(w1_reservations, tc)
 	cfx_fini(&f);
 }
 
-/* §19.4: budget 0 is a real budget, recorded at construction; the map is copied. */
+/* §18.4: budget 0 is a real budget, recorded at construction; the map is copied. */
 ATF_TC_WITHOUT_HEAD(budget_zero);
 ATF_TC_BODY(budget_zero, tc)
 {
@@ -160,7 +160,7 @@ ATF_TC_BODY(budget_zero, tc)
 	cfx_fini(&f);
 }
 
-/* §19.5: an unbudgeted reservation of 2^40 bytes is pure accounting. */
+/* §18.5: an unbudgeted reservation of 2^40 bytes is pure accounting. */
 ATF_TC_WITHOUT_HEAD(unbudgeted_reservation_2_40);
 ATF_TC_BODY(unbudgeted_reservation_2_40, tc)
 {
@@ -296,7 +296,7 @@ ATF_TC_BODY(budget_uint64_max, tc)
 	cfx_fini(&f);
 }
 
-/* §9.1: budgets never apply to removals, holds or leases. */
+/* §7.1: budgets never apply to removals, holds or leases. */
 ATF_TC_WITHOUT_HEAD(no_admission_for_protections);
 ATF_TC_BODY(no_admission_for_protections, tc)
 {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * rsd_controller_use (semantics.md §15.13): decide, enter, lease grouped by
- * location, record an access epoch; LRU by epochs (example I, W18); streams
- * on the simulated device; unwinding a failed entry (§19.76-79).
+ * rsd_controller_use (reference.md §13.6): decide, enter, lease grouped by
+ * location, record an access epoch; LRU by epochs (example I, §20.18); streams
+ * on the simulated device; unwinding a failed entry (§18.76-18.79).
  */
 #include <string.h>
 
@@ -35,7 +35,7 @@ static void use_and_close(struct rsd_controller *c, struct rsd_requirement q, si
 	rsd_use_free(u);
 }
 
-/* Example I / W18 / §19.79. */
+/* Example I / §20.18 / §18.79. */
 ATF_TC_WITHOUT_HEAD(example_i_epochs);
 ATF_TC_BODY(example_i_epochs, tc)
 {
@@ -167,7 +167,7 @@ ATF_TC_BODY(use_values_and_close, tc)
 	fx_fini(&f);
 }
 
-/* §19.76: consumer streams must match the CUDA requirement locations. */
+/* §18.76: consumer streams must match the CUDA requirement locations. */
 ATF_TC_WITHOUT_HEAD(consumer_stream_coverage);
 ATF_TC_BODY(consumer_stream_coverage, tc)
 {
@@ -241,7 +241,7 @@ ATF_TC_BODY(gpu_use, tc)
 	fx_fini(&f);
 }
 
-/* §19.77: acquire fails after admission; the use unwinds and stays readable. */
+/* §18.77: acquire fails after admission; the use unwinds and stays readable. */
 ATF_TC_WITHOUT_HEAD(acquire_failure_unwinds);
 ATF_TC_BODY(acquire_failure_unwinds, tc)
 {

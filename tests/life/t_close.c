@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * close and destroy (semantics.md §14, §10.4 table, §10.9; edge cases 43,
- * 62, 63, 85; W11, W19): refusal with the lifetime counts, waiting for
+ * close and destroy (reference.md §15, §8.4 table, §8.9; edge cases 43,
+ * 62, 63, 85; §20.11, §20.19): refusal with the lifetime counts, waiting for
  * and reaping pending leases, forced close and what survives it, the
  * closed-check prologues, idempotent close, and lifetime objects that
  * outlive their manager.
@@ -32,7 +32,7 @@ static uint64_t raw_version(void)
 	return v;
 }
 
-/* Edge case 62, W19 tail. */
+/* Edge case 62, §20.19 tail. */
 ATF_TC_WITHOUT_HEAD(nowait_refuses_pending_wait_synchronizes);
 ATF_TC_BODY(nowait_refuses_pending_wait_synchronizes, tc)
 {
@@ -94,7 +94,7 @@ ATF_TC_BODY(nowait_reaps_completed, tc)
 	lfx_teardown();
 }
 
-/* W11-like: the refusal counts every kind of lifetime, nothing changes. */
+/* §20.11-like: the refusal counts every kind of lifetime, nothing changes. */
 ATF_TC_WITHOUT_HEAD(refusal_counts);
 ATF_TC_BODY(refusal_counts, tc)
 {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Leases (semantics.md §10.1-§10.5, §10.9; edge cases 35-42): acquisition
+ * Leases (reference.md §8.1-§8.5, §8.9; edge cases 35-42): acquisition
  * and its argument rules, the borrowed-value lookup, the GPU release into
  * a pending lease and its reaping, the state_version arithmetic, where
  * reaping happens (and where it must not: reserve, snapshot and
  * state_version are lock-free or accounting-only in librsd, see
- * architecture.md). Failure paths and abandonment: t_lease_fault.c.
+ * Documentation/design.md). Failure paths and abandonment: t_lease_fault.c.
  *
  * The simulated device stands in for CUDA: two devices, events that
  * complete only when the test completes their stream.
@@ -177,7 +177,7 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	nlocs = rsd_manager_locations(lfx_m, locs, 8);
 	v = lfx_ver();
 
-	/* §10.2 step 4: a CUDA lease needs a consumer stream. */
+	/* §8.2 step 4: a CUDA lease needs a consumer stream. */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), NULL, &l), -RSD_EINVAL);
 	/* ... and that check precedes the residency check (step 7). */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(0), NULL, &l), -RSD_EINVAL);
@@ -185,7 +185,7 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, s0, &l), -RSD_EINVAL);
 	ATF_CHECK(lfx_msg_has("CUDA"));
 	/* Host lease with something that is not a stream: the type check
-	 * comes first (§8.1 step 5 order). */
+	 * comes first (§4.1 step 5 order). */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l), -RSD_ETYPE);
 	/* Stream of another device. */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s1, &l), -RSD_EINVAL);
@@ -457,7 +457,7 @@ ATF_TC_BODY(release_versions, tc)
 }
 
 /*
- * Reap points (§10.5 as amended by architecture.md): every writer call
+ * Reap points (§8.5 as Documentation/design.md amends it): every writer call
  * (rsd_manager_reap, transitions, acquire, hold) folds completed leases in
  * first; reserve, releases, lookups, snapshots and state_version reads do
  * not.

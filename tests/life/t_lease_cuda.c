@@ -296,7 +296,7 @@ ATF_TC_BODY(cuda_acquire_stream_rules, tc)
 	nlocs = rsd_manager_locations(lfx_m, locs, 8);
 	v = lfx_ver();
 
-	/* §10.2 step 4: a CUDA lease needs a consumer stream ... */
+	/* §8.2 step 4: a CUDA lease needs a consumer stream ... */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, c0, NULL, &l), -RSD_EINVAL);
 	/* ... and that check precedes the residency check (step 7). */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, c0, NULL, &l), -RSD_EINVAL);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Lease failure paths (semantics.md §10.4 steps 4, 5 and 7, §10.5, §10.9):
+ * Lease failure paths (reference.md §8.4 steps 4, 5 and 7, §8.5, §8.9):
  * an event query failing during reaping, abandonment of active leases, the
  * fallback when recording a completion event fails, re-validation of the
  * consumer streams at release, and a waiting release whose event
@@ -20,10 +20,10 @@
 #include <urcu/urcu-memb.h>
 
 /*
- * §10.5: an error while querying an event during reaping propagates (the
+ * §8.5: an error while querying an event during reaping propagates (the
  * writer call fails, the lease stays pending); explain treats it as "still
  * protected". The failed prologue must not leave the thread marked as
- * inside a transition (§6.1).
+ * inside a transition (§5.3).
  */
 ATF_TC_WITHOUT_HEAD(reap_query_error_propagates);
 ATF_TC_BODY(reap_query_error_propagates, tc)
@@ -181,7 +181,7 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 
 /*
  * A consumer stream destroyed before release fails the re-validation of
- * §10.4 step 4: the error propagates and the lease stays active.
+ * §8.4 step 4: the error propagates and the lease stays active.
  */
 ATF_TC_WITHOUT_HEAD(release_revalidates_streams);
 ATF_TC_BODY(release_revalidates_streams, tc)
@@ -213,7 +213,7 @@ ATF_TC_BODY(release_revalidates_streams, tc)
 
 /*
  * Waiting fails after the lease turned pending (event synchronization
- * error): the error propagates, the caller's object stays active (§10.3:
+ * error): the error propagates, the caller's object stays active (§8.3:
  * inactive only after a successful manager-side release) and the lease is
  * pending. A later release is a silent no-op, also once the pending lease
  * has been reaped and its record freed.

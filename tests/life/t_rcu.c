@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Lock-free observation (architecture.md "one writer path, lock-free
- * readers"; semantics.md §11, §13.6, §17.2): snapshots taken while other
+ * Lock-free observation (Documentation/design.md, "Where librsd differs"; reference.md §9, §14.6, §16.2): snapshots taken while other
  * threads mutate are each one consistent state, state_version never goes
  * backwards for a reader, and a source load holding the writer path
  * neither blocks readers nor lets other writers in (they fail with
@@ -53,7 +52,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- snapshot invariants (§13.6, §9.2, §13.4) ------------------------------- */
+/* ---- snapshot invariants (§14.6, §7.2, §14.4) ------------------------------- */
 
 static bool loc_known(const struct rsd_snapshot *s, struct rsd_location at)
 {
@@ -250,7 +249,7 @@ static void *writer_main(void *p)
 			}
 			break;
 		case 2:
-			/* §8.7: onto a resident destination removes the best other
+			/* §4.7: onto a resident destination removes the best other
 			 * replica; else copies from the best one and removes it. */
 			j = first_at(at, li);
 			WCHECK(rsd_move(lfx_m, h, wr->locs[li], NULL, NULL, NULL), 0, "move");

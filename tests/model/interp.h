@@ -44,8 +44,8 @@ const char *ip_op_name(unsigned op);
 unsigned ip_nops(void);
 
 /*
- * Invariants every snapshot must satisfy on its own (semantics.md §9.2,
- * §13.6 and the must-preserve rule). Returns true, or false with why.
+ * Invariants every snapshot must satisfy on its own (reference.md §7.2,
+ * §14.6 and the must-preserve rule). Returns true, or false with why.
  */
 bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len);
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Snapshot invariants that need no model: accounting sums, budgets, peaks,
- * must-preserve values, uniqueness (semantics.md §3.3, §9.2, §13.6).
+ * must-preserve values, uniqueness (reference.md §3.2, §7.2, §14.6).
  */
 #include <stdio.h>
 #include <string.h>

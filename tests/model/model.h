@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A reference model of the residency manager, written from semantics.md
+ * A reference model of the residency manager, written from Documentation/reference.md
  * alone: plain arrays, linear scans, no RCU, no cleverness. Every operation
  * returns the result code librsd must return and fills the report librsd
  * must produce; the interpreter (interp.c) runs the same operation on both

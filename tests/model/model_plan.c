@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The model's plan simulation (semantics.md §12.3) and execute_actions
- * (§12.4): a dry run over copied per-value location sets and per-location
+ * The model's plan simulation (reference.md §10.3) and execute_actions
+ * (§10.4): a dry run over copied per-value location sets and per-location
  * numbers, then the actions through model_action().
  */
 #include <stdio.h>

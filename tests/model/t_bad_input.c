@@ -142,7 +142,7 @@ ATF_TC_BODY(null_objects, tc)
 
 	fx_init(&f);
 	memset(&cfg, 0, sizeof(cfg));
-	/* NULL cfg is the default configuration (api.md: budgets and driver optional). */
+	/* NULL cfg is the default configuration (rsd_manager(3): budgets and driver optional). */
 	if (!rsd_manager_create(NULL, &m))
 		rsd_manager_destroy(m);
 	check_err("rsd_manager_create(NULL out)", rsd_manager_create(&cfg, NULL), RSD_ETYPE);
@@ -216,8 +216,8 @@ ATF_TC_WITHOUT_HEAD(bad_locations_sizes_streams);
 ATF_TC_BODY(bad_locations_sizes_streams, tc)
 {
 	struct fx f;
-	/* A record that is not statically valid is not a location (ETYPE, api.md: "bad
-	 * record kind"); cuda:5 is valid but not available here (EINVAL, §1.3). */
+	/* A record that is not statically valid is not a location (ETYPE, a "bad
+	 * record", reference.md §1.2); cuda:5 is valid but not available here (EINVAL, §1.3). */
 	struct rsd_location badlocs[] = { CUDA5, BADKIND, { RSD_CUDA, -1 }, { RSD_CUDA, 128 } };
 	const int codes[] = { RSD_EINVAL, RSD_ETYPE, RSD_ETYPE, RSD_ETYPE };
 	struct rsd_value_spec spec = { &rsd_resident_type, 16, 8, RSD_REPLICABLE,
@@ -278,7 +278,7 @@ ATF_TC_BODY(bad_locations_sizes_streams, tc)
 }
 
 /* rsd_resident_alloc rejects a record that is not a location with EINVAL
- * while every manager entry point says ETYPE (api.md: bad record kind). */
+ * while every manager entry point says ETYPE (a bad record, reference.md §1.2). */
 ATF_TC_WITHOUT_HEAD(resident_alloc_bad_record);
 ATF_TC_BODY(resident_alloc_bad_record, tc)
 {

@@ -2,7 +2,7 @@
 /*
  * Shared setup of the plan tests (explain, execute, scopes): a manager on
  * the simulated device or host-only with its warnings captured, 64-byte
- * values (N in semantics.md's appendix), counted sources with failure
+ * values (N in reference.md §20), counted sources with failure
  * knobs, snapshot lookups, and checks of explanations and reports.
  */
 #ifndef RSD_TESTS_PLAN_PFX_H

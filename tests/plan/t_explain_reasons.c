@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * rsd_explain (semantics.md §12.3), per-action reasons: ensure, move, drop
+ * rsd_explain (reference.md §10.3), per-action reasons: ensure, move, drop
  * and discard explanations with their exact reason texts, predicted peaks
  * and their first-touch order, and what holds and pending leases protect.
  * The plan-level checks are in t_explain.c. Values are 64 bytes (N).
@@ -28,7 +28,7 @@ ATF_TC_BODY(ensure_reasons, tc)
 	pfx_init(&f, NULL, 0, -1);
 	x = pfx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
 
-	/* EXCLUSIVE at its current location: a no-op (§19.26). */
+	/* EXCLUSIVE at its current location: a no-op (§18.26). */
 	a[0] = rsd_action_ensure(x, PAGEABLE);
 	a[1] = rsd_action_ensure(x, PINNED);
 	e = pfx_explain_enter(&f, "exclusive", a, 2);
@@ -42,7 +42,7 @@ ATF_TC_BODY(ensure_reasons, tc)
 	pfx_fini(&f);
 }
 
-/* W3: a load at the source location shares one charge (§19.19). */
+/* §20.3: a load at the source location shares one charge (§18.19). */
 ATF_TC_WITHOUT_HEAD(load_at_source_one_charge);
 ATF_TC_BODY(load_at_source_one_charge, tc)
 {
@@ -68,7 +68,7 @@ ATF_TC_BODY(load_at_source_one_charge, tc)
 	pfx_fini(&f);
 }
 
-/* W4: infeasible, predicted peak above the budget, explanation prefix (§19.54). */
+/* §20.4: infeasible, predicted peak above the budget, explanation prefix (§18.54). */
 ATF_TC_WITHOUT_HEAD(peak_above_budget);
 ATF_TC_BODY(peak_above_budget, tc)
 {
@@ -100,7 +100,7 @@ ATF_TC_BODY(peak_above_budget, tc)
 	pfx_fini(&f);
 }
 
-/* W5 and §19.57: first-touch order; a no-op drop at a never-used location. */
+/* §20.5 and §18.57: first-touch order; a no-op drop at a never-used location. */
 ATF_TC_WITHOUT_HEAD(peak_order_first_touch);
 ATF_TC_BODY(peak_order_first_touch, tc)
 {
@@ -142,7 +142,7 @@ ATF_TC_BODY(peak_order_first_touch, tc)
 	pfx_check_peak(e, 2, PINNED, N);
 	rsd_explanation_free(e);
 
-	/* Nothing recorded, nothing changed (§19.45). */
+	/* Nothing recorded, nothing changed (§18.45). */
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_REQUIRE_EQ(rsd_manager_locations(f.m, got, 4), 1);
 	ATF_CHECK(pfx_loc_is(got[0], PAGEABLE));
@@ -223,7 +223,7 @@ ATF_TC_BODY(move_reasons, tc)
 		  "destination already owns the selected replica");
 	rsd_explanation_free(e);
 
-	/* Protected implicit source onto a resident destination (§19.24). */
+	/* Protected implicit source onto a resident destination (§18.24). */
 	hd = pfx_hold1(&f, h, PAGEABLE);
 	a[0] = rsd_action_move(h, PINNED, NULL);
 	e = pfx_explain_enter(&f, "move-held", a, 1);
@@ -243,7 +243,7 @@ ATF_TC_BODY(move_reasons, tc)
 		  "destination already owns the selected replica");
 	rsd_explanation_free(e);
 
-	/* Explicit source not resident, even though the destination is (§19.23). */
+	/* Explicit source not resident, even though the destination is (§18.23). */
 	a[0] = rsd_action_move(h, PINNED, &PAGEABLE);
 	e = pfx_explain_enter(&f, "move-from-absent", a, 1);
 	ATF_CHECK(!e->feasible);
@@ -275,7 +275,7 @@ ATF_TC_BODY(move_reasons, tc)
 	pfx_check_peak(e, 1, PINNED, 2 * N);
 	rsd_explanation_free(e);
 
-	/* Explicit source of an unloaded value: not resident (§19.22). */
+	/* Explicit source of an unloaded value: not resident (§18.22). */
 	a[0] = rsd_action_move(u, PINNED, &PAGEABLE);
 	e = pfx_explain_enter(&f, "move-unloaded-from", a, 1);
 	pfx_check_reason(e->reason, "explicit source pageable-host is not resident");
@@ -284,7 +284,7 @@ ATF_TC_BODY(move_reasons, tc)
 	pfx_fini(&f);
 }
 
-/* W7: protection before the last-copy rule. */
+/* §20.7: protection before the last-copy rule. */
 ATF_TC_WITHOUT_HEAD(drop_reasons);
 ATF_TC_BODY(drop_reasons, tc)
 {
@@ -316,7 +316,7 @@ ATF_TC_BODY(drop_reasons, tc)
 	pfx_fini(&f);
 }
 
-/* §19.82: protected locations listed in canonical order, whatever the insertion order. */
+/* §18.82: protected locations listed in canonical order, whatever the insertion order. */
 ATF_TC_WITHOUT_HEAD(discard_protected_list);
 ATF_TC_BODY(discard_protected_list, tc)
 {
@@ -347,7 +347,7 @@ ATF_TC_BODY(discard_protected_list, tc)
 				REPR_PINNED ", " REPR_CUDA0 "]");
 	rsd_explanation_free(e);
 
-	/* Two locations (§19.82). */
+	/* Two locations (§18.82). */
 	ATF_REQUIRE_EQ(rsd_hold_release(h1), 0);
 	e = pfx_explain_enter(&f, "discard-two", a, 1);
 	pfx_check_reason(e->reason,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Scopes (semantics.md §12.5): entry (version check, stream map, whole-plan
+ * Scopes (reference.md §11): entry (version check, stream map, whole-plan
  * preflight, reclaim, reservations, enter), exit (exit actions without a new
  * preflight, reservations always released), nesting, forced manager close,
  * re-entrancy from a source callback, and abandonment. Failures in each
@@ -192,7 +192,7 @@ ATF_TC_BODY(stale_entry, tc)
 	pfx_fini(&f);
 }
 
-/* The version is compared after entry's reaping (§6.3, §19.46). */
+/* The version is compared after entry's reaping (§5.5, §18.46). */
 ATF_TC_WITHOUT_HEAD(reap_makes_entry_stale);
 ATF_TC_BODY(reap_makes_entry_stale, tc)
 {
@@ -263,7 +263,7 @@ ATF_TC_BODY(preflight_covers_exit, tc)
 	pfx_fini(&f);
 }
 
-/* §19.59: the manager was force-closed while the scope was open. */
+/* §18.59: the manager was force-closed while the scope was open. */
 ATF_TC_WITHOUT_HEAD(close_after_forced_manager_close);
 ATF_TC_BODY(close_after_forced_manager_close, tc)
 {
@@ -304,7 +304,7 @@ ATF_TC_BODY(close_after_forced_manager_close, tc)
 	pfx_fini(&f);
 }
 
-/* §19.61: each scope admits and releases only its own reservations. */
+/* §18.61: each scope admits and releases only its own reservations. */
 ATF_TC_WITHOUT_HEAD(nested_scopes);
 ATF_TC_BODY(nested_scopes, tc)
 {
@@ -357,7 +357,7 @@ ATF_TC_BODY(nested_scopes, tc)
 	pfx_fini(&f);
 }
 
-/* §12.2 / §19.60 in scope entry: host key → EINVAL, non-stream → ETYPE. */
+/* §10.2 / §18.60 in scope entry: host key → EINVAL, non-stream → ETYPE. */
 ATF_TC_WITHOUT_HEAD(transfer_streams);
 ATF_TC_BODY(transfer_streams, tc)
 {
@@ -427,7 +427,7 @@ ATF_TC_BODY(transfer_streams, tc)
 }
 
 /*
- * librsd deviation from semantics.md §12.5 step 2 / §19.86: the reference
+ * librsd deviation from reference.md §11 step 2 / §18.86: the reference
  * marks a scope closed when its close() is refused from inside a source
  * callback, leaving its reservations charged until a forced manager close.
  * librsd refuses the close with -RSD_EREENTRANT and leaves the scope open,
@@ -482,7 +482,7 @@ ATF_TC_BODY(close_from_source_callback, tc)
 	pfx_fini(&f);
 }
 
-/* §10.9: freeing an entered, unclosed scope releases its reservations, runs no exit. */
+/* §8.9: freeing an entered, unclosed scope releases its reservations, runs no exit. */
 ATF_TC_WITHOUT_HEAD(free_open_scope);
 ATF_TC_BODY(free_open_scope, tc)
 {

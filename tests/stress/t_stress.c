@@ -84,7 +84,7 @@ static bool expected(int rc)
 	case RSD_EOWNERSHIP:
 	case RSD_EPLAN:
 	case RSD_EHANDLE:
-	case RSD_EREENTRANT: /* §11.1: refused while another thread's source load runs */
+	case RSD_EREENTRANT: /* §9.1: refused while another thread's source load runs */
 		return true;
 	}
 	return false;
@@ -118,7 +118,7 @@ static void *writer(void *arg)
 			if (l) {
 				unsigned fl = next(&s) % 2 ? RSD_RELEASE_WAIT : 0;
 
-				/* Freeing an unreleased lease would abandon it (§10.9). */
+				/* Freeing an unreleased lease would abandon it (§8.9). */
 				while ((rc = rsd_lease_release(l, fl)) == -RSD_EREENTRANT)
 					sched_yield();
 				rsd_lease_free(l);
