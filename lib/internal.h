@@ -66,6 +66,25 @@ static inline unsigned rsd__loc_slot(struct rsd_location loc)
 }
 struct rsd_location rsd__slot_loc(unsigned slot);
 
+/*
+ * Argument checks of the records every entry point takes, run before any
+ * lock is taken or any handle resolved; each records the failure naming
+ * `what` (the function or argument) and returns its negative code.
+ *
+ * A location record whose kind is none of the three, or a host kind whose
+ * device is not -1, is not a location (-RSD_ETYPE); a CUDA record with a
+ * device index outside 0..RSD_CUDA_MAX_DEVICE is -RSD_EINVAL. Whether the
+ * device exists is the manager's check (rsd__check_location).
+ */
+int rsd__location_check(struct rsd_location loc, const char *what);
+/* A malformed handle: manager_id or id 0 is -RSD_EINVAL; a type that is
+ * NULL or does not derive from rsd_resident_type is -RSD_ETYPE. */
+int rsd__handle_check(struct rsd_handle h, const char *what);
+/* Every handle of h[0..n); the message names the index. */
+int rsd__handles_check(const struct rsd_handle *h, size_t n, const char *what);
+/* A value type: NULL or not derived from rsd_resident_type is -RSD_ETYPE. */
+int rsd__type_check(const struct rsd_type *type, const char *what);
+
 /* "ResidencyLocation(kind='...', device=device(type='...'))" of §12.3. */
 const char *rsd__loc_repr(struct rsd_location loc, char *buf, size_t len);
 

@@ -25,10 +25,9 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	err = rsd__handle_set(h, n, buf, RSD_HANDLES_INLINE, &set, &k);
 	if (err)
 		return err;
-	if (!rsd_location_valid(at)) {
-		err = rsd__err(RSD_ETYPE, "rsd_hold: not a residency location");
+	err = rsd__location_check(at, "rsd_hold");
+	if (err)
 		goto out_free;
-	}
 	err = rsd__writer_enter(m, RSD_W_OPEN);
 	if (err)
 		goto out_free;
@@ -223,8 +222,9 @@ int rsd_reserve(struct rsd_manager *m, struct rsd_location at, uint64_t nbytes, 
 		return rsd__err(RSD_EINVAL, "reservation label must not be blank");
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_reserve: NULL argument");
-	if (!rsd_location_valid(at))
-		return rsd__err(RSD_ETYPE, "rsd_reserve: not a residency location");
+	err = rsd__location_check(at, "rsd_reserve");
+	if (err)
+		return err;
 	err = rsd__writer_enter(m, RSD_W_OPEN);
 	if (err)
 		return err;

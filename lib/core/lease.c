@@ -55,11 +55,16 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 {
 	struct rsd_handle *set = buf;
 	size_t k = 0;
+	int err;
 
 	if (!n)
 		return rsd__err(RSD_EINVAL, "at least one handle is required");
 	if (!h)
 		return rsd__err(RSD_ETYPE, "handle array is NULL");
+	/* Every element, before the first one is resolved. */
+	err = rsd__handles_check(h, n, "handle");
+	if (err)
+		return err;
 	if (n > cap && (n > SIZE_MAX / sizeof(*set) || !(set = malloc(n * sizeof(*set)))))
 		return rsd__err(RSD_ENOMEM, "out of memory copying %zu handles", n);
 	for (size_t i = 0; i < n; i++) {
@@ -297,10 +302,9 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	err = rsd__handle_set(h, n, obj->inline_handles, RSD_HANDLES_INLINE, &obj->handles, &k);
 	if (err)
 		goto out_free;
-	if (!rsd_location_valid(at)) {
-		err = rsd__err(RSD_ETYPE, "rsd_acquire: not a residency location");
+	err = rsd__location_check(at, "rsd_acquire");
+	if (err)
 		goto out_free;
-	}
 	err = rsd__writer_enter(m, RSD_W_OPEN);
 	if (err)
 		goto out_free;
@@ -521,6 +525,9 @@ int rsd_lease_value(struct rsd_lease *obj, struct rsd_handle h, const struct rsd
 
 	if (!obj || !out)
 		return rsd__err(RSD_ETYPE, "rsd_lease_value: NULL argument");
+	err = rsd__handle_check(h, "rsd_lease_value");
+	if (err)
+		return err;
 	pthread_mutex_lock(&obj->lock);
 	if (!obj->active) {
 		err = rsd__err(RSD_ELIFETIME, "lease has been released");

@@ -44,10 +44,11 @@ void rsd__warn(struct rsd_manager *m, const char *fmt, ...)
 int rsd__check_location(const struct rsd_manager *m, struct rsd_location at)
 {
 	char name[RSD_LOCATION_NAME_MAX];
+	int err;
 
-	if (!rsd_location_valid(at))
-		return rsd__err(RSD_ETYPE, "not a residency location (kind %d, device %d)", (int)at.kind,
-				at.device);
+	err = rsd__location_check(at, "residency location");
+	if (err)
+		return err;
 	if (at.kind != RSD_CUDA)
 		return 0;
 	if (!m->ndevices)

@@ -157,13 +157,12 @@ static void lru_destroy(struct tiered_lru *p)
 
 static int check_loc(struct rsd_location loc, const char *what, size_t i)
 {
-	if (loc.kind != RSD_PAGEABLE_HOST && loc.kind != RSD_PINNED_HOST && loc.kind != RSD_CUDA)
-		return rsd__err(RSD_ETYPE, "fallback tier %zu: %s is not a residency location (kind %d)",
-				i, what, (int)loc.kind);
-	if (!rsd_location_valid(loc))
-		return rsd__err(RSD_EINVAL, "fallback tier %zu: %s has invalid device %d", i, what,
-				loc.device);
-	return 0;
+	char where[64];
+
+	if (rsd_location_valid(loc))
+		return 0;
+	snprintf(where, sizeof(where), "fallback tier %zu: %s", i, what);
+	return rsd__location_check(loc, where);
 }
 
 /*

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Plan records, explain and execute_actions (§12.1-§12.4). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,25 +9,31 @@
 
 static const char DEFAULT_NAME[] = "residency-actions";
 
-int rsd__action_check(const struct rsd_action *a)
-{
-	if ((unsigned)a->kind > RSD_ACT_DISCARD)
-		return rsd__err(RSD_ETYPE, "invalid action kind %d", (int)a->kind);
-	if (a->kind != RSD_ACT_DISCARD && !rsd_location_valid(a->location))
-		return rsd__err(RSD_ETYPE, "action location is not a residency location");
-	if (a->kind == RSD_ACT_MOVE && a->has_from && !rsd_location_valid(a->from))
-		return rsd__err(RSD_ETYPE, "move source is not a residency location");
-	return 0;
-}
-
-static int check_actions(const struct rsd_action *a, size_t n, const char *what)
+/* One action record; what names it ("enter action 2") in messages. */
+static int action_check(const struct rsd_action *a, const char *what)
 {
 	int err;
 
+	if ((unsigned)a->kind > RSD_ACT_DISCARD)
+		return rsd__err(RSD_ETYPE, "%s: invalid action kind %d", what, (int)a->kind);
+	err = rsd__handle_check(a->handle, what);
+	if (!err && a->kind != RSD_ACT_DISCARD)
+		err = rsd__location_check(a->location, what);
+	if (!err && a->kind == RSD_ACT_MOVE && a->has_from)
+		err = rsd__location_check(a->from, what);
+	return err;
+}
+
+static int check_actions(const struct rsd_action *a, size_t n, const char *phase)
+{
+	char what[48];
+	int err;
+
 	if (n && !a)
-		return rsd__err(RSD_ETYPE, "plan %s: %zu actions but no array", what, n);
+		return rsd__err(RSD_ETYPE, "plan %s: %zu actions but no array", phase, n);
 	for (size_t i = 0; i < n; i++) {
-		err = rsd__action_check(&a[i]);
+		snprintf(what, sizeof(what), "%s action %zu", phase, i);
+		err = action_check(&a[i], what);
 		if (err)
 			return err;
 	}
@@ -55,8 +62,12 @@ int rsd__plan_check(const struct rsd_plan *p)
 	for (size_t i = 0; i < p->nreservations; i++) {
 		const struct rsd_reservation_spec *r = &p->reservations[i];
 
-		if (!rsd_location_valid(r->location))
-			return rsd__err(RSD_ETYPE, "reservation %zu: not a residency location", i);
+		char what[48];
+
+		snprintf(what, sizeof(what), "reservation %zu", i);
+		err = rsd__location_check(r->location, what);
+		if (err)
+			return err;
 		if (!r->label)
 			return rsd__err(RSD_ETYPE, "reservation %zu: label is NULL", i);
 		if (!rsd__nonblank(r->label))

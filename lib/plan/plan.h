@@ -18,11 +18,13 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
 /* Validate a plan's records without a manager (§12.1). */
 int rsd__plan_check(const struct rsd_plan *p);
-int rsd__action_check(const struct rsd_action *a);
 
 /* Reports. */
 struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
 					uint64_t started, uint64_t completed);
+/* Make r (may be NULL) this thread's partial report, freeing the previous
+ * one; rsd_take_partial_report() hands it over. */
+void rsd__partial_report_set(struct rsd_plan_report *r);
 /* Record an EEXEC failure: rsd_last_error() fields and the thread's partial
  * report; returns -RSD_EEXEC. cause is the original negative code. */
 int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_index,
@@ -32,7 +34,9 @@ int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_i
 /* Preflight a plan on the writer path: -RSD_EPLAN with the first reason. */
 int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p);
 
-/* Validate a transfer-stream map on the writer path (§12.2). */
+/* Validate a transfer-stream map (§12.2): locations available, each stream
+ * the driver's and on its location's device, no location twice. Reads only
+ * what is fixed at manager creation, so it needs no lock. */
 int rsd__check_transfer_streams(struct rsd_manager *m, const struct rsd_transfer_stream *ts,
 				size_t nts);
 void *rsd__stream_for(const struct rsd_transfer_stream *ts, size_t nts, const struct rsd_action *a);

@@ -60,6 +60,13 @@ struct rsd_plan_report *rsd_take_partial_report(void)
 	return r;
 }
 
+void rsd__partial_report_set(struct rsd_plan_report *r)
+{
+	pthread_once(&partial_once, partial_key_make);
+	rsd_plan_report_free(pthread_getspecific(partial_key));
+	pthread_setspecific(partial_key, r);
+}
+
 int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_index,
 		      long reservation_index, int cause, const struct rsd_transition *t, size_t n,
 		      uint64_t started, struct rsd_plan_report **report)
@@ -68,9 +75,7 @@ int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_i
 	struct rsd_plan_report *partial;
 	struct rsd_error *e;
 
-	pthread_once(&partial_once, partial_key_make);
-	rsd_plan_report_free(pthread_getspecific(partial_key));
-	pthread_setspecific(partial_key, rsd__report_new(plan, t, n, started, rsd__now_ns()));
+	rsd__partial_report_set(rsd__report_new(plan, t, n, started, rsd__now_ns()));
 	if (report) {
 		partial = rsd__report_new(plan, t, n, started, rsd__now_ns());
 		*report = partial;

@@ -105,9 +105,11 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
 		return rsd__err(RSD_ETYPE, "rsd_scope_enter: NULL argument");
 	if (nts && !ts)
 		return rsd__err(RSD_ETYPE, "%zu transfer streams but no array", nts);
-	for (size_t i = 0; i < nts; i++)
-		if (!rsd_location_valid(ts[i].location))
-			return rsd__err(RSD_ETYPE, "transfer stream %zu: not a residency location", i);
+	for (size_t i = 0; i < nts; i++) {
+		err = rsd__location_check(ts[i].location, "rsd_scope_enter: transfer stream");
+		if (err)
+			return err;
+	}
 	nact = p->nreclaim + p->nenter + p->nexit;
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->plan = rsd__plan_copy(p)) ||
@@ -123,24 +125,30 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
 	s->nts = nts;
 	s->has_expected = expected_version != NULL;
 	s->expected = expected_version ? *expected_version : 0;
-	pthread_mutex_init(&s->lock, NULL);
 	s->entered = true;
 	s->started = rsd__now_ns();
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
-	if (!err) {
-		rsd_trace_plan_begin(m->id, p->name, "scope-enter");
-		err = enter_locked(m, s);
-		rsd_trace_plan_end(m->id, p->name, "scope-enter",
-				   rsd_phase_name(err ? rsd_last_error()->phase : RSD_PHASE_NONE), err,
-				   (uint32_t)s->ntrans);
-		rsd__writer_exit(m);
-	}
-	/* Any entry failure finishes the scope: close becomes a no-op. */
-	s->closed = err != 0;
+	if (err)
+		goto fail;
+	rsd_trace_plan_begin(m->id, p->name, "scope-enter");
+	err = enter_locked(m, s);
+	rsd_trace_plan_end(m->id, p->name, "scope-enter",
+			   rsd_phase_name(err ? rsd_last_error()->phase : RSD_PHASE_NONE), err,
+			   (uint32_t)s->ntrans);
+	rsd__writer_exit(m);
+	if (err)
+		goto fail;
+	pthread_mutex_init(&s->lock, NULL);
 	rsd__obj_link(m, &s->link);
 	*out = s;
-	return err;
+	return 0;
 fail:
+	/*
+	 * A failed entry released whatever it had admitted (enter_locked
+	 * unwinds its reservations), was never linked to the manager, and
+	 * leaves nothing to the caller: its facts are in rsd_last_error() and,
+	 * after -RSD_EEXEC, rsd_take_partial_report().
+	 */
 	if (s) {
 		free(s->plan);
 		free(s->trans);
@@ -162,6 +170,9 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	pthread_mutex_lock(&s->lock);
 	p = s->plan;
 	if (s->closed) {
+		/* a second close: a silent no-op without a report */
+		if (report)
+			*report = NULL;
 		err = 0;
 		goto out;
 	}
@@ -199,9 +210,13 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	rsd__writer_exit(m);
 	/* s->report is set whenever err is 0; tested too, for the analyzer */
 	if (!err && report && s->report) {
-		*report = rsd__report_new(p->name, s->trans, s->ntrans, s->report->started_at_ns,
-					  s->report->completed_at_ns);
-		if (!*report)
+		struct rsd_plan_report *r = rsd__report_new(p->name, s->trans, s->ntrans,
+							    s->report->started_at_ns,
+							    s->report->completed_at_ns);
+
+		if (r)
+			*report = r;
+		else
 			err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
 	}
 out:

@@ -196,16 +196,43 @@ ATF_TC_BODY(snapshot_null, tc)
 	teardown(&x);
 }
 
-/* Records that are not locations: a bad kind, a host kind with a device,
- * a CUDA index outside 0..127. */
-static const struct rsd_location bad_locs[] = {
-	{ (enum rsd_location_kind)7, -1 },
-	{ (enum rsd_location_kind)7, 0 },
-	{ RSD_PAGEABLE_HOST, 3 },
-	{ RSD_PINNED_HOST, 3 },
-	{ RSD_CUDA, 128 },
-	{ RSD_CUDA, -1 },
+/*
+ * Location records a manager refuses before looking at its devices: a kind
+ * that is none of the three, or a host kind with a device, is not a
+ * location (ETYPE); a CUDA index outside 0..127, -1 included, is a bad
+ * value (EINVAL), at every entry point that takes a location.
+ */
+static const struct {
+	struct rsd_location loc;
+	int code;
+} bad_locs[] = {
+	{ { (enum rsd_location_kind)7, -1 }, RSD_ETYPE },
+	{ { (enum rsd_location_kind)7, 0 }, RSD_ETYPE },
+	{ { RSD_PAGEABLE_HOST, 3 }, RSD_ETYPE },
+	{ { RSD_PINNED_HOST, 3 }, RSD_ETYPE },
+	{ { RSD_CUDA, 128 }, RSD_EINVAL },
+	{ { RSD_CUDA, -1 }, RSD_EINVAL },
+	{ { RSD_CUDA, -7 }, RSD_EINVAL },
+	{ { RSD_CUDA, 100000 }, RSD_EINVAL },
 };
+
+/* Reset the thread's record to a code other than `code` first, so a stale
+ * record cannot make a check pass. */
+static void reset_error_not(int code)
+{
+	struct rsd_location l;
+
+	if (code == RSD_EINVAL)
+		ATF_REQUIRE_EQ(rsd_location_parse(NULL, &l), -RSD_ETYPE);
+	else
+		reset_error();
+}
+
+#define BADLOC(code, expr)             \
+	do {                           \
+		reset_error_not(code); \
+		ERR(code, expr);       \
+	} while (0)
 
 ATF_TC_WITHOUT_HEAD(invalid_location_records);
 ATF_TC_BODY(invalid_location_records, tc)
@@ -215,26 +242,31 @@ ATF_TC_BODY(invalid_location_records, tc)
 	struct rsd_lease *l = NULL;
 	struct rsd_hold *hd = NULL;
 	struct rsd_reservation *r = NULL;
+	struct rsd_resident *res = NULL;
 	struct rsd_handle out = { 0 };
+	uint64_t n8 = 8;
 	struct fixture x;
 
 	setup(&x);
 	src.ctx = &x.s;
 	for (size_t i = 0; i < sizeof(bad_locs) / sizeof(bad_locs[0]); i++) {
-		struct rsd_location b = bad_locs[i];
+		struct rsd_location b = bad_locs[i].loc;
+		int code = bad_locs[i].code;
 		struct rsd_resident *v = cfx_alloc(&x.f, PAGEABLE, 8);
 
-		ETYPE(rsd_register_source(x.f.m, &spec, &src, b, &out));
-		ETYPE(rsd_adopt(x.f.m, v, &b, RSD_EXCLUSIVE, &out));
+		BADLOC(code, rsd_register_source(x.f.m, &spec, &src, b, &out));
+		BADLOC(code, rsd_adopt(x.f.m, v, &b, RSD_EXCLUSIVE, &out));
 		rsd_resident_free(v);
-		ETYPE(rsd_ensure(x.f.m, x.a, b, NULL, NULL));
-		ETYPE(rsd_copy(x.f.m, x.a, b, NULL, NULL));
-		ETYPE(rsd_move(x.f.m, x.a, b, NULL, NULL, NULL));
-		ETYPE(rsd_move(x.f.m, x.a, PINNED, &b, NULL, NULL));
-		ETYPE(rsd_drop(x.f.m, x.a, b, NULL));
-		ETYPE(rsd_acquire(x.f.m, &x.a, 1, b, NULL, &l));
-		ETYPE(rsd_hold(x.f.m, &x.a, 1, b, &hd));
-		ETYPE(rsd_reserve(x.f.m, b, 0, "r", &r));
+		BADLOC(code,
+		       rsd_resident_alloc(x.f.m, &rsd_resident_type, b, 1, &n8, NULL, 0, &res));
+		BADLOC(code, rsd_ensure(x.f.m, x.a, b, NULL, NULL));
+		BADLOC(code, rsd_copy(x.f.m, x.a, b, NULL, NULL));
+		BADLOC(code, rsd_move(x.f.m, x.a, b, NULL, NULL, NULL));
+		BADLOC(code, rsd_move(x.f.m, x.a, PINNED, &b, NULL, NULL));
+		BADLOC(code, rsd_drop(x.f.m, x.a, b, NULL));
+		BADLOC(code, rsd_acquire(x.f.m, &x.a, 1, b, NULL, &l));
+		BADLOC(code, rsd_hold(x.f.m, &x.a, 1, b, &hd));
+		BADLOC(code, rsd_reserve(x.f.m, b, 0, "r", &r));
 		{
 			struct rsd_budget bud = { b, 10 };
 			struct rsd_manager_config mc;
@@ -244,11 +276,11 @@ ATF_TC_BODY(invalid_location_records, tc)
 			mc.host_only = true;
 			mc.budgets = &bud;
 			mc.nbudgets = 1;
-			ETYPE(rsd_manager_create(&mc, &m));
+			BADLOC(code, rsd_manager_create(&mc, &m));
 			ATF_CHECK(m == NULL);
 		}
 	}
-	ATF_CHECK(l == NULL && hd == NULL && r == NULL && out.id == 0);
+	ATF_CHECK(l == NULL && hd == NULL && r == NULL && res == NULL && out.id == 0);
 	teardown(&x);
 }
 
