@@ -13,6 +13,7 @@
 #include <rsd/snapshot.h>
 #include <rsd/controller.h>
 #include <rsd/device.h>
+#include <rsd/fault.h>
 
 #define RSD_VERSION_MAJOR 0
 #define RSD_VERSION_MINOR 1

@@ -65,8 +65,9 @@ int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p
 		size_t cap = img->capretired * 2;
 		struct rsd_retired *r;
 
-		r = img->retired == img->inline_retired ? malloc(cap * sizeof(*r))
-							: realloc(img->retired, cap * sizeof(*r));
+		r = img->retired == img->inline_retired ?
+			    rsd__malloc(cap * sizeof(*r)) :
+			    rsd__realloc(img->retired, cap * sizeof(*r));
 		if (!r)
 			return rsd__err(RSD_ENOMEM, "out of memory retiring published state");
 		if (img->retired == img->inline_retired)
@@ -93,7 +94,7 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 {
 	/* malloc, not calloc: the inline retire array and the log are used
 	 * only up to their counts. */
-	struct rsd_image *img = malloc(sizeof(*img));
+	struct rsd_image *img = rsd__malloc(sizeof(*img));
 
 	if (!img)
 		return NULL;
@@ -186,7 +187,7 @@ static void reclaim_later(struct rsd_manager *m, struct rsd_image *old)
 
 static struct rsd_img_value *value_image(const struct rsd_record *rec)
 {
-	struct rsd_img_value *iv = malloc(sizeof(*iv) + rec->nmats * sizeof(iv->mats[0]));
+	struct rsd_img_value *iv = rsd__malloc(sizeof(*iv) + rec->nmats * sizeof(iv->mats[0]));
 
 	if (!iv)
 		return NULL;
@@ -284,7 +285,7 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
 			     struct rsd_img_loc **out)
 {
-	struct rsd_img_loc *locs = malloc((m->nknown ? m->nknown : 1) * sizeof(*locs));
+	struct rsd_img_loc *locs = rsd__malloc((m->nknown ? m->nknown : 1) * sizeof(*locs));
 
 	if (!locs)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the location table");
@@ -323,7 +324,7 @@ static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, st
 		n++;
 		bytes += strlen(r->label) + 1;
 	}
-	tbl = malloc(n * sizeof(*tbl) + bytes + 1);
+	tbl = rsd__malloc(n * sizeof(*tbl) + bytes + 1);
 	if (!tbl)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the reservation table");
 	labels = (char *)(tbl + n);
@@ -354,7 +355,7 @@ static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct 
 	for (struct rsd_lease_rec *l = m->leases; l; l = l->next)
 		n += l->state == RSD_LEASE_PENDING;
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	tbl = malloc((n ? n : 1) * sizeof(*tbl));
+	tbl = rsd__malloc((n ? n : 1) * sizeof(*tbl));
 	if (!tbl)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the pending-lease table");
 	n = 0;
@@ -433,7 +434,7 @@ int rsd__publish(struct rsd_manager *m)
 /* The first image, at create: empty values, the budgeted locations. */
 int rsd__publish_first(struct rsd_manager *m)
 {
-	struct rsd_image *img = calloc(1, sizeof(*img)), stub;
+	struct rsd_image *img = rsd__calloc(1, sizeof(*img)), stub;
 	struct rsd_img_loc *locs;
 	int err;
 

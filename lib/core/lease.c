@@ -65,7 +65,7 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 	err = rsd__handles_check(h, n, "handle");
 	if (err)
 		return err;
-	if (n > cap && (n > SIZE_MAX / sizeof(*set) || !(set = malloc(n * sizeof(*set)))))
+	if (n > cap && (n > SIZE_MAX / sizeof(*set) || !(set = rsd__malloc(n * sizeof(*set)))))
 		return rsd__err(RSD_ENOMEM, "out of memory copying %zu handles", n);
 	for (size_t i = 0; i < n; i++) {
 		size_t j;
@@ -111,7 +111,7 @@ static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
 
 		if (cap > (SIZE_MAX - sizeof(*l)) / per)
 			return NULL;
-		l = malloc(sizeof(*l) + cap * per);
+		l = rsd__malloc(sizeof(*l) + cap * per);
 		if (!l)
 			return NULL;
 	}
@@ -149,7 +149,7 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 	}
 	pthread_mutex_unlock(&m->objs_lock);
 	if (!obj) {
-		obj = calloc(1, sizeof(*obj));
+		obj = rsd__calloc(1, sizeof(*obj));
 		if (!obj)
 			return NULL;
 		pthread_mutex_init(&obj->lock, NULL);
@@ -323,7 +323,7 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 		goto out;
 	l = lease_rec_new(m, k);
 	if (!l || (consumer_stream && !obj->capstreams &&
-		   !(obj->streams = malloc(4 * sizeof(void *))))) {
+		   !(obj->streams = rsd__malloc(4 * sizeof(void *))))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating a lease");
 		goto out;
 	}
@@ -341,7 +341,10 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 		}
 		l->ids[i] = obj->handles[i].id;
 	}
-	/* Every handle passed: commit atomically. */
+	/* Every handle passed: the "acquire" fault point, then commit atomically. */
+	if (rsd__fault_on() &&
+	    (err = rsd__fault_hit(RSD__FAULT_ACQUIRE, rsd_location_name(at, name, sizeof(name)))))
+		goto out;
 	l->id = rsd__next_id();
 	l->loc = at;
 	l->n = k;
@@ -396,7 +399,7 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 			goto out;
 	if (l->nstreams == l->capstreams) {
 		size_t cap = l->capstreams ? l->capstreams * 2 : 4;
-		void **s = realloc(l->streams, cap * sizeof(*s));
+		void **s = rsd__realloc(l->streams, cap * sizeof(*s));
 
 		if (!s) {
 			err = rsd__err(RSD_ENOMEM, "out of memory adding a consumer stream");
@@ -431,7 +434,7 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 		if (err)
 			return err;
 	}
-	events = calloc(obj->nstreams, sizeof(*events));
+	events = rsd__calloc(obj->nstreams, sizeof(*events));
 	if (!events)
 		return rsd__err(RSD_ENOMEM, "out of memory recording lease events");
 	for (i = 0; i < obj->nstreams; i++)

@@ -162,7 +162,7 @@ void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec)
 	if (m->ndirty == m->capdirty) {
 		size_t cap = m->capdirty ? m->capdirty * 2 : 64;
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-		struct rsd_record **d = realloc(m->dirty, cap * sizeof(*d));
+		struct rsd_record **d = rsd__realloc(m->dirty, cap * sizeof(*d));
 
 		/* Publication must not miss a change for bookkeeping: fall
 		 * back to re-imaging every record at the next publication. */
@@ -303,7 +303,7 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 			    !cfg->driver->free || !cfg->driver->copy))
 		return rsd__err(RSD_ETYPE, "device driver '%s' lacks a required operation",
 				cfg->driver->name ? cfg->driver->name : "?");
-	m = calloc(1, sizeof(*m));
+	m = rsd__calloc(1, sizeof(*m));
 	if (!m)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a manager");
 	m->ops = pick_driver(cfg, &m->ops_ctx);

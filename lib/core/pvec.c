@@ -26,7 +26,7 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i)
 
 static struct rsd_pv_node *node_new(uint64_t gen, const struct rsd_pv_node *from)
 {
-	struct rsd_pv_node *n = malloc(sizeof(*n));
+	struct rsd_pv_node *n = rsd__malloc(sizeof(*n));
 
 	if (!n)
 		return NULL;

@@ -13,14 +13,14 @@ static struct rsd_record *record_new(struct rsd_manager *m, const struct rsd_typ
 	if (m->nrecs == m->caprecs) {
 		size_t cap = m->caprecs ? m->caprecs * 2 : 64;
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-		struct rsd_record **recs = realloc(m->recs, cap * sizeof(*recs));
+		struct rsd_record **recs = rsd__realloc(m->recs, cap * sizeof(*recs));
 
 		if (!recs)
 			return NULL;
 		m->recs = recs;
 		m->caprecs = cap;
 	}
-	rec = calloc(1, sizeof(*rec));
+	rec = rsd__calloc(1, sizeof(*rec));
 	if (!rec)
 		return NULL;
 	/* Issued now even if the caller fails later: an id is never reused. */

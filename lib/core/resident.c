@@ -18,7 +18,7 @@ static struct rsd_resident *resident_new(const struct rsd_type *type, size_t nbu
 
 	if (nbuf > (SIZE_MAX - sizeof(*r) - meta_len) / sizeof(struct rsd_buffer_view))
 		return NULL;
-	r = calloc(1, sizeof(*r) + tbl + meta_len);
+	r = rsd__calloc(1, sizeof(*r) + tbl + meta_len);
 	if (!r)
 		return NULL;
 	r->type = type;

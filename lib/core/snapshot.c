@@ -37,7 +37,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		labels += strlen(img->resv[i].label) + 1;
 	size = sizeof(*s) + img->values.count * sizeof(*vals) + nmats * sizeof(*mats) +
 	       img->nlocs * sizeof(*locs) + img->nresv * sizeof(*resv) + labels;
-	s = malloc(size);
+	s = rsd__malloc(size);
 	if (!s) {
 		err = rsd__err(RSD_ENOMEM, "out of memory for a snapshot of %llu values",
 			       (unsigned long long)img->values.count);

@@ -47,7 +47,7 @@ struct rsd__meta *rsd__meta_get(struct rsd_controller *c, uint64_t id)
 		return e;
 	if (2 * (c->meta_n + 1) > c->meta_cap) {
 		size_t cap = c->meta_cap ? 2 * c->meta_cap : 64;
-		struct rsd__meta *t = calloc(cap, sizeof(*t));
+		struct rsd__meta *t = rsd__calloc(cap, sizeof(*t));
 
 		if (!t) {
 			rsd__err(RSD_ENOMEM, "out of memory growing the controller metadata");
@@ -115,7 +115,7 @@ int rsd_controller_create(struct rsd_manager *m, const struct rsd_policy *policy
 		return rsd__err(RSD_ETYPE, "rsd_controller_create: out is NULL");
 	if (policy && (err = check_policy(policy)))
 		return err;
-	c = calloc(1, sizeof(*c));
+	c = rsd__calloc(1, sizeof(*c));
 	if (!c)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a controller");
 	if (!policy) {

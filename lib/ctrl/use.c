@@ -105,14 +105,14 @@ static int check_streams(struct rsd_manager *m, const struct rsd_request *r, voi
 static struct rsd_use *use_new(struct rsd_controller *c, const struct rsd_request *r,
 			       void *const *cs, const struct rsd_location *cuda, size_t ncuda)
 {
-	struct rsd_use *u = calloc(1, sizeof(*u));
+	struct rsd_use *u = rsd__calloc(1, sizeof(*u));
 
 	if (!u)
 		return NULL;
 	u->c = c;
 	u->nreq = r->nrequirements;
-	u->req = malloc(u->nreq * sizeof(*u->req));
-	u->groups = calloc(u->nreq, sizeof(*u->groups));
+	u->req = rsd__malloc(u->nreq * sizeof(*u->req));
+	u->groups = rsd__calloc(u->nreq, sizeof(*u->groups));
 	if (!u->req || !u->groups) {
 		rsd_use_free(u);
 		return NULL;
@@ -136,7 +136,7 @@ static struct rsd_use *use_new(struct rsd_controller *c, const struct rsd_reques
 
 static int acquire_groups(struct rsd_use *u)
 {
-	struct rsd_handle *h = malloc(u->nreq * sizeof(*h));
+	struct rsd_handle *h = rsd__malloc(u->nreq * sizeof(*h));
 	int err = 0;
 
 	if (!h)

@@ -88,7 +88,7 @@ struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p)
 	       strlen(p->name) + 1;
 	for (size_t i = 0; i < p->nreservations; i++)
 		size += strlen(p->reservations[i].label) + 1;
-	c = malloc(size);
+	c = rsd__malloc(size);
 	if (!c) {
 		rsd__err(RSD_ENOMEM, "out of memory copying plan '%s'", p->name);
 		return NULL;
@@ -220,7 +220,7 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 		return err;
 	if (!m)
 		return rsd__err(RSD_ETYPE, "rsd_execute_actions: manager is NULL");
-	done = malloc((n ? n : 1) * sizeof(*done));
+	done = rsd__malloc((n ? n : 1) * sizeof(*done));
 	if (!done)
 		return rsd__err(RSD_ENOMEM, "out of memory for %zu transition reports", n);
 	started = rsd__now_ns();

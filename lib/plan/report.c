@@ -31,7 +31,7 @@ struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_trans
 	struct rsd_plan_report *r;
 	struct rsd_transition *tt;
 
-	r = malloc(sizeof(*r) + n * sizeof(*t) + len);
+	r = rsd__malloc(sizeof(*r) + n * sizeof(*t) + len);
 	if (!r)
 		return NULL;
 	tt = (struct rsd_transition *)(r + 1);

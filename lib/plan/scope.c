@@ -111,12 +111,12 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
 			return err;
 	}
 	nact = p->nreclaim + p->nenter + p->nexit;
-	s = calloc(1, sizeof(*s));
+	s = rsd__calloc(1, sizeof(*s));
 	if (!s || !(s->plan = rsd__plan_copy(p)) ||
-	    !(s->trans = calloc(nact ? nact : 1, sizeof(*s->trans))) ||
+	    !(s->trans = rsd__calloc(nact ? nact : 1, sizeof(*s->trans))) ||
 	    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	    !(s->resv = calloc(p->nreservations ? p->nreservations : 1, sizeof(*s->resv))) ||
-	    !(s->ts = calloc(nts ? nts : 1, sizeof(*s->ts)))) {
+	    !(s->resv = rsd__calloc(p->nreservations ? p->nreservations : 1, sizeof(*s->resv))) ||
+	    !(s->ts = rsd__calloc(nts ? nts : 1, sizeof(*s->ts)))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating scope '%s'", p->name);
 		goto fail;
 	}
