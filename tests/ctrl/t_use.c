@@ -319,6 +319,62 @@ ATF_TC_BODY(streams_checked_before_decision, tc)
 }
 
 /*
+ * §19.77: an acquire fails after the scope committed (the "acquire" fault
+ * point at cuda:0): the use unwinds (the pageable lease released, the
+ * reservation released, the placement kept), returns the acquire's code and
+ * writes nothing to *out; what entry committed is the partial report.
+ */
+ATF_TC_WITHOUT_HEAD(acquire_failure_unwinds);
+ATF_TC_BODY(acquire_failure_unwinds, tc)
+{
+	struct rsd_location c0 = { RSD_CUDA, 0 };
+	struct rsd_reservation_spec ws = { PAGEABLE, 7, "ws" };
+	struct rsd_requirement q[2];
+	struct rsd_request r = { "bad", q, 2, &ws, 1 };
+	struct rsd_use *u = (struct rsd_use *)0x1;
+	struct rsd_plan_report *partial;
+	struct rsd_controller *c;
+	struct rsd_handle h, g;
+	void *s0;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, 1);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s0), 0);
+	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	h = fx_sourced(&f, PAGEABLE);
+	q[0] = fx_req(g, PAGEABLE);
+	q[1] = fx_req(h, c0);
+	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	rsd_plan_report_free(rsd_take_partial_report());
+	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", "cuda:0", 1, RSD_EUNAVAILABLE), 0);
+	ATF_CHECK_EQ(rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u), -RSD_EUNAVAILABLE);
+	ATF_CHECK_EQ(rsd_last_error()->code, RSD_EUNAVAILABLE);
+	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", NULL, 0, 0), 0);
+	ATF_CHECK(u == (struct rsd_use *)0x1);
+	/* placement stays, the reservation was released, the first lease too */
+	ATF_CHECK(fx_at(&f, h, c0));
+	ATF_CHECK_EQ(f.loads, 1);
+	ATF_CHECK_EQ(fx_reserved(&f, PAGEABLE), 0);
+	ATF_CHECK_EQ(rsd_drop(f.m, g, PAGEABLE, NULL), -RSD_EOWNERSHIP); /* not leased */
+	partial = rsd_take_partial_report();
+	ATF_REQUIRE(partial != NULL);
+	ATF_CHECK_STREQ(partial->plan_name, "bad");
+	ATF_REQUIRE_EQ(partial->ntransitions, 1);
+	ATF_CHECK(fx_is_ensure(&partial->transitions[0].action, h, c0));
+	rsd_plan_report_free(partial);
+	ATF_CHECK(rsd_take_partial_report() == NULL);
+	/* the same use succeeds once the point is disarmed */
+	ATF_REQUIRE_EQ_MSG(rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u), 0, "%s",
+			   rsd_last_error()->message);
+	ATF_CHECK_EQ(rsd_use_close(u, NULL), 0);
+	rsd_use_free(u);
+	rsd_simdev_complete_all(f.sd);
+	rsd_controller_free(c);
+	rsd_simdev_stream_destroy(f.sd, s0);
+	fx_fini(&f);
+}
+
+/*
  * Values exist only inside the active use: after close every lookup is
  * -RSD_EUSAGE (a usage error, not a closed lifetime), whether or not the
  * pair is a requirement; a malformed handle or location record is refused
@@ -475,6 +531,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, consumer_stream_coverage);
 	ATF_TP_ADD_TC(tp, gpu_use);
 	ATF_TP_ADD_TC(tp, streams_checked_before_decision);
+	ATF_TP_ADD_TC(tp, acquire_failure_unwinds);
 	ATF_TP_ADD_TC(tp, value_outside_active_use);
 	ATF_TP_ADD_TC(tp, failed_entries_leave_nothing);
 	return atf_no_error();
