@@ -10,6 +10,7 @@
 
 #include <atf-c.h>
 
+#include "core/core.h" /* the manager's list of caller objects */
 #include "fixture.h"
 
 static int use(struct rsd_controller *c, const char *name, const struct rsd_requirement *q,
@@ -435,6 +436,18 @@ static size_t quiesced_heap(struct fx *f)
 	return heap_in_use();
 }
 
+/* Caller objects (leases, holds, reservations, scopes) the manager lists. */
+static size_t listed_objects(struct rsd_manager *m)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&m->objs_lock);
+	for (const struct rsd_objlink *o = m->objs.next; o; o = o->next)
+		n++;
+	pthread_mutex_unlock(&m->objs_lock);
+	return n;
+}
+
 /* A completed but unreaped GPU lease: the next writer entry reaps it (+1). */
 static void completed_pending_lease(struct fx *f, struct rsd_handle h, void *st)
 {
@@ -513,6 +526,8 @@ ATF_TC_BODY(failed_entries_leave_nothing, tc)
 	 * waits for a grace period varies by less than 64 KiB */
 	ATF_CHECK_MSG(after <= before + 256 * 1024, "3000 failed entries kept %zu heap bytes",
 		      after - before);
+	ATF_CHECK_EQ_MSG(listed_objects(f.m), 0, "%zu objects left on the manager's list",
+			 listed_objects(f.m));
 	/* nothing was admitted, loaded or left reserved */
 	ATF_CHECK(!fx_at(&f, g, PINNED));
 	ATF_CHECK_EQ(fx_reserved(&f, PAGEABLE), 0);
