@@ -110,16 +110,28 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 int rsd_controller_decide(struct rsd_controller *c, const struct rsd_request *r,
 			  struct rsd_decision **out);
 void rsd_decision_free(struct rsd_decision *d);
+/* Enters d's plan as rsd_scope_enter does: *out is written only on success. */
 int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 			 const struct rsd_transfer_stream *ts, size_t nts, struct rsd_scope **out);
-/* consumer_streams[i] is the stream for the i-th distinct CUDA location of
- * the request in order of first appearance. */
+/*
+ * consumer_streams[i] is the stream for the i-th distinct CUDA location of
+ * the request in order of first appearance. Every consumer stream must be
+ * the driver's and on its location's device, and every transfer stream
+ * valid, or the call fails before deciding and changes nothing. *out is
+ * written only on success: a failed entry is unwound (leases released, the
+ * scope closed) and freed; what its scope committed is then the thread's
+ * partial report (rsd_take_partial_report).
+ */
 int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		       void *const *consumer_streams, size_t ncs, const struct rsd_transfer_stream *ts,
 		       size_t nts, struct rsd_use **out);
+/* -RSD_EUSAGE once the use is closed; -RSD_ENOTFOUND for a pair that is not
+ * a requirement. */
 int rsd_use_value(struct rsd_use *u, struct rsd_handle h, struct rsd_location at,
 		  const struct rsd_resident **out);
 const struct rsd_decision *rsd_use_decision(const struct rsd_use *u);
+/* report may be NULL; *report is written only on success: the scope's
+ * report, or NULL for a second close, which is a silent no-op. */
 int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report);
 void rsd_use_free(struct rsd_use *u);
 

@@ -15,7 +15,12 @@ extern "C" {
 
 enum rsd_location_kind { RSD_PAGEABLE_HOST, RSD_PINNED_HOST, RSD_CUDA };
 
-/* device is -1 for host kinds, 0..127 for RSD_CUDA. */
+/*
+ * device is -1 for host kinds, 0..127 for RSD_CUDA. Every entry point that
+ * takes a location refuses a record of another kind, or a host record with
+ * a device, with -RSD_ETYPE (not a location), and a CUDA record whose
+ * device is outside 0..127 (-1 included) with -RSD_EINVAL.
+ */
 struct rsd_location {
 	enum rsd_location_kind kind;
 	int device;

@@ -46,6 +46,9 @@ struct rsd_manager_config {
 	void *warn_ctx;
 };
 
+/* cfg NULL is the all-defaults configuration, the same as a zeroed one: no
+ * budgets, and the CUDA runtime driver when it sees a device (else the host
+ * driver, with no CUDA location available). */
 int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager **out);
 
 #define RSD_CLOSE_NOWAIT 1u /* reap completed leases instead of waiting for pending ones */

@@ -83,8 +83,10 @@ void rsd_plan_report_free(struct rsd_plan_report *r);
 
 /*
  * After a -RSD_EEXEC from any plan call on this thread (execute, scope entry
- * or close, controller scope or use): hands over its partial report once;
- * NULL when there is none. The caller frees it.
+ * or close, controller scope or use), and after a failed rsd_controller_use
+ * whose scope had been entered (the report of what that entry committed
+ * before it was unwound): hands over that partial report once; NULL when
+ * there is none. The caller frees it.
  */
 struct rsd_plan_report *rsd_take_partial_report(void);
 
@@ -95,13 +97,15 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 			struct rsd_plan_report **report);
 
 struct rsd_scope;
-/* Construct and enter a single-use scope. On an entry failure *out still
- * receives the (closed) scope when it was constructed, so its state can be
- * read; it must be freed. */
+/* Construct and enter a single-use scope. *out is written only on success:
+ * a failed entry releases what it admitted and frees the scope, leaving the
+ * failure's facts in rsd_last_error() and (after -RSD_EEXEC)
+ * rsd_take_partial_report(). */
 int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struct rsd_transfer_stream *ts,
 		    size_t nts, const uint64_t *expected_version, struct rsd_scope **out);
 /* Exit actions, then the scope's reservations in reverse order. report may
- * be NULL; a second close is a silent no-op. */
+ * be NULL; *report is written only on success: the close's report, or NULL
+ * for a second close, which is a silent no-op. */
 int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report);
 /* The code of a plan-execution error raised by exit (0 when none). */
 int rsd_scope_exit_error(const struct rsd_scope *s);

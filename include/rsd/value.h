@@ -88,7 +88,13 @@ struct rsd_value_spec {
 	enum rsd_recoverability recoverability;
 };
 
-/* Issued by one manager; ids are never 0 and never reused in a process. */
+/*
+ * Issued by one manager; ids are never 0 and never reused in a process. A
+ * handle with manager_id or id 0 is malformed (-RSD_EINVAL), and so is one
+ * whose type is NULL or does not derive from rsd_resident_type
+ * (-RSD_ETYPE): every entry point refuses it, directly or inside actions,
+ * requirements and handle arrays, before it resolves any handle.
+ */
 struct rsd_handle {
 	uint64_t manager_id;
 	uint64_t id;
