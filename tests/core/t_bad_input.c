@@ -2,8 +2,9 @@
 /*
  * Bad input at the public boundary (api.md §1-2, semantics.md §0.3):
  * NULL managers, objects and out-pointers, and location records that are
- * not locations, give RSD_ETYPE with a recorded message, write no
- * out-parameter and leave the manager's state untouched.
+ * not locations, give RSD_ETYPE (a CUDA record whose index is outside
+ * 0..127 RSD_EINVAL) with a recorded message, write no out-parameter and
+ * leave the manager's state untouched.
  */
 #include <string.h>
 
@@ -196,41 +197,10 @@ ATF_TC_BODY(snapshot_null, tc)
 	teardown(&x);
 }
 
-/*
- * Location records a manager refuses before looking at its devices: a kind
- * that is none of the three, or a host kind with a device, is not a
- * location (ETYPE); a CUDA index outside 0..127, -1 included, is a bad
- * value (EINVAL), at every entry point that takes a location.
- */
-static const struct {
-	struct rsd_location loc;
-	int code;
-} bad_locs[] = {
-	{ { (enum rsd_location_kind)7, -1 }, RSD_ETYPE },
-	{ { (enum rsd_location_kind)7, 0 }, RSD_ETYPE },
-	{ { RSD_PAGEABLE_HOST, 3 }, RSD_ETYPE },
-	{ { RSD_PINNED_HOST, 3 }, RSD_ETYPE },
-	{ { RSD_CUDA, 128 }, RSD_EINVAL },
-	{ { RSD_CUDA, -1 }, RSD_EINVAL },
-	{ { RSD_CUDA, -7 }, RSD_EINVAL },
-	{ { RSD_CUDA, 100000 }, RSD_EINVAL },
-};
-
-/* Reset the thread's record to a code other than `code` first, so a stale
- * record cannot make a check pass. */
-static void reset_error_not(int code)
-{
-	struct rsd_location l;
-
-	if (code == RSD_EINVAL)
-		ATF_REQUIRE_EQ(rsd_location_parse(NULL, &l), -RSD_ETYPE);
-	else
-		reset_error();
-}
-
+/* Every manager entry point that takes a location refuses cfx_bad_locs. */
 #define BADLOC(code, expr)             \
 	do {                           \
-		reset_error_not(code); \
+		cfx_reset_error(code); \
 		ERR(code, expr);       \
 	} while (0)
 
@@ -249,9 +219,9 @@ ATF_TC_BODY(invalid_location_records, tc)
 
 	setup(&x);
 	src.ctx = &x.s;
-	for (size_t i = 0; i < sizeof(bad_locs) / sizeof(bad_locs[0]); i++) {
-		struct rsd_location b = bad_locs[i].loc;
-		int code = bad_locs[i].code;
+	for (size_t i = 0; i < cfx_nbad_locs; i++) {
+		struct rsd_location b = cfx_bad_locs[i].loc;
+		int code = cfx_bad_locs[i].code;
 		struct rsd_resident *v = cfx_alloc(&x.f, PAGEABLE, 8);
 
 		BADLOC(code, rsd_register_source(x.f.m, &spec, &src, b, &out));

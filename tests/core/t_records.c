@@ -66,18 +66,6 @@ static void env_fini(struct env *e)
 	cfx_fini(&e->f);
 }
 
-/* Leave a code other than `code` in the thread's record, so a stale record
- * cannot make a check pass. */
-static void reset_error(int code)
-{
-	struct rsd_location l;
-
-	if (code == RSD_EINVAL)
-		ATF_REQUIRE_EQ(rsd_location_parse(NULL, &l), -RSD_ETYPE);
-	else
-		ATF_REQUIRE_EQ(rsd_location_parse("bogus", &l), -RSD_EINVAL);
-}
-
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* What the out-parameters hold until a call writes them. */
@@ -279,7 +267,7 @@ static void check_hcall(struct env *e, const struct hcall *c, const struct bad_h
 	void *out = SENTINEL;
 	int rc;
 
-	reset_error(b->code);
+	cfx_reset_error(b->code);
 	rc = c->call(e, first, b->h, &out);
 	ATF_CHECK_MSG(rc == -b->code && rsd_last_error()->code == b->code &&
 			      rsd_last_error()->message[0],
@@ -341,18 +329,6 @@ ATF_TC_BODY(wellformed_handles_resolve, tc)
 }
 
 /* ---- location records ------------------------------------------------------ */
-
-static const struct {
-	struct rsd_location loc;
-	int code;
-} bad_locs[] = {
-	{ { (enum rsd_location_kind)7, -1 }, RSD_ETYPE },
-	{ { (enum rsd_location_kind) - 3, 0 }, RSD_ETYPE },
-	{ { RSD_PINNED_HOST, 2 }, RSD_ETYPE },
-	{ { RSD_CUDA, -1 }, RSD_EINVAL },
-	{ { RSD_CUDA, 128 }, RSD_EINVAL },
-	{ { RSD_CUDA, -2147483647 - 1 }, RSD_EINVAL },
-};
 
 /* One entry point that takes a location, called with `b` in one place. */
 struct lcall {
@@ -512,7 +488,8 @@ static const struct lcall lcalls[] = {
 	{ "rsd_resident_wrap", l_wrap },
 };
 
-/* The manager entry points of these records are in t_bad_input. */
+/* cfx_bad_locs at the plan, controller, policy and wrap entry points (the
+ * manager's are in t_bad_input). */
 ATF_TC_WITHOUT_HEAD(location_records);
 ATF_TC_BODY(location_records, tc)
 {
@@ -520,14 +497,14 @@ ATF_TC_BODY(location_records, tc)
 
 	env_init(&e);
 	for (size_t i = 0; i < NELEM(lcalls); i++)
-		for (size_t j = 0; j < NELEM(bad_locs); j++) {
-			struct rsd_location b = bad_locs[j].loc;
-			int code = bad_locs[j].code;
+		for (size_t j = 0; j < cfx_nbad_locs; j++) {
+			struct rsd_location b = cfx_bad_locs[j].loc;
+			int code = cfx_bad_locs[j].code;
 			uint64_t v = cfx_version(&e.f);
 			void *out = SENTINEL;
 			int rc;
 
-			reset_error(code);
+			cfx_reset_error(code);
 			rc = lcalls[i].call(&e, b, &out);
 			ATF_CHECK_MSG(rc == -code && rsd_last_error()->code == code,
 				      "%s with location (kind %d, device %d): returned %d (%s), "
@@ -553,14 +530,14 @@ ATF_TC_BODY(request_name, tc)
 
 	env_init(&e);
 	q = (struct rsd_requirement){ e.a, PAGEABLE };
-	reset_error(RSD_ETYPE);
+	cfx_reset_error(RSD_ETYPE);
 	ERR(RSD_ETYPE, rsd_controller_decide(e.c, &r, (struct rsd_decision **)&out));
-	reset_error(RSD_ETYPE);
+	cfx_reset_error(RSD_ETYPE);
 	ERR(RSD_ETYPE, rsd_controller_use(e.c, &r, NULL, 0, NULL, 0, (struct rsd_use **)&out));
 	r.name = " ";
-	reset_error(RSD_EINVAL);
+	cfx_reset_error(RSD_EINVAL);
 	ERR(RSD_EINVAL, rsd_controller_decide(e.c, &r, (struct rsd_decision **)&out));
-	reset_error(RSD_EINVAL);
+	cfx_reset_error(RSD_EINVAL);
 	ERR(RSD_EINVAL, rsd_controller_use(e.c, &r, NULL, 0, NULL, 0, (struct rsd_use **)&out));
 	ATF_CHECK(out == SENTINEL);
 	env_fini(&e);
