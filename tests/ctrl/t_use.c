@@ -461,14 +461,14 @@ static void completed_pending_lease(struct fx *f, struct rsd_handle h, void *st)
 }
 
 /*
- * A failed entry writes nothing to *out and leaves nothing to free (api.md
- * "results"): 1,000 stale entries each of rsd_scope_enter, rsd_controller_scope
- * and rsd_controller_use, written as a caller following "out-parameters only
- * on success" writes them, neither grow the heap (LeakSanitizer and valgrind
- * check the same in the instrumented suites) nor keep an object on the
- * manager, which then closes without force. The use goes stale inside its
- * own entry: its scope entry reaps a completed GPU lease that decide saw
- * pending.
+ * A failed entry writes nothing to *out and leaves nothing to free: 1,000
+ * stale entries each of rsd_scope_enter, rsd_controller_scope and
+ * rsd_controller_use, written as a caller who trusts "out-parameters only
+ * on success" writes them, neither grow the heap (LeakSanitizer and
+ * valgrind check the same in the instrumented suites) nor leave an object
+ * on the manager's list of caller objects, and the manager then closes
+ * without force. The use goes stale inside its own entry: its scope entry
+ * reaps a completed GPU lease that decide saw pending.
  */
 ATF_TC_WITHOUT_HEAD(failed_entries_leave_nothing);
 ATF_TC_BODY(failed_entries_leave_nothing, tc)
