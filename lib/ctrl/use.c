@@ -86,19 +86,7 @@ static int check_streams(struct rsd_manager *m, const struct rsd_request *r, voi
 		if (err)
 			return err;
 	}
-	if (nts && !ts)
-		return rsd__err(RSD_ETYPE, "use '%s': transfer_streams is NULL", r->name);
-	for (size_t i = 0; i < nts; i++) {
-		if (!ts[i].stream)
-			return rsd__err(RSD_ETYPE, "use '%s': transfer stream %zu is NULL", r->name, i);
-		err = rsd__location_check(ts[i].location, "rsd_controller_use: transfer stream");
-		if (err)
-			return err;
-		if (ts[i].location.kind != RSD_CUDA)
-			return rsd__err(RSD_EINVAL, "use '%s': transfer stream key %s is not a CUDA "
-						    "location",
-					r->name, rsd_location_name(ts[i].location, name, sizeof(name)));
-	}
+	/* Exactly the checks the scope's entry would make, only earlier. */
 	return rsd__check_transfer_streams(m, ts, nts);
 }
 

@@ -298,6 +298,11 @@ ATF_TC_BODY(streams_checked_before_decision, tc)
 	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 2, &u), -RSD_EINVAL);
 	ts[0] = (struct rsd_transfer_stream){ c1, &not_a_stream };
 	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), -RSD_ETYPE);
+	ts[0] = (struct rsd_transfer_stream){ c1, NULL };
+	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), -RSD_ETYPE);
+	ts[0] = (struct rsd_transfer_stream){ PINNED, s0 }; /* a host key */
+	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, NULL, 1, &u), -RSD_ETYPE);
 
 	ATF_CHECK(u == (struct rsd_use *)0x1);
 	ATF_CHECK_EQ(fx_version(&f), v);
