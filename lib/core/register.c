@@ -115,10 +115,13 @@ out:
 
 int rsd__check_spec(const struct rsd_value_spec *spec)
 {
+	int err;
+
 	if (!spec)
 		return rsd__err(RSD_ETYPE, "value spec is NULL");
-	if (!spec->type || !rsd_type_is_a(spec->type, &rsd_resident_type))
-		return rsd__err(RSD_ETYPE, "value spec type is not a value type");
+	err = rsd__type_check(spec->type, "value spec");
+	if (err)
+		return err;
 	if (spec->storage_nbytes < spec->logical_nbytes)
 		return rsd__err(RSD_EINVAL, "value spec storage_nbytes %llu < logical_nbytes %llu",
 				(unsigned long long)spec->storage_nbytes,
