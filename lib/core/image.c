@@ -521,6 +521,9 @@ int rsd_manager_state_version_get(struct rsd_manager *m, uint64_t *out)
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_manager_state_version: NULL argument");
+	err = rsd__read_fresh(m);
+	if (err)
+		return err;
 	img = rsd__read_begin(m);
 	if (img->closed)
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
@@ -548,6 +551,8 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
 		rsd__err(RSD_ETYPE, "rsd_manager_locations: manager is NULL");
 		return 0;
 	}
+	/* Best effort: on failure the previous publication's list is read. */
+	(void)rsd__read_fresh(m);
 	img = rsd__read_begin(m);
 	n = img->nlocs;
 	for (size_t i = 0; i < n && i < cap && out; i++)

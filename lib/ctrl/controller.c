@@ -208,6 +208,9 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 		return rsd__err(RSD_ETYPE, "rsd_controller_set_policy_metadata: controller is NULL");
 	if (stable_key && !rsd__nonblank(stable_key))
 		return rsd__err(RSD_EINVAL, "policy metadata stable_key must be non-blank");
+	err = rsd__read_fresh(c->m);
+	if (err)
+		return err;
 	pthread_mutex_lock(&c->lock);
 	/* Only the handle is checked against the image: leave the read
 	 * section before touching the table. */

@@ -23,6 +23,12 @@ int rsd__action_check(const struct rsd_action *a);
 /* Reports. */
 struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
 					uint64_t started, uint64_t completed);
+/* A report with room for cap transitions, allocated before a plan commits
+ * anything so that its success never needs memory; rsd__report_fill()
+ * (n <= cap) completes it. */
+struct rsd_plan_report *rsd__report_alloc(const char *name, size_t cap);
+void rsd__report_fill(struct rsd_plan_report *r, const struct rsd_transition *t, size_t n,
+		      uint64_t started, uint64_t completed);
 /* Record an EEXEC failure: rsd_last_error() fields and the thread's partial
  * report; returns -RSD_EEXEC. cause is the original negative code. */
 int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_index,

@@ -153,6 +153,7 @@ fail:
 
 int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 {
+	struct rsd_plan_report *own = NULL, *copy = NULL;
 	const struct rsd_plan *p;
 	struct rsd_manager *m;
 	int err;
@@ -175,6 +176,13 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 		err = rsd__err(RSD_ECLOSED, "the manager of scope '%s' no longer exists", p->name);
 		goto out;
 	}
+	/* Both reports before exit commits anything: a done close must not
+	 * fail, and a close that cannot start leaves the scope open. */
+	own = rsd__report_alloc(p->name, s->ntrans + p->nexit);
+	if (!own || (report && !(copy = rsd__report_alloc(p->name, s->ntrans + p->nexit)))) {
+		err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
+		goto out;
+	}
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err) {
 		if (err != -RSD_EREENTRANT)
@@ -189,9 +197,9 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	if (err) {
 		s->exit_error = err;
 	} else {
-		s->report = rsd__report_new(p->name, s->trans, s->ntrans, s->started, rsd__now_ns());
-		if (!s->report)
-			err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
+		rsd__report_fill(own, s->trans, s->ntrans, s->started, rsd__now_ns());
+		s->report = own;
+		own = NULL;
 	}
 	rsd_trace_plan_end(m->id, p->name, "scope-exit",
 			   rsd_phase_name(err ? RSD_PHASE_EXIT : RSD_PHASE_NONE), err,
@@ -199,13 +207,15 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	rsd__writer_exit(m);
 	/* s->report is set whenever err is 0; tested too, for the analyzer */
 	if (!err && report && s->report) {
-		*report = rsd__report_new(p->name, s->trans, s->ntrans, s->report->started_at_ns,
-					  s->report->completed_at_ns);
-		if (!*report)
-			err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
+		rsd__report_fill(copy, s->trans, s->ntrans, s->report->started_at_ns,
+				 s->report->completed_at_ns);
+		*report = copy;
+		copy = NULL;
 	}
 out:
 	pthread_mutex_unlock(&s->lock);
+	rsd_plan_report_free(own);
+	rsd_plan_report_free(copy);
 	return err;
 }
 

@@ -47,17 +47,18 @@ ATF_TC_BODY(points_listed, tc)
 	const char *names[8] = { 0 };
 	size_t n = rsd_fault_points(names, 8);
 
-	ATF_REQUIRE_EQ(n, 3);
+	ATF_REQUIRE_EQ(n, 4);
 	ATF_CHECK_STREQ(names[0], "alloc");
 	ATF_CHECK_STREQ(names[1], "acquire");
 	ATF_CHECK_STREQ(names[2], "reserve");
-	ATF_CHECK(names[3] == NULL);
+	ATF_CHECK_STREQ(names[3], "resident");
+	ATF_CHECK(names[4] == NULL);
 	/* A short array gets the first cap names and the full count. */
 	memset(names, 0, sizeof(names));
-	ATF_CHECK_EQ(rsd_fault_points(names, 1), 3);
+	ATF_CHECK_EQ(rsd_fault_points(names, 1), 4);
 	ATF_CHECK_STREQ(names[0], "alloc");
 	ATF_CHECK(names[1] == NULL);
-	ATF_CHECK_EQ(rsd_fault_points(NULL, 0), 3);
+	ATF_CHECK_EQ(rsd_fault_points(NULL, 0), 4);
 }
 
 ATF_TC_WITHOUT_HEAD(bad_arguments);
