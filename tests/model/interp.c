@@ -80,6 +80,7 @@ struct ip {
 static bool fault_now(struct ip *ip);
 static bool fault_reported(struct ip *ip, const char *what, int got);
 static bool fault_step(struct ip *ip);
+static bool fault_unrecorded(struct ip *ip, int k);
 static bool snapshot_checked(struct ip *ip);
 static bool close_checked(struct ip *ip, unsigned flags, const char *what);
 static int manager_create_checked(struct ip *ip, const struct rsd_manager_config *cfg);

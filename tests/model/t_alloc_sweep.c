@@ -90,10 +90,19 @@ static void print_sites(void)
 		printf("  %s\n", sites[i]);
 }
 
+static unsigned env_or(const char *name, unsigned dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? (unsigned)strtoul(v, NULL, 0) : dflt;
+}
+
+/* RSD_SWEEP_FIRST, RSD_SWEEP_SEEDS and RSD_SWEEP_STEPS widen a run by hand. */
 ATF_TC_WITHOUT_HEAD(model_alloc_sweep);
 ATF_TC_BODY(model_alloc_sweep, tc)
 {
-	sweep_seeds(1, 6, 40);
+	sweep_seeds(env_or("RSD_SWEEP_FIRST", 1), env_or("RSD_SWEEP_SEEDS", 6),
+		    env_or("RSD_SWEEP_STEPS", 40));
 	print_sites();
 }
 
