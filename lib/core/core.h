@@ -172,6 +172,7 @@ struct rsd_img_value {
 	struct rsd_location source_loc;
 	bool discarded;
 	uint32_t nmats;
+	uint64_t gen; /* the publication that built it (a failed one frees it) */
 	struct rsd_img_mat mats[];
 };
 
@@ -261,6 +262,10 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i);
 int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt);
 /* Free every node (not the values) reachable from pv; used at destroy. */
 void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val));
+/* Undo a failed publication: free the nodes of generation gen reachable from
+ * pv (nodes of earlier ones are shared with a published image), calling fn
+ * (when not NULL) on every value in the leaves freed. */
+void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t gen, void (*fn)(void *val, uint64_t gen));
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
 void rsd__retire_free(struct rsd_manager *m, void *p);
 
