@@ -20,6 +20,11 @@ struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
 int rsd__plan_check(const struct rsd_plan *p);
 int rsd__action_check(const struct rsd_action *a);
 
+/* Allocate what rsd_scope_close(s, report) will need, so that a caller
+ * that must do other work first (a use releasing its leases) can fail
+ * before changing anything. */
+int rsd__scope_close_prepare(struct rsd_scope *s, bool report);
+
 /* Reports. */
 struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
 					uint64_t started, uint64_t completed);

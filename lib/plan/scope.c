@@ -29,6 +29,8 @@ struct rsd_scope {
 	size_t ntrans;
 	uint64_t started;
 	struct rsd_plan_report *report;
+	/* Reports allocated ahead by rsd__scope_close_prepare(), for close. */
+	struct rsd_plan_report *pre_own, *pre_copy;
 	int exit_error;
 };
 
@@ -151,6 +153,31 @@ fail:
 	return err;
 }
 
+/* Under s->lock: the reports a close will need, if not allocated yet. */
+static int close_reports(struct rsd_scope *s, bool copy)
+{
+	size_t cap = s->ntrans + s->plan->nexit;
+
+	if (!s->pre_own)
+		s->pre_own = rsd__report_alloc(s->plan->name, cap);
+	if (copy && s->pre_own && !s->pre_copy)
+		s->pre_copy = rsd__report_alloc(s->plan->name, cap);
+	if (!s->pre_own || (copy && !s->pre_copy))
+		return rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'",
+				s->plan->name);
+	return 0;
+}
+
+int rsd__scope_close_prepare(struct rsd_scope *s, bool report)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = s->closed || !s->entered ? 0 : close_reports(s, report);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
 int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 {
 	struct rsd_plan_report *own = NULL, *copy = NULL;
@@ -178,11 +205,12 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	}
 	/* Both reports before exit commits anything: a done close must not
 	 * fail, and a close that cannot start leaves the scope open. */
-	own = rsd__report_alloc(p->name, s->ntrans + p->nexit);
-	if (!own || (report && !(copy = rsd__report_alloc(p->name, s->ntrans + p->nexit)))) {
-		err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
+	err = close_reports(s, report != NULL);
+	if (err)
 		goto out;
-	}
+	own = s->pre_own;
+	copy = s->pre_copy;
+	s->pre_own = s->pre_copy = NULL;
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err) {
 		if (err != -RSD_EREENTRANT)
@@ -261,6 +289,8 @@ void rsd_scope_free(struct rsd_scope *s)
 	}
 	pthread_mutex_destroy(&s->lock);
 	rsd_plan_report_free(s->report);
+	rsd_plan_report_free(s->pre_own);
+	rsd_plan_report_free(s->pre_copy);
 	free(s->plan);
 	free(s->trans);
 	free(s->resv);
