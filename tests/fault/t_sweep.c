@@ -36,7 +36,7 @@ static void *const SENTINEL = (void *)&SENTINEL;
 struct w {
 	struct rsd_simdev *sd;
 	struct rsd_manager *m;
-	void *cs0, *cs0b;
+	void *cs0, *cs0b, *cs1;
 	struct rsd_handle a, b, s;
 	uint64_t fired0;
 	uint64_t k, hits0, fired_at_arm; /* the arming: kth allocation of the workload */
@@ -199,8 +199,20 @@ static bool nothing_left(const struct rsd_snapshot *a, const struct rsd_snapshot
 	return true;
 }
 
+/*
+ * Before a call. Reaping first: every mutating call reaps completed leases
+ * in its prologue, a change that stands even when the call then fails
+ * (semantics §11.3), so the state compared must have nothing to reap.
+ */
 static void pre(struct w *w)
 {
+	if (w->m) {
+		bool paused = pause_fault(w);
+
+		(void)rsd_manager_reap(w->m);
+		if (paused)
+			resume_fault(w);
+	}
 	w->fired0 = fired();
 	w->before = w->m ? snap(w) : NULL;
 }
@@ -285,6 +297,23 @@ static void sentinel(void **o)
 					   rsd_last_error()->message);       \
 			post(w, #call, rc_, k, NULL);                        \
 		}                                                            \
+	} while (0)
+
+/* A call whose clean result is the error code want (not 0). */
+#define CALL_RC(w, want, out, call)                                                                \
+	do {                                                                                       \
+		void **o_ = (void **)(out);                                                        \
+		int rc_;                                                                           \
+		pre(w);                                                                            \
+		sentinel(o_);                                                                      \
+		rc_ = (call);                                                                      \
+		if (post(w, #call, rc_ == (want) ? 0 : rc_, STRICT, o_)) {                         \
+			pre(w);                                                                    \
+			rc_ = (call);                                                              \
+			ATF_REQUIRE_EQ_MSG(rc_, want, "%s, retried: %s", #call,                    \
+					   rsd_last_error()->message);                             \
+			post(w, #call, 0, STRICT, NULL);                                           \
+		}                                                                                  \
 	} while (0)
 
 static struct rsd_handle adopt(struct w *w, struct rsd_location at, enum rsd_replica_mode mode)
@@ -444,6 +473,92 @@ static void controller(struct w *w)
 	rsd_policy_free(pol);
 }
 
+/*
+ * The less common paths: a value of many buffers copied to every location
+ * (more materializations than a record holds inline), a lease of more
+ * handles and streams than fit inline, an infeasible reservation, and a
+ * decision that must evict (search, policy ordering, memo, evictions) with
+ * a reservation in its request, entered through a use.
+ */
+static void extras(struct w *w)
+{
+	static const uint64_t nine[9] = { 8, 8, 8, 8, 8, 8, 8, 8, 8 };
+	struct rsd_location at = RSD_LOC_PAGEABLE_HOST;
+	struct rsd_reservation_spec big = { CUDA1, 64 * NB, "too-big" };
+	struct rsd_plan p = { .name = "sweep-infeasible", .reservations = &big,
+			      .nreservations = 1 };
+	struct rsd_reservation_spec rs = { CUDA1, 2 * NB, "r3" };
+	struct rsd_requirement q = { w->s, CUDA1 };
+	struct rsd_request r3 = { "sweep-evict", &q, 1, &rs, 1 };
+	struct rsd_reservation_spec rs4 = { CUDA1, 5 * NB, "r4" }, rs5 = { CUDA1, 9 * NB, "r5" };
+	struct rsd_requirement q4[3] = { { w->b, CUDA1 }, { w->a, CUDA0 }, { w->s, CUDA0 } };
+	struct rsd_request r4 = { "sweep-evict-more", q4, 3, &rs4, 1 };
+	struct rsd_request r5 = { "sweep-infeasible", q4, 3, &rs5, 1 };
+	struct rsd_handle x[5], mv;
+	struct rsd_explanation *e;
+	struct rsd_controller *c;
+	struct rsd_plan_report *rep;
+	struct rsd_resident *r;
+	struct rsd_transition t;
+	struct rsd_decision *d;
+	struct rsd_lease *l;
+	struct rsd_use *u;
+	void *st[4];
+	int rc;
+
+	CALL(w, STRICT, &r, rsd_resident_alloc(w->m, &rsd_resident_type, at, 9, nine, NULL, 0, &r));
+	mv.id = 0;
+	CALL(w, STRICT, NULL, rsd_adopt(w->m, r, &at, RSD_REPLICABLE, &mv));
+	CALL(w, STRICT, NULL, rsd_ensure(w->m, mv, RSD_LOC_PINNED_HOST, NULL, &t));
+	CALL(w, STRICT, NULL, rsd_ensure(w->m, mv, CUDA0, NULL, &t));
+	CALL(w, STRICT, NULL, rsd_ensure(w->m, mv, CUDA1, NULL, &t));
+	x[4] = mv;
+	for (int i = 0; i < 4; i++) {
+		x[i] = adopt(w, RSD_LOC_PAGEABLE_HOST, RSD_REPLICABLE);
+		CALL(w, STRICT, NULL, rsd_ensure(w->m, x[i], CUDA1, NULL, &t));
+	}
+	CALL(w, STRICT, &l, rsd_acquire(w->m, x, 5, RSD_LOC_PAGEABLE_HOST, NULL, &l));
+	CALL(w, STRICT, NULL, rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	for (int i = 0; i < 4; i++)
+		ATF_REQUIRE_EQ(rsd_simdev_stream_create(w->sd, 1, &st[i]), 0);
+	CALL(w, STRICT, &l, rsd_acquire(w->m, x, 2, CUDA1, st[0], &l));
+	for (int i = 1; i < 4; i++)
+		CALL(w, STRICT, NULL, rsd_lease_add_consumer_stream(l, st[i]));
+	CALL(w, STRICT, NULL, rsd_lease_add_consumer_stream(l, w->cs1));
+	CALL(w, STRICT, NULL, rsd_lease_release(l, RSD_RELEASE_WAIT));
+	rsd_lease_free(l);
+	for (int i = 0; i < 4; i++)
+		rsd_simdev_stream_destroy(w->sd, st[i]);
+	CALL(w, STRICT, &e, rsd_explain(w->m, &p, NULL, &e));
+	ATF_CHECK(!e->feasible);
+	rsd_explanation_free(e);
+	/* cuda:1 holds mv, s and x[0..3] (232 of 256 bytes): 64 reserved
+	 * bytes need two evictions. */
+	CALL(w, STRICT, &c, rsd_controller_create(w->m, NULL, 0, &c));
+	CALL(w, STRICT, &d, rsd_controller_decide(c, &r3, &d));
+	ATF_CHECK(d->nevictions > 0);
+	rsd_decision_free(d);
+	CALL(w, STRICT, &d, rsd_controller_decide(c, &r4, &d));
+	rsd_decision_free(d);
+	CALL_RC(w, -RSD_EPLAN, &d, rsd_controller_decide(c, &r5, &d));
+	for (;;) {
+		pre(w);
+		u = NULL;
+		rc = rsd_controller_use(c, &r3, &w->cs1, 1, NULL, 0, &u);
+		rsd_plan_report_free(rsd_take_partial_report());
+		if (rc && u)
+			rsd_use_free(u);
+		if (!post(w, "rsd_controller_use", rc, PLAN, NULL))
+			break;
+	}
+	CALL(w, PLAN, &rep, rsd_use_close(u, &rep));
+	rsd_plan_report_free(rep);
+	rsd_use_free(u);
+	rsd_controller_free(c);
+	rsd_simdev_complete_all(w->sd);
+}
+
 /* The workload; returns its final snapshot (the caller frees it). */
 static struct rsd_snapshot *workload(struct w *w, uint64_t k)
 {
@@ -461,6 +576,7 @@ static struct rsd_snapshot *workload(struct w *w, uint64_t k)
 	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &w->sd), 0);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(w->sd, 0, &w->cs0), 0);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(w->sd, 0, &w->cs0b), 0);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(w->sd, 1, &w->cs1), 0);
 	cfg.budgets = bud;
 	cfg.nbudgets = RSD_ARRAY_SIZE(bud);
 	cfg.driver = rsd_simdev_ops();
@@ -483,6 +599,7 @@ static struct rsd_snapshot *workload(struct w *w, uint64_t k)
 	lifetimes(w);
 	plans(w);
 	controller(w);
+	extras(w);
 	CALL(w, STRICT, &s, rsd_snapshot_take(w->m, &s));
 	rsd_snapshot_free(s);
 	CALL(w, STRICT, NULL, rsd_discard(w->m, w->s, &t));
@@ -491,6 +608,7 @@ static struct rsd_snapshot *workload(struct w *w, uint64_t k)
 	rsd_manager_destroy(w->m);
 	rsd_simdev_stream_destroy(w->sd, w->cs0);
 	rsd_simdev_stream_destroy(w->sd, w->cs0b);
+	rsd_simdev_stream_destroy(w->sd, w->cs1);
 	rsd_simdev_destroy(w->sd);
 	/* A run that never reached its kth allocation leaves the point armed. */
 	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
