@@ -462,9 +462,8 @@ static enum act capacity_next(struct search *x, int32_t i)
 	while (f->ci < f->ncands && rsd__active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
 		f->ci++;
 	if (f->ci == f->ncands) {
-		if (!f->flag &&
-		    (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
-		     memo_add(x, &x->failed_cap)))
+		if (!f->flag && (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
+				 memo_add(x, &x->failed_cap)))
 			return A_ERROR;
 		return A_DONE;
 	}

@@ -300,20 +300,20 @@ static void sentinel(void **o)
 	} while (0)
 
 /* A call whose clean result is the error code want (not 0). */
-#define CALL_RC(w, want, out, call)                                                                \
-	do {                                                                                       \
-		void **o_ = (void **)(out);                                                        \
-		int rc_;                                                                           \
-		pre(w);                                                                            \
-		sentinel(o_);                                                                      \
-		rc_ = (call);                                                                      \
-		if (post(w, #call, rc_ == (want) ? 0 : rc_, STRICT, o_)) {                         \
-			pre(w);                                                                    \
-			rc_ = (call);                                                              \
-			ATF_REQUIRE_EQ_MSG(rc_, want, "%s, retried: %s", #call,                    \
-					   rsd_last_error()->message);                             \
-			post(w, #call, 0, STRICT, NULL);                                           \
-		}                                                                                  \
+#define CALL_RC(w, want, out, call)                                             \
+	do {                                                                    \
+		void **o_ = (void **)(out);                                     \
+		int rc_;                                                        \
+		pre(w);                                                         \
+		sentinel(o_);                                                   \
+		rc_ = (call);                                                   \
+		if (post(w, #call, rc_ == (want) ? 0 : rc_, STRICT, o_)) {      \
+			pre(w);                                                 \
+			rc_ = (call);                                           \
+			ATF_REQUIRE_EQ_MSG(rc_, want, "%s, retried: %s", #call, \
+					   rsd_last_error()->message);          \
+			post(w, #call, 0, STRICT, NULL);                        \
+		}                                                               \
 	} while (0)
 
 static struct rsd_handle adopt(struct w *w, struct rsd_location at, enum rsd_replica_mode mode)
@@ -485,7 +485,8 @@ static void extras(struct w *w)
 	static const uint64_t nine[9] = { 8, 8, 8, 8, 8, 8, 8, 8, 8 };
 	struct rsd_location at = RSD_LOC_PAGEABLE_HOST;
 	struct rsd_reservation_spec big = { CUDA1, 64 * NB, "too-big" };
-	struct rsd_plan p = { .name = "sweep-infeasible", .reservations = &big,
+	struct rsd_plan p = { .name = "sweep-infeasible",
+			      .reservations = &big,
 			      .nreservations = 1 };
 	struct rsd_reservation_spec rs = { CUDA1, 2 * NB, "r3" };
 	struct rsd_requirement q = { w->s, CUDA1 };
