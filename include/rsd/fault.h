@@ -21,7 +21,7 @@
  *            device's rsd_simdev_fail_nth for device memory.
  *   acquire  rsd_acquire, after its arguments are checked and before the
  *            lease changes anything. Subject: the location's name
- *            ("cuda:0", "pinned_host").
+ *            ("cuda:0", "pinned-host").
  *   reserve  the admission of one reservation, by rsd_reserve and by plan,
  *            scope and controller entry. Subject: the reservation's label.
  *   resident the allocation of a value's storage, by rsd_resident_alloc
