@@ -73,6 +73,7 @@ enum rsd__fault_id {
 	RSD__FAULT_ALLOC,
 	RSD__FAULT_ACQUIRE,
 	RSD__FAULT_RESERVE,
+	RSD__FAULT_RESIDENT,
 	RSD__FAULT_N
 };
 /* Number of armed points; written under the framework's lock only. */

@@ -17,13 +17,18 @@
  *            (e.g. "lib/core/hold.c:162"). A failure here is exactly a
  *            NULL from malloc: the call fails with -RSD_ENOMEM and a
  *            message. Value storage (materializations) and device memory
- *            are not part of it; the simulated device fails those
- *            (rsd_simdev_fail_nth).
+ *            are not part of it: see "resident", and the simulated
+ *            device's rsd_simdev_fail_nth for device memory.
  *   acquire  rsd_acquire, after its arguments are checked and before the
  *            lease changes anything. Subject: the location's name
- *            ("cuda:0", "pinned_host").
+ *            ("cuda:0", "pinned-host").
  *   reserve  the admission of one reservation, by rsd_reserve and by plan,
  *            scope and controller entry. Subject: the reservation's label.
+ *   resident the allocation of a value's storage, by rsd_resident_alloc
+ *            and by every transition that makes a new copy, after the
+ *            arguments are checked. Subject: the location's name. Fails
+ *            with any code (RSD_ENOMEM as the host allocator would,
+ *            RSD_EDEVICE as a driver would).
  *
  * Hits are counted only while at least one point is armed, so that an
  * unarmed library does no shared-memory write per allocation. To count a

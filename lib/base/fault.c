@@ -29,6 +29,7 @@ static struct fault_point points[RSD__FAULT_N] = {
 	[RSD__FAULT_ALLOC] = { .name = "alloc" },
 	[RSD__FAULT_ACQUIRE] = { .name = "acquire" },
 	[RSD__FAULT_RESERVE] = { .name = "reserve" },
+	[RSD__FAULT_RESIDENT] = { .name = "resident" },
 };
 
 /* Protects every point's arming, rsd__fault_armed's writes, and the record

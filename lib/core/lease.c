@@ -434,10 +434,13 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 		if (err)
 			return err;
 	}
+	/* Without memory for the events, release as if recording failed:
+	 * by synchronizing the streams, so that a release never fails for
+	 * want of memory (rsd_lease_free relies on it). */
 	events = rsd__calloc(obj->nstreams, sizeof(*events));
 	if (!events)
-		return rsd__err(RSD_ENOMEM, "out of memory recording lease events");
-	for (i = 0; i < obj->nstreams; i++)
+		rsd__err(RSD_ENOMEM, "out of memory for %zu event(s)", obj->nstreams);
+	for (i = 0; events && i < obj->nstreams; i++)
 		if (m->ops->event_record(m->ops_ctx, obj->streams[i], &events[i]))
 			break;
 	if (i < obj->nstreams) {

@@ -254,19 +254,50 @@ bool rsd__unpublished(const struct rsd_manager *m)
 	       m->img->closed != m->closed;
 }
 
+/* Under m->lock. A failure keeps the dirty marks and sets m->unpublished. */
+static int publish_now(struct rsd_manager *m)
+{
+	int err = rsd__publish(m);
+
+	if (!err)
+		m->locs_dirty = false;
+	atomic_store_explicit(&m->unpublished, err != 0, memory_order_release);
+	return err;
+}
+
+static void writer_unlock(struct rsd_manager *m)
+{
+	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
+	pthread_mutex_unlock(&m->lock);
+}
+
 void rsd__writer_exit(struct rsd_manager *m)
 {
 	if (rsd__unpublished(m)) {
-		/* A failed publication keeps its dirty marks for the next call;
-		 * the error it recorded must not mask the call's own result. */
+		/* A failed publication keeps its dirty marks for the next call
+		 * (or reader, rsd__read_fresh); the error it recorded must not
+		 * mask the call's own result. */
 		struct rsd_error saved = *rsd_last_error();
 
-		if (!rsd__publish(m))
-			m->locs_dirty = false;
+		publish_now(m);
 		*rsd__err_record() = saved;
 	}
-	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
-	pthread_mutex_unlock(&m->lock);
+	writer_unlock(m);
+}
+
+int rsd__read_fresh(struct rsd_manager *m)
+{
+	int err;
+
+	if (rsd__likely(!atomic_load_explicit(&m->unpublished, memory_order_acquire)))
+		return 0;
+	err = rsd__writer_enter(m, 0);
+	if (err)
+		return err;
+	if (rsd__unpublished(m))
+		err = publish_now(m);
+	writer_unlock(m);
+	return err;
 }
 
 static const struct rsd_device_ops *pick_driver(const struct rsd_manager_config *cfg, void **ctx)

@@ -18,7 +18,8 @@ static struct rsd_resident *resident_new(const struct rsd_type *type, size_t nbu
 
 	if (nbuf > (SIZE_MAX - sizeof(*r) - meta_len) / sizeof(struct rsd_buffer_view))
 		return NULL;
-	r = rsd__calloc(1, sizeof(*r) + tbl + meta_len);
+	/* Part of the value, not bookkeeping: the "resident" fault point, not "alloc". */
+	r = calloc(1, sizeof(*r) + tbl + meta_len);
 	if (!r)
 		return NULL;
 	r->type = type;
@@ -65,6 +66,9 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 					(unsigned long long)nbytes[i]);
 		total += rounded;
 	}
+	if (rsd__fault_on() &&
+	    (err = rsd__fault_hit(RSD__FAULT_RESIDENT, rsd_location_name(at, name, sizeof(name)))))
+		return err;
 	r = resident_new(type, nbuf, meta, meta_len);
 	if (!r)
 		return rsd__err(RSD_ENOMEM, "out of memory allocating a resident header");

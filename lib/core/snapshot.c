@@ -24,6 +24,9 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_snapshot_take: NULL argument");
+	err = rsd__read_fresh(m);
+	if (err)
+		return err;
 	img = rsd__read_begin(m);
 	rsd__view_init(&view, img);
 	if (img->closed) {

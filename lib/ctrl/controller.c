@@ -211,6 +211,9 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 		return err;
 	if (stable_key && !rsd__nonblank(stable_key))
 		return rsd__err(RSD_EINVAL, "policy metadata stable_key must be non-blank");
+	err = rsd__read_fresh(c->m);
+	if (err)
+		return err;
 	pthread_mutex_lock(&c->lock);
 	/* Only the handle is checked against the image: leave the read
 	 * section before touching the table. */

@@ -121,6 +121,16 @@ static void frame_fini(struct frame *f)
 	}
 }
 
+/* Remember x->key as failed; a failure becomes the search's (x->err). */
+static int memo_add(struct search *x, struct rsd__memo *m)
+{
+	int err = rsd__memo_add(m, x->key, x->keylen);
+
+	if (err)
+		x->err = err;
+	return err;
+}
+
 static enum act nomem(struct search *x, const char *what)
 {
 	x->err = rsd__err(RSD_ENOMEM, "out of memory during the residency search (%s)", what);
@@ -191,7 +201,7 @@ static enum act search_next(struct search *x, int32_t i, struct out *o)
 	struct frame *f = &x->fr[i];
 
 	if (f->ci == f->ncands) {
-		if (rsd__key_sig(x, 'R', f->S) || rsd__memo_add(&x->failed_req, x->key, x->keylen))
+		if (rsd__key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
 			return A_ERROR;
 		o->note = fail_text(x, f);
 		if (!o->note)
@@ -452,9 +462,8 @@ static enum act capacity_next(struct search *x, int32_t i)
 	while (f->ci < f->ncands && rsd__active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
 		f->ci++;
 	if (f->ci == f->ncands) {
-		if (!f->flag &&
-		    (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
-		     rsd__memo_add(&x->failed_cap, x->key, x->keylen)))
+		if (!f->flag && (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
+				 memo_add(x, &x->failed_cap)))
 			return A_ERROR;
 		return A_DONE;
 	}

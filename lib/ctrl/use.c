@@ -300,6 +300,9 @@ int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report)
 			*report = NULL;
 		return 0;
 	}
+	/* The scope's reports first: out of memory then changes nothing. */
+	if (u->scope && (err = rsd__scope_close_prepare(u->scope, report != NULL)))
+		return err;
 	u->closed = true;
 	for (size_t g = u->nleased; g-- > 0;) {
 		int e = rsd_lease_release(u->groups[g].lease, 0);

@@ -66,7 +66,7 @@ int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **o
 	if (cfg->ndevices < 0 || cfg->ndevices > RSD_CUDA_MAX_DEVICE + 1)
 		return rsd__err(RSD_EINVAL, "rsd_simdev_create: ndevices %d is outside 0..%d",
 				cfg->ndevices, RSD_CUDA_MAX_DEVICE + 1);
-	sd = rsd__calloc(1, sizeof(*sd) + (size_t)cfg->ndevices * sizeof(sd->dev[0]));
+	sd = calloc(1, sizeof(*sd) + (size_t)cfg->ndevices * sizeof(sd->dev[0]));
 	if (!sd)
 		return rsd__err(RSD_ENOMEM, "rsd_simdev_create: out of memory for %d devices",
 				cfg->ndevices);

@@ -94,7 +94,7 @@ int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream)
 				"rsd_simdev_stream_create: no device %d (%d simulated "
 				"devices)",
 				device, sd->ndevices);
-	s = rsd__calloc(1, sizeof(*s));
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return rsd__err(RSD_ENOMEM, "rsd_simdev_stream_create: out of memory");
 	pthread_mutex_lock(&sd->lock);
@@ -302,7 +302,7 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 	if (ev) {
 		sd->free_events = ev->next;
 	} else {
-		ev = rsd__calloc(1, sizeof(*ev));
+		ev = calloc(1, sizeof(*ev));
 		if (!ev) {
 			rc = rsd__err(RSD_ENOMEM, "simulated device: out of memory for an event");
 			goto out;

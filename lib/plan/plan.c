@@ -136,6 +136,9 @@ int rsd_explain(struct rsd_manager *m, const struct rsd_plan *p, const uint64_t 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_explain: NULL argument");
 	/* Lock-free: one published image, never the writer. */
+	err = rsd__read_fresh(m);
+	if (err)
+		return err;
 	img = rsd__read_begin(m);
 	rsd__view_init(&view, img);
 	if (img->closed)
@@ -206,6 +209,7 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 			struct rsd_plan_report **report)
 {
 	struct rsd_transition *done = NULL;
+	struct rsd_plan_report *rep = NULL;
 	struct rsd_plan plan;
 	uint64_t started;
 	size_t i = 0;
@@ -221,8 +225,11 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 	if (!m)
 		return rsd__err(RSD_ETYPE, "rsd_execute_actions: manager is NULL");
 	done = rsd__malloc((n ? n : 1) * sizeof(*done));
-	if (!done)
+	/* The report before anything commits: a done plan must not fail. */
+	if (!done || (report && !(rep = rsd__report_alloc(plan.name, n)))) {
+		free(done);
 		return rsd__err(RSD_ENOMEM, "out of memory for %zu transition reports", n);
+	}
 	started = rsd__now_ns();
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err)
@@ -241,15 +248,16 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 						started, report);
 	}
 	if (!err && report) {
-		*report = rsd__report_new(plan.name, done, n, started, rsd__now_ns());
-		if (!*report)
-			err = rsd__err(RSD_ENOMEM, "out of memory for the report of plan '%s'", plan.name);
+		rsd__report_fill(rep, done, n, started, rsd__now_ns());
+		*report = rep;
+		rep = NULL;
 	}
 	rsd_trace_plan_end(m->id, plan.name, "execute",
 			   rsd_phase_name(err == -RSD_EEXEC ? RSD_PHASE_EXECUTE : RSD_PHASE_NONE), err,
 			   (uint32_t)(err ? (i ? i - 1 : 0) : n));
 	rsd__writer_exit(m);
 out_free:
+	rsd_plan_report_free(rep);
 	free(done);
 	return err;
 }

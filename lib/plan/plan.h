@@ -19,12 +19,23 @@ struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
 /* Validate a plan's records without a manager (§12.1). */
 int rsd__plan_check(const struct rsd_plan *p);
 
+/* Allocate what rsd_scope_close(s, report) will need, so that a caller
+ * that must do other work first (a use releasing its leases) can fail
+ * before changing anything. */
+int rsd__scope_close_prepare(struct rsd_scope *s, bool report);
+
 /* Reports. */
 struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
 					uint64_t started, uint64_t completed);
 /* Make r (may be NULL) this thread's partial report, freeing the previous
  * one; rsd_take_partial_report() hands it over. */
 void rsd__partial_report_set(struct rsd_plan_report *r);
+/* A report with room for cap transitions, allocated before a plan commits
+ * anything so that its success never needs memory; rsd__report_fill()
+ * (n <= cap) completes it. */
+struct rsd_plan_report *rsd__report_alloc(const char *name, size_t cap);
+void rsd__report_fill(struct rsd_plan_report *r, const struct rsd_transition *t, size_t n,
+		      uint64_t started, uint64_t completed);
 /* Record an EEXEC failure: rsd_last_error() fields and the thread's partial
  * report; returns -RSD_EEXEC. cause is the original negative code. */
 int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_index,

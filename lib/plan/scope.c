@@ -29,6 +29,8 @@ struct rsd_scope {
 	size_t ntrans;
 	uint64_t started;
 	struct rsd_plan_report *report;
+	/* Reports allocated ahead by rsd__scope_close_prepare(), for close. */
+	struct rsd_plan_report *pre_own, *pre_copy;
 	int exit_error;
 };
 
@@ -159,8 +161,34 @@ fail:
 	return err;
 }
 
+/* Under s->lock: the reports a close will need, if not allocated yet. */
+static int close_reports(struct rsd_scope *s, bool copy)
+{
+	size_t cap = s->ntrans + s->plan->nexit;
+
+	if (!s->pre_own)
+		s->pre_own = rsd__report_alloc(s->plan->name, cap);
+	if (copy && s->pre_own && !s->pre_copy)
+		s->pre_copy = rsd__report_alloc(s->plan->name, cap);
+	if (!s->pre_own || (copy && !s->pre_copy))
+		return rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'",
+				s->plan->name);
+	return 0;
+}
+
+int rsd__scope_close_prepare(struct rsd_scope *s, bool report)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = s->closed || !s->entered ? 0 : close_reports(s, report);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
 int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 {
+	struct rsd_plan_report *own = NULL, *copy = NULL;
 	const struct rsd_plan *p;
 	struct rsd_manager *m;
 	int err;
@@ -186,6 +214,14 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 		err = rsd__err(RSD_ECLOSED, "the manager of scope '%s' no longer exists", p->name);
 		goto out;
 	}
+	/* Both reports before exit commits anything: a done close must not
+	 * fail, and a close that cannot start leaves the scope open. */
+	err = close_reports(s, report != NULL);
+	if (err)
+		goto out;
+	own = s->pre_own;
+	copy = s->pre_copy;
+	s->pre_own = s->pre_copy = NULL;
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err) {
 		if (err != -RSD_EREENTRANT)
@@ -200,9 +236,9 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	if (err) {
 		s->exit_error = err;
 	} else {
-		s->report = rsd__report_new(p->name, s->trans, s->ntrans, s->started, rsd__now_ns());
-		if (!s->report)
-			err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
+		rsd__report_fill(own, s->trans, s->ntrans, s->started, rsd__now_ns());
+		s->report = own;
+		own = NULL;
 	}
 	rsd_trace_plan_end(m->id, p->name, "scope-exit",
 			   rsd_phase_name(err ? RSD_PHASE_EXIT : RSD_PHASE_NONE), err,
@@ -210,17 +246,15 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	rsd__writer_exit(m);
 	/* s->report is set whenever err is 0; tested too, for the analyzer */
 	if (!err && report && s->report) {
-		struct rsd_plan_report *r = rsd__report_new(p->name, s->trans, s->ntrans,
-							    s->report->started_at_ns,
-							    s->report->completed_at_ns);
-
-		if (r)
-			*report = r;
-		else
-			err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
+		rsd__report_fill(copy, s->trans, s->ntrans, s->report->started_at_ns,
+				 s->report->completed_at_ns);
+		*report = copy;
+		copy = NULL;
 	}
 out:
 	pthread_mutex_unlock(&s->lock);
+	rsd_plan_report_free(own);
+	rsd_plan_report_free(copy);
 	return err;
 }
 
@@ -266,6 +300,8 @@ void rsd_scope_free(struct rsd_scope *s)
 	}
 	pthread_mutex_destroy(&s->lock);
 	rsd_plan_report_free(s->report);
+	rsd_plan_report_free(s->pre_own);
+	rsd_plan_report_free(s->pre_copy);
 	free(s->plan);
 	free(s->trans);
 	free(s->resv);

@@ -47,17 +47,18 @@ ATF_TC_BODY(points_listed, tc)
 	const char *names[8] = { 0 };
 	size_t n = rsd_fault_points(names, 8);
 
-	ATF_REQUIRE_EQ(n, 3);
+	ATF_REQUIRE_EQ(n, 4);
 	ATF_CHECK_STREQ(names[0], "alloc");
 	ATF_CHECK_STREQ(names[1], "acquire");
 	ATF_CHECK_STREQ(names[2], "reserve");
-	ATF_CHECK(names[3] == NULL);
+	ATF_CHECK_STREQ(names[3], "resident");
+	ATF_CHECK(names[4] == NULL);
 	/* A short array gets the first cap names and the full count. */
 	memset(names, 0, sizeof(names));
-	ATF_CHECK_EQ(rsd_fault_points(names, 1), 3);
+	ATF_CHECK_EQ(rsd_fault_points(names, 1), 4);
 	ATF_CHECK_STREQ(names[0], "alloc");
 	ATF_CHECK(names[1] == NULL);
-	ATF_CHECK_EQ(rsd_fault_points(NULL, 0), 3);
+	ATF_CHECK_EQ(rsd_fault_points(NULL, 0), 4);
 }
 
 ATF_TC_WITHOUT_HEAD(bad_arguments);
@@ -170,7 +171,7 @@ ATF_TC_BODY(acquire_point, tc)
 	struct rsd_lease *l = NULL;
 	uint64_t v = ver(m), hits = rsd_fault_hits("acquire");
 
-	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", "pinned_host", 1, RSD_EDEVICE), 0);
+	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", "pinned-host", 1, RSD_EDEVICE), 0);
 	/* A pageable acquire is not the subject: it succeeds. */
 	ATF_REQUIRE_EQ(rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
 	rsd_lease_free(l);
@@ -191,6 +192,73 @@ ATF_TC_BODY(acquire_point, tc)
 	rsd_manager_destroy(m);
 }
 
+ATF_TC_WITHOUT_HEAD(resident_point);
+ATF_TC_BODY(resident_point, tc)
+{
+	struct rsd_manager *m = host_manager();
+	struct rsd_handle h = put(m, 64);
+	struct rsd_resident *r = NULL;
+	struct rsd_transition t;
+	uint64_t n = 8, v;
+
+	/* A value's storage: rsd_resident_alloc itself... */
+	ATF_REQUIRE_EQ(rsd_fault_inject("resident", "pageable-host", 1, RSD_ENOMEM), 0);
+	ATF_CHECK_EQ(rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL,
+					0, &r),
+		     -RSD_ENOMEM);
+	ATF_CHECK(r == NULL);
+	/* ...and the copy a transition makes, here as a device would fail. */
+	ATF_REQUIRE_EQ(rsd_fault_inject("resident", NULL, 1, RSD_EDEVICE), 0);
+	v = ver(m);
+	ATF_CHECK_EQ(rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, &t), -RSD_EDEVICE);
+	ATF_CHECK(strstr(rsd_last_error()->message, "'resident'") != NULL);
+	ATF_CHECK_EQ(ver(m), v);
+	ATF_REQUIRE_EQ(rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, &t), 0);
+	rsd_manager_destroy(m);
+}
+
+/* Inside a scope the reserve point is the scope's reserve phase failing:
+ * -RSD_EEXEC, the reclaim prefix committed, no reservation left. */
+ATF_TC_WITHOUT_HEAD(reserve_point_in_scope);
+ATF_TC_BODY(reserve_point_in_scope, tc)
+{
+	struct rsd_manager *m = host_manager();
+	struct rsd_handle h = put(m, 64);
+	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 8, "zero" },
+					     { RSD_LOC_PAGEABLE_HOST, 8, "one" } };
+	struct rsd_action reclaim = rsd_action_ensure(h, RSD_LOC_PINNED_HOST);
+	struct rsd_plan p = { .name = "rv", .reclaim = &reclaim, .nreclaim = 1,
+			      .reservations = rs, .nreservations = 2 };
+	struct rsd_plan_report *partial;
+	const struct rsd_error *e;
+	struct rsd_scope *sc = NULL;
+	struct rsd_snapshot *s;
+	uint64_t v = ver(m);
+	int rc;
+
+	rsd_plan_report_free(rsd_take_partial_report());
+	ATF_REQUIRE_EQ(rsd_fault_inject("reserve", "one", 1, RSD_EBUDGET), 0);
+	rc = rsd_scope_enter(m, &p, NULL, 0, NULL, &sc);
+	e = rsd_last_error();
+	ATF_REQUIRE_EQ_MSG(rc, -RSD_EEXEC, "%d: %s", rc, e->message);
+	ATF_CHECK_EQ(e->phase, RSD_PHASE_RESERVE);
+	ATF_CHECK_EQ(e->failed_action_index, -1);
+	ATF_CHECK_EQ(e->failed_reservation_index, 1);
+	ATF_CHECK_EQ(e->cause, -RSD_EBUDGET);
+	partial = rsd_take_partial_report();
+	ATF_REQUIRE(partial != NULL);
+	ATF_CHECK_EQ(partial->ntransitions, 1);
+	rsd_plan_report_free(partial);
+	/* The reclaim ensure stays committed; reservation "zero" was released. */
+	ATF_CHECK(ver(m) > v);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	ATF_CHECK_EQ(s->nreservations, 0);
+	rsd_snapshot_free(s);
+	ATF_CHECK(!rsd__fault_on());
+	rsd_scope_free(sc); /* a failed entry may still hand back a closed scope */
+	rsd_manager_destroy(m);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, points_listed);
@@ -199,5 +267,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, alloc_fails_once);
 	ATF_TP_ADD_TC(tp, reserve_point);
 	ATF_TP_ADD_TC(tp, acquire_point);
+	ATF_TP_ADD_TC(tp, reserve_point_in_scope);
+	ATF_TP_ADD_TC(tp, resident_point);
 	return atf_no_error();
 }
