@@ -27,6 +27,7 @@
 #include "bench/plans.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/controller.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/scaling.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/fault.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -51,6 +52,7 @@ static const struct bench_case cases[] = {
 	{ "plans", "plans", case_plans, false },
 	{ "ctrl", "controller", case_controller, false },
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
+	{ "fault", "fault", case_fault, false },
 	{ "scaling", "scaling", case_scaling, true },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))

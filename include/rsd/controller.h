@@ -356,6 +356,12 @@ int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
  * the controller records an access epoch for each. Decide and entry are not
  * under one lock: a concurrent writer can make the entry stale.
  *
+ * Every consumer stream must be the driver's and on its location's device,
+ * and every transfer stream valid, or the call fails before deciding and
+ * changes nothing. *@out is written only on success: a failed entry is
+ * unwound (leases released, the scope closed) and freed; what its scope had
+ * committed is then the thread's partial report (rsd_take_partial_report()).
+ *
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or
  * * -RSD_ETYPE - @c, @out, a stream array or a stream is NULL, or as for
@@ -404,8 +410,8 @@ const struct rsd_decision *rsd_use_decision(const struct rsd_use *u);
 /**
  * rsd_use_close() - Release a use's leases and close its scope.
  * @u: the use.
- * @report: receives the scope's report on success, NULL otherwise; may
- *	be NULL.
+ * @report: written only on success: the scope's report, or NULL for a
+ *	second close; may be NULL.
  *
  * Leases are released in reverse order, then the scope is closed. A second
  * close is a silent no-op.

@@ -35,6 +35,10 @@ enum rsd_location_kind { RSD_PAGEABLE_HOST, RSD_PINNED_HOST, RSD_CUDA };
  * struct rsd_location - One memory location.
  * @kind: the tier.
  * @device: -1 for the host kinds, the device index 0..127 for RSD_CUDA.
+ *
+ * Every entry point that takes a location refuses a record of another kind,
+ * or a host record with a device, with -RSD_ETYPE (not a location), and a
+ * CUDA record whose device is outside 0..127 (-1 included) with -RSD_EINVAL.
  */
 struct rsd_location {
 	enum rsd_location_kind kind;

@@ -66,8 +66,10 @@ struct rsd_manager_config {
 
 /**
  * rsd_manager_create() - Create a manager.
- * @cfg: the configuration; NULL means all defaults (no budgets, the
- *	default driver, warnings to stderr).
+ * @cfg: the configuration; NULL is the all-defaults configuration, the same
+ *	as a zeroed one: no budgets, the CUDA runtime driver when it sees a
+ *	device (else the host driver, with no CUDA location), warnings to
+ *	stderr.
  * @out: receives the manager on success.
  *
  * The new manager gets a process-unique id, never 0. Its state_version

@@ -208,7 +208,9 @@ void rsd_plan_report_free(struct rsd_plan_report *r);
  *
  * After a -RSD_EEXEC from any plan call on this thread (execute, scope
  * entry or close, controller scope or use), returns the report of the
- * transitions committed before the failure, once.
+ * transitions committed before the failure, once. After a failed
+ * rsd_controller_use() whose scope had been entered, it returns what that
+ * entry committed before it was unwound.
  *
  * Context: Any thread (thread-local); callable from a source callback.
  * Return: the report, which the caller frees with rsd_plan_report_free();
@@ -278,7 +280,9 @@ struct rsd_scope;
  * Entry checks the version, preflights, runs the reclaim actions, makes
  * the reservations and runs the enter actions, all under one hold of the
  * transition lock. A failure after preflight releases the reservations
- * made so far and is -RSD_EEXEC with a partial report.
+ * made so far and is -RSD_EEXEC with a partial report. A failed entry
+ * frees the scope and writes nothing to *@out: the failure's facts are in
+ * rsd_last_error() and, after -RSD_EEXEC, rsd_take_partial_report().
  *
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or
@@ -300,8 +304,8 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
 /**
  * rsd_scope_close() - Leave a scope.
  * @s: the scope.
- * @report: receives a copy of the scope's report on success (entry and
- *	exit transitions); may be NULL.
+ * @report: written only on success: a copy of the scope's report (entry
+ *	and exit transitions), or NULL for a second close; may be NULL.
  *
  * Runs the exit actions, then releases the scope's reservations in
  * reverse order, even when an exit action failed. A second close is a

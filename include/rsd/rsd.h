@@ -20,6 +20,7 @@
 #include <rsd/snapshot.h>
 #include <rsd/controller.h>
 #include <rsd/device.h>
+#include <rsd/fault.h>
 
 /**
  * RSD_VERSION_MAJOR - The major version of the headers (0).

@@ -172,6 +172,7 @@ struct rsd_img_value {
 	struct rsd_location source_loc;
 	bool discarded;
 	uint32_t nmats;
+	uint64_t gen; /* the publication that built it (a failed one frees it) */
 	struct rsd_img_mat mats[];
 };
 
@@ -261,6 +262,10 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i);
 int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt);
 /* Free every node (not the values) reachable from pv; used at destroy. */
 void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val));
+/* Undo a failed publication: free the nodes of generation gen reachable from
+ * pv (nodes of earlier ones are shared with a published image), calling fn
+ * (when not NULL) on every value in the leaves freed. */
+void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t gen, void (*fn)(void *val, uint64_t gen));
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
 void rsd__retire_free(struct rsd_manager *m, void *p);
 
@@ -426,6 +431,10 @@ struct rsd_manager {
 
 	/* The published image; written by the writer under m->lock. */
 	struct rsd_image *img;
+	/* A writer call could not publish (out of memory): img is behind the
+	 * writer state until a later call publishes. Written under m->lock;
+	 * readers test it first (rsd__read_fresh). */
+	atomic_bool unpublished;
 	uint64_t gen; /* current publication generation; protected by m->lock */
 	/* Replaced images not yet handed to the reclaimer; protected by m->lock. */
 	struct rsd_image *reclaim;
@@ -482,6 +491,14 @@ void rsd__writer_exit(struct rsd_manager *m);
 int rsd__publish(struct rsd_manager *m);
 /* Whether the writer state differs from the published image. */
 bool rsd__unpublished(const struct rsd_manager *m);
+/*
+ * For readers, before rsd__read_begin(): when a writer call committed but
+ * could not publish (m->unpublished), publish now under the transition
+ * lock, so that a reader sees every change a call reported done. 0, or
+ * -RSD_ENOMEM when publication fails again (nothing is read then), or the
+ * writer guard's refusal (a source load is running, same-thread re-entry).
+ */
+int rsd__read_fresh(struct rsd_manager *m);
 int rsd__publish_first(struct rsd_manager *m);
 /* Append a batch head to a queue linked through gp_next. */
 static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_image **tail,

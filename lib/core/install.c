@@ -138,8 +138,8 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 		uint32_t cap = rec->capmats ? rec->capmats * 2 : (uint32_t)RSD_ARRAY_SIZE(rec->inline_mats);
 		struct rsd_mat *mats;
 
-		mats = rec->mats == rec->inline_mats ? malloc(cap * sizeof(*mats))
-						     : realloc(rec->mats, cap * sizeof(*mats));
+		mats = rec->mats == rec->inline_mats ? rsd__malloc(cap * sizeof(*mats)) :
+						       rsd__realloc(rec->mats, cap * sizeof(*mats));
 		if (!mats) {
 			err = rsd__err(RSD_ENOMEM, "out of memory adding a materialization");
 			goto unwind;

@@ -24,6 +24,9 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_snapshot_take: NULL argument");
+	err = rsd__read_fresh(m);
+	if (err)
+		return err;
 	img = rsd__read_begin(m);
 	rsd__view_init(&view, img);
 	if (img->closed) {
@@ -37,7 +40,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		labels += strlen(img->resv[i].label) + 1;
 	size = sizeof(*s) + img->values.count * sizeof(*vals) + nmats * sizeof(*mats) +
 	       img->nlocs * sizeof(*locs) + img->nresv * sizeof(*resv) + labels;
-	s = malloc(size);
+	s = rsd__malloc(size);
 	if (!s) {
 		err = rsd__err(RSD_ENOMEM, "out of memory for a snapshot of %llu values",
 			       (unsigned long long)img->values.count);

@@ -416,16 +416,19 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 	return 0;
 }
 
-static int run_one(struct rsd_manager *m, const struct rsd_action *a, void *stream,
+/* fn: the public entry point, for messages. */
+static int run_one(struct rsd_manager *m, const char *fn, const struct rsd_action *a, void *stream,
 		   struct rsd_transition *report)
 {
 	int err;
 
-	if (!rsd_location_valid(a->location) && a->kind != RSD_ACT_DISCARD)
-		return rsd__err(RSD_ETYPE, "not a residency location (kind %d, device %d)",
-				(int)a->location.kind, a->location.device);
-	if (a->has_from && !rsd_location_valid(a->from))
-		return rsd__err(RSD_ETYPE, "from is not a residency location");
+	err = rsd__handle_check(a->handle, fn);
+	if (!err && a->kind != RSD_ACT_DISCARD)
+		err = rsd__location_check(a->location, fn);
+	if (!err && a->has_from)
+		err = rsd__location_check(a->from, "rsd_move: from");
+	if (err)
+		return err;
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err)
 		return err;
@@ -439,13 +442,15 @@ int rsd_ensure(struct rsd_manager *m, struct rsd_handle h, struct rsd_location a
 {
 	struct rsd_action a = rsd_action_ensure(h, at);
 
-	return run_one(m, &a, stream, report);
+	return run_one(m, "rsd_ensure", &a, stream, report);
 }
 
 int rsd_copy(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to, void *stream,
 	     struct rsd_transition *report)
 {
-	return rsd_ensure(m, h, to, stream, report);
+	struct rsd_action a = rsd_action_ensure(h, to);
+
+	return run_one(m, "rsd_copy", &a, stream, report);
 }
 
 int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
@@ -453,7 +458,7 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
 {
 	struct rsd_action a = rsd_action_move(h, to, from);
 
-	return run_one(m, &a, stream, report);
+	return run_one(m, "rsd_move", &a, stream, report);
 }
 
 int rsd_drop(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
@@ -461,12 +466,12 @@ int rsd_drop(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
 {
 	struct rsd_action a = rsd_action_drop(h, at);
 
-	return run_one(m, &a, NULL, report);
+	return run_one(m, "rsd_drop", &a, NULL, report);
 }
 
 int rsd_discard(struct rsd_manager *m, struct rsd_handle h, struct rsd_transition *report)
 {
 	struct rsd_action a = rsd_action_discard(h);
 
-	return run_one(m, &a, NULL, report);
+	return run_one(m, "rsd_discard", &a, NULL, report);
 }

@@ -167,7 +167,7 @@ static void cuda_init(void)
 		snprintf(cuda.why_none, sizeof(cuda.why_none), "no CUDA device is visible");
 		return;
 	}
-	cuda.dev = calloc((size_t)n, sizeof(*cuda.dev));
+	cuda.dev = rsd__calloc((size_t)n, sizeof(*cuda.dev));
 	if (!cuda.dev) {
 		snprintf(cuda.why_none, sizeof(cuda.why_none), "out of memory for %d devices", n);
 		return;
@@ -434,7 +434,7 @@ static int event_get(int dev, struct cuda_event **out)
 	pthread_mutex_unlock(&cuda.lock);
 	if (ev)
 		goto out;
-	ev = calloc(1, sizeof(*ev));
+	ev = rsd__calloc(1, sizeof(*ev));
 	if (!ev)
 		return rsd__err(RSD_ENOMEM, "CUDA driver: out of memory for an event");
 	rc = device_enter(dev, &prev);

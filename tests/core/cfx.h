@@ -43,6 +43,21 @@ void cfx_fini(struct cfx *f);
 struct rsd_location cfx_cuda(int dev);
 const char *cfx_name(struct rsd_location at); /* static buffer ring */
 
+/*
+ * Location records every entry point refuses before it looks at a device,
+ * with the code: none of the three kinds, or a host kind with a device, is
+ * RSD_ETYPE; a CUDA index outside 0..127 is RSD_EINVAL.
+ */
+struct cfx_bad_loc {
+	struct rsd_location loc;
+	int code;
+};
+extern const struct cfx_bad_loc cfx_bad_locs[];
+extern const size_t cfx_nbad_locs;
+/* Leave a code other than `code` in rsd_last_error(), so that a stale
+ * record cannot make the next check pass. */
+void cfx_reset_error(int code);
+
 /* Results: a failure message that quotes the call and rsd_last_error(). */
 void cfx_ok(int rc, const char *expr, const char *file, int line);
 /* rc must be -code, rsd_last_error() must say code with a message. */

@@ -9,6 +9,7 @@
 #include <atf-c.h>
 
 #include "cfx.h"
+#include "core/core.h" /* which driver a manager picked */
 
 static void check_budget_error(struct rsd_location at, uint64_t budget, uint64_t used,
 			       uint64_t reserved, uint64_t requested)
@@ -322,6 +323,59 @@ ATF_TC_BODY(no_admission_for_protections, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * rsd_manager_create(NULL, &m) is the all-defaults configuration: no
+ * budgets (nothing recorded, any charge fits) and the CUDA runtime when it
+ * sees a device, else the host driver and no CUDA location; exactly what a
+ * zeroed configuration gives.
+ */
+ATF_TC_WITHOUT_HEAD(null_config_is_all_defaults);
+ATF_TC_BODY(null_config_is_all_defaults, tc)
+{
+	const struct rsd_device_ops *cuda = rsd_cuda_driver();
+	int ndev = cuda && cuda->device_count ? cuda->device_count(NULL) : 0;
+	struct rsd_location c0 = { RSD_CUDA, 0 };
+	struct rsd_manager_config zeroed;
+	struct rsd_manager *m = NULL, *z = NULL;
+	struct rsd_reservation *r;
+	struct rsd_snapshot *s;
+	struct cfx f;
+
+	OK(rsd_manager_create(NULL, &m));
+	ATF_REQUIRE(m != NULL);
+	memset(&zeroed, 0, sizeof(zeroed));
+	OK(rsd_manager_create(&zeroed, &z));
+	ATF_CHECK(m->ops == (ndev > 0 ? cuda : rsd_host_driver()));
+	ATF_CHECK(m->ops == z->ops);
+	ATF_CHECK_EQ(m->ndevices, ndev > 0 ? ndev : 0);
+	f.m = m;
+	f.sd = NULL;
+	CHECK_VERSION(&f, 0);
+	ATF_CHECK_EQ(rsd_manager_locations(m, NULL, 0), 0);
+	/* unbudgeted: half the address space fits at pageable-host */
+	OK(rsd_reserve(m, PAGEABLE, UINT64_MAX / 2, "big", &r));
+	OK(rsd_snapshot_take(m, &s));
+	ATF_REQUIRE_EQ(s->nlocations, 1);
+	ATF_CHECK(rsd_location_equal(s->locations[0].location, PAGEABLE));
+	ATF_CHECK(!s->locations[0].has_budget);
+	ATF_CHECK_EQ(s->locations[0].reserved_bytes, UINT64_MAX / 2);
+	rsd_snapshot_free(s);
+	OK(rsd_reservation_release(r));
+	rsd_reservation_free(r);
+	if (ndev > 0) {
+		OK(rsd_reserve(m, c0, 1, "gpu", &r));
+		OK(rsd_reservation_release(r));
+		rsd_reservation_free(r);
+	} else {
+		ERR(RSD_EINVAL, rsd_reserve(m, c0, 1, "gpu", &r));
+		ATF_CHECK_MSG(strstr(rsd_last_error()->message, "require available CUDA"), "%s",
+			      rsd_last_error()->message);
+	}
+	OK(rsd_manager_close(m, 0));
+	rsd_manager_destroy(m);
+	rsd_manager_destroy(z);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, admission_boundary);
@@ -331,5 +385,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, huge_charge_no_overflow);
 	ATF_TP_ADD_TC(tp, budget_uint64_max);
 	ATF_TP_ADD_TC(tp, no_admission_for_protections);
+	ATF_TP_ADD_TC(tp, null_config_is_all_defaults);
 	return 0;
 }

@@ -421,7 +421,8 @@ ATF_TC_BODY(handle_resolution, tc)
 	ERR(RSD_EHANDLE, rsd_discard(f.m, foreign, NULL));
 	ERR(RSD_EHANDLE, rsd_move(f.m, foreign, PAGEABLE, NULL, NULL, NULL));
 	ERR(RSD_EHANDLE, rsd_acquire(f.m, &foreign, 1, PAGEABLE, NULL, &l));
-	ERR(RSD_EHANDLE, rsd_discard(f.m, zero, NULL));
+	/* A zero manager id is malformed, not foreign: a caller's bug. */
+	ERR(RSD_EINVAL, rsd_discard(f.m, zero, NULL));
 	/* The other manager still knows its own handle, this one its own. */
 	OK(rsd_ensure(g.m, foreign, PAGEABLE, NULL, NULL));
 	OK(rsd_ensure(f.m, h, PAGEABLE, NULL, NULL));

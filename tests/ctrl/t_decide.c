@@ -482,6 +482,7 @@ ATF_TC_BODY(example_j_default_limit, tc)
 ATF_TC_WITHOUT_HEAD(request_validation);
 ATF_TC_BODY(request_validation, tc)
 {
+	static const struct rsd_type forged_type = { "forged", &rsd_resident_type };
 	struct rsd_reservation_spec blank = { PINNED, 1, " " };
 	struct rsd_requirement q[2], bad;
 	struct rsd_controller *c;
@@ -505,7 +506,7 @@ ATF_TC_BODY(request_validation, tc)
 	ATF_CHECK_EQ(decide(c, "dup", q, 2, NULL, 0, &d), -RSD_EINVAL);
 	ATF_CHECK_EQ(decide(c, "empty", q, 0, NULL, 0, &d), -RSD_EINVAL);
 	ATF_CHECK_EQ(decide(c, "  ", q, 1, NULL, 0, &d), -RSD_EINVAL);
-	ATF_CHECK_EQ(decide(c, NULL, q, 1, NULL, 0, &d), -RSD_EINVAL);
+	ATF_CHECK_EQ(decide(c, NULL, q, 1, NULL, 0, &d), -RSD_ETYPE); /* not a string */
 	ATF_CHECK_EQ(decide(c, "nullreq", NULL, 1, NULL, 0, &d), -RSD_ETYPE);
 	ATF_CHECK_EQ(decide(c, "blank label", q, 1, &blank, 1, &d), -RSD_EINVAL);
 	bad = fx_req(r, PINNED);
@@ -534,8 +535,9 @@ ATF_TC_BODY(request_validation, tc)
 	q[0] = fx_req(foreign, PINNED);
 	ATF_CHECK_EQ(decide(c, "foreign", q, 1, NULL, 0, &d), -RSD_EHANDLE);
 	ATF_CHECK(strstr(rsd_last_error()->message, "another manager"));
+	/* right ids, another (well-formed) value type: unknown */
 	q[0] = fx_req(r, PINNED);
-	q[0].handle.type = &rsd_resident_type == q[0].handle.type ? NULL : &rsd_resident_type;
+	q[0].handle.type = &forged_type;
 	ATF_CHECK_EQ(decide(c, "forged", q, 1, NULL, 0, &d), -RSD_EHANDLE);
 	ATF_CHECK(strstr(rsd_last_error()->message, "unknown"));
 	ATF_CHECK_EQ(fx_version(&f), v);

@@ -262,6 +262,7 @@ ATF_TC_BODY(add_consumer_stream_rules, tc)
 ATF_TC_WITHOUT_HEAD(lookup_and_release_twice);
 ATF_TC_BODY(lookup_and_release_twice, tc)
 {
+	static const struct rsd_type other = { "other", &rsd_resident_type };
 	struct rsd_resident *ra = NULL, *rb = NULL;
 	const struct rsd_resident *got = NULL;
 	struct rsd_lease *l = NULL;
@@ -286,8 +287,10 @@ ATF_TC_BODY(lookup_and_release_twice, tc)
 	got = NULL;
 	ATF_CHECK_EQ(rsd_lease_value(l, c, &got), -RSD_ENOTFOUND);
 	forged = a;
-	forged.type = NULL; /* same ids, another type: not the issued handle */
+	forged.type = &other; /* same ids, another type: not the issued handle */
 	ATF_CHECK_EQ(rsd_lease_value(l, forged, &got), -RSD_ENOTFOUND);
+	forged.type = NULL; /* no type at all: malformed */
+	ATF_CHECK_EQ(rsd_lease_value(l, forged, &got), -RSD_ETYPE);
 	ATF_CHECK(got == NULL);
 	ATF_CHECK_EQ(rsd_lease_value(l, a, NULL), -RSD_ETYPE);
 	CHECK_VER(v); /* lookups change nothing */

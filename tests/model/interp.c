@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h" /* rsd__fault_fired() */
 #include "interp.h"
 #include "model.h"
 
@@ -66,7 +67,25 @@ struct ip {
 	char *why;
 	size_t wlen;
 	struct ip_stats *st;
+	/* alloc_fault runs (interp_fault.inc). */
+	uint64_t fired0;    /* rsd__fault_fired() when the current call began */
+	bool injected;	    /* a call reported the fault: none may again */
+	bool plan_injected; /* it stopped an execute_actions after a prefix */
+	size_t plan_n;	    /* that plan's committed prefix */
+	struct mact plan_a[8];
+	struct model saved; /* the model before the current operation */
+	uint64_t armed_at;  /* rsd__fault_fired() when the point was armed */
 };
+
+static bool fault_now(struct ip *ip);
+static bool fault_reported(struct ip *ip, const char *what, int got);
+static bool fault_step(struct ip *ip);
+static bool fault_unrecorded(struct ip *ip, int k);
+static bool snapshot_checked(struct ip *ip);
+static bool close_checked(struct ip *ip, unsigned flags, const char *what);
+static int manager_create_checked(struct ip *ip, const struct rsd_manager_config *cfg);
+static void arm_alloc_fault(struct ip *ip);
+static void disarm_alloc_fault(struct ip *ip);
 
 /* ---- decisions ----------------------------------------------------------- */
 
@@ -133,6 +152,8 @@ static bool same_code(struct ip *ip, const char *what, int got, int exp)
 		ip->st->codes[-got < 32 ? -got : 31]++;
 		return true;
 	}
+	if (got && fault_now(ip))
+		return fault_reported(ip, what, got);
 	return diverge(ip, "%s returned %d (%s), model says %d (%s)", what, got,
 		       rsd_strerror(got), exp, rsd_strerror(exp));
 }
@@ -387,6 +408,8 @@ static bool cmp_snapshot(struct ip *ip)
 	err = rsd_snapshot_take(ip->m, &s);
 	if (!same_code(ip, "rsd_snapshot_take", err, ip->md.closed ? -RSD_ECLOSED : 0))
 		return false;
+	if (err && !ip->md.closed)
+		return true; /* an injected failure: the caller takes it again */
 	err = rsd_manager_state_version_get(ip->m, &ver);
 	if (!same_code(ip, "rsd_manager_state_version_get", err,
 		       ip->md.closed ? -RSD_ECLOSED : 0))
@@ -469,3 +492,4 @@ out:
 }
 
 #include "interp_ops.inc"
+#include "interp_fault.inc"

@@ -578,6 +578,25 @@ int model_lease_release(struct model *md, int slot, bool wait)
 	return 0;
 }
 
+int model_lease_release_unrecorded(struct model *md, int slot)
+{
+	struct mlease *ls = &md->lease[slot];
+
+	if (!ls->obj_active || md->closed || ls->state != MLS_ACTIVE || ls->loc < ML_CUDA0 ||
+	    !ls->nstreams)
+		return model_lease_release(md, slot, true);
+	ls->obj_active = false;
+	for (int i = 0; i < ls->nstreams; i++) {
+		struct mstream *s = &md->stream[ls->stream[i]];
+
+		s->completed = s->recorded;
+	}
+	lease_tokens(md, ls, -1, 0);
+	ls->state = MLS_GONE;
+	bump(md);
+	return 0;
+}
+
 void model_lease_free(struct model *md, int slot)
 {
 	if (md->lease[slot].obj_active)

@@ -216,10 +216,11 @@ ATF_TC_WITHOUT_HEAD(bad_locations_sizes_streams);
 ATF_TC_BODY(bad_locations_sizes_streams, tc)
 {
 	struct fx f;
-	/* A record that is not statically valid is not a location (ETYPE, a "bad
-	 * record", reference.md §1.2); cuda:5 is valid but not available here (EINVAL, §1.3). */
+	/* A record of no known kind is not a location (ETYPE); a CUDA index outside
+	 * 0..127 is a bad value (EINVAL), and so is cuda:5, valid but not available
+	 * here (§1.3). */
 	struct rsd_location badlocs[] = { CUDA5, BADKIND, { RSD_CUDA, -1 }, { RSD_CUDA, 128 } };
-	const int codes[] = { RSD_EINVAL, RSD_ETYPE, RSD_ETYPE, RSD_ETYPE };
+	const int codes[] = { RSD_EINVAL, RSD_ETYPE, RSD_EINVAL, RSD_EINVAL };
 	struct rsd_value_spec spec = { &rsd_resident_type, 16, 8, RSD_REPLICABLE,
 				       RSD_RECONSTRUCTIBLE };
 	struct rsd_source src = { load, NULL, NULL };
@@ -277,8 +278,8 @@ ATF_TC_BODY(bad_locations_sizes_streams, tc)
 	fx_fini(&f);
 }
 
-/* rsd_resident_alloc rejects a record that is not a location with EINVAL
- * while every manager entry point says ETYPE (a bad record, reference.md §1.2). */
+/* rsd_resident_alloc classifies location records as every manager entry
+ * point does: an unavailable device EINVAL, an unknown kind ETYPE. */
 ATF_TC_WITHOUT_HEAD(resident_alloc_bad_record);
 ATF_TC_BODY(resident_alloc_bad_record, tc)
 {

@@ -91,7 +91,7 @@ void pfx_check_peak(const struct rsd_explanation *e, size_t i, struct rsd_locati
 void pfx_check_transition(const struct rsd_transition *t, const struct rsd_action *a, bool no_op,
 			  const struct rsd_location *src, const struct rsd_location *dst,
 			  uint64_t nbytes);
-/* After an entry failure the scope is closed: close is silent, no report. */
-void pfx_check_closed_after_failure(struct rsd_scope *s);
+/* A failed entry wrote nothing to *out (s was NULL before the call). */
+void pfx_check_no_scope(const struct rsd_scope *s);
 
 #endif

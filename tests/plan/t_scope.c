@@ -185,9 +185,8 @@ ATF_TC_BODY(stale_entry, tc)
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
-	pfx_check_closed_after_failure(s);
+	pfx_check_no_scope(s);
 	ATF_CHECK_EQ(pfx_version(&f), v);
-	rsd_scope_free(s);
 	ATF_CHECK_EQ(f.nwarn, 0);
 	pfx_fini(&f);
 }
@@ -219,9 +218,7 @@ ATF_TC_BODY(reap_makes_entry_stale, tc)
 	ATF_CHECK_EQ(rsd_last_error()->expected_version, v);
 	ATF_CHECK_EQ(rsd_last_error()->actual_version, v + 1);
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
-	s = NULL;
+	pfx_check_no_scope(s);
 	v++;
 	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, &v, &s), 0);
 	ATF_CHECK_EQ(rsd_scope_close(s, NULL), 0);
@@ -256,8 +253,7 @@ ATF_TC_BODY(preflight_covers_exit, tc)
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
+	pfx_check_no_scope(s);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
 	rsd_hold_free(hd);
 	pfx_fini(&f);
@@ -386,15 +382,11 @@ ATF_TC_BODY(transfer_streams, tc)
 	ts[0].location = PINNED;
 	ts[0].stream = st;
 	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, NULL, &s), -RSD_EINVAL);
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
-	s = NULL;
+	pfx_check_no_scope(s);
 	ts[0].location = c0;
 	ts[0].stream = &not_a_stream;
 	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, NULL, &s), -RSD_ETYPE);
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
-	s = NULL;
+	pfx_check_no_scope(s);
 	/* The version check precedes the stream map. */
 	v++;
 	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, &v, &s), -RSD_ESTALE);
@@ -539,10 +531,7 @@ ATF_TC_BODY(entry_errors, tc)
 
 	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
 	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), -RSD_ECLOSED);
-	if (s) {
-		pfx_check_closed_after_failure(s);
-		rsd_scope_free(s);
-	}
+	pfx_check_no_scope(s);
 	pfx_fini(&f);
 }
 
