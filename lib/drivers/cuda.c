@@ -116,18 +116,70 @@ static void dev_chunk_free(void *ctx, void *base, uint64_t nbytes)
 	(void)cudaFree(base);
 }
 
+static const char *memory_type_name(enum cudaMemoryType t)
+{
+	switch (t) {
+	case cudaMemoryTypeUnregistered:
+		return "unregistered (pageable)";
+	case cudaMemoryTypeHost:
+		return "host";
+	case cudaMemoryTypeDevice:
+		return "device";
+	case cudaMemoryTypeManaged:
+		return "managed";
+	default:
+		return "unknown";
+	}
+}
+
+/*
+ * Pinned memory is verified, not trusted: a chunk the runtime does not
+ * report as page-locked host memory is given back and the allocation fails
+ * (copies from it would be neither asynchronous nor safe to overlap).
+ */
+static int pinned_check(void *p, uint64_t nbytes)
+{
+	struct cudaPointerAttributes attr;
+	cudaError_t e;
+
+	memset(&attr, 0, sizeof(attr));
+	e = cudaPointerGetAttributes(&attr, p);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return rsd__err(RSD_EDEVICE,
+				"pinned host storage is unavailable: cudaPointerGetAttributes of "
+				"the %" PRIu64 "-byte cudaHostAlloc block %p failed: %s (%s, error %d)",
+				nbytes, p, cudaGetErrorString(e), cudaGetErrorName(e), (int)e);
+	}
+	if (attr.type == cudaMemoryTypeHost)
+		return 0;
+	return rsd__err(RSD_EDEVICE,
+			"pinned host storage is unavailable: cudaHostAlloc(%" PRIu64 ") returned "
+			"%p, which the runtime reports as %s memory, not page-locked host memory",
+			nbytes, p, memory_type_name(attr.type));
+}
+
 static int pinned_chunk_alloc(void *ctx, uint64_t nbytes, void **base)
 {
 	char what[64];
 	cudaError_t e;
+	void *p = NULL;
+	int rc;
 
 	(void)ctx;
 	/* Portable: usable by copies to and from every device. */
-	e = cudaHostAlloc(base, (size_t)nbytes, cudaHostAllocPortable);
-	if (e == cudaSuccess)
-		return 0;
-	snprintf(what, sizeof(what), "cudaHostAlloc(%" PRIu64 ")", nbytes);
-	return cuda_fail(what, e);
+	e = cudaHostAlloc(&p, (size_t)nbytes, cudaHostAllocPortable);
+	if (e != cudaSuccess) {
+		snprintf(what, sizeof(what), "cudaHostAlloc(%" PRIu64 ")", nbytes);
+		return cuda_fail(what, e);
+	}
+	rc = pinned_check(p, nbytes);
+	if (rc) {
+		(void)cudaFreeHost(p);
+		return rc;
+	}
+	*base = p;
+	return 0;
 }
 
 static void pinned_chunk_free(void *ctx, void *base, uint64_t nbytes)
