@@ -18,7 +18,9 @@ static const struct rsd_device_ops *S;
 
 static struct rsd_simdev *make(int ndevices, bool auto_complete, bool pooled)
 {
-	struct rsd_simdev_config cfg = { ndevices, auto_complete, pooled };
+	struct rsd_simdev_config cfg = { .ndevices = ndevices,
+					.auto_complete = auto_complete,
+					.pooled = pooled };
 	struct rsd_simdev *sd = NULL;
 
 	S = rsd_simdev_ops();
@@ -43,7 +45,7 @@ static bool msg_has(const char *s)
 ATF_TC_WITHOUT_HEAD(create_validates_config);
 ATF_TC_BODY(create_validates_config, tc)
 {
-	struct rsd_simdev_config cfg = { 2, false, true };
+	struct rsd_simdev_config cfg = { .ndevices = 2, .auto_complete = false, .pooled = true };
 	struct rsd_simdev *sd = (void *)1;
 
 	ATF_CHECK_EQ(rsd_simdev_create(NULL, &sd), -RSD_ETYPE);
