@@ -130,7 +130,8 @@ endif
 # it is never installed (make install refuses a CUDA=sim build). Its
 # references to the simulated device's rsd_simdev_* functions are resolved
 # by the librsd a process uses: programs name it before librsd.a, so the
-# archive members it needs are linked in and exported to it.
+# archive members it needs are linked in and exported to it; librsd.so
+# defines them itself.
 CUDASIM_SRCS	:= $(sort $(wildcard tests/cudasim/*.c))
 ifeq ($(CUDA),sim)
 ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
@@ -141,7 +142,10 @@ CUDASIM_SO	:= $(CUDASIM_DIR)/librsd-cudasim.so
 CUDASIM_OBJS	:= $(CUDASIM_SRCS:%.c=$(B)/%.o)
 CUDA_CPPFLAGS	:= -I$(CUDA_HOME)/include -DRSD_CUDASIM=1
 CUDA_LIBS	:= -L$(CUDASIM_DIR) -lrsd-cudasim -Wl,-rpath,$(abspath $(CUDASIM_DIR))
-CUDA_PRELIBS	:= $(CUDA_LIBS)
+# Named first and kept even under --as-needed (nothing references the
+# runtime yet at that point), so its rsd_simdev_* references pull in the
+# archive members that define them.
+CUDA_PRELIBS	:= -L$(CUDASIM_DIR) -Wl,--push-state,--no-as-needed -lrsd-cudasim -Wl,--pop-state
 endif
 
 ifeq ($(TRACE),1)

@@ -76,6 +76,25 @@ struct cs_alloc {
 };
 
 /*
+ * A stream's progress lane (cs_progress.c). In background mode each stream
+ * has its own engine thread that runs the stream's queued work delay_ns
+ * after it became runnable, so streams progress independently, as on a
+ * GPU: a host function blocking one stream does not hold up another. The
+ * simulated device itself stays in on-command mode then, and the engines
+ * are the "other thread" that completes its streams.
+ */
+struct cs_lane {
+	void *sim;	       /* the simulated stream */
+	void *tail;	       /* protected by cs.lock: event behind its last work */
+	uint64_t queued, done; /* protected by cs.lock: work marks queued, run */
+	uint64_t ready_ns;     /* protected by cs.lock: when queued passed done */
+	bool engine;	       /* protected by cs.lock: engine thread started */
+	bool retired;	       /* protected by cs.lock: its stream was destroyed */
+	pthread_cond_t cond;   /* new work, a mode change or retirement */
+	struct cs_lane *next;  /* cs.lanes */
+};
+
+/*
  * The process-wide state. Set once by cs_start (under pthread_once):
  * ndevices, memory, sd, ops. lock protects the rest; it is never held
  * while a call waits for stream work, and the simulated device is entered
@@ -92,6 +111,10 @@ struct cs_state {
 	bool unpinned_host;		 /* protected by lock */
 	cudaError_t sticky;		 /* protected by lock; cudaSuccess: context sound */
 	uint64_t *used;			 /* protected by lock; bytes per device */
+	struct cs_lane **default_lane;	 /* per device: its default stream's lane */
+	struct cs_lane *lanes;		 /* protected by lock: every lane not yet freed */
+	enum rsd_simdev_progress mode;	 /* protected by lock */
+	uint64_t delay_ns;		 /* protected by lock: background delay per batch */
 	struct cs_alloc *allocs;	 /* protected by lock */
 	struct cs_stream *streams;	 /* protected by lock */
 	struct cs_event *events;	 /* protected by lock */
@@ -125,6 +148,20 @@ struct cs_alloc *cs_find_alloc(const void *p);
 void *cs_stream_resolve(cudaStream_t s);
 /* Queue fn(arg) on a resolved stream (runs with runtime calls refused). */
 cudaError_t cs_queue_host_func(void *stream, void (*fn)(void *), void *arg);
+/* With cs.lock held: the lane of a resolved stream, or NULL. */
+struct cs_lane *cs_lane_of(void *stream);
+/* A new lane for a simulated stream (linked into cs.lanes); NULL: no memory. */
+struct cs_lane *cs_lane_new(void *sim);
+/* Its stream is destroyed: the lane goes once its queued work has run. */
+void cs_lane_retire(struct cs_lane *l);
+/*
+ * After queueing work on a resolved stream: record a simulated-device event
+ * behind it (the lane's tail, so cudaStreamQuery can tell when all the
+ * stream's work has run) and wake its engine. Takes cs.lock.
+ */
+void cs_stream_mark(void *stream);
+/* 1 when every item queued on a resolved stream has run, 0 if not, <0 error. */
+int cs_stream_idle(void *stream);
 /* Wait until a resolved stream's queued work has run. */
 cudaError_t cs_stream_wait(void *stream);
 

@@ -111,16 +111,29 @@ static void cs_start(void)
 	 * returned to the system by cudaFree, as the runtime does. */
 	sc.ndevices = n;
 	sc.pooled = false;
-	sc.progress = env_progress();
-	sc.delay_ns = env_bytes("RSD_CUDASIM_DELAY_NS", DEFAULT_DELAY_NS);
+	/* Background progress is the double's own per-stream engines; the
+	 * simulated device runs work on command (theirs) or immediately. */
+	cs.mode = env_progress();
+	cs.delay_ns = env_bytes("RSD_CUDASIM_DELAY_NS", DEFAULT_DELAY_NS);
+	sc.progress = cs.mode == RSD_SIMDEV_IMMEDIATE ? RSD_SIMDEV_IMMEDIATE :
+							RSD_SIMDEV_ON_COMMAND;
 	cs.used = calloc((size_t)n + 1, sizeof(*cs.used));
-	if (!cs.used || rsd_simdev_create(&sc, &cs.sd)) {
+	cs.default_lane = calloc((size_t)n + 1, sizeof(*cs.default_lane));
+	if (!cs.used || !cs.default_lane || rsd_simdev_create(&sc, &cs.sd)) {
 		fprintf(stderr, "cudasim: cannot create the simulated device: %s\n",
 			rsd_last_error()->message);
 		cs.sd = NULL;
 		return;
 	}
 	cs.ops = rsd_simdev_ops();
+	for (int d = 0; d < n; d++) {
+		cs.default_lane[d] = cs_lane_new(cs.ops->default_stream(cs.sd, d));
+		if (!cs.default_lane[d]) {
+			fprintf(stderr, "cudasim: out of memory for device %d\n", d);
+			cs.sd = NULL;
+			return;
+		}
+	}
 	cs.ndevices = n;
 }
 
@@ -173,8 +186,11 @@ cudaError_t cs_enter(enum cs_call call)
 	if (e == cudaSuccess)
 		e = cs.sticky;
 	pthread_mutex_unlock(&cs.lock);
+	/* A host function may run on any thread (here: whichever makes its
+	 * stream progress, possibly the caller's); its refused calls are not
+	 * that thread's errors. */
 	if (e == cudaSuccess && in_host_func)
-		e = cudaErrorNotPermitted;
+		return cudaErrorNotPermitted;
 	if (e == cudaSuccess && !cs.sd)
 		e = cudaErrorInitializationError;
 	return cs_ret(e);
@@ -255,8 +271,6 @@ void rsd_cudasim_set_unpinned_host(bool on)
 	pthread_mutex_lock(&cs.lock);
 	cs.unpinned_host = on;
 	pthread_mutex_unlock(&cs.lock);
-	if (cs.sd)
-		rsd_simdev_set_unpinned_host(cs.sd, on);
 }
 
 struct rsd_simdev *rsd_cudasim_simdev(void)

@@ -17,6 +17,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cs.h"
 
@@ -127,7 +128,10 @@ static cudaError_t free_mem(void *ptr, bool host)
 	if (!a)
 		return cs_ret(cudaErrorInvalidValue);
 	(void)cs.ops->device_sync(cs.sd, a->device);
-	cs.ops->free(cs.sd, loc_of_mem(a), a->base, a->nbytes);
+	if (a->mem == CS_MEM_UNPINNED)
+		munmap(a->base, (size_t)a->nbytes);
+	else
+		cs.ops->free(cs.sd, loc_of_mem(a), a->base, a->nbytes);
 	free(a);
 	return cudaSuccess;
 }
@@ -157,10 +161,20 @@ static cudaError_t host_alloc(void **pHost, size_t size, unsigned flags)
 	pthread_mutex_lock(&cs.lock);
 	mem = cs.unpinned_host ? CS_MEM_UNPINNED : CS_MEM_PINNED;
 	pthread_mutex_unlock(&cs.lock);
-	if (cs.ops->alloc(cs.sd, at, size, &p))
+	if (mem == CS_MEM_UNPINNED) {
+		/* Plain pageable pages, never locked: what a broken pinning
+		 * allocator hands back. */
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return cs_ret(cudaErrorMemoryAllocation);
+	} else if (cs.ops->alloc(cs.sd, at, size, &p)) {
 		return cs_ret(cudaErrorMemoryAllocation);
+	}
 	if (reg(p, size, mem, cs_current_device())) {
-		cs.ops->free(cs.sd, at, p, size);
+		if (mem == CS_MEM_UNPINNED)
+			munmap(p, size);
+		else
+			cs.ops->free(cs.sd, at, p, size);
 		return cs_ret(cudaErrorMemoryAllocation);
 	}
 	*pHost = p;
@@ -330,6 +344,7 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 		free(staged);
 		return cs_ret(cudaErrorUnknown);
 	}
+	cs_stream_mark(st);
 	if (staged) {
 		e = cs_queue_host_func(st, staging_free, staged);
 		if (e) {

@@ -26,6 +26,7 @@
 struct cs_stream {
 	void *sim; /* the simulated stream; also the cudaStream_t value */
 	unsigned flags;
+	struct cs_lane *lane;
 	struct cs_stream *next; /* cs.streams */
 };
 
@@ -68,6 +69,18 @@ void *cs_stream_resolve(cudaStream_t s)
 	return sim;
 }
 
+struct cs_lane *cs_lane_of(void *stream)
+{
+	struct cs_stream *s = find_stream(stream);
+	int dev = -1;
+
+	if (s)
+		return s->lane;
+	if (cs.ops->stream_device(cs.sd, stream, &dev) || dev < 0 || dev >= cs.ndevices)
+		return NULL;
+	return cs.default_lane[dev];
+}
+
 cudaError_t cs_stream_wait(void *stream)
 {
 	return cs.ops->stream_sync(cs.sd, stream) ? cs_ret(cudaErrorUnknown) : cudaSuccess;
@@ -103,6 +116,7 @@ cudaError_t cs_queue_host_func(void *stream, void (*fn)(void *), void *arg)
 		free(hf);
 		return cs_ret(cudaErrorUnknown);
 	}
+	cs_stream_mark(stream);
 	return cudaSuccess;
 }
 
@@ -136,6 +150,12 @@ static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags)
 	if (!s)
 		return cs_ret(cudaErrorMemoryAllocation);
 	if (rsd_simdev_stream_create(cs.sd, cs_current_device(), &sim)) {
+		free(s);
+		return cs_ret(cudaErrorMemoryAllocation);
+	}
+	s->lane = cs_lane_new(sim);
+	if (!s->lane) {
+		rsd_simdev_stream_destroy(cs.sd, sim);
 		free(s);
 		return cs_ret(cudaErrorMemoryAllocation);
 	}
@@ -183,6 +203,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 		return cs_ret(cudaErrorInvalidResourceHandle);
 	/* Returns at once; work already queued still runs. */
 	rsd_simdev_stream_destroy(cs.sd, s->sim);
+	cs_lane_retire(s->lane);
 	free(s);
 	return cudaSuccess;
 }
@@ -203,7 +224,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
 	cudaError_t e = cs_enter(CS_cudaStreamQuery);
-	void *st, *ev = NULL;
+	void *st;
 	int done;
 
 	if (e)
@@ -211,11 +232,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 	st = cs_stream_resolve(stream);
 	if (!st)
 		return cs_ret(cudaErrorInvalidResourceHandle);
-	/* Done when an event behind all its queued work is. */
-	if (cs.ops->event_record(cs.sd, st, &ev))
-		return cs_ret(cudaErrorUnknown);
-	done = cs.ops->event_query(cs.sd, ev);
-	cs.ops->event_destroy(cs.sd, ev);
+	done = cs_stream_idle(st);
 	if (done < 0)
 		return cs_ret(cudaErrorUnknown);
 	return done ? cudaSuccess : cudaErrorNotReady;
@@ -345,6 +362,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 	ev->rec = r;
 out:
 	pthread_mutex_unlock(&cs.lock);
+	if (e == cudaSuccess)
+		cs_stream_mark(st);
 	return cs_ret(e);
 }
 

@@ -8,8 +8,8 @@
  * device: device memory and pinned host memory are simulated-device
  * allocations, cudaStream_t is a simulated-device stream, and copies, event
  * records and host functions are work items that run in stream order when
- * the stream makes progress (by default a background worker per device,
- * as a GPU runs asynchronously).
+ * the stream makes progress (by default an engine thread per stream, as a
+ * GPU runs its streams asynchronously and independently).
  *
  * Configuration, read once at the first runtime call (or set before it
  * with rsd_cudasim_configure()):
@@ -98,12 +98,32 @@ unsigned long rsd_cudasim_calls(const char *call);
 void rsd_cudasim_set_unpinned_host(bool on);
 
 /**
+ * rsd_cudasim_set_progress() - how the double's stream work makes progress
+ * @mode: RSD_SIMDEV_BACKGROUND (the default): each stream has an engine
+ *	thread that runs its queued work @delay_ns after it became runnable,
+ *	independently of other streams; RSD_SIMDEV_ON_COMMAND: only the
+ *	test's rsd_simdev_stream_complete() or rsd_simdev_complete_all() runs
+ *	work; RSD_SIMDEV_IMMEDIATE: work runs as it is queued
+ * @delay_ns: background mode's delay
+ *
+ * Overrides RSD_CUDASIM_PROGRESS and RSD_CUDASIM_DELAY_NS. Work already
+ * queued proceeds in the new mode. Use this, not rsd_simdev_set_progress()
+ * on rsd_cudasim_simdev(): the double's engines are not the simulated
+ * device's workers.
+ *
+ * Context: any thread, not from a host function.
+ * Return: cudaSuccess; cudaErrorInvalidValue for an unknown @mode;
+ * cudaErrorInitializationError when the double could not start.
+ */
+cudaError_t rsd_cudasim_set_progress(enum rsd_simdev_progress mode, uint64_t delay_ns);
+
+/**
  * rsd_cudasim_simdev() - the simulated device under the double
  *
  * Starts the double if it has not started. Its streams are the
  * cudaStream_t values the double hands out, so a test may pass a
- * cudaStream_t to rsd_simdev_stream_complete(), or switch the progress
- * mode with rsd_simdev_set_progress(). The double owns it: never destroy it.
+ * cudaStream_t to rsd_simdev_stream_complete() (in on-command mode, see
+ * rsd_cudasim_set_progress()). The double owns it: never destroy it.
  *
  * Context: any thread.
  * Return: the simulated device; NULL when it could not be created (then

@@ -52,7 +52,7 @@ static struct rsd_simdev *on_command(void)
 	struct rsd_simdev *sd = rsd_cudasim_simdev();
 
 	ATF_REQUIRE(sd != NULL);
-	rsd_simdev_set_progress(sd, RSD_SIMDEV_ON_COMMAND, 0);
+	ATF_REQUIRE_EQ(rsd_cudasim_set_progress(RSD_SIMDEV_ON_COMMAND, 0), cudaSuccess);
 	return sd;
 }
 
@@ -181,7 +181,8 @@ ATF_TC_BODY(pageable_copies_synchronize_as_documented, tc)
 
 	ATF_REQUIRE(page && back && sd);
 	/* Background progress with a long delay: nothing runs at once. */
-	rsd_simdev_set_progress(sd, RSD_SIMDEV_BACKGROUND, 20 * 1000 * 1000);
+	ATF_REQUIRE_EQ(rsd_cudasim_set_progress(RSD_SIMDEV_BACKGROUND, 20 * 1000 * 1000),
+		       cudaSuccess);
 	OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	OK(cudaMalloc(&d, N));
 	/* Pageable -> device: the source is read (staged) during the call,
@@ -199,8 +200,7 @@ ATF_TC_BODY(pageable_copies_synchronize_as_documented, tc)
 	ATF_CHECK_EQ(cudaMemcpyAsync(back, (char *)d + 1, N, cudaMemcpyDeviceToHost, s),
 		     cudaErrorInvalidValue);
 	/* So is a direction that contradicts the pointers. */
-	ATF_CHECK_EQ(cudaMemcpyAsync(back, d, N, cudaMemcpyHostToDevice, s),
-		     cudaErrorInvalidValue);
+	ATF_CHECK_EQ(cudaMemcpyAsync(back, d, N, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
 	ATF_CHECK_EQ(cudaGetLastError(), cudaErrorInvalidValue);
 	ATF_CHECK_EQ(cudaGetLastError(), cudaSuccess);
 	OK(cudaFree(d));
@@ -238,8 +238,7 @@ ATF_TC_BODY(errors_last_error_and_sticky, tc)
 	ATF_CHECK_STREQ(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory");
 
 	/* Sticky: the context is corrupted for good. */
-	ATF_REQUIRE_EQ(rsd_cudasim_fail("cudaMemGetInfo", 1, cudaErrorIllegalAddress),
-		       cudaSuccess);
+	ATF_REQUIRE_EQ(rsd_cudasim_fail("cudaMemGetInfo", 1, cudaErrorIllegalAddress), cudaSuccess);
 	ATF_CHECK_EQ(cudaMemGetInfo(&fr, &total), cudaErrorIllegalAddress);
 	ATF_CHECK_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
 	ATF_CHECK_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
@@ -320,7 +319,8 @@ ATF_TC_BODY(devices_events_and_host_functions, tc)
 	ATF_CHECK_EQ(at.type, cudaMemoryTypeUnregistered);
 	OK(cudaStreamGetDevice(s1, &dev));
 	ATF_CHECK_EQ(dev, 1);
-	ATF_CHECK_EQ(cudaStreamGetDevice((cudaStream_t)local, &dev), cudaErrorInvalidResourceHandle);
+	ATF_CHECK_EQ(cudaStreamGetDevice((cudaStream_t)local, &dev),
+		     cudaErrorInvalidResourceHandle);
 	(void)cudaGetLastError();
 
 	/* An event of device 0 cannot be recorded on device 1's stream. */
