@@ -34,16 +34,12 @@ void rsd__sim_wait(struct rsd_simdev *sd)
 	pthread_cond_wait(&sd->cond, &sd->lock);
 }
 
-static uint64_t stream_front(const struct sim_stream *s)
-{
-	if (s->running)
-		return s->current->ticket;
-	return s->head ? s->head->ticket : UINT64_MAX;
-}
-
 bool rsd__sim_stream_done(const struct sim_stream *s, uint64_t upto)
 {
-	return stream_front(s) > upto;
+	/* Items run in ticket order within a stream: only the front counts. */
+	if (s->running)
+		return s->current->ticket > upto;
+	return !s->head || s->head->ticket > upto;
 }
 
 static void execute(struct sim_work *w)
@@ -129,7 +125,10 @@ void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_wo
 	s->tail = &w->next;
 	switch (sd->progress) {
 	case RSD_SIMDEV_IMMEDIATE:
-		rsd__sim_drive(sd, s, false, w->ticket);
+		/* Up to the end, not to w: a host function queueing on its own
+		 * stream returns at once (the item runs after it), and the
+		 * outermost caller then runs what it queued. */
+		rsd__sim_drive(sd, s, false, UINT64_MAX);
 		break;
 	case RSD_SIMDEV_BACKGROUND:
 		pthread_cond_broadcast(&sd->cond);
