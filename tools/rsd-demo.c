@@ -118,54 +118,24 @@ static int parse(int argc, char **argv, struct opts *o)
 	};
 	int c;
 
-	*o = (struct opts){ .ciphertexts = 24,
-			    .keys = 6,
-			    .weights = 12,
-			    .stages = 60,
-			    .ct_bytes = 2 * MiB,
-			    .key_bytes = 4 * MiB,
-			    .weight_bytes = 2 * MiB,
-			    .workspace = 4 * MiB,
-			    .device_budget = 24 * MiB,
+	*o = (struct opts){ .ciphertexts = 24, .keys = 6, .weights = 12, .stages = 60,
+			    .ct_bytes = 2 * MiB, .key_bytes = 4 * MiB, .weight_bytes = 2 * MiB,
+			    .workspace = 4 * MiB, .device_budget = 24 * MiB,
 			    .pinned_budget = 24 * MiB };
 	while ((c = getopt_long(argc, argv, "c:k:w:s:qh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'c':
-			o->ciphertexts = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'k':
-			o->keys = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'w':
-			o->weights = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 's':
-			o->stages = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'q':
-			o->quiet = true;
-			break;
-		case 1:
-			o->ct_bytes = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 2:
-			o->key_bytes = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 3:
-			o->weight_bytes = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 4:
-			o->workspace = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 5:
-			o->device_budget = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 6:
-			o->pinned_budget = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		default:
-			usage();
-			return -1;
+		case 'c': o->ciphertexts = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'k': o->keys = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'w': o->weights = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 's': o->stages = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'q': o->quiet = true; break;
+		case 1: o->ct_bytes = strtoull(optarg, NULL, 0) * MiB; break;
+		case 2: o->key_bytes = strtoull(optarg, NULL, 0) * MiB; break;
+		case 3: o->weight_bytes = strtoull(optarg, NULL, 0) * MiB; break;
+		case 4: o->workspace = strtoull(optarg, NULL, 0) * MiB; break;
+		case 5: o->device_budget = strtoull(optarg, NULL, 0) * MiB; break;
+		case 6: o->pinned_budget = strtoull(optarg, NULL, 0) * MiB; break;
+		default: usage(); return -1;
 		}
 	}
 	if (o->ciphertexts < 2 || !o->keys || !o->weights || !o->ct_bytes) {
@@ -214,7 +184,8 @@ static void print_snapshot(struct rsd_manager *m)
 		printf("  %-14s %10s %9.1fM %9.1fM %9.1fM %9.1fM %7llu\n",
 		       rsd_location_name(l->location, name, sizeof(name)), budget,
 		       mib(l->used_bytes), mib(l->reserved_bytes), mib(l->peak_used_bytes),
-		       mib(l->peak_charged_bytes), (unsigned long long)l->value_count);
+		       mib(l->peak_charged_bytes),
+		       (unsigned long long)l->value_count);
 	}
 	rsd_snapshot_free(s);
 }
@@ -226,8 +197,8 @@ static int checksum(struct rsd_manager *m, struct rsd_handle h, bool exclusive, 
 	struct rsd_lease *l;
 	int err;
 
-	err = exclusive ? rsd_move(m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL, NULL) :
-			  rsd_ensure(m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL);
+	err = exclusive ? rsd_move(m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL, NULL)
+			: rsd_ensure(m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL);
 	if (!err)
 		err = rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l);
 	if (err)
@@ -271,9 +242,7 @@ int main(int argc, char **argv)
 		cfg.driver = rsd_cuda_driver();
 		printf("device: cuda:0 through the CUDA runtime driver\n");
 	} else {
-		struct rsd_simdev_config sc = { .ndevices = 1,
-						.auto_complete = true,
-						.pooled = true };
+		struct rsd_simdev_config sc = { .ndevices = 1, .auto_complete = true, .pooled = true };
 
 		if (rsd_simdev_create(&sc, &sd))
 			goto fail;
@@ -358,10 +327,8 @@ int main(int argc, char **argv)
 	for (unsigned s = 0; s < o.stages; s++) {
 		unsigned a = (s * 5) % o.ciphertexts, b = (s * 5 + 3) % o.ciphertexts;
 		struct rsd_requirement req[4] = {
-			{ ct[a], dev },
-			{ ct[b == a ? (b + 1) % o.ciphertexts : b], dev },
-			{ key[s % o.keys], dev },
-			{ w[(s * 7) % o.weights], dev },
+			{ ct[a], dev }, { ct[b == a ? (b + 1) % o.ciphertexts : b], dev },
+			{ key[s % o.keys], dev }, { w[(s * 7) % o.weights], dev },
 		};
 		struct rsd_reservation_spec ws = { dev, o.workspace, "workspace" };
 		char name[32];
@@ -414,9 +381,9 @@ int main(int argc, char **argv)
 			rsd_snapshot_free(snap);
 		}
 		if (!o.quiet)
-			printf("%-6u %-10s %5u %6u %5u %10.1f %10.1f %10.1f %9.1fM %8llu\n", s,
-			       name, st.evictions, st.spills, st.drops, mib(h2d), mib(d2h),
-			       mib(h2h), mib(peak), (unsigned long long)d->explored_states);
+			printf("%-6u %-10s %5u %6u %5u %10.1f %10.1f %10.1f %9.1fM %8llu\n", s, name,
+			       st.evictions, st.spills, st.drops, mib(h2d), mib(d2h), mib(h2h), mib(peak),
+			       (unsigned long long)d->explored_states);
 		else if (s % 10 == 9)
 			fprintf(stderr, "\rrsd-demo: stage %u/%u", s + 1, o.stages);
 		rsd_plan_report_free(rep);
