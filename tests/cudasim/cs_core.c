@@ -118,7 +118,7 @@ static void cs_start(void)
 	sc.progress = cs.mode == RSD_SIMDEV_IMMEDIATE ? RSD_SIMDEV_IMMEDIATE :
 							RSD_SIMDEV_ON_COMMAND;
 	cs.used = calloc((size_t)n + 1, sizeof(*cs.used));
-	cs.default_lane = calloc((size_t)n + 1, sizeof(*cs.default_lane));
+	cs.default_lane = calloc((size_t)n + 1, sizeof(struct cs_lane *));
 	if (!cs.used || !cs.default_lane || rsd_simdev_create(&sc, &cs.sd)) {
 		fprintf(stderr, "cudasim: cannot create the simulated device: %s\n",
 			rsd_last_error()->message);

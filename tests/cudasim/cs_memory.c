@@ -105,7 +105,7 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 	if (!fits)
 		return cs_ret(cudaErrorMemoryAllocation);
 	if (cs.ops->alloc(cs.sd, at, size, &p) == 0 &&
-	    (e = reg(p, size, CS_MEM_DEVICE, at.device)) == cudaSuccess) {
+	    reg(p, size, CS_MEM_DEVICE, at.device) == cudaSuccess) {
 		*devPtr = p;
 		return cudaSuccess;
 	}
