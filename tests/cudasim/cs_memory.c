@@ -80,6 +80,22 @@ static struct cs_alloc *unreg(const void *p, bool host)
 	return a;
 }
 
+/* The allocators' common checks: true to go on; false when the call is
+ * over, with *e its result (a 0-byte request succeeds with NULL). */
+static bool alloc_start(void **out, size_t size, cudaError_t *e)
+{
+	*e = cudaSuccess;
+	if (!out)
+		*e = cs_ret(cudaErrorInvalidValue);
+	else if (!cs.ndevices)
+		*e = cs_ret(cudaErrorNoDevice);
+	else if (!size)
+		*out = NULL;
+	else
+		return true;
+	return false;
+}
+
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
 	cudaError_t e = cs_enter(CS_cudaMalloc);
@@ -87,16 +103,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 	void *p = NULL;
 	bool fits;
 
-	if (e)
+	if (e || !alloc_start(devPtr, size, &e))
 		return e;
-	if (!devPtr)
-		return cs_ret(cudaErrorInvalidValue);
-	if (!cs.ndevices)
-		return cs_ret(cudaErrorNoDevice);
-	if (!size) {
-		*devPtr = NULL;
-		return cudaSuccess;
-	}
 	pthread_mutex_lock(&cs.lock);
 	fits = size <= cs.memory - cs.used[at.device];
 	if (fits)
@@ -149,15 +157,13 @@ static cudaError_t host_alloc(void **pHost, size_t size, unsigned flags)
 	enum cs_mem mem;
 	void *p = NULL;
 
-	if (!pHost || (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped |
-					   cudaHostAllocWriteCombined)))
+	cudaError_t e;
+
+	if (flags &
+	    ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
 		return cs_ret(cudaErrorInvalidValue);
-	if (!cs.ndevices)
-		return cs_ret(cudaErrorNoDevice);
-	if (!size) {
-		*pHost = NULL;
-		return cudaSuccess;
-	}
+	if (!alloc_start(pHost, size, &e))
+		return e;
 	pthread_mutex_lock(&cs.lock);
 	mem = cs.unpinned_host ? CS_MEM_UNPINNED : CS_MEM_PINNED;
 	pthread_mutex_unlock(&cs.lock);
