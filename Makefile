@@ -225,7 +225,7 @@ EXAMPLE_SRCS	:= $(filter tools/examples/%,$(TOOL_SRCS))
 # Executable scripts in tools/ run in place; they are also copied to
 # $(B)/tools/, so $(B)/tools/ (and BINDIR once installed) holds every tool and
 # a test finds one at $(atf_get_srcdir)/../../tools/NAME in any build dir.
-TOOL_SCRIPTS	:= $(filter-out tools/install-deps,$(sort $(shell \
+TOOL_SCRIPTS	:= $(filter-out tools/install-deps tools/gpu-check,$(sort $(shell \
 		     find tools -maxdepth 1 -type f -perm -u+x ! -name '*.c' 2>/dev/null)))
 
 # Tests: tests/<area>/t_*.c (atf-c) and t_*.sh (atf-sh) become

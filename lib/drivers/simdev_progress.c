@@ -168,18 +168,16 @@ static void *worker(void *p)
 			rsd__sim_wait(sd);
 			continue;
 		}
+		/* The item runnable longest goes first: streams take turns. */
 		for (s = sd->streams; s; s = s->next) {
-			uint64_t t;
-
 			if (s->device != device || s->running || !s->head)
 				continue;
-			t = s->ready_ns + sd->delay_ns;
-			if (t <= now) {
+			if (!todo || s->ready_ns < todo->ready_ns)
 				todo = s;
-				break;
-			}
-			if (t < due)
-				due = t;
+		}
+		if (todo && todo->ready_ns + sd->delay_ns > now) {
+			due = todo->ready_ns + sd->delay_ns;
+			todo = NULL;
 		}
 		if (todo) {
 			run_one(sd, todo);
