@@ -592,10 +592,14 @@ $(FB)/librsd-fuzz.a: $(FUZZ_LIB_OBJS)
 $(FUZZ_PROGS): $(FB)/%: tests/fuzz/%.c $(FB)/librsd-fuzz.a
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(RSD_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< \
-		$(filter $(FB)/obj/tracepoints/%,$(FUZZ_LIB_OBJS)) $(FB)/librsd-fuzz.a \
+		$(filter $(FB)/obj/tracepoints/%,$(FUZZ_LIB_OBJS)) $(CUDA_PRELIBS) $(FB)/librsd-fuzz.a \
 		$(LIB_LDLIBS) -lm $(LDLIBS)
 
 -include $(FUZZ_LIB_OBJS:.o=.d)
+
+ifneq ($(CUDASIM_SO),)
+$(FUZZ_PROGS): $(CUDASIM_SO)
+endif
 
 ifeq ($(FUZZ_SRCS),)
 fuzz:
