@@ -28,6 +28,7 @@
 #include "bench/controller.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/scaling.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/fault.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/gpu.c"	   /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -54,6 +55,7 @@ static const struct bench_case cases[] = {
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
 	{ "fault", "fault", case_fault, false },
 	{ "scaling", "scaling", case_scaling, true },
+	{ "gpu", "gpu", case_gpu, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -100,7 +102,8 @@ int main(int argc, char **argv)
 		bool known = false;
 
 		for (size_t c = 0; c < NCASES; c++)
-			known |= !strcmp(want[w], cases[c].name) || !strcmp(want[w], cases[c].group);
+			known |= !strcmp(want[w], cases[c].name) ||
+				 !strcmp(want[w], cases[c].group);
 		if (!known) {
 			fprintf(stderr, "rsd-bench: no case or group '%s' (--list names them)\n",
 				want[w]);

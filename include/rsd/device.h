@@ -100,117 +100,132 @@ bool rsd_cuda_built(void);
  * DOC: rsd_simdev - The simulated device: CUDA devices and streams made of host memory
  *
  * Host memory posing as ndevices CUDA devices, page-locked pinned host
- * memory, streams whose events complete on command (or at once, with
- * auto-complete), and fault injection for every op. Pass rsd_simdev_ops()
- * as a manager's driver and the simulated device as its driver_ctx. It
- * lets tests, and users without a GPU, run the CUDA paths of librsd.
+ * memory, streams that are work queues progressing on command, at once or
+ * in the background, and fault injection for every op. Pass
+ * rsd_simdev_ops() as a manager's driver and the simulated device as its
+ * driver_ctx. It lets tests, and users without a GPU, run the CUDA paths
+ * of librsd.
+ */
+/*
+ * The simulated device: host memory posing as ndevices CUDA devices,
+ * page-locked pinned host memory, streams that are work queues, fault
+ * injection.
+ *
+ * Stream model: copies, event records and host functions are work items
+ * queued on their stream in order; a copy reads its source and writes its
+ * destination when its item runs, not when it is queued, and an event is
+ * complete when every item before it on its stream has run. How queued work
+ * makes progress is the progress mode below. The driver's stream_sync,
+ * device_sync and event_sync block (on a condition variable) until the
+ * awaited work has run, by whatever makes progress; in on-command mode a sync
+ * that nobody will complete (no other thread calling
+ * rsd_simdev_stream_complete()) never returns: that is the caller's bug.
+ * Freeing simulated memory that a queued copy still reads or writes aborts
+ * the process with a message (a GPU would corrupt it silently).
  */
 struct rsd_simdev;
 
-/**
- * struct rsd_simdev_config - How to build a simulated device.
- * @ndevices: the devices, cuda:0 .. cuda:ndevices-1 (0..128).
- * @auto_complete: events complete as soon as they are recorded.
- * @pooled: pinned and device allocations come from pools; false makes
- *	every allocation one counted alloc call.
- */
+/* How a simulated device's queued stream work makes progress. */
+enum rsd_simdev_progress {
+	RSD_SIMDEV_ON_COMMAND =
+		0, /* only rsd_simdev_stream_complete()/_complete_all() run queued work */
+	RSD_SIMDEV_IMMEDIATE,  /* work runs as it is queued, before the queueing call returns */
+	RSD_SIMDEV_BACKGROUND, /* a worker thread per device runs each stream's queued work,
+				    * in order, each item delay_ns after it became runnable */
+};
+
 struct rsd_simdev_config {
-	int ndevices;
-	bool auto_complete;
-	bool pooled;
+	int ndevices;	    /* cuda:0 .. cuda:ndevices-1 */
+	bool auto_complete; /* true selects RSD_SIMDEV_IMMEDIATE whatever progress says */
+	bool pooled;	    /* false: every device or pinned allocation is one alloc call */
+	enum rsd_simdev_progress progress; /* zeroed: RSD_SIMDEV_ON_COMMAND */
+	uint64_t delay_ns;		   /* RSD_SIMDEV_BACKGROUND's per-item delay */
 };
 
 /**
  * rsd_simdev_create() - Create a simulated device.
- * @cfg: the configuration.
- * @out: receives the device on success.
+ * @cfg: devices, pooling and progress mode (auto_complete wins over progress).
+ * @out: receives the simulated device; written only on success.
  *
- * Context: Any thread.
- * Return: 0 on success, or
- * * -RSD_ETYPE - @cfg or @out is NULL.
- * * -RSD_EINVAL - @cfg->ndevices is outside 0..128.
- * * -RSD_ENOMEM - the device could not be allocated.
+ * Context: any thread. In background mode one worker thread per device is
+ * started here and joined by rsd_simdev_destroy().
+ * Return: 0; -RSD_ETYPE when cfg or out is NULL; -RSD_EINVAL when ndevices is
+ * outside 0..128 or progress is not a mode; -RSD_ENOMEM when memory or a
+ * worker thread is unavailable.
  */
 int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **out);
-
-/**
- * rsd_simdev_destroy() - Destroy a simulated device.
- * @sd: the device; NULL is ignored.
- *
- * Every manager using it must be destroyed first.
- *
- * Context: Any thread, once nothing uses @sd.
- */
+/* Drops work still queued (it is not run), then frees everything. */
 void rsd_simdev_destroy(struct rsd_simdev *sd);
-
-/**
- * rsd_simdev_ops() - The simulated device's driver ops.
- *
- * Pass them as struct rsd_manager_config.driver with the device as
- * driver_ctx.
- *
- * Context: Any thread.
- * Return: the ops; never NULL.
- */
-const struct rsd_device_ops *rsd_simdev_ops(void);
-
+const struct rsd_device_ops *rsd_simdev_ops(void); /* pass with sd as driver_ctx */
 /**
  * rsd_simdev_stream_create() - Create a stream on a simulated device.
  * @sd: the simulated device.
- * @device: the device index.
- * @stream: receives the stream on success.
+ * @device: its device index, 0..ndevices-1.
+ * @stream: receives the stream; written only on success.
  *
- * Context: Any thread.
- * Return: 0 on success, or
- * * -RSD_ETYPE - @sd or @stream is NULL.
- * * -RSD_EINVAL - @device is not one of the simulated devices.
- * * -RSD_ENOMEM - the stream could not be allocated.
+ * Context: any thread.
+ * Return: 0; -RSD_ETYPE when sd or stream is NULL; -RSD_EINVAL for a device
+ * outside 0..ndevices-1; -RSD_ENOMEM.
  */
 int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream);
-
-/**
- * rsd_simdev_stream_destroy() - Destroy a stream.
- * @sd: the simulated device.
- * @stream: the stream; its pending events complete.
- *
- * Context: Any thread.
- */
+/* Like cudaStreamDestroy: the handle is invalid at once, its queued work
+ * still runs (in on-command mode: when someone completes it, with
+ * rsd_simdev_complete_all() or by passing the old pointer to
+ * rsd_simdev_stream_complete()), and events recorded on it stay valid. */
 void rsd_simdev_stream_destroy(struct rsd_simdev *sd, void *stream);
-
-/**
- * rsd_simdev_stream_complete() - Complete every event recorded on a stream so far.
- * @sd: the simulated device.
- * @stream: the stream.
- *
- * Context: Any thread.
- */
+/* Runs, on the calling thread, the work queued on that stream so far (NULL:
+ * on every device's transfer stream), waiting for items another thread is
+ * running; completes every event recorded on it so far. Any mode. */
 void rsd_simdev_stream_complete(struct rsd_simdev *sd, void *stream);
-
-/**
- * rsd_simdev_complete_all() - Complete every event on every stream.
- * @sd: the simulated device.
- *
- * Context: Any thread.
- */
+/* The same for every stream. */
 void rsd_simdev_complete_all(struct rsd_simdev *sd);
-
-/**
- * rsd_simdev_set_auto_complete() - Switch auto-completion on or off.
- * @sd: the simulated device.
- * @on: events recorded from now on complete at once.
- *
- * Context: Any thread.
- */
+/* true: rsd_simdev_set_progress(sd, RSD_SIMDEV_IMMEDIATE, 0);
+ * false: rsd_simdev_set_progress(sd, RSD_SIMDEV_ON_COMMAND, 0). */
 void rsd_simdev_set_auto_complete(struct rsd_simdev *sd, bool on);
-
 /**
- * rsd_simdev_pending_events() - Count incomplete events.
- * @sd: the simulated device.
- * @stream: the stream, or NULL for every stream.
+ * rsd_simdev_set_progress() - Switch how queued stream work makes progress.
+ * @sd: the simulated device (NULL: nothing happens).
+ * @mode: RSD_SIMDEV_ON_COMMAND, RSD_SIMDEV_IMMEDIATE or RSD_SIMDEV_BACKGROUND
+ *        (anything else: nothing happens).
+ * @delay_ns: in background mode, how long each item waits after it became
+ *            runnable (reached the front of its stream) before it runs.
  *
- * Context: Any thread.
- * Return: the number of recorded, incomplete events.
+ * Switching to immediate runs the work already queued before returning;
+ * switching to background hands it to the workers (started on first use).
+ * Context: any thread, but not from a host function of this simulator.
+ * Return: nothing; when a worker thread cannot be started the mode is left
+ * as it was and a message goes to stderr.
  */
+void rsd_simdev_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode,
+			     uint64_t delay_ns);
+/**
+ * rsd_simdev_launch_host_func() - Queue a host function on a stream.
+ * @sd: the simulated device.
+ * @stream: one of its live streams (not NULL).
+ * @fn: called with @arg when the stream's work before it has run, on
+ *      whichever thread makes progress (as cudaLaunchHostFunc). It must not
+ *      wait for its own stream.
+ * @arg: passed to @fn.
+ *
+ * Context: any thread.
+ * Return: 0; -RSD_ETYPE when sd or fn is NULL or stream is not a live stream
+ * of sd; -RSD_ENOMEM.
+ */
+int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(void *arg),
+				void *arg);
+/**
+ * rsd_simdev_set_unpinned_host() - Make pinned-host allocations pageable.
+ * @sd: the simulated device (NULL: nothing happens).
+ * @on: while true, the simulator's pinned-host memory comes back pageable
+ *      (never page-locked), so its driver's pinned check refuses it: the
+ *      driver alloc fails with -RSD_EDEVICE ("pinned host storage is
+ *      unavailable: ...").
+ *
+ * Context: any thread.
+ * Return: nothing.
+ */
+void rsd_simdev_set_unpinned_host(struct rsd_simdev *sd, bool on);
+/* Incomplete events on a stream (NULL: on every stream). */
 unsigned rsd_simdev_pending_events(struct rsd_simdev *sd, void *stream);
 
 /**

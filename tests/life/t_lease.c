@@ -57,8 +57,8 @@ ATF_TC_BODY(acquire_dedup_order_counts, tc)
 	CHECK_MAT(b, lfx_cuda(0), 2, 0, 0);
 	CHECK_LOC(lfx_cuda(0), 3, 0, 0);
 
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
-	ATF_CHECK_EQ(rsd_lease_release(l2, RSD_RELEASE_WAIT), 0);
+	ATF_CHECK_EQ(RELEASE_WAIT(l, s), 0);
+	ATF_CHECK_EQ(RELEASE_WAIT(l2, s), 0);
 	CHECK_VER(v + 6);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 	rsd_lease_free(l);
@@ -186,7 +186,8 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	ATF_CHECK(lfx_msg_has("CUDA"));
 	/* Host lease with something that is not a stream: the type check
 	 * comes first (§4.1 step 5 order). */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l),
+		     -RSD_ETYPE);
 	/* Stream of another device. */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s1, &l), -RSD_EINVAL);
 	ATF_CHECK(lfx_msg_has("does not match"));
@@ -204,7 +205,7 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	/* The right stream works. */
 	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(1), s1, &l), 0);
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	ATF_CHECK_EQ(RELEASE_WAIT(l, s1), 0);
 	rsd_lease_free(l);
 	lfx_teardown();
 }
@@ -431,8 +432,9 @@ ATF_TC_BODY(release_versions, tc)
 	v = lfx_ver();
 	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
 	CHECK_VER(v + 1);
-	/* Stream busy: waiting synchronizes it. active -> pending -> gone. */
-	ATF_REQUIRE_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	/* Stream busy: waiting blocks until it has run. active -> pending ->
+	 * gone. */
+	ATF_REQUIRE_EQ(RELEASE_WAIT(l, s), 0);
 	CHECK_VER(v + 3);
 	ATF_CHECK(!rsd_lease_active(l));
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
@@ -501,7 +503,7 @@ ATF_TC_BODY(reap_points, tc)
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 1);
 	rsd_reservation_free(r);
 	/* Releasing another lease does not reap either. */
-	ATF_REQUIRE_EQ(rsd_lease_release(act, RSD_RELEASE_WAIT), 0);
+	ATF_REQUIRE_EQ(RELEASE_WAIT(act, st2), 0);
 	CHECK_VER(v + 4);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 	rsd_lease_free(act);
@@ -528,7 +530,7 @@ ATF_TC_BODY(reap_points, tc)
 	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &act), 0);
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(act, RSD_RELEASE_WAIT), 0);
+	ATF_REQUIRE_EQ(RELEASE_WAIT(act, st), 0);
 	rsd_lease_free(act);
 	rsd_lease_free(l);
 

@@ -83,8 +83,7 @@ static bool gate_is_open(struct gate *g)
 
 static void gate_fini(struct gate *g)
 {
-	ATF_CHECK_MSG(!g->timed_out, "a busy stream's gate opened itself after %d s",
-		      GATE_LIMIT_S);
+	ATF_CHECK_MSG(!g->timed_out, "a busy stream's gate opened itself after %d s", GATE_LIMIT_S);
 	pthread_cond_destroy(&g->cond);
 	pthread_mutex_destroy(&g->lock);
 }
@@ -591,7 +590,8 @@ ATF_TC_BODY(cuda_round_trip_keeps_bytes, tc)
 	c0 = cuda0();
 	st = lc_stream(0);
 	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
-					  NULL, 0, &r), 0);
+					  NULL, 0, &r),
+		       0);
 	buf = rsd_resident_data(r, 0);
 	ATF_REQUIRE(buf != NULL);
 	for (uint64_t i = 0; i < n; i++)

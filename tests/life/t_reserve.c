@@ -35,12 +35,13 @@ static void check_reserved(int line, struct rsd_location at, uint64_t bytes, uin
 	ATF_CHECK_EQ_MSG(n, count, "line %d: %llu listed reservations, expected %llu", line,
 			 (unsigned long long)n, (unsigned long long)count);
 	if (x) {
-		ATF_CHECK_EQ_MSG(x->reserved_bytes, bytes, "line %d: reserved_bytes %llu, expected %llu",
-				 line, (unsigned long long)x->reserved_bytes,
-				 (unsigned long long)bytes);
+		ATF_CHECK_EQ_MSG(x->reserved_bytes, bytes,
+				 "line %d: reserved_bytes %llu, expected %llu", line,
+				 (unsigned long long)x->reserved_bytes, (unsigned long long)bytes);
 		ATF_CHECK_EQ_MSG(x->reservation_count, count,
 				 "line %d: reservation_count %llu, expected %llu", line,
-				 (unsigned long long)x->reservation_count, (unsigned long long)count);
+				 (unsigned long long)x->reservation_count,
+				 (unsigned long long)count);
 		if (x->has_budget)
 			ATF_CHECK_EQ_MSG(x->remaining_budget_bytes,
 					 x->budget_bytes - x->used_bytes - x->reserved_bytes,
@@ -124,7 +125,8 @@ ATF_TC_BODY(budget_admission, tc)
 	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 0, "zero", &r3), 0);
 	CHECK_RESERVED(pin, 100, 3);
 	/* A value does not fit either: reservations consume budget. */
-	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, pin, 1, &one, NULL, 0, &res), 0);
+	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, pin, 1, &one, NULL, 0, &res),
+		       0);
 	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_adopt(lfx_m, res, &pin, RSD_REPLICABLE, &h), -RSD_EBUDGET);
 	ATF_CHECK_EQ(rsd_last_error()->reserved_bytes, 100);

@@ -8,7 +8,11 @@
 
 #include "interp.h"
 
-#define FAIL(...) do { snprintf(why, len, __VA_ARGS__); return false; } while (0)
+#define FAIL(...)                                \
+	do {                                     \
+		snprintf(why, len, __VA_ARGS__); \
+		return false;                    \
+	} while (0)
 
 bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len)
 {
@@ -85,7 +89,8 @@ bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len)
 		for (size_t w = 0; w < v; w++)
 			if (rsd_handle_equal(s->values[w].handle, x->handle) ||
 			    s->values[w].handle.id == x->handle.id)
-				FAIL("handle id %llu listed twice", (unsigned long long)x->handle.id);
+				FAIL("handle id %llu listed twice",
+				     (unsigned long long)x->handle.id);
 		if (x->handle.id == 0 || x->handle.manager_id != s->manager_id)
 			FAIL("value %zu: bad handle", v);
 		if (x->has_source != x->has_source_location)
@@ -105,7 +110,8 @@ bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len)
 			const struct rsd_materialization_snapshot *m = &x->materializations[k];
 
 			for (size_t j = 0; j < k; j++)
-				if (rsd_location_equal(x->materializations[j].location, m->location))
+				if (rsd_location_equal(x->materializations[j].location,
+						       m->location))
 					FAIL("value %llu: two materializations at one location",
 					     (unsigned long long)x->handle.id);
 			if (m->charged_nbytes != x->spec.storage_nbytes ||

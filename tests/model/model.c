@@ -11,7 +11,7 @@
 #include "model.h"
 
 static const char *const names[ML_N] = { "pageable-host", "pinned-host", "cuda:0", "cuda:1",
-					  "cuda:2" };
+					 "cuda:2" };
 
 struct rsd_location ml_loc(int l)
 {
@@ -39,8 +39,8 @@ const char *ml_name(int l)
 	return l >= 0 && l < ML_N ? names[l] : "<none>";
 }
 
-void model_init(struct model *md, const bool *has_budget, const uint64_t *budget,
-		const int *order, int nbudgets)
+void model_init(struct model *md, const bool *has_budget, const uint64_t *budget, const int *order,
+		int nbudgets)
 {
 	memset(md, 0, sizeof(*md));
 	for (int i = 0; i < nbudgets; i++) {
@@ -237,9 +237,12 @@ int model_register_source(struct model *md, uint64_t logical, uint64_t charge,
 	if (rc != RSD_RECONSTRUCTIBLE)
 		return -RSD_EINVAL;
 	record_loc(md, src_loc);
-	md->val[md->nval] = (struct mval){ .logical = logical, .charge = charge,
-					   .mode = RSD_REPLICABLE, .has_source = true,
-					   .src_loc = src_loc, .ever_source = true };
+	md->val[md->nval] = (struct mval){ .logical = logical,
+					   .charge = charge,
+					   .mode = RSD_REPLICABLE,
+					   .has_source = true,
+					   .src_loc = src_loc,
+					   .ever_source = true };
 	bump(md);
 	*out = md->nval++;
 	return 0;

@@ -35,9 +35,10 @@ ATF_TC_BODY(ensure_reasons, tc)
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "EnsureResident would replicate an EXCLUSIVE value");
 	ATF_REQUIRE_EQ(e->nactions, 2);
-	pfx_check_act(&e->actions[0], true, true, NULL, &PAGEABLE, N, "destination already resident");
+	pfx_check_act(&e->actions[0], true, true, NULL, &PAGEABLE, N,
+		      "destination already resident");
 	pfx_check_act(&e->actions[1], false, false, NULL, &PINNED, N,
-		  "EnsureResident would replicate an EXCLUSIVE value");
+		      "EnsureResident would replicate an EXCLUSIVE value");
 	rsd_explanation_free(e);
 	pfx_fini(&f);
 }
@@ -120,7 +121,8 @@ ATF_TC_BODY(peak_order_first_touch, tc)
 	e = pfx_explain_enter(&f, "noop-drop", a, 1);
 	ATF_CHECK(e->feasible);
 	ATF_CHECK(e->reason == NULL);
-	pfx_check_act(&e->actions[0], true, true, &PINNED, NULL, N, "materialization already absent");
+	pfx_check_act(&e->actions[0], true, true, &PINNED, NULL, N,
+		      "materialization already absent");
 	ATF_REQUIRE_EQ(e->npeaks, 2);
 	pfx_check_peak(e, 0, PAGEABLE, N);
 	pfx_check_peak(e, 1, PINNED, 0);
@@ -134,7 +136,8 @@ ATF_TC_BODY(peak_order_first_touch, tc)
 	ATF_CHECK(e->feasible);
 	ATF_REQUIRE_EQ(e->nactions, 3);
 	pfx_check_act(&e->actions[0], true, true, &c0, NULL, N, "materialization already absent");
-	pfx_check_act(&e->actions[1], true, true, &PINNED, NULL, N, "materialization already absent");
+	pfx_check_act(&e->actions[1], true, true, &PINNED, NULL, N,
+		      "materialization already absent");
 	pfx_check_act(&e->actions[2], true, false, &PAGEABLE, &PINNED, N, NULL);
 	ATF_REQUIRE_EQ(e->npeaks, 3);
 	pfx_check_peak(e, 0, PAGEABLE, N);
@@ -213,14 +216,15 @@ ATF_TC_BODY(move_reasons, tc)
 	ATF_REQUIRE_EQ(e->nactions, 2);
 	pfx_check_act(&e->actions[0], true, false, &PAGEABLE, &PINNED, N, NULL);
 	/* The move removed pageable in the simulation: the drop is a no-op. */
-	pfx_check_act(&e->actions[1], true, true, &PAGEABLE, NULL, N, "materialization already absent");
+	pfx_check_act(&e->actions[1], true, true, &PAGEABLE, NULL, N,
+		      "materialization already absent");
 	rsd_explanation_free(e);
 
 	/* Explicit source == destination: a no-op whose source is the destination. */
 	a[0] = rsd_action_move(h, PINNED, &PINNED);
 	e = pfx_explain_enter(&f, "move-self", a, 1);
 	pfx_check_act(&e->actions[0], true, true, &PINNED, &PINNED, N,
-		  "destination already owns the selected replica");
+		      "destination already owns the selected replica");
 	rsd_explanation_free(e);
 
 	/* Protected implicit source onto a resident destination (§18.24). */
@@ -230,7 +234,7 @@ ATF_TC_BODY(move_reasons, tc)
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "source pageable-host is protected");
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, &PINNED, N,
-		  "source pageable-host is protected");
+		      "source pageable-host is protected");
 	rsd_explanation_free(e);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
 	rsd_hold_free(hd);
@@ -240,7 +244,7 @@ ATF_TC_BODY(move_reasons, tc)
 	a[0] = rsd_action_move(h, PINNED, NULL);
 	e = pfx_explain_enter(&f, "move-noop", a, 1);
 	pfx_check_act(&e->actions[0], true, true, NULL, &PINNED, N,
-		  "destination already owns the selected replica");
+		      "destination already owns the selected replica");
 	rsd_explanation_free(e);
 
 	/* Explicit source not resident, even though the destination is (§18.23). */
@@ -249,7 +253,7 @@ ATF_TC_BODY(move_reasons, tc)
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "explicit source pageable-host is not resident");
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, &PINNED, N,
-		  "explicit source pageable-host is not resident");
+		      "explicit source pageable-host is not resident");
 	rsd_explanation_free(e);
 
 	/* Held source with the destination not resident. */
@@ -258,7 +262,7 @@ ATF_TC_BODY(move_reasons, tc)
 	e = pfx_explain_enter(&f, "move-held-src", a, 1);
 	pfx_check_reason(e->reason, "source pinned-host is protected");
 	pfx_check_act(&e->actions[0], false, false, &PINNED, &PAGEABLE, N,
-		  "source pinned-host is protected");
+		      "source pinned-host is protected");
 	rsd_explanation_free(e);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
 	rsd_hold_free(hd);
@@ -301,7 +305,7 @@ ATF_TC_BODY(drop_reasons, tc)
 	e = pfx_explain_enter(&f, "w7", a, 1);
 	pfx_check_reason(e->reason, "materialization at pageable-host is protected");
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, NULL, N,
-		  "materialization at pageable-host is protected");
+		      "materialization at pageable-host is protected");
 	rsd_explanation_free(e);
 	ATF_CHECK_EQ(rsd_drop(f.m, x, PAGEABLE, NULL), -RSD_EINUSE);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
@@ -310,7 +314,7 @@ ATF_TC_BODY(drop_reasons, tc)
 	e = pfx_explain_enter(&f, "w7", a, 1);
 	pfx_check_reason(e->reason, "cannot drop final MUST_PRESERVE materialization");
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, NULL, N,
-		  "cannot drop final MUST_PRESERVE materialization");
+		      "cannot drop final MUST_PRESERVE materialization");
 	rsd_explanation_free(e);
 	ATF_CHECK_EQ(rsd_drop(f.m, x, PAGEABLE, NULL), -RSD_EOWNERSHIP);
 	pfx_fini(&f);
@@ -337,21 +341,21 @@ ATF_TC_BODY(discard_protected_list, tc)
 	e = pfx_explain_enter(&f, "discard-one", a, 1);
 	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PINNED "]");
 	pfx_check_act(&e->actions[0], false, false, NULL, NULL, N,
-		  "discarded value has protected locations [" REPR_PINNED "]");
+		      "discarded value has protected locations [" REPR_PINNED "]");
 	rsd_explanation_free(e);
 
 	h2 = pfx_hold1(&f, h, c0);
 	h3 = pfx_hold1(&f, h, PAGEABLE);
 	e = pfx_explain_enter(&f, "discard-three", a, 1);
-	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PAGEABLE ", "
-				REPR_PINNED ", " REPR_CUDA0 "]");
+	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PAGEABLE
+				    ", " REPR_PINNED ", " REPR_CUDA0 "]");
 	rsd_explanation_free(e);
 
 	/* Two locations (§18.82). */
 	ATF_REQUIRE_EQ(rsd_hold_release(h1), 0);
 	e = pfx_explain_enter(&f, "discard-two", a, 1);
-	pfx_check_reason(e->reason,
-		     "discarded value has protected locations [" REPR_PAGEABLE ", " REPR_CUDA0 "]");
+	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PAGEABLE
+				    ", " REPR_CUDA0 "]");
 	rsd_explanation_free(e);
 	ATF_CHECK_EQ(rsd_discard(f.m, h, NULL), -RSD_EINUSE);
 
@@ -381,10 +385,11 @@ ATF_TC_BODY(pending_lease_protection, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, 1);
-	rsd_simdev_set_auto_complete(f.sd, false);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s1), 0);
 	h = pfx_sourced(&f, PAGEABLE);
 	pfx_ensure(&f, h, c0);
+	/* From here on s1's work waits for the test: the lease stays pending. */
+	rsd_simdev_set_auto_complete(f.sd, false);
 	ATF_REQUIRE_EQ(rsd_acquire(f.m, &h, 1, c0, s1, &l), 0);
 	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
 	v = pfx_version(&f);

@@ -28,7 +28,6 @@
 #define SECONDS 5
 #define NB 32
 
-
 struct world {
 	struct rsd_simdev *sd;
 	struct rsd_manager *m;
@@ -231,8 +230,14 @@ ATF_TC_HEAD(stress, tc)
 }
 ATF_TC_BODY(stress, tc)
 {
-	struct rsd_simdev_config sc = { .ndevices = 2, .auto_complete = false, .pooled = true };
-	struct rsd_budget b[] = { { { RSD_CUDA, 0 }, 4 * NB }, { { RSD_PINNED_HOST, -1 }, 6 * NB } };
+	/* The device runs its streams in the background (20 us per item), as a
+	 * GPU does; writers also complete consumer streams themselves. */
+	struct rsd_simdev_config sc = { .ndevices = 2,
+					.pooled = true,
+					.progress = RSD_SIMDEV_BACKGROUND,
+					.delay_ns = 20000 };
+	struct rsd_budget b[] = { { { RSD_CUDA, 0 }, 4 * NB },
+				  { { RSD_PINNED_HOST, -1 }, 6 * NB } };
 	struct rsd_value_spec spec = { &rsd_resident_type, NB, NB, RSD_REPLICABLE,
 				       RSD_RECONSTRUCTIBLE };
 	struct rsd_source src = { load, NULL, NULL };
@@ -257,9 +262,11 @@ ATF_TC_BODY(stress, tc)
 	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &w.m), 0);
 	src.ctx = &w;
 	for (int i = 0; i < NVAL; i++)
-		ATF_REQUIRE_EQ(rsd_register_source(w.m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &w.h[i]), 0);
+		ATF_REQUIRE_EQ(
+			rsd_register_source(w.m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &w.h[i]), 0);
 	ATF_REQUIRE_EQ(rsd_resident_alloc(w.m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1, &n, NULL,
-					  0, &res), 0);
+					  0, &res),
+		       0);
 	ATF_REQUIRE_EQ(rsd_adopt(w.m, res, NULL, RSD_REPLICABLE, &w.pinned_value), 0);
 	ATF_REQUIRE_EQ(rsd_hold(w.m, &w.pinned_value, 1, RSD_LOC_PINNED_HOST, &hd), 0);
 	w.h[NVAL - 1] = w.pinned_value; /* writers try to move/drop it: always EINUSE */
@@ -274,8 +281,8 @@ ATF_TC_BODY(stress, tc)
 	atomic_store(&w.stop, true);
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
-	printf("%lu writes, %lu snapshot+explain reads, %lu failures\n",
-	       (unsigned long)w.writes, (unsigned long)w.reads, (unsigned long)w.failures);
+	printf("%lu writes, %lu snapshot+explain reads, %lu failures\n", (unsigned long)w.writes,
+	       (unsigned long)w.reads, (unsigned long)w.failures);
 	ATF_CHECK_EQ_MSG(atomic_load(&w.failures), 0, "%s", w.why);
 	ATF_CHECK(w.writes > 100 && w.reads > 100);
 	ATF_CHECK_EQ(rsd_hold_release(hd), 0);

@@ -332,8 +332,11 @@ static int open_manager(struct demo *dm)
 	if (err)
 		return err;
 	if (dm->sd)
-		err = rsd_simdev_stream_create(dm->sd, idx, &dm->stream);
-	return err;
+		return rsd_simdev_stream_create(dm->sd, idx, &dm->stream);
+	/* On the CUDA driver the consumer stream is the driver's stream of the
+	 * rank's device: a use of a value there needs one. */
+	dm->stream = rsd_cuda_driver()->default_stream(NULL, idx);
+	return dm->stream ? 0 : -RSD_EDEVICE;
 }
 
 /* The values: ciphertexts (ids rank * ciphertexts + i, job-wide), keys with
@@ -412,12 +415,17 @@ static int compute(struct demo *dm, unsigned s, struct row *row)
 	int err;
 
 	snprintf(name, sizeof(name), "stage-%u", s);
-	err = rsd_controller_use(dm->c, &request, dm->stream ? &dm->stream : NULL,
-				 dm->stream ? 1 : 0, NULL, 0, &u);
-	if (err) {
-		rsd_use_free(u);
-		return err;
+	/* A consumer stream finishing between the decision and the scope's
+	 * entry (a lease reaped) makes the decision stale: on an asynchronous
+	 * device that is normal, so decide again. */
+	for (int tries = 0;; tries++) {
+		err = rsd_controller_use(dm->c, &request, dm->stream ? &dm->stream : NULL,
+					 dm->stream ? 1 : 0, NULL, 0, &u);
+		if (err != -RSD_ESTALE || tries == 8)
+			break;
 	}
+	if (err)
+		return err;
 	/* The stage's kernels would read the borrowed values here, on
 	 * dm->stream; closing the use hands that stream to the leases. */
 	err = rsd_use_close(u, &rep);
@@ -607,7 +615,7 @@ static void demo_close(struct demo *dm)
 		rsd_manager_close(dm->m, RSD_CLOSE_FORCE);
 		rsd_manager_destroy(dm->m);
 	}
-	if (dm->stream)
+	if (dm->sd && dm->stream)
 		rsd_simdev_stream_destroy(dm->sd, dm->stream);
 	rsd_simdev_destroy(dm->sd);
 	free(dm->ct);
