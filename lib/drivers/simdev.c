@@ -184,9 +184,11 @@ static int sim_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **
 
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_ALLOC);
-	if (!rc && !ptr)
-		rc = rsd__err(RSD_ETYPE, "simulated device: alloc needs a pointer to store the "
-					 "address");
+	if (!rc && !ptr) {
+		pthread_mutex_unlock(&sd->lock);
+		return rsd__err(RSD_ETYPE, "simulated device: alloc needs a pointer to store the "
+					   "address");
+	}
 	if (!rc)
 		rc = check_device_location(sd, "alloc", at, false);
 	if (!rc && sd->fail_loc_err[rsd__loc_slot(at)]) {

@@ -218,7 +218,6 @@ int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(
 {
 	struct sim_stream *s;
 	struct sim_work *w;
-	int rc = 0;
 
 	if (!sd || !fn)
 		return rsd__err(RSD_ETYPE, "rsd_simdev_launch_host_func: %s is NULL",
@@ -231,17 +230,17 @@ int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(
 	w->host.arg = arg;
 	pthread_mutex_lock(&sd->lock);
 	s = rsd__sim_find_stream(sd, stream);
-	if (s)
-		rsd__sim_enqueue(sd, s, w);
-	else
-		rc = rsd__err(RSD_ETYPE,
-			      "rsd_simdev_launch_host_func: %p is not a stream of this "
-			      "simulated device",
-			      stream);
-	pthread_mutex_unlock(&sd->lock);
-	if (rc)
+	if (!s) {
+		pthread_mutex_unlock(&sd->lock);
 		free(w);
-	return rc;
+		return rsd__err(RSD_ETYPE,
+				"rsd_simdev_launch_host_func: %p is not a stream of this "
+				"simulated device",
+				stream);
+	}
+	rsd__sim_enqueue(sd, s, w);
+	pthread_mutex_unlock(&sd->lock);
+	return 0;
 }
 
 /* ---- driver ops ---- */

@@ -39,6 +39,7 @@ static const char *gpu_unavailable(void)
 	return NULL;
 }
 
+#if RSD_HAVE_CUDA
 static void gpu_fig(const char *cs, const char *metric, double value, const char *unit,
 		    const char *base_name, double base, enum bench_tkind kind, double x)
 {
@@ -53,7 +54,6 @@ static void gpu_fig(const char *cs, const char *metric, double value, const char
 	bench_note("%s %s baseline: %s", cs, metric, base_name);
 }
 
-#if RSD_HAVE_CUDA
 static void cuda_ck(const char *what, cudaError_t e)
 {
 	if (e != cudaSuccess) {
