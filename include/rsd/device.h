@@ -125,21 +125,37 @@ bool rsd_cuda_built(void);
  */
 struct rsd_simdev;
 
-/* How a simulated device's queued stream work makes progress. */
+/**
+ * enum rsd_simdev_progress - How a simulated device's queued stream work makes progress.
+ * @RSD_SIMDEV_ON_COMMAND: only rsd_simdev_stream_complete() and
+ *	rsd_simdev_complete_all() run queued work (the zeroed default).
+ * @RSD_SIMDEV_IMMEDIATE: work runs as it is queued, before the queueing
+ *	call returns (what auto_complete selects).
+ * @RSD_SIMDEV_BACKGROUND: a worker thread per device runs each stream's
+ *	queued work in order, each item delay_ns after it became runnable, as
+ *	a GPU runs asynchronously.
+ */
 enum rsd_simdev_progress {
-	RSD_SIMDEV_ON_COMMAND =
-		0, /* only rsd_simdev_stream_complete()/_complete_all() run queued work */
-	RSD_SIMDEV_IMMEDIATE,  /* work runs as it is queued, before the queueing call returns */
-	RSD_SIMDEV_BACKGROUND, /* a worker thread per device runs each stream's queued work,
-				    * in order, each item delay_ns after it became runnable */
+	RSD_SIMDEV_ON_COMMAND = 0,
+	RSD_SIMDEV_IMMEDIATE,
+	RSD_SIMDEV_BACKGROUND,
 };
 
+/**
+ * struct rsd_simdev_config - How to build a simulated device.
+ * @ndevices: the devices, cuda:0 .. cuda:ndevices-1 (0..128).
+ * @auto_complete: true selects RSD_SIMDEV_IMMEDIATE whatever @progress says.
+ * @pooled: pinned and device allocations come from pools; false makes
+ *	every allocation one counted alloc call.
+ * @progress: the progress mode; a zeroed config is RSD_SIMDEV_ON_COMMAND.
+ * @delay_ns: RSD_SIMDEV_BACKGROUND's per-item delay.
+ */
 struct rsd_simdev_config {
-	int ndevices;	    /* cuda:0 .. cuda:ndevices-1 */
-	bool auto_complete; /* true selects RSD_SIMDEV_IMMEDIATE whatever progress says */
-	bool pooled;	    /* false: every device or pinned allocation is one alloc call */
-	enum rsd_simdev_progress progress; /* zeroed: RSD_SIMDEV_ON_COMMAND */
-	uint64_t delay_ns;		   /* RSD_SIMDEV_BACKGROUND's per-item delay */
+	int ndevices;
+	bool auto_complete;
+	bool pooled;
+	enum rsd_simdev_progress progress;
+	uint64_t delay_ns;
 };
 
 /**
@@ -147,41 +163,101 @@ struct rsd_simdev_config {
  * @cfg: devices, pooling and progress mode (auto_complete wins over progress).
  * @out: receives the simulated device; written only on success.
  *
- * Context: any thread. In background mode one worker thread per device is
- * started here and joined by rsd_simdev_destroy().
- * Return: 0; -RSD_ETYPE when cfg or out is NULL; -RSD_EINVAL when ndevices is
- * outside 0..128 or progress is not a mode; -RSD_ENOMEM when memory or a
- * worker thread is unavailable.
+ * In background mode one worker thread per device is started here and
+ * joined by rsd_simdev_destroy().
+ *
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @cfg or @out is NULL.
+ * * -RSD_EINVAL - ndevices is outside 0..128, or progress is not a mode.
+ * * -RSD_ENOMEM - memory or a worker thread is unavailable.
  */
 int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **out);
-/* Drops work still queued (it is not run), then frees everything. */
+
+/**
+ * rsd_simdev_destroy() - Destroy a simulated device.
+ * @sd: the device; NULL is ignored.
+ *
+ * Work still queued is dropped (it does not run), then everything is
+ * freed. Every manager using the device must be destroyed first.
+ *
+ * Context: Any thread, once nothing uses @sd.
+ */
 void rsd_simdev_destroy(struct rsd_simdev *sd);
-const struct rsd_device_ops *rsd_simdev_ops(void); /* pass with sd as driver_ctx */
+
+/**
+ * rsd_simdev_ops() - The simulated device's driver ops.
+ *
+ * Pass them as struct rsd_manager_config.driver with the device as
+ * driver_ctx. Their stream_sync, device_sync and event_sync block on a
+ * condition variable until the awaited work has run, by whatever makes
+ * progress; in on-command mode a sync that no other thread will complete
+ * never returns, which is the caller's bug.
+ *
+ * Context: Any thread.
+ * Return: the ops; never NULL.
+ */
+const struct rsd_device_ops *rsd_simdev_ops(void);
+
 /**
  * rsd_simdev_stream_create() - Create a stream on a simulated device.
  * @sd: the simulated device.
  * @device: its device index, 0..ndevices-1.
  * @stream: receives the stream; written only on success.
  *
- * Context: any thread.
- * Return: 0; -RSD_ETYPE when sd or stream is NULL; -RSD_EINVAL for a device
- * outside 0..ndevices-1; -RSD_ENOMEM.
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @sd or @stream is NULL.
+ * * -RSD_EINVAL - @device is not one of the simulated devices.
+ * * -RSD_ENOMEM - the stream could not be allocated.
  */
 int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream);
-/* Like cudaStreamDestroy: the handle is invalid at once, its queued work
- * still runs (in on-command mode: when someone completes it, with
+
+/**
+ * rsd_simdev_stream_destroy() - Destroy a stream, letting its queued work finish.
+ * @sd: the simulated device.
+ * @stream: the stream.
+ *
+ * As cudaStreamDestroy: the handle is invalid at once, its queued work
+ * still runs (in on-command mode when someone completes it, with
  * rsd_simdev_complete_all() or by passing the old pointer to
- * rsd_simdev_stream_complete()), and events recorded on it stay valid. */
+ * rsd_simdev_stream_complete()), and events recorded on it stay valid.
+ *
+ * Context: Any thread.
+ */
 void rsd_simdev_stream_destroy(struct rsd_simdev *sd, void *stream);
-/* Runs, on the calling thread, the work queued on that stream so far (NULL:
- * on every device's transfer stream), waiting for items another thread is
- * running; completes every event recorded on it so far. Any mode. */
+
+/**
+ * rsd_simdev_stream_complete() - Run the work queued on a stream so far.
+ * @sd: the simulated device.
+ * @stream: the stream; NULL for every device's transfer stream.
+ *
+ * Runs the work on the calling thread, waiting for items another thread
+ * is running, so every event recorded on the stream so far is complete on
+ * return. Works in every mode.
+ *
+ * Context: Any thread, but not from a host function of that stream.
+ */
 void rsd_simdev_stream_complete(struct rsd_simdev *sd, void *stream);
-/* The same for every stream. */
+
+/**
+ * rsd_simdev_complete_all() - Run the work queued on every stream so far.
+ * @sd: the simulated device.
+ *
+ * Context: Any thread, but not from a host function of the device.
+ */
 void rsd_simdev_complete_all(struct rsd_simdev *sd);
-/* true: rsd_simdev_set_progress(sd, RSD_SIMDEV_IMMEDIATE, 0);
- * false: rsd_simdev_set_progress(sd, RSD_SIMDEV_ON_COMMAND, 0). */
+
+/**
+ * rsd_simdev_set_auto_complete() - Switch between immediate and on-command progress.
+ * @sd: the simulated device.
+ * @on: true is rsd_simdev_set_progress(@sd, RSD_SIMDEV_IMMEDIATE, 0), which
+ *	runs the work already queued; false is RSD_SIMDEV_ON_COMMAND.
+ *
+ * Context: Any thread, but not from a host function of the device.
+ */
 void rsd_simdev_set_auto_complete(struct rsd_simdev *sd, bool on);
+
 /**
  * rsd_simdev_set_progress() - Switch how queued stream work makes progress.
  * @sd: the simulated device (NULL: nothing happens).
@@ -192,9 +268,10 @@ void rsd_simdev_set_auto_complete(struct rsd_simdev *sd, bool on);
  *
  * Switching to immediate runs the work already queued before returning;
  * switching to background hands it to the workers (started on first use).
- * Context: any thread, but not from a host function of this simulator.
- * Return: nothing; when a worker thread cannot be started the mode is left
- * as it was and a message goes to stderr.
+ * When a worker thread cannot be started the mode is left as it was and a
+ * message goes to stderr.
+ *
+ * Context: Any thread, but not from a host function of this simulator.
  */
 void rsd_simdev_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode,
 			     uint64_t delay_ns);
@@ -207,9 +284,10 @@ void rsd_simdev_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mod
  *      wait for its own stream.
  * @arg: passed to @fn.
  *
- * Context: any thread.
- * Return: 0; -RSD_ETYPE when sd or fn is NULL or stream is not a live stream
- * of sd; -RSD_ENOMEM.
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @sd or @fn is NULL, or @stream is not a live stream of @sd.
+ * * -RSD_ENOMEM - the work item could not be allocated.
  */
 int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(void *arg),
 				void *arg);
@@ -221,11 +299,17 @@ int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(
  *      driver alloc fails with -RSD_EDEVICE ("pinned host storage is
  *      unavailable: ...").
  *
- * Context: any thread.
- * Return: nothing.
+ * Context: Any thread.
  */
 void rsd_simdev_set_unpinned_host(struct rsd_simdev *sd, bool on);
-/* Incomplete events on a stream (NULL: on every stream). */
+/**
+ * rsd_simdev_pending_events() - Count incomplete events.
+ * @sd: the simulated device.
+ * @stream: the stream, or NULL for every stream.
+ *
+ * Context: Any thread.
+ * Return: the number of recorded events whose record has not run yet.
+ */
 unsigned rsd_simdev_pending_events(struct rsd_simdev *sd, void *stream);
 
 /**
