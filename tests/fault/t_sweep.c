@@ -111,7 +111,7 @@ static struct rsd_snapshot *snap(struct w *w)
 /*
  * Are a and b the same state? ids: compare handle ids (same run) and
  * state_version; peaks: b's peak_charged may exceed a's (a failed call's
- * temporary charge still raises it, semantics §9.2), and across runs peaks
+ * temporary charge still raises it: peaks are history), and across runs peaks
  * are not compared at all.
  */
 static bool same_state(const struct rsd_snapshot *a, const struct rsd_snapshot *b, bool ids,
@@ -202,7 +202,7 @@ static bool nothing_left(const struct rsd_snapshot *a, const struct rsd_snapshot
 /*
  * Before a call. Reaping first: every mutating call reaps completed leases
  * in its prologue, a change that stands even when the call then fails
- * (semantics §11.3), so the state compared must have nothing to reap.
+ * (the writer prologue), so the state compared must have nothing to reap.
  */
 static void pre(struct w *w)
 {
@@ -623,7 +623,7 @@ ATF_TC_BODY(every_call_alloc_sweep, tc)
 				"run: %s",
 				k, w.site, why);
 		/* A lease release without memory for its events synchronizes its
-		 * streams instead (§10.4 step 5): one version step, not two. */
+		 * streams instead, as when recording fails: one version step, not two. */
 		if (!w.changed && strncmp(w.site, "lib/core/lease.c:", 17))
 			ATF_REQUIRE_EQ_MSG(
 				fin->state_version, ref->state_version,
