@@ -61,6 +61,11 @@ struct rsd_snapshot {
 	const struct rsd_reservation_snapshot *reservations;
 };
 
+/* Lock-free, except after a writer call whose publication ran out of
+ * memory: then the snapshot publishes first under the manager's lock, and
+ * fails with -RSD_ENOMEM if it cannot (or -RSD_EREENTRANT during a source
+ * load). The same holds for rsd_manager_state_version_get, rsd_explain and
+ * rsd_controller_decide. */
 int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out);
 void rsd_snapshot_free(struct rsd_snapshot *s);
 
