@@ -300,6 +300,9 @@ static void pub_setup(struct pub *p)
 
 static void pub_teardown(struct pub *p)
 {
+	/* Freeing the lease unreleased abandons it, which waits for its
+	 * consumer stream: let the stream's work run as it is queued. */
+	rsd_simdev_set_progress(p->sd, RSD_SIMDEV_IMMEDIATE, 0);
 	rsd_lease_free(p->l);
 	rsd_reservation_free(p->r);
 	rsd_simdev_complete_all(p->sd);
