@@ -95,10 +95,21 @@ demo_body() {
 	# stages (the steady state from stage 7 is one line), then totals that
 	# are the sums of the rows.
 	atf_check -s exit:0 -o save:table "$prog" -s 12
-	atf_check -o inline:"0\n1\n2\n3\n4-6\n7-11\ntotal\n" \
-		sh -c "awk '/^stage /{on=1; next} on && NF {print \$1} /^total/{exit}' table"
-	atf_check -o inline:"total       52     32    20      120.0       44.0       20.0      24.0M       64\n" \
-		grep '^total' table
+	awk '/^stage /{on=1; next} on && NF {print $1} /^total/{exit}' table >rows
+	if grep -q "is the simulated device" out; then
+		# Immediate progress: every lease completes as it is released, so
+		# the run is deterministic and its figures exact.
+		atf_check -o inline:"0\n1\n2\n3\n4-6\n7-11\ntotal\n" cat rows
+		atf_check -o inline:"total       52     32    20      120.0       44.0       20.0      24.0M       64\n" \
+			grep '^total' table
+	else
+		# An asynchronous device (the CUDA driver): when a stage's leases
+		# complete depends on timing, so only the table's shape is fixed.
+		atf_check -o inline:"0\n1\n2\n" head -n 3 rows
+		atf_check -o inline:"total\n" tail -n 1 rows
+		atf_check -s exit:1 grep -Ev '^([0-9]+(-[0-9]+)?|total)$' rows
+		atf_check -o match:"^total +[0-9]+ +[0-9]+ +[0-9]+ +120.0 " grep '^total' table
+	fi
 	atf_check -o match:"^  device   -> pinned .* spilled: the device budget was full$" cat table
 }
 

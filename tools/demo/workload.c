@@ -469,6 +469,19 @@ static int exchange(struct demo *dm, unsigned s, struct row *row)
 		outgoing[j] = dm->ct[slot[j]];
 		req[j] = (struct rsd_requirement){ outgoing[j], pinned };
 	}
+	/* The stage's kernels read the leaving ciphertexts on dm->stream; an
+	 * EXCLUSIVE value may move to pinned host only once that work has
+	 * finished and the stage's leases are reaped (on the simulated device
+	 * in immediate mode that is already so; on a GPU it is not). */
+	if (dm->stream) {
+		const struct rsd_device_ops *ops = dm->sd ? rsd_simdev_ops() : rsd_cuda_driver();
+
+		err = ops->stream_sync(dm->sd, dm->stream);
+		if (!err)
+			err = rsd_manager_reap(dm->m);
+		if (err)
+			goto out;
+	}
 	snprintf(name, sizeof(name), "exchange-%u", s);
 	err = rsd_controller_use(dm->c, &request, NULL, 0, NULL, 0, &u);
 	if (err)
