@@ -235,6 +235,14 @@ $(foreach s,$(filter $(MPI_SRCS),$(TOOL_SRCS) $(TEST_C_SRCS)),\
 	$(eval $(B)/$(s:.c=.o): EXTRA_CFLAGS += $(MPI_CFLAGS))\
 	$(eval $(call prog_of,$(s)): EXTRA_LIBS += $(MPI_LIBS)))
 
+# rsd-bench compares librsd with StarPU when starpu-1.3 is installed
+# (tools/install-deps installs it); only rsd-bench links it, never the library.
+STARPU_PC	:= $(shell pkg-config --exists starpu-1.3 2>/dev/null && echo starpu-1.3)
+ifneq ($(STARPU_PC),)
+CFLAGS_rsd-bench.o += -DRSD_BENCH_STARPU=1 $(shell pkg-config --cflags $(STARPU_PC))
+LDLIBS_rsd-bench += $(shell pkg-config --libs $(STARPU_PC))
+endif
+
 # ---------------------------------------------------------------------------
 # Rebuild everything when the flags change: $(B)/.flags holds the last set
 # and is rewritten (bumping its mtime) only when it differs.

@@ -27,6 +27,7 @@
 #include "bench/plans.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/controller.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/scaling.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/starpu.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -52,6 +53,7 @@ static const struct bench_case cases[] = {
 	{ "ctrl", "controller", case_controller, false },
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
 	{ "scaling", "scaling", case_scaling, true },
+	{ "starpu", "peer", case_starpu, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -98,7 +100,8 @@ int main(int argc, char **argv)
 		bool known = false;
 
 		for (size_t c = 0; c < NCASES; c++)
-			known |= !strcmp(want[w], cases[c].name) || !strcmp(want[w], cases[c].group);
+			known |= !strcmp(want[w], cases[c].name) ||
+				 !strcmp(want[w], cases[c].group);
 		if (!known) {
 			fprintf(stderr, "rsd-bench: no case or group '%s' (--list names them)\n",
 				want[w]);
