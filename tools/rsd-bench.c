@@ -52,7 +52,7 @@ static const struct bench_case cases[] = {
 	{ "plans", "plans", case_plans, false },
 	{ "ctrl", "controller", case_controller, false },
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
-	{ "scaling", "scaling", case_scaling, true },
+	{ "scaling", "scaling", case_scaling, false },
 	{ "starpu", "peer", case_starpu, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
