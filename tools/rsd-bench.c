@@ -27,7 +27,8 @@
 #include "bench/plans.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/controller.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/scaling.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/starpu.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -51,6 +52,7 @@ static const struct bench_case cases[] = {
 	{ "cuda", "lifetimes", case_cuda, false },
 	{ "plans", "plans", case_plans, false },
 	{ "ctrl", "controller", case_controller, false },
+	{ "dataplane", "controller", case_dataplane, false },
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
 	{ "scaling", "scaling", case_scaling, false },
 	{ "starpu", "peer", case_starpu, false },
