@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -281,17 +282,29 @@ static void case_snapshot_latency_load(void)
 		   "+ drop");
 }
 
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	if (clock_gettime(id, &ts))
+		bench_fail("clock_gettime", -RSD_EUSAGE);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /*
- * Writer ensure/drop cycles per second with nreaders snapshot threads.
- * per_core: the writer runs on CPU 0 and the readers on CPU 1 (the writer
- * alone too), so the figure is interference, not a share of one CPU.
+ * Writer ensure/drop cycles per second with nreaders snapshot threads;
+ * *per_cpu_s: cycles per second of the writer thread's own CPU time, which
+ * other processes on the machine do not change. per_core: the writer runs
+ * on CPU 0 and the readers on CPU 1 (the writer alone too).
  */
-static double writer_rate(unsigned nreaders, uint64_t pace_ns, uint64_t dur_ns, bool per_core)
+static double writer_rate(unsigned nreaders, uint64_t pace_ns, uint64_t dur_ns, bool per_core,
+			  double *per_cpu_s)
 {
 	struct rcu_env e = { 0 };
 	pthread_t w, rd[4];
+	clockid_t wclk;
 	unsigned long c0, c1;
-	uint64_t t0, t1;
+	uint64_t t0, t1, u0, u1;
 
 	rcu_env_init(&e, LAT_VALUES);
 	e.wk = W_CYCLE;
@@ -305,17 +318,23 @@ static double writer_rate(unsigned nreaders, uint64_t pace_ns, uint64_t dur_ns, 
 			bench_fail("pthread_create", -RSD_ENOMEM);
 	if (pthread_create(&w, NULL, writer_main, &e))
 		bench_fail("pthread_create", -RSD_ENOMEM);
+	if (pthread_getcpuclockid(w, &wclk))
+		bench_fail("pthread_getcpuclockid", -RSD_EUSAGE);
 	bench_sleep_ns(dur_ns / 10);
 	c0 = atomic_load(&e.cycles);
+	u0 = clock_ns(wclk);
 	t0 = bench_now_ns();
 	bench_sleep_ns(dur_ns);
 	c1 = atomic_load(&e.cycles);
+	u1 = clock_ns(wclk);
 	t1 = bench_now_ns();
 	atomic_store(&e.stop, true);
 	pthread_join(w, NULL);
 	for (unsigned i = 0; i < nreaders; i++)
 		pthread_join(rd[i], NULL);
 	rcu_env_fini(&e);
+	if (per_cpu_s)
+		*per_cpu_s = (double)(c1 - c0) * 1e9 / (double)(u1 > u0 ? u1 - u0 : 1);
 	return (double)(c1 - c0) * 1e9 / (double)(t1 - t0);
 }
 
@@ -335,16 +354,16 @@ static void case_writer_throughput(void)
 	uint64_t dur = QF(150000000u, 400000000u);
 	size_t reps = QF(1, 5);
 	bool pc = two_cpus();
-	double alone[8], two[8], paced[8], alone_pc[8], two_pc[8];
+	double alone[8], two[8], paced[8], alone_pc[8], two_pc[8], alone_cpu[8], two_cpu[8];
 	struct bench_fig *f;
 
 	for (size_t r = 0; r < reps; r++) {
-		alone[r] = writer_rate(0, 0, dur, false);
-		two[r] = writer_rate(2, 0, dur, false);
-		paced[r] = writer_rate(2, 1000000u, dur, false);
+		alone[r] = writer_rate(0, 0, dur, false, NULL);
+		two[r] = writer_rate(2, 0, dur, false, NULL);
+		paced[r] = writer_rate(2, 1000000u, dur, false, NULL);
 		if (pc) {
-			alone_pc[r] = writer_rate(0, 0, dur, true);
-			two_pc[r] = writer_rate(2, 0, dur, true);
+			alone_pc[r] = writer_rate(0, 0, dur, true, &alone_cpu[r]);
+			two_pc[r] = writer_rate(2, 0, dur, true, &two_cpu[r]);
 		}
 	}
 	bench_line("writer_tput", "alone_cps", bench_median(alone, reps), "1/s");
@@ -354,18 +373,23 @@ static void case_writer_throughput(void)
 	bench_fig_base(f, "alone", bench_median(alone, reps));
 	if (pc) {
 		bench_line("writer_tput", "alone_cpu0_cps", bench_median(alone_pc, reps), "1/s");
-		f = bench_fig("writer_tput", "2readers_per_core", bench_median(two_pc, reps),
+		f = bench_fig("writer_tput", "2readers_cpu1_cps", bench_median(two_pc, reps),
 			      "1/s");
 		bench_fig_base(f, "alone cpu0", bench_median(alone_pc, reps));
+		f = bench_fig("writer_tput", "per_core_2readers", bench_median(two_cpu, reps),
+			      "1/cpu-s");
+		bench_fig_base(f, "alone", bench_median(alone_cpu, reps));
 		bench_fig_target(f, TGT_RATIO_MIN, 0.8);
 	} else {
-		bench_skip("writer_tput", "2readers_per_core",
+		bench_skip("writer_tput", "per_core_2readers",
 			   "needs CPUs 0 and 1 (this process may run on one CPU only)");
 	}
 	bench_note("writer_tput: ensure+drop cycles/s of one writer thread; readers take "
 		   "snapshots of %u values back to back, or paced one per ms; the machine has "
-		   "%ld CPUs; per_core: the writer pinned to CPU 0 and both readers to CPU 1 "
-		   "(pthread_setaffinity_np), against the writer alone on CPU 0",
+		   "%ld CPUs. Pinned: the writer on CPU 0, both readers on CPU 1 "
+		   "(pthread_setaffinity_np), against the writer alone on CPU 0; per_core = "
+		   "cycles per second of the writer thread's own CPU time "
+		   "(pthread_getcpuclockid), which other processes do not change",
 		   LAT_VALUES, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
