@@ -607,8 +607,12 @@ endif
 LINT_SRCS	:= $(LIB_SRCS) $(TOOL_SRCS) $(TP_SRCS)
 LINT_CPPFLAGS	:= $(filter-out -DRSD_TRACE=%,$(RSD_CPPFLAGS)) -DRSD_TRACE=0
 LINT_MPIFLAGS	:= $(patsubst -I%,-isystem %,$(MPI_CFLAGS))
+# rsd-bench is linted with its StarPU cases when StarPU is installed.
+LINT_STARPUFLAGS := $(if $(STARPU_PC),-DRSD_BENCH_STARPU=1 \
+		    $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(STARPU_PC))))
 lint_flags	= $(if $(filter $(TP_SRCS),$(1)),$(RSD_CPPFLAGS),$(LINT_CPPFLAGS)) \
-		  $(if $(filter $(MPI_SRCS),$(1)),$(LINT_MPIFLAGS))
+		  $(if $(filter $(MPI_SRCS),$(1)),$(LINT_MPIFLAGS)) \
+		  $(if $(filter tools/rsd-bench.c,$(1)),$(LINT_STARPUFLAGS))
 CLANG_TIDY	?= clang-tidy
 CPPCHECK	?= cppcheck
 
