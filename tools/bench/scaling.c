@@ -4,6 +4,7 @@
  * how the ensure/drop cycle, a snapshot and explain grow with the number of
  * values registered.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -59,7 +60,8 @@ struct scale_env {
 	struct plan_env pe;
 	struct ctrl_env ce;
 	double setup_s;
-	double rss_per_value; /* bytes */
+	double rss_per_value;  /* bytes of resident-set growth per value */
+	double heap_per_value; /* bytes of malloc'ed memory in use per value */
 	double v[SCALE_ROWS][8];
 };
 
@@ -76,13 +78,21 @@ static uint64_t scale_rss_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+/* Bytes malloc has handed out and not had back, over all arenas. */
+static uint64_t scale_heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
 static void scale_env_init(struct scale_env *se, size_t n)
 {
 	struct rsd_budget b = { RSD_LOC_PAGEABLE_HOST,
 				(uint64_t)(PLAN_VALUES + BUDGET_VALUES) * VAL_BYTES };
 	size_t nsrc = n - PLAN_VALUES;
 	struct rsd_handle *h = calloc(nsrc, sizeof(*h));
-	uint64_t t0, rss0;
+	uint64_t t0, rss0, heap0;
 
 	if (!h)
 		bench_fail("calloc", -RSD_ENOMEM);
@@ -90,10 +100,15 @@ static void scale_env_init(struct scale_env *se, size_t n)
 	memset(se, 0, sizeof(*se));
 	se->n = n;
 	rss0 = scale_rss_bytes();
+	heap0 = scale_heap_bytes();
 	t0 = bench_now_ns();
 	plan_env_init_in(&se->pe, bench_manager(&b, 1), n, true, h);
 	se->setup_s = (double)(bench_now_ns() - t0) / 1e9;
 	se->rss_per_value = (double)(scale_rss_bytes() - rss0) / (double)n;
+	/* Less the benchmark's own context of each source: malloc(16), a
+	 * 32-byte chunk. */
+	se->heap_per_value =
+		((double)(scale_heap_bytes() - heap0) - 32.0 * (double)nsrc) / (double)n;
 	se->ce.m = se->pe.m;
 	se->ce.h = h;
 	se->ce.n = nsrc;
@@ -175,6 +190,8 @@ static void case_scaling(void)
 		bench_line("scaling", metric, se[c].setup_s, "s");
 		snprintf(metric, sizeof(metric), "rss_%zuk_B_per_value", counts[c] / 1000);
 		bench_line("scaling", metric, se[c].rss_per_value, "B");
+		snprintf(metric, sizeof(metric), "heap_%zuk_B_per_value", counts[c] / 1000);
+		bench_line("scaling", metric, se[c].heap_per_value, "B");
 		for (size_t k = 0; k < SCALE_ROWS; k++) {
 			med[c][k] = bench_median(se[c].v[k], reps);
 			snprintf(metric, sizeof(metric), "%zuk_%s", counts[c] / 1000,
@@ -185,14 +202,15 @@ static void case_scaling(void)
 		bench_line("scaling", metric, med[c][SR_SNAPSHOT] * 1e6 / (double)counts[c], "ns");
 	}
 	bench_note("scaling: N | setup s | cycle ns | lease ns | explain us | decide us | use us | "
-		   "snapshot ms (ns/value) | RSS B/value");
+		   "snapshot ms (ns/value) | heap B/value | RSS B/value");
 	for (size_t c = 0; c < nc; c++)
 		bench_note(
 			"scaling: %7zu | %.3f | %.0f | %.0f | %.1f | %.1f | %.1f | %.2f (%.0f) | "
-			"%.0f",
+			"%.0f | %.0f",
 			counts[c], se[c].setup_s, med[c][SR_CYCLE], med[c][SR_LEASE],
 			med[c][SR_EXPLAIN], med[c][SR_DECIDE], med[c][SR_USE], med[c][SR_SNAPSHOT],
-			med[c][SR_SNAPSHOT] * 1e6 / (double)counts[c], se[c].rss_per_value);
+			med[c][SR_SNAPSHOT] * 1e6 / (double)counts[c], se[c].heap_per_value,
+			se[c].rss_per_value);
 	/* The table: the largest N against 1k; every row but snapshot <= 2x. */
 	for (size_t k = 0; k < SCALE_ROWS; k++) {
 		struct bench_fig *f;
@@ -207,12 +225,15 @@ static void case_scaling(void)
 	}
 	bench_fig("scale_snapshot", "ns_per_value",
 		  med[last][SR_SNAPSHOT] * 1e6 / (double)counts[last], "ns");
+	snprintf(metric, sizeof(metric), "heap_B_per_value_%zuk", counts[last] / 1000);
+	bench_fig("scale_memory", metric, se[last].heap_per_value, "B");
 	snprintf(metric, sizeof(metric), "rss_B_per_value_%zuk", counts[last] / 1000);
 	bench_fig("scale_memory", metric, se[last].rss_per_value, "B");
 	for (size_t c = 0; c < nc; c++)
 		scale_env_fini(&se[c]);
 	free(se);
-	bench_note("scaling: RSS per value is the resident-set growth while the N values were "
-		   "registered, divided by N; it includes the benchmark's own 16-byte context of "
-		   "each source (a 32-byte malloc chunk)");
+	bench_note("scaling: bytes per value while the N values were registered, divided by N: "
+		   "heap = growth of malloc's bytes in use (mallinfo2), less the benchmark's own "
+		   "32-byte context of each source; RSS = resident-set growth, which undercounts "
+		   "when earlier cases left freed memory for malloc to reuse");
 }
