@@ -70,6 +70,7 @@ struct rcu_env {
 	uint64_t pace_ns; /* 0: back to back */
 	/* CPUs the writer and the readers run on; -1: wherever the kernel puts them */
 	int writer_cpu, reader_cpu;
+	char writer_name[16]; /* the writer thread's name, when set */
 };
 
 /* Pin the calling thread to one CPU; cpu < 0 leaves it free. */
@@ -127,6 +128,8 @@ static void *writer_main(void *arg)
 	struct rcu_env *e = arg;
 
 	rcu_pin(e->writer_cpu);
+	if (e->writer_name[0])
+		pthread_setname_np(pthread_self(), e->writer_name);
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
 		if (e->wk == W_CYCLE) {
 			fifo_lock(&e->lock);
@@ -313,6 +316,9 @@ static double writer_rate(unsigned nreaders, uint64_t pace_ns, uint64_t dur_ns, 
 		e.writer_cpu = 0;
 		e.reader_cpu = 1;
 	}
+	/* For profilers: "writer-2r-pin" is the writer beside 2 readers, pinned. */
+	snprintf(e.writer_name, sizeof(e.writer_name), "writer-%ur%s", nreaders,
+		 per_core ? "-pin" : "");
 	for (unsigned i = 0; i < nreaders; i++)
 		if (pthread_create(&rd[i], NULL, reader_main, &e))
 			bench_fail("pthread_create", -RSD_ENOMEM);
