@@ -197,7 +197,7 @@ static void peer_many(size_t n, size_t reps)
 	starpu_data_handle_t *sh = peer_xcalloc(n, sizeof(*sh));
 	struct rsd_resident **rs = peer_xcalloc(n, sizeof(*rs));
 	struct rsd_handle *hs = peer_xcalloc(n, sizeof(*hs));
-	double sp[8], rd[8];
+	double sp[32], rd[32];
 	char cs[32];
 
 	for (size_t r = 0; r < reps; r++) {
@@ -369,7 +369,7 @@ static void case_starpu(void)
 	}
 	peer_register();
 	peer_lease();
-	peer_many(1000, QF(3, 7));
+	peer_many(1000, QF(5, 31)); /* short batches: more of them */
 	/* --quick: 10k for 100k, so the run stays at seconds */
 	peer_many(QF(10000, 100000), QF(1, 3));
 	peer_move();
