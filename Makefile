@@ -4,10 +4,11 @@
 # so a new lib/<layer>/*.c, tests/<area>/t_*.c or tools/*.c is built without
 # touching this file. `make help` lists targets and knobs.
 #
-#   make [V=1] [O=builddir] [CUDA=0|1] [TRACE=0|1] [SANITIZE=address,undefined]
+#   make [V=1] [O=builddir] [CUDA=0|1|sim] [TRACE=0|1] [SANITIZE=address,undefined]
 #
-# Outputs land in $(O) (default build/, or build-san/ for a sanitized build
-# when O is not given), never in the source tree.
+# Outputs land in $(O) (default build/, build-san/ for a sanitized build,
+# build-cudasim/ and build-cudasim-san/ for CUDA=sim, when O is not given),
+# never in the source tree.
 
 VERSION_MAJOR	:= 0
 VERSION_MINOR	:= 1
@@ -33,10 +34,11 @@ msg	= @printf '  %-7s %s\n' '$(1)' '$(patsubst $(B)/%,%,$(2))';
 endif
 
 # ---------------------------------------------------------------------------
-# Output directory. A sanitized build gets its own default so plain and
-# instrumented objects never mix; an explicit O= is always honored.
+# Output directory. A sanitized build and a CUDA=sim build get their own
+# defaults so plain, instrumented and simulated-CUDA objects never mix; an
+# explicit O= is always honored.
 ifeq ($(strip $(O)),)
-B	:= $(if $(strip $(SANITIZE)),build-san,build)
+B	:= $(if $(filter sim,$(CUDA)),build-cudasim,build)$(if $(strip $(SANITIZE)),-san)
 else
 B	:= $(patsubst %/,%,$(strip $(O)))
 endif
@@ -90,8 +92,8 @@ endif
 ifeq ($(origin TRACE),undefined)
 TRACE := $(shell $(PKG_CONFIG) --exists lttng-ust 2>/dev/null && echo 1 || echo 0)
 endif
-ifeq ($(filter 0 1,$(CUDA)),)
-$(error CUDA must be 0 or 1, not '$(CUDA)')
+ifeq ($(filter 0 1 sim,$(CUDA)),)
+$(error CUDA must be 0, 1 or sim, not '$(CUDA)')
 endif
 ifeq ($(filter 0 1,$(TRACE)),)
 $(error TRACE must be 0 or 1, not '$(TRACE)')
@@ -118,6 +120,32 @@ ATF_LIBS	:= $(or $(call pc_libs,atf-c),-latf-c)
 ifeq ($(CUDA),1)
 CUDA_CPPFLAGS	:= -I$(CUDA_HOME)/include
 CUDA_LIBS	:= -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+endif
+
+# CUDA=sim: the CUDA driver is built against the toolkit's headers but
+# linked with the CUDA runtime double (tests/cudasim/), a test-only shared
+# library in $(B)/cudasim/ that implements the runtime calls on librsd's
+# simulated device. It has its own soname, so the real libcudart is never
+# loaded beside it, and is found through an rpath into the build directory;
+# it is never installed (make install refuses a CUDA=sim build). Its
+# references to the simulated device's rsd_simdev_* functions are resolved
+# by the librsd a process uses: programs name it before librsd.a, so the
+# archive members it needs are linked in and exported to it; librsd.so
+# defines them itself.
+CUDASIM_SRCS	:= $(sort $(wildcard tests/cudasim/*.c))
+ifeq ($(CUDA),sim)
+ifeq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+$(error CUDA=sim compiles against the CUDA runtime headers; none in $(CUDA_HOME)/include (set CUDA_HOME))
+endif
+CUDASIM_DIR	:= $(B)/cudasim
+CUDASIM_SO	:= $(CUDASIM_DIR)/librsd-cudasim.so
+CUDASIM_OBJS	:= $(CUDASIM_SRCS:%.c=$(B)/%.o)
+CUDA_CPPFLAGS	:= -I$(CUDA_HOME)/include -DRSD_CUDASIM=1
+CUDA_LIBS	:= -L$(CUDASIM_DIR) -lrsd-cudasim -Wl,-rpath,$(abspath $(CUDASIM_DIR))
+# Named first and kept even under --as-needed (nothing references the
+# runtime yet at that point), so its rsd_simdev_* references pull in the
+# archive members that define them.
+CUDA_PRELIBS	:= -L$(CUDASIM_DIR) -Wl,--push-state,--no-as-needed -lrsd-cudasim -Wl,--pop-state
 endif
 
 ifeq ($(TRACE),1)
@@ -147,7 +175,7 @@ SAN_ALIGN_FIX	:= $(if $(and $(filter 1,$(TRACE)),$(filter undefined alignment,$(
 SAN_FLAGS	+= $(if $(SAN_ALIGN_FIX),-fsanitize-recover=alignment)
 
 RSD_CPPFLAGS	:= -D_GNU_SOURCE -Iinclude -Ilib -I. \
-		   -DRSD_HAVE_CUDA=$(CUDA) -DRSD_TRACE=$(TRACE) \
+		   -DRSD_HAVE_CUDA=$(if $(filter 0,$(CUDA)),0,1) -DRSD_TRACE=$(TRACE) \
 		   $(URCU_CFLAGS) $(CUDA_CPPFLAGS) $(LTTNG_CFLAGS) $(CPPFLAGS)
 RSD_CFLAGS	:= -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -pthread \
 		   $(SAN_FLAGS) $(CFLAGS)
@@ -197,7 +225,7 @@ EXAMPLE_SRCS	:= $(filter tools/examples/%,$(TOOL_SRCS))
 # Executable scripts in tools/ run in place; they are also copied to
 # $(B)/tools/, so $(B)/tools/ (and BINDIR once installed) holds every tool and
 # a test finds one at $(atf_get_srcdir)/../../tools/NAME in any build dir.
-TOOL_SCRIPTS	:= $(filter-out tools/install-deps,$(sort $(shell \
+TOOL_SCRIPTS	:= $(filter-out tools/install-deps tools/gpu-check,$(sort $(shell \
 		     find tools -maxdepth 1 -type f -perm -u+x ! -name '*.c' 2>/dev/null)))
 
 # Tests: tests/<area>/t_*.c (atf-c) and t_*.sh (atf-sh) become
@@ -207,7 +235,7 @@ TOOL_SCRIPTS	:= $(filter-out tools/install-deps,$(sort $(shell \
 # of that area. *.sh helpers and data/ are copied beside the programs. Areas
 # with a Kyuafile are run; tests/fuzz holds libFuzzer targets, not tests.
 TEST_SH_SRCS	:= $(filter-out $(TEST_EXCLUDE),$(sort $(wildcard tests/*/t_*.sh)))
-TEST_AUX_SRCS	:= $(filter-out tests/fuzz/% $(wildcard tests/*/t_*.c) $(TEST_EXCLUDE),\
+TEST_AUX_SRCS	:= $(filter-out tests/fuzz/% tests/cudasim/% $(wildcard tests/*/t_*.c) $(TEST_EXCLUDE),\
 		     $(sort $(wildcard tests/*/*.c)))
 MAIN_RE		:= '(^|[[:space:]])main[[:space:]]*[(](void|int)'
 TEST_AUX_PROG_SRCS := $(if $(TEST_AUX_SRCS),$(sort $(shell grep -l -E $(MAIN_RE) \
@@ -228,7 +256,7 @@ TEST_FILES	:= $(TEST_PROGS) $(TEST_KYUAFILES:%=$(B)/%) $(TEST_SCRIPTS:%=$(B)/%) 
 		   $(TEST_DATA:%=$(B)/%) $(B)/tests/Kyuafile
 
 ALL_OBJS	:= $(LIB_OBJS) $(TP_OBJS) $(TOOL_SRCS:%.c=$(B)/%.o) \
-		   $(TEST_C_SRCS:%.c=$(B)/%.o) $(TEST_AUX_SRCS:%.c=$(B)/%.o)
+		   $(TEST_C_SRCS:%.c=$(B)/%.o) $(TEST_AUX_SRCS:%.c=$(B)/%.o) $(CUDASIM_OBJS)
 
 # Per-file knobs in kbuild style: CFLAGS_cuda.o, LDLIBS_rsd-bench.
 $(foreach s,$(filter $(MPI_SRCS),$(TOOL_SRCS) $(TEST_C_SRCS)),\
@@ -319,7 +347,19 @@ $(PCFILE): lib/librsd.pc.in FORCE
 # Programs link the static library (tests may call rsd__ helpers). The
 # tracepoint provider objects are named explicitly so their probes are
 # registered even when no archive member pulls them in.
-PROG_LIBS	= $(TP_OBJS) $(LIBA) $(EXTRA_LIBS) $(LIB_LDLIBS) -lm $(LDLIBS) $(LDLIBS_$(notdir $@))
+PROG_LIBS	= $(TP_OBJS) $(CUDA_PRELIBS) $(LIBA) $(EXTRA_LIBS) $(LIB_LDLIBS) -lm $(LDLIBS) $(LDLIBS_$(notdir $@))
+
+# The CUDA runtime double (CUDA=sim only): exports only the runtime's names
+# and its rsd_cudasim_* controls (tests/cudasim/cudasim.map).
+ifneq ($(CUDASIM_SO),)
+$(CUDASIM_SO): $(CUDASIM_OBJS) tests/cudasim/cudasim.map $(B)/.flags
+	$(call msg,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -shared -Wl,-soname,$(notdir $@) -Wl,--version-script=tests/cudasim/cudasim.map \
+		$(RSD_CFLAGS) $(RSD_LDFLAGS) -o $@ $(filter %.o,$^) -pthread
+
+$(LIBSO) $(TOOL_PROGS) $(TEST_C_PROGS) $(TEST_AUX_PROGS): $(CUDASIM_SO)
+endif
 
 define tool_rule
 $(call prog_of,$(1)): $(B)/$(1:.c=.o) $(LIBA) $(TP_OBJS)
@@ -517,9 +557,20 @@ check: all $(VG_FILES) $(SAN_FILES)
 # Programs users run. Scripts get the build directory in RSD_BUILD_DIR.
 RUN_ENV		:= RSD_BUILD_DIR=$(abspath $(B)) O=$(B)
 
+# The demo's workload, tools/demo/*.c, is linked into rsd-demo and into
+# rsd-demo-mpi (the MPI side of it). Program links name the library before
+# EXTRA_LIBS, so the library follows the workload again for what it calls.
+DEMO_SRCS	:= $(sort $(wildcard tools/demo/*.c))
+DEMO_OBJS	:= $(DEMO_SRCS:%.c=$(B)/%.o)
+DEMO_PROGS	:= $(filter $(B)/tools/rsd-demo $(B)/tools/rsd-demo-mpi,$(TOOL_PROGS))
+$(DEMO_PROGS): $(DEMO_OBJS)
+$(DEMO_PROGS): EXTRA_LIBS += $(DEMO_OBJS) $(LIBA)
+-include $(DEMO_OBJS:.o=.d)
+
+# RANKS=N: the demo as an MPI job of N ranks (tools/rsd-demo-mpi).
 demo: lib tools
 	$(Q)if [ -f tools/rsd-demo.sh ]; then \
-		$(RUN_ENV) bash tools/rsd-demo.sh $(DEMO_ARGS); \
+		$(RUN_ENV) RSD_DEMO_RANKS=$(RANKS) bash tools/rsd-demo.sh $(DEMO_ARGS); \
 	elif [ -x $(B)/tools/rsd-demo ]; then \
 		$(RUN_ENV) $(B)/tools/rsd-demo $(DEMO_ARGS); \
 	else echo 'demo: neither tools/rsd-demo.sh nor tools/rsd-demo.c exists'; exit 1; fi
@@ -560,10 +611,14 @@ $(FB)/librsd-fuzz.a: $(FUZZ_LIB_OBJS)
 $(FUZZ_PROGS): $(FB)/%: tests/fuzz/%.c $(FB)/librsd-fuzz.a
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) $(RSD_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< \
-		$(filter $(FB)/obj/tracepoints/%,$(FUZZ_LIB_OBJS)) $(FB)/librsd-fuzz.a \
+		$(filter $(FB)/obj/tracepoints/%,$(FUZZ_LIB_OBJS)) $(CUDA_PRELIBS) $(FB)/librsd-fuzz.a \
 		$(LIB_LDLIBS) -lm $(LDLIBS)
 
 -include $(FUZZ_LIB_OBJS:.o=.d)
+
+ifneq ($(CUDASIM_SO),)
+$(FUZZ_PROGS): $(CUDASIM_SO)
+endif
 
 ifeq ($(FUZZ_SRCS),)
 fuzz:
@@ -604,7 +659,7 @@ endif
 # MPI programs get Open MPI's include flags (pkg-config ompi-c, the flags
 # `mpicc --showme:compile` prints) as system directories; without Open MPI
 # they are not built, and so not linted (the note above says so).
-LINT_SRCS	:= $(LIB_SRCS) $(TOOL_SRCS) $(TP_SRCS)
+LINT_SRCS	:= $(LIB_SRCS) $(TOOL_SRCS) $(DEMO_SRCS) $(TP_SRCS)
 LINT_CPPFLAGS	:= $(filter-out -DRSD_TRACE=%,$(RSD_CPPFLAGS)) -DRSD_TRACE=0
 LINT_MPIFLAGS	:= $(patsubst -I%,-isystem %,$(MPI_CFLAGS))
 # rsd-bench is linted with its StarPU cases when StarPU is installed.
@@ -636,6 +691,7 @@ D		:= $(DESTDIR)
 INSTALL_TESTS	:= $(patsubst $(B)/tests/%,%,$(TEST_FILES))
 
 install: lib tools tests
+	$(if $(filter sim,$(CUDA)),$(error make install: a CUDA=sim build runs on the test-only CUDA runtime double; install a CUDA=0 or CUDA=1 build))
 	$(call msg,INSTALL,$(D)$(PREFIX))
 	$(Q)$(INSTALL) -d $(D)$(LIBDIR) $(D)$(PKGCONFIGDIR) $(D)$(INCLUDEDIR)/rsd $(D)$(BINDIR) \
 		$(D)$(TESTSDIR)
@@ -662,13 +718,55 @@ uninstall:
 	$(Q)rm -rf $(D)$(INCLUDEDIR)/rsd $(D)$(TESTSDIR) $(D)$(EXAMPLESDIR)
 
 # ---------------------------------------------------------------------------
+# Man pages: tools/kdoc2man.py writes the section-3 pages from the kernel-doc
+# comments of include/rsd/*.h (one page per DOC: group, a .so link page for
+# every name in it) and copies Documentation/man/*.[1-9] (librsd(7) and the
+# tools' pages) with their page table and SEE ALSO filled in. A header or
+# page added later is picked up by the wildcards. `make install` installs
+# them under $(MANDIR); tests/doc checks them.
+MANDIR		?= $(PREFIX)/share/man
+MAN_HEADERS	:= $(sort $(wildcard include/rsd/*.h))
+MAN_SRCS	:= $(sort $(wildcard Documentation/man/*.[1-9]))
+MAN_STAMP	:= $(B)/man/.stamp
+PYTHON3		?= python3
+
+.PHONY: man install-man uninstall-man
+man: $(MAN_STAMP)
+check: man
+
+$(MAN_STAMP): tools/kdoc2man.py $(MAN_HEADERS) $(MAN_SRCS)
+	$(call msg,MAN,$(B)/man)
+	$(Q)rm -rf $(B)/man && mkdir -p $(B)/man
+	$(Q)$(PYTHON3) tools/kdoc2man.py -o $(B)/man --version $(VERSION) --pages Documentation/man \
+		$(MAN_HEADERS)
+	$(Q)touch $@
+
+install: install-man
+install-man: $(MAN_STAMP)
+	$(Q)for d in $(B)/man/man[1-9]; do \
+		$(INSTALL) -d $(D)$(MANDIR)/$${d##*/} && \
+		cp -P $$d/* $(D)$(MANDIR)/$${d##*/}/ || exit 1; \
+	done
+	$(Q)printf '%s\n' $$(cd $(B)/man && ls -d man[1-9]/*) >$(B)/man/installed.txt
+
+uninstall: uninstall-man
+uninstall-man:
+	$(Q)if [ -f $(B)/man/installed.txt ]; then \
+		while read -r f; do rm -f $(D)$(MANDIR)/$$f; done <$(B)/man/installed.txt; \
+	else \
+		rm -f $(D)$(MANDIR)/man7/librsd.7 $(D)$(MANDIR)/man1/rsd-*.1 \
+			$(D)$(MANDIR)/man3/rsd_*.3 $(D)$(MANDIR)/man3/rsd.3 $(D)$(MANDIR)/man3/RSD_*.3; \
+	fi
+
+# ---------------------------------------------------------------------------
 clean:
 	$(call msg,CLEAN,$(B))
 	$(Q)rm -rf -- $(B)
 
 distclean:
-	$(call msg,CLEAN,build build-san)
-	$(Q)rm -rf -- build build-san $(filter-out build build-san,$(B))
+	$(call msg,CLEAN,build build-san build-cudasim build-cudasim-san)
+	$(Q)rm -rf -- build build-san build-cudasim build-cudasim-san \
+		$(filter-out build build-san build-cudasim build-cudasim-san,$(B))
 
 help:
 	@echo 'librsd $(VERSION) build'
@@ -678,20 +776,22 @@ help:
 	@echo '  lib tools tests  one part of all'
 	@echo '  check          build, run the suite with kyua, print the report and'
 	@echo '                 "N passed, N failed, N skipped"; fails when kyua test fails'
-	@echo '  demo           run tools/rsd-demo.sh or tools/rsd-demo (DEMO_ARGS=...)'
+	@echo '  demo           run tools/rsd-demo.sh or tools/rsd-demo (DEMO_ARGS=..., RANKS=N: MPI job)'
 	@echo '  bench          run tools/rsd-bench (BENCH_ARGS=...)'
 	@echo '  soak           run tools/rsd-soak if there is one (SOAK_ARGS=...)'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
 	@echo '  install        into DESTDIR/PREFIX (/usr/local): lib, headers, librsd.pc,'
 	@echo '                 tools in bin/, examples in share/rsd/examples/, tests in tests/rsd/'
+	@echo '  man            man pages from the headers'"'"' kernel-doc into $(B)/man'
 	@echo '  uninstall      remove what install put there'
-	@echo '  clean          remove the build directory; distclean: build/ and build-san/'
+	@echo '  clean          remove the build directory; distclean: every default one'
 	@echo
 	@echo 'Knobs:'
 	@echo '  V=1            print full commands'
 	@echo '  O=dir          build directory (now $(B))'
-	@echo '  CUDA=0|1       CUDA runtime driver (detected: $(CUDA))'
+	@echo '  CUDA=0|1|sim   CUDA runtime driver (detected: $(CUDA)); sim: against the'
+	@echo '                 test-only CUDA runtime double, default O build-cudasim'
 	@echo '  TRACE=0|1      LTTng-UST tracepoints (detected: $(TRACE))'
 	@echo '  SANITIZE=list  -fsanitize=list; default O becomes build-san'
 	@echo '  VALGRIND=1     make check runs each atf-c program under valgrind'

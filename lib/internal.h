@@ -8,9 +8,11 @@
 #define RSD_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <rsd/rsd.h>
 
@@ -49,13 +51,74 @@ void rsd__err_clear(void);
 /* Wall clock, Unix nanoseconds. */
 uint64_t rsd__now_ns(void);
 
-/* Quote a string the way the reference's repr does (semantics.md §12.3),
+/* Quote a string the way the reference's repr does (reference.md §10.3),
  * into buf; returns buf (truncated to len). */
 char *rsd__quote(const char *s, char *buf, size_t len);
 /* Non-NULL and containing a non-whitespace character. */
 bool rsd__nonblank(const char *s);
-/* strdup that records -RSD_ENOMEM on failure. */
-char *rsd__strdup(const char *s);
+
+/*
+ * Fault points (include/rsd/fault.h). rsd__fault() is the hot path: while
+ * no point is armed it is one relaxed load of a flag that only
+ * rsd_fault_inject() writes, and one not-taken branch. It returns 0, or the
+ * negative code the armed hit fails with. For every point but "alloc" the
+ * failure is recorded (rsd__err) before it returns; "alloc" returns only the
+ * code, and the wrappers below turn it into the NULL a real allocator
+ * returns, so the caller's own out-of-memory path runs and records the
+ * error as it would for a real failure. A point whose subject costs
+ * something to build tests rsd__fault_on() first, then calls
+ * rsd__fault_hit().
+ */
+enum rsd__fault_id {
+	RSD__FAULT_ALLOC,
+	RSD__FAULT_ACQUIRE,
+	RSD__FAULT_RESERVE,
+	RSD__FAULT_RESIDENT,
+	RSD__FAULT_N
+};
+/* Number of armed points; written under the framework's lock only. */
+extern atomic_uint rsd__fault_armed;
+int rsd__fault_hit(enum rsd__fault_id id, const char *subject);
+static inline bool rsd__fault_on(void)
+{
+	return rsd__unlikely(atomic_load_explicit(&rsd__fault_armed, memory_order_relaxed) != 0);
+}
+static inline int rsd__fault(enum rsd__fault_id id, const char *subject)
+{
+	return rsd__fault_on() ? rsd__fault_hit(id, subject) : 0;
+}
+/* For tests: how many injected failures have fired in this process, and the
+ * subject of the last one (copied into subject, truncated to len). */
+uint64_t rsd__fault_fired(char *subject, size_t len);
+
+/*
+ * Bookkeeping allocations: every malloc, calloc, realloc and strdup librsd
+ * makes for its own records goes through these, which are the "alloc" fault
+ * point with the call site as subject. Value storage and device memory do
+ * not (they are a source's or a driver's, and fail through those).
+ */
+#define RSD__STR2(x) #x
+#define RSD__STR(x) RSD__STR2(x)
+#define RSD__SITE __FILE__ ":" RSD__STR(__LINE__)
+static inline void *rsd__malloc_at(const char *site, size_t n)
+{
+	return rsd__fault(RSD__FAULT_ALLOC, site) ? NULL : malloc(n);
+}
+static inline void *rsd__calloc_at(const char *site, size_t k, size_t n)
+{
+	return rsd__fault(RSD__FAULT_ALLOC, site) ? NULL : calloc(k, n);
+}
+/* Like realloc: on failure p is untouched and still owned by the caller. */
+static inline void *rsd__realloc_at(const char *site, void *p, size_t n)
+{
+	return rsd__fault(RSD__FAULT_ALLOC, site) ? NULL : realloc(p, n);
+}
+#define rsd__malloc(n) rsd__malloc_at(RSD__SITE, (n))
+#define rsd__calloc(k, n) rsd__calloc_at(RSD__SITE, (k), (n))
+#define rsd__realloc(p, n) rsd__realloc_at(RSD__SITE, (p), (n))
+/* strdup of s (NULL copies as ""), recording -RSD_ENOMEM on failure. */
+char *rsd__strdup_at(const char *site, const char *s);
+#define rsd__strdup(s) rsd__strdup_at(RSD__SITE, (s))
 
 /* Canonical dense slot of a statically valid location: pageable 0,
  * pinned 1, cuda:N 2 + N. */
@@ -66,7 +129,26 @@ static inline unsigned rsd__loc_slot(struct rsd_location loc)
 }
 struct rsd_location rsd__slot_loc(unsigned slot);
 
-/* "ResidencyLocation(kind='...', device=device(type='...'))" of §12.3. */
+/*
+ * Argument checks of the records every entry point takes, run before any
+ * lock is taken or any handle resolved; each records the failure naming
+ * `what` (the function or argument) and returns its negative code.
+ *
+ * A location record whose kind is none of the three, or a host kind whose
+ * device is not -1, is not a location (-RSD_ETYPE); a CUDA record with a
+ * device index outside 0..RSD_CUDA_MAX_DEVICE is -RSD_EINVAL. Whether the
+ * device exists is the manager's check (rsd__check_location).
+ */
+int rsd__location_check(struct rsd_location loc, const char *what);
+/* A malformed handle: manager_id or id 0 is -RSD_EINVAL; a type that is
+ * NULL or does not derive from rsd_resident_type is -RSD_ETYPE. */
+int rsd__handle_check(struct rsd_handle h, const char *what);
+/* Every handle of h[0..n); the message names the index. */
+int rsd__handles_check(const struct rsd_handle *h, size_t n, const char *what);
+/* A value type: NULL or not derived from rsd_resident_type is -RSD_ETYPE. */
+int rsd__type_check(const struct rsd_type *type, const char *what);
+
+/* "ResidencyLocation(kind='...', device=device(type='...'))" of §10.3. */
 const char *rsd__loc_repr(struct rsd_location loc, char *buf, size_t len);
 
 #endif

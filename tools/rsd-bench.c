@@ -30,6 +30,8 @@
 #include "bench/plans.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/controller.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/scaling.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/fault.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/gpu.c"	   /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
@@ -57,8 +59,10 @@ static const struct bench_case cases[] = {
 	{ "ctrl", "controller", case_controller, false },
 	{ "dataplane", "controller", case_dataplane, false },
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
+	{ "fault", "fault", case_fault, false },
 	{ "scaling", "scaling", case_scaling, false },
 	{ "starpu", "peer", case_starpu, false },
+	{ "gpu", "gpu", case_gpu, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

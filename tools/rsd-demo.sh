@@ -12,7 +12,14 @@
 # babeltrace2 or python3 (for rsd-trace) is missing, the workload runs
 # unrecorded.
 #
-# usage: rsd-demo.sh [rsd-demo options]   (make demo DEMO_ARGS="...")
+# With RSD_DEMO_RANKS=N (make demo RANKS=N) the workload runs as an MPI job
+# instead: mpirun -np N rsd-demo-mpi, one manager per rank, recorded as one
+# session with the vpid context so that rsd-trace can tell the ranks apart
+# (the job's own output, kept in demo.out, says which pid is which rank).
+# RSD_MPIRUN names the launcher (default mpirun) and RSD_MPIRUN_ARGS adds
+# arguments to it (--host, --hostfile...).
+#
+# usage: rsd-demo.sh [rsd-demo options]   (make demo [RANKS=N] DEMO_ARGS="...")
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +34,31 @@ fi
 
 [ -x "$demo" ] || { echo "rsd-demo.sh: $demo is not built (run make)" >&2; exit 2; }
 
+ranks=${RSD_DEMO_RANKS:-}
+launch=("$demo")
+context=()
+if [ -n "$ranks" ]; then
+	case $ranks in
+	*[!0-9]* | 0*) echo "rsd-demo.sh: RANKS must be a positive number, not '$ranks'" >&2; exit 2 ;;
+	esac
+	demo=$(dirname "$demo")/rsd-demo-mpi
+	[ -x "$demo" ] || {
+		echo "rsd-demo.sh: RANKS=$ranks needs $demo, which is built only with Open MPI" \
+			"(libopenmpi-dev; tools/install-deps installs it)" >&2
+		exit 2
+	}
+	mpirun=${RSD_MPIRUN:-mpirun}
+	command -v "$mpirun" >/dev/null 2>&1 ||
+		{ echo "rsd-demo.sh: RANKS=$ranks needs $mpirun, which is not installed" >&2; exit 2; }
+	# More ranks than cores is fine for a demo; Open MPI refuses root
+	# unless told.
+	launch=("$mpirun" -np "$ranks" --oversubscribe)
+	[ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
+	# shellcheck disable=SC2206 # RSD_MPIRUN_ARGS is a list of words
+	launch+=(${RSD_MPIRUN_ARGS:-} "$demo")
+	context=(-c vpid)
+fi
+
 can_record() {
 	local t why
 	[ -x "$here/rsd-record" ] || { echo "not recording: $here/rsd-record is missing"; return 1; }
@@ -39,7 +71,7 @@ can_record() {
 
 if ! why=$(can_record); then
 	echo "rsd-demo.sh: $why"
-	exec "$demo" "$@"
+	exec "${launch[@]}" "$@"
 fi
 
 rm -rf "$out"
@@ -47,13 +79,15 @@ mkdir -p "$out"
 trace=$out/trace
 
 echo "recording with LTTng (isolated lttng-sessiond) into $trace"
-"$here/rsd-record" -q -s rsd-demo "$trace" -- "$demo" "$@"
-rc=$?
-if [ $rc -eq 70 ]; then
+"$here/rsd-record" -q "${context[@]+"${context[@]}"}" -s rsd-demo "$trace" -- \
+	"${launch[@]}" "$@" | tee "$out/demo.out"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -eq 70 ]; then
 	echo "rsd-demo.sh: recording failed; running unrecorded" >&2
-	exec "$demo" "$@"
+	exec "${launch[@]}" "$@"
 fi
 echo
 echo "=== rsd-trace summary of $trace ==="
-"$here/rsd-trace" -o "$out/managed-bytes.svg" "$trace" || echo "rsd-demo.sh: rsd-trace failed" >&2
-exit $rc
+"$here/rsd-trace" ${ranks:+--ranks "$out/demo.out"} -o "$out/managed-bytes.svg" "$trace" ||
+	echo "rsd-demo.sh: rsd-trace failed" >&2
+exit "$rc"

@@ -53,7 +53,7 @@
 	lttng_ust_field_string(_field, _name)
 
 /*
- * A completed action (semantics.md §8.10). "location" is the action's own
+ * A completed action (reference.md §4.10). "location" is the action's own
  * target (ensure/drop: at, move: to; discard: absent), "from" the explicit
  * source of a move; "source" and "destination" are what the executor chose.
  * duration_ns = completed_at_ns - started_at_ns. The allocator_* fields are
@@ -217,7 +217,7 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, reservation_class, rsd, reservation_rel
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, reservation_release, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
 /*
- * A charge refused by the admission rule (semantics.md §9.1): requested >
+ * A charge refused by the admission rule (reference.md §7.1): requested >
  * budget - used - reserved at "at". available is that right-hand side
  * (0 when used + reserved already exceed the budget).
  */

@@ -1,5 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Automatic residency: policies, the deterministic tiered LRU, decide, use. */
+/**
+ * DOC: rsd_policy - Policies: eviction candidates, fallback tiers, the tiered LRU
+ *
+ * A policy ranks eviction candidates and names the fallback locations a
+ * sole copy may spill to; the controller asks nothing else of it. The
+ * shipped policy is the deterministic tiered LRU.
+ * See Documentation/reference.md §12.
+ */
 #ifndef RSD_CONTROLLER_H
 #define RSD_CONTROLLER_H
 
@@ -18,11 +25,26 @@ extern "C" {
 
 struct rsd_manager;
 
+/**
+ * struct rsd_policy_metadata - What the controller knows of a value's priority.
+ * @priority: lower is evicted first.
+ * @stable_key: a tie-breaking key, NULL when unset.
+ */
 struct rsd_policy_metadata {
-	int priority;           /* lower is evicted first */
-	const char *stable_key; /* NULL when unset */
+	int priority;
+	const char *stable_key;
 };
 
+/**
+ * struct rsd_eviction_candidate - A materialization a policy may evict.
+ * @handle: the value.
+ * @location: where the materialization is.
+ * @charged_nbytes: the bytes its removal frees.
+ * @registration_index: the value's position in registration order.
+ * @has_last_access_epoch: @last_access_epoch is set.
+ * @last_access_epoch: the controller epoch of its last use.
+ * @metadata: its policy metadata.
+ */
 struct rsd_eviction_candidate {
 	struct rsd_handle handle;
 	struct rsd_location location;
@@ -33,43 +55,118 @@ struct rsd_eviction_candidate {
 	struct rsd_policy_metadata metadata;
 };
 
-/* A (key, value) pair of a policy's configuration identity. */
+/**
+ * struct rsd_policy_config_entry - One (key, value) pair of a policy's configuration identity.
+ * @key: a non-blank key.
+ * @value: its value.
+ */
 struct rsd_policy_config_entry {
 	const char *key;
 	const char *value;
 };
 
+/**
+ * struct rsd_policy_ops - What a policy provides.
+ * @name: the policy's non-blank name.
+ * @config_identity: its configuration as (key, value) pairs; *n receives
+ *	their number. A decision made under one identity is refused by a
+ *	controller with another.
+ * @fallback_locations: the destinations a sole materialization at @loc
+ *	may spill to, in order; returns how many (copies at most @cap).
+ * @order_candidates: reorders @c in place into eviction order (first is
+ *	evicted first); must return 0 and a permutation.
+ */
 struct rsd_policy_ops {
 	const char *(*name)(void *ctx);
-	/* The configuration identity; *n receives its length. */
 	const struct rsd_policy_config_entry *(*config_identity)(void *ctx, size_t *n);
-	/* Destinations a sole materialization at loc may spill to, in order;
-	 * returns how many (copies at most cap). */
 	size_t (*fallback_locations)(void *ctx, struct rsd_location loc, struct rsd_location *out,
 				     size_t cap);
-	/* Reorder c in place into eviction order (first is evicted first). */
 	int (*order_candidates)(void *ctx, struct rsd_eviction_candidate *c, size_t n);
 };
 
+/**
+ * struct rsd_policy - A policy: its ops and their context.
+ * @ops: the operations.
+ * @ctx: passed to every op.
+ */
 struct rsd_policy {
 	const struct rsd_policy_ops *ops;
 	void *ctx;
 };
 
+/**
+ * struct rsd_fallback_tier - Where values at one location may spill.
+ * @from: the source location.
+ * @to: the destinations, in preference order.
+ * @nto: their number.
+ */
 struct rsd_fallback_tier {
 	struct rsd_location from;
 	const struct rsd_location *to;
 	size_t nto;
 };
 
+/**
+ * rsd_tiered_lru_create() - Create the deterministic tiered LRU policy.
+ * @t: the fallback tiers (@n entries), copied; NULL when @n is 0.
+ * @n: their number.
+ * @out: receives the policy on success; free it with rsd_policy_free().
+ *
+ * Candidates are ordered by priority, then least recent access (never
+ * accessed first), then stable key, then registration order.
+ *
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @out is NULL; @t or a tier's @to is NULL with a nonzero
+ *   count; a location's kind is not one of the three.
+ * * -RSD_EINVAL - a location has a bad device index; a source location is
+ *   listed twice; a tier lists its own source or a destination twice.
+ * * -RSD_ENOMEM - the policy could not be allocated.
+ */
 int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rsd_policy **out);
+
+/**
+ * rsd_policy_free() - Free a policy made by rsd_tiered_lru_create().
+ * @p: the policy; NULL is ignored.
+ *
+ * Context: Any thread, once no controller uses it.
+ */
 void rsd_policy_free(struct rsd_policy *p);
 
+/**
+ * DOC: rsd_controller - The controller: requests, decisions and scopes
+ *
+ * A controller turns a request (which values must be resident where, and
+ * which bytes to reserve) into a plan over one manager. rsd_controller_decide()
+ * searches, on the last published image and without the transition lock,
+ * for reclaim actions (evictions and spills, ranked by the policy) that make
+ * the request fit every budget; the decision records the plan, the
+ * evictions, the explanation, the state_version it was made against and the
+ * number of planning states explored. A decision is evidence only:
+ * rsd_controller_scope() enters it as a scope and a state change since then
+ * is -RSD_ESTALE. rsd_controller_use() decides, enters and leases the
+ * requirements in one call. The policy shipped is a deterministic tiered
+ * LRU (rsd_tiered_lru_create()). See Documentation/reference.md §12 and §13.
+ */
+
+/**
+ * struct rsd_requirement - One value that must be resident at one location.
+ * @handle: the value.
+ * @location: where.
+ */
 struct rsd_requirement {
 	struct rsd_handle handle;
 	struct rsd_location location;
 };
 
+/**
+ * struct rsd_request - What a workload step needs.
+ * @name: a non-blank name; it names the plan.
+ * @requirements: the requirements (at least one).
+ * @nrequirements: their number.
+ * @reservations: reservations to make after reclaim.
+ * @nreservations: their number.
+ */
 struct rsd_request {
 	const char *name;
 	const struct rsd_requirement *requirements;
@@ -78,6 +175,14 @@ struct rsd_request {
 	size_t nreservations;
 };
 
+/**
+ * struct rsd_eviction - One reclaim action the controller chose.
+ * @action: the drop or move (a spill).
+ * @rank: the candidate's position in the policy's order.
+ * @released_location: where bytes are freed.
+ * @released_nbytes: how many.
+ * @reason: why it was chosen (a static string).
+ */
 struct rsd_eviction {
 	struct rsd_action action;
 	uint64_t rank;
@@ -86,6 +191,19 @@ struct rsd_eviction {
 	const char *reason;
 };
 
+/**
+ * struct rsd_decision - A controller's answer to a request.
+ * @manager_id: the manager it was made for.
+ * @expected_state_version: the state_version it was made against.
+ * @explored_states: planning states the search explored.
+ * @policy_name: the policy's name.
+ * @npolicy_config: the number of configuration entries.
+ * @policy_config: the policy's configuration identity.
+ * @plan: the plan (reclaim, the request's reservations, enter actions).
+ * @nevictions: the number of evictions.
+ * @evictions: the reclaim actions with their ranks and reasons.
+ * @explanation: the plan's explanation (feasible).
+ */
 struct rsd_decision {
 	uint64_t manager_id, expected_state_version, explored_states;
 	const char *policy_name;
@@ -100,27 +218,221 @@ struct rsd_decision {
 struct rsd_controller;
 struct rsd_use;
 
-/* search_state_limit 0 selects the default 100000. policy NULL: a tiered LRU
- * without fallback tiers. The policy must outlive the controller. */
+/**
+ * rsd_controller_create() - Create a controller over a manager.
+ * @m: the manager; must outlive the controller.
+ * @policy: the policy, not copied (it must outlive the controller); NULL
+ *	means a tiered LRU without fallback tiers.
+ * @search_state_limit: the most planning states one decision explores;
+ *	0 selects the default 100000.
+ * @out: receives the controller on success.
+ *
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @m or @out is NULL; @policy lacks an op, or its name or a
+ *   configuration value is NULL.
+ * * -RSD_EINVAL - the policy's name or a configuration key is blank.
+ * * -RSD_ENOMEM - the controller could not be allocated.
+ */
 int rsd_controller_create(struct rsd_manager *m, const struct rsd_policy *policy,
 			  size_t search_state_limit, struct rsd_controller **out);
+
+/**
+ * rsd_controller_free() - Free a controller.
+ * @c: the controller; NULL is ignored.
+ *
+ * Context: Any thread, once no other thread uses @c.
+ */
 void rsd_controller_free(struct rsd_controller *c);
+
+/**
+ * rsd_controller_set_policy_metadata() - Set a value's priority and stable key.
+ * @c: the controller.
+ * @h: a live value of the controller's manager.
+ * @priority: lower is evicted first.
+ * @stable_key: a non-blank tie-breaking key, copied; NULL to unset.
+ *
+ * Context: Takes the controller's lock; reads the published image without
+ * the transition lock.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c is NULL; @h's type is NULL.
+ * * -RSD_EINVAL - @stable_key is blank; @h's manager_id or id is 0.
+ * * -RSD_ECLOSED - the manager is closed.
+ * * -RSD_EHANDLE - @h is foreign, unknown or discarded.
+ * * -RSD_ENOMEM - the metadata table could not grow.
+ */
 int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_handle h, int priority,
 				       const char *stable_key);
+
+/**
+ * rsd_controller_decide() - Plan a request.
+ * @c: the controller.
+ * @r: the request.
+ * @out: receives the decision on success; free it with rsd_decision_free().
+ *
+ * The search runs on one published image: required copies first, then
+ * the cheapest reclaim options the policy's ranking allows, backtracking
+ * until the request fits or the states are exhausted.
+ *
+ * Context: Takes the controller's lock; lock-free reader of the manager
+ * (the transition lock is never taken).
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c, @r, @out, the name, a counted array or a label is
+ *   NULL; a location's kind is not one of the three; a handle's type is
+ *   NULL.
+ * * -RSD_EINVAL - the name or a label is blank; there are no
+ *   requirements; a location's device index is bad; a requirement is
+ *   listed twice; a handle's manager_id or id is 0.
+ * * -RSD_ECLOSED - the manager is closed.
+ * * -RSD_EHANDLE - a handle is foreign, unknown or discarded.
+ * * -RSD_EOWNERSHIP - an RSD_EXCLUSIVE value is required at several
+ *   locations.
+ * * -RSD_EUNAVAILABLE - a value has nothing to read it from.
+ * * -RSD_ESTALE - the state changed while deciding.
+ * * -RSD_EPLAN - no plan fits (the search was exhausted).
+ * * -RSD_ESEARCHLIMIT - the search reached @search_state_limit first.
+ * * -RSD_EUSAGE - the policy did not return a permutation.
+ * * -RSD_ENOMEM - memory for the search or the decision ran out.
+ */
 int rsd_controller_decide(struct rsd_controller *c, const struct rsd_request *r,
 			  struct rsd_decision **out);
+
+/**
+ * rsd_decision_free() - Free a decision.
+ * @d: the decision; NULL is ignored.
+ *
+ * Context: Any thread.
+ */
 void rsd_decision_free(struct rsd_decision *d);
+
+/**
+ * rsd_controller_scope() - Enter a decision's plan as a scope.
+ * @c: the controller.
+ * @d: the decision.
+ * @ts: transfer streams (@nts entries), or NULL.
+ * @nts: their number.
+ * @out: receives the entered scope on success only.
+ *
+ * rsd_scope_enter() with the decision's plan and expected version.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c, @d or @out is NULL, or as for rsd_scope_enter().
+ * * -RSD_EHANDLE - @d was made for another manager.
+ * * -RSD_EPLAN - @d was made under another policy configuration, or the
+ *   preflight found the plan infeasible.
+ * * -RSD_EINVAL - as for rsd_scope_enter().
+ * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
+ *   transition of the manager.
+ * * -RSD_ECLOSED - the manager is closed.
+ * * -RSD_ESTALE - the state changed since the decision.
+ * * -RSD_EEXEC - entry failed after preflight (partial report kept).
+ * * -RSD_ENOMEM - the scope could not be allocated.
+ * * -RSD_EDEVICE - reaping a pending lease's event failed.
+ */
 int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 			 const struct rsd_transfer_stream *ts, size_t nts, struct rsd_scope **out);
-/* consumer_streams[i] is the stream for the i-th distinct CUDA location of
- * the request in order of first appearance. */
+
+/**
+ * DOC: rsd_controller_use - Use: decide, enter and lease a request in one call
+ *
+ * A use object is a decision entered as a scope with one lease per distinct
+ * location of the request; rsd_use_value() gives the leased residents and
+ * rsd_use_close() ends it all. See Documentation/reference.md §13.6.
+ */
+/**
+ * rsd_controller_use() - Decide, enter and lease a request in one call.
+ * @c: the controller.
+ * @r: the request.
+ * @consumer_streams: consumer_streams[i] is the stream for the i-th
+ *	distinct CUDA location of the request, in order of first appearance.
+ * @ncs: their number; must equal the number of distinct CUDA locations.
+ * @ts: transfer streams (@nts entries, CUDA locations only), or NULL.
+ * @nts: their number.
+ * @out: receives the use on success only; close it with rsd_use_close()
+ *	and free it with rsd_use_free().
+ *
+ * After entry, one lease per distinct location holds the requirements, and
+ * the controller records an access epoch for each. Decide and entry are not
+ * under one lock: a concurrent writer can make the entry stale.
+ *
+ * Every consumer stream must be the driver's and on its location's device,
+ * and every transfer stream valid, or the call fails before deciding and
+ * changes nothing. *@out is written only on success: a failed entry is
+ * unwound (leases released, the scope closed) and freed; what its scope had
+ * committed is then the thread's partial report (rsd_take_partial_report()).
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c, @out, a stream array or a stream is NULL, or as for
+ *   rsd_controller_decide().
+ * * -RSD_EINVAL - @ncs does not match the CUDA locations; a transfer
+ *   stream is for a host location; or as for rsd_controller_decide().
+ * * -RSD_ECLOSED, -RSD_EHANDLE, -RSD_EOWNERSHIP, -RSD_EUNAVAILABLE,
+ *   -RSD_ESTALE, -RSD_EPLAN, -RSD_ESEARCHLIMIT, -RSD_EUSAGE - from the
+ *   decision, as for rsd_controller_decide().
+ * * -RSD_EREENTRANT, -RSD_EEXEC, -RSD_EDEVICE - from the entry or the
+ *   leases, as for rsd_controller_scope() and rsd_acquire().
+ * * -RSD_ENOMEM - memory ran out.
+ */
 int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		       void *const *consumer_streams, size_t ncs, const struct rsd_transfer_stream *ts,
 		       size_t nts, struct rsd_use **out);
+
+/**
+ * rsd_use_value() - The resident a use leases for one requirement.
+ * @u: the use.
+ * @h: the requirement's handle.
+ * @at: the requirement's location.
+ * @out: receives the resident on success; it stays the manager's.
+ *
+ * Context: Writer path (through rsd_lease_value()); not callable from a
+ * source callback.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @u or @out is NULL.
+ * * -RSD_ENOTFOUND - (@h, @at) is not a requirement of the use.
+ * * -RSD_EUSAGE - the use is not active (closed, or its entry failed).
+ * * -RSD_ELIFETIME, -RSD_EUNAVAILABLE, -RSD_EREENTRANT - as for
+ *   rsd_lease_value().
+ */
 int rsd_use_value(struct rsd_use *u, struct rsd_handle h, struct rsd_location at,
 		  const struct rsd_resident **out);
+
+/**
+ * rsd_use_decision() - The decision a use entered.
+ * @u: the use.
+ *
+ * Context: Any thread.
+ * Return: the decision, owned by the use; NULL for NULL.
+ */
 const struct rsd_decision *rsd_use_decision(const struct rsd_use *u);
+
+/**
+ * rsd_use_close() - Release a use's leases and close its scope.
+ * @u: the use.
+ * @report: written only on success: the scope's report, or NULL for a
+ *	second close; may be NULL.
+ *
+ * Leases are released in reverse order, then the scope is closed. A second
+ * close is a silent no-op.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @u is NULL.
+ * * -RSD_EREENTRANT, -RSD_ENOMEM, -RSD_EDEVICE - as for
+ *   rsd_lease_release().
+ * * -RSD_EUSAGE, -RSD_ECLOSED, -RSD_EEXEC - as for rsd_scope_close().
+ */
 int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report);
+
+/**
+ * rsd_use_free() - Free a use.
+ * @u: the use; NULL is ignored.
+ *
+ * An open use is closed first.
+ *
+ * Context: Any thread; not from a source callback.
+ */
 void rsd_use_free(struct rsd_use *u);
 
 #ifdef __cplusplus

@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * Device drivers: what serves pinned host memory and CUDA devices. A driver
- * fills a struct rsd_device_ops, as a kernel driver fills file_operations.
- * Every op may be called from any thread; ops used by lock-free readers
- * (event_query, metrics) must be thread-safe without the manager's lock.
- * Streams and events are opaque void pointers owned by the driver.
+/**
+ * DOC: rsd_device - Device drivers: what serves pinned host memory and CUDA devices
+ *
+ * A driver fills a struct rsd_device_ops, as a kernel driver fills
+ * file_operations, and a manager calls it for every pinned or CUDA
+ * allocation, copy, stream and event. Every op may be called from any
+ * thread; ops used by lock-free readers (event_query, metrics) must be
+ * thread-safe without the manager's lock. Streams and events are opaque
+ * void pointers owned by the driver. Three drivers ship: the host driver
+ * (page-locked memory, no devices), the CUDA runtime driver and the
+ * simulated device (rsd_simdev(3)). See Documentation/drivers.md.
  */
 #ifndef RSD_DEVICE_H
 #define RSD_DEVICE_H
@@ -19,66 +24,304 @@
 extern "C" {
 #endif
 
+/**
+ * struct rsd_device_ops - A device driver.
+ * @name: the driver's name, for messages.
+ * @device_count: the visible CUDA devices (0 when none).
+ * @alloc: allocate nbytes at a pinned-host or CUDA location into *ptr.
+ * @free: free what @alloc returned.
+ * @copy: enqueue a copy of nbytes on stream (NULL: the driver's transfer
+ *	stream of the device involved); either side may be any location.
+ * @stream_device: -RSD_ETYPE when stream is not one of this driver's
+ *	streams; else 0 and the stream's device in *device.
+ * @default_stream: the stream a NULL stream stands for on a device.
+ * @stream_sync: wait for everything enqueued on a stream.
+ * @device_sync: wait for everything enqueued on a device.
+ * @event_record: record an event on a stream into *event.
+ * @event_query: 1 when the event completed, 0 while pending, <0 on error.
+ * @event_sync: wait for an event.
+ * @event_destroy: give an event back (to the driver's pool).
+ * @metrics: the process-wide allocator counters of one device (best
+ *	effort).
+ *
+ * device_count, alloc, free and copy are required; a manager refuses a
+ * driver without them.
+ */
 struct rsd_device_ops {
 	const char *name;
-	/* Visible CUDA devices (0 when none). */
 	int (*device_count)(void *ctx);
-	/* Allocate/free nbytes at a pinned-host or cuda location. */
 	int (*alloc)(void *ctx, struct rsd_location at, uint64_t nbytes, void **ptr);
 	void (*free)(void *ctx, struct rsd_location at, void *ptr, uint64_t nbytes);
-	/* Enqueue a copy on stream (NULL: the driver's transfer stream of the
-	 * device involved). Either side may be any location. */
 	int (*copy)(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
 		    struct rsd_location src_at, uint64_t nbytes, void *stream);
-	/* -RSD_ETYPE when stream is not one of this driver's streams; else 0
-	 * and the stream's device. */
 	int (*stream_device)(void *ctx, void *stream, int *device);
-	/* The stream a NULL stream stands for on a device. */
 	void *(*default_stream)(void *ctx, int device);
 	int (*stream_sync)(void *ctx, void *stream);
 	int (*device_sync)(void *ctx, int device);
-	/* Events: record on a stream, query (1 complete, 0 pending, <0 error),
-	 * synchronize, destroy (back to the pool). */
 	int (*event_record)(void *ctx, void *stream, void **event);
 	int (*event_query)(void *ctx, void *event);
 	int (*event_sync)(void *ctx, void *event);
 	void (*event_destroy)(void *ctx, void *event);
-	/* Process-wide allocator counters of one device (best effort). */
 	int (*metrics)(void *ctx, int device, uint64_t *allocated, uint64_t *reserved);
 };
 
-/* The host driver: page-locked (mlock) pinned memory from a pool, no CUDA
- * devices. ctx is ignored (pass NULL). */
+/**
+ * rsd_host_driver() - The host driver.
+ *
+ * Page-locked (mlock) pinned memory from a pool, no CUDA devices. Its ctx
+ * is ignored (pass NULL).
+ *
+ * Context: Any thread.
+ * Return: the driver's ops; never NULL.
+ */
 const struct rsd_device_ops *rsd_host_driver(void);
 
-/* The CUDA runtime driver; ctx is ignored (pass NULL). On a machine without
- * a GPU it reports zero devices and every CUDA call fails cleanly. */
+/**
+ * rsd_cuda_driver() - The CUDA runtime driver.
+ *
+ * Device and pinned memory come from pools. Its ctx is ignored (pass
+ * NULL). On a machine without a GPU, or in a build without CUDA, it reports
+ * zero devices and every CUDA call fails cleanly.
+ *
+ * Context: Any thread.
+ * Return: the driver's ops; never NULL.
+ */
 const struct rsd_device_ops *rsd_cuda_driver(void);
-/* True when librsd was built with the CUDA runtime. */
+
+/**
+ * rsd_cuda_built() - Whether librsd was built with the CUDA runtime.
+ *
+ * Context: Any thread.
+ * Return: true for a CUDA build.
+ */
 bool rsd_cuda_built(void);
 
+/**
+ * DOC: rsd_simdev - The simulated device: CUDA devices and streams made of host memory
+ *
+ * Host memory posing as ndevices CUDA devices, page-locked pinned host
+ * memory, streams that are work queues progressing on command, at once or
+ * in the background, and fault injection for every op. Pass
+ * rsd_simdev_ops() as a manager's driver and the simulated device as its
+ * driver_ctx. It lets tests, and users without a GPU, run the CUDA paths
+ * of librsd.
+ */
 /*
  * The simulated device: host memory posing as ndevices CUDA devices,
- * page-locked pinned host memory, streams whose events complete on command,
- * fault injection.
+ * page-locked pinned host memory, streams that are work queues, fault
+ * injection.
+ *
+ * Stream model: copies, event records and host functions are work items
+ * queued on their stream in order; a copy reads its source and writes its
+ * destination when its item runs, not when it is queued, and an event is
+ * complete when every item before it on its stream has run. How queued work
+ * makes progress is the progress mode below. The driver's stream_sync,
+ * device_sync and event_sync block (on a condition variable) until the
+ * awaited work has run, by whatever makes progress; in on-command mode a sync
+ * that nobody will complete (no other thread calling
+ * rsd_simdev_stream_complete()) never returns: that is the caller's bug.
+ * Freeing simulated memory that a queued copy still reads or writes aborts
+ * the process with a message (a GPU would corrupt it silently).
  */
 struct rsd_simdev;
-struct rsd_simdev_config {
-	int ndevices;       /* cuda:0 .. cuda:ndevices-1 */
-	bool auto_complete; /* events complete as soon as they are recorded */
-	bool pooled;        /* false: every device or pinned allocation is one alloc call */
+
+/**
+ * enum rsd_simdev_progress - How a simulated device's queued stream work makes progress.
+ * @RSD_SIMDEV_ON_COMMAND: only rsd_simdev_stream_complete() and
+ *	rsd_simdev_complete_all() run queued work (the zeroed default).
+ * @RSD_SIMDEV_IMMEDIATE: work runs as it is queued, before the queueing
+ *	call returns (what auto_complete selects).
+ * @RSD_SIMDEV_BACKGROUND: a worker thread per device runs each stream's
+ *	queued work in order, each item delay_ns after it became runnable, as
+ *	a GPU runs asynchronously.
+ */
+enum rsd_simdev_progress {
+	RSD_SIMDEV_ON_COMMAND = 0,
+	RSD_SIMDEV_IMMEDIATE,
+	RSD_SIMDEV_BACKGROUND,
 };
+
+/**
+ * struct rsd_simdev_config - How to build a simulated device.
+ * @ndevices: the devices, cuda:0 .. cuda:ndevices-1 (0..128).
+ * @auto_complete: true selects RSD_SIMDEV_IMMEDIATE whatever @progress says.
+ * @pooled: pinned and device allocations come from pools; false makes
+ *	every allocation one counted alloc call.
+ * @progress: the progress mode; a zeroed config is RSD_SIMDEV_ON_COMMAND.
+ * @delay_ns: RSD_SIMDEV_BACKGROUND's per-item delay.
+ */
+struct rsd_simdev_config {
+	int ndevices;
+	bool auto_complete;
+	bool pooled;
+	enum rsd_simdev_progress progress;
+	uint64_t delay_ns;
+};
+
+/**
+ * rsd_simdev_create() - Create a simulated device.
+ * @cfg: devices, pooling and progress mode (auto_complete wins over progress).
+ * @out: receives the simulated device; written only on success.
+ *
+ * In background mode one worker thread per device is started here and
+ * joined by rsd_simdev_destroy().
+ *
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @cfg or @out is NULL.
+ * * -RSD_EINVAL - ndevices is outside 0..128, or progress is not a mode.
+ * * -RSD_ENOMEM - memory or a worker thread is unavailable.
+ */
 int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **out);
+
+/**
+ * rsd_simdev_destroy() - Destroy a simulated device.
+ * @sd: the device; NULL is ignored.
+ *
+ * Work still queued is dropped (it does not run), then everything is
+ * freed. Every manager using the device must be destroyed first.
+ *
+ * Context: Any thread, once nothing uses @sd.
+ */
 void rsd_simdev_destroy(struct rsd_simdev *sd);
-const struct rsd_device_ops *rsd_simdev_ops(void); /* pass with sd as driver_ctx */
+
+/**
+ * rsd_simdev_ops() - The simulated device's driver ops.
+ *
+ * Pass them as struct rsd_manager_config.driver with the device as
+ * driver_ctx. Their stream_sync, device_sync and event_sync block on a
+ * condition variable until the awaited work has run, by whatever makes
+ * progress; in on-command mode a sync that no other thread will complete
+ * never returns, which is the caller's bug.
+ *
+ * Context: Any thread.
+ * Return: the ops; never NULL.
+ */
+const struct rsd_device_ops *rsd_simdev_ops(void);
+
+/**
+ * rsd_simdev_stream_create() - Create a stream on a simulated device.
+ * @sd: the simulated device.
+ * @device: its device index, 0..ndevices-1.
+ * @stream: receives the stream; written only on success.
+ *
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @sd or @stream is NULL.
+ * * -RSD_EINVAL - @device is not one of the simulated devices.
+ * * -RSD_ENOMEM - the stream could not be allocated.
+ */
 int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream);
+
+/**
+ * rsd_simdev_stream_destroy() - Destroy a stream, letting its queued work finish.
+ * @sd: the simulated device.
+ * @stream: the stream.
+ *
+ * As cudaStreamDestroy: the handle is invalid at once, its queued work
+ * still runs (in on-command mode when someone completes it, with
+ * rsd_simdev_complete_all() or by passing the old pointer to
+ * rsd_simdev_stream_complete()), and events recorded on it stay valid.
+ *
+ * Context: Any thread.
+ */
 void rsd_simdev_stream_destroy(struct rsd_simdev *sd, void *stream);
-/* Completes every event recorded on that stream so far. */
+
+/**
+ * rsd_simdev_stream_complete() - Run the work queued on a stream so far.
+ * @sd: the simulated device.
+ * @stream: the stream; NULL for every device's transfer stream.
+ *
+ * Runs the work on the calling thread, waiting for items another thread
+ * is running, so every event recorded on the stream so far is complete on
+ * return. Works in every mode.
+ *
+ * Context: Any thread, but not from a host function of that stream.
+ */
 void rsd_simdev_stream_complete(struct rsd_simdev *sd, void *stream);
+
+/**
+ * rsd_simdev_complete_all() - Run the work queued on every stream so far.
+ * @sd: the simulated device.
+ *
+ * Context: Any thread, but not from a host function of the device.
+ */
 void rsd_simdev_complete_all(struct rsd_simdev *sd);
+
+/**
+ * rsd_simdev_set_auto_complete() - Switch between immediate and on-command progress.
+ * @sd: the simulated device.
+ * @on: true is rsd_simdev_set_progress(@sd, RSD_SIMDEV_IMMEDIATE, 0), which
+ *	runs the work already queued; false is RSD_SIMDEV_ON_COMMAND.
+ *
+ * Context: Any thread, but not from a host function of the device.
+ */
 void rsd_simdev_set_auto_complete(struct rsd_simdev *sd, bool on);
-/* Incomplete events on a stream (NULL: on every stream). */
+
+/**
+ * rsd_simdev_set_progress() - Switch how queued stream work makes progress.
+ * @sd: the simulated device (NULL: nothing happens).
+ * @mode: RSD_SIMDEV_ON_COMMAND, RSD_SIMDEV_IMMEDIATE or RSD_SIMDEV_BACKGROUND
+ *        (anything else: nothing happens).
+ * @delay_ns: in background mode, how long each item waits after it became
+ *            runnable (reached the front of its stream) before it runs.
+ *
+ * Switching to immediate runs the work already queued before returning;
+ * switching to background hands it to the workers (started on first use).
+ * When a worker thread cannot be started the mode is left as it was and a
+ * message goes to stderr.
+ *
+ * Context: Any thread, but not from a host function of this simulator.
+ */
+void rsd_simdev_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode,
+			     uint64_t delay_ns);
+/**
+ * rsd_simdev_launch_host_func() - Queue a host function on a stream.
+ * @sd: the simulated device.
+ * @stream: one of its live streams (not NULL).
+ * @fn: called with @arg when the stream's work before it has run, on
+ *      whichever thread makes progress (as cudaLaunchHostFunc). It must not
+ *      wait for its own stream.
+ * @arg: passed to @fn.
+ *
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @sd or @fn is NULL, or @stream is not a live stream of @sd.
+ * * -RSD_ENOMEM - the work item could not be allocated.
+ */
+int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(void *arg),
+				void *arg);
+/**
+ * rsd_simdev_set_unpinned_host() - Make pinned-host allocations pageable.
+ * @sd: the simulated device (NULL: nothing happens).
+ * @on: while true, the simulator's pinned-host memory comes back pageable
+ *      (never page-locked), so its driver's pinned check refuses it: the
+ *      driver alloc fails with -RSD_EDEVICE ("pinned host storage is
+ *      unavailable: ...").
+ *
+ * Context: Any thread.
+ */
+void rsd_simdev_set_unpinned_host(struct rsd_simdev *sd, bool on);
+/**
+ * rsd_simdev_pending_events() - Count incomplete events.
+ * @sd: the simulated device.
+ * @stream: the stream, or NULL for every stream.
+ *
+ * Context: Any thread.
+ * Return: the number of recorded events whose record has not run yet.
+ */
 unsigned rsd_simdev_pending_events(struct rsd_simdev *sd, void *stream);
+
+/**
+ * enum rsd_simdev_op - The simulated device's operations, for counting and fault injection.
+ * @RSD_SIMDEV_ALLOC: alloc.
+ * @RSD_SIMDEV_COPY: copy.
+ * @RSD_SIMDEV_EVENT_RECORD: event_record.
+ * @RSD_SIMDEV_EVENT_QUERY: event_query.
+ * @RSD_SIMDEV_EVENT_SYNC: event_sync.
+ * @RSD_SIMDEV_METRICS: metrics.
+ * @RSD_SIMDEV_NOPS: the number of operations; not an operation.
+ */
 enum rsd_simdev_op {
 	RSD_SIMDEV_ALLOC,
 	RSD_SIMDEV_COPY,
@@ -88,14 +331,57 @@ enum rsd_simdev_op {
 	RSD_SIMDEV_METRICS,
 	RSD_SIMDEV_NOPS
 };
-/* The nth call of op from now (1-based) fails with -err; n = 0 disarms. */
+
+/**
+ * rsd_simdev_fail_nth() - Make the nth call of an operation fail.
+ * @sd: the simulated device.
+ * @op: the operation.
+ * @n: which call from now (1-based); 0 disarms.
+ * @err: the positive RSD_E* code the call fails with (returned negated).
+ *
+ * Context: Any thread.
+ */
 void rsd_simdev_fail_nth(struct rsd_simdev *sd, enum rsd_simdev_op op, unsigned n, int err);
+
+/**
+ * rsd_simdev_calls() - Count the calls of an operation.
+ * @sd: the simulated device.
+ * @op: the operation.
+ *
+ * Context: Any thread.
+ * Return: the calls made since creation.
+ */
 unsigned long rsd_simdev_calls(struct rsd_simdev *sd, enum rsd_simdev_op op);
-/* Every call of op fails with -err until disarmed with err = 0. */
+
+/**
+ * rsd_simdev_fail_all() - Make every call of an operation fail.
+ * @sd: the simulated device.
+ * @op: the operation.
+ * @err: the positive RSD_E* code; 0 disarms.
+ *
+ * Context: Any thread.
+ */
 void rsd_simdev_fail_all(struct rsd_simdev *sd, enum rsd_simdev_op op, int err);
-/* Every allocation at location at fails with -err until disarmed with err = 0. */
+
+/**
+ * rsd_simdev_fail_location() - Make every allocation at one location fail.
+ * @sd: the simulated device.
+ * @at: the location.
+ * @err: the positive RSD_E* code; 0 disarms.
+ *
+ * Context: Any thread.
+ */
 void rsd_simdev_fail_location(struct rsd_simdev *sd, struct rsd_location at, int err);
-/* Bytes currently allocated at cuda:device (what metrics reports). */
+
+/**
+ * rsd_simdev_allocated_bytes() - Bytes allocated on a simulated device.
+ * @sd: the simulated device.
+ * @device: the device index.
+ *
+ * Context: Any thread.
+ * Return: the bytes currently allocated at cuda:@device (what metrics
+ * reports).
+ */
 uint64_t rsd_simdev_allocated_bytes(struct rsd_simdev *sd, int device);
 
 #ifdef __cplusplus

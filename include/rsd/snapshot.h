@@ -1,5 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* Snapshots: one published image copied out, lock-free (semantics.md §13). */
+/**
+ * DOC: rsd_snapshot - Snapshots: one published image copied out, lock-free
+ *
+ * A snapshot copies the manager's last published image: every value
+ * (discarded ones included, in registration order) with its
+ * materializations and protection counts, every known location with its
+ * budget, charges, reservations and peaks, and every live reservation.
+ * Taking one never blocks a writer. See Documentation/reference.md §14.
+ */
 #ifndef RSD_SNAPSHOT_H
 #define RSD_SNAPSHOT_H
 
@@ -16,12 +24,33 @@ extern "C" {
 
 struct rsd_manager;
 
+/**
+ * struct rsd_materialization_snapshot - One copy of a value.
+ * @location: where it lives.
+ * @logical_nbytes: the resident's logical size.
+ * @storage_nbytes: the resident's storage size.
+ * @charged_nbytes: what it is charged (the spec's storage size).
+ * @use_count: active leases reading it.
+ * @hold_count: holds pinning it.
+ * @pending_event_count: released GPU leases still waiting for events.
+ */
 struct rsd_materialization_snapshot {
 	struct rsd_location location;
 	uint64_t logical_nbytes, storage_nbytes, charged_nbytes;
 	uint64_t use_count, hold_count, pending_event_count;
 };
 
+/**
+ * struct rsd_value_snapshot - One value.
+ * @handle: its handle.
+ * @spec: its spec.
+ * @nmaterializations: the number of copies.
+ * @materializations: the copies, in install order.
+ * @has_source: it has a reconstruction source.
+ * @has_source_location: @source_location is set.
+ * @source_location: where a load puts it.
+ * @discarded: it was discarded (then it has no copies and no source).
+ */
 struct rsd_value_snapshot {
 	struct rsd_handle handle;
 	struct rsd_value_spec spec;
@@ -33,24 +62,63 @@ struct rsd_value_snapshot {
 	bool discarded;
 };
 
+/**
+ * struct rsd_location_snapshot - One known location's accounting.
+ * @location: the location.
+ * @has_budget: it has a budget.
+ * @budget_bytes: the budget (meaningful with @has_budget).
+ * @used_bytes: bytes charged by materializations (and temporary loads).
+ * @reserved_bytes: bytes held by reservations.
+ * @remaining_budget_bytes: budget - used - reserved; meaningful only with
+ *	@has_budget.
+ * @peak_used_bytes: the highest used + reserved seen.
+ * @peak_charged_bytes: the highest used seen.
+ * @value_count: materializations there.
+ * @reservation_count: live reservations there.
+ * @use_count: active lease entries there.
+ * @hold_count: hold entries there.
+ * @pending_event_count: pending GPU lease entries there.
+ * @has_allocator: the allocator fields are set (a CUDA location whose
+ *	driver reports metrics).
+ * @allocator_allocated_bytes: the device allocator's allocated bytes.
+ * @allocator_reserved_bytes: its reserved bytes.
+ */
 struct rsd_location_snapshot {
 	struct rsd_location location;
 	bool has_budget;
 	uint64_t budget_bytes;
 	uint64_t used_bytes, reserved_bytes;
-	uint64_t remaining_budget_bytes; /* meaningful only with has_budget */
+	uint64_t remaining_budget_bytes;
 	uint64_t peak_used_bytes, peak_charged_bytes;
 	uint64_t value_count, reservation_count, use_count, hold_count, pending_event_count;
 	bool has_allocator;
 	uint64_t allocator_allocated_bytes, allocator_reserved_bytes;
 };
 
+/**
+ * struct rsd_reservation_snapshot - One live reservation.
+ * @location: where.
+ * @nbytes: how many bytes.
+ * @label: its label, owned by the snapshot.
+ */
 struct rsd_reservation_snapshot {
 	struct rsd_location location;
 	uint64_t nbytes;
 	const char *label;
 };
 
+/**
+ * struct rsd_snapshot - A copy of one published image.
+ * @manager_id: the manager.
+ * @state_version: the version of the image.
+ * @captured_at_ns: wall clock when it was taken (Unix ns).
+ * @nvalues: the number of values.
+ * @values: every value, in registration order, discarded ones included.
+ * @nlocations: the number of known locations.
+ * @locations: the known locations, in recording order.
+ * @nreservations: the number of live reservations.
+ * @reservations: the live reservations, in creation order.
+ */
 struct rsd_snapshot {
 	uint64_t manager_id, state_version, captured_at_ns;
 	size_t nvalues;
@@ -61,7 +129,25 @@ struct rsd_snapshot {
 	const struct rsd_reservation_snapshot *reservations;
 };
 
+/**
+ * rsd_snapshot_take() - Copy out the last published image.
+ * @m: the manager.
+ * @out: receives the snapshot on success; free it with rsd_snapshot_free().
+ *
+ * Context: Lock-free reader; callable from a source callback.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @m or @out is NULL.
+ * * -RSD_ECLOSED - the manager is closed.
+ * * -RSD_ENOMEM - the copy could not be allocated.
+ */
 int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out);
+
+/**
+ * rsd_snapshot_free() - Free a snapshot.
+ * @s: the snapshot; NULL is ignored.
+ *
+ * Context: Any thread.
+ */
 void rsd_snapshot_free(struct rsd_snapshot *s);
 
 #ifdef __cplusplus

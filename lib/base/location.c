@@ -20,6 +20,27 @@ bool rsd_location_valid(struct rsd_location loc)
 	return false;
 }
 
+int rsd__location_check(struct rsd_location loc, const char *what)
+{
+	switch (loc.kind) {
+	case RSD_PAGEABLE_HOST:
+	case RSD_PINNED_HOST:
+		/* The record's one spelling of the host is -1; anything else is
+		 * not a location record of this kind. */
+		if (loc.device == -1)
+			return 0;
+		return rsd__err(RSD_ETYPE,
+				"%s: not a residency location (host kind %d with device %d)", what,
+				(int)loc.kind, loc.device);
+	case RSD_CUDA:
+		if (loc.device >= 0 && loc.device <= RSD_CUDA_MAX_DEVICE)
+			return 0;
+		return rsd__err(RSD_EINVAL, "%s: CUDA device index %d is outside 0..%d", what,
+				loc.device, RSD_CUDA_MAX_DEVICE);
+	}
+	return rsd__err(RSD_ETYPE, "%s: not a residency location (kind %d)", what, (int)loc.kind);
+}
+
 int rsd_cuda_location(int device, struct rsd_location *out)
 {
 	if (!out)

@@ -26,9 +26,9 @@ bool rsd__nonblank(const char *s)
 	return false;
 }
 
-char *rsd__strdup(const char *s)
+char *rsd__strdup_at(const char *site, const char *s)
 {
-	char *d = strdup(s ? s : "");
+	char *d = rsd__fault(RSD__FAULT_ALLOC, site) ? NULL : strdup(s ? s : "");
 
 	if (!d)
 		rsd__err(RSD_ENOMEM, "out of memory copying a string");

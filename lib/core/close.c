@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Closing (§14) and destroying a manager. */
+/* Closing (§15) and destroying a manager. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Copying a value to a destination (§8.4). Host-to-host copies are plain
+ * Copying a value to a destination (§4.4). Host-to-host copies are plain
  * memcpy (pinned memory is host memory); anything touching a device goes
  * through the driver on a stream, then waits for an event on that stream,
  * so a transition's destination bytes are complete when it returns.
@@ -26,7 +26,7 @@ int rsd__copy_to(struct rsd_manager *m, const struct rsd_resident *src, struct r
 	if (stream && host_kind(to))
 		return rsd__err(RSD_EINVAL, "a host destination takes no stream");
 	if (src->nbuf > RSD_ARRAY_SIZE(sizes_small)) {
-		sizes = malloc(src->nbuf * sizeof(*sizes));
+		sizes = rsd__malloc(src->nbuf * sizeof(*sizes));
 		if (!sizes)
 			return rsd__err(RSD_ENOMEM, "out of memory copying a value");
 	}

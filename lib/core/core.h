@@ -172,6 +172,7 @@ struct rsd_img_value {
 	struct rsd_location source_loc;
 	bool discarded;
 	uint32_t nmats;
+	uint64_t gen; /* the publication that built it (a failed one frees it) */
 	struct rsd_img_mat mats[];
 };
 
@@ -261,6 +262,10 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i);
 int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt);
 /* Free every node (not the values) reachable from pv; used at destroy. */
 void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val));
+/* Undo a failed publication: free the nodes of generation gen reachable from
+ * pv (nodes of earlier ones are shared with a published image), calling fn
+ * (when not NULL) on every value in the leaves freed. */
+void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t gen, void (*fn)(void *val, uint64_t gen));
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
 void rsd__retire_free(struct rsd_manager *m, void *p);
 
@@ -426,6 +431,10 @@ struct rsd_manager {
 
 	/* The published image; written by the writer under m->lock. */
 	struct rsd_image *img;
+	/* A writer call could not publish (out of memory): img is behind the
+	 * writer state until a later call publishes. Written under m->lock;
+	 * readers test it first (rsd__read_fresh). */
+	atomic_bool unpublished;
 	uint64_t gen; /* current publication generation; protected by m->lock */
 	/* Replaced images not yet handed to the reclaimer; protected by m->lock. */
 	struct rsd_image *reclaim;
@@ -457,7 +466,7 @@ struct rsd_manager {
 	struct rsd_reservation *resv_head, *resv_tail;
 	uint64_t next_lifetime_id;
 	/* The manager must never free its storage: an abandoned GPU lease
-	 * could not be waited for (§10.9). */
+	 * could not be waited for (§8.9). */
 	bool keep_alive;
 	/* Publication bookkeeping. */
 	struct rsd_record **dirty;
@@ -482,6 +491,14 @@ void rsd__writer_exit(struct rsd_manager *m);
 int rsd__publish(struct rsd_manager *m);
 /* Whether the writer state differs from the published image. */
 bool rsd__unpublished(const struct rsd_manager *m);
+/*
+ * For readers, before rsd__read_begin(): when a writer call committed but
+ * could not publish (m->unpublished), publish now under the transition
+ * lock, so that a reader sees every change a call reported done. 0, or
+ * -RSD_ENOMEM when publication fails again (nothing is read then), or the
+ * writer guard's refusal (a source load is running, same-thread re-entry).
+ */
+int rsd__read_fresh(struct rsd_manager *m);
 int rsd__publish_first(struct rsd_manager *m);
 /* Append a batch head to a queue linked through gp_next. */
 static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_image **tail,
@@ -516,20 +533,20 @@ void rsd__image_destroy(struct rsd_manager *m);
 int rsd__check_spec(const struct rsd_value_spec *spec);
 /* Validate a location against this manager's runtime (§1.3). */
 int rsd__check_location(const struct rsd_manager *m, struct rsd_location at);
-/* Validate a stream for a destination (§8.1 step 5). */
+/* Validate a stream for a destination (§4.1 step 5). */
 int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at);
 /* The same check with an explicit driver (a lease keeps its own). */
 int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *stream,
 			     struct rsd_location at);
-/* Resolve a handle (§4.2). */
+/* Resolve a handle (§2.5). */
 int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
-/* Admission rule (§9.1) for n more bytes at slot; records the error. */
+/* Admission rule (§7.1) for n more bytes at slot; records the error. */
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
 /* Record a location lazily (+1) when not yet known. */
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
 void rsd__bump(struct rsd_manager *m);
-/* Reap completed pending leases (§10.5). */
+/* Reap completed pending leases (§8.5). */
 int rsd__reap(struct rsd_manager *m);
 /* Finalize a pending lease (+1). */
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
@@ -537,7 +554,7 @@ void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Close-time teardown of every lifetime (forced close). */
 void rsd__lifetimes_drop(struct rsd_manager *m);
-/* Validate and deduplicate a handle set (§10.1) into buf when n <= cap,
+/* Validate and deduplicate a handle set (§8.1) into buf when n <= cap,
  * else into a new array (*out != buf: the caller frees it). */
 int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf, size_t cap,
 		    struct rsd_handle **out, size_t *nout);
@@ -545,7 +562,7 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 void rsd__lease_caches_free(struct rsd_manager *m);
 void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
 
-/* Install / remove (§8.5). */
+/* Install / remove (§4.5). */
 int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 		 struct rsd_resident *v, bool allow_exclusive);
 /* §2.4 materialization validation. */
@@ -554,7 +571,7 @@ int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_reside
 int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
 void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 
-/* Run one action on the writer path (§8); report may be NULL. */
+/* Run one action on the writer path (§4); report may be NULL. */
 int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
 		     struct rsd_transition *report);
 
@@ -563,7 +580,7 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 			const char *label, struct rsd_reservation **out);
 void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservation *r);
 
-/* Copy a value to a destination (§8.4). */
+/* Copy a value to a destination (§4.4). */
 int rsd__copy_to(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
 		 struct rsd_location to, void *stream, struct rsd_resident **out);
 

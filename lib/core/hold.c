@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Holds (§10.6) and named reservations (§10.7): protection and pure
+ * Holds (§8.6) and named reservations (§8.7): protection and pure
  * accounting. Both objects are also the manager's records of themselves:
  * `tracked` says whether the manager still counts them (a forced close
  * stops counting without freeing the caller's object).
@@ -25,10 +25,9 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	err = rsd__handle_set(h, n, buf, RSD_HANDLES_INLINE, &set, &k);
 	if (err)
 		return err;
-	if (!rsd_location_valid(at)) {
-		err = rsd__err(RSD_ETYPE, "rsd_hold: not a residency location");
+	err = rsd__location_check(at, "rsd_hold");
+	if (err)
 		goto out_free;
-	}
 	err = rsd__writer_enter(m, RSD_W_OPEN);
 	if (err)
 		goto out_free;
@@ -37,9 +36,9 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 		err = rsd__reap(m);
 	if (err)
 		goto out;
-	hd = calloc(1, sizeof(*hd));
+	hd = rsd__calloc(1, sizeof(*hd));
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	if (!hd || !(hd->recs = calloc(k, sizeof(*hd->recs)))) {
+	if (!hd || !(hd->recs = rsd__calloc(k, sizeof(*hd->recs)))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating a hold");
 		goto out;
 	}
@@ -156,11 +155,13 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 
 	err = rsd__check_location(m, at);
 	if (!err)
+		err = rsd__fault(RSD__FAULT_RESERVE, label);
+	if (!err)
 		err = rsd__admit(m, at, nbytes);
 	if (err)
 		return err;
-	r = calloc(1, sizeof(*r));
-	if (!r || !(r->label = strdup(label))) {
+	r = rsd__calloc(1, sizeof(*r));
+	if (!r || !(r->label = rsd__strdup(label))) {
 		free(r);
 		return rsd__err(RSD_ENOMEM, "out of memory creating a reservation");
 	}
@@ -223,8 +224,9 @@ int rsd_reserve(struct rsd_manager *m, struct rsd_location at, uint64_t nbytes, 
 		return rsd__err(RSD_EINVAL, "reservation label must not be blank");
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_reserve: NULL argument");
-	if (!rsd_location_valid(at))
-		return rsd__err(RSD_ETYPE, "rsd_reserve: not a residency location");
+	err = rsd__location_check(at, "rsd_reserve");
+	if (err)
+		return err;
 	err = rsd__writer_enter(m, RSD_W_OPEN);
 	if (err)
 		return err;

@@ -65,8 +65,9 @@ int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p
 		size_t cap = img->capretired * 2;
 		struct rsd_retired *r;
 
-		r = img->retired == img->inline_retired ? malloc(cap * sizeof(*r))
-							: realloc(img->retired, cap * sizeof(*r));
+		r = img->retired == img->inline_retired ?
+			    rsd__malloc(cap * sizeof(*r)) :
+			    rsd__realloc(img->retired, cap * sizeof(*r));
 		if (!r)
 			return rsd__err(RSD_ENOMEM, "out of memory retiring published state");
 		if (img->retired == img->inline_retired)
@@ -93,7 +94,7 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 {
 	/* malloc, not calloc: the inline retire array and the log are used
 	 * only up to their counts. */
-	struct rsd_image *img = malloc(sizeof(*img));
+	struct rsd_image *img = rsd__malloc(sizeof(*img));
 
 	if (!img)
 		return NULL;
@@ -184,12 +185,13 @@ static void reclaim_later(struct rsd_manager *m, struct rsd_image *old)
 	rsd__reclaim_poll(m, RSD_RECLAIM_POLL);
 }
 
-static struct rsd_img_value *value_image(const struct rsd_record *rec)
+static struct rsd_img_value *value_image(const struct rsd_record *rec, uint64_t gen)
 {
-	struct rsd_img_value *iv = malloc(sizeof(*iv) + rec->nmats * sizeof(iv->mats[0]));
+	struct rsd_img_value *iv = rsd__malloc(sizeof(*iv) + rec->nmats * sizeof(iv->mats[0]));
 
 	if (!iv)
 		return NULL;
+	iv->gen = gen;
 	iv->handle = rec->handle;
 	iv->index = rec->index;
 	iv->spec = rec->spec;
@@ -264,19 +266,22 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 
 	for (size_t i = 0; i < n; i++) {
 		struct rsd_record *rec = m->republish_all ? m->recs[i] : m->dirty[i];
-		struct rsd_img_value *iv = value_image(rec), *prev;
+		struct rsd_img_value *iv = value_image(rec, m->gen), *prev;
 		int err;
 
 		if (!iv)
 			return rsd__err(RSD_ENOMEM, "out of memory publishing a value image");
 		prev = rsd__pv_get(&img->values, rec->index);
 		err = rsd__pv_set(&img->values, rec->index, iv, m->gen, old);
-		if (!err)
-			err = update_members(m, locs, row_of, prev, iv, rec->index, old);
+		if (err) {
+			free(iv);
+			return err;
+		}
+		err = update_members(m, locs, row_of, prev, iv, rec->index, old);
 		if (!err && prev)
 			err = rsd__retire(old, rsd__retire_free, prev);
 		if (err)
-			return err; /* iv may sit in an unpublished node: leaked */
+			return err; /* iv sits in a node of this generation: unpublish() frees it */
 	}
 	return 0;
 }
@@ -284,7 +289,7 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
 			     struct rsd_img_loc **out)
 {
-	struct rsd_img_loc *locs = malloc((m->nknown ? m->nknown : 1) * sizeof(*locs));
+	struct rsd_img_loc *locs = rsd__malloc((m->nknown ? m->nknown : 1) * sizeof(*locs));
 
 	if (!locs)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the location table");
@@ -323,7 +328,7 @@ static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, st
 		n++;
 		bytes += strlen(r->label) + 1;
 	}
-	tbl = malloc(n * sizeof(*tbl) + bytes + 1);
+	tbl = rsd__malloc(n * sizeof(*tbl) + bytes + 1);
 	if (!tbl)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the reservation table");
 	labels = (char *)(tbl + n);
@@ -342,7 +347,6 @@ static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, st
 	}
 	img->resv = tbl;
 	img->nresv = (uint32_t)n;
-	m->resv_dirty = false;
 	return 0;
 }
 
@@ -354,7 +358,7 @@ static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct 
 	for (struct rsd_lease_rec *l = m->leases; l; l = l->next)
 		n += l->state == RSD_LEASE_PENDING;
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	tbl = malloc((n ? n : 1) * sizeof(*tbl));
+	tbl = rsd__malloc((n ? n : 1) * sizeof(*tbl));
 	if (!tbl)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the pending-lease table");
 	n = 0;
@@ -367,8 +371,32 @@ static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct 
 	}
 	img->pending = (struct rsd_lease_rec *const *)tbl;
 	img->npending = (uint32_t)n;
-	m->pending_dirty = false;
 	return 0;
+}
+
+static void free_new_value(void *val, uint64_t gen)
+{
+	struct rsd_img_value *iv = val;
+
+	if (iv->gen == gen)
+		free(iv);
+}
+
+/* A failed publication: free what it built for img (everything of
+ * generation m->gen, and the tables img does not share with old). */
+static void unpublish(struct rsd_manager *m, struct rsd_image *img, const struct rsd_image *old)
+{
+	rsd__pv_free_gen(&img->values, m->gen, free_new_value);
+	if (img->locs != old->locs) {
+		for (uint32_t i = 0; i < img->nlocs; i++)
+			rsd__pv_free_gen((struct rsd_pv *)&img->locs[i].members, m->gen, NULL);
+		free((void *)img->locs);
+	}
+	if (img->resv != old->resv)
+		free((void *)img->resv);
+	if (img->pending != old->pending)
+		free((void *)img->pending);
+	free(img);
 }
 
 /*
@@ -407,18 +435,20 @@ int rsd__publish(struct rsd_manager *m)
 	if (err) {
 		/*
 		 * The current image still references everything retired above:
-		 * take those retirements back. Nodes and tables this attempt
-		 * built are unreachable and leak (out of memory only); the dirty
-		 * marks stay, so the next writer call publishes again.
+		 * take those retirements back, and free what this attempt built.
+		 * The dirty marks stay, so the next writer call (or reader,
+		 * rsd__read_fresh) publishes again.
 		 */
 		old->nretired = retired_before;
-		free(img);
+		unpublish(m, img, old);
 		return err;
 	}
+	/* Only now: a failure in any step above leaves every mark set. */
 	for (size_t i = 0; i < m->ndirty; i++)
 		m->dirty[i]->dirty = false;
 	m->ndirty = 0;
 	m->republish_all = false;
+	m->resv_dirty = m->pending_dirty = false;
 	img->state_version = m->version;
 	img->closed = m->closed;
 	/* The new image's log is empty: so are the net changes it allows. */
@@ -433,7 +463,7 @@ int rsd__publish(struct rsd_manager *m)
 /* The first image, at create: empty values, the budgeted locations. */
 int rsd__publish_first(struct rsd_manager *m)
 {
-	struct rsd_image *img = calloc(1, sizeof(*img)), stub;
+	struct rsd_image *img = rsd__calloc(1, sizeof(*img)), stub;
 	struct rsd_img_loc *locs;
 	int err;
 
@@ -456,6 +486,7 @@ int rsd__publish_first(struct rsd_manager *m)
 	if (stub.retired && stub.retired != stub.inline_retired)
 		free(stub.retired);
 	m->img = img;
+	m->resv_dirty = m->pending_dirty = false;
 	m->gen++;
 	return 0;
 }
@@ -538,6 +569,9 @@ int rsd_manager_state_version_get(struct rsd_manager *m, uint64_t *out)
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_manager_state_version: NULL argument");
+	err = rsd__read_fresh(m);
+	if (err)
+		return err;
 	img = rsd__read_begin(m);
 	if (img->closed)
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
@@ -565,6 +599,8 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
 		rsd__err(RSD_ETYPE, "rsd_manager_locations: manager is NULL");
 		return 0;
 	}
+	/* Best effort: on failure the previous publication's list is read. */
+	(void)rsd__read_fresh(m);
 	img = rsd__read_begin(m);
 	n = img->nlocs;
 	for (size_t i = 0; i < n && i < cap && out; i++)

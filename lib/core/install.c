@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Materializations: validation against a spec (§2.2, §2.4), install and
- * removal with the storage-owner index and accounting (§8.5).
+ * removal with the storage-owner index and accounting (§4.5).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -138,8 +138,8 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 		uint32_t cap = rec->capmats ? rec->capmats * 2 : (uint32_t)RSD_ARRAY_SIZE(rec->inline_mats);
 		struct rsd_mat *mats;
 
-		mats = rec->mats == rec->inline_mats ? malloc(cap * sizeof(*mats))
-						     : realloc(rec->mats, cap * sizeof(*mats));
+		mats = rec->mats == rec->inline_mats ? rsd__malloc(cap * sizeof(*mats)) :
+						       rsd__realloc(rec->mats, cap * sizeof(*mats));
 		if (!mats) {
 			err = rsd__err(RSD_ENOMEM, "out of memory adding a materialization");
 			goto unwind;
@@ -226,7 +226,7 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 	 * Pageable memory the library allocated is returned after a grace
 	 * period, off the caller's path (unmapping a large value costs as
 	 * much as copying it). Device and pinned memory go back at once, so
-	 * the report's "after" allocator sample does not count it (§8.10).
+	 * the report's "after" allocator sample does not count it (§4.10).
 	 */
 	if (v->block && v->block_at.kind == RSD_PAGEABLE_HOST && !v->release &&
 	    !rsd__retire(m->img, rsd__retire_resident, v))

@@ -50,7 +50,7 @@ static void place(struct rsd_keymap_slot *slots, size_t cap, const struct rsd_ke
 static int grow(struct rsd_keymap *km)
 {
 	size_t cap = km->cap ? km->cap * 2 : 64;
-	struct rsd_keymap_slot *slots = calloc(cap, sizeof(*slots));
+	struct rsd_keymap_slot *slots = rsd__calloc(cap, sizeof(*slots));
 
 	if (!slots)
 		return rsd__err(RSD_ENOMEM, "out of memory growing the storage-owner index");

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Leases (§10.2-§10.5, §10.9): borrowed reads of materializations. A lease
+ * Leases (§8.2-§8.5, §8.9): borrowed reads of materializations. A lease
  * on a CUDA location ends in two steps: release records one event per
  * consumer stream and turns the lease pending; the writer path reaps it once
  * every event completed. A pending lease record is immutable and published
@@ -55,12 +55,17 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 {
 	struct rsd_handle *set = buf;
 	size_t k = 0;
+	int err;
 
 	if (!n)
 		return rsd__err(RSD_EINVAL, "at least one handle is required");
 	if (!h)
 		return rsd__err(RSD_ETYPE, "handle array is NULL");
-	if (n > cap && (n > SIZE_MAX / sizeof(*set) || !(set = malloc(n * sizeof(*set)))))
+	/* Every element, before the first one is resolved. */
+	err = rsd__handles_check(h, n, "handle");
+	if (err)
+		return err;
+	if (n > cap && (n > SIZE_MAX / sizeof(*set) || !(set = rsd__malloc(n * sizeof(*set)))))
 		return rsd__err(RSD_ENOMEM, "out of memory copying %zu handles", n);
 	for (size_t i = 0; i < n; i++) {
 		size_t j;
@@ -106,7 +111,7 @@ static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
 
 		if (cap > (SIZE_MAX - sizeof(*l)) / per)
 			return NULL;
-		l = malloc(sizeof(*l) + cap * per);
+		l = rsd__malloc(sizeof(*l) + cap * per);
 		if (!l)
 			return NULL;
 	}
@@ -144,7 +149,7 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 	}
 	pthread_mutex_unlock(&m->objs_lock);
 	if (!obj) {
-		obj = calloc(1, sizeof(*obj));
+		obj = rsd__calloc(1, sizeof(*obj));
 		if (!obj)
 			return NULL;
 		pthread_mutex_init(&obj->lock, NULL);
@@ -297,10 +302,9 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	err = rsd__handle_set(h, n, obj->inline_handles, RSD_HANDLES_INLINE, &obj->handles, &k);
 	if (err)
 		goto out_free;
-	if (!rsd_location_valid(at)) {
-		err = rsd__err(RSD_ETYPE, "rsd_acquire: not a residency location");
+	err = rsd__location_check(at, "rsd_acquire");
+	if (err)
 		goto out_free;
-	}
 	err = rsd__writer_enter(m, RSD_W_OPEN);
 	if (err)
 		goto out_free;
@@ -319,7 +323,7 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 		goto out;
 	l = lease_rec_new(m, k);
 	if (!l || (consumer_stream && !obj->capstreams &&
-		   !(obj->streams = malloc(4 * sizeof(void *))))) {
+		   !(obj->streams = rsd__malloc(4 * sizeof(void *))))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating a lease");
 		goto out;
 	}
@@ -337,7 +341,10 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 		}
 		l->ids[i] = obj->handles[i].id;
 	}
-	/* Every handle passed: commit atomically. */
+	/* Every handle passed: the "acquire" fault point, then commit atomically. */
+	if (rsd__fault_on() &&
+	    (err = rsd__fault_hit(RSD__FAULT_ACQUIRE, rsd_location_name(at, name, sizeof(name)))))
+		goto out;
 	l->id = rsd__next_id();
 	l->loc = at;
 	l->n = k;
@@ -392,7 +399,7 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 			goto out;
 	if (l->nstreams == l->capstreams) {
 		size_t cap = l->capstreams ? l->capstreams * 2 : 4;
-		void **s = realloc(l->streams, cap * sizeof(*s));
+		void **s = rsd__realloc(l->streams, cap * sizeof(*s));
 
 		if (!s) {
 			err = rsd__err(RSD_ENOMEM, "out of memory adding a consumer stream");
@@ -407,7 +414,7 @@ out:
 	return err;
 }
 
-/* The GPU half of §10.4, steps 3-7. */
+/* The GPU half of §8.4, steps 3-7. */
 static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_lease_rec *l,
 		       unsigned flags)
 {
@@ -427,10 +434,13 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 		if (err)
 			return err;
 	}
-	events = calloc(obj->nstreams, sizeof(*events));
+	/* Without memory for the events, release as if recording failed:
+	 * by synchronizing the streams, so that a release never fails for
+	 * want of memory (rsd_lease_free relies on it). */
+	events = rsd__calloc(obj->nstreams, sizeof(*events));
 	if (!events)
-		return rsd__err(RSD_ENOMEM, "out of memory recording lease events");
-	for (i = 0; i < obj->nstreams; i++)
+		rsd__err(RSD_ENOMEM, "out of memory for %zu event(s)", obj->nstreams);
+	for (i = 0; events && i < obj->nstreams; i++)
 		if (m->ops->event_record(m->ops_ctx, obj->streams[i], &events[i]))
 			break;
 	if (i < obj->nstreams) {
@@ -521,6 +531,9 @@ int rsd_lease_value(struct rsd_lease *obj, struct rsd_handle h, const struct rsd
 
 	if (!obj || !out)
 		return rsd__err(RSD_ETYPE, "rsd_lease_value: NULL argument");
+	err = rsd__handle_check(h, "rsd_lease_value");
+	if (err)
+		return err;
 	pthread_mutex_lock(&obj->lock);
 	if (!obj->active) {
 		err = rsd__err(RSD_ELIFETIME, "lease has been released");
@@ -588,7 +601,7 @@ void rsd_lease_free(struct rsd_lease *obj)
 		return;
 	m = obj->link.m;
 	if (obj->active && m) {
-		/* Abandonment (§10.9): wait for the consumers, then warn. */
+		/* Abandonment (§8.9): wait for the consumers, then warn. */
 		if (rsd_lease_release(obj, RSD_RELEASE_WAIT)) {
 			/* The manager may still point at the object (and GPU work
 			 * may still read the memory): keep both, for ever. */

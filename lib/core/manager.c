@@ -44,10 +44,11 @@ void rsd__warn(struct rsd_manager *m, const char *fmt, ...)
 int rsd__check_location(const struct rsd_manager *m, struct rsd_location at)
 {
 	char name[RSD_LOCATION_NAME_MAX];
+	int err;
 
-	if (!rsd_location_valid(at))
-		return rsd__err(RSD_ETYPE, "not a residency location (kind %d, device %d)", (int)at.kind,
-				at.device);
+	err = rsd__location_check(at, "residency location");
+	if (err)
+		return err;
 	if (at.kind != RSD_CUDA)
 		return 0;
 	if (!m->ndevices)
@@ -161,7 +162,7 @@ void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec)
 	if (m->ndirty == m->capdirty) {
 		size_t cap = m->capdirty ? m->capdirty * 2 : 64;
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-		struct rsd_record **d = realloc(m->dirty, cap * sizeof(*d));
+		struct rsd_record **d = rsd__realloc(m->dirty, cap * sizeof(*d));
 
 		/* Publication must not miss a change for bookkeeping: fall
 		 * back to re-imaging every record at the next publication. */
@@ -185,7 +186,7 @@ struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at)
 }
 
 /*
- * Writer entry (semantics.md §11.1, §6.1). A thread arriving while a source
+ * Writer entry (reference.md §9.1, §5.3). A thread arriving while a source
  * callback runs is refused at once; a thread already waiting for the lock
  * polls every 10 ms and is refused once a callback has started.
  */
@@ -253,19 +254,50 @@ bool rsd__unpublished(const struct rsd_manager *m)
 	       m->img->closed != m->closed;
 }
 
+/* Under m->lock. A failure keeps the dirty marks and sets m->unpublished. */
+static int publish_now(struct rsd_manager *m)
+{
+	int err = rsd__publish(m);
+
+	if (!err)
+		m->locs_dirty = false;
+	atomic_store_explicit(&m->unpublished, err != 0, memory_order_release);
+	return err;
+}
+
+static void writer_unlock(struct rsd_manager *m)
+{
+	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
+	pthread_mutex_unlock(&m->lock);
+}
+
 void rsd__writer_exit(struct rsd_manager *m)
 {
 	if (rsd__unpublished(m)) {
-		/* A failed publication keeps its dirty marks for the next call;
-		 * the error it recorded must not mask the call's own result. */
+		/* A failed publication keeps its dirty marks for the next call
+		 * (or reader, rsd__read_fresh); the error it recorded must not
+		 * mask the call's own result. */
 		struct rsd_error saved = *rsd_last_error();
 
-		if (!rsd__publish(m))
-			m->locs_dirty = false;
+		publish_now(m);
 		*rsd__err_record() = saved;
 	}
-	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
-	pthread_mutex_unlock(&m->lock);
+	writer_unlock(m);
+}
+
+int rsd__read_fresh(struct rsd_manager *m)
+{
+	int err;
+
+	if (rsd__likely(!atomic_load_explicit(&m->unpublished, memory_order_acquire)))
+		return 0;
+	err = rsd__writer_enter(m, 0);
+	if (err)
+		return err;
+	if (rsd__unpublished(m))
+		err = publish_now(m);
+	writer_unlock(m);
+	return err;
 }
 
 static const struct rsd_device_ops *pick_driver(const struct rsd_manager_config *cfg, void **ctx)
@@ -302,7 +334,7 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 			    !cfg->driver->free || !cfg->driver->copy))
 		return rsd__err(RSD_ETYPE, "device driver '%s' lacks a required operation",
 				cfg->driver->name ? cfg->driver->name : "?");
-	m = calloc(1, sizeof(*m));
+	m = rsd__calloc(1, sizeof(*m));
 	if (!m)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a manager");
 	m->ops = pick_driver(cfg, &m->ops_ctx);

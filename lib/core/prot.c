@@ -77,7 +77,7 @@ static struct rsd_img_prot *log_room(struct rsd_manager *m, uint32_t slot,
 	if (fresh > RSD_PROT_NET_MAX - m->nlognet)
 		return NULL;
 	if (!log) {
-		log = malloc(RSD_PROT_LOG_MAX * sizeof(*log));
+		log = rsd__malloc(RSD_PROT_LOG_MAX * sizeof(*log));
 		if (!log)
 			return NULL;
 		/* Readers look at it only once nlog covers an entry. */

@@ -26,7 +26,7 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i)
 
 static struct rsd_pv_node *node_new(uint64_t gen, const struct rsd_pv_node *from)
 {
-	struct rsd_pv_node *n = malloc(sizeof(*n));
+	struct rsd_pv_node *n = rsd__malloc(sizeof(*n));
 
 	if (!n)
 		return NULL;
@@ -109,6 +109,27 @@ static void free_level(struct rsd_pv_node *n, unsigned shift, void (*fn)(void *v
 			fn(n->slot[i]);
 	}
 	free(n);
+}
+
+static void free_gen(struct rsd_pv_node *n, unsigned shift, uint64_t gen,
+		     void (*fn)(void *val, uint64_t gen))
+{
+	if (!n || n->gen != gen)
+		return;
+	for (unsigned i = 0; i < RSD_PV_WIDTH; i++) {
+		if (!n->slot[i])
+			continue;
+		if (shift)
+			free_gen(n->slot[i], shift - RSD_PV_BITS, gen, fn);
+		else if (fn)
+			fn(n->slot[i], gen);
+	}
+	free(n);
+}
+
+void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t gen, void (*fn)(void *val, uint64_t gen))
+{
+	free_gen(pv->root, pv->shift, gen, fn);
 }
 
 void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val))

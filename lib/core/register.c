@@ -13,14 +13,14 @@ static struct rsd_record *record_new(struct rsd_manager *m, const struct rsd_typ
 	if (m->nrecs == m->caprecs) {
 		size_t cap = m->caprecs ? m->caprecs * 2 : 64;
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-		struct rsd_record **recs = realloc(m->recs, cap * sizeof(*recs));
+		struct rsd_record **recs = rsd__realloc(m->recs, cap * sizeof(*recs));
 
 		if (!recs)
 			return NULL;
 		m->recs = recs;
 		m->caprecs = cap;
 	}
-	rec = calloc(1, sizeof(*rec));
+	rec = rsd__calloc(1, sizeof(*rec));
 	if (!rec)
 		return NULL;
 	/* Issued now even if the caller fails later: an id is never reused. */
@@ -52,7 +52,7 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 		return rsd__err(RSD_ETYPE, "rsd_adopt: value is not a resident (NULL)");
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_adopt: NULL argument");
-	/* §7.1 order: closed, location, runtime validity, conformance, spec,
+	/* §6.1 order: closed, location, runtime validity, conformance, spec,
 	 * then ownership at install. */
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err)
@@ -115,10 +115,13 @@ out:
 
 int rsd__check_spec(const struct rsd_value_spec *spec)
 {
+	int err;
+
 	if (!spec)
 		return rsd__err(RSD_ETYPE, "value spec is NULL");
-	if (!spec->type || !rsd_type_is_a(spec->type, &rsd_resident_type))
-		return rsd__err(RSD_ETYPE, "value spec type is not a value type");
+	err = rsd__type_check(spec->type, "value spec");
+	if (err)
+		return err;
 	if (spec->storage_nbytes < spec->logical_nbytes)
 		return rsd__err(RSD_EINVAL, "value spec storage_nbytes %llu < logical_nbytes %llu",
 				(unsigned long long)spec->storage_nbytes,

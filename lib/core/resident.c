@@ -9,18 +9,6 @@
 
 #include "core.h"
 
-const struct rsd_type rsd_resident_type = { "resident", NULL };
-
-bool rsd_type_is_a(const struct rsd_type *t, const struct rsd_type *base)
-{
-	if (!base)
-		return false;
-	for (; t; t = t->parent)
-		if (t == base)
-			return true;
-	return false;
-}
-
 /* Header, buffer table and metadata in one allocation. */
 static struct rsd_resident *resident_new(const struct rsd_type *type, size_t nbuf, const void *meta,
 					 size_t meta_len)
@@ -30,6 +18,7 @@ static struct rsd_resident *resident_new(const struct rsd_type *type, size_t nbu
 
 	if (nbuf > (SIZE_MAX - sizeof(*r) - meta_len) / sizeof(struct rsd_buffer_view))
 		return NULL;
+	/* Part of the value, not bookkeeping: the "resident" fault point, not "alloc". */
 	r = calloc(1, sizeof(*r) + tbl + meta_len);
 	if (!r)
 		return NULL;
@@ -44,16 +33,6 @@ static struct rsd_resident *resident_new(const struct rsd_type *type, size_t nbu
 	return r;
 }
 
-static int check_type(const struct rsd_type *type)
-{
-	if (!type)
-		return rsd__err(RSD_ETYPE, "value type is NULL");
-	if (!rsd_type_is_a(type, &rsd_resident_type))
-		return rsd__err(RSD_ETYPE, "type '%s' does not derive from the resident value type",
-				type->name ? type->name : "?");
-	return 0;
-}
-
 int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int ndevices,
 			const struct rsd_type *type, struct rsd_location at, size_t nbuf,
 			const uint64_t *nbytes, const void *meta, size_t meta_len,
@@ -64,16 +43,16 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 	char name[RSD_LOCATION_NAME_MAX];
 	int err;
 
-	err = check_type(type);
+	err = rsd__type_check(type, "rsd_resident_alloc");
 	if (err)
 		return err;
 	if (!out || (nbuf && !nbytes) || (meta_len && !meta))
 		return rsd__err(RSD_ETYPE, "rsd_resident_alloc: NULL argument");
 	if (!nbuf)
 		return rsd__err(RSD_EINVAL, "a value needs at least one buffer");
-	if (!rsd_location_valid(at))
-		return rsd__err(RSD_ETYPE, "not a residency location (kind %d, device %d)",
-				(int)at.kind, at.device);
+	err = rsd__location_check(at, "rsd_resident_alloc");
+	if (err)
+		return err;
 	if (at.kind == RSD_CUDA && at.device >= ndevices)
 		return rsd__err(RSD_EINVAL, ndevices ? "Residency location %s is not available in this process"
 						     : "CUDA residency locations require available CUDA (%s)",
@@ -87,6 +66,9 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 					(unsigned long long)nbytes[i]);
 		total += rounded;
 	}
+	if (rsd__fault_on() &&
+	    (err = rsd__fault_hit(RSD__FAULT_RESIDENT, rsd_location_name(at, name, sizeof(name)))))
+		return err;
 	r = resident_new(type, nbuf, meta, meta_len);
 	if (!r)
 		return rsd__err(RSD_ENOMEM, "out of memory allocating a resident header");
@@ -142,7 +124,7 @@ int rsd_resident_wrap(const struct rsd_type *type, size_t nbuf, const struct rsd
 	struct rsd_resident *r;
 	int err;
 
-	err = check_type(type);
+	err = rsd__type_check(type, "rsd_resident_wrap");
 	if (err)
 		return err;
 	if (!out || (nbuf && !bufs) || (meta_len && !meta))
@@ -153,8 +135,9 @@ int rsd_resident_wrap(const struct rsd_type *type, size_t nbuf, const struct rsd
 		const struct rsd_buffer_view *b = &bufs[i];
 		uintptr_t d = (uintptr_t)b->data, base = (uintptr_t)b->base;
 
-		if (!rsd_location_valid(b->location))
-			return rsd__err(RSD_EINVAL, "buffer %zu has an invalid location", i);
+		err = rsd__location_check(b->location, "rsd_resident_wrap: buffer");
+		if (err)
+			return err;
 		if (b->nbytes && (!b->data || !b->base))
 			return rsd__err(RSD_EINVAL, "buffer %zu of %llu bytes has no data or base", i,
 					(unsigned long long)b->nbytes);

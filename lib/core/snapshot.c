@@ -24,6 +24,9 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_snapshot_take: NULL argument");
+	err = rsd__read_fresh(m);
+	if (err)
+		return err;
 	img = rsd__read_begin(m);
 	rsd__view_init(&view, img);
 	if (img->closed) {
@@ -37,7 +40,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		labels += strlen(img->resv[i].label) + 1;
 	size = sizeof(*s) + img->values.count * sizeof(*vals) + nmats * sizeof(*mats) +
 	       img->nlocs * sizeof(*locs) + img->nresv * sizeof(*resv) + labels;
-	s = malloc(size);
+	s = rsd__malloc(size);
 	if (!s) {
 		err = rsd__err(RSD_ENOMEM, "out of memory for a snapshot of %llu values",
 			       (unsigned long long)img->values.count);
@@ -100,7 +103,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		l->use_count = c.use;
 		l->hold_count = c.hold;
 		l->pending_event_count = c.pending;
-		/* Allocator metrics are sampled now, best effort (§13.4). */
+		/* Allocator metrics are sampled now, best effort (§14.4). */
 		if (l->location.kind == RSD_CUDA && l->location.device < m->ndevices &&
 		    m->ops->metrics &&
 		    !m->ops->metrics(m->ops_ctx, l->location.device, &l->allocator_allocated_bytes,

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The action executor (§8): ensure/copy, move, drop and discard, each with
+ * The action executor (§4): ensure/copy, move, drop and discard, each with
  * its report. Runs on the writer path; plans call rsd__exec_action() once
  * per action under the same lock.
  *
  * Every check that can fail precedes the first state change, so a failed
  * action leaves no trace beyond the reaping of its prologue and the peak
- * raised by a temporary source charge (§9.2).
+ * raised by a temporary source charge (§7.2).
  */
 #include <string.h>
 
@@ -60,7 +60,7 @@ static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rs
 	x->charged = false;
 }
 
-/* Run the source's load with the callback guard raised (§8.3, §11). */
+/* Run the source's load with the callback guard raised (§4.3, §9). */
 static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
 {
 	uint64_t c = rec->spec.storage_nbytes;
@@ -118,7 +118,7 @@ fail:
 	return err;
 }
 
-/* §8.3: the copy source of an ensure, or of a move with nothing to move. */
+/* §4.3: the copy source of an ensure, or of a move with nothing to move. */
 static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
 {
 	memset(x, 0, sizeof(*x));
@@ -300,7 +300,7 @@ static int do_discard(struct rsd_manager *m, struct rsd_record *rec)
 	return 0;
 }
 
-/* §8.10: the first CUDA location among the action's candidates. */
+/* §4.10: the first CUDA location among the action's candidates. */
 static int sample_device(const struct rsd_record *rec, const struct rsd_action *a)
 {
 	switch (a->kind) {
@@ -416,16 +416,19 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 	return 0;
 }
 
-static int run_one(struct rsd_manager *m, const struct rsd_action *a, void *stream,
+/* fn: the public entry point, for messages. */
+static int run_one(struct rsd_manager *m, const char *fn, const struct rsd_action *a, void *stream,
 		   struct rsd_transition *report)
 {
 	int err;
 
-	if (!rsd_location_valid(a->location) && a->kind != RSD_ACT_DISCARD)
-		return rsd__err(RSD_ETYPE, "not a residency location (kind %d, device %d)",
-				(int)a->location.kind, a->location.device);
-	if (a->has_from && !rsd_location_valid(a->from))
-		return rsd__err(RSD_ETYPE, "from is not a residency location");
+	err = rsd__handle_check(a->handle, fn);
+	if (!err && a->kind != RSD_ACT_DISCARD)
+		err = rsd__location_check(a->location, fn);
+	if (!err && a->has_from)
+		err = rsd__location_check(a->from, "rsd_move: from");
+	if (err)
+		return err;
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err)
 		return err;
@@ -439,13 +442,15 @@ int rsd_ensure(struct rsd_manager *m, struct rsd_handle h, struct rsd_location a
 {
 	struct rsd_action a = rsd_action_ensure(h, at);
 
-	return run_one(m, &a, stream, report);
+	return run_one(m, "rsd_ensure", &a, stream, report);
 }
 
 int rsd_copy(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to, void *stream,
 	     struct rsd_transition *report)
 {
-	return rsd_ensure(m, h, to, stream, report);
+	struct rsd_action a = rsd_action_ensure(h, to);
+
+	return run_one(m, "rsd_copy", &a, stream, report);
 }
 
 int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
@@ -453,7 +458,7 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
 {
 	struct rsd_action a = rsd_action_move(h, to, from);
 
-	return run_one(m, &a, stream, report);
+	return run_one(m, "rsd_move", &a, stream, report);
 }
 
 int rsd_drop(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
@@ -461,12 +466,12 @@ int rsd_drop(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
 {
 	struct rsd_action a = rsd_action_drop(h, at);
 
-	return run_one(m, &a, NULL, report);
+	return run_one(m, "rsd_drop", &a, NULL, report);
 }
 
 int rsd_discard(struct rsd_manager *m, struct rsd_handle h, struct rsd_transition *report)
 {
 	struct rsd_action a = rsd_action_discard(h);
 
-	return run_one(m, &a, NULL, report);
+	return run_one(m, "rsd_discard", &a, NULL, report);
 }

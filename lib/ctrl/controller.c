@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The residency controller (semantics.md §15.4-15.7, §15.12): optional
+ * The residency controller (reference.md §12.4-12.7, §13.5): optional
  * automation over one manager, built on the public API plus the core's
  * read side (core.h). It keeps policy metadata and access epochs, and
  * decides when asked: decide reads one published image in place (an RCU
@@ -47,7 +47,7 @@ struct rsd__meta *rsd__meta_get(struct rsd_controller *c, uint64_t id)
 		return e;
 	if (2 * (c->meta_n + 1) > c->meta_cap) {
 		size_t cap = c->meta_cap ? 2 * c->meta_cap : 64;
-		struct rsd__meta *t = calloc(cap, sizeof(*t));
+		struct rsd__meta *t = rsd__calloc(cap, sizeof(*t));
 
 		if (!t) {
 			rsd__err(RSD_ENOMEM, "out of memory growing the controller metadata");
@@ -115,7 +115,7 @@ int rsd_controller_create(struct rsd_manager *m, const struct rsd_policy *policy
 		return rsd__err(RSD_ETYPE, "rsd_controller_create: out is NULL");
 	if (policy && (err = check_policy(policy)))
 		return err;
-	c = calloc(1, sizeof(*c));
+	c = rsd__calloc(1, sizeof(*c));
 	if (!c)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a controller");
 	if (!policy) {
@@ -174,7 +174,7 @@ long rsd__img_index(const struct rsd_image *img, struct rsd_handle h)
 	return -1;
 }
 
-/* §4.2 against an image of manager manager_id: foreign, unknown, discarded. */
+/* §2.5 against an image of manager manager_id: foreign, unknown, discarded. */
 static int resolve(const struct rsd_image *img, uint64_t manager_id, struct rsd_handle h,
 		   long *idx)
 {
@@ -193,7 +193,7 @@ static int resolve(const struct rsd_image *img, uint64_t manager_id, struct rsd_
 	return 0;
 }
 
-/* ---- set_policy_metadata (§15.5) ---- */
+/* ---- set_policy_metadata (§12.5) ---- */
 
 int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_handle h, int priority,
 				       const char *stable_key)
@@ -206,8 +206,14 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 
 	if (!c)
 		return rsd__err(RSD_ETYPE, "rsd_controller_set_policy_metadata: controller is NULL");
+	err = rsd__handle_check(h, "rsd_controller_set_policy_metadata");
+	if (err)
+		return err;
 	if (stable_key && !rsd__nonblank(stable_key))
 		return rsd__err(RSD_EINVAL, "policy metadata stable_key must be non-blank");
+	err = rsd__read_fresh(c->m);
+	if (err)
+		return err;
 	pthread_mutex_lock(&c->lock);
 	/* Only the handle is checked against the image: leave the read
 	 * section before touching the table. */
@@ -255,25 +261,17 @@ out:
 	return err;
 }
 
-/* ---- requests (§15.1) ---- */
-
-static int check_loc(struct rsd_location loc, const char *what, size_t i)
-{
-	if (loc.kind != RSD_PAGEABLE_HOST && loc.kind != RSD_PINNED_HOST && loc.kind != RSD_CUDA)
-		return rsd__err(RSD_ETYPE, "%s %zu: not a residency location (kind %d)", what, i,
-				(int)loc.kind);
-	if (!rsd_location_valid(loc))
-		return rsd__err(RSD_EINVAL, "%s %zu: invalid location device %d", what, i,
-				loc.device);
-	return 0;
-}
+/* ---- requests (§12.1) ---- */
 
 int rsd__request_check(const struct rsd_request *r)
 {
+	char what[48];
 	int err;
 
 	if (!r)
 		return rsd__err(RSD_ETYPE, "residency request is NULL");
+	if (!r->name)
+		return rsd__err(RSD_ETYPE, "residency request name is NULL");
 	if (!rsd__nonblank(r->name))
 		return rsd__err(RSD_EINVAL, "residency request name must be a non-blank string");
 	if (!r->nrequirements)
@@ -284,7 +282,11 @@ int rsd__request_check(const struct rsd_request *r)
 	for (size_t i = 0; i < r->nrequirements; i++) {
 		const struct rsd_requirement *q = &r->requirements[i];
 
-		if ((err = check_loc(q->location, "requirement", i)))
+		snprintf(what, sizeof(what), "requirement %zu", i);
+		err = rsd__handle_check(q->handle, what);
+		if (!err)
+			err = rsd__location_check(q->location, what);
+		if (err)
 			return err;
 		for (size_t j = 0; j < i; j++)
 			if (rsd_handle_equal(r->requirements[j].handle, q->handle) &&
@@ -301,7 +303,9 @@ int rsd__request_check(const struct rsd_request *r)
 		return rsd__err(RSD_ETYPE, "residency request '%s': reservations array is NULL",
 				r->name);
 	for (size_t i = 0; i < r->nreservations; i++) {
-		if ((err = check_loc(r->reservations[i].location, "reservation", i)))
+		snprintf(what, sizeof(what), "reservation %zu", i);
+		err = rsd__location_check(r->reservations[i].location, what);
+		if (err)
 			return err;
 		if (!r->reservations[i].label)
 			return rsd__err(RSD_ETYPE, "reservation %zu: label is NULL", i);
@@ -311,7 +315,7 @@ int rsd__request_check(const struct rsd_request *r)
 	return 0;
 }
 
-/* VALIDATE (§15.7): handles, then EXCLUSIVE values required twice. */
+/* VALIDATE (§12.7): handles, then EXCLUSIVE values required twice. */
 int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct rsd_request *r)
 {
 	long idx;

@@ -12,8 +12,8 @@
 
 /*
  * Per-handle controller record: policy metadata and the last access epoch.
- * Records are never purged, not even for discarded handles (semantics.md
- * §15.4): a discarded handle's stable key still blocks reuse.
+ * Records are never purged, not even for discarded handles (reference.md
+ * §12.4): a discarded handle's stable key still blocks reuse.
  */
 struct rsd__meta {
 	uint64_t id; /* handle id; 0 marks an empty table slot */
@@ -70,7 +70,7 @@ struct rsd__search_result {
 };
 
 /*
- * Static request validation (semantics.md §15.1): name, requirements,
+ * Static request validation (reference.md §12.1): name, requirements,
  * duplicates, reservations. Records the failure.
  */
 int rsd__request_check(const struct rsd_request *r);
@@ -79,7 +79,7 @@ struct rsd_image;
 struct rsd_view;
 
 /*
- * Run the lazy memoized search of semantics.md §15.11 on the published
+ * Run the lazy memoized search of reference.md §13.4 on the published
  * image img for request r, whose handles were validated against img. Caller
  * holds c->lock and the RCU read section img was read in (core.h). On
  * success fills *res (free with rsd__search_result_fini). On failure returns
@@ -94,7 +94,7 @@ void rsd__search_result_fini(struct rsd__search_result *res);
 /* Registration index of handle h in img, or -1; O(log N). */
 long rsd__img_index(const struct rsd_image *img, struct rsd_handle h);
 
-/* VALIDATE of §15.7 against an image of manager manager_id (controller.c). */
+/* VALIDATE of §12.7 against an image of manager manager_id (controller.c). */
 int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct rsd_request *r);
 
 #endif

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * decide (semantics.md §15.7) and the decision record (§15.12): one
+ * decide (reference.md §12.7) and the decision record (§13.5): one
  * published image in, a confirmed plan out. decide never executes an
  * action, admits a reservation, acquires a lease or calls a source.
  */
@@ -70,7 +70,7 @@ void rsd_decision_free(struct rsd_decision *pub)
 
 static void *dup_array(const void *src, size_t n, size_t size)
 {
-	void *p = malloc(n ? n * size : 1);
+	void *p = rsd__malloc(n ? n * size : 1);
 
 	if (p && n)
 		memcpy(p, src, n * size);
@@ -83,21 +83,21 @@ static int build(struct rsd_controller *c, const struct rsd_request *r, uint64_t
 {
 	const struct rsd_policy *p = c->policy;
 	const struct rsd_policy_config_entry *cfg;
-	struct decision *d = calloc(1, sizeof(*d));
+	struct decision *d = rsd__calloc(1, sizeof(*d));
 	size_t ncfg = 0;
 	char buf[160];
 
 	if (!d)
 		goto nomem;
 	d->expl = expl; /* owned from here on, even on failure */
-	d->name = strdup(r->name);
+	d->name = rsd__strdup(r->name);
 	d->reclaim = dup_array(res->reclaim, res->nreclaim, sizeof(*res->reclaim));
 	d->enter = dup_array(res->enter, res->nenter, sizeof(*res->enter));
-	d->res = calloc(r->nreservations ? r->nreservations : 1, sizeof(*d->res));
-	d->ev = calloc(res->nreclaim ? res->nreclaim : 1, sizeof(*d->ev));
-	d->policy_name = strdup(p->ops->name(p->ctx));
+	d->res = rsd__calloc(r->nreservations ? r->nreservations : 1, sizeof(*d->res));
+	d->ev = rsd__calloc(res->nreclaim ? res->nreclaim : 1, sizeof(*d->ev));
+	d->policy_name = rsd__strdup(p->ops->name(p->ctx));
 	cfg = p->ops->config_identity(p->ctx, &ncfg);
-	d->cfg = calloc(ncfg ? ncfg : 1, sizeof(*d->cfg));
+	d->cfg = rsd__calloc(ncfg ? ncfg : 1, sizeof(*d->cfg));
 	if (!d->name || !d->reclaim || !d->enter || !d->res || !d->ev || !d->policy_name || !d->cfg)
 		goto nomem;
 	d->plan.name = d->name;
@@ -108,7 +108,7 @@ static int build(struct rsd_controller *c, const struct rsd_request *r, uint64_t
 	d->plan.reservations = d->res;
 	for (size_t i = 0; i < r->nreservations; i++, d->plan.nreservations++) {
 		d->res[i] = r->reservations[i];
-		d->res[i].label = strdup(r->reservations[i].label);
+		d->res[i].label = rsd__strdup(r->reservations[i].label);
 		if (!d->res[i].label)
 			goto nomem;
 	}
@@ -117,13 +117,13 @@ static int build(struct rsd_controller *c, const struct rsd_request *r, uint64_t
 		d->ev[i].rank = res->evict[i].rank;
 		d->ev[i].released_location = res->evict[i].released;
 		d->ev[i].released_nbytes = res->evict[i].nbytes;
-		d->ev[i].reason = strdup(reason_text(&res->evict[i], buf, sizeof(buf)));
+		d->ev[i].reason = rsd__strdup(reason_text(&res->evict[i], buf, sizeof(buf)));
 		if (!d->ev[i].reason)
 			goto nomem;
 	}
 	for (size_t i = 0; i < ncfg; i++, d->pub.npolicy_config++) {
-		d->cfg[i].key = strdup(cfg[i].key);
-		d->cfg[i].value = strdup(cfg[i].value);
+		d->cfg[i].key = rsd__strdup(cfg[i].key);
+		d->cfg[i].value = rsd__strdup(cfg[i].value);
 		if (!d->cfg[i].key || !d->cfg[i].value) {
 			d->pub.npolicy_config++;
 			goto nomem;
@@ -166,6 +166,9 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 	 * nest their own sections; the version check below still catches a
 	 * writer that ran in between.
 	 */
+	err = rsd__read_fresh(c->m);
+	if (err)
+		return err;
 	img = rsd__read_begin(c->m);
 	if (img->closed) {
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",

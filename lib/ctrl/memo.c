@@ -89,7 +89,7 @@ int rsd__memo_add(struct rsd__memo *m, const void *key, size_t len)
 	if (2 * (m->n + 1) > m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 64;
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): a table of pointers */
-		struct memo_key **tab = calloc(cap, sizeof(*tab));
+		struct memo_key **tab = rsd__calloc(cap, sizeof(*tab));
 
 		if (!tab)
 			return rsd__err(RSD_ENOMEM, "out of memory growing the search memo");
@@ -100,7 +100,7 @@ int rsd__memo_add(struct rsd__memo *m, const void *key, size_t len)
 		m->tab = tab;
 		m->cap = cap;
 	}
-	k = malloc(sizeof(*k) + len);
+	k = rsd__malloc(sizeof(*k) + len);
 	if (!k)
 		return rsd__err(RSD_ENOMEM, "out of memory recording a search memo key");
 	k->hash = key_hash(key, len);

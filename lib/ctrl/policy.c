@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The deterministic tiered LRU policy (semantics.md §15.3): configured
+ * The deterministic tiered LRU policy (reference.md §12.3): configured
  * fallback tiers, and an eviction order that depends only on priority,
  * access epoch, stable key and registration order.
  */
@@ -61,7 +61,7 @@ static long long cand_epoch(const struct rsd_eviction_candidate *c)
 	return c->has_last_access_epoch ? (long long)c->last_access_epoch : -1;
 }
 
-/* The §15.3 key: priority, epoch, keyed first, key bytes, registration. */
+/* The §12.3 key: priority, epoch, keyed first, key bytes, registration. */
 static int cand_cmp(const struct rsd_eviction_candidate *a, const struct rsd_eviction_candidate *b)
 {
 	const char *ka = a->metadata.stable_key, *kb = b->metadata.stable_key;
@@ -118,8 +118,8 @@ static int lru_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	if (n > UINT32_MAX)
 		return rsd__err(RSD_EINVAL, "order_candidates: %zu candidates are too many", n);
 	if (n > RSD_ARRAY_SIZE(small)) {
-		copy = malloc(n * sizeof(*copy));
-		idx = malloc(2 * n * sizeof(*idx));
+		copy = rsd__malloc(n * sizeof(*copy));
+		idx = rsd__malloc(2 * n * sizeof(*idx));
 		if (!copy || !idx) {
 			free(copy);
 			free(idx);
@@ -157,13 +157,12 @@ static void lru_destroy(struct tiered_lru *p)
 
 static int check_loc(struct rsd_location loc, const char *what, size_t i)
 {
-	if (loc.kind != RSD_PAGEABLE_HOST && loc.kind != RSD_PINNED_HOST && loc.kind != RSD_CUDA)
-		return rsd__err(RSD_ETYPE, "fallback tier %zu: %s is not a residency location (kind %d)",
-				i, what, (int)loc.kind);
-	if (!rsd_location_valid(loc))
-		return rsd__err(RSD_EINVAL, "fallback tier %zu: %s has invalid device %d", i, what,
-				loc.device);
-	return 0;
+	char where[64];
+
+	if (rsd_location_valid(loc))
+		return 0;
+	snprintf(where, sizeof(where), "fallback tier %zu: %s", i, what);
+	return rsd__location_check(loc, where);
 }
 
 /*
@@ -179,7 +178,7 @@ static char *identity_text(const struct tier *t, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		cap += 2 * RSD_LOCATION_NAME_MAX + 16 + t[i].nto * (RSD_LOCATION_NAME_MAX + 6);
-	s = malloc(cap);
+	s = rsd__malloc(cap);
 	if (!s)
 		return NULL;
 	len += (size_t)snprintf(s + len, cap - len, "[");
@@ -233,13 +232,13 @@ int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rs
 		}
 	}
 
-	p = calloc(1, sizeof(*p));
+	p = rsd__calloc(1, sizeof(*p));
 	if (!p)
 		goto nomem;
 	p->pub.ops = &lru_ops;
 	p->pub.ctx = p;
 	if (n) {
-		p->tiers = calloc(n, sizeof(*p->tiers));
+		p->tiers = rsd__calloc(n, sizeof(*p->tiers));
 		if (!p->tiers)
 			goto nomem;
 	}
@@ -249,7 +248,7 @@ int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rs
 		p->tiers[i].nto = t[i].nto;
 		if (!t[i].nto)
 			continue;
-		p->tiers[i].to = malloc(t[i].nto * sizeof(*p->tiers[i].to));
+		p->tiers[i].to = rsd__malloc(t[i].nto * sizeof(*p->tiers[i].to));
 		if (!p->tiers[i].to)
 			goto nomem;
 		memcpy(p->tiers[i].to, t[i].to, t[i].nto * sizeof(*p->tiers[i].to));

@@ -13,7 +13,7 @@ static size_t ps_size(uint32_t cap_acct, uint32_t cap_delta)
 
 static struct rsd__pstate *ps_alloc(uint32_t cap_acct, uint32_t cap_delta)
 {
-	struct rsd__pstate *s = malloc(ps_size(cap_acct, cap_delta));
+	struct rsd__pstate *s = rsd__malloc(ps_size(cap_acct, cap_delta));
 
 	if (!s)
 		return NULL;
@@ -215,7 +215,7 @@ struct rsd__pstate *rsd__ps_used(struct rsd__pstate *s, unsigned slot, uint64_t 
 
 bool rsd__ps_append(struct rsd__pstate *s, const struct rsd_action *a, const struct rsd__evict *ev)
 {
-	struct rsd__act_node *n = malloc(sizeof(*n));
+	struct rsd__act_node *n = rsd__malloc(sizeof(*n));
 
 	if (!n)
 		return false;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Planning states of the controller search (semantics.md §15.8), kept
+ * Planning states of the controller search (reference.md §13.1), kept
  * compact because the search may hold one per level for up to
  * search_state_limit levels:
  *

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The controller search machine (semantics.md §15.10-15.11).
+ * The controller search machine (reference.md §13.3-13.4).
  *
  * SEARCH, RECLAIM and CAPACITY are generators: each produces successor
  * states one at a time and does the work for the next successor (including
@@ -60,7 +60,7 @@ static void note_add(struct frame *f, const char *fmt, ...)
 	int n;
 
 	if (!f->u.s.notes) {
-		f->u.s.notes = malloc(NOTE_CAP + 1);
+		f->u.s.notes = rsd__malloc(NOTE_CAP + 1);
 		if (!f->u.s.notes)
 			return; /* a lost note only shortens a diagnostic */
 		f->u.s.nlen = 0;
@@ -89,7 +89,7 @@ static int32_t push(struct search *x, enum ftype type, int32_t parent)
 
 	if (x->nfr == x->capfr) {
 		size_t cap = x->capfr ? 2 * x->capfr : 64;
-		struct frame *fr = realloc(x->fr, cap * sizeof(*fr));
+		struct frame *fr = rsd__realloc(x->fr, cap * sizeof(*fr));
 
 		if (!fr) {
 			x->err = rsd__err(RSD_ENOMEM, "out of memory: search stack of %zu frames",
@@ -119,6 +119,16 @@ static void frame_fini(struct frame *f)
 		free(f->u.r.dests);
 		free(f->u.r.mine);
 	}
+}
+
+/* Remember x->key as failed; a failure becomes the search's (x->err). */
+static int memo_add(struct search *x, struct rsd__memo *m)
+{
+	int err = rsd__memo_add(m, x->key, x->keylen);
+
+	if (err)
+		x->err = err;
+	return err;
 }
 
 static enum act nomem(struct search *x, const char *what)
@@ -169,7 +179,7 @@ static const char *stage_text(struct search *x, const struct shortfall *sh, char
 static char *fail_text(struct search *x, const struct frame *f)
 {
 	char name[RSD_LOCATION_NAME_MAX], stage[300];
-	char *s = malloc(NOTE_CAP + 1);
+	char *s = rsd__malloc(NOTE_CAP + 1);
 	bool notes = f->u.s.notes && f->u.s.nlen;
 
 	if (!s)
@@ -191,7 +201,7 @@ static enum act search_next(struct search *x, int32_t i, struct out *o)
 	struct frame *f = &x->fr[i];
 
 	if (f->ci == f->ncands) {
-		if (rsd__key_sig(x, 'R', f->S) || rsd__memo_add(&x->failed_req, x->key, x->keylen))
+		if (rsd__key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
 			return A_ERROR;
 		o->note = fail_text(x, f);
 		if (!o->note)
@@ -214,7 +224,8 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		if (rsd__key_sig(x, 'R', f->S))
 			return A_ERROR;
 		if (rsd__memo_has(&x->failed_req, x->key, x->keylen)) {
-			o->note = strdup("equivalent ordered-request state is already exhausted");
+			o->note = rsd__strdup(
+				"equivalent ordered-request state is already exhausted");
 			return o->note ? A_FAIL : nomem(x, "failure text");
 		}
 		if (rsd__count(x, "ordered request", -1))
@@ -275,7 +286,7 @@ static int reclaim_dests(struct search *x, struct frame *f)
 	uint32_t v = f->u.r.vidx, src = f->u.r.src, n = 0;
 	size_t k;
 
-	f->u.r.dests = malloc(2 * (size_t)RSD_NSLOTS * sizeof(*f->u.r.dests));
+	f->u.r.dests = rsd__malloc(2 * (size_t)RSD_NSLOTS * sizeof(*f->u.r.dests));
 	if (!f->u.r.dests)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory listing spill destinations");
 	memset(&seen, 0, sizeof(seen));
@@ -323,7 +334,7 @@ static enum act reclaim_next(struct search *x, int32_t i)
 	d = f->u.r.dests[f->u.r.di];
 	L = rsd__ps_locs(x->img, f->S, v);
 	if (!f->u.r.mine) {
-		f->u.r.mine = malloc(sizeof(*f->u.r.mine));
+		f->u.r.mine = rsd__malloc(sizeof(*f->u.r.mine));
 		if (!f->u.r.mine)
 			return nomem(x, "active pair");
 		f->u.r.mine->prev = f->u.r.in;
@@ -451,9 +462,8 @@ static enum act capacity_next(struct search *x, int32_t i)
 	while (f->ci < f->ncands && rsd__active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
 		f->ci++;
 	if (f->ci == f->ncands) {
-		if (!f->flag &&
-		    (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
-		     rsd__memo_add(&x->failed_cap, x->key, x->keylen)))
+		if (!f->flag && (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
+				 memo_add(x, &x->failed_cap)))
 			return A_ERROR;
 		return A_DONE;
 	}
@@ -627,9 +637,9 @@ static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__sear
 	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 	size_t n = S->nreclaim, k = n;
 
-	res->reclaim = malloc((n ? n : 1) * sizeof(*res->reclaim));
-	res->evict = malloc((n ? n : 1) * sizeof(*res->evict));
-	res->enter = malloc((x->nenter ? x->nenter : 1) * sizeof(*res->enter));
+	res->reclaim = rsd__malloc((n ? n : 1) * sizeof(*res->reclaim));
+	res->evict = rsd__malloc((n ? n : 1) * sizeof(*res->evict));
+	res->enter = rsd__malloc((x->nenter ? x->nenter : 1) * sizeof(*res->enter));
 	if (!res->reclaim || !res->evict || !res->enter)
 		return rsd__err(RSD_ENOMEM, "out of memory copying the search result");
 	for (const struct rsd__act_node *a = S->tail; a && k; a = a->prev) {
@@ -647,7 +657,7 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
 		const struct rsd_request *r, struct rsd__search_result *res)
 {
 	const struct rsd_image *img = view->img;
-	struct search *x = calloc(1, sizeof(*x));
+	struct search *x = rsd__calloc(1, sizeof(*x));
 	struct rsd__pstate *S0, *final = NULL;
 	char *note = NULL, q[160], name[RSD_LOCATION_NAME_MAX + 1];
 	int err;
@@ -670,9 +680,9 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
 		x->has_budget[s] = a->has_budget;
 		x->budget[s] = a->has_budget ? a->budget : 0;
 	}
-	x->req_vidx = malloc(r->nrequirements * sizeof(*x->req_vidx));
-	x->simv = malloc(r->nrequirements * sizeof(*x->simv));
-	x->enter = malloc(r->nrequirements * sizeof(*x->enter));
+	x->req_vidx = rsd__malloc(r->nrequirements * sizeof(*x->req_vidx));
+	x->simv = rsd__malloc(r->nrequirements * sizeof(*x->simv));
+	x->enter = rsd__malloc(r->nrequirements * sizeof(*x->enter));
 	S0 = rsd__ps_initial(img);
 	if (!x->req_vidx || !x->simv || !x->enter || !S0) {
 		rsd__ps_free(S0);

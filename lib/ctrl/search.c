@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Building blocks of the controller search (semantics.md §15.9-15.11):
+ * Building blocks of the controller search (reference.md §13.2-13.4):
  * SIMULATE, CANDIDATES + RANK, COUNT and the memo keys built from SIG(S).
  * The generator machine that strings them together is in run.c.
  */
@@ -40,7 +40,7 @@ static bool over(const struct search *x, uint64_t used, uint64_t reserved, unsig
 	return x->has_budget[slot] && sat_add(sat_add(used, reserved), n) > x->budget[slot];
 }
 
-/* ---- SIMULATE (§15.9) ---- */
+/* ---- SIMULATE (§13.2) ---- */
 
 static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *S, uint32_t v,
 				    size_t *nv)
@@ -134,7 +134,7 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 	return 0;
 }
 
-/* ---- CANDIDATES and RANK (§15.10) ---- */
+/* ---- CANDIDATES and RANK (§13.3) ---- */
 
 bool rsd__active_has(const struct active *a, uint32_t v, int slot)
 {
@@ -176,7 +176,8 @@ static int build_base(struct search *x, unsigned slot)
 			if (rsd__prot_any(rsd__view_mat_prot(x->view, iv, k)))
 				break;
 			if (n == cap) {
-				uint32_t *nl = realloc(list, (cap = cap ? 2 * cap : 16) * sizeof(*nl));
+				uint32_t *nl = rsd__realloc(list, (cap = cap ? 2 * cap : 16) *
+									  sizeof(*nl));
 
 				if (!nl) {
 					free(list);
@@ -202,22 +203,22 @@ static int scratch_reserve(struct search *x, size_t n)
 	if (n <= x->ccap)
 		return 0;
 	n = n < 16 ? 16 : 2 * n;
-	a = realloc(x->cbuf, n * sizeof(*x->cbuf));
+	a = rsd__realloc(x->cbuf, n * sizeof(*x->cbuf));
 	if (a)
 		x->cbuf = a;
-	b = realloc(x->cvidx, n * sizeof(*x->cvidx));
+	b = rsd__realloc(x->cvidx, n * sizeof(*x->cvidx));
 	if (b)
 		x->cvidx = b;
-	c = realloc(x->cused, n);
+	c = rsd__realloc(x->cused, n);
 	if (c)
 		x->cused = c;
-	d = realloc(x->creq, n * sizeof(*x->creq));
+	d = rsd__realloc(x->creq, n * sizeof(*x->creq));
 	if (d)
 		x->creq = d;
-	e = realloc(x->chandle, n * sizeof(*x->chandle));
+	e = rsd__realloc(x->chandle, n * sizeof(*x->chandle));
 	if (e)
 		x->chandle = e;
-	f = realloc(x->ccharge, n * sizeof(*x->ccharge));
+	f = rsd__realloc(x->ccharge, n * sizeof(*x->ccharge));
 	if (f)
 		x->ccharge = f;
 	if (!a || !b || !c || !d || !e || !f)
@@ -365,10 +366,10 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 	}
 	for (uint32_t k = 0; k < n; k++)
 		fill_candidate(x, k, X);
-	r = malloc((n ? n : 1) * sizeof(*r));
+	r = rsd__malloc((n ? n : 1) * sizeof(*r));
 	if (!r)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
-	/* Two policy calls, even when one side is empty (§15.10). */
+	/* Two policy calls, even when one side is empty (§13.3). */
 	if (order_part(x, 0, nord, X, r) || order_part(x, nord, n, X, r)) {
 		free(r);
 		return x->err;
@@ -378,13 +379,13 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 	return 0;
 }
 
-/* ---- memo keys: SIG(S) (§15.11) plus the objective's parameters ---- */
+/* ---- memo keys: SIG(S) (§13.4) plus the objective's parameters ---- */
 
 static int key_put(struct search *x, const void *p, size_t n)
 {
 	if (x->keylen + n > x->keycap) {
 		size_t cap = 2 * (x->keylen + n) + 64;
-		unsigned char *k = realloc(x->key, cap);
+		unsigned char *k = rsd__realloc(x->key, cap);
 
 		if (!k)
 			return x->err = rsd__err(RSD_ENOMEM, "out of memory building a search key");
@@ -436,7 +437,7 @@ int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
 		size_t k;
 
 		if (n == cap) {
-			uint32_t *np = malloc(4 * (size_t)cap * sizeof(*np));
+			uint32_t *np = rsd__malloc(4 * (size_t)cap * sizeof(*np));
 
 			if (!np)
 				return x->err = rsd__err(RSD_ENOMEM, "out of memory building a search key");

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
- * use (semantics.md §15.13): decide, enter the decision's scope, lease every
+ * use (reference.md §13.6): decide, enter the decision's scope, lease every
  * requirement grouped by location, record one access epoch. The C API
  * combines construction and entry: rsd_controller_use returns the entered
- * use object. When entry fails after the decision was made, the use has
- * been unwound and closed, and *out still receives it so that the decision
- * (rsd_use_decision) and the unwound scope's report (rsd_use_close) can be
- * read; free it with rsd_use_free.
+ * use object, and only on success. A failed entry is unwound (leases
+ * released, the scope closed) and freed; what it committed before failing
+ * is the thread's partial report (rsd_take_partial_report).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../plan/plan.h"
 #include "ctrl.h"
 
 /* The requirements at one location, leased together. */
@@ -30,8 +30,6 @@ struct rsd_use {
 	struct rsd_decision *decision;
 	struct rsd_scope *scope;
 	bool entered, closed;
-	/* the unwound scope's report after a failed entry, handed out once */
-	struct rsd_plan_report *report;
 };
 
 /* Distinct CUDA requirement locations, in order of first appearance. */
@@ -53,12 +51,19 @@ static size_t cuda_locations(const struct rsd_request *r, struct rsd_location *o
 	return n;
 }
 
-static int check_streams(const struct rsd_request *r, void *const *cs, size_t ncs,
-			 const struct rsd_transfer_stream *ts, size_t nts, struct rsd_location *cuda,
-			 size_t *ncuda)
+/*
+ * Every stream, before any decision: coverage of the CUDA requirement
+ * locations, each consumer stream the driver's and on its location's
+ * device, each transfer stream valid as a scope would check it. A failure
+ * here changes nothing.
+ */
+static int check_streams(struct rsd_manager *m, const struct rsd_request *r, void *const *cs,
+			 size_t ncs, const struct rsd_transfer_stream *ts, size_t nts,
+			 struct rsd_location *cuda, size_t *ncuda)
 {
 	char name[RSD_LOCATION_NAME_MAX], list[256];
 	size_t n = cuda_locations(r, cuda), len = 0;
+	int err;
 
 	*ncuda = n;
 	if (ncs && !cs)
@@ -73,37 +78,29 @@ static int check_streams(const struct rsd_request *r, void *const *cs, size_t nc
 				"locations (%zu): missing [%s], unexpected %zu extra stream(s)",
 				r->name, n, list, ncs > n ? ncs - n : 0);
 	}
-	for (size_t i = 0; i < ncs; i++)
+	for (size_t i = 0; i < ncs; i++) {
 		if (!cs[i])
 			return rsd__err(RSD_ETYPE, "use '%s': consumer stream for %s is NULL", r->name,
 					rsd_location_name(cuda[i], name, sizeof(name)));
-	if (nts && !ts)
-		return rsd__err(RSD_ETYPE, "use '%s': transfer_streams is NULL", r->name);
-	for (size_t i = 0; i < nts; i++) {
-		if (!ts[i].stream)
-			return rsd__err(RSD_ETYPE, "use '%s': transfer stream %zu is NULL", r->name, i);
-		if (!rsd_location_valid(ts[i].location))
-			return rsd__err(RSD_ETYPE, "use '%s': transfer stream %zu has no valid location",
-					r->name, i);
-		if (ts[i].location.kind != RSD_CUDA)
-			return rsd__err(RSD_EINVAL, "use '%s': transfer stream key %s is not a CUDA "
-						    "location",
-					r->name, rsd_location_name(ts[i].location, name, sizeof(name)));
+		err = rsd__check_stream(m, cs[i], cuda[i]);
+		if (err)
+			return err;
 	}
-	return 0;
+	/* Exactly the checks the scope's entry would make, only earlier. */
+	return rsd__check_transfer_streams(m, ts, nts);
 }
 
 static struct rsd_use *use_new(struct rsd_controller *c, const struct rsd_request *r,
 			       void *const *cs, const struct rsd_location *cuda, size_t ncuda)
 {
-	struct rsd_use *u = calloc(1, sizeof(*u));
+	struct rsd_use *u = rsd__calloc(1, sizeof(*u));
 
 	if (!u)
 		return NULL;
 	u->c = c;
 	u->nreq = r->nrequirements;
-	u->req = malloc(u->nreq * sizeof(*u->req));
-	u->groups = calloc(u->nreq, sizeof(*u->groups));
+	u->req = rsd__malloc(u->nreq * sizeof(*u->req));
+	u->groups = rsd__calloc(u->nreq, sizeof(*u->groups));
 	if (!u->req || !u->groups) {
 		rsd_use_free(u);
 		return NULL;
@@ -127,7 +124,7 @@ static struct rsd_use *use_new(struct rsd_controller *c, const struct rsd_reques
 
 static int acquire_groups(struct rsd_use *u)
 {
-	struct rsd_handle *h = malloc(u->nreq * sizeof(*h));
+	struct rsd_handle *h = rsd__malloc(u->nreq * sizeof(*h));
 	int err = 0;
 
 	if (!h)
@@ -147,7 +144,7 @@ static int acquire_groups(struct rsd_use *u)
 	return err;
 }
 
-/* §15.6: one new epoch for every distinct handle of the request. */
+/* §12.6: one new epoch for every distinct handle of the request. */
 static int record_epoch(struct rsd_use *u)
 {
 	struct rsd_controller *c = u->c;
@@ -171,12 +168,14 @@ static int record_epoch(struct rsd_use *u)
 
 /*
  * A failed entry: release the leases taken so far (reverse order, no wait),
- * then close the scope, which releases the request's reservations. The
+ * then close the scope, which releases the request's reservations; its
+ * report (what entry committed) becomes the thread's partial report. The
  * original failure is returned unless unwinding itself failed.
  */
 static int unwind(struct rsd_use *u, int err)
 {
 	struct rsd_error saved = *rsd_last_error();
+	struct rsd_plan_report *rep = NULL;
 	int uerr = 0;
 
 	u->closed = true;
@@ -187,10 +186,12 @@ static int unwind(struct rsd_use *u, int err)
 			uerr = e;
 	}
 	if (u->scope) {
-		int e = rsd_scope_close(u->scope, &u->report);
+		int e = rsd_scope_close(u->scope, &rep);
 
 		if (e && !uerr)
 			uerr = e;
+		else if (!e)
+			rsd__partial_report_set(rep);
 	}
 	if (uerr)
 		return uerr;
@@ -203,6 +204,7 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		       size_t nts, struct rsd_use **out)
 {
 	struct rsd_location cuda[RSD_NSLOTS];
+	struct rsd_error saved;
 	struct rsd_use *u;
 	size_t ncuda;
 	int err;
@@ -214,31 +216,35 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 	err = rsd__request_check(r);
 	if (err)
 		return err;
-	err = check_streams(r, consumer_streams, ncs, ts, nts, cuda, &ncuda);
+	err = check_streams(c->m, r, consumer_streams, ncs, ts, nts, cuda, &ncuda);
 	if (err)
 		return err;
 	u = use_new(c, r, consumer_streams, cuda, ncuda);
 	if (!u)
 		return rsd__err(RSD_ENOMEM, "out of memory creating use '%s'", r->name);
 	err = rsd_controller_decide(c, r, &u->decision);
-	if (err) {
-		rsd_use_free(u);
-		return err;
-	}
+	if (err)
+		goto fail;
 	u->entered = true;
+	/* a failed scope entry leaves nothing to close */
 	err = rsd_controller_scope(c, u->decision, ts, nts, &u->scope);
-	if (err) {
-		/* a failed entry closed the scope already */
-		u->closed = true;
-		*out = u;
-		return err;
-	}
+	if (err)
+		goto fail;
 	err = acquire_groups(u);
 	if (!err)
 		err = record_epoch(u);
-	if (err)
+	if (err) {
 		err = unwind(u, err);
+		goto fail;
+	}
 	*out = u;
+	return 0;
+fail:
+	/* Nothing of a failed entry outlives it; its error stays recorded. */
+	saved = *rsd_last_error();
+	u->closed = true;
+	rsd_use_free(u);
+	*rsd__err_record() = saved;
 	return err;
 }
 
@@ -248,16 +254,28 @@ int rsd_use_value(struct rsd_use *u, struct rsd_handle h, struct rsd_location at
 	char name[RSD_LOCATION_NAME_MAX];
 	bool found = false;
 
+	int err;
+
 	if (!u || !out)
 		return rsd__err(RSD_ETYPE, "rsd_use_value: NULL %s", u ? "out" : "use");
+	err = rsd__handle_check(h, "rsd_use_value");
+	if (!err)
+		err = rsd__location_check(at, "rsd_use_value");
+	if (err)
+		return err;
+	/* The values exist only inside the active use, whatever is asked. */
+	if (!u->entered || u->closed)
+		return rsd__err(RSD_EUSAGE,
+				"use '%s' is not active: its values were released at close",
+				u->decision->plan->name);
 	for (size_t i = 0; i < u->nreq && !found; i++)
 		found = rsd_handle_equal(u->req[i].handle, h) &&
 			rsd_location_equal(u->req[i].location, at);
 	if (!found)
-		return rsd__err(RSD_ENOTFOUND, "handle '%llu' at %s is not a requirement of this use",
-				(unsigned long long)h.id, rsd_location_name(at, name, sizeof(name)));
-	if (!u->entered || u->closed)
-		return rsd__err(RSD_ELIFETIME, "use is closed: its leases were released");
+		return rsd__err(RSD_ENOTFOUND,
+				"handle '%llu' at %s is not a requirement of this use",
+				(unsigned long long)h.id,
+				rsd_location_name(at, name, sizeof(name)));
 	for (size_t g = 0; g < u->ngroups; g++)
 		if (rsd_location_equal(u->groups[g].at, at))
 			return rsd_lease_value(u->groups[g].lease, h, out);
@@ -271,20 +289,20 @@ const struct rsd_decision *rsd_use_decision(const struct rsd_use *u)
 
 int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report)
 {
+	struct rsd_plan_report *rep = NULL;
 	int err = 0;
 
-	if (report)
-		*report = NULL;
 	if (!u)
 		return rsd__err(RSD_ETYPE, "rsd_use_close: use is NULL");
 	if (u->closed) {
-		/* silent; after a failed entry, hand out the unwound report once */
-		if (report) {
-			*report = u->report;
-			u->report = NULL;
-		}
+		/* a second close: a silent no-op without a report */
+		if (report)
+			*report = NULL;
 		return 0;
 	}
+	/* The scope's reports first: out of memory then changes nothing. */
+	if (u->scope && (err = rsd__scope_close_prepare(u->scope, report != NULL)))
+		return err;
 	u->closed = true;
 	for (size_t g = u->nleased; g-- > 0;) {
 		int e = rsd_lease_release(u->groups[g].lease, 0);
@@ -293,12 +311,19 @@ int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report)
 			err = e;
 	}
 	if (u->scope) {
-		int e = rsd_scope_close(u->scope, report);
+		int e = rsd_scope_close(u->scope, report ? &rep : NULL);
 
 		if (e && !err)
 			err = e;
 	}
-	return err;
+	if (err) {
+		/* out-parameters are written only on success */
+		rsd_plan_report_free(rep);
+		return err;
+	}
+	if (report)
+		*report = rep;
+	return 0;
 }
 
 void rsd_use_free(struct rsd_use *u)
@@ -311,7 +336,6 @@ void rsd_use_free(struct rsd_use *u)
 		rsd_lease_free(u->groups[g].lease);
 	rsd_scope_free(u->scope);
 	rsd_decision_free(u->decision);
-	rsd_plan_report_free(u->report);
 	free(u->groups);
 	free(u->req);
 	free(u);

@@ -64,12 +64,15 @@ static struct {
 } cuda = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Record a failed CUDA call; clears the runtime's last error so that the
- * caller's own cudaGetLastError() is not confused by ours. */
+ * caller's own cudaGetLastError() is not confused by ours. The runtime out
+ * of memory is an allocation failure (RSD_ENOMEM), anything else a device
+ * failure (RSD_EDEVICE). */
 static int cuda_fail(const char *call, cudaError_t e)
 {
 	(void)cudaGetLastError();
-	return rsd__err(RSD_EDEVICE, "CUDA driver: %s failed: %s (%s, error %d)", call,
-			cudaGetErrorString(e), cudaGetErrorName(e), (int)e);
+	return rsd__err(e == cudaErrorMemoryAllocation ? RSD_ENOMEM : RSD_EDEVICE,
+			"CUDA driver: %s failed: %s (%s, error %d)", call, cudaGetErrorString(e),
+			cudaGetErrorName(e), (int)e);
 }
 
 /* Make device current, remembering the caller's device to restore. */
@@ -116,18 +119,71 @@ static void dev_chunk_free(void *ctx, void *base, uint64_t nbytes)
 	(void)cudaFree(base);
 }
 
+static const char *memory_type_name(enum cudaMemoryType t)
+{
+	switch (t) {
+	case cudaMemoryTypeUnregistered:
+		return "unregistered (pageable)";
+	case cudaMemoryTypeHost:
+		return "host";
+	case cudaMemoryTypeDevice:
+		return "device";
+	case cudaMemoryTypeManaged:
+		return "managed";
+	default:
+		return "unknown";
+	}
+}
+
+/*
+ * Pinned memory is verified, not trusted: a chunk the runtime does not
+ * report as page-locked host memory is given back and the allocation fails
+ * (copies from it would be neither asynchronous nor safe to overlap).
+ */
+static int pinned_check(void *p, uint64_t nbytes)
+{
+	struct cudaPointerAttributes attr;
+	cudaError_t e;
+
+	memset(&attr, 0, sizeof(attr));
+	e = cudaPointerGetAttributes(&attr, p);
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return rsd__err(RSD_EDEVICE,
+				"pinned host storage is unavailable: cudaPointerGetAttributes of "
+				"the %" PRIu64
+				"-byte cudaHostAlloc block %p failed: %s (%s, error %d)",
+				nbytes, p, cudaGetErrorString(e), cudaGetErrorName(e), (int)e);
+	}
+	if (attr.type == cudaMemoryTypeHost)
+		return 0;
+	return rsd__err(RSD_EDEVICE,
+			"pinned host storage is unavailable: cudaHostAlloc(%" PRIu64 ") returned "
+			"%p, which the runtime reports as %s memory, not page-locked host memory",
+			nbytes, p, memory_type_name(attr.type));
+}
+
 static int pinned_chunk_alloc(void *ctx, uint64_t nbytes, void **base)
 {
 	char what[64];
 	cudaError_t e;
+	void *p = NULL;
+	int rc;
 
 	(void)ctx;
 	/* Portable: usable by copies to and from every device. */
-	e = cudaHostAlloc(base, (size_t)nbytes, cudaHostAllocPortable);
-	if (e == cudaSuccess)
-		return 0;
-	snprintf(what, sizeof(what), "cudaHostAlloc(%" PRIu64 ")", nbytes);
-	return cuda_fail(what, e);
+	e = cudaHostAlloc(&p, (size_t)nbytes, cudaHostAllocPortable);
+	if (e != cudaSuccess) {
+		snprintf(what, sizeof(what), "cudaHostAlloc(%" PRIu64 ")", nbytes);
+		return cuda_fail(what, e);
+	}
+	rc = pinned_check(p, nbytes);
+	if (rc) {
+		(void)cudaFreeHost(p);
+		return rc;
+	}
+	*base = p;
+	return 0;
 }
 
 static void pinned_chunk_free(void *ctx, void *base, uint64_t nbytes)
@@ -167,7 +223,7 @@ static void cuda_init(void)
 		snprintf(cuda.why_none, sizeof(cuda.why_none), "no CUDA device is visible");
 		return;
 	}
-	cuda.dev = calloc((size_t)n, sizeof(*cuda.dev));
+	cuda.dev = rsd__calloc((size_t)n, sizeof(*cuda.dev));
 	if (!cuda.dev) {
 		snprintf(cuda.why_none, sizeof(cuda.why_none), "out of memory for %d devices", n);
 		return;
@@ -201,6 +257,9 @@ static int check_location(const char *op, struct rsd_location at, bool host_ok)
 {
 	int rc = rsd__driver_check_location("CUDA driver", at);
 
+	/* Start-up first, whatever the location: it also sets up the pinned
+	 * pool, which a pinned-host allocation may be the first to use. */
+	(void)ndevices();
 	if (rc)
 		return rc;
 	if (at.kind == RSD_PAGEABLE_HOST && !host_ok)
@@ -246,6 +305,7 @@ static void cu_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbyte
 	(void)nbytes;
 	if (!ptr)
 		return;
+	(void)ndevices(); /* start-up, as in check_location */
 	if ((at.kind != RSD_PINNED_HOST && at.kind != RSD_CUDA) || !rsd_location_valid(at) ||
 	    (at.kind == RSD_CUDA && at.device >= ndevices()) || rsd__pool_free(pool_of(at), ptr))
 		fprintf(stderr,
@@ -434,7 +494,7 @@ static int event_get(int dev, struct cuda_event **out)
 	pthread_mutex_unlock(&cuda.lock);
 	if (ev)
 		goto out;
-	ev = calloc(1, sizeof(*ev));
+	ev = rsd__calloc(1, sizeof(*ev));
 	if (!ev)
 		return rsd__err(RSD_ENOMEM, "CUDA driver: out of memory for an event");
 	rc = device_enter(dev, &prev);

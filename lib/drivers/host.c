@@ -34,6 +34,41 @@ int rsd__driver_check_location(const char *driver, struct rsd_location at)
 	return 0;
 }
 
+/* ---- the pinned check shared with the simulated device ---- */
+
+int rsd__check_pinned(const char *driver, const void *ptr, uint64_t nbytes)
+{
+	unsigned char vec[4096];
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)ptr & ~(page - 1);
+	uintptr_t hi = (uintptr_t)ptr + (uintptr_t)(nbytes ? nbytes : 1);
+
+	/* A locked page is resident: mlock faults every page in and keeps it
+	 * there. So one page mincore reports not resident proves the range is
+	 * not page-locked. Windows of 4096 pages keep the vector on the stack. */
+	for (uintptr_t at = lo; at < hi; at += sizeof(vec) * page) {
+		size_t len = hi - at < sizeof(vec) * page ? (size_t)(hi - at) : sizeof(vec) * page;
+		size_t npages = (len + page - 1) / page;
+
+		if (mincore((void *)at, len, vec) != 0) {
+			int e = errno;
+
+			return rsd__err(RSD_EDEVICE,
+					"pinned host storage is unavailable: %s: mincore of %p "
+					"failed: %s (errno %d)",
+					driver, (void *)at, strerror(e), e);
+		}
+		for (size_t i = 0; i < npages; i++)
+			if (!(vec[i] & 1))
+				return rsd__err(RSD_EDEVICE,
+						"pinned host storage is unavailable: %s: %" PRIu64
+						" bytes at %p are not page-locked (page at %p is "
+						"not resident)",
+						driver, nbytes, ptr, (void *)(at + i * page));
+	}
+	return 0;
+}
+
 /* ---- chunk backings shared with the simulated device ---- */
 
 static int anon_map(const char *what, uint64_t nbytes, void **base)
@@ -144,6 +179,7 @@ static int host_device_count(void *ctx)
 
 static int host_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **ptr)
 {
+	void *p;
 	int rc;
 
 	(void)ctx;
@@ -161,7 +197,17 @@ static int host_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void *
 	if (at.kind == RSD_PAGEABLE_HOST)
 		return rsd__err(RSD_EINVAL, "host driver: allocates pinned-host memory only, not "
 					    "pageable-host");
-	return rsd__pool_alloc(host_pool_get(), nbytes, ptr);
+	rc = rsd__pool_alloc(host_pool_get(), nbytes, &p);
+	if (rc)
+		return rc;
+	/* Verified, not trusted: the chunk's lock may have been dropped. */
+	rc = rsd__check_pinned("host driver", p, nbytes);
+	if (rc) {
+		rsd__pool_free(host_pool_get(), p);
+		return rc;
+	}
+	*ptr = p;
+	return 0;
 }
 
 static void host_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbytes)

@@ -25,6 +25,15 @@ extern const struct rsd__pool_ops rsd__anon_chunk_ops;
  */
 int rsd__driver_check_location(const char *driver, struct rsd_location at);
 
+/*
+ * Verify that nbytes at ptr are page-locked, as pinned host memory must be:
+ * 0, or -RSD_EDEVICE ("pinned host storage is unavailable: <driver>: ...")
+ * recorded, when a page of the range is not resident (a locked page always
+ * is). Residency is necessary, not sufficient: the check catches memory that
+ * was never locked or has been unlocked and reclaimed.
+ */
+int rsd__check_pinned(const char *driver, const void *ptr, uint64_t nbytes);
+
 /* Chunk size of the host driver's pinned pool. */
 #define RSD__HOST_CHUNK_SIZE (64ull << 20)
 #define RSD__PAGE_GRANULE 4096ull

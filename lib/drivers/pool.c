@@ -135,7 +135,7 @@ static int hash_reserve(struct rsd__pool *pool)
 
 	if (nheads && pool->stats.nallocs < nheads)
 		return 0;
-	nh = calloc(newn, sizeof(void *));
+	nh = rsd__calloc(newn, sizeof(void *));
 	if (!nh)
 		return old ? 0 : rsd__err(RSD_ENOMEM, "pool: out of memory for the block table");
 	pool->hash = nh;
@@ -155,7 +155,7 @@ static int hash_reserve(struct rsd__pool *pool)
 static int reserve_nodes(struct rsd__pool *pool, unsigned n)
 {
 	while (pool->nspare < n) {
-		struct rsd__pool_block *b = calloc(1, sizeof(*b));
+		struct rsd__pool_block *b = rsd__calloc(1, sizeof(*b));
 
 		if (!b)
 			return rsd__err(RSD_ENOMEM, "pool: out of memory for block bookkeeping");
@@ -192,7 +192,7 @@ static void node_put(struct rsd__pool *pool, struct rsd__pool_block *b)
 static int chunk_new(struct rsd__pool *pool, uint64_t size, bool dedicated,
 		     struct rsd__pool_block **out)
 {
-	struct rsd__pool_chunk *c = calloc(1, sizeof(*c));
+	struct rsd__pool_chunk *c = rsd__calloc(1, sizeof(*c));
 	struct rsd__pool_block *b;
 	void *base = NULL;
 	int rc;

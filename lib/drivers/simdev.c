@@ -5,15 +5,20 @@
  * copies, allocator metrics and fault injection; simdev_stream.c holds
  * streams and events.
  *
- * Copies are synchronous memcpy. What the simulator makes controllable is
- * completion: events stay pending until the test completes their stream
- * (unless auto_complete), which is what the manager's pending leases and
- * reaping depend on.
+ * Copies are work on a stream (simdev.h): they take effect when their
+ * stream's work runs, in whatever progress mode the simulator is in, so a
+ * destination holds its old bytes and a source must stay valid until then.
+ * Freeing simulated memory that queued work still reads or writes is the
+ * caller's bug a real GPU would turn into silent corruption; the simulator
+ * reports it and aborts.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "host.h"
 #include "simdev.h"
@@ -56,31 +61,52 @@ static int inject_code(int err)
 
 int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **out)
 {
+	enum rsd_simdev_progress mode;
+	pthread_condattr_t ca;
 	struct rsd_simdev *sd;
+	int rc;
 
 	if (!out)
 		return rsd__err(RSD_ETYPE, "rsd_simdev_create: out is NULL");
-	*out = NULL;
 	if (!cfg)
 		return rsd__err(RSD_ETYPE, "rsd_simdev_create: config is NULL");
 	if (cfg->ndevices < 0 || cfg->ndevices > RSD_CUDA_MAX_DEVICE + 1)
 		return rsd__err(RSD_EINVAL, "rsd_simdev_create: ndevices %d is outside 0..%d",
 				cfg->ndevices, RSD_CUDA_MAX_DEVICE + 1);
+	mode = cfg->auto_complete ? RSD_SIMDEV_IMMEDIATE : cfg->progress;
+	if ((unsigned)mode > RSD_SIMDEV_BACKGROUND)
+		return rsd__err(RSD_EINVAL,
+				"rsd_simdev_create: progress mode %d is not one of "
+				"on-command, immediate, background",
+				(int)cfg->progress);
 	sd = calloc(1, sizeof(*sd) + (size_t)cfg->ndevices * sizeof(sd->dev[0]));
 	if (!sd)
 		return rsd__err(RSD_ENOMEM, "rsd_simdev_create: out of memory for %d devices",
 				cfg->ndevices);
 	sd->ndevices = cfg->ndevices;
 	sd->pooled = cfg->pooled;
-	sd->auto_complete = cfg->auto_complete;
 	pthread_mutex_init(&sd->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&sd->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	/* Unpooled: chunk size 0, so every allocation is its own mapping. */
 	rsd__pool_init(&sd->pinned, &rsd__locked_chunk_ops, NULL, sd->pooled ? SIM_PINNED_CHUNK : 0,
 		       RSD__PAGE_GRANULE);
+	/* Never pooled: each allocation is a fresh, untouched mapping, which
+	 * the pinned check finds not resident, hence not locked. */
+	rsd__pool_init(&sd->pageable, &rsd__anon_chunk_ops, NULL, 0, RSD__PAGE_GRANULE);
 	for (int d = 0; d < sd->ndevices; d++) {
 		rsd__pool_init(&sd->dev[d].pool, &rsd__anon_chunk_ops, NULL,
 			       sd->pooled ? SIM_DEVICE_CHUNK : 0, SIM_DEVICE_GRANULE);
 		rsd__sim_stream_link(sd, &sd->dev[d].transfer, d, true);
+	}
+	pthread_mutex_lock(&sd->lock);
+	rc = rsd__sim_set_progress(sd, mode, cfg->delay_ns);
+	pthread_mutex_unlock(&sd->lock);
+	if (rc) {
+		rsd_simdev_destroy(sd);
+		return rc;
 	}
 	*out = sd;
 	return 0;
@@ -90,10 +116,13 @@ void rsd_simdev_destroy(struct rsd_simdev *sd)
 {
 	if (!sd)
 		return;
+	rsd__sim_workers_stop(sd);
 	rsd__sim_streams_destroy(sd);
 	for (int d = 0; d < sd->ndevices; d++)
 		rsd__pool_destroy(&sd->dev[d].pool);
 	rsd__pool_destroy(&sd->pinned);
+	rsd__pool_destroy(&sd->pageable);
+	pthread_cond_destroy(&sd->cond);
 	pthread_mutex_destroy(&sd->lock);
 	free(sd);
 }
@@ -124,17 +153,42 @@ static struct rsd__pool *pool_of(struct rsd_simdev *sd, struct rsd_location at)
 	return at.kind == RSD_CUDA ? &sd->dev[at.device].pool : &sd->pinned;
 }
 
+/* Does queued or running work of some stream read or write [p, p + n)? */
+static bool work_touches(struct rsd_simdev *sd, const void *p, uint64_t n)
+{
+	const char *lo = p, *hi = lo + n;
+
+	for (struct sim_stream *s = sd->streams; s; s = s->next) {
+		struct sim_work *w = s->running ? s->current : s->head;
+
+		for (; w; w = w == s->current ? s->head : w->next) {
+			const char *d = w->copy.dst, *src = w->copy.src;
+			uint64_t k = w->copy.nbytes;
+
+			if (w->kind != SIM_WORK_COPY || !k)
+				continue;
+			if ((d < hi && lo < d + k) || (src < hi && lo < src + k))
+				return true;
+		}
+	}
+	return false;
+}
+
 static int sim_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **ptr)
 {
 	struct rsd_simdev *sd = ctx;
 	char name[RSD_LOCATION_NAME_MAX];
+	bool unpinned;
+	void *p;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_ALLOC);
-	if (!rc && !ptr)
-		rc = rsd__err(RSD_ETYPE, "simulated device: alloc needs a pointer to store the "
-					 "address");
+	if (!rc && !ptr) {
+		pthread_mutex_unlock(&sd->lock);
+		return rsd__err(RSD_ETYPE, "simulated device: alloc needs a pointer to store the "
+					   "address");
+	}
 	if (!rc)
 		rc = check_device_location(sd, "alloc", at, false);
 	if (!rc && sd->fail_loc_err[rsd__loc_slot(at)]) {
@@ -146,20 +200,44 @@ static int sim_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **
 			      sd->calls[RSD_SIMDEV_ALLOC],
 			      rsd_location_name(at, name, sizeof(name)), rsd_strerror(err));
 	}
+	unpinned = sd->unpinned_host && at.kind == RSD_PINNED_HOST;
 	pthread_mutex_unlock(&sd->lock);
 	if (rc)
 		return rc;
-	return rsd__pool_alloc(pool_of(sd, at), nbytes, ptr);
+	if (!unpinned)
+		return rsd__pool_alloc(pool_of(sd, at), nbytes, ptr);
+	/* What a broken pinned allocator hands out: pageable memory. The same
+	 * check as the host driver's must refuse it. */
+	rc = rsd__pool_alloc(&sd->pageable, nbytes, &p);
+	if (rc)
+		return rc;
+	rc = rsd__check_pinned("simulated device", p, nbytes);
+	if (!rc) {
+		*ptr = p;
+		return 0;
+	}
+	rsd__pool_free(&sd->pageable, p);
+	return rc;
 }
 
 static void sim_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbytes)
 {
 	struct rsd_simdev *sd = ctx;
 	char name[RSD_LOCATION_NAME_MAX];
+	bool busy;
 
-	(void)nbytes;
 	if (!ptr)
 		return;
+	pthread_mutex_lock(&sd->lock);
+	busy = work_touches(sd, ptr, nbytes);
+	pthread_mutex_unlock(&sd->lock);
+	if (busy) {
+		fprintf(stderr,
+			"librsd: simulated device: free of %p (%" PRIu64 " bytes) at %s while a "
+			"queued copy still reads or writes it; a GPU would corrupt it\n",
+			ptr, nbytes, rsd_location_name(at, name, sizeof(name)));
+		abort();
+	}
 	if ((at.kind != RSD_PINNED_HOST && at.kind != RSD_CUDA) || !rsd_location_valid(at) ||
 	    (at.kind == RSD_CUDA && at.device >= sd->ndevices) ||
 	    rsd__pool_free(pool_of(sd, at), ptr))
@@ -169,10 +247,26 @@ static void sim_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbyt
 			ptr, rsd_location_name(at, name, sizeof(name)));
 }
 
+/* With sd->lock held: the stream a copy runs on; NULL stands for the
+ * transfer stream of the device involved (the destination's first). */
+static struct sim_stream *copy_stream(struct rsd_simdev *sd, void *stream,
+				      struct rsd_location dst_at, struct rsd_location src_at)
+{
+	if (stream)
+		return rsd__sim_find_stream(sd, stream);
+	if (dst_at.kind == RSD_CUDA)
+		return &sd->dev[dst_at.device].transfer;
+	if (src_at.kind == RSD_CUDA)
+		return &sd->dev[src_at.device].transfer;
+	return NULL;
+}
+
 static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
 		    struct rsd_location src_at, uint64_t nbytes, void *stream)
 {
 	struct rsd_simdev *sd = ctx;
+	struct sim_work *w = NULL;
+	struct sim_stream *s;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
@@ -185,7 +279,8 @@ static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void
 	rc = check_device_location(sd, "copy", src_at, true);
 	if (rc)
 		goto out;
-	if (stream && !rsd__sim_find_stream(sd, stream)) {
+	s = copy_stream(sd, stream, dst_at, src_at);
+	if (stream && !s) {
 		rc = rsd__err(RSD_ETYPE,
 			      "simulated device: %p is not a stream of this simulated "
 			      "device",
@@ -199,11 +294,26 @@ static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void
 			      nbytes, dst ? "source" : "destination");
 		goto out;
 	}
-	pthread_mutex_unlock(&sd->lock);
-	/* The copy "completes" at once; only events model asynchrony. */
-	if (nbytes)
-		memmove(dst, src, (size_t)nbytes);
-	return 0;
+	if (!s) {
+		/* Host to host with no stream: no device is involved, so it
+		 * is done synchronously, as cudaMemcpy between host buffers. */
+		pthread_mutex_unlock(&sd->lock);
+		if (nbytes)
+			memmove(dst, src, (size_t)nbytes);
+		return 0;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		rc = rsd__err(RSD_ENOMEM, "simulated device: out of memory for a copy");
+		goto out;
+	}
+	w->kind = SIM_WORK_COPY;
+	w->copy.dst = dst;
+	w->copy.src = src;
+	w->copy.dst_at = dst_at;
+	w->copy.src_at = src_at;
+	w->copy.nbytes = nbytes;
+	rsd__sim_enqueue(sd, s, w);
 out:
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
@@ -244,6 +354,15 @@ static int sim_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *res
 out:
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
+}
+
+void rsd_simdev_set_unpinned_host(struct rsd_simdev *sd, bool on)
+{
+	if (!sd)
+		return;
+	pthread_mutex_lock(&sd->lock);
+	sd->unpinned_host = on;
+	pthread_mutex_unlock(&sd->lock);
 }
 
 uint64_t rsd_simdev_allocated_bytes(struct rsd_simdev *sd, int device)

@@ -1,12 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private layout of the simulated device, shared by simdev.c (life cycle,
- * memory, copies, fault injection) and simdev_stream.c (streams, events).
+ * memory, copies, fault injection), simdev_stream.c (streams, events) and
+ * simdev_progress.c (work queues, progress modes, waiting).
+ *
+ * Stream model: every stream is a FIFO of work items (copies, event
+ * records, host functions). An item takes effect when it runs, never when it
+ * is queued: a copy reads its source and writes its destination then, an
+ * event record marks its event complete then. Items of one stream run one at
+ * a time in queue order; a running item executes outside sd->lock (so a
+ * host function may call back into the simulator and a large copy does not
+ * stall event_query), with its stream marked running.
  *
  * Event model: each stream numbers the events recorded on it (seq 1, 2, ...)
- * and remembers the highest number completed; an event is complete when its
- * number is at most that, so completing an event completes every earlier
- * event of its stream, as in-order CUDA streams do.
+ * and remembers the highest number whose record item has run; an event is
+ * complete when its number is at most that, so events of one stream
+ * complete in order, as in-order CUDA streams do.
+ *
+ * Every item also takes a ticket from one counter of the simulator, so "all
+ * work queued before now" is "every item with a ticket up to the counter's
+ * value now", across streams: that is what the syncs wait for.
  */
 #ifndef RSD_DRIVERS_SIMDEV_H
 #define RSD_DRIVERS_SIMDEV_H
@@ -31,14 +44,47 @@
 
 struct sim_event;
 
+enum sim_work_kind {
+	SIM_WORK_COPY,
+	SIM_WORK_EVENT,
+	SIM_WORK_HOST_FUNC,
+};
+
+struct sim_work {
+	struct sim_work *next; /* the stream's queue */
+	enum sim_work_kind kind;
+	uint64_t ticket; /* from sd->tickets */
+	union {
+		struct {
+			void *dst;
+			const void *src;
+			struct rsd_location dst_at, src_at;
+			uint64_t nbytes;
+		} copy;
+		uint64_t event_seq; /* SIM_WORK_EVENT: the event it completes */
+		struct {
+			void (*fn)(void *arg);
+			void *arg;
+		} host;
+	};
+};
+
+/* Every field is protected by sd->lock. */
 struct sim_stream {
 	uint64_t magic; /* SIM_STREAM_MAGIC while registered */
 	int device;
 	bool is_default;		/* a device's transfer stream, never destroyed */
+	bool retired;			/* destroyed by its owner; freed once drained */
 	struct sim_stream *prev, *next; /* sd->streams */
 	uint64_t recorded;		/* seq of the last event recorded */
 	uint64_t completed;		/* events with seq <= completed are complete */
 	struct sim_event *events;	/* live events recorded on this stream */
+
+	struct sim_work *head, **tail; /* queued work not yet started */
+	bool running;		       /* an item of it is executing (unlocked) */
+	struct sim_work *current;      /* that item (freed when it finishes) */
+	pthread_t runner;	       /* the thread executing it */
+	uint64_t ready_ns;	       /* when head became runnable (background) */
 };
 
 struct sim_event {
@@ -53,17 +99,27 @@ struct sim_event {
 struct sim_device {
 	struct sim_stream transfer; /* what a NULL stream stands for */
 	struct rsd__pool pool;	    /* own lock */
+	pthread_t worker;	    /* background progress; valid if sd->workers */
 };
 
 struct rsd_simdev {
 	int ndevices;
 	bool pooled;
 
-	/* One lock for streams, events, counters and injections: the manager's
-	 * lock-free readers call event_query and metrics from any thread. The
-	 * pools have their own locks and are never entered with it held. */
+	/* One lock for streams, work queues, events, counters and injections:
+	 * the manager's lock-free readers call event_query and metrics from any
+	 * thread. The pools have their own locks and are never entered with it
+	 * held. cond (CLOCK_MONOTONIC) is broadcast whenever work finishes, work
+	 * is queued, the mode changes or the simulator is being destroyed:
+	 * waiters and background workers sleep on it. */
 	pthread_mutex_t lock;
-	bool auto_complete;			  /* protected by lock */
+	pthread_cond_t cond;
+	enum rsd_simdev_progress progress;	  /* protected by lock */
+	uint64_t delay_ns;			  /* protected by lock */
+	uint64_t tickets;			  /* protected by lock; last ticket issued */
+	bool workers;				  /* protected by lock; dev[].worker started */
+	bool stopping;				  /* protected by lock; destroy under way */
+	bool unpinned_host;			  /* protected by lock */
 	struct sim_stream *streams;		  /* protected by lock */
 	struct sim_event *free_events;		  /* protected by lock */
 	struct sim_event *all_events;		  /* protected by lock */
@@ -73,18 +129,44 @@ struct rsd_simdev {
 	int fail_all_err[RSD_SIMDEV_NOPS];	  /* protected by lock; 0 disarmed */
 	int fail_loc_err[RSD_NSLOTS];		  /* protected by lock; 0 disarmed */
 
-	struct rsd__pool pinned; /* own lock */
-	struct sim_device dev[]; /* ndevices */
+	struct rsd__pool pinned;   /* own lock */
+	struct rsd__pool pageable; /* own lock; "pinned" memory while unpinned_host */
+	struct sim_device dev[];   /* ndevices */
 };
 
 /* With sd->lock held: count a call of op and fire an armed injection
  * (recorded, naming the op and the call number). */
 int rsd__sim_enter(struct rsd_simdev *sd, enum rsd_simdev_op op);
-/* With sd->lock held: the registered stream p, or NULL (p is never read). */
+/* With sd->lock held: the registered, not destroyed stream p, or NULL (p is
+ * never read). */
 struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p);
+/* With sd->lock held: like rsd__sim_find_stream, destroyed streams whose work
+ * has not drained included. */
+struct sim_stream *rsd__sim_find_any_stream(struct rsd_simdev *sd, const void *p);
 void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default);
-/* Free every non-default stream and every event object (at destroy). */
+/* With sd->lock held: free s if it is destroyed, drained and not running. */
+void rsd__sim_stream_put(struct rsd_simdev *sd, struct sim_stream *s);
+/* Free every non-default stream, every queued work item and every event
+ * object (at destroy, workers stopped). */
 void rsd__sim_streams_destroy(struct rsd_simdev *sd);
+
+/* Work queues and progress (simdev_progress.c). All with sd->lock held. */
+/* Queue w on s (taking a ticket) and let the mode make progress. */
+void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w);
+/* Run the work queued on s (NULL: on every stream, or with transfers_only on
+ * every device's transfer stream) with a ticket up to upto; waits for items
+ * other threads are running. */
+void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfers_only,
+		    uint64_t upto);
+/* Sleep on sd->cond. */
+void rsd__sim_wait(struct rsd_simdev *sd);
+/* True when s has no unfinished work with a ticket up to upto. */
+bool rsd__sim_stream_done(const struct sim_stream *s, uint64_t upto);
+/* Switch mode (starting background workers if needed); -RSD_E* on failure
+ * to start them, mode unchanged. */
+int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, uint64_t delay_ns);
+/* Stop and join the background workers (sd->lock not held). */
+void rsd__sim_workers_stop(struct rsd_simdev *sd);
 
 /* Stream and event ops (simdev_stream.c). */
 int rsd__sim_stream_device(void *ctx, void *stream, int *device);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Streams and events of the simulated device (model in simdev.h).
+ * Streams and events of the simulated device (model in simdev.h; who runs
+ * queued work in simdev_progress.c).
  *
  * Streams are found by identity in the simulator's list, never by reading
  * the caller's pointer, so any pointer can be tested for stream-ness. Event
@@ -8,16 +9,18 @@
  * destroyed event goes back to a free list (and is reused), and its magic
  * tells a live event from a stale one.
  *
- * Synchronizing (event_sync, stream_sync, device_sync) stands for "wait
- * until the work is done": in the simulator the waiter's patience is what
- * finishes the work, so a sync completes the event and every earlier event
- * of its stream (or the whole stream, or every stream of the device).
+ * Synchronizing (event_sync, stream_sync, device_sync) waits, on sd->cond,
+ * until the awaited work has run: it never runs work itself. In on-command
+ * mode only another thread calling rsd_simdev_stream_complete() or
+ * rsd_simdev_complete_all() (or a switch of mode) can end such a wait; a sync
+ * with nobody to complete the work waits forever, which is the caller's bug,
+ * as a cudaStreamSynchronize() on a stream blocked by a never-set flag is.
  */
 #include <stdlib.h>
 
 #include "simdev.h"
 
-struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p)
+struct sim_stream *rsd__sim_find_any_stream(struct rsd_simdev *sd, const void *p)
 {
 	for (struct sim_stream *s = sd->streams; s; s = s->next)
 		if ((const void *)s == p)
@@ -25,21 +28,25 @@ struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p)
 	return NULL;
 }
 
+struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p)
+{
+	struct sim_stream *s = rsd__sim_find_any_stream(sd, p);
+
+	return s && !s->retired ? s : NULL;
+}
+
 void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default)
 {
 	s->magic = SIM_STREAM_MAGIC;
 	s->device = device;
 	s->is_default = is_default;
+	s->head = NULL;
+	s->tail = &s->head;
 	s->prev = NULL;
 	s->next = sd->streams;
 	if (s->next)
 		s->next->prev = s;
 	sd->streams = s;
-}
-
-static void stream_complete(struct sim_stream *s)
-{
-	s->completed = s->recorded;
 }
 
 static bool event_complete(const struct sim_event *ev)
@@ -61,13 +68,47 @@ static void event_unlink(struct sim_event *ev)
 	ev->stream = NULL;
 }
 
+static void stream_unlink(struct rsd_simdev *sd, struct sim_stream *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		sd->streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->magic = 0;
+}
+
+void rsd__sim_stream_put(struct rsd_simdev *sd, struct sim_stream *s)
+{
+	if (!s->retired || s->head || s->running)
+		return;
+	/* Its work has all run: its events stay valid, and complete. */
+	while (s->events) {
+		struct sim_event *ev = s->events;
+
+		event_unlink(ev);
+		ev->done = true;
+	}
+	stream_unlink(sd, s);
+	free(s);
+}
+
 void rsd__sim_streams_destroy(struct rsd_simdev *sd)
 {
 	struct sim_stream *s, *snext;
 	struct sim_event *ev, *enext;
 
+	/* Work still queued is dropped, not run: what it would read or write
+	 * may already be gone (the simulator's memory goes next). */
 	for (s = sd->streams; s; s = snext) {
 		snext = s->next;
+		while (s->head) {
+			struct sim_work *w = s->head;
+
+			s->head = w->next;
+			free(w);
+		}
 		if (!s->is_default)
 			free(s);
 	}
@@ -88,7 +129,6 @@ int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream)
 	if (!sd || !stream)
 		return rsd__err(RSD_ETYPE, "rsd_simdev_stream_create: %s is NULL",
 				sd ? "stream" : "simdev");
-	*stream = NULL;
 	if (device < 0 || device >= sd->ndevices)
 		return rsd__err(RSD_EINVAL,
 				"rsd_simdev_stream_create: no device %d (%d simulated "
@@ -104,8 +144,9 @@ int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream)
 	return 0;
 }
 
-/* Like cudaStreamDestroy: its work is finished first, so every event still
- * recorded on it becomes complete (and stays valid until destroyed). */
+/* Like cudaStreamDestroy: the handle is gone at once, its queued work still
+ * runs (by whatever mode makes progress), and the stream object is freed
+ * when that work has drained; events recorded on it stay valid. */
 void rsd_simdev_stream_destroy(struct rsd_simdev *sd, void *stream)
 {
 	struct sim_stream *s;
@@ -114,33 +155,11 @@ void rsd_simdev_stream_destroy(struct rsd_simdev *sd, void *stream)
 		return;
 	pthread_mutex_lock(&sd->lock);
 	s = rsd__sim_find_stream(sd, stream);
-	if (!s || s->is_default) {
-		pthread_mutex_unlock(&sd->lock);
-		return;
+	if (s && !s->is_default) {
+		s->retired = true;
+		rsd__sim_stream_put(sd, s);
 	}
-	while (s->events) {
-		struct sim_event *ev = s->events;
-
-		event_unlink(ev);
-		ev->done = true;
-	}
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		sd->streams = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->magic = 0;
 	pthread_mutex_unlock(&sd->lock);
-	free(s);
-}
-
-/* NULL stands for every device's transfer stream. */
-static void complete_streams(struct rsd_simdev *sd, struct sim_stream *only)
-{
-	for (struct sim_stream *s = sd->streams; s; s = s->next)
-		if (only ? s == only : s->is_default)
-			stream_complete(s);
 }
 
 void rsd_simdev_stream_complete(struct rsd_simdev *sd, void *stream)
@@ -150,9 +169,9 @@ void rsd_simdev_stream_complete(struct rsd_simdev *sd, void *stream)
 	if (!sd)
 		return;
 	pthread_mutex_lock(&sd->lock);
-	s = stream ? rsd__sim_find_stream(sd, stream) : NULL;
+	s = stream ? rsd__sim_find_any_stream(sd, stream) : NULL;
 	if (s || !stream)
-		complete_streams(sd, s);
+		rsd__sim_drive(sd, s, true, sd->tickets);
 	pthread_mutex_unlock(&sd->lock);
 }
 
@@ -161,17 +180,7 @@ void rsd_simdev_complete_all(struct rsd_simdev *sd)
 	if (!sd)
 		return;
 	pthread_mutex_lock(&sd->lock);
-	for (struct sim_stream *s = sd->streams; s; s = s->next)
-		stream_complete(s);
-	pthread_mutex_unlock(&sd->lock);
-}
-
-void rsd_simdev_set_auto_complete(struct rsd_simdev *sd, bool on)
-{
-	if (!sd)
-		return;
-	pthread_mutex_lock(&sd->lock);
-	sd->auto_complete = on;
+	rsd__sim_drive(sd, NULL, false, sd->tickets);
 	pthread_mutex_unlock(&sd->lock);
 }
 
@@ -193,7 +202,7 @@ unsigned rsd_simdev_pending_events(struct rsd_simdev *sd, void *stream)
 		return 0;
 	pthread_mutex_lock(&sd->lock);
 	if (stream) {
-		s = rsd__sim_find_stream(sd, stream);
+		s = rsd__sim_find_any_stream(sd, stream);
 		if (s)
 			n = stream_pending(s);
 	} else {
@@ -202,6 +211,36 @@ unsigned rsd_simdev_pending_events(struct rsd_simdev *sd, void *stream)
 	}
 	pthread_mutex_unlock(&sd->lock);
 	return n;
+}
+
+int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(void *arg),
+				void *arg)
+{
+	struct sim_stream *s;
+	struct sim_work *w;
+
+	if (!sd || !fn)
+		return rsd__err(RSD_ETYPE, "rsd_simdev_launch_host_func: %s is NULL",
+				sd ? "fn" : "simdev");
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return rsd__err(RSD_ENOMEM, "rsd_simdev_launch_host_func: out of memory");
+	w->kind = SIM_WORK_HOST_FUNC;
+	w->host.fn = fn;
+	w->host.arg = arg;
+	pthread_mutex_lock(&sd->lock);
+	s = rsd__sim_find_stream(sd, stream);
+	if (!s) {
+		pthread_mutex_unlock(&sd->lock);
+		free(w);
+		return rsd__err(RSD_ETYPE,
+				"rsd_simdev_launch_host_func: %p is not a stream of this "
+				"simulated device",
+				stream);
+	}
+	rsd__sim_enqueue(sd, s, w);
+	pthread_mutex_unlock(&sd->lock);
+	return 0;
 }
 
 /* ---- driver ops ---- */
@@ -242,18 +281,35 @@ void *rsd__sim_default_stream(void *ctx, int device)
 	return &sd->dev[device].transfer;
 }
 
+/* With sd->lock held: true when every stream (only: that one, which may
+ * have drained and gone; device >= 0: those of that device; else the
+ * transfer streams) has run its work with a ticket up to upto. */
+static bool streams_done(struct rsd_simdev *sd, const void *only, int device, uint64_t upto)
+{
+	for (struct sim_stream *s = sd->streams; s; s = s->next) {
+		if (only	? (const void *)s != only :
+		    device >= 0 ? s->device != device :
+				  !s->is_default)
+			continue;
+		if (!rsd__sim_stream_done(s, upto))
+			return false;
+	}
+	return true;
+}
+
 int rsd__sim_stream_sync(void *ctx, void *stream)
 {
 	struct rsd_simdev *sd = ctx;
-	struct sim_stream *s = NULL;
+	uint64_t upto;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_EVENT_SYNC);
-	if (!rc && stream && !(s = rsd__sim_find_stream(sd, stream)))
+	if (!rc && stream && !rsd__sim_find_stream(sd, stream))
 		rc = not_a_stream(stream);
-	if (!rc)
-		complete_streams(sd, s);
+	upto = sd->tickets;
+	while (!rc && !streams_done(sd, stream, -1, upto))
+		rsd__sim_wait(sd);
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
@@ -261,6 +317,7 @@ int rsd__sim_stream_sync(void *ctx, void *stream)
 int rsd__sim_device_sync(void *ctx, int device)
 {
 	struct rsd_simdev *sd = ctx;
+	uint64_t upto;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
@@ -270,10 +327,9 @@ int rsd__sim_device_sync(void *ctx, int device)
 			      "simulated device: no device %d to synchronize (%d "
 			      "simulated devices)",
 			      device, sd->ndevices);
-	if (!rc)
-		for (struct sim_stream *s = sd->streams; s; s = s->next)
-			if (s->device == device)
-				stream_complete(s);
+	upto = sd->tickets;
+	while (!rc && !streams_done(sd, NULL, device, upto))
+		rsd__sim_wait(sd);
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
@@ -283,6 +339,7 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 	struct rsd_simdev *sd = ctx;
 	struct sim_stream *s = NULL;
 	struct sim_event *ev = NULL;
+	struct sim_work *w = NULL;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
@@ -298,12 +355,18 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 		rc = not_a_stream(stream);
 		goto out;
 	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		rc = rsd__err(RSD_ENOMEM, "simulated device: out of memory for an event record");
+		goto out;
+	}
 	ev = sd->free_events;
 	if (ev) {
 		sd->free_events = ev->next;
 	} else {
 		ev = calloc(1, sizeof(*ev));
 		if (!ev) {
+			free(w);
 			rc = rsd__err(RSD_ENOMEM, "simulated device: out of memory for an event");
 			goto out;
 		}
@@ -319,9 +382,10 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 	if (ev->next)
 		ev->next->prev = ev;
 	s->events = ev;
-	if (sd->auto_complete)
-		s->completed = ev->seq;
 	*event = ev;
+	w->kind = SIM_WORK_EVENT;
+	w->event_seq = ev->seq;
+	rsd__sim_enqueue(sd, s, w);
 out:
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
@@ -366,8 +430,10 @@ int rsd__sim_event_sync(void *ctx, void *event)
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_EVENT_SYNC);
 	if (!rc && !(ev = live_event(event)))
 		rc = -RSD_ETYPE;
-	if (!rc && !event_complete(ev) && ev->seq > ev->stream->completed)
-		ev->stream->completed = ev->seq;
+	/* Event objects are never freed while the simulator lives, so ev may
+	 * be read after every wake-up. */
+	while (!rc && !event_complete(ev))
+		rsd__sim_wait(sd);
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }

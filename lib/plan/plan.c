@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Plan records, explain and execute_actions (§12.1-§12.4). */
+/* Plan records, explain and execute_actions (§10.1-§10.4). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,25 +9,31 @@
 
 static const char DEFAULT_NAME[] = "residency-actions";
 
-int rsd__action_check(const struct rsd_action *a)
-{
-	if ((unsigned)a->kind > RSD_ACT_DISCARD)
-		return rsd__err(RSD_ETYPE, "invalid action kind %d", (int)a->kind);
-	if (a->kind != RSD_ACT_DISCARD && !rsd_location_valid(a->location))
-		return rsd__err(RSD_ETYPE, "action location is not a residency location");
-	if (a->kind == RSD_ACT_MOVE && a->has_from && !rsd_location_valid(a->from))
-		return rsd__err(RSD_ETYPE, "move source is not a residency location");
-	return 0;
-}
-
-static int check_actions(const struct rsd_action *a, size_t n, const char *what)
+/* One action record; what names it ("enter action 2") in messages. */
+static int action_check(const struct rsd_action *a, const char *what)
 {
 	int err;
 
+	if ((unsigned)a->kind > RSD_ACT_DISCARD)
+		return rsd__err(RSD_ETYPE, "%s: invalid action kind %d", what, (int)a->kind);
+	err = rsd__handle_check(a->handle, what);
+	if (!err && a->kind != RSD_ACT_DISCARD)
+		err = rsd__location_check(a->location, what);
+	if (!err && a->kind == RSD_ACT_MOVE && a->has_from)
+		err = rsd__location_check(a->from, what);
+	return err;
+}
+
+static int check_actions(const struct rsd_action *a, size_t n, const char *phase)
+{
+	char what[48];
+	int err;
+
 	if (n && !a)
-		return rsd__err(RSD_ETYPE, "plan %s: %zu actions but no array", what, n);
+		return rsd__err(RSD_ETYPE, "plan %s: %zu actions but no array", phase, n);
 	for (size_t i = 0; i < n; i++) {
-		err = rsd__action_check(&a[i]);
+		snprintf(what, sizeof(what), "%s action %zu", phase, i);
+		err = action_check(&a[i], what);
 		if (err)
 			return err;
 	}
@@ -55,8 +62,12 @@ int rsd__plan_check(const struct rsd_plan *p)
 	for (size_t i = 0; i < p->nreservations; i++) {
 		const struct rsd_reservation_spec *r = &p->reservations[i];
 
-		if (!rsd_location_valid(r->location))
-			return rsd__err(RSD_ETYPE, "reservation %zu: not a residency location", i);
+		char what[48];
+
+		snprintf(what, sizeof(what), "reservation %zu", i);
+		err = rsd__location_check(r->location, what);
+		if (err)
+			return err;
 		if (!r->label)
 			return rsd__err(RSD_ETYPE, "reservation %zu: label is NULL", i);
 		if (!rsd__nonblank(r->label))
@@ -77,7 +88,7 @@ struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p)
 	       strlen(p->name) + 1;
 	for (size_t i = 0; i < p->nreservations; i++)
 		size += strlen(p->reservations[i].label) + 1;
-	c = malloc(size);
+	c = rsd__malloc(size);
 	if (!c) {
 		rsd__err(RSD_ENOMEM, "out of memory copying plan '%s'", p->name);
 		return NULL;
@@ -125,6 +136,9 @@ int rsd_explain(struct rsd_manager *m, const struct rsd_plan *p, const uint64_t 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_explain: NULL argument");
 	/* Lock-free: one published image, never the writer. */
+	err = rsd__read_fresh(m);
+	if (err)
+		return err;
 	img = rsd__read_begin(m);
 	rsd__view_init(&view, img);
 	if (img->closed)
@@ -195,6 +209,7 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 			struct rsd_plan_report **report)
 {
 	struct rsd_transition *done = NULL;
+	struct rsd_plan_report *rep = NULL;
 	struct rsd_plan plan;
 	uint64_t started;
 	size_t i = 0;
@@ -209,9 +224,12 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 		return err;
 	if (!m)
 		return rsd__err(RSD_ETYPE, "rsd_execute_actions: manager is NULL");
-	done = malloc((n ? n : 1) * sizeof(*done));
-	if (!done)
+	done = rsd__malloc((n ? n : 1) * sizeof(*done));
+	/* The report before anything commits: a done plan must not fail. */
+	if (!done || (report && !(rep = rsd__report_alloc(plan.name, n)))) {
+		free(done);
 		return rsd__err(RSD_ENOMEM, "out of memory for %zu transition reports", n);
+	}
 	started = rsd__now_ns();
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err)
@@ -230,15 +248,16 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 						started, report);
 	}
 	if (!err && report) {
-		*report = rsd__report_new(plan.name, done, n, started, rsd__now_ns());
-		if (!*report)
-			err = rsd__err(RSD_ENOMEM, "out of memory for the report of plan '%s'", plan.name);
+		rsd__report_fill(rep, done, n, started, rsd__now_ns());
+		*report = rep;
+		rep = NULL;
 	}
 	rsd_trace_plan_end(m->id, plan.name, "execute",
 			   rsd_phase_name(err == -RSD_EEXEC ? RSD_PHASE_EXECUTE : RSD_PHASE_NONE), err,
 			   (uint32_t)(err ? (i ? i - 1 : 0) : n));
 	rsd__writer_exit(m);
 out_free:
+	rsd_plan_report_free(rep);
 	free(done);
 	return err;
 }

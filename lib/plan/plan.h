@@ -6,7 +6,7 @@
 #include "../core/core.h"
 
 /*
- * Simulate p against one image (§12.3). Readers pass the image they hold
+ * Simulate p against one image (§10.3). Readers pass the image they hold
  * under rcu_read_lock(); the writer passes m->img after publishing, so the
  * image equals its state. with_reservations: admit p's reservations after
  * the reclaim actions (explain, scope preflight; not execute_actions).
@@ -16,13 +16,26 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 
 /* Deep copy of a plan (names, arrays, labels) in one allocation. */
 struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
-/* Validate a plan's records without a manager (§12.1). */
+/* Validate a plan's records without a manager (§10.1). */
 int rsd__plan_check(const struct rsd_plan *p);
-int rsd__action_check(const struct rsd_action *a);
+
+/* Allocate what rsd_scope_close(s, report) will need, so that a caller
+ * that must do other work first (a use releasing its leases) can fail
+ * before changing anything. */
+int rsd__scope_close_prepare(struct rsd_scope *s, bool report);
 
 /* Reports. */
 struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
 					uint64_t started, uint64_t completed);
+/* Make r (may be NULL) this thread's partial report, freeing the previous
+ * one; rsd_take_partial_report() hands it over. */
+void rsd__partial_report_set(struct rsd_plan_report *r);
+/* A report with room for cap transitions, allocated before a plan commits
+ * anything so that its success never needs memory; rsd__report_fill()
+ * (n <= cap) completes it. */
+struct rsd_plan_report *rsd__report_alloc(const char *name, size_t cap);
+void rsd__report_fill(struct rsd_plan_report *r, const struct rsd_transition *t, size_t n,
+		      uint64_t started, uint64_t completed);
 /* Record an EEXEC failure: rsd_last_error() fields and the thread's partial
  * report; returns -RSD_EEXEC. cause is the original negative code. */
 int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_index,
@@ -32,7 +45,9 @@ int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_i
 /* Preflight a plan on the writer path: -RSD_EPLAN with the first reason. */
 int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p);
 
-/* Validate a transfer-stream map on the writer path (§12.2). */
+/* Validate a transfer-stream map (§10.2): locations available, each stream
+ * the driver's and on its location's device, no location twice. Reads only
+ * what is fixed at manager creation, so it needs no lock. */
 int rsd__check_transfer_streams(struct rsd_manager *m, const struct rsd_transfer_stream *ts,
 				size_t nts);
 void *rsd__stream_for(const struct rsd_transfer_stream *ts, size_t nts, const struct rsd_action *a);

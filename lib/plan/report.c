@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Plan reports and the plan-execution failure record (§12.4, §16.2). A
+ * Plan reports and the plan-execution failure record (§10.4, §17.2). A
  * failed plan call keeps the committed prefix's report for this thread until
  * rsd_take_partial_report() hands it over.
  */
@@ -24,24 +24,43 @@ static void partial_key_make(void)
 	pthread_key_create(&partial_key, partial_free);
 }
 
-struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
-					uint64_t started, uint64_t completed)
+struct rsd_plan_report *rsd__report_alloc(const char *name, size_t cap)
 {
 	size_t len = strlen(name) + 1;
 	struct rsd_plan_report *r;
 	struct rsd_transition *tt;
 
-	r = malloc(sizeof(*r) + n * sizeof(*t) + len);
+	r = rsd__malloc(sizeof(*r) + cap * sizeof(*tt) + len);
 	if (!r)
 		return NULL;
 	tt = (struct rsd_transition *)(r + 1);
+	r->plan_name = memcpy((char *)(tt + cap), name, len);
+	r->ntransitions = 0;
+	r->transitions = tt;
+	r->started_at_ns = r->completed_at_ns = 0;
+	return r;
+}
+
+void rsd__report_fill(struct rsd_plan_report *r, const struct rsd_transition *t, size_t n,
+		      uint64_t started, uint64_t completed)
+{
+	/* The block is the report's own: its transitions are writable. */
+	struct rsd_transition *tt = (struct rsd_transition *)(r + 1);
+
 	if (n)
 		memcpy(tt, t, n * sizeof(*t));
-	r->plan_name = memcpy((char *)(tt + n), name, len);
 	r->ntransitions = n;
-	r->transitions = tt;
 	r->started_at_ns = started;
 	r->completed_at_ns = completed;
+}
+
+struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
+					uint64_t started, uint64_t completed)
+{
+	struct rsd_plan_report *r = rsd__report_alloc(name, n);
+
+	if (r)
+		rsd__report_fill(r, t, n, started, completed);
 	return r;
 }
 
@@ -60,6 +79,13 @@ struct rsd_plan_report *rsd_take_partial_report(void)
 	return r;
 }
 
+void rsd__partial_report_set(struct rsd_plan_report *r)
+{
+	pthread_once(&partial_once, partial_key_make);
+	rsd_plan_report_free(pthread_getspecific(partial_key));
+	pthread_setspecific(partial_key, r);
+}
+
 int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_index,
 		      long reservation_index, int cause, const struct rsd_transition *t, size_t n,
 		      uint64_t started, struct rsd_plan_report **report)
@@ -68,9 +94,7 @@ int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_i
 	struct rsd_plan_report *partial;
 	struct rsd_error *e;
 
-	pthread_once(&partial_once, partial_key_make);
-	rsd_plan_report_free(pthread_getspecific(partial_key));
-	pthread_setspecific(partial_key, rsd__report_new(plan, t, n, started, rsd__now_ns()));
+	rsd__partial_report_set(rsd__report_new(plan, t, n, started, rsd__now_ns()));
 	if (report) {
 		partial = rsd__report_new(plan, t, n, started, rsd__now_ns());
 		*report = partial;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Scopes (§12.5): a single-use plan context. Entry preflights the whole
+ * Scopes (§11): a single-use plan context. Entry preflights the whole
  * plan, runs reclaim, admits reservations, runs enter; close runs exit and
  * releases the scope's reservations in reverse admission order.
  *
@@ -29,6 +29,8 @@ struct rsd_scope {
 	size_t ntrans;
 	uint64_t started;
 	struct rsd_plan_report *report;
+	/* Reports allocated ahead by rsd__scope_close_prepare(), for close. */
+	struct rsd_plan_report *pre_own, *pre_copy;
 	int exit_error;
 };
 
@@ -105,16 +107,18 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
 		return rsd__err(RSD_ETYPE, "rsd_scope_enter: NULL argument");
 	if (nts && !ts)
 		return rsd__err(RSD_ETYPE, "%zu transfer streams but no array", nts);
-	for (size_t i = 0; i < nts; i++)
-		if (!rsd_location_valid(ts[i].location))
-			return rsd__err(RSD_ETYPE, "transfer stream %zu: not a residency location", i);
+	for (size_t i = 0; i < nts; i++) {
+		err = rsd__location_check(ts[i].location, "rsd_scope_enter: transfer stream");
+		if (err)
+			return err;
+	}
 	nact = p->nreclaim + p->nenter + p->nexit;
-	s = calloc(1, sizeof(*s));
+	s = rsd__calloc(1, sizeof(*s));
 	if (!s || !(s->plan = rsd__plan_copy(p)) ||
-	    !(s->trans = calloc(nact ? nact : 1, sizeof(*s->trans))) ||
+	    !(s->trans = rsd__calloc(nact ? nact : 1, sizeof(*s->trans))) ||
 	    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	    !(s->resv = calloc(p->nreservations ? p->nreservations : 1, sizeof(*s->resv))) ||
-	    !(s->ts = calloc(nts ? nts : 1, sizeof(*s->ts)))) {
+	    !(s->resv = rsd__calloc(p->nreservations ? p->nreservations : 1, sizeof(*s->resv))) ||
+	    !(s->ts = rsd__calloc(nts ? nts : 1, sizeof(*s->ts)))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating scope '%s'", p->name);
 		goto fail;
 	}
@@ -123,24 +127,30 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
 	s->nts = nts;
 	s->has_expected = expected_version != NULL;
 	s->expected = expected_version ? *expected_version : 0;
-	pthread_mutex_init(&s->lock, NULL);
 	s->entered = true;
 	s->started = rsd__now_ns();
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
-	if (!err) {
-		rsd_trace_plan_begin(m->id, p->name, "scope-enter");
-		err = enter_locked(m, s);
-		rsd_trace_plan_end(m->id, p->name, "scope-enter",
-				   rsd_phase_name(err ? rsd_last_error()->phase : RSD_PHASE_NONE), err,
-				   (uint32_t)s->ntrans);
-		rsd__writer_exit(m);
-	}
-	/* Any entry failure finishes the scope: close becomes a no-op. */
-	s->closed = err != 0;
+	if (err)
+		goto fail;
+	rsd_trace_plan_begin(m->id, p->name, "scope-enter");
+	err = enter_locked(m, s);
+	rsd_trace_plan_end(m->id, p->name, "scope-enter",
+			   rsd_phase_name(err ? rsd_last_error()->phase : RSD_PHASE_NONE), err,
+			   (uint32_t)s->ntrans);
+	rsd__writer_exit(m);
+	if (err)
+		goto fail;
+	pthread_mutex_init(&s->lock, NULL);
 	rsd__obj_link(m, &s->link);
 	*out = s;
-	return err;
+	return 0;
 fail:
+	/*
+	 * A failed entry released whatever it had admitted (enter_locked
+	 * unwinds its reservations), was never linked to the manager, and
+	 * leaves nothing to the caller: its facts are in rsd_last_error() and,
+	 * after -RSD_EEXEC, rsd_take_partial_report().
+	 */
 	if (s) {
 		free(s->plan);
 		free(s->trans);
@@ -151,8 +161,34 @@ fail:
 	return err;
 }
 
+/* Under s->lock: the reports a close will need, if not allocated yet. */
+static int close_reports(struct rsd_scope *s, bool copy)
+{
+	size_t cap = s->ntrans + s->plan->nexit;
+
+	if (!s->pre_own)
+		s->pre_own = rsd__report_alloc(s->plan->name, cap);
+	if (copy && s->pre_own && !s->pre_copy)
+		s->pre_copy = rsd__report_alloc(s->plan->name, cap);
+	if (!s->pre_own || (copy && !s->pre_copy))
+		return rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'",
+				s->plan->name);
+	return 0;
+}
+
+int rsd__scope_close_prepare(struct rsd_scope *s, bool report)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = s->closed || !s->entered ? 0 : close_reports(s, report);
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
 int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 {
+	struct rsd_plan_report *own = NULL, *copy = NULL;
 	const struct rsd_plan *p;
 	struct rsd_manager *m;
 	int err;
@@ -162,6 +198,9 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	pthread_mutex_lock(&s->lock);
 	p = s->plan;
 	if (s->closed) {
+		/* a second close: a silent no-op without a report */
+		if (report)
+			*report = NULL;
 		err = 0;
 		goto out;
 	}
@@ -175,6 +214,14 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 		err = rsd__err(RSD_ECLOSED, "the manager of scope '%s' no longer exists", p->name);
 		goto out;
 	}
+	/* Both reports before exit commits anything: a done close must not
+	 * fail, and a close that cannot start leaves the scope open. */
+	err = close_reports(s, report != NULL);
+	if (err)
+		goto out;
+	own = s->pre_own;
+	copy = s->pre_copy;
+	s->pre_own = s->pre_copy = NULL;
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err) {
 		if (err != -RSD_EREENTRANT)
@@ -189,9 +236,9 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	if (err) {
 		s->exit_error = err;
 	} else {
-		s->report = rsd__report_new(p->name, s->trans, s->ntrans, s->started, rsd__now_ns());
-		if (!s->report)
-			err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
+		rsd__report_fill(own, s->trans, s->ntrans, s->started, rsd__now_ns());
+		s->report = own;
+		own = NULL;
 	}
 	rsd_trace_plan_end(m->id, p->name, "scope-exit",
 			   rsd_phase_name(err ? RSD_PHASE_EXIT : RSD_PHASE_NONE), err,
@@ -199,13 +246,15 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	rsd__writer_exit(m);
 	/* s->report is set whenever err is 0; tested too, for the analyzer */
 	if (!err && report && s->report) {
-		*report = rsd__report_new(p->name, s->trans, s->ntrans, s->report->started_at_ns,
-					  s->report->completed_at_ns);
-		if (!*report)
-			err = rsd__err(RSD_ENOMEM, "out of memory for the report of scope '%s'", p->name);
+		rsd__report_fill(copy, s->trans, s->ntrans, s->report->started_at_ns,
+				 s->report->completed_at_ns);
+		*report = copy;
+		copy = NULL;
 	}
 out:
 	pthread_mutex_unlock(&s->lock);
+	rsd_plan_report_free(own);
+	rsd_plan_report_free(copy);
 	return err;
 }
 
@@ -235,7 +284,7 @@ void rsd_scope_free(struct rsd_scope *s)
 				  s->plan->name);
 		} else {
 			/* The manager still lists the scope's reservations: keep
-			 * the scope and the manager (§10.9). */
+			 * the scope and the manager (§8.9). */
 			m->keep_alive = true;
 			rsd__warn(m, "scope '%s' was freed while open and its reservations could not be "
 				  "released (%s): the manager was retained", s->plan->name,
@@ -251,6 +300,8 @@ void rsd_scope_free(struct rsd_scope *s)
 	}
 	pthread_mutex_destroy(&s->lock);
 	rsd_plan_report_free(s->report);
+	rsd_plan_report_free(s->pre_own);
+	rsd_plan_report_free(s->pre_copy);
 	free(s->plan);
 	free(s->trans);
 	free(s->resv);

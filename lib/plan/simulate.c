@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The plan simulation of semantics.md §12.3: a dry run of reclaim ++ enter
+ * The plan simulation of reference.md §10.3: a dry run of reclaim ++ enter
  * ++ exit with reservations admitted after reclaim, against one published
  * image. explain runs it lock-free; execute_actions and scope entry run it
  * as their preflight on the writer path. It never changes the manager.
@@ -104,7 +104,7 @@ static const char *keep(struct sim *s, char *str)
 		s->err = -RSD_ENOMEM;
 		return "out of memory";
 	}
-	strs = realloc(s->e->strs, (s->e->nstrs + 1) * sizeof(*strs));
+	strs = rsd__realloc(s->e->strs, (s->e->nstrs + 1) * sizeof(*strs));
 	if (!strs) {
 		free(str);
 		s->err = -RSD_ENOMEM;
@@ -147,7 +147,7 @@ static const char *lname(struct rsd_location at, char *buf)
 	return rsd_location_name(at, buf, RSD_LOCATION_NAME_MAX);
 }
 
-/* Runtime validation plus first touch (§12.3 "Preparing a location"). */
+/* Runtime validation plus first touch (§10.3 "Preparing a location"). */
 static bool prepare(struct sim *s, struct rsd_location at)
 {
 	const struct rsd_img_loc *il;
@@ -155,7 +155,7 @@ static bool prepare(struct sim *s, struct rsd_location at)
 	unsigned slot;
 
 	if (rsd__check_location(s->m, at)) {
-		fail(s, strdup(rsd_last_error()->message));
+		fail(s, rsd__strdup(rsd_last_error()->message));
 		return false;
 	}
 	slot = rsd__loc_slot(at);
@@ -260,7 +260,7 @@ static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 	if (s->nvals == s->capvals) {
 		size_t cap = s->capvals ? s->capvals * 2 : 16;
 
-		v = realloc(s->vals, cap * sizeof(*v));
+		v = rsd__realloc(s->vals, cap * sizeof(*v));
 		if (!v) {
 			s->err = rsd__err(RSD_ENOMEM, "out of memory simulating a plan");
 			return NULL;
@@ -280,7 +280,7 @@ static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 	return v;
 }
 
-/* Resolution against the image (§4.2); the message becomes the reason. */
+/* Resolution against the image (§2.5); the message becomes the reason. */
 static const struct rsd_img_value *resolve(struct sim *s, struct rsd_handle h)
 {
 	const struct rsd_img_value *iv;
@@ -520,7 +520,7 @@ static bool sim_reservation(struct sim *s, const struct rsd_reservation_spec *r)
 		/* Worst case every byte becomes \xNN: the reason is a data
 		 * field and must not be cut. */
 		len = strlen(r->label) * 4 + 3;
-		label = malloc(len);
+		label = rsd__malloc(len);
 		fail(s, label ? fmt("Reservation %s exceeds budget at %s",
 				    rsd__quote(r->label, label, len), lname(r->location, name))
 			      : NULL);
@@ -556,11 +556,11 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 	bool ok = true;
 	int err = 0;
 
-	s = calloc(1, sizeof(*s));
-	e = calloc(1, sizeof(*e));
-	if (!s || !e || !(e->plan_name = strdup(p->name)) ||
-	    !(e->acts = calloc(nacts ? nacts : 1, sizeof(*e->acts))) ||
-	    !(e->resv = calloc(p->nreservations ? p->nreservations : 1, sizeof(*e->resv)))) {
+	s = rsd__calloc(1, sizeof(*s));
+	e = rsd__calloc(1, sizeof(*e));
+	if (!s || !e || !(e->plan_name = rsd__strdup(p->name)) ||
+	    !(e->acts = rsd__calloc(nacts ? nacts : 1, sizeof(*e->acts))) ||
+	    !(e->resv = rsd__calloc(p->nreservations ? p->nreservations : 1, sizeof(*e->resv)))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory explaining plan '%s'", p->name);
 		goto out;
 	}
@@ -573,7 +573,7 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 		prepare(s, img->locs[i].loc);
 	for (size_t i = 0; i < p->nreservations; i++) {
 		e->resv[i] = p->reservations[i];
-		e->resv[i].label = keep(s, strdup(p->reservations[i].label));
+		e->resv[i].label = keep(s, rsd__strdup(p->reservations[i].label));
 	}
 	for (size_t i = 0; i < p->nreclaim && ok; i++)
 		ok = sim_action(s, &p->reclaim[i], &e->acts[k++]);
@@ -587,7 +587,7 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 		err = rsd__err(RSD_ENOMEM, "out of memory explaining plan '%s'", p->name);
 		goto out;
 	}
-	e->peaks = calloc(s->nloc ? s->nloc : 1, sizeof(*e->peaks));
+	e->peaks = rsd__calloc(s->nloc ? s->nloc : 1, sizeof(*e->peaks));
 	if (!e->peaks) {
 		err = rsd__err(RSD_ENOMEM, "out of memory explaining plan '%s'", p->name);
 		goto out;

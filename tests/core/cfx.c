@@ -71,6 +71,30 @@ const char *cfx_name(struct rsd_location at)
 	return rsd_location_name(at, b, RSD_LOCATION_NAME_MAX);
 }
 
+const struct cfx_bad_loc cfx_bad_locs[] = {
+	{ { (enum rsd_location_kind)7, -1 }, RSD_ETYPE },
+	{ { (enum rsd_location_kind)7, 0 }, RSD_ETYPE },
+	{ { (enum rsd_location_kind) - 3, 0 }, RSD_ETYPE },
+	{ { RSD_PAGEABLE_HOST, 3 }, RSD_ETYPE },
+	{ { RSD_PINNED_HOST, 3 }, RSD_ETYPE },
+	{ { RSD_CUDA, 128 }, RSD_EINVAL },
+	{ { RSD_CUDA, -1 }, RSD_EINVAL },
+	{ { RSD_CUDA, -7 }, RSD_EINVAL },
+	{ { RSD_CUDA, 100000 }, RSD_EINVAL },
+	{ { RSD_CUDA, -2147483647 - 1 }, RSD_EINVAL },
+};
+const size_t cfx_nbad_locs = sizeof(cfx_bad_locs) / sizeof(cfx_bad_locs[0]);
+
+void cfx_reset_error(int code)
+{
+	struct rsd_location l;
+
+	if (code == RSD_EINVAL)
+		ATF_REQUIRE_EQ(rsd_location_parse(NULL, &l), -RSD_ETYPE);
+	else
+		ATF_REQUIRE_EQ(rsd_location_parse("bogus", &l), -RSD_EINVAL);
+}
+
 void cfx_ok(int rc, const char *expr, const char *file, int line)
 {
 	if (rc)

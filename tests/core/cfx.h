@@ -2,7 +2,7 @@
 /*
  * Shared setup of the core tests: managers (host-only or on the simulated
  * device), residents, counted sources with failure knobs, snapshot lookups
- * and a checker of the snapshot invariants of semantics.md §13.6 and §9.2
+ * and a checker of the snapshot invariants of reference.md §14.6 and §7.2
  * that every cfx_snap() runs.
  */
 #ifndef RSD_TESTS_CORE_CFX_H
@@ -13,7 +13,7 @@
 
 #include <rsd/rsd.h>
 
-#define N 64 /* the charge of most test values (semantics.md appendix) */
+#define N 64 /* the charge of most test values (reference.md §20) */
 
 #define PAGEABLE RSD_LOC_PAGEABLE_HOST
 #define PINNED RSD_LOC_PINNED_HOST
@@ -24,7 +24,7 @@ extern const struct rsd_type cfx_derived_type;
 extern const struct rsd_type cfx_other_type;
 extern const struct rsd_type cfx_rogue_type;
 
-/* No-op reasons (data fields, semantics.md §8.6-8.8). */
+/* No-op reasons (data fields, reference.md §4.6-4.8). */
 #define R_DEST_RESIDENT "destination already resident"
 #define R_DEST_OWNS "destination already owns the selected replica"
 #define R_ABSENT "materialization already absent"
@@ -42,6 +42,21 @@ void cfx_fini(struct cfx *f);
 
 struct rsd_location cfx_cuda(int dev);
 const char *cfx_name(struct rsd_location at); /* static buffer ring */
+
+/*
+ * Location records every entry point refuses before it looks at a device,
+ * with the code: none of the three kinds, or a host kind with a device, is
+ * RSD_ETYPE; a CUDA index outside 0..127 is RSD_EINVAL.
+ */
+struct cfx_bad_loc {
+	struct rsd_location loc;
+	int code;
+};
+extern const struct cfx_bad_loc cfx_bad_locs[];
+extern const size_t cfx_nbad_locs;
+/* Leave a code other than `code` in rsd_last_error(), so that a stale
+ * record cannot make the next check pass. */
+void cfx_reset_error(int code);
 
 /* Results: a failure message that quotes the call and rsd_last_error(). */
 void cfx_ok(int rc, const char *expr, const char *file, int line);

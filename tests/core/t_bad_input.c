@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Bad input at the public boundary (api.md §1-2, semantics.md §0.3):
+ * Bad input at the public boundary (reference.md §1.2, §2.5, §17.1):
  * NULL managers, objects and out-pointers, and location records that are
- * not locations, give RSD_ETYPE with a recorded message, write no
- * out-parameter and leave the manager's state untouched.
+ * not locations, give RSD_ETYPE (a CUDA record whose index is outside
+ * 0..127 RSD_EINVAL) with a recorded message, write no out-parameter and
+ * leave the manager's state untouched.
  */
 #include <string.h>
 
@@ -196,16 +197,12 @@ ATF_TC_BODY(snapshot_null, tc)
 	teardown(&x);
 }
 
-/* Records that are not locations: a bad kind, a host kind with a device,
- * a CUDA index outside 0..127. */
-static const struct rsd_location bad_locs[] = {
-	{ (enum rsd_location_kind)7, -1 },
-	{ (enum rsd_location_kind)7, 0 },
-	{ RSD_PAGEABLE_HOST, 3 },
-	{ RSD_PINNED_HOST, 3 },
-	{ RSD_CUDA, 128 },
-	{ RSD_CUDA, -1 },
-};
+/* Every manager entry point that takes a location refuses cfx_bad_locs. */
+#define BADLOC(code, expr)             \
+	do {                           \
+		cfx_reset_error(code); \
+		ERR(code, expr);       \
+	} while (0)
 
 ATF_TC_WITHOUT_HEAD(invalid_location_records);
 ATF_TC_BODY(invalid_location_records, tc)
@@ -215,26 +212,31 @@ ATF_TC_BODY(invalid_location_records, tc)
 	struct rsd_lease *l = NULL;
 	struct rsd_hold *hd = NULL;
 	struct rsd_reservation *r = NULL;
+	struct rsd_resident *res = NULL;
 	struct rsd_handle out = { 0 };
+	uint64_t n8 = 8;
 	struct fixture x;
 
 	setup(&x);
 	src.ctx = &x.s;
-	for (size_t i = 0; i < sizeof(bad_locs) / sizeof(bad_locs[0]); i++) {
-		struct rsd_location b = bad_locs[i];
+	for (size_t i = 0; i < cfx_nbad_locs; i++) {
+		struct rsd_location b = cfx_bad_locs[i].loc;
+		int code = cfx_bad_locs[i].code;
 		struct rsd_resident *v = cfx_alloc(&x.f, PAGEABLE, 8);
 
-		ETYPE(rsd_register_source(x.f.m, &spec, &src, b, &out));
-		ETYPE(rsd_adopt(x.f.m, v, &b, RSD_EXCLUSIVE, &out));
+		BADLOC(code, rsd_register_source(x.f.m, &spec, &src, b, &out));
+		BADLOC(code, rsd_adopt(x.f.m, v, &b, RSD_EXCLUSIVE, &out));
 		rsd_resident_free(v);
-		ETYPE(rsd_ensure(x.f.m, x.a, b, NULL, NULL));
-		ETYPE(rsd_copy(x.f.m, x.a, b, NULL, NULL));
-		ETYPE(rsd_move(x.f.m, x.a, b, NULL, NULL, NULL));
-		ETYPE(rsd_move(x.f.m, x.a, PINNED, &b, NULL, NULL));
-		ETYPE(rsd_drop(x.f.m, x.a, b, NULL));
-		ETYPE(rsd_acquire(x.f.m, &x.a, 1, b, NULL, &l));
-		ETYPE(rsd_hold(x.f.m, &x.a, 1, b, &hd));
-		ETYPE(rsd_reserve(x.f.m, b, 0, "r", &r));
+		BADLOC(code,
+		       rsd_resident_alloc(x.f.m, &rsd_resident_type, b, 1, &n8, NULL, 0, &res));
+		BADLOC(code, rsd_ensure(x.f.m, x.a, b, NULL, NULL));
+		BADLOC(code, rsd_copy(x.f.m, x.a, b, NULL, NULL));
+		BADLOC(code, rsd_move(x.f.m, x.a, b, NULL, NULL, NULL));
+		BADLOC(code, rsd_move(x.f.m, x.a, PINNED, &b, NULL, NULL));
+		BADLOC(code, rsd_drop(x.f.m, x.a, b, NULL));
+		BADLOC(code, rsd_acquire(x.f.m, &x.a, 1, b, NULL, &l));
+		BADLOC(code, rsd_hold(x.f.m, &x.a, 1, b, &hd));
+		BADLOC(code, rsd_reserve(x.f.m, b, 0, "r", &r));
 		{
 			struct rsd_budget bud = { b, 10 };
 			struct rsd_manager_config mc;
@@ -244,11 +246,11 @@ ATF_TC_BODY(invalid_location_records, tc)
 			mc.host_only = true;
 			mc.budgets = &bud;
 			mc.nbudgets = 1;
-			ETYPE(rsd_manager_create(&mc, &m));
+			BADLOC(code, rsd_manager_create(&mc, &m));
 			ATF_CHECK(m == NULL);
 		}
 	}
-	ATF_CHECK(l == NULL && hd == NULL && r == NULL && out.id == 0);
+	ATF_CHECK(l == NULL && hd == NULL && r == NULL && res == NULL && out.id == 0);
 	teardown(&x);
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Budgets, charges and peaks (semantics.md §9, W1, §19.4-5): the admission
+ * Budgets, charges and peaks (reference.md §7, §20.1, §18.4-18.5): the admission
  * boundary, budget 0, charges near UINT64_MAX, unbudgeted reservations and
  * the caller's budget array being copied.
  */
@@ -9,6 +9,7 @@
 #include <atf-c.h>
 
 #include "cfx.h"
+#include "core/core.h" /* which driver a manager picked */
 
 static void check_budget_error(struct rsd_location at, uint64_t budget, uint64_t used,
 			       uint64_t reserved, uint64_t requested)
@@ -33,7 +34,7 @@ static void need_pinned(struct cfx *f)
 	rsd_resident_free(probe);
 }
 
-/* §9.1: used + reserved + n <= budget is admitted, one byte more is not. */
+/* §7.1: used + reserved + n <= budget is admitted, one byte more is not. */
 ATF_TC_WITHOUT_HEAD(admission_boundary);
 ATF_TC_BODY(admission_boundary, tc)
 {
@@ -77,7 +78,7 @@ ATF_TC_BODY(admission_boundary, tc)
 	cfx_fini(&f);
 }
 
-/* W1. */
+/* §20.1. */
 ATF_TC_WITHOUT_HEAD(w1_reservations);
 ATF_TC_BODY(w1_reservations, tc)
 {
@@ -122,7 +123,7 @@ ATF_TC_BODY(w1_reservations, tc)
 	cfx_fini(&f);
 }
 
-/* §19.4: budget 0 is a real budget, recorded at construction; the map is copied. */
+/* §18.4: budget 0 is a real budget, recorded at construction; the map is copied. */
 ATF_TC_WITHOUT_HEAD(budget_zero);
 ATF_TC_BODY(budget_zero, tc)
 {
@@ -160,7 +161,7 @@ ATF_TC_BODY(budget_zero, tc)
 	cfx_fini(&f);
 }
 
-/* §19.5: an unbudgeted reservation of 2^40 bytes is pure accounting. */
+/* §18.5: an unbudgeted reservation of 2^40 bytes is pure accounting. */
 ATF_TC_WITHOUT_HEAD(unbudgeted_reservation_2_40);
 ATF_TC_BODY(unbudgeted_reservation_2_40, tc)
 {
@@ -296,7 +297,7 @@ ATF_TC_BODY(budget_uint64_max, tc)
 	cfx_fini(&f);
 }
 
-/* §9.1: budgets never apply to removals, holds or leases. */
+/* §7.1: budgets never apply to removals, holds or leases. */
 ATF_TC_WITHOUT_HEAD(no_admission_for_protections);
 ATF_TC_BODY(no_admission_for_protections, tc)
 {
@@ -322,6 +323,59 @@ ATF_TC_BODY(no_admission_for_protections, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * rsd_manager_create(NULL, &m) is the all-defaults configuration: no
+ * budgets (nothing recorded, any charge fits) and the CUDA runtime when it
+ * sees a device, else the host driver and no CUDA location; exactly what a
+ * zeroed configuration gives.
+ */
+ATF_TC_WITHOUT_HEAD(null_config_is_all_defaults);
+ATF_TC_BODY(null_config_is_all_defaults, tc)
+{
+	const struct rsd_device_ops *cuda = rsd_cuda_driver();
+	int ndev = cuda && cuda->device_count ? cuda->device_count(NULL) : 0;
+	struct rsd_location c0 = { RSD_CUDA, 0 };
+	struct rsd_manager_config zeroed;
+	struct rsd_manager *m = NULL, *z = NULL;
+	struct rsd_reservation *r;
+	struct rsd_snapshot *s;
+	struct cfx f;
+
+	OK(rsd_manager_create(NULL, &m));
+	ATF_REQUIRE(m != NULL);
+	memset(&zeroed, 0, sizeof(zeroed));
+	OK(rsd_manager_create(&zeroed, &z));
+	ATF_CHECK(m->ops == (ndev > 0 ? cuda : rsd_host_driver()));
+	ATF_CHECK(m->ops == z->ops);
+	ATF_CHECK_EQ(m->ndevices, ndev > 0 ? ndev : 0);
+	f.m = m;
+	f.sd = NULL;
+	CHECK_VERSION(&f, 0);
+	ATF_CHECK_EQ(rsd_manager_locations(m, NULL, 0), 0);
+	/* unbudgeted: half the address space fits at pageable-host */
+	OK(rsd_reserve(m, PAGEABLE, UINT64_MAX / 2, "big", &r));
+	OK(rsd_snapshot_take(m, &s));
+	ATF_REQUIRE_EQ(s->nlocations, 1);
+	ATF_CHECK(rsd_location_equal(s->locations[0].location, PAGEABLE));
+	ATF_CHECK(!s->locations[0].has_budget);
+	ATF_CHECK_EQ(s->locations[0].reserved_bytes, UINT64_MAX / 2);
+	rsd_snapshot_free(s);
+	OK(rsd_reservation_release(r));
+	rsd_reservation_free(r);
+	if (ndev > 0) {
+		OK(rsd_reserve(m, c0, 1, "gpu", &r));
+		OK(rsd_reservation_release(r));
+		rsd_reservation_free(r);
+	} else {
+		ERR(RSD_EINVAL, rsd_reserve(m, c0, 1, "gpu", &r));
+		ATF_CHECK_MSG(strstr(rsd_last_error()->message, "require available CUDA"), "%s",
+			      rsd_last_error()->message);
+	}
+	OK(rsd_manager_close(m, 0));
+	rsd_manager_destroy(m);
+	rsd_manager_destroy(z);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, admission_boundary);
@@ -331,5 +385,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, huge_charge_no_overflow);
 	ATF_TP_ADD_TC(tp, budget_uint64_max);
 	ATF_TP_ADD_TC(tp, no_admission_for_protections);
+	ATF_TP_ADD_TC(tp, null_config_is_all_defaults);
 	return 0;
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The error model (semantics.md §16, api.md §2): rsd_strerror for every
+ * The error model (reference.md §17): rsd_strerror for every
  * code in both signs, the plan-error family, phase names and the
  * thread-local rsd_last_error() record with its structured budget fields.
  */
@@ -82,7 +82,7 @@ static void check_absent_extras(const struct rsd_error *e)
 	ATF_CHECK_EQ(e->cause, 0);
 }
 
-/* §16.2: ResidencyBudgetError carries the numbers at check time (W1). */
+/* §17.2: ResidencyBudgetError carries the numbers at check time (§20.1). */
 ATF_TC_WITHOUT_HEAD(last_error_budget_fields);
 ATF_TC_BODY(last_error_budget_fields, tc)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Source loading (semantics.md §7.2, §7.3, §8.3, §19.13-20): registration
+ * Source loading (reference.md §6.2, §6.3, §4.3, §18.13-18.20): registration
  * checks, load failure kinds and retries, validation of loaded values, the
  * temporary charge at the source location and the alias rule for loaded
  * storage.
@@ -36,7 +36,7 @@ static void check_clean(struct cfx *f, struct rsd_handle h)
 	rsd_snapshot_free(s);
 }
 
-/* §7.2, §19.13. */
+/* §6.2, §18.13. */
 ATF_TC_WITHOUT_HEAD(register_source_checks);
 ATF_TC_BODY(register_source_checks, tc)
 {
@@ -93,7 +93,7 @@ ATF_TC_BODY(register_source_checks, tc)
 	ATF_CHECK_EQ(s.releases, 1);
 }
 
-/* §19.15: a loader's own RSD error propagates unchanged; a retry succeeds. */
+/* §18.15: a loader's own RSD error propagates unchanged; a retry succeeds. */
 ATF_TC_WITHOUT_HEAD(load_failure_own_code);
 ATF_TC_BODY(load_failure_own_code, tc)
 {
@@ -219,7 +219,7 @@ static int make_strided(struct csrc *s, struct rsd_resident **out)
 	return rc;
 }
 
-/* §2.4, §19.14: every invalid loaded value is a materialization error. */
+/* §2.4, §18.14: every invalid loaded value is a materialization error. */
 ATF_TC_WITHOUT_HEAD(load_invalid_values);
 ATF_TC_BODY(load_invalid_values, tc)
 {
@@ -280,7 +280,7 @@ ATF_TC_BODY(load_invalid_values, tc)
 	cfx_fini(&f);
 }
 
-/* W2, §19.18: the load runs before the destination budget check. */
+/* §20.2, §18.18: the load runs before the destination budget check. */
 ATF_TC_WITHOUT_HEAD(load_then_full_destination);
 ATF_TC_BODY(load_then_full_destination, tc)
 {
@@ -318,7 +318,7 @@ ATF_TC_BODY(load_then_full_destination, tc)
 	cfx_fini(&f);
 }
 
-/* §8.3 step a: the temporary charge itself must fit the source location. */
+/* §4.3 step a: the temporary charge itself must fit the source location. */
 ATF_TC_WITHOUT_HEAD(load_rejected_at_source);
 ATF_TC_BODY(load_rejected_at_source, tc)
 {
@@ -351,7 +351,7 @@ ATF_TC_BODY(load_rejected_at_source, tc)
 	cfx_fini(&f);
 }
 
-/* §19.19: destination == source location: one charge, not two. */
+/* §18.19: destination == source location: one charge, not two. */
 ATF_TC_WITHOUT_HEAD(load_at_destination_single_charge);
 ATF_TC_BODY(load_at_destination_single_charge, tc)
 {
@@ -397,7 +397,7 @@ static int make_cached(struct csrc *s, struct rsd_resident **out)
 	return rsd_resident_wrap(&rsd_resident_type, 1, &v, NULL, 0, cache_release, c, out);
 }
 
-/* §8.5, §19.20: installed loaded storage is alias-checked; a temporary is not. */
+/* §4.5, §18.20: installed loaded storage is alias-checked; a temporary is not. */
 ATF_TC_WITHOUT_HEAD(load_shared_storage_alias);
 ATF_TC_BODY(load_shared_storage_alias, tc)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Locations (semantics.md §1): static validity and canonical names, the
+ * Locations (reference.md §1): static validity and canonical names, the
  * canonical order, runtime validity checked by a manager, and the lazy
  * location registry with its recording order.
  */
@@ -97,7 +97,7 @@ ATF_TC_BODY(make_collapses_cpu_index, tc)
 {
 	struct rsd_location l;
 
-	/* §19.1: pinned-host built from "cpu:7" equals PINNED_HOST. */
+	/* §18.1: pinned-host built from "cpu:7" equals PINNED_HOST. */
 	ATF_REQUIRE_EQ(rsd_location_make(RSD_PINNED_HOST, 7, &l), 0);
 	ATF_CHECK(rsd_location_equal(l, RSD_LOC_PINNED_HOST));
 	ATF_REQUIRE_EQ(rsd_location_make(RSD_PINNED_HOST, 0, &l), 0);
@@ -171,7 +171,7 @@ ATF_TC_BODY(canonical_order, tc)
 	}
 }
 
-/* §1.3, §19.3: a host-only manager rejects every cuda:N without recording it. */
+/* §1.3, §18.3: a host-only manager rejects every cuda:N without recording it. */
 ATF_TC_WITHOUT_HEAD(runtime_cuda_on_host_only);
 ATF_TC_BODY(runtime_cuda_on_host_only, tc)
 {
@@ -283,7 +283,7 @@ ATF_TC_BODY(runtime_budget_keys, tc)
 	rsd_simdev_destroy(sd);
 }
 
-/* §1.5, §19.6: budgets in map order, then first successful use. */
+/* §1.4, §18.6: budgets in map order, then first successful use. */
 ATF_TC_WITHOUT_HEAD(registry_order);
 ATF_TC_BODY(registry_order, tc)
 {
@@ -323,7 +323,7 @@ ATF_TC_BODY(registry_order, tc)
 	cfx_fini(&f);
 }
 
-/* §1.5: nothing but a successful need records a location. */
+/* §1.4: nothing but a successful need records a location. */
 ATF_TC_WITHOUT_HEAD(registry_failures_do_not_record);
 ATF_TC_BODY(registry_failures_do_not_record, tc)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Move (semantics.md §8.7, W6, §19.21-25) and the allocator sample of
- * transition reports (§8.10, §19.34) on the simulated device.
+ * Move (reference.md §4.7, §20.6, §18.21-18.25) and the allocator sample of
+ * transition reports (§4.10, §18.34) on the simulated device.
  */
 #include <string.h>
 
@@ -16,7 +16,7 @@ static void need_pinned(struct cfx *f)
 	rsd_resident_free(probe);
 }
 
-/* W6: move semantics and reports. */
+/* §20.6: move semantics and reports. */
 ATF_TC_WITHOUT_HEAD(w6_sequence);
 ATF_TC_BODY(w6_sequence, tc)
 {
@@ -68,7 +68,7 @@ ATF_TC_BODY(w6_sequence, tc)
 	cfx_fini(&f);
 }
 
-/* §19.22-23: an explicit source must be resident, checked first. */
+/* §18.22-18.23: an explicit source must be resident, checked first. */
 ATF_TC_WITHOUT_HEAD(explicit_source_not_resident);
 ATF_TC_BODY(explicit_source_not_resident, tc)
 {
@@ -97,7 +97,7 @@ ATF_TC_BODY(explicit_source_not_resident, tc)
 	cfx_fini(&f);
 }
 
-/* §19.21: an implicit move of an unloaded value loads once, leaves only D. */
+/* §18.21: an implicit move of an unloaded value loads once, leaves only D. */
 ATF_TC_WITHOUT_HEAD(implicit_move_of_unloaded);
 ATF_TC_BODY(implicit_move_of_unloaded, tc)
 {
@@ -123,7 +123,7 @@ ATF_TC_BODY(implicit_move_of_unloaded, tc)
 	cfx_fini(&f);
 }
 
-/* §8.7 step 3: move of an EXCLUSIVE value, and protection of its source. */
+/* §4.7 step 3: move of an EXCLUSIVE value, and protection of its source. */
 ATF_TC_WITHOUT_HEAD(move_exclusive);
 ATF_TC_BODY(move_exclusive, tc)
 {
@@ -171,7 +171,7 @@ ATF_TC_BODY(move_exclusive, tc)
 	cfx_fini(&f);
 }
 
-/* §19.24-25: a move onto a resident destination removes one other replica. */
+/* §18.24-18.25: a move onto a resident destination removes one other replica. */
 ATF_TC_WITHOUT_HEAD(move_onto_resident_destination);
 ATF_TC_BODY(move_onto_resident_destination, tc)
 {
@@ -227,7 +227,7 @@ ATF_TC_BODY(move_onto_resident_destination, tc)
 	cfx_fini(&f);
 }
 
-/* §8.10, §19.34: which device a report samples, and best-effort sampling. */
+/* §4.10, §18.34: which device a report samples, and best-effort sampling. */
 ATF_TC_WITHOUT_HEAD(allocator_sample_device);
 ATF_TC_BODY(allocator_sample_device, tc)
 {

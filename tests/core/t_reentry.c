@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The source-callback guard and re-entry (semantics.md §11, §19.16-17) as
- * librsd deviates from the reference (architecture.md): snapshot,
+ * The source-callback guard and re-entry (reference.md §9, §18.16-18.17) as
+ * librsd deviates from the reference (Documentation/design.md): snapshot,
  * state_version and locations are lock-free reads that succeed during a
  * load and show the pre-load state, while every writer call from any
  * thread fails with RSD_EREENTRANT. Value callbacks that run under the
@@ -123,7 +123,7 @@ static int writer_hook(struct csrc *s)
 	return w->propagate ? w->rc[0] : 0;
 }
 
-/* §11.1, §11.3: every writer call from inside a load is refused; a loader
+/* §9.1, §9.3: every writer call from inside a load is refused; a loader
  * that swallows the refusal still completes the transition. */
 ATF_TC_WITHOUT_HEAD(loader_writer_calls_refused);
 ATF_TC_BODY(loader_writer_calls_refused, tc)
@@ -181,7 +181,7 @@ ATF_TC_BODY(loader_writer_calls_refused, tc)
 	cfx_fini(&f);
 }
 
-/* §19.16 (librsd form): a loader that propagates the refusal fails the outer
+/* §18.16 (librsd form): a loader that propagates the refusal fails the outer
  * transition with RSD_EREENTRANT and changes nothing; the next call works. */
 ATF_TC_WITHOUT_HEAD(loader_propagates_refusal);
 ATF_TC_BODY(loader_propagates_refusal, tc)
@@ -265,7 +265,7 @@ static int spawn_peer_hook(struct csrc *s)
 	return 0;
 }
 
-/* §19.17: another thread is refused promptly (no deadlock) but reads the
+/* §18.17: another thread is refused promptly (no deadlock) but reads the
  * published pre-load state. */
 ATF_TC_WITHOUT_HEAD(other_thread_during_load);
 ATF_TC_BODY(other_thread_during_load, tc)
@@ -299,7 +299,7 @@ ATF_TC_BODY(other_thread_during_load, tc)
 }
 
 /* A thread already waiting for the transition lock when a load starts is
- * refused within about one polling interval (§11.1). */
+ * refused within about one polling interval (§9.1). */
 struct waiter {
 	struct cfx *f;
 	struct rsd_handle h;
@@ -402,7 +402,7 @@ ATF_TC_BODY(waiting_thread_refused_when_load_starts, tc)
 	pthread_cond_destroy(&w.cond);
 }
 
-/* §11.2: a value callback run by the manager on its own thread. */
+/* §9.2: a value callback run by the manager on its own thread. */
 struct inner {
 	struct cfx *f;
 	int reserve_rc, close_rc, snap_rc, ensure_rc;

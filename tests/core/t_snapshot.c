@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Snapshots (semantics.md §13): every field, every order, the §13.6
+ * Snapshots (reference.md §14): every field, every order, the §14.6
  * invariants (cfx_snap checks them on every snapshot taken in these
  * tests), peaks that never decrease, protection counts as sums, and the
- * lock-free deviation of architecture.md (reads do not reap).
+ * lock-free deviation described in Documentation/design.md (reads do not reap).
  */
 #include <string.h>
 
@@ -18,7 +18,7 @@ static void need_pinned(struct cfx *f)
 	rsd_resident_free(probe);
 }
 
-/* §13.1-13.3: value order = registration order (discarded included),
+/* §14.1-14.3: value order = registration order (discarded included),
  * materialization order = install order. */
 ATF_TC_WITHOUT_HEAD(value_and_materialization_order);
 ATF_TC_BODY(value_and_materialization_order, tc)
@@ -66,7 +66,7 @@ ATF_TC_BODY(value_and_materialization_order, tc)
 	cfx_fini(&f);
 }
 
-/* §13.4, §1.5: locations in registry order, with every field. */
+/* §14.4, §1.4: locations in registry order, with every field. */
 ATF_TC_WITHOUT_HEAD(location_fields);
 ATF_TC_BODY(location_fields, tc)
 {
@@ -108,7 +108,7 @@ ATF_TC_BODY(location_fields, tc)
 	ATF_CHECK_EQ(l->peak_used_bytes, 0);
 	ATF_CHECK_EQ(l->peak_charged_bytes, 48);
 	ATF_CHECK_EQ(l->value_count, 0);
-	/* §3.3: storage is what the value uses, the charge is the spec's. */
+	/* §3.2: storage is what the value uses, the charge is the spec's. */
 	{
 		const struct rsd_materialization_snapshot *m =
 			cfx_mat(cfx_val(snap, h), PINNED);
@@ -124,7 +124,7 @@ ATF_TC_BODY(location_fields, tc)
 	cfx_fini(&f);
 }
 
-/* §13.5: live reservations in creation order, labels exact. */
+/* §14.5: live reservations in creation order, labels exact. */
 ATF_TC_WITHOUT_HEAD(reservation_order_and_labels);
 ATF_TC_BODY(reservation_order_and_labels, tc)
 {
@@ -169,7 +169,7 @@ ATF_TC_BODY(reservation_order_and_labels, tc)
 	cfx_fini(&f);
 }
 
-/* §9.2: peaks never decrease. */
+/* §7.2: peaks never decrease. */
 ATF_TC_WITHOUT_HEAD(peaks_never_decrease);
 ATF_TC_BODY(peaks_never_decrease, tc)
 {
@@ -207,7 +207,7 @@ ATF_TC_BODY(peaks_never_decrease, tc)
 	cfx_fini(&f);
 }
 
-/* §13.3-13.4, §19.35, §19.44: protection counts; location counts are sums. */
+/* §14.3-14.4, §18.35, §18.44: protection counts; location counts are sums. */
 ATF_TC_WITHOUT_HEAD(protection_counts);
 ATF_TC_BODY(protection_counts, tc)
 {
@@ -254,8 +254,8 @@ ATF_TC_BODY(protection_counts, tc)
 	cfx_fini(&f);
 }
 
-/* §10.4, §13.3, §19.41: a pending lease counts once however many streams;
- * lock-free snapshots do not reap (architecture.md), a writer call does. */
+/* §8.4, §14.3, §18.41: a pending lease counts once however many streams;
+ * lock-free snapshots do not reap (Documentation/design.md), a writer call does. */
 ATF_TC_WITHOUT_HEAD(pending_event_count);
 ATF_TC_BODY(pending_event_count, tc)
 {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Primitive transitions (semantics.md §8.6, §8.8-8.10): ensure/copy, drop
+ * Primitive transitions (reference.md §4.6, §4.8-4.10): ensure/copy, drop
  * and discard with every report field, implicit source choice, the
- * last-copy rule, handle resolution and the order of checks (§18.5).
+ * last-copy rule, handle resolution and the order of checks (§19.5).
  * Moves are in t_move.c, source loading in t_load.c.
  */
 #include <string.h>
@@ -18,7 +18,7 @@ static void need_pinned(struct cfx *f)
 	rsd_resident_free(probe);
 }
 
-/* W3: a load at the destination is installed directly and shares one charge. */
+/* §20.3: a load at the destination is installed directly and shares one charge. */
 ATF_TC_WITHOUT_HEAD(ensure_load_at_source);
 ATF_TC_BODY(ensure_load_at_source, tc)
 {
@@ -53,7 +53,7 @@ ATF_TC_BODY(ensure_load_at_source, tc)
 	cfx_fini(&f);
 }
 
-/* §8.6 step 1 and copy == ensure. */
+/* §4.6 step 1 and copy == ensure. */
 ATF_TC_WITHOUT_HEAD(ensure_noop_and_copy_alias);
 ATF_TC_BODY(ensure_noop_and_copy_alias, tc)
 {
@@ -87,7 +87,7 @@ ATF_TC_BODY(ensure_noop_and_copy_alias, tc)
 	cfx_fini(&f);
 }
 
-/* §8.6 step 2, §19.26: EXCLUSIVE values are never replicated by ensure. */
+/* §4.6 step 2, §18.26: EXCLUSIVE values are never replicated by ensure. */
 ATF_TC_WITHOUT_HEAD(ensure_exclusive);
 ATF_TC_BODY(ensure_exclusive, tc)
 {
@@ -108,7 +108,7 @@ ATF_TC_BODY(ensure_exclusive, tc)
 	cfx_fini(&f);
 }
 
-/* §8.3, §8.6: a load at another location is a temporary copy source. */
+/* §4.3, §4.6: a load at another location is a temporary copy source. */
 ATF_TC_WITHOUT_HEAD(ensure_temporary_load);
 ATF_TC_BODY(ensure_temporary_load, tc)
 {
@@ -152,7 +152,7 @@ ATF_TC_BODY(ensure_temporary_load, tc)
 	cfx_fini(&f);
 }
 
-/* §8.2, §19.32: canonical order, never insertion order. */
+/* §4.2, §18.32: canonical order, never insertion order. */
 ATF_TC_WITHOUT_HEAD(implicit_source_canonical_order);
 ATF_TC_BODY(implicit_source_canonical_order, tc)
 {
@@ -186,7 +186,7 @@ ATF_TC_BODY(implicit_source_canonical_order, tc)
 	cfx_fini(&f);
 }
 
-/* §8.6: reading a protected replica is allowed. */
+/* §4.6: reading a protected replica is allowed. */
 ATF_TC_WITHOUT_HEAD(ensure_reads_protected_replica);
 ATF_TC_BODY(ensure_reads_protected_replica, tc)
 {
@@ -211,7 +211,7 @@ ATF_TC_BODY(ensure_reads_protected_replica, tc)
 	cfx_fini(&f);
 }
 
-/* §8.8 step 1, §19.29: a no-op drop never records its location. */
+/* §4.8 step 1, §18.29: a no-op drop never records its location. */
 ATF_TC_WITHOUT_HEAD(drop_noop_unrecorded);
 ATF_TC_BODY(drop_noop_unrecorded, tc)
 {
@@ -235,7 +235,7 @@ ATF_TC_BODY(drop_noop_unrecorded, tc)
 	cfx_fini(&f);
 }
 
-/* §8.8, §19.27 (W7): protection is checked before the last-copy rule. */
+/* §4.8, §18.27 (§20.7): protection is checked before the last-copy rule. */
 ATF_TC_WITHOUT_HEAD(drop_last_copy_rule);
 ATF_TC_BODY(drop_last_copy_rule, tc)
 {
@@ -270,7 +270,7 @@ ATF_TC_BODY(drop_last_copy_rule, tc)
 	cfx_fini(&f);
 }
 
-/* §19.28: a sourced value may lose its last copy and is reloaded later. */
+/* §18.28: a sourced value may lose its last copy and is reloaded later. */
 ATF_TC_WITHOUT_HEAD(drop_last_copy_of_sourced);
 ATF_TC_BODY(drop_last_copy_of_sourced, tc)
 {
@@ -300,7 +300,7 @@ ATF_TC_BODY(drop_last_copy_of_sourced, tc)
 	cfx_fini(&f);
 }
 
-/* §8.9, §19.30-31. */
+/* §4.9, §18.30-18.31. */
 ATF_TC_WITHOUT_HEAD(discard_reports_and_stale_handle);
 ATF_TC_BODY(discard_reports_and_stale_handle, tc)
 {
@@ -358,7 +358,7 @@ ATF_TC_BODY(discard_reports_and_stale_handle, tc)
 	ATF_CHECK_EQ(s.releases, 1);
 }
 
-/* §8.9 step 1: discard is all-or-nothing over its materializations. */
+/* §4.9 step 1: discard is all-or-nothing over its materializations. */
 ATF_TC_WITHOUT_HEAD(discard_blocked_by_protection);
 ATF_TC_BODY(discard_blocked_by_protection, tc)
 {
@@ -391,7 +391,7 @@ ATF_TC_BODY(discard_blocked_by_protection, tc)
 	cfx_fini(&f);
 }
 
-/* §4.2: foreign, unknown and forged handles. */
+/* §2.5: foreign, unknown and forged handles. */
 ATF_TC_WITHOUT_HEAD(handle_resolution);
 ATF_TC_BODY(handle_resolution, tc)
 {
@@ -421,7 +421,8 @@ ATF_TC_BODY(handle_resolution, tc)
 	ERR(RSD_EHANDLE, rsd_discard(f.m, foreign, NULL));
 	ERR(RSD_EHANDLE, rsd_move(f.m, foreign, PAGEABLE, NULL, NULL, NULL));
 	ERR(RSD_EHANDLE, rsd_acquire(f.m, &foreign, 1, PAGEABLE, NULL, &l));
-	ERR(RSD_EHANDLE, rsd_discard(f.m, zero, NULL));
+	/* A zero manager id is malformed, not foreign: a caller's bug. */
+	ERR(RSD_EINVAL, rsd_discard(f.m, zero, NULL));
 	/* The other manager still knows its own handle, this one its own. */
 	OK(rsd_ensure(g.m, foreign, PAGEABLE, NULL, NULL));
 	OK(rsd_ensure(f.m, h, PAGEABLE, NULL, NULL));
@@ -432,7 +433,7 @@ ATF_TC_BODY(handle_resolution, tc)
 	cfx_fini(&f);
 }
 
-/* §8.1, §18.5: handle -> locations -> stream -> no-op. */
+/* §4.1, §19.5: handle -> locations -> stream -> no-op. */
 ATF_TC_WITHOUT_HEAD(check_order);
 ATF_TC_BODY(check_order, tc)
 {

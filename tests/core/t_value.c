@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Values (semantics.md §2, §3.3, §7.1, §8.5 alias rule): types, residents
+ * Values (reference.md §2, §3.2, §6.1, §4.5 alias rule): types, residents
  * and their accessors, logical versus unique storage bytes, adopt's derived
  * spec, conformance, the storage-independence rule and failed adopts.
  */
@@ -114,7 +114,7 @@ static struct rsd_buffer_view view(void *data, uint64_t n, void *base, uint64_t 
 	return v;
 }
 
-/* §19.7: two fields sharing one allocation. */
+/* §18.7: two fields sharing one allocation. */
 ATF_TC_WITHOUT_HEAD(shared_allocation_bytes);
 ATF_TC_BODY(shared_allocation_bytes, tc)
 {
@@ -153,7 +153,7 @@ ATF_TC_BODY(shared_allocation_bytes, tc)
 	ATF_CHECK_EQ(b.releases, 1);
 }
 
-/* §19.8: a strided view is charged its whole allocation; a copy compacts. */
+/* §18.8: a strided view is charged its whole allocation; a copy compacts. */
 ATF_TC_WITHOUT_HEAD(strided_view_bytes);
 ATF_TC_BODY(strided_view_bytes, tc)
 {
@@ -259,7 +259,7 @@ ATF_TC_BODY(wrap_rejects, tc)
 	rsd_resident_free(r);
 }
 
-/* §3.3: adopt's spec is (exact type, L, max(L, S), mode, MUST_PRESERVE). */
+/* §3.2: adopt's spec is (exact type, L, max(L, S), mode, MUST_PRESERVE). */
 ATF_TC_WITHOUT_HEAD(adopt_derives_spec);
 ATF_TC_BODY(adopt_derives_spec, tc)
 {
@@ -337,7 +337,7 @@ ATF_TC_BODY(adopt_infers_cuda, tc)
 	cfx_fini(&f);
 }
 
-/* §2.2, §19.11: pinning conformance; nothing is recorded on failure. */
+/* §2.2, §18.11: pinning conformance; nothing is recorded on failure. */
 ATF_TC_WITHOUT_HEAD(adopt_conformance);
 ATF_TC_BODY(adopt_conformance, tc)
 {
@@ -372,7 +372,7 @@ ATF_TC_BODY(adopt_conformance, tc)
 	cfx_fini(&f);
 }
 
-/* §8.5, §19.9: the same object twice, or a second view of a managed allocation. */
+/* §4.5, §18.9: the same object twice, or a second view of a managed allocation. */
 ATF_TC_WITHOUT_HEAD(adopt_alias_rejected);
 ATF_TC_BODY(adopt_alias_rejected, tc)
 {
@@ -406,7 +406,7 @@ ATF_TC_BODY(adopt_alias_rejected, tc)
 	cfx_fini(&f);
 }
 
-/* §19.10: zero-size values have no storage keys and charge 0. */
+/* §18.10: zero-size values have no storage keys and charge 0. */
 ATF_TC_WITHOUT_HEAD(adopt_zero_size_repeatedly);
 ATF_TC_BODY(adopt_zero_size_repeatedly, tc)
 {
@@ -441,7 +441,7 @@ ATF_TC_BODY(adopt_zero_size_repeatedly, tc)
 	cfx_fini(&f);
 }
 
-/* §7.1 step 8, §19.12: a failed adopt leaves no record and no version change. */
+/* §6.1 step 8, §18.12: a failed adopt leaves no record and no version change. */
 ATF_TC_WITHOUT_HEAD(adopt_failure_leaves_nothing);
 ATF_TC_BODY(adopt_failure_leaves_nothing, tc)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * state_version (semantics.md §6.2): the worked sequence step by step, the
+ * state_version (reference.md §5.4): the worked sequence step by step, the
  * exhaustive increments of transitions, and everything that must not move
  * it (no-ops, reads, explain, failed operations).
  */
@@ -10,7 +10,7 @@
 
 #include "cfx.h"
 
-/* The §6.2 worked sequence (fresh manager, host locations unbudgeted). */
+/* The §5.4 worked sequence (fresh manager, host locations unbudgeted). */
 ATF_TC_WITHOUT_HEAD(worked_sequence);
 ATF_TC_BODY(worked_sequence, tc)
 {
@@ -127,7 +127,7 @@ ATF_TC_BODY(transition_increments, tc)
 	cfx_fini(&f);
 }
 
-/* §6.2 non-increments and §19.45: reads, no-ops, explain. */
+/* §5.4 non-increments and §18.45: reads, no-ops, explain. */
 ATF_TC_WITHOUT_HEAD(non_increments);
 ATF_TC_BODY(non_increments, tc)
 {

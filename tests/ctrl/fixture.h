@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared setup of the controller tests: a manager on the simulated device,
- * 64-byte values (N in semantics.md's appendix), counted sources.
+ * 64-byte values (N in reference.md §20), counted sources.
  */
 #ifndef RSD_TESTS_CTRL_FIXTURE_H
 #define RSD_TESTS_CTRL_FIXTURE_H

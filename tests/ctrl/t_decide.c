@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * rsd_controller_decide: the worked examples of semantics.md §15.14 (A-J,
- * appendix W12-W17) with exact explored_states, plans, eviction ranks and
- * reasons, and the controller edge cases of §19.
+ * rsd_controller_decide: the worked examples of reference.md §13.7 (A-J,
+ * §20.12-20.17) with exact explored_states, plans, eviction ranks and
+ * reasons, and the controller edge cases of §18.
  */
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +52,7 @@ static void check_evict(const struct rsd_decision *d, size_t i, uint64_t rank,
 	ATF_CHECK(rsd_action_equal(&d->evictions[i].action, &d->plan->reclaim[i]));
 }
 
-/* W12 setup: budgets {pinned: 64}; v REPLICABLE at pageable+pinned; r EXCLUSIVE at pageable. */
+/* §20.12 setup: budgets {pinned: 64}; v REPLICABLE at pageable+pinned; r EXCLUSIVE at pageable. */
 static void setup_a(struct fx *f, struct rsd_handle *v, struct rsd_handle *r)
 {
 	static const struct rsd_budget b[] = { { { RSD_PINNED_HOST, -1 }, N } };
@@ -128,7 +128,7 @@ ATF_TC_BODY(example_a_limits, tc)
 
 	setup_a(&f, &v, &r);
 	q[0] = fx_req(r, PINNED);
-	/* §19.74: limit 1 -> search limit with explored 1; limit 2 succeeds */
+	/* §18.74: limit 1 -> search limit with explored 1; limit 2 succeeds */
 	c = ctl(&f, NULL, 1);
 	ATF_CHECK_EQ(decide(c, "A", q, 1, NULL, 0, &d), -RSD_ESEARCHLIMIT);
 	e = rsd_last_error();
@@ -152,7 +152,7 @@ ATF_TC_BODY(example_a_limits, tc)
 	fx_fini(&f);
 }
 
-/* W13: cascaded spills, required endpoints last, ranks 0,0,0, explored 4. */
+/* §20.13: cascaded spills, required endpoints last, ranks 0,0,0, explored 4. */
 ATF_TC_WITHOUT_HEAD(example_b);
 ATF_TC_BODY(example_b, tc)
 {
@@ -196,7 +196,7 @@ ATF_TC_BODY(example_b, tc)
 	fx_fini(&f);
 }
 
-/* W14: backtracking out of a spill that blocks the temporary load. */
+/* §20.14: backtracking out of a spill that blocks the temporary load. */
 ATF_TC_WITHOUT_HEAD(example_c);
 ATF_TC_BODY(example_c, tc)
 {
@@ -238,7 +238,7 @@ ATF_TC_BODY(example_c, tc)
 	fx_fini(&f);
 }
 
-/* W15 / §19.75: exhaustive failure over k = 3 droppable replicas: 2^k states. */
+/* §20.15 / §18.75: exhaustive failure over k = 3 droppable replicas: 2^k states. */
 ATF_TC_WITHOUT_HEAD(example_d);
 ATF_TC_BODY(example_d, tc)
 {
@@ -277,7 +277,7 @@ ATF_TC_BODY(example_d, tc)
 	fx_fini(&f);
 }
 
-/* W16 / §19.73: the sourced victim's drop is rejected, the spill chosen. */
+/* §20.16 / §18.73: the sourced victim's drop is rejected, the spill chosen. */
 ATF_TC_WITHOUT_HEAD(example_e);
 ATF_TC_BODY(example_e, tc)
 {
@@ -355,7 +355,7 @@ ATF_TC_BODY(example_f, tc)
 	fx_fini(&f);
 }
 
-/* Example G / §19.71: a swap between two full single-slot locations. */
+/* Example G / §18.71: a swap between two full single-slot locations. */
 ATF_TC_WITHOUT_HEAD(example_g);
 ATF_TC_BODY(example_g, tc)
 {
@@ -386,7 +386,7 @@ ATF_TC_BODY(example_g, tc)
 	fx_fini(&f);
 }
 
-/* Example H / §19.69: held and leased materializations are never victims. */
+/* Example H / §18.69: held and leased materializations are never victims. */
 ATF_TC_WITHOUT_HEAD(example_h);
 ATF_TC_BODY(example_h, tc)
 {
@@ -426,7 +426,7 @@ ATF_TC_BODY(example_h, tc)
 	fx_fini(&f);
 }
 
-/* Example J / §19.81: two-way tiers loop to the state limit. */
+/* Example J / §18.81: two-way tiers loop to the state limit. */
 static void run_j(bool two_way, size_t limit, int want, uint64_t explored)
 {
 	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, N },
@@ -478,10 +478,11 @@ ATF_TC_BODY(example_j_default_limit, tc)
 	run_j(true, 0, -RSD_ESEARCHLIMIT, 100000);
 }
 
-/* §19.64: duplicate pairs, EXCLUSIVE at two locations; request validation. */
+/* §18.64: duplicate pairs, EXCLUSIVE at two locations; request validation. */
 ATF_TC_WITHOUT_HEAD(request_validation);
 ATF_TC_BODY(request_validation, tc)
 {
+	static const struct rsd_type forged_type = { "forged", &rsd_resident_type };
 	struct rsd_reservation_spec blank = { PINNED, 1, " " };
 	struct rsd_requirement q[2], bad;
 	struct rsd_controller *c;
@@ -505,7 +506,7 @@ ATF_TC_BODY(request_validation, tc)
 	ATF_CHECK_EQ(decide(c, "dup", q, 2, NULL, 0, &d), -RSD_EINVAL);
 	ATF_CHECK_EQ(decide(c, "empty", q, 0, NULL, 0, &d), -RSD_EINVAL);
 	ATF_CHECK_EQ(decide(c, "  ", q, 1, NULL, 0, &d), -RSD_EINVAL);
-	ATF_CHECK_EQ(decide(c, NULL, q, 1, NULL, 0, &d), -RSD_EINVAL);
+	ATF_CHECK_EQ(decide(c, NULL, q, 1, NULL, 0, &d), -RSD_ETYPE); /* not a string */
 	ATF_CHECK_EQ(decide(c, "nullreq", NULL, 1, NULL, 0, &d), -RSD_ETYPE);
 	ATF_CHECK_EQ(decide(c, "blank label", q, 1, &blank, 1, &d), -RSD_EINVAL);
 	bad = fx_req(r, PINNED);
@@ -534,8 +535,9 @@ ATF_TC_BODY(request_validation, tc)
 	q[0] = fx_req(foreign, PINNED);
 	ATF_CHECK_EQ(decide(c, "foreign", q, 1, NULL, 0, &d), -RSD_EHANDLE);
 	ATF_CHECK(strstr(rsd_last_error()->message, "another manager"));
+	/* right ids, another (well-formed) value type: unknown */
 	q[0] = fx_req(r, PINNED);
-	q[0].handle.type = &rsd_resident_type == q[0].handle.type ? NULL : &rsd_resident_type;
+	q[0].handle.type = &forged_type;
 	ATF_CHECK_EQ(decide(c, "forged", q, 1, NULL, 0, &d), -RSD_EHANDLE);
 	ATF_CHECK(strstr(rsd_last_error()->message, "unknown"));
 	ATF_CHECK_EQ(fx_version(&f), v);
@@ -544,7 +546,7 @@ ATF_TC_BODY(request_validation, tc)
 	fx_fini(&g);
 }
 
-/* §19.65 and §19.66: decide loads nothing and changes nothing; a stale
+/* §18.65 and §18.66: decide loads nothing and changes nothing; a stale
  * decision is refused at scope entry with the placement unchanged. */
 ATF_TC_WITHOUT_HEAD(no_side_effects_and_stale);
 ATF_TC_BODY(no_side_effects_and_stale, tc)
@@ -596,7 +598,7 @@ ATF_TC_BODY(no_side_effects_and_stale, tc)
 	fx_fini(&f);
 }
 
-/* §19.67: other policy configuration, other manager. */
+/* §18.67: other policy configuration, other manager. */
 ATF_TC_WITHOUT_HEAD(foreign_decisions);
 ATF_TC_BODY(foreign_decisions, tc)
 {
@@ -633,7 +635,7 @@ ATF_TC_BODY(foreign_decisions, tc)
 	fx_fini(&g);
 }
 
-/* §19.70: sole MUST_PRESERVE victim without a tier; no state change. */
+/* §18.70: sole MUST_PRESERVE victim without a tier; no state change. */
 ATF_TC_WITHOUT_HEAD(sole_must_preserve);
 ATF_TC_BODY(sole_must_preserve, tc)
 {
@@ -663,7 +665,7 @@ ATF_TC_BODY(sole_must_preserve, tc)
 	fx_fini(&f);
 }
 
-/* §19.84: an EXCLUSIVE required value whose only replica is held. */
+/* §18.84: an EXCLUSIVE required value whose only replica is held. */
 ATF_TC_WITHOUT_HEAD(protected_move_source);
 ATF_TC_BODY(protected_move_source, tc)
 {
@@ -687,7 +689,7 @@ ATF_TC_BODY(protected_move_source, tc)
 	fx_fini(&f);
 }
 
-/* §19.80: registration indices count discarded records. */
+/* §18.80: registration indices count discarded records. */
 static unsigned long long seen_index;
 
 static const char *rec_name(void *ctx)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Policies: the deterministic tiered LRU (semantics.md §15.3) and the
- * controller's checks of custom policies (§15.2, §15.4).
+ * Policies: the deterministic tiered LRU (reference.md §12.3) and the
+ * controller's checks of custom policies (§12.2, §12.4).
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +25,7 @@ static struct rsd_eviction_candidate cand(int prio, long long epoch, const char 
 	return c;
 }
 
-/* The example of §15.3, fed in reverse and shuffled orders. */
+/* The example of §12.3, fed in reverse and shuffled orders. */
 ATF_TC_WITHOUT_HEAD(ordering_example);
 ATF_TC_BODY(ordering_example, tc)
 {
@@ -247,7 +247,7 @@ ATF_TC_BODY(policy_permutation, tc)
 	fx_fini(&f);
 }
 
-/* §15.5 and §19.68: set_policy_metadata. */
+/* §12.5 and §18.68: set_policy_metadata. */
 ATF_TC_WITHOUT_HEAD(policy_metadata);
 ATF_TC_BODY(policy_metadata, tc)
 {

@@ -12,6 +12,13 @@
 
 #include <rsd/rsd.h>
 
+#ifndef RSD_CUDASIM
+#define RSD_CUDASIM 0
+#endif
+#if RSD_CUDASIM
+#include "../cudasim/cudasim.h"
+#endif
+
 static const struct rsd_device_ops *C;
 
 static struct rsd_location cuda(int d)
@@ -48,6 +55,10 @@ ATF_TC_BODY(no_device_fails_cleanly, tc)
 	void *p = NULL, *ev = NULL;
 	int x, dev = -5, rc;
 
+#if RSD_CUDASIM
+	/* On the CUDA runtime double: a machine whose runtime sees no GPU. */
+	ATF_REQUIRE_EQ(rsd_cudasim_configure(0, 0), cudaSuccess);
+#endif
 	C = rsd_cuda_driver();
 	ATF_REQUIRE(C != NULL);
 	ATF_CHECK_STREQ(C->name, "cuda");

@@ -2,8 +2,10 @@
 /*
  * The host driver: pinned memory that is really page-locked, served from a
  * pool that stops calling mmap/mlock once warm; a clean refusal of CUDA
- * locations, streams and events; memcpy between host locations; and a
- * clear -RSD_ENOMEM when RLIMIT_MEMLOCK forbids locking.
+ * locations, streams and events; memcpy between host locations; a clear
+ * -RSD_ENOMEM when RLIMIT_MEMLOCK forbids locking; and a pinned allocation
+ * that is verified, not trusted: pool memory whose lock was dropped is
+ * refused with -RSD_EDEVICE.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -281,8 +283,45 @@ ATF_TC_BODY(threads, tc)
 	ATF_CHECK_EQ(st.chunk_allocs, 1);
 }
 
+/*
+ * Pool memory whose lock was dropped behind the pool's back (munlock, then
+ * MADV_DONTNEED so the pages leave memory) must not be handed out as
+ * pinned: the driver's check finds a page not resident and the alloc fails
+ * with -RSD_EDEVICE, returning nothing. Relocking the range makes the same
+ * address acceptable again (which also shows the refused request was that
+ * range).
+ */
+ATF_TC_WITHOUT_HEAD(unlocked_pool_memory_is_refused);
+ATF_TC_BODY(unlocked_pool_memory_is_refused, tc)
+{
+	const struct rsd_device_ops *H = rsd_host_driver();
+	const size_t n = 1 << 20;
+	void *p = NULL, *q = (void *)1;
+	int rc;
+
+	rc = H->alloc(NULL, RSD_LOC_PINNED_HOST, n, &p);
+	if (rc == -RSD_ENOMEM)
+		atf_tc_skip("pinned memory cannot be locked here: %s", rsd_last_error()->message);
+	ATF_REQUIRE_EQ(rc, 0);
+	H->free(NULL, RSD_LOC_PINNED_HOST, p, n);
+	ATF_REQUIRE_EQ(syscall(SYS_munlock, p, n), 0);
+	ATF_REQUIRE_EQ(madvise(p, n, MADV_DONTNEED), 0);
+	ATF_CHECK_EQ(H->alloc(NULL, RSD_LOC_PINNED_HOST, n, &q), -RSD_EDEVICE);
+	ATF_CHECK_EQ(q, (void *)1);
+	ATF_CHECK_EQ(rsd_last_error()->code, RSD_EDEVICE);
+	ATF_CHECK_MSG(strstr(rsd_last_error()->message,
+			     "pinned host storage is unavailable: host driver") != NULL,
+		      "message: %s", rsd_last_error()->message);
+	ATF_REQUIRE_EQ(syscall(SYS_mlock, p, n), 0);
+	ATF_REQUIRE_EQ(H->alloc(NULL, RSD_LOC_PINNED_HOST, n, &q), 0);
+	ATF_CHECK_EQ(q, p);
+	ATF_CHECK(all_resident(q, n));
+	H->free(NULL, RSD_LOC_PINNED_HOST, q, n);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
+	ATF_TP_ADD_TC(tp, unlocked_pool_memory_is_refused);
 	ATF_TP_ADD_TC(tp, no_cuda_devices);
 	ATF_TP_ADD_TC(tp, pinned_is_locked);
 	ATF_TP_ADD_TC(tp, pool_reuse_when_warm);

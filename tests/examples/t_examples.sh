@@ -91,6 +91,52 @@ demo_body() {
 	atf_check -s exit:0 -o save:out -e ignore "$prog" -s 12 -q
 	atf_check -o match:"verified 24 ciphertexts and 6 keys .*: all intact" cat out
 	atf_check -o match:"device: cuda:0 (is the simulated device|through the CUDA runtime)" cat out
+	# The table: the first three stages, then one line per run of equal
+	# stages (the steady state from stage 7 is one line), then totals that
+	# are the sums of the rows.
+	atf_check -s exit:0 -o save:table "$prog" -s 12
+	atf_check -o inline:"0\n1\n2\n3\n4-6\n7-11\ntotal\n" \
+		sh -c "awk '/^stage /{on=1; next} on && NF {print \$1} /^total/{exit}' table"
+	atf_check -o inline:"total       52     32    20      120.0       44.0       20.0      24.0M       64\n" \
+		grep '^total' table
+	atf_check -o match:"^  device   -> pinned .* spilled: the device budget was full$" cat table
+}
+
+atf_test_case demo_ranks
+demo_ranks_head() {
+	atf_set "descr" "the demo as a two-rank MPI job: ciphertexts travel the ring and every" \
+		"one is verified, exactly once, on the rank that owns it"
+	atf_set "timeout" "300"
+}
+demo_ranks_body() {
+	command -v mpirun >/dev/null 2>&1 || atf_skip "MPI is absent: mpirun is not installed"
+	for d in "${RSD_BUILD_DIR:-/nonexistent}/tools" "$(atf_get_srcdir)/../../tools" \
+		"$(atf_get_srcdir)/../../../bin"; do
+		[ -x "$d/rsd-demo-mpi" ] && prog=$d/rsd-demo-mpi && break
+	done
+	[ -n "${prog:-}" ] || atf_skip "rsd-demo-mpi is not built (no Open MPI when it was built)"
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	export ASAN_OPTIONS
+	atf_check -s exit:0 -o save:out -e ignore \
+		mpirun --allow-run-as-root --oversubscribe -x ASAN_OPTIONS -np 2 "$prog" -s 36
+	# Rank 0's report, then rank 1's, then the job's; each rank on its own
+	# cuda:<local rank>.
+	atf_check -o inline:"== rank 0 (pid N) of 2 ==\n== rank 1 (pid N) of 2 ==\n== job: 2 ranks ==\n" \
+		sh -c "grep '^== ' out | sed -E 's/pid [0-9]+/pid N/'"
+	atf_check -o match:"device: cuda:0 (is the simulated device|through the CUDA runtime)" cat out
+	atf_check -o match:"device: cuda:1 (is the simulated device|through the CUDA runtime)" cat out
+	# One ciphertext each way per stage, staged on pinned host.
+	atf_check -o match:"sent 36 ciphertexts \(72.0 MiB\) to rank 1 from pinned-host leases; received 36 from rank 1" cat out
+	atf_check -o match:"sent 36 ciphertexts \(72.0 MiB\) to rank 0 from pinned-host leases; received 36 from rank 0" cat out
+	atf_check -o match:"staged on pinned host for an MPI send" cat out
+	atf_check_equal "$(grep -c 'verified 24 ciphertexts and 6 keys .*: all intact' out)" 2
+	atf_check -o match:"^ring: 72 ciphertexts sent, 72 received and adopted \(144.0 MiB\)$" cat out
+	atf_check -o match:"^verified 48 ciphertexts \(each owned by exactly one rank: yes\) and 12 keys .* on 2 ranks: all intact$" cat out
+	# Compact tables: stages 0-2 in full, then runs, the 12-stage cycle of
+	# the steady state once, then totals.
+	atf_check_equal "$(grep -c '^total ' out)" 2
+	atf_check_equal "$(grep -c '^19-35    (stages 7-18 again, every 12 stages)$' out)" 2
+	[ "$(awk '/^per stage/,/^total/' out | wc -l)" -lt 50 ] || atf_fail "the per-stage tables are not compact"
 }
 
 atf_init_test_cases() {
@@ -99,4 +145,5 @@ atf_init_test_cases() {
 	atf_add_test_case automatic
 	atf_add_test_case mpi
 	atf_add_test_case demo
+	atf_add_test_case demo_ranks
 }

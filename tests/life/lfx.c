@@ -5,12 +5,14 @@
 
 #include <atf-c.h>
 
+#include "../simwait.h"
 #include "lfx.h"
 
 struct rsd_simdev *lfx_sd;
 struct rsd_manager *lfx_m;
 unsigned lfx_nwarn;
 char lfx_lastwarn[512];
+static struct simpump transfer_pump;
 
 static void on_warn(void *ctx, const char *msg)
 {
@@ -21,12 +23,17 @@ static void on_warn(void *ctx, const char *msg)
 
 void lfx_setup_with(bool host_only, bool auto_complete, const struct rsd_budget *b, size_t nb)
 {
-	struct rsd_simdev_config sc = { .ndevices = 2, .auto_complete = auto_complete,
+	struct rsd_simdev_config sc = { .ndevices = 2,
+					.auto_complete = auto_complete,
 					.pooled = true };
 	struct rsd_manager_config cfg = { 0 };
 
 	if (!host_only) {
 		ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &lfx_sd), 0);
+		/* The transfer streams progress on their own, as a GPU's
+		 * would; consumer streams stay the test's to complete. */
+		if (!auto_complete)
+			ATF_REQUIRE(simpump_start(&transfer_pump, lfx_sd, NULL, 0, true, false));
 		cfg.driver = rsd_simdev_ops();
 		cfg.driver_ctx = lfx_sd;
 	}
@@ -47,10 +54,33 @@ void lfx_setup(bool host_only)
 	lfx_setup_with(host_only, false, NULL, 0);
 }
 
+int lfx_release_wait(int line, struct rsd_lease *l, void *stream)
+{
+	struct simwait w;
+	int rc;
+
+	ATF_REQUIRE(simwait_start(&w, lfx_sd, stream, 30));
+	rc = rsd_lease_release(l, RSD_RELEASE_WAIT);
+	ATF_CHECK_MSG(simwait_blocked(&w),
+		      "line %d: the waiting release returned before its stream was completed",
+		      line);
+	return rc;
+}
+
+void lfx_stop_pump(void)
+{
+	simpump_stop(&transfer_pump);
+}
+
 void lfx_teardown(void)
 {
+	/* Whatever a test left queued has run: destroying force-closes the
+	 * manager, and its device sync would wait for that work. */
+	if (lfx_sd)
+		rsd_simdev_complete_all(lfx_sd);
 	rsd_manager_destroy(lfx_m);
 	lfx_m = NULL;
+	lfx_stop_pump();
 	if (lfx_sd)
 		rsd_simdev_destroy(lfx_sd);
 	lfx_sd = NULL;
@@ -117,8 +147,7 @@ const struct rsd_materialization_snapshot *lfx_mat_in(const struct rsd_snapshot 
 	return NULL;
 }
 
-const struct rsd_location_snapshot *lfx_loc_in(const struct rsd_snapshot *s,
-					       struct rsd_location at)
+const struct rsd_location_snapshot *lfx_loc_in(const struct rsd_snapshot *s, struct rsd_location at)
 {
 	for (size_t i = 0; i < s->nlocations; i++)
 		if (rsd_location_equal(s->locations[i].location, at))
@@ -137,11 +166,12 @@ void lfx_check_mat(int line, struct rsd_handle h, struct rsd_location at, uint64
 	if (x) {
 		ATF_CHECK_EQ_MSG(x->use_count, use, "line %d: use_count %llu, expected %llu", line,
 				 (unsigned long long)x->use_count, (unsigned long long)use);
-		ATF_CHECK_EQ_MSG(x->hold_count, hold, "line %d: hold_count %llu, expected %llu", line,
-				 (unsigned long long)x->hold_count, (unsigned long long)hold);
+		ATF_CHECK_EQ_MSG(x->hold_count, hold, "line %d: hold_count %llu, expected %llu",
+				 line, (unsigned long long)x->hold_count, (unsigned long long)hold);
 		ATF_CHECK_EQ_MSG(x->pending_event_count, pend,
 				 "line %d: pending_event_count %llu, expected %llu", line,
-				 (unsigned long long)x->pending_event_count, (unsigned long long)pend);
+				 (unsigned long long)x->pending_event_count,
+				 (unsigned long long)pend);
 	}
 	rsd_snapshot_free(s);
 }
@@ -153,14 +183,16 @@ void lfx_check_loc(int line, struct rsd_location at, uint64_t use, uint64_t hold
 
 	ATF_CHECK_MSG(x != NULL, "line %d: location not known", line);
 	if (x) {
-		ATF_CHECK_EQ_MSG(x->use_count, use, "line %d: location use_count %llu, expected %llu",
-				 line, (unsigned long long)x->use_count, (unsigned long long)use);
+		ATF_CHECK_EQ_MSG(x->use_count, use,
+				 "line %d: location use_count %llu, expected %llu", line,
+				 (unsigned long long)x->use_count, (unsigned long long)use);
 		ATF_CHECK_EQ_MSG(x->hold_count, hold,
 				 "line %d: location hold_count %llu, expected %llu", line,
 				 (unsigned long long)x->hold_count, (unsigned long long)hold);
 		ATF_CHECK_EQ_MSG(x->pending_event_count, pend,
 				 "line %d: location pending_event_count %llu, expected %llu", line,
-				 (unsigned long long)x->pending_event_count, (unsigned long long)pend);
+				 (unsigned long long)x->pending_event_count,
+				 (unsigned long long)pend);
 	}
 	rsd_snapshot_free(s);
 }

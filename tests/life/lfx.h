@@ -19,15 +19,20 @@
 
 extern struct rsd_simdev *lfx_sd; /* NULL on a host-only manager */
 extern struct rsd_manager *lfx_m;
-extern unsigned lfx_nwarn;        /* warnings seen since setup */
-extern char lfx_lastwarn[512];    /* the latest of them */
+extern unsigned lfx_nwarn;     /* warnings seen since setup */
+extern char lfx_lastwarn[512]; /* the latest of them */
 
-/* A manager on the simulated device (no auto-completion), or a host-only one. */
+/* A manager on the simulated device (on-command progress: consumer streams
+ * run only when the test completes them, while a pump thread keeps the
+ * transfer streams progressing as a GPU would), or a host-only one. */
 void lfx_setup(bool host_only);
 void lfx_setup_budgets(bool host_only, const struct rsd_budget *b, size_t nb);
 /* Any of the above; auto_complete makes the simulated events complete at once. */
 void lfx_setup_with(bool host_only, bool auto_complete, const struct rsd_budget *b, size_t nb);
 void lfx_teardown(void);
+/* Stop the transfer pump (teardown does; a test destroying lfx_sd itself
+ * calls it first). */
+void lfx_stop_pump(void);
 
 struct rsd_location lfx_cuda(int d);
 /* A stream of the simulated device. */
@@ -54,6 +59,12 @@ void lfx_check_loc(int line, struct rsd_location at, uint64_t use, uint64_t hold
 #define CHECK_LOC(at, use, hold, pend) lfx_check_loc(__LINE__, at, use, hold, pend)
 void lfx_check_ver(int line, uint64_t expected);
 #define CHECK_VER(expected) lfx_check_ver(__LINE__, expected)
+
+/* rsd_lease_release(l, RSD_RELEASE_WAIT) while a second thread completes
+ * stream (NULL: every stream) 30 ms later; checks that the release blocked
+ * until then and returns its result. */
+int lfx_release_wait(int line, struct rsd_lease *l, void *stream);
+#define RELEASE_WAIT(l, stream) lfx_release_wait(__LINE__, l, stream)
 
 /* A lease on [a] at cuda:0 released without waiting while s is busy. */
 struct rsd_lease *lfx_pending_lease(struct rsd_handle a, void *s);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * close and destroy (semantics.md §14, §10.4 table, §10.9; edge cases 43,
- * 62, 63, 85; W11, W19): refusal with the lifetime counts, waiting for
+ * close and destroy (reference.md §15, §8.4 table, §8.9; edge cases 43,
+ * 62, 63, 85; §20.11, §20.19): refusal with the lifetime counts, waiting for
  * and reaping pending leases, forced close and what survives it, the
  * closed-check prologues, idempotent close, and lifetime objects that
  * outlive their manager.
@@ -17,6 +17,7 @@
 
 #include <rsd/rsd.h>
 
+#include "../simwait.h"
 #include "lfx.h"
 
 #include "core/core.h"
@@ -32,10 +33,11 @@ static uint64_t raw_version(void)
 	return v;
 }
 
-/* Edge case 62, W19 tail. */
+/* Edge case 62, §20.19 tail. */
 ATF_TC_WITHOUT_HEAD(nowait_refuses_pending_wait_synchronizes);
 ATF_TC_BODY(nowait_refuses_pending_wait_synchronizes, tc)
 {
+	struct simwait w;
 	struct rsd_lease *l = NULL;
 	struct rsd_snapshot *s = NULL;
 	struct rsd_handle a;
@@ -55,8 +57,11 @@ ATF_TC_BODY(nowait_refuses_pending_wait_synchronizes, tc)
 	CHECK_LOC(lfx_cuda(0), 0, 0, 1);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, st), 1);
 
-	/* Waiting close: synchronizes the lease (+1), closes (+1). */
+	/* Waiting close: blocks until the consumer stream has run, then
+	 * synchronizes the lease (+1), closes (+1). */
+	simwait_start(&w, lfx_sd, st, 100);
 	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	ATF_CHECK_MSG(simwait_blocked(&w), "close returned before its stream was completed");
 	ATF_CHECK_EQ(raw_version(), v + 2);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, st), 0);
 	ATF_CHECK_EQ(rsd_manager_state_version_get(lfx_m, &got), -RSD_ECLOSED);
@@ -94,7 +99,7 @@ ATF_TC_BODY(nowait_reaps_completed, tc)
 	lfx_teardown();
 }
 
-/* W11-like: the refusal counts every kind of lifetime, nothing changes. */
+/* §20.11-like: the refusal counts every kind of lifetime, nothing changes. */
 ATF_TC_WITHOUT_HEAD(refusal_counts);
 ATF_TC_BODY(refusal_counts, tc)
 {
@@ -143,6 +148,7 @@ ATF_TC_WITHOUT_HEAD(force_close_with_lifetimes);
 ATF_TC_BODY(force_close_with_lifetimes, tc)
 {
 	const struct rsd_device_ops *ops = rsd_simdev_ops();
+	struct simwait w;
 	struct rsd_reservation *r = NULL, *r2 = NULL;
 	struct rsd_explanation *ex = NULL;
 	struct rsd_plan plan = { .name = "after-close" };
@@ -167,7 +173,10 @@ ATF_TC_BODY(force_close_with_lifetimes, tc)
 	ATF_REQUIRE_EQ(ops->event_record(lfx_sd, st, &busy), 0);
 	v = lfx_ver();
 
+	/* A forced close synchronizes the device: it waits for st. */
+	simwait_start(&w, lfx_sd, st, 100);
 	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_FORCE), 0);
+	ATF_CHECK_MSG(simwait_blocked(&w), "forced close returned before the device was idle");
 	ATF_CHECK_EQ(raw_version(), v + 1);
 	/* The device was synchronized. */
 	ATF_CHECK_EQ(ops->event_query(lfx_sd, busy), 1);
@@ -195,7 +204,8 @@ ATF_TC_BODY(force_close_with_lifetimes, tc)
 	ATF_CHECK_EQ(rsd_manager_state_version_get(lfx_m, &v), -RSD_ECLOSED);
 	ATF_CHECK_EQ(rsd_snapshot_take(lfx_m, &s), -RSD_ECLOSED);
 	ATF_CHECK_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), -RSD_ECLOSED);
-	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, lfx_cuda(0), 1, &n, NULL, 0, &res),
+	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, lfx_cuda(0), 1, &n, NULL, 0,
+					  &res),
 		       0);
 	ATF_CHECK_EQ(rsd_adopt(lfx_m, res, NULL, RSD_REPLICABLE, &h), -RSD_ECLOSED);
 	rsd_resident_free(res); /* still the caller's */
@@ -228,6 +238,7 @@ ATF_TC_BODY(force_close_with_lifetimes, tc)
 ATF_TC_WITHOUT_HEAD(force_close_pending);
 ATF_TC_BODY(force_close_pending, tc)
 {
+	struct simwait w;
 	struct rsd_lease *l = NULL;
 	struct rsd_handle a;
 	void *st;
@@ -238,7 +249,9 @@ ATF_TC_BODY(force_close_pending, tc)
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	l = lfx_pending_lease(a, st);
 	v = lfx_ver();
+	simwait_start(&w, lfx_sd, st, 100);
 	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT | RSD_CLOSE_FORCE), 0);
+	ATF_CHECK_MSG(simwait_blocked(&w), "forced close returned before the device was idle");
 	ATF_CHECK_EQ(raw_version(), v + 1);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, st), 0);
 	rsd_lease_free(l);
@@ -259,6 +272,7 @@ ATF_TC_BODY(objects_outlive_manager, tc)
 	struct rsd_lease *l = NULL, *lp = NULL, *lh = NULL, *lf = NULL;
 	struct rsd_hold *hd = NULL, *hf = NULL;
 	struct rsd_handle a, p;
+	struct simwait w;
 	void *st;
 
 	lfx_setup(false);
@@ -274,7 +288,10 @@ ATF_TC_BODY(objects_outlive_manager, tc)
 	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, lfx_cuda(0), &hf), 0);
 	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 10, "orphan", &r), 0);
 
+	/* Destroying force-closes, which waits for the busy stream. */
+	simwait_start(&w, lfx_sd, st, 100);
 	rsd_manager_destroy(lfx_m);
+	ATF_CHECK_MSG(simwait_blocked(&w), "destroy returned before the device was idle");
 	lfx_m = NULL;
 	ATF_CHECK(rsd_lease_active(l));
 	ATF_CHECK_EQ(rsd_lease_value(l, a, &got), -RSD_EUNAVAILABLE);
@@ -295,6 +312,7 @@ ATF_TC_BODY(objects_outlive_manager, tc)
 	rsd_hold_free(hf); /* never released */
 	rsd_reservation_free(r);
 	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_stop_pump();
 	rsd_simdev_destroy(lfx_sd);
 	lfx_sd = NULL;
 }
@@ -304,6 +322,7 @@ ATF_TC_WITHOUT_HEAD(force_close_after_failed_wait);
 ATF_TC_BODY(force_close_after_failed_wait, tc)
 {
 	const struct rsd_resident *got = NULL;
+	struct simwait w;
 	struct rsd_lease *l = NULL;
 	struct rsd_handle a;
 	void *st;
@@ -315,7 +334,9 @@ ATF_TC_BODY(force_close_after_failed_wait, tc)
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), -RSD_EDEVICE);
 	ATF_CHECK(rsd_lease_active(l));
+	simwait_start(&w, lfx_sd, st, 100);
 	ATF_REQUIRE_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_FORCE), 0);
+	ATF_CHECK_MSG(simwait_blocked(&w), "forced close returned before the device was idle");
 	/* Let the close's retirements be reclaimed. */
 	rsd__rcu_register();
 	urcu_memb_barrier();

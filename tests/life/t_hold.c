@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Holds (semantics.md §10.6, §10.8, §10.9; edge cases 24, 27, 36, 37, 39,
+ * Holds (reference.md §8.6, §8.8, §8.9; edge cases 24, 27, 36, 37, 39,
  * 44): what a hold blocks (drop, move from, discard) and what it does not
  * (ensure reading it, acquire, other holds), the per-materialization and
  * per-location counts, all-or-nothing acquisition, idempotent release and
@@ -222,7 +222,7 @@ ATF_TC_BODY(hold_release_idempotent, tc)
 	lfx_teardown();
 }
 
-/* §10.9: a freed active hold is released (+1) with a warning. */
+/* §8.9: a freed active hold is released (+1) with a warning. */
 ATF_TC_WITHOUT_HEAD(abandoned_hold);
 ATF_TC_BODY(abandoned_hold, tc)
 {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Leases (semantics.md §10.1-§10.5, §10.9; edge cases 35-42): acquisition
+ * Leases (reference.md §8.1-§8.5, §8.9; edge cases 35-42): acquisition
  * and its argument rules, the borrowed-value lookup, the GPU release into
  * a pending lease and its reaping, the state_version arithmetic, where
  * reaping happens (and where it must not: reserve, snapshot and
  * state_version are lock-free or accounting-only in librsd, see
- * architecture.md). Failure paths and abandonment: t_lease_fault.c.
+ * Documentation/design.md). Failure paths and abandonment: t_lease_fault.c.
  *
  * The simulated device stands in for CUDA: two devices, events that
  * complete only when the test completes their stream.
@@ -57,8 +57,8 @@ ATF_TC_BODY(acquire_dedup_order_counts, tc)
 	CHECK_MAT(b, lfx_cuda(0), 2, 0, 0);
 	CHECK_LOC(lfx_cuda(0), 3, 0, 0);
 
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
-	ATF_CHECK_EQ(rsd_lease_release(l2, RSD_RELEASE_WAIT), 0);
+	ATF_CHECK_EQ(RELEASE_WAIT(l, s), 0);
+	ATF_CHECK_EQ(RELEASE_WAIT(l2, s), 0);
 	CHECK_VER(v + 6);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 	rsd_lease_free(l);
@@ -177,7 +177,7 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	nlocs = rsd_manager_locations(lfx_m, locs, 8);
 	v = lfx_ver();
 
-	/* §10.2 step 4: a CUDA lease needs a consumer stream. */
+	/* §8.2 step 4: a CUDA lease needs a consumer stream. */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), NULL, &l), -RSD_EINVAL);
 	/* ... and that check precedes the residency check (step 7). */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(0), NULL, &l), -RSD_EINVAL);
@@ -185,8 +185,9 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, s0, &l), -RSD_EINVAL);
 	ATF_CHECK(lfx_msg_has("CUDA"));
 	/* Host lease with something that is not a stream: the type check
-	 * comes first (§8.1 step 5 order). */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l), -RSD_ETYPE);
+	 * comes first (§4.1 step 5 order). */
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l),
+		     -RSD_ETYPE);
 	/* Stream of another device. */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s1, &l), -RSD_EINVAL);
 	ATF_CHECK(lfx_msg_has("does not match"));
@@ -204,7 +205,7 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	/* The right stream works. */
 	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(1), s1, &l), 0);
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	ATF_CHECK_EQ(RELEASE_WAIT(l, s1), 0);
 	rsd_lease_free(l);
 	lfx_teardown();
 }
@@ -262,6 +263,7 @@ ATF_TC_BODY(add_consumer_stream_rules, tc)
 ATF_TC_WITHOUT_HEAD(lookup_and_release_twice);
 ATF_TC_BODY(lookup_and_release_twice, tc)
 {
+	static const struct rsd_type other = { "other", &rsd_resident_type };
 	struct rsd_resident *ra = NULL, *rb = NULL;
 	const struct rsd_resident *got = NULL;
 	struct rsd_lease *l = NULL;
@@ -286,8 +288,10 @@ ATF_TC_BODY(lookup_and_release_twice, tc)
 	got = NULL;
 	ATF_CHECK_EQ(rsd_lease_value(l, c, &got), -RSD_ENOTFOUND);
 	forged = a;
-	forged.type = NULL; /* same ids, another type: not the issued handle */
+	forged.type = &other; /* same ids, another type: not the issued handle */
 	ATF_CHECK_EQ(rsd_lease_value(l, forged, &got), -RSD_ENOTFOUND);
+	forged.type = NULL; /* no type at all: malformed */
+	ATF_CHECK_EQ(rsd_lease_value(l, forged, &got), -RSD_ETYPE);
 	ATF_CHECK(got == NULL);
 	ATF_CHECK_EQ(rsd_lease_value(l, a, NULL), -RSD_ETYPE);
 	CHECK_VER(v); /* lookups change nothing */
@@ -428,8 +432,9 @@ ATF_TC_BODY(release_versions, tc)
 	v = lfx_ver();
 	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
 	CHECK_VER(v + 1);
-	/* Stream busy: waiting synchronizes it. active -> pending -> gone. */
-	ATF_REQUIRE_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	/* Stream busy: waiting blocks until it has run. active -> pending ->
+	 * gone. */
+	ATF_REQUIRE_EQ(RELEASE_WAIT(l, s), 0);
 	CHECK_VER(v + 3);
 	ATF_CHECK(!rsd_lease_active(l));
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
@@ -457,7 +462,7 @@ ATF_TC_BODY(release_versions, tc)
 }
 
 /*
- * Reap points (§10.5 as amended by architecture.md): every writer call
+ * Reap points (§8.5 as Documentation/design.md amends it): every writer call
  * (rsd_manager_reap, transitions, acquire, hold) folds completed leases in
  * first; reserve, releases, lookups, snapshots and state_version reads do
  * not.
@@ -498,7 +503,7 @@ ATF_TC_BODY(reap_points, tc)
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 1);
 	rsd_reservation_free(r);
 	/* Releasing another lease does not reap either. */
-	ATF_REQUIRE_EQ(rsd_lease_release(act, RSD_RELEASE_WAIT), 0);
+	ATF_REQUIRE_EQ(RELEASE_WAIT(act, st2), 0);
 	CHECK_VER(v + 4);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 	rsd_lease_free(act);
@@ -525,7 +530,7 @@ ATF_TC_BODY(reap_points, tc)
 	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &act), 0);
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(act, RSD_RELEASE_WAIT), 0);
+	ATF_REQUIRE_EQ(RELEASE_WAIT(act, st), 0);
 	rsd_lease_free(act);
 	rsd_lease_free(l);
 

@@ -83,8 +83,7 @@ static bool gate_is_open(struct gate *g)
 
 static void gate_fini(struct gate *g)
 {
-	ATF_CHECK_MSG(!g->timed_out, "a busy stream's gate opened itself after %d s",
-		      GATE_LIMIT_S);
+	ATF_CHECK_MSG(!g->timed_out, "a busy stream's gate opened itself after %d s", GATE_LIMIT_S);
 	pthread_cond_destroy(&g->cond);
 	pthread_mutex_destroy(&g->lock);
 }
@@ -296,7 +295,7 @@ ATF_TC_BODY(cuda_acquire_stream_rules, tc)
 	nlocs = rsd_manager_locations(lfx_m, locs, 8);
 	v = lfx_ver();
 
-	/* §10.2 step 4: a CUDA lease needs a consumer stream ... */
+	/* §8.2 step 4: a CUDA lease needs a consumer stream ... */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, c0, NULL, &l), -RSD_EINVAL);
 	/* ... and that check precedes the residency check (step 7). */
 	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, c0, NULL, &l), -RSD_EINVAL);
@@ -591,7 +590,8 @@ ATF_TC_BODY(cuda_round_trip_keeps_bytes, tc)
 	c0 = cuda0();
 	st = lc_stream(0);
 	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
-					  NULL, 0, &r), 0);
+					  NULL, 0, &r),
+		       0);
 	buf = rsd_resident_data(r, 0);
 	ATF_REQUIRE(buf != NULL);
 	for (uint64_t i = 0; i < n; i++)

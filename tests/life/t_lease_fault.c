@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Lease failure paths (semantics.md §10.4 steps 4, 5 and 7, §10.5, §10.9):
+ * Lease failure paths (reference.md §8.4 steps 4, 5 and 7, §8.5, §8.9):
  * an event query failing during reaping, abandonment of active leases, the
  * fallback when recording a completion event fails, re-validation of the
  * consumer streams at release, and a waiting release whose event
@@ -16,14 +16,15 @@
 
 #include <rsd/rsd.h>
 
+#include "../simwait.h"
 #include "lfx.h"
 #include <urcu/urcu-memb.h>
 
 /*
- * §10.5: an error while querying an event during reaping propagates (the
+ * §8.5: an error while querying an event during reaping propagates (the
  * writer call fails, the lease stays pending); explain treats it as "still
  * protected". The failed prologue must not leave the thread marked as
- * inside a transition (§6.1).
+ * inside a transition (§5.3).
  */
 ATF_TC_WITHOUT_HEAD(reap_query_error_propagates);
 ATF_TC_BODY(reap_query_error_propagates, tc)
@@ -78,6 +79,7 @@ ATF_TC_BODY(reap_query_error_propagates, tc)
 ATF_TC_WITHOUT_HEAD(abandoned_lease_is_released);
 ATF_TC_BODY(abandoned_lease_is_released, tc)
 {
+	struct simwait sw;
 	struct rsd_lease *l = NULL;
 	struct rsd_handle a, p;
 	void *s;
@@ -96,10 +98,13 @@ ATF_TC_BODY(abandoned_lease_is_released, tc)
 	ATF_CHECK_EQ(lfx_nwarn, 1);
 	CHECK_MAT(p, RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
 
-	/* GPU lease, stream busy: released with wait (+2), nothing pending. */
+	/* GPU lease, stream busy: released with wait (+2), nothing pending;
+	 * freeing blocks until the consumer stream has run. */
 	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
 	v = lfx_ver();
+	ATF_REQUIRE(simwait_start(&sw, lfx_sd, s, 100));
 	rsd_lease_free(l);
+	ATF_CHECK_MSG(simwait_blocked(&sw), "abandoning returned before its stream was completed");
 	CHECK_VER(v + 2);
 	ATF_CHECK_EQ(lfx_nwarn, 2);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
@@ -126,6 +131,7 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 	const struct rsd_device_ops *ops = rsd_simdev_ops();
 	struct rsd_lease *l = NULL;
 	struct rsd_handle a;
+	struct simwait sw;
 	void *s, *s2, *busy = NULL, *busy2 = NULL;
 	unsigned w;
 	uint64_t v;
@@ -143,7 +149,11 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_RECORD, 1, RSD_EDEVICE);
 	v = lfx_ver();
 	w = lfx_nwarn;
+	/* The fallback synchronizes the consumer stream: it blocks. */
+	ATF_REQUIRE(simwait_start(&sw, lfx_sd, s, 100));
 	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	ATF_CHECK_MSG(simwait_blocked(&sw),
+		      "the fallback returned before its stream was completed");
 	ATF_CHECK(!rsd_lease_active(l));
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(lfx_nwarn, w + 1);
@@ -164,7 +174,7 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_RECORD, 2, RSD_EDEVICE);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	ATF_CHECK_EQ(RELEASE_WAIT(l, NULL), 0);
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(lfx_nwarn, w + 2);
 	ATF_CHECK_EQ(ops->event_query(lfx_sd, busy2), 1);
@@ -181,7 +191,7 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 
 /*
  * A consumer stream destroyed before release fails the re-validation of
- * §10.4 step 4: the error propagates and the lease stays active.
+ * §8.4 step 4: the error propagates and the lease stays active.
  */
 ATF_TC_WITHOUT_HEAD(release_revalidates_streams);
 ATF_TC_BODY(release_revalidates_streams, tc)
@@ -213,7 +223,7 @@ ATF_TC_BODY(release_revalidates_streams, tc)
 
 /*
  * Waiting fails after the lease turned pending (event synchronization
- * error): the error propagates, the caller's object stays active (§10.3:
+ * error): the error propagates, the caller's object stays active (§8.3:
  * inactive only after a successful manager-side release) and the lease is
  * pending. A later release is a silent no-op, also once the pending lease
  * has been reaped and its record freed.
@@ -259,7 +269,7 @@ ATF_TC_BODY(release_wait_sync_failure, tc)
 	CHECK_MAT(b, lfx_cuda(0), 1, 0, 0);
 	CHECK_LOC(lfx_cuda(0), 1, 0, 0);
 	ATF_CHECK(rsd_lease_active(l2));
-	ATF_CHECK_EQ(rsd_lease_release(l2, RSD_RELEASE_WAIT), 0);
+	ATF_CHECK_EQ(RELEASE_WAIT(l2, s), 0);
 	CHECK_VER(v + 2);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 	rsd_lease_free(l);

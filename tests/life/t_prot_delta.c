@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Protection counts as readers see them (semantics.md §6.2, §10.2-§10.6,
- * §13). Lease and hold calls append their count changes to the published
+ * Protection counts as readers see them (reference.md §5.4, §8.2-§8.6,
+ * §14). Lease and hold calls append their count changes to the published
  * image's protection log instead of re-imaging the values
  * (Documentation/design.md, "The protection log"); these tests drive that
  * log through its limits:

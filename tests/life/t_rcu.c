@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Lock-free observation (architecture.md "one writer path, lock-free
- * readers"; semantics.md §11, §13.6, §17.2): snapshots taken while other
+ * Lock-free observation (Documentation/design.md, "Where librsd differs"; reference.md §9, §14.6, §16.2): snapshots taken while other
  * threads mutate are each one consistent state, state_version never goes
  * backwards for a reader, and a source load holding the writer path
  * neither blocks readers nor lets other writers in (they fail with
@@ -43,7 +42,8 @@ static void failf(const char *fmt, ...)
 	pthread_mutex_unlock(&fail_mu);
 }
 
-#define CHECK_NO_FAILURES() ATF_CHECK_EQ_MSG(nfail, 0, "%d failure(s), first: %s", nfail, first_fail)
+#define CHECK_NO_FAILURES() \
+	ATF_CHECK_EQ_MSG(nfail, 0, "%d failure(s), first: %s", nfail, first_fail)
 
 static uint64_t now_ns(void)
 {
@@ -53,7 +53,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- snapshot invariants (§13.6, §9.2, §13.4) ------------------------------- */
+/* ---- snapshot invariants (§14.6, §7.2, §14.4) ------------------------------- */
 
 static bool loc_known(const struct rsd_snapshot *s, struct rsd_location at)
 {
@@ -63,12 +63,12 @@ static bool loc_known(const struct rsd_snapshot *s, struct rsd_location at)
 	return false;
 }
 
-#define INV(cond, ...)                                                                   \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			failf(__VA_ARGS__);                                              \
-			return false;                                                    \
-		}                                                                        \
+#define INV(cond, ...)                      \
+	do {                                \
+		if (!(cond)) {              \
+			failf(__VA_ARGS__); \
+			return false;       \
+		}                           \
 	} while (0)
 
 static bool check_values(const struct rsd_snapshot *s)
@@ -88,7 +88,8 @@ static bool check_values(const struct rsd_snapshot *s)
 			const struct rsd_materialization_snapshot *x = &v->materializations[k];
 
 			for (size_t j = 0; j < k; j++)
-				INV(!rsd_location_equal(v->materializations[j].location, x->location),
+				INV(!rsd_location_equal(v->materializations[j].location,
+							x->location),
 				    "v%llu: value %llu has two copies at one location",
 				    (unsigned long long)s->state_version,
 				    (unsigned long long)v->handle.id);
@@ -97,8 +98,8 @@ static bool check_values(const struct rsd_snapshot *s)
 			INV(x->logical_nbytes == v->spec.logical_nbytes &&
 				    x->charged_nbytes == v->spec.storage_nbytes &&
 				    x->storage_nbytes <= x->charged_nbytes,
-			    "v%llu: byte measures of value %llu", (unsigned long long)s->state_version,
-			    (unsigned long long)v->handle.id);
+			    "v%llu: byte measures of value %llu",
+			    (unsigned long long)s->state_version, (unsigned long long)v->handle.id);
 		}
 	}
 	return true;
@@ -120,7 +121,8 @@ static bool check_locations(const struct rsd_snapshot *s)
 			const struct rsd_value_snapshot *v = &s->values[j];
 
 			for (size_t k = 0; k < v->nmaterializations; k++) {
-				const struct rsd_materialization_snapshot *x = &v->materializations[k];
+				const struct rsd_materialization_snapshot *x =
+					&v->materializations[k];
 
 				if (!rsd_location_equal(x->location, l->location))
 					continue;
@@ -162,13 +164,14 @@ static bool check_locations(const struct rsd_snapshot *s)
 			    "v%llu: %s over budget", (unsigned long long)s->state_version, name);
 			INV(l->remaining_budget_bytes ==
 				    l->budget_bytes - l->used_bytes - l->reserved_bytes,
-			    "v%llu: %s remaining_budget_bytes", (unsigned long long)s->state_version,
-			    name);
+			    "v%llu: %s remaining_budget_bytes",
+			    (unsigned long long)s->state_version, name);
 		}
 	}
 	for (size_t j = 0; j < s->nreservations; j++)
 		INV(loc_known(s, s->reservations[j].location),
-		    "v%llu: reservation at an unknown location", (unsigned long long)s->state_version);
+		    "v%llu: reservation at an unknown location",
+		    (unsigned long long)s->state_version);
 	return true;
 }
 
@@ -211,14 +214,14 @@ static int first_at(const bool *at, int except)
 	return -1;
 }
 
-#define WCHECK(call, expected, what)                                                     \
-	do {                                                                             \
-		int rc_ = (call);                                                        \
-		if (rc_ != (expected)) {                                                 \
-			failf("writer %d op %lu: %s returned %d (%s), expected %d", wr->w,  \
-			      wr->ops, what, rc_, rsd_last_error()->message, expected);  \
-			return NULL;                                                     \
-		}                                                                        \
+#define WCHECK(call, expected, what)                                                       \
+	do {                                                                               \
+		int rc_ = (call);                                                          \
+		if (rc_ != (expected)) {                                                   \
+			failf("writer %d op %lu: %s returned %d (%s), expected %d", wr->w, \
+			      wr->ops, what, rc_, rsd_last_error()->message, expected);    \
+			return NULL;                                                       \
+		}                                                                          \
 	} while (0)
 
 static void *writer_main(void *p)
@@ -243,14 +246,15 @@ static void *writer_main(void *p)
 			break;
 		case 1:
 			if (at[li] && count_at(at) == 1) {
-				WCHECK(rsd_drop(lfx_m, h, wr->locs[li], NULL), -RSD_EOWNERSHIP, "last drop");
+				WCHECK(rsd_drop(lfx_m, h, wr->locs[li], NULL), -RSD_EOWNERSHIP,
+				       "last drop");
 			} else {
 				WCHECK(rsd_drop(lfx_m, h, wr->locs[li], NULL), 0, "drop");
 				at[li] = false;
 			}
 			break;
 		case 2:
-			/* §8.7: onto a resident destination removes the best other
+			/* §4.7: onto a resident destination removes the best other
 			 * replica; else copies from the best one and removes it. */
 			j = first_at(at, li);
 			WCHECK(rsd_move(lfx_m, h, wr->locs[li], NULL, NULL, NULL), 0, "move");
@@ -261,8 +265,9 @@ static void *writer_main(void *p)
 		case 3:
 			if (nresv < 2) {
 				snprintf(label, sizeof(label), "w%d-%lu", wr->w, wr->ops);
-				WCHECK(rsd_reserve(lfx_m, wr->locs[li], (uint64_t)(rand_r(&wr->seed) % 1000),
-						   label, &resv[nresv]),
+				WCHECK(rsd_reserve(lfx_m, wr->locs[li],
+						   (uint64_t)(rand_r(&wr->seed) % 1000), label,
+						   &resv[nresv]),
 				       0, "reserve");
 				nresv++;
 			} else {
@@ -365,7 +370,7 @@ ATF_TC_BODY(concurrent_snapshots_consistent, tc)
 		wr[w].locs[2] = lfx_cuda(w);
 		for (int k = 0; k < NVALS; k++) {
 			wr[w].h[k] = lfx_put(RSD_LOC_PAGEABLE_HOST,
-					      64u * (1u + 2u * (unsigned)w + (unsigned)k), NULL);
+					     64u * (1u + 2u * (unsigned)w + (unsigned)k), NULL);
 			wr[w].at[k][0] = true;
 		}
 	}
@@ -419,7 +424,11 @@ ATF_TC_BODY(concurrent_snapshots_consistent, tc)
 
 /* ---- a source load holding the writer path ---------------------------------- */
 
-enum gate_mode { GATE_BLOCK, GATE_NESTED_PROPAGATE, GATE_NESTED_SWALLOW };
+enum gate_mode {
+	GATE_BLOCK,
+	GATE_NESTED_PROPAGATE,
+	GATE_NESTED_SWALLOW
+};
 
 struct gate {
 	pthread_mutex_t mu;
@@ -461,7 +470,8 @@ static int gate_load(void *ctx, struct rsd_resident **out)
 		if (g->mode == GATE_NESTED_PROPAGATE)
 			return g->nested_ensure_rc;
 	}
-	return rsd_resident_alloc(lfx_m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL, 0, out);
+	return rsd_resident_alloc(lfx_m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL, 0,
+				  out);
 }
 
 static void *ensure_main(void *p)
@@ -562,7 +572,8 @@ ATF_TC_BODY(blocked_load_readers_proceed_writers_refused, tc)
 	ATF_CHECK(strstr(rsd_last_error()->message, "source load") != NULL);
 	ATF_CHECK_EQ(rsd_drop(lfx_m, g.other, RSD_LOC_PAGEABLE_HOST, NULL), -RSD_EREENTRANT);
 	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 1, "x", &r2), -RSD_EREENTRANT);
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l2), -RSD_EREENTRANT);
+	ATF_CHECK_EQ(rsd_acquire(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l2),
+		     -RSD_EREENTRANT);
 	ATF_CHECK_EQ(rsd_hold(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd2), -RSD_EREENTRANT);
 	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), -RSD_EREENTRANT);
 	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), -RSD_EREENTRANT);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Named reservations (semantics.md §10.7, §9.1, §9.2, §13.5; edge cases 5,
- * 43; W1): label and argument validation, budget admission with the
+ * Named reservations (reference.md §8.7, §7.1, §7.2, §14.5; edge cases 5,
+ * 43; §20.1): label and argument validation, budget admission with the
  * error's numbers, pure accounting (reserved and remaining bytes, counts,
  * peaks), creation-order listing and release, lazy location recording,
  * zero-byte reservations blocking close, abandonment.
@@ -35,12 +35,13 @@ static void check_reserved(int line, struct rsd_location at, uint64_t bytes, uin
 	ATF_CHECK_EQ_MSG(n, count, "line %d: %llu listed reservations, expected %llu", line,
 			 (unsigned long long)n, (unsigned long long)count);
 	if (x) {
-		ATF_CHECK_EQ_MSG(x->reserved_bytes, bytes, "line %d: reserved_bytes %llu, expected %llu",
-				 line, (unsigned long long)x->reserved_bytes,
-				 (unsigned long long)bytes);
+		ATF_CHECK_EQ_MSG(x->reserved_bytes, bytes,
+				 "line %d: reserved_bytes %llu, expected %llu", line,
+				 (unsigned long long)x->reserved_bytes, (unsigned long long)bytes);
 		ATF_CHECK_EQ_MSG(x->reservation_count, count,
 				 "line %d: reservation_count %llu, expected %llu", line,
-				 (unsigned long long)x->reservation_count, (unsigned long long)count);
+				 (unsigned long long)x->reservation_count,
+				 (unsigned long long)count);
 		if (x->has_budget)
 			ATF_CHECK_EQ_MSG(x->remaining_budget_bytes,
 					 x->budget_bytes - x->used_bytes - x->reserved_bytes,
@@ -83,7 +84,7 @@ ATF_TC_BODY(label_and_argument_rules, tc)
 	lfx_teardown();
 }
 
-/* W1-like: admission with the error's numbers, reservations consume budget. */
+/* §20.1-like: admission with the error's numbers, reservations consume budget. */
 ATF_TC_WITHOUT_HEAD(budget_admission);
 ATF_TC_BODY(budget_admission, tc)
 {
@@ -124,7 +125,8 @@ ATF_TC_BODY(budget_admission, tc)
 	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 0, "zero", &r3), 0);
 	CHECK_RESERVED(pin, 100, 3);
 	/* A value does not fit either: reservations consume budget. */
-	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, pin, 1, &one, NULL, 0, &res), 0);
+	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, pin, 1, &one, NULL, 0, &res),
+		       0);
 	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_adopt(lfx_m, res, &pin, RSD_REPLICABLE, &h), -RSD_EBUDGET);
 	ATF_CHECK_EQ(rsd_last_error()->reserved_bytes, 100);
@@ -156,7 +158,7 @@ ATF_TC_BODY(budget_admission, tc)
 	lfx_teardown();
 }
 
-/* §10.7 step 5 and edge case 5: recording, unbudgeted accounting. */
+/* §8.7 step 5 and edge case 5: recording, unbudgeted accounting. */
 ATF_TC_WITHOUT_HEAD(unbudgeted_and_recording);
 ATF_TC_BODY(unbudgeted_and_recording, tc)
 {
@@ -196,7 +198,7 @@ ATF_TC_BODY(unbudgeted_and_recording, tc)
 }
 
 /*
- * reserved_bytes is an exact sum (§13.4): a reservation that would carry
+ * reserved_bytes is an exact sum (§14.4): a reservation that would carry
  * the location's counter past 2^64 - 1 cannot be represented and must be
  * refused, leaving the accounting as it was.
  */
@@ -313,7 +315,7 @@ ATF_TC_BODY(zero_byte_blocks_close, tc)
 	lfx_teardown();
 }
 
-/* §10.9: a freed active reservation is released (+1) with a warning. */
+/* §8.9: a freed active reservation is released (+1) with a warning. */
 ATF_TC_WITHOUT_HEAD(abandoned_reservation);
 ATF_TC_BODY(abandoned_reservation, tc)
 {

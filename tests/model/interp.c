@@ -9,21 +9,60 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h" /* rsd__fault_fired() */
+#include "../simwait.h"
 #include "interp.h"
 #include "model.h"
 
 enum ip_op {
-	OP_ADOPT, OP_SOURCE, OP_ENSURE, OP_COPY, OP_MOVE, OP_DROP, OP_DISCARD, OP_ACQUIRE,
-	OP_LRELEASE, OP_LFREE, OP_LSTREAM, OP_LVALUE, OP_HOLD, OP_HRELEASE, OP_RESERVE,
-	OP_RRELEASE, OP_COMPLETE, OP_REAP, OP_EXECUTE, OP_EXPLAIN, OP_FAILNEXT, OP_CLOSE,
+	OP_ADOPT,
+	OP_SOURCE,
+	OP_ENSURE,
+	OP_COPY,
+	OP_MOVE,
+	OP_DROP,
+	OP_DISCARD,
+	OP_ACQUIRE,
+	OP_LRELEASE,
+	OP_LFREE,
+	OP_LSTREAM,
+	OP_LVALUE,
+	OP_HOLD,
+	OP_HRELEASE,
+	OP_RESERVE,
+	OP_RRELEASE,
+	OP_COMPLETE,
+	OP_REAP,
+	OP_EXECUTE,
+	OP_EXPLAIN,
+	OP_FAILNEXT,
+	OP_CLOSE,
 	OP_N
 };
 
 static const char *const op_names[OP_N] = {
-	"adopt", "register_source", "ensure", "copy", "move", "drop", "discard", "acquire",
-	"lease_release", "lease_free", "lease_add_stream", "lease_value", "hold", "hold_release",
-	"reserve", "reservation_release", "event_complete", "reap", "execute_actions", "explain",
-	"source_fail_next", "close",
+	"adopt",
+	"register_source",
+	"ensure",
+	"copy",
+	"move",
+	"drop",
+	"discard",
+	"acquire",
+	"lease_release",
+	"lease_free",
+	"lease_add_stream",
+	"lease_value",
+	"hold",
+	"hold_release",
+	"reserve",
+	"reservation_release",
+	"event_complete",
+	"reap",
+	"execute_actions",
+	"explain",
+	"source_fail_next",
+	"close",
 };
 
 const char *ip_op_name(unsigned op)
@@ -51,6 +90,11 @@ struct ip {
 	struct rsd_simdev *sd;
 	struct rsd_manager *m;
 	void *stream[MS_N];
+	/* The simulated device runs on command. xfer_pump keeps the transfer
+	 * streams (the device's own and streams 4, 5) progressing, as a GPU's
+	 * would; wait_pump, during a call that waits for consumer streams,
+	 * completes exactly the streams the model says it waits for. */
+	struct simpump xfer_pump, wait_pump;
 	struct model md;
 	struct rsd_handle h[MM_VALUES];
 	struct ip_src src[MM_VALUES];
@@ -66,7 +110,25 @@ struct ip {
 	char *why;
 	size_t wlen;
 	struct ip_stats *st;
+	/* alloc_fault runs (interp_fault.inc). */
+	uint64_t fired0;    /* rsd__fault_fired() when the current call began */
+	bool injected;	    /* a call reported the fault: none may again */
+	bool plan_injected; /* it stopped an execute_actions after a prefix */
+	size_t plan_n;	    /* that plan's committed prefix */
+	struct mact plan_a[8];
+	struct model saved; /* the model before the current operation */
+	uint64_t armed_at;  /* rsd__fault_fired() when the point was armed */
 };
+
+static bool fault_now(struct ip *ip);
+static bool fault_reported(struct ip *ip, const char *what, int got);
+static bool fault_step(struct ip *ip);
+static bool fault_unrecorded(struct ip *ip, int k);
+static bool snapshot_checked(struct ip *ip);
+static bool close_checked(struct ip *ip, unsigned flags, const char *what);
+static int manager_create_checked(struct ip *ip, const struct rsd_manager_config *cfg);
+static void arm_alloc_fault(struct ip *ip);
+static void disarm_alloc_fault(struct ip *ip);
 
 /* ---- decisions ----------------------------------------------------------- */
 
@@ -112,14 +174,15 @@ static bool diverge(struct ip *ip, const char *fmt, ...)
 	size_t k;
 	va_list ap;
 
-	k = (size_t)snprintf(ip->why, ip->wlen, "seed %llu step %u: ",
-			     (unsigned long long)ip->o->seed, ip->step);
+	k = (size_t)snprintf(ip->why, ip->wlen,
+			     "seed %llu step %u: ", (unsigned long long)ip->o->seed, ip->step);
 	va_start(ap, fmt);
 	if (k < ip->wlen)
 		k += (size_t)vsnprintf(ip->why + k, ip->wlen - k, fmt, ap);
 	va_end(ap);
 	if (k < ip->wlen)
-		k += (size_t)snprintf(ip->why + k, ip->wlen - k, " [last error: %s]\nlast operations:\n",
+		k += (size_t)snprintf(ip->why + k, ip->wlen - k,
+				      " [last error: %s]\nlast operations:\n",
 				      rsd_last_error()->message);
 	for (unsigned i = ip->nhist > 16 ? ip->nhist - 16 : 0; i < ip->nhist && k < ip->wlen; i++)
 		k += (size_t)snprintf(ip->why + k, ip->wlen - k, "  %s\n", ip->hist[i % 16]);
@@ -133,6 +196,8 @@ static bool same_code(struct ip *ip, const char *what, int got, int exp)
 		ip->st->codes[-got < 32 ? -got : 31]++;
 		return true;
 	}
+	if (got && fault_now(ip))
+		return fault_reported(ip, what, got);
 	return diverge(ip, "%s returned %d (%s), model says %d (%s)", what, got,
 		       rsd_strerror(got), exp, rsd_strerror(exp));
 }
@@ -275,11 +340,10 @@ static bool cmp_report(struct ip *ip, const char *what, const struct rsd_transit
 
 	if (got->action.kind != a->kind || !rsd_handle_equal(got->action.handle, h))
 		return diverge(ip, "%s: report action kind/handle differ", what);
-	if (a->kind != RSD_ACT_DISCARD &&
-	    !rsd_location_equal(got->action.location, ml_loc(a->loc)))
+	if (a->kind != RSD_ACT_DISCARD && !rsd_location_equal(got->action.location, ml_loc(a->loc)))
 		return diverge(ip, "%s: report action location differs", what);
-	if (a->kind == RSD_ACT_MOVE && !loc_eq(got->action.has_from, got->action.from, a->has_from,
-					       ml_loc(a->from)))
+	if (a->kind == RSD_ACT_MOVE &&
+	    !loc_eq(got->action.has_from, got->action.from, a->has_from, ml_loc(a->from)))
 		return diverge(ip, "%s: report action from differs", what);
 	if (got->no_op != exp->no_op)
 		return diverge(ip, "%s: report no_op %d, model %d", what, got->no_op, exp->no_op);
@@ -287,8 +351,7 @@ static bool cmp_report(struct ip *ip, const char *what, const struct rsd_transit
 		return diverge(ip, "%s: report source %s, model %s", what,
 			       got->has_source ? ml_name(ml_from_loc(got->source)) : "absent",
 			       exp->has_source ? ml_name(ml_from_loc(exp->source)) : "absent");
-	if (!loc_eq(got->has_destination, got->destination, exp->has_destination,
-		    exp->destination))
+	if (!loc_eq(got->has_destination, got->destination, exp->has_destination, exp->destination))
 		return diverge(ip, "%s: report destination differs", what);
 	if (got->logical_nbytes != exp->logical_nbytes ||
 	    got->storage_nbytes != exp->storage_nbytes)
@@ -319,7 +382,8 @@ static bool cmp_value(struct ip *ip, int v, const struct rsd_value_snapshot *g)
 		return diverge(ip, "snapshot value %d: spec differs", v);
 	if (g->has_source != x->has_source ||
 	    !loc_eq(g->has_source_location, g->source_location, x->has_source,
-		    ml_loc(x->src_loc)) || g->discarded != x->discarded)
+		    ml_loc(x->src_loc)) ||
+	    g->discarded != x->discarded)
 		return diverge(ip, "snapshot value %d: source/discarded differ (got %d/%d/%d)", v,
 			       g->has_source, g->has_source_location, g->discarded);
 	if (g->nmaterializations != (size_t)x->nmat)
@@ -340,12 +404,13 @@ static bool cmp_value(struct ip *ip, int v, const struct rsd_value_snapshot *g)
 				       (unsigned long long)m->charged_nbytes);
 		if (m->use_count != e->use || m->hold_count != e->hold ||
 		    m->pending_event_count != e->pend)
-			return diverge(ip,
-				       "snapshot value %d mat %s: use/hold/pending %llu/%llu/%llu, model %u/%u/%u",
-				       v, ml_name(e->loc), (unsigned long long)m->use_count,
-				       (unsigned long long)m->hold_count,
-				       (unsigned long long)m->pending_event_count, e->use, e->hold,
-				       e->pend);
+			return diverge(
+				ip,
+				"snapshot value %d mat %s: use/hold/pending %llu/%llu/%llu, model %u/%u/%u",
+				v, ml_name(e->loc), (unsigned long long)m->use_count,
+				(unsigned long long)m->hold_count,
+				(unsigned long long)m->pending_event_count, e->use, e->hold,
+				e->pend);
 	}
 	return true;
 }
@@ -363,14 +428,15 @@ static bool cmp_location(struct ip *ip, int l, const struct rsd_location_snapsho
 		return diverge(ip, "snapshot %s: budget differs", ml_name(l));
 	if (g->used_bytes != r->used || g->reserved_bytes != r->reserved ||
 	    g->peak_used_bytes != r->peak_used || g->peak_charged_bytes != r->peak_charged)
-		return diverge(ip,
-			       "snapshot %s: used/reserved/peak_used/peak_charged %llu/%llu/%llu/%llu, model %llu/%llu/%llu/%llu",
-			       ml_name(l), (unsigned long long)g->used_bytes,
-			       (unsigned long long)g->reserved_bytes,
-			       (unsigned long long)g->peak_used_bytes,
-			       (unsigned long long)g->peak_charged_bytes,
-			       (unsigned long long)r->used, (unsigned long long)r->reserved,
-			       (unsigned long long)r->peak_used, (unsigned long long)r->peak_charged);
+		return diverge(
+			ip,
+			"snapshot %s: used/reserved/peak_used/peak_charged %llu/%llu/%llu/%llu, model %llu/%llu/%llu/%llu",
+			ml_name(l), (unsigned long long)g->used_bytes,
+			(unsigned long long)g->reserved_bytes,
+			(unsigned long long)g->peak_used_bytes,
+			(unsigned long long)g->peak_charged_bytes, (unsigned long long)r->used,
+			(unsigned long long)r->reserved, (unsigned long long)r->peak_used,
+			(unsigned long long)r->peak_charged);
 	if (g->value_count != nv || g->reservation_count != nr)
 		return diverge(ip, "snapshot %s: value/reservation counts differ", ml_name(l));
 	return true;
@@ -387,13 +453,15 @@ static bool cmp_snapshot(struct ip *ip)
 	err = rsd_snapshot_take(ip->m, &s);
 	if (!same_code(ip, "rsd_snapshot_take", err, ip->md.closed ? -RSD_ECLOSED : 0))
 		return false;
+	if (err && !ip->md.closed)
+		return true; /* an injected failure: the caller takes it again */
 	err = rsd_manager_state_version_get(ip->m, &ver);
-	if (!same_code(ip, "rsd_manager_state_version_get", err,
-		       ip->md.closed ? -RSD_ECLOSED : 0))
+	if (!same_code(ip, "rsd_manager_state_version_get", err, ip->md.closed ? -RSD_ECLOSED : 0))
 		goto out;
 	ip->st->snapshots++;
 	for (int v = 0; v < ip->md.nval; v++)
-		if (ip->loads[v] != ip->md.val[v].loads || ip->releases[v] != ip->md.val[v].releases) {
+		if (ip->loads[v] != ip->md.val[v].loads ||
+		    ip->releases[v] != ip->md.val[v].releases) {
 			diverge(ip, "value %d: source loaded %u/released %u times, model %u/%u", v,
 				ip->loads[v], ip->releases[v], ip->md.val[v].loads,
 				ip->md.val[v].releases);
@@ -454,7 +522,8 @@ static bool cmp_snapshot(struct ip *ip)
 			g = &s->reservations[k++];
 			if (!rsd_location_equal(g->location, ml_loc(r->loc)) ||
 			    g->nbytes != r->nbytes || strcmp(g->label, r->label)) {
-				diverge(ip, "snapshot reservation %d differs (%s)", k - 1, g->label);
+				diverge(ip, "snapshot reservation %d differs (%s)", k - 1,
+					g->label);
 				goto out;
 			}
 		}
@@ -469,3 +538,4 @@ out:
 }
 
 #include "interp_ops.inc"
+#include "interp_fault.inc"

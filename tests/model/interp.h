@@ -24,12 +24,22 @@ struct ip_opts {
 	const uint8_t *data; /* non-NULL: decisions come from these bytes */
 	size_t len;
 	FILE *log;           /* non-NULL: every operation is written here */
+	/* Nonzero: the alloc_fault-th bookkeeping allocation librsd makes
+	 * after the simulated device is set up fails (the "alloc" fault point
+	 * of rsd/fault.h). The call that reports it must return -RSD_ENOMEM
+	 * (or -RSD_EEXEC caused by it) and change nothing beyond a committed
+	 * plan prefix; the model is rolled back to match, the snapshot is
+	 * compared, and the operation is replayed with the point disarmed. */
+	uint64_t alloc_fault;
 };
 
 struct ip_stats {
 	unsigned long runs, ops, snapshots, divergences;
 	unsigned long per_op[32];
 	unsigned long codes[32]; /* results compared: [0] successes, [e] -e */
+	/* alloc_fault runs: the fault fired; a call reported it (the rest were
+	 * absorbed: every call still succeeded). */
+	unsigned long faults_fired, faults_reported;
 };
 
 /*
@@ -44,8 +54,8 @@ const char *ip_op_name(unsigned op);
 unsigned ip_nops(void);
 
 /*
- * Invariants every snapshot must satisfy on its own (semantics.md §9.2,
- * §13.6 and the must-preserve rule). Returns true, or false with why.
+ * Invariants every snapshot must satisfy on its own (reference.md §7.2,
+ * §14.6 and the must-preserve rule). Returns true, or false with why.
  */
 bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len);
 

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
  * Snapshot invariants that need no model: accounting sums, budgets, peaks,
- * must-preserve values, uniqueness (semantics.md §3.3, §9.2, §13.6).
+ * must-preserve values, uniqueness (reference.md §3.2, §7.2, §14.6).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "interp.h"
 
-#define FAIL(...) do { snprintf(why, len, __VA_ARGS__); return false; } while (0)
+#define FAIL(...)                                \
+	do {                                     \
+		snprintf(why, len, __VA_ARGS__); \
+		return false;                    \
+	} while (0)
 
 bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len)
 {
@@ -85,7 +89,8 @@ bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len)
 		for (size_t w = 0; w < v; w++)
 			if (rsd_handle_equal(s->values[w].handle, x->handle) ||
 			    s->values[w].handle.id == x->handle.id)
-				FAIL("handle id %llu listed twice", (unsigned long long)x->handle.id);
+				FAIL("handle id %llu listed twice",
+				     (unsigned long long)x->handle.id);
 		if (x->handle.id == 0 || x->handle.manager_id != s->manager_id)
 			FAIL("value %zu: bad handle", v);
 		if (x->has_source != x->has_source_location)
@@ -105,7 +110,8 @@ bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len)
 			const struct rsd_materialization_snapshot *m = &x->materializations[k];
 
 			for (size_t j = 0; j < k; j++)
-				if (rsd_location_equal(x->materializations[j].location, m->location))
+				if (rsd_location_equal(x->materializations[j].location,
+						       m->location))
 					FAIL("value %llu: two materializations at one location",
 					     (unsigned long long)x->handle.id);
 			if (m->charged_nbytes != x->spec.storage_nbytes ||

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The reference model (model.h). Each function follows the numbered steps
- * of its semantics.md section, in order, so a reader can check it against
+ * of its Documentation/reference.md section, in order, so a reader can check it against
  * the spec line by line. Reaping follows librsd's documented deviation
  * (Documentation/design.md): writer calls reap, snapshots and reserve do not.
  */
@@ -11,7 +11,7 @@
 #include "model.h"
 
 static const char *const names[ML_N] = { "pageable-host", "pinned-host", "cuda:0", "cuda:1",
-					  "cuda:2" };
+					 "cuda:2" };
 
 struct rsd_location ml_loc(int l)
 {
@@ -39,8 +39,8 @@ const char *ml_name(int l)
 	return l >= 0 && l < ML_N ? names[l] : "<none>";
 }
 
-void model_init(struct model *md, const bool *has_budget, const uint64_t *budget,
-		const int *order, int nbudgets)
+void model_init(struct model *md, const bool *has_budget, const uint64_t *budget, const int *order,
+		int nbudgets)
 {
 	memset(md, 0, sizeof(*md));
 	for (int i = 0; i < nbudgets; i++) {
@@ -75,7 +75,7 @@ static int validate(int l)
 	return l >= 0 && l < ML_VALID ? 0 : -RSD_EINVAL;
 }
 
-/* §9.1 */
+/* §7.1 */
 static int admit(struct model *md, int l, uint64_t n)
 {
 	struct mlocrec *r = &md->loc[l];
@@ -105,7 +105,7 @@ struct mmat *model_mat(struct model *md, int v, int loc)
 	return NULL;
 }
 
-/* §4.2 */
+/* §2.5 */
 static int resolve(struct model *md, int h)
 {
 	if (h < 0 || h >= md->nval)
@@ -120,7 +120,7 @@ static bool protected_mat(const struct mmat *m)
 	return m->use || m->hold || m->pend;
 }
 
-/* §8.5 install, after the checks. */
+/* §4.5 install, after the checks. */
 static void install(struct model *md, int v, int l)
 {
 	struct mval *x = &md->val[v];
@@ -167,7 +167,7 @@ static void lease_tokens(struct model *md, struct mlease *ls, int duse, int dpen
 	}
 }
 
-/* §10.5, creation order. */
+/* §8.5, creation order. */
 static void reap(struct model *md)
 {
 	for (uint64_t o = 0; o <= md->order; o++)
@@ -201,7 +201,7 @@ static int min_loc(const struct mval *x, int exclude)
 	return best;
 }
 
-/* ---- registration (§7) ------------------------------------------------ */
+/* ---- registration (§6) ------------------------------------------------ */
 
 int model_adopt(struct model *md, int res_loc, int at, enum rsd_replica_mode mode, uint64_t n,
 		int *out)
@@ -237,22 +237,25 @@ int model_register_source(struct model *md, uint64_t logical, uint64_t charge,
 	if (rc != RSD_RECONSTRUCTIBLE)
 		return -RSD_EINVAL;
 	record_loc(md, src_loc);
-	md->val[md->nval] = (struct mval){ .logical = logical, .charge = charge,
-					   .mode = RSD_REPLICABLE, .has_source = true,
-					   .src_loc = src_loc, .ever_source = true };
+	md->val[md->nval] = (struct mval){ .logical = logical,
+					   .charge = charge,
+					   .mode = RSD_REPLICABLE,
+					   .has_source = true,
+					   .src_loc = src_loc,
+					   .ever_source = true };
 	bump(md);
 	*out = md->nval++;
 	return 0;
 }
 
-/* ---- transitions (§8) ---------------------------------------------------- */
+/* ---- transitions (§4) ---------------------------------------------------- */
 
 struct xfer {
 	int src;
 	bool temporary;
 };
 
-/* §8.3 */
+/* §4.3 */
 static int transfer_source(struct model *md, int v, struct xfer *x)
 {
 	struct mval *val = &md->val[v];
@@ -433,7 +436,7 @@ static int do_discard(struct model *md, int v)
 	return 0;
 }
 
-/* §8.1 then the action. prologue: a direct call's P-mut (closed check). */
+/* §4.1 then the action. prologue: a direct call's P-mut (closed check). */
 int model_action(struct model *md, const struct mact *a, int stream, bool prologue_too,
 		 struct rsd_transition *rep)
 {
@@ -472,7 +475,7 @@ int model_action(struct model *md, const struct mact *a, int stream, bool prolog
 	return -RSD_EUSAGE;
 }
 
-/* ---- lifetimes (§10) ------------------------------------------------------ */
+/* ---- lifetimes (§8) ------------------------------------------------------ */
 
 static int free_slot_lease(struct model *md)
 {
@@ -482,7 +485,7 @@ static int free_slot_lease(struct model *md)
 	return -1;
 }
 
-/* §10.1: duplicates collapse (refs are equal iff the handles are). */
+/* §8.1: duplicates collapse (refs are equal iff the handles are). */
 static int dedupe(const int *h, int n, int *out)
 {
 	int k = 0;
@@ -575,6 +578,25 @@ int model_lease_release(struct model *md, int slot, bool wait)
 		ls->state = MLS_GONE;
 		bump(md);
 	}
+	return 0;
+}
+
+int model_lease_release_unrecorded(struct model *md, int slot)
+{
+	struct mlease *ls = &md->lease[slot];
+
+	if (!ls->obj_active || md->closed || ls->state != MLS_ACTIVE || ls->loc < ML_CUDA0 ||
+	    !ls->nstreams)
+		return model_lease_release(md, slot, true);
+	ls->obj_active = false;
+	for (int i = 0; i < ls->nstreams; i++) {
+		struct mstream *s = &md->stream[ls->stream[i]];
+
+		s->completed = s->recorded;
+	}
+	lease_tokens(md, ls, -1, 0);
+	ls->state = MLS_GONE;
+	bump(md);
 	return 0;
 }
 
@@ -718,7 +740,7 @@ int model_reap(struct model *md)
 	return prologue(md);
 }
 
-/* §14 */
+/* §15 */
 int model_close(struct model *md, unsigned flags)
 {
 	int busy = 0;

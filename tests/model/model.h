@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A reference model of the residency manager, written from semantics.md
+ * A reference model of the residency manager, written from Documentation/reference.md
  * alone: plain arrays, linear scans, no RCU, no cleverness. Every operation
  * returns the result code librsd must return and fills the report librsd
  * must produce; the interpreter (interp.c) runs the same operation on both
@@ -152,6 +152,9 @@ int model_explain(struct model *md, const struct mact *a, size_t n, const uint64
 int model_acquire(struct model *md, const int *h, int n, int at, int stream, int *slot);
 int model_lease_release(struct model *md, int slot, bool wait);
 void model_lease_free(struct model *md, int slot);
+/* Release when recording the completion events fails (semantics §10.4
+ * step 5): the streams are synchronized and the lease is gone at once. */
+int model_lease_release_unrecorded(struct model *md, int slot);
 int model_lease_add_stream(struct model *md, int slot, int stream);
 int model_lease_value(struct model *md, int slot, int h);
 int model_hold(struct model *md, const int *h, int n, int at, int *slot);

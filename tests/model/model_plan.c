@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The model's plan simulation (semantics.md §12.3) and execute_actions
- * (§12.4): a dry run over copied per-value location sets and per-location
+ * The model's plan simulation (reference.md §10.3) and execute_actions
+ * (§10.4): a dry run over copied per-value location sets and per-location
  * numbers, then the actions through model_action().
  */
 #include <stdio.h>
@@ -158,7 +158,8 @@ static bool sim_action(struct sim *s, const struct mact *a)
 			return true;
 		}
 		if (md->val[v].mode == RSD_EXCLUSIVE && s->locs[v])
-			return fail(s, true, "%s", "EnsureResident would replicate an EXCLUSIVE value");
+			return fail(s, true, "%s",
+				    "EnsureResident would replicate an EXCLUSIVE value");
 		if ((src = sim_source(s, v)) < 0)
 			return fail(s, true, "%s", "value has no materialization or source");
 		if (!s->locs[v] && !add(s, v, src, true))
@@ -174,7 +175,8 @@ static bool sim_action(struct sim *s, const struct mact *a)
 			if (!prepare(s, src))
 				return false;
 			if (!resident(s, v, src))
-				return fail(s, true, "explicit source %s is not resident", ml_name(src));
+				return fail(s, true, "explicit source %s is not resident",
+					    ml_name(src));
 		} else if (s->locs[v]) {
 			src = min_of(s->locs[v], a->loc);
 		} else {
@@ -183,7 +185,8 @@ static bool sim_action(struct sim *s, const struct mact *a)
 		if (resident(s, v, a->loc)) {
 			if (src < 0 || src == a->loc) {
 				s->no_op = true;
-				fail(s, true, "%s", "destination already owns the selected replica");
+				fail(s, true, "%s",
+				     "destination already owns the selected replica");
 				return true;
 			}
 			if (sim_protected(s, v, src))
@@ -215,7 +218,8 @@ static bool sim_action(struct sim *s, const struct mact *a)
 		if (sim_protected(s, v, a->loc))
 			return fail(s, true, "materialization at %s is protected", ml_name(a->loc));
 		if (s->locs[v] == 1u << a->loc && !md->val[v].has_source)
-			return fail(s, true, "%s", "cannot drop final MUST_PRESERVE materialization");
+			return fail(s, true, "%s",
+				    "cannot drop final MUST_PRESERVE materialization");
 		sim_remove(s, v, a->loc);
 		return true;
 	case RSD_ACT_DISCARD: {

@@ -62,7 +62,8 @@ static void fx_init(struct fx *f)
 	cfg.driver_ctx = f->sd;
 	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &f->m), 0);
 	ATF_REQUIRE_EQ(rsd_resident_alloc(f->m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
-					  NULL, 0, &r), 0);
+					  NULL, 0, &r),
+		       0);
 	ATF_REQUIRE_EQ(rsd_adopt(f->m, r, NULL, RSD_REPLICABLE, &f->a), 0);
 	ATF_REQUIRE_EQ(rsd_register_source(f->m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &f->s), 0);
 	ATF_REQUIRE_EQ(rsd_register_source(f->m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &f->gone), 0);
@@ -111,16 +112,18 @@ static void check_err(const char *what, int rc, int code)
 	ATF_CHECK_EQ_MSG(rc, -code, "%s returned %d (%s), expected %s", what, rc, rsd_strerror(rc),
 			 rsd_strerror(code));
 	if (code && rc == -code)
-		ATF_CHECK_MSG(e->code == code && e->message[0], "%s: rsd_last_error() code %d, "
-			      "message '%s'", what, e->code, e->message);
+		ATF_CHECK_MSG(e->code == code && e->message[0],
+			      "%s: rsd_last_error() code %d, "
+			      "message '%s'",
+			      what, e->code, e->message);
 }
 
 /* Code, message, and state unchanged. */
-#define BAD(f, call, code)                                                                      \
-	do {                                                                                    \
-		uint64_t d0_ = digest(f);                                                       \
-		check_err(#call, (call), code);                                                 \
-		ATF_CHECK_MSG(digest(f) == d0_, "%s changed the state", #call);                 \
+#define BAD(f, call, code)                                                      \
+	do {                                                                    \
+		uint64_t d0_ = digest(f);                                       \
+		check_err(#call, (call), code);                                 \
+		ATF_CHECK_MSG(digest(f) == d0_, "%s changed the state", #call); \
 	} while (0)
 
 ATF_TC_WITHOUT_HEAD(null_objects);
@@ -142,7 +145,7 @@ ATF_TC_BODY(null_objects, tc)
 
 	fx_init(&f);
 	memset(&cfg, 0, sizeof(cfg));
-	/* NULL cfg is the default configuration (api.md: budgets and driver optional). */
+	/* NULL cfg is the default configuration (rsd_manager(3): budgets and driver optional). */
 	if (!rsd_manager_create(NULL, &m))
 		rsd_manager_destroy(m);
 	check_err("rsd_manager_create(NULL out)", rsd_manager_create(&cfg, NULL), RSD_ETYPE);
@@ -216,10 +219,11 @@ ATF_TC_WITHOUT_HEAD(bad_locations_sizes_streams);
 ATF_TC_BODY(bad_locations_sizes_streams, tc)
 {
 	struct fx f;
-	/* A record that is not statically valid is not a location (ETYPE, api.md: "bad
-	 * record kind"); cuda:5 is valid but not available here (EINVAL, §1.3). */
+	/* A record of no known kind is not a location (ETYPE); a CUDA index outside
+	 * 0..127 is a bad value (EINVAL), and so is cuda:5, valid but not available
+	 * here (§1.3). */
 	struct rsd_location badlocs[] = { CUDA5, BADKIND, { RSD_CUDA, -1 }, { RSD_CUDA, 128 } };
-	const int codes[] = { RSD_EINVAL, RSD_ETYPE, RSD_ETYPE, RSD_ETYPE };
+	const int codes[] = { RSD_EINVAL, RSD_ETYPE, RSD_EINVAL, RSD_EINVAL };
 	struct rsd_value_spec spec = { &rsd_resident_type, 16, 8, RSD_REPLICABLE,
 				       RSD_RECONSTRUCTIBLE };
 	struct rsd_source src = { load, NULL, NULL };
@@ -245,8 +249,13 @@ ATF_TC_BODY(bad_locations_sizes_streams, tc)
 		BAD(&f, rsd_acquire(f.m, &f.a, 1, b, f.st0, &l), ebad);
 		BAD(&f, rsd_hold(f.m, &f.a, 1, b, &hd), ebad);
 		BAD(&f, rsd_reserve(f.m, b, 1, "x", &r), ebad);
-		BAD(&f, rsd_register_source(f.m, &(struct rsd_value_spec){ &rsd_resident_type, 1, 1,
-				RSD_REPLICABLE, RSD_RECONSTRUCTIBLE }, &src, b, &h), ebad);
+		BAD(&f,
+		    rsd_register_source(f.m,
+					&(struct rsd_value_spec){ &rsd_resident_type, 1, 1,
+								  RSD_REPLICABLE,
+								  RSD_RECONSTRUCTIBLE },
+					&src, b, &h),
+		    ebad);
 	}
 	/* A host record with a device is not canonical: not a location either. */
 	BAD(&f, rsd_drop(f.m, f.a, BADHOST, &t), RSD_ETYPE);
@@ -257,10 +266,12 @@ ATF_TC_BODY(bad_locations_sizes_streams, tc)
 	BAD(&f, rsd_register_source(f.m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &h), RSD_EINVAL);
 	check_err("rsd_resident_alloc(UINT64_MAX bytes)",
 		  rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &big, NULL,
-				     0, &res), RSD_EINVAL);
+				     0, &res),
+		  RSD_EINVAL);
 	check_err("rsd_resident_alloc(0 buffers)",
-		  rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 0, &n, NULL,
-				     0, &res), RSD_EINVAL);
+		  rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 0, &n, NULL, 0,
+				     &res),
+		  RSD_EINVAL);
 	BAD(&f, rsd_reserve(f.m, CUDA0, UINT64_MAX, "x", &r), RSD_EBUDGET);
 	BAD(&f, rsd_reserve(f.m, CUDA0, 65, "x", &r), RSD_EBUDGET);
 	BAD(&f, rsd_reserve(f.m, CUDA0, 1, " \t", &r), RSD_EINVAL);
@@ -277,8 +288,8 @@ ATF_TC_BODY(bad_locations_sizes_streams, tc)
 	fx_fini(&f);
 }
 
-/* rsd_resident_alloc rejects a record that is not a location with EINVAL
- * while every manager entry point says ETYPE (api.md: bad record kind). */
+/* rsd_resident_alloc classifies location records as every manager entry
+ * point does: an unavailable device EINVAL, an unknown kind ETYPE. */
 ATF_TC_WITHOUT_HEAD(resident_alloc_bad_record);
 ATF_TC_BODY(resident_alloc_bad_record, tc)
 {
@@ -340,11 +351,12 @@ ATF_TC_BODY(closed_manager, tc)
 	fx_init(&f);
 	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
 	ATF_REQUIRE_EQ(rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
-					  NULL, 0, &res), 0);
+					  NULL, 0, &res),
+		       0);
 	check_err("adopt", rsd_adopt(f.m, res, NULL, RSD_EXCLUSIVE, &h), RSD_ECLOSED);
 	rsd_resident_free(res);
-	check_err("register_source", rsd_register_source(f.m, &spec, &src, RSD_LOC_PAGEABLE_HOST,
-							 &h), RSD_ECLOSED);
+	check_err("register_source",
+		  rsd_register_source(f.m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &h), RSD_ECLOSED);
 	check_err("ensure", rsd_ensure(f.m, f.a, RSD_LOC_PINNED_HOST, NULL, &t), RSD_ECLOSED);
 	check_err("move", rsd_move(f.m, f.a, RSD_LOC_PINNED_HOST, NULL, NULL, &t), RSD_ECLOSED);
 	check_err("drop", rsd_drop(f.m, f.a, RSD_LOC_PINNED_HOST, &t), RSD_ECLOSED);

@@ -18,6 +18,7 @@
 
 #include <rsd/rsd.h>
 
+#include "../simwait.h"
 #include "interp.h"
 
 #define NB 32
@@ -26,6 +27,10 @@ struct env {
 	struct rsd_simdev *sd;
 	struct rsd_manager *m;
 	void *cs0; /* a consumer stream on cuda:0 */
+	/* On-command device; the pump runs the transfer streams and cs0 while
+	 * the scenario's calls wait for them (the sweep is about failures,
+	 * not about pending work). */
+	struct simpump pump;
 	struct rsd_handle a, b, s;
 	unsigned long points;
 };
@@ -64,6 +69,7 @@ static void env_init(struct env *e)
 	memset(&cfg, 0, sizeof(cfg));
 	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &e->sd), 0);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(e->sd, 0, &e->cs0), 0);
+	ATF_REQUIRE(simpump_start(&e->pump, e->sd, &e->cs0, 1, true, false));
 	cfg.budgets = b;
 	cfg.nbudgets = 1;
 	cfg.driver = rsd_simdev_ops();
@@ -94,6 +100,7 @@ static void env_fini(struct env *e)
 	ATF_CHECK_EQ_MSG(rsd_manager_close(e->m, 0), 0, "close after the scenario: %s",
 			 rsd_last_error()->message);
 	rsd_manager_destroy(e->m);
+	simpump_stop(&e->pump);
 	rsd_simdev_stream_destroy(e->sd, e->cs0);
 	rsd_simdev_destroy(e->sd);
 }
@@ -133,8 +140,8 @@ static int sc_ensure(struct env *e, unsigned long n)
 	rc = rsd_ensure(e->m, e->s, CUDA0, NULL, &t);
 	check_code("ensure", n, rc, false);
 	if (rc)
-		ATF_CHECK_EQ_MSG(version(e), v0, "ensure failed at fault %lu but changed the version",
-				 n);
+		ATF_CHECK_EQ_MSG(version(e), v0,
+				 "ensure failed at fault %lu but changed the version", n);
 	return rc;
 }
 
@@ -153,7 +160,8 @@ static int sc_move(struct env *e, unsigned long n)
 
 static int sc_execute(struct env *e, unsigned long n)
 {
-	struct rsd_action a[3] = { rsd_action_ensure(e->s, CUDA0), rsd_action_move(e->b, CUDA1, NULL),
+	struct rsd_action a[3] = { rsd_action_ensure(e->s, CUDA0),
+				   rsd_action_move(e->b, CUDA1, NULL),
 				   rsd_action_ensure(e->s, RSD_LOC_PINNED_HOST) };
 	struct rsd_plan_report *rep = NULL, *partial;
 	int rc = rsd_execute_actions(e->m, a, 3, "sweep", NULL, 0, NULL, &rep);
@@ -189,8 +197,13 @@ static int sc_scope(struct env *e, unsigned long n)
 {
 	struct rsd_reservation_spec rs = { CUDA0, 16, "ws" };
 	struct rsd_action en = rsd_action_ensure(e->s, CUDA0), ex = rsd_action_drop(e->s, CUDA0);
-	struct rsd_plan p = { .name = "sweep-scope", .reservations = &rs, .nreservations = 1,
-			      .enter = &en, .nenter = 1, .exit = &ex, .nexit = 1 };
+	struct rsd_plan p = { .name = "sweep-scope",
+			      .reservations = &rs,
+			      .nreservations = 1,
+			      .enter = &en,
+			      .nenter = 1,
+			      .exit = &ex,
+			      .nexit = 1 };
 	struct rsd_plan_report *rep = NULL, *partial;
 	struct rsd_scope *sc = NULL;
 	const struct rsd_error *le;
@@ -263,10 +276,8 @@ struct scenario {
 };
 
 static const struct scenario scenarios[] = {
-	{ "ensure to cuda:0", sc_ensure },
-	{ "move cuda:0 -> pinned", sc_move },
-	{ "execute_actions of 3", sc_execute },
-	{ "scope entry and exit", sc_scope },
+	{ "ensure to cuda:0", sc_ensure },	{ "move cuda:0 -> pinned", sc_move },
+	{ "execute_actions of 3", sc_execute }, { "scope entry and exit", sc_scope },
 	{ "controller use", sc_use },
 };
 

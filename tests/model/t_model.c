@@ -36,7 +36,8 @@ static void run_seeds(uint64_t first, unsigned nseeds, unsigned steps)
 		printf("  %-22s %lu\n", ip_op_name(op), st.per_op[op]);
 	for (int e = 0; e < RSD_EMAX; e++)
 		if (st.codes[e])
-			printf("  result %-16s %lu\n", e ? rsd_strerror(-e) : "success", st.codes[e]);
+			printf("  result %-16s %lu\n", e ? rsd_strerror(-e) : "success",
+			       st.codes[e]);
 	ATF_REQUIRE(i > 0);
 	/* A run that never succeeds or never fails tests little. */
 	ATF_REQUIRE(st.codes[0] > st.ops / 4);

@@ -2,7 +2,7 @@
 /*
  * Shared setup of the plan tests (explain, execute, scopes): a manager on
  * the simulated device or host-only with its warnings captured, 64-byte
- * values (N in semantics.md's appendix), counted sources with failure
+ * values (N in reference.md §20), counted sources with failure
  * knobs, snapshot lookups, and checks of explanations and reports.
  */
 #ifndef RSD_TESTS_PLAN_PFX_H
@@ -91,7 +91,7 @@ void pfx_check_peak(const struct rsd_explanation *e, size_t i, struct rsd_locati
 void pfx_check_transition(const struct rsd_transition *t, const struct rsd_action *a, bool no_op,
 			  const struct rsd_location *src, const struct rsd_location *dst,
 			  uint64_t nbytes);
-/* After an entry failure the scope is closed: close is silent, no report. */
-void pfx_check_closed_after_failure(struct rsd_scope *s);
+/* A failed entry wrote nothing to *out (s was NULL before the call). */
+void pfx_check_no_scope(const struct rsd_scope *s);
 
 #endif

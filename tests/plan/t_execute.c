@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * rsd_execute_actions (semantics.md §12.4): atomic preflight, the typed
+ * rsd_execute_actions (reference.md §10.4): atomic preflight, the typed
  * failures that differ from the direct calls, runtime failures with a
  * committed prefix (-RSD_EEXEC, partial reports), report fields, the
  * expected version, transfer-stream maps, and fault injection through the
@@ -68,7 +68,7 @@ static void check_transition(const struct rsd_transition *t, const struct rsd_ac
 
 /* ---- preflight ---- */
 
-/* Infeasible: -RSD_EPLAN with the first reason, nothing changed (§12.4 step 5). */
+/* Infeasible: -RSD_EPLAN with the first reason, nothing changed (§10.4 step 5). */
 ATF_TC_WITHOUT_HEAD(atomic_preflight);
 ATF_TC_BODY(atomic_preflight, tc)
 {
@@ -102,7 +102,7 @@ ATF_TC_BODY(atomic_preflight, tc)
 	ATF_CHECK(rsd_err_is_plan_error(-RSD_EPLAN));
 	ATF_CHECK(!rsd_err_is_plan_error(-RSD_EEXEC));
 
-	/* The same action directly is an ownership error (§19.26). */
+	/* The same action directly is an ownership error (§18.26). */
 	ATF_CHECK_EQ(rsd_ensure(f.m, x, PINNED, NULL, NULL), -RSD_EOWNERSHIP);
 	/* EXCLUSIVE at its own location: a no-op through both. */
 	a[0] = rsd_action_ensure(x, PAGEABLE);
@@ -116,7 +116,7 @@ ATF_TC_BODY(atomic_preflight, tc)
 	pfx_fini(&f);
 }
 
-/* A foreign handle: EHANDLE directly, EPLAN through a plan (§12.4). */
+/* A foreign handle: EHANDLE directly, EPLAN through a plan (§10.4). */
 ATF_TC_WITHOUT_HEAD(foreign_handle_is_plan_error);
 ATF_TC_BODY(foreign_handle_is_plan_error, tc)
 {
@@ -139,7 +139,7 @@ ATF_TC_BODY(foreign_handle_is_plan_error, tc)
 	pfx_fini(&f);
 }
 
-/* §19.3: cuda:N beyond the device count. */
+/* §18.3: cuda:N beyond the device count. */
 ATF_TC_WITHOUT_HEAD(unavailable_device_is_plan_error);
 ATF_TC_BODY(unavailable_device_is_plan_error, tc)
 {
@@ -162,7 +162,7 @@ ATF_TC_BODY(unavailable_device_is_plan_error, tc)
 	pfx_fini(&f);
 }
 
-/* ---- runtime failure: W8 (§19.47) ---- */
+/* ---- runtime failure: §20.8 (§18.47) ---- */
 
 ATF_TC_WITHOUT_HEAD(runtime_failure_partial_report);
 ATF_TC_BODY(runtime_failure_partial_report, tc)
@@ -412,7 +412,7 @@ ATF_TC_BODY(report_fields, tc)
 	pfx_fini(&f);
 }
 
-/* §19.45: no-op actions change nothing, not even the location registry. */
+/* §18.45: no-op actions change nothing, not even the location registry. */
 ATF_TC_WITHOUT_HEAD(noop_changes_nothing);
 ATF_TC_BODY(noop_changes_nothing, tc)
 {
@@ -477,7 +477,7 @@ ATF_TC_BODY(stale_expected_version, tc)
 	pfx_fini(&f);
 }
 
-/* §19.46: a pending lease that completed is reaped first, making the expectation stale. */
+/* §18.46: a pending lease that completed is reaped first, making the expectation stale. */
 ATF_TC_WITHOUT_HEAD(reap_makes_stale);
 ATF_TC_BODY(reap_makes_stale, tc)
 {
@@ -524,7 +524,7 @@ ATF_TC_BODY(reap_makes_stale, tc)
 	pfx_fini(&f);
 }
 
-/* §12.2 / §19.60: host key → EINVAL, non-stream → ETYPE, wrong device → EINVAL. */
+/* §10.2 / §18.60: host key → EINVAL, non-stream → ETYPE, wrong device → EINVAL. */
 ATF_TC_WITHOUT_HEAD(transfer_streams);
 ATF_TC_BODY(transfer_streams, tc)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * rsd_explain (semantics.md §12.3): the lock-free dry run. Exact reason
+ * rsd_explain (reference.md §10.3): the lock-free dry run. Exact reason
  * texts (data fields, including handle and location messages and Python
  * repr quoting), explanation fields, predicted peaks and their order, the
  * expected-version check, and the promise that explain changes nothing.
@@ -18,7 +18,7 @@
 
 #include "pfx.h"
 
-/* ---- §19.83 and the quoting rule: reservation labels ---- */
+/* ---- §18.83 and the quoting rule: reservation labels ---- */
 
 static void label_reason(const char *label, const char *quoted)
 {
@@ -35,7 +35,7 @@ static void label_reason(const char *label, const char *quoted)
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, want);
 	ATF_CHECK_EQ(e->nactions, 0);
-	/* The peak is updated before the budget test (§19.54). */
+	/* The peak is updated before the budget test (§18.54). */
 	ATF_REQUIRE_EQ(e->npeaks, 1);
 	pfx_check_peak(e, 0, PINNED, 8193);
 	rsd_explanation_free(e);
@@ -68,7 +68,7 @@ ATF_TC_BODY(reservation_long_label, tc)
 	label_reason(label, quoted);
 }
 
-/* Reservations are simulated after reclaim; peaks include their bytes (§19.53). */
+/* Reservations are simulated after reclaim; peaks include their bytes (§18.53). */
 ATF_TC_WITHOUT_HEAD(reservations_after_reclaim);
 ATF_TC_BODY(reservations_after_reclaim, tc)
 {
@@ -242,7 +242,7 @@ ATF_TC_BODY(unknown_and_discarded_handles, tc)
 	pfx_init(&f, NULL, 0, -1);
 	h = pfx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
 
-	/* Right ids, different value type: unknown (§4.1). */
+	/* Right ids, different value type: unknown (§2.5). */
 	forged = h;
 	forged.type = &other;
 	a[0] = rsd_action_drop(forged, PAGEABLE);
@@ -259,7 +259,7 @@ ATF_TC_BODY(unknown_and_discarded_handles, tc)
 	pfx_check_reason(e->reason, "Residency handle is unknown");
 	rsd_explanation_free(e);
 
-	/* Discarded earlier in this simulation (§19.56). */
+	/* Discarded earlier in this simulation (§18.56). */
 	a[0] = rsd_action_discard(h);
 	a[1] = rsd_action_ensure(h, PAGEABLE);
 	e = pfx_explain_enter(&f, "discard-then-ensure", a, 2);
@@ -338,7 +338,7 @@ ATF_TC_BODY(interleaved_ids, tc)
 	pfx_fini(&f);
 }
 
-/* ---- location reasons (§19.3) ---- */
+/* ---- location reasons (§18.3) ---- */
 
 ATF_TC_WITHOUT_HEAD(cuda_unavailable);
 ATF_TC_BODY(cuda_unavailable, tc)
@@ -419,7 +419,7 @@ ATF_TC_BODY(cuda_beyond_device_count, tc)
 	pfx_fini(&f);
 }
 
-/* Move with an invalid destination reports the registered source location (§19.55). */
+/* Move with an invalid destination reports the registered source location (§18.55). */
 ATF_TC_WITHOUT_HEAD(move_invalid_destination_source);
 ATF_TC_BODY(move_invalid_destination_source, tc)
 {

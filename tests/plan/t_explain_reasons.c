@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * rsd_explain (semantics.md §12.3), per-action reasons: ensure, move, drop
+ * rsd_explain (reference.md §10.3), per-action reasons: ensure, move, drop
  * and discard explanations with their exact reason texts, predicted peaks
  * and their first-touch order, and what holds and pending leases protect.
  * The plan-level checks are in t_explain.c. Values are 64 bytes (N).
@@ -28,21 +28,22 @@ ATF_TC_BODY(ensure_reasons, tc)
 	pfx_init(&f, NULL, 0, -1);
 	x = pfx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
 
-	/* EXCLUSIVE at its current location: a no-op (§19.26). */
+	/* EXCLUSIVE at its current location: a no-op (§18.26). */
 	a[0] = rsd_action_ensure(x, PAGEABLE);
 	a[1] = rsd_action_ensure(x, PINNED);
 	e = pfx_explain_enter(&f, "exclusive", a, 2);
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "EnsureResident would replicate an EXCLUSIVE value");
 	ATF_REQUIRE_EQ(e->nactions, 2);
-	pfx_check_act(&e->actions[0], true, true, NULL, &PAGEABLE, N, "destination already resident");
+	pfx_check_act(&e->actions[0], true, true, NULL, &PAGEABLE, N,
+		      "destination already resident");
 	pfx_check_act(&e->actions[1], false, false, NULL, &PINNED, N,
-		  "EnsureResident would replicate an EXCLUSIVE value");
+		      "EnsureResident would replicate an EXCLUSIVE value");
 	rsd_explanation_free(e);
 	pfx_fini(&f);
 }
 
-/* W3: a load at the source location shares one charge (§19.19). */
+/* §20.3: a load at the source location shares one charge (§18.19). */
 ATF_TC_WITHOUT_HEAD(load_at_source_one_charge);
 ATF_TC_BODY(load_at_source_one_charge, tc)
 {
@@ -68,7 +69,7 @@ ATF_TC_BODY(load_at_source_one_charge, tc)
 	pfx_fini(&f);
 }
 
-/* W4: infeasible, predicted peak above the budget, explanation prefix (§19.54). */
+/* §20.4: infeasible, predicted peak above the budget, explanation prefix (§18.54). */
 ATF_TC_WITHOUT_HEAD(peak_above_budget);
 ATF_TC_BODY(peak_above_budget, tc)
 {
@@ -100,7 +101,7 @@ ATF_TC_BODY(peak_above_budget, tc)
 	pfx_fini(&f);
 }
 
-/* W5 and §19.57: first-touch order; a no-op drop at a never-used location. */
+/* §20.5 and §18.57: first-touch order; a no-op drop at a never-used location. */
 ATF_TC_WITHOUT_HEAD(peak_order_first_touch);
 ATF_TC_BODY(peak_order_first_touch, tc)
 {
@@ -120,7 +121,8 @@ ATF_TC_BODY(peak_order_first_touch, tc)
 	e = pfx_explain_enter(&f, "noop-drop", a, 1);
 	ATF_CHECK(e->feasible);
 	ATF_CHECK(e->reason == NULL);
-	pfx_check_act(&e->actions[0], true, true, &PINNED, NULL, N, "materialization already absent");
+	pfx_check_act(&e->actions[0], true, true, &PINNED, NULL, N,
+		      "materialization already absent");
 	ATF_REQUIRE_EQ(e->npeaks, 2);
 	pfx_check_peak(e, 0, PAGEABLE, N);
 	pfx_check_peak(e, 1, PINNED, 0);
@@ -134,7 +136,8 @@ ATF_TC_BODY(peak_order_first_touch, tc)
 	ATF_CHECK(e->feasible);
 	ATF_REQUIRE_EQ(e->nactions, 3);
 	pfx_check_act(&e->actions[0], true, true, &c0, NULL, N, "materialization already absent");
-	pfx_check_act(&e->actions[1], true, true, &PINNED, NULL, N, "materialization already absent");
+	pfx_check_act(&e->actions[1], true, true, &PINNED, NULL, N,
+		      "materialization already absent");
 	pfx_check_act(&e->actions[2], true, false, &PAGEABLE, &PINNED, N, NULL);
 	ATF_REQUIRE_EQ(e->npeaks, 3);
 	pfx_check_peak(e, 0, PAGEABLE, N);
@@ -142,7 +145,7 @@ ATF_TC_BODY(peak_order_first_touch, tc)
 	pfx_check_peak(e, 2, PINNED, N);
 	rsd_explanation_free(e);
 
-	/* Nothing recorded, nothing changed (§19.45). */
+	/* Nothing recorded, nothing changed (§18.45). */
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_REQUIRE_EQ(rsd_manager_locations(f.m, got, 4), 1);
 	ATF_CHECK(pfx_loc_is(got[0], PAGEABLE));
@@ -213,24 +216,25 @@ ATF_TC_BODY(move_reasons, tc)
 	ATF_REQUIRE_EQ(e->nactions, 2);
 	pfx_check_act(&e->actions[0], true, false, &PAGEABLE, &PINNED, N, NULL);
 	/* The move removed pageable in the simulation: the drop is a no-op. */
-	pfx_check_act(&e->actions[1], true, true, &PAGEABLE, NULL, N, "materialization already absent");
+	pfx_check_act(&e->actions[1], true, true, &PAGEABLE, NULL, N,
+		      "materialization already absent");
 	rsd_explanation_free(e);
 
 	/* Explicit source == destination: a no-op whose source is the destination. */
 	a[0] = rsd_action_move(h, PINNED, &PINNED);
 	e = pfx_explain_enter(&f, "move-self", a, 1);
 	pfx_check_act(&e->actions[0], true, true, &PINNED, &PINNED, N,
-		  "destination already owns the selected replica");
+		      "destination already owns the selected replica");
 	rsd_explanation_free(e);
 
-	/* Protected implicit source onto a resident destination (§19.24). */
+	/* Protected implicit source onto a resident destination (§18.24). */
 	hd = pfx_hold1(&f, h, PAGEABLE);
 	a[0] = rsd_action_move(h, PINNED, NULL);
 	e = pfx_explain_enter(&f, "move-held", a, 1);
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "source pageable-host is protected");
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, &PINNED, N,
-		  "source pageable-host is protected");
+		      "source pageable-host is protected");
 	rsd_explanation_free(e);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
 	rsd_hold_free(hd);
@@ -240,16 +244,16 @@ ATF_TC_BODY(move_reasons, tc)
 	a[0] = rsd_action_move(h, PINNED, NULL);
 	e = pfx_explain_enter(&f, "move-noop", a, 1);
 	pfx_check_act(&e->actions[0], true, true, NULL, &PINNED, N,
-		  "destination already owns the selected replica");
+		      "destination already owns the selected replica");
 	rsd_explanation_free(e);
 
-	/* Explicit source not resident, even though the destination is (§19.23). */
+	/* Explicit source not resident, even though the destination is (§18.23). */
 	a[0] = rsd_action_move(h, PINNED, &PAGEABLE);
 	e = pfx_explain_enter(&f, "move-from-absent", a, 1);
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "explicit source pageable-host is not resident");
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, &PINNED, N,
-		  "explicit source pageable-host is not resident");
+		      "explicit source pageable-host is not resident");
 	rsd_explanation_free(e);
 
 	/* Held source with the destination not resident. */
@@ -258,7 +262,7 @@ ATF_TC_BODY(move_reasons, tc)
 	e = pfx_explain_enter(&f, "move-held-src", a, 1);
 	pfx_check_reason(e->reason, "source pinned-host is protected");
 	pfx_check_act(&e->actions[0], false, false, &PINNED, &PAGEABLE, N,
-		  "source pinned-host is protected");
+		      "source pinned-host is protected");
 	rsd_explanation_free(e);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
 	rsd_hold_free(hd);
@@ -275,7 +279,7 @@ ATF_TC_BODY(move_reasons, tc)
 	pfx_check_peak(e, 1, PINNED, 2 * N);
 	rsd_explanation_free(e);
 
-	/* Explicit source of an unloaded value: not resident (§19.22). */
+	/* Explicit source of an unloaded value: not resident (§18.22). */
 	a[0] = rsd_action_move(u, PINNED, &PAGEABLE);
 	e = pfx_explain_enter(&f, "move-unloaded-from", a, 1);
 	pfx_check_reason(e->reason, "explicit source pageable-host is not resident");
@@ -284,7 +288,7 @@ ATF_TC_BODY(move_reasons, tc)
 	pfx_fini(&f);
 }
 
-/* W7: protection before the last-copy rule. */
+/* §20.7: protection before the last-copy rule. */
 ATF_TC_WITHOUT_HEAD(drop_reasons);
 ATF_TC_BODY(drop_reasons, tc)
 {
@@ -301,7 +305,7 @@ ATF_TC_BODY(drop_reasons, tc)
 	e = pfx_explain_enter(&f, "w7", a, 1);
 	pfx_check_reason(e->reason, "materialization at pageable-host is protected");
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, NULL, N,
-		  "materialization at pageable-host is protected");
+		      "materialization at pageable-host is protected");
 	rsd_explanation_free(e);
 	ATF_CHECK_EQ(rsd_drop(f.m, x, PAGEABLE, NULL), -RSD_EINUSE);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
@@ -310,13 +314,13 @@ ATF_TC_BODY(drop_reasons, tc)
 	e = pfx_explain_enter(&f, "w7", a, 1);
 	pfx_check_reason(e->reason, "cannot drop final MUST_PRESERVE materialization");
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, NULL, N,
-		  "cannot drop final MUST_PRESERVE materialization");
+		      "cannot drop final MUST_PRESERVE materialization");
 	rsd_explanation_free(e);
 	ATF_CHECK_EQ(rsd_drop(f.m, x, PAGEABLE, NULL), -RSD_EOWNERSHIP);
 	pfx_fini(&f);
 }
 
-/* §19.82: protected locations listed in canonical order, whatever the insertion order. */
+/* §18.82: protected locations listed in canonical order, whatever the insertion order. */
 ATF_TC_WITHOUT_HEAD(discard_protected_list);
 ATF_TC_BODY(discard_protected_list, tc)
 {
@@ -337,21 +341,21 @@ ATF_TC_BODY(discard_protected_list, tc)
 	e = pfx_explain_enter(&f, "discard-one", a, 1);
 	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PINNED "]");
 	pfx_check_act(&e->actions[0], false, false, NULL, NULL, N,
-		  "discarded value has protected locations [" REPR_PINNED "]");
+		      "discarded value has protected locations [" REPR_PINNED "]");
 	rsd_explanation_free(e);
 
 	h2 = pfx_hold1(&f, h, c0);
 	h3 = pfx_hold1(&f, h, PAGEABLE);
 	e = pfx_explain_enter(&f, "discard-three", a, 1);
-	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PAGEABLE ", "
-				REPR_PINNED ", " REPR_CUDA0 "]");
+	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PAGEABLE
+				    ", " REPR_PINNED ", " REPR_CUDA0 "]");
 	rsd_explanation_free(e);
 
-	/* Two locations (§19.82). */
+	/* Two locations (§18.82). */
 	ATF_REQUIRE_EQ(rsd_hold_release(h1), 0);
 	e = pfx_explain_enter(&f, "discard-two", a, 1);
-	pfx_check_reason(e->reason,
-		     "discarded value has protected locations [" REPR_PAGEABLE ", " REPR_CUDA0 "]");
+	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PAGEABLE
+				    ", " REPR_CUDA0 "]");
 	rsd_explanation_free(e);
 	ATF_CHECK_EQ(rsd_discard(f.m, h, NULL), -RSD_EINUSE);
 
@@ -381,10 +385,11 @@ ATF_TC_BODY(pending_lease_protection, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, 1);
-	rsd_simdev_set_auto_complete(f.sd, false);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s1), 0);
 	h = pfx_sourced(&f, PAGEABLE);
 	pfx_ensure(&f, h, c0);
+	/* From here on s1's work waits for the test: the lease stays pending. */
+	rsd_simdev_set_auto_complete(f.sd, false);
 	ATF_REQUIRE_EQ(rsd_acquire(f.m, &h, 1, c0, s1, &l), 0);
 	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
 	v = pfx_version(&f);

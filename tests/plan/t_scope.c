@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Scopes (semantics.md §12.5): entry (version check, stream map, whole-plan
+ * Scopes (reference.md §11): entry (version check, stream map, whole-plan
  * preflight, reclaim, reservations, enter), exit (exit actions without a new
  * preflight, reservations always released), nesting, forced manager close,
  * re-entrancy from a source callback, and abandonment. Failures in each
@@ -185,14 +185,13 @@ ATF_TC_BODY(stale_entry, tc)
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
-	pfx_check_closed_after_failure(s);
+	pfx_check_no_scope(s);
 	ATF_CHECK_EQ(pfx_version(&f), v);
-	rsd_scope_free(s);
 	ATF_CHECK_EQ(f.nwarn, 0);
 	pfx_fini(&f);
 }
 
-/* The version is compared after entry's reaping (§6.3, §19.46). */
+/* The version is compared after entry's reaping (§5.5, §18.46). */
 ATF_TC_WITHOUT_HEAD(reap_makes_entry_stale);
 ATF_TC_BODY(reap_makes_entry_stale, tc)
 {
@@ -219,9 +218,7 @@ ATF_TC_BODY(reap_makes_entry_stale, tc)
 	ATF_CHECK_EQ(rsd_last_error()->expected_version, v);
 	ATF_CHECK_EQ(rsd_last_error()->actual_version, v + 1);
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
-	s = NULL;
+	pfx_check_no_scope(s);
 	v++;
 	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, &v, &s), 0);
 	ATF_CHECK_EQ(rsd_scope_close(s, NULL), 0);
@@ -256,14 +253,13 @@ ATF_TC_BODY(preflight_covers_exit, tc)
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
+	pfx_check_no_scope(s);
 	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
 	rsd_hold_free(hd);
 	pfx_fini(&f);
 }
 
-/* §19.59: the manager was force-closed while the scope was open. */
+/* §18.59: the manager was force-closed while the scope was open. */
 ATF_TC_WITHOUT_HEAD(close_after_forced_manager_close);
 ATF_TC_BODY(close_after_forced_manager_close, tc)
 {
@@ -304,7 +300,7 @@ ATF_TC_BODY(close_after_forced_manager_close, tc)
 	pfx_fini(&f);
 }
 
-/* §19.61: each scope admits and releases only its own reservations. */
+/* §18.61: each scope admits and releases only its own reservations. */
 ATF_TC_WITHOUT_HEAD(nested_scopes);
 ATF_TC_BODY(nested_scopes, tc)
 {
@@ -357,7 +353,7 @@ ATF_TC_BODY(nested_scopes, tc)
 	pfx_fini(&f);
 }
 
-/* §12.2 / §19.60 in scope entry: host key → EINVAL, non-stream → ETYPE. */
+/* §10.2 / §18.60 in scope entry: host key → EINVAL, non-stream → ETYPE. */
 ATF_TC_WITHOUT_HEAD(transfer_streams);
 ATF_TC_BODY(transfer_streams, tc)
 {
@@ -386,15 +382,11 @@ ATF_TC_BODY(transfer_streams, tc)
 	ts[0].location = PINNED;
 	ts[0].stream = st;
 	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, NULL, &s), -RSD_EINVAL);
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
-	s = NULL;
+	pfx_check_no_scope(s);
 	ts[0].location = c0;
 	ts[0].stream = &not_a_stream;
 	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, NULL, &s), -RSD_ETYPE);
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
-	s = NULL;
+	pfx_check_no_scope(s);
 	/* The version check precedes the stream map. */
 	v++;
 	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, &v, &s), -RSD_ESTALE);
@@ -427,7 +419,7 @@ ATF_TC_BODY(transfer_streams, tc)
 }
 
 /*
- * librsd deviation from semantics.md §12.5 step 2 / §19.86: the reference
+ * librsd deviation from reference.md §11 step 2 / §18.86: the reference
  * marks a scope closed when its close() is refused from inside a source
  * callback, leaving its reservations charged until a forced manager close.
  * librsd refuses the close with -RSD_EREENTRANT and leaves the scope open,
@@ -482,7 +474,7 @@ ATF_TC_BODY(close_from_source_callback, tc)
 	pfx_fini(&f);
 }
 
-/* §10.9: freeing an entered, unclosed scope releases its reservations, runs no exit. */
+/* §8.9: freeing an entered, unclosed scope releases its reservations, runs no exit. */
 ATF_TC_WITHOUT_HEAD(free_open_scope);
 ATF_TC_BODY(free_open_scope, tc)
 {
@@ -539,10 +531,7 @@ ATF_TC_BODY(entry_errors, tc)
 
 	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
 	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), -RSD_ECLOSED);
-	if (s) {
-		pfx_check_closed_after_failure(s);
-		rsd_scope_free(s);
-	}
+	pfx_check_no_scope(s);
 	pfx_fini(&f);
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Scope failures (semantics.md §12.5; W9, §19.48): an entry that fails at
+ * Scope failures (reference.md §11; §20.9, §18.48): an entry that fails at
  * an enter action, a reclaim or a reservation, and an exit that fails,
  * with the exact state_version arithmetic, the rolled-back reservations
  * and the closed scope left behind. The happy paths are in t_scope.c.
@@ -16,7 +16,7 @@
 #include "pfx.h"
 
 /*
- * W9 / §19.48: entry fails at the 2nd enter action after two reservations.
+ * §20.9 / §18.48: entry fails at the 2nd enter action after two reservations.
  * pinned_known: pinned-host is recorded at construction (budget), so the
  * version advances by exactly 5 (2 admits, 1 install, 2 releases); without
  * it the install records pinned-host too (+6).
@@ -74,10 +74,9 @@ static void entry_failure(bool pinned_known)
 	ATF_CHECK_EQ(pfx_nmat(&f, bad), 0);
 	ATF_CHECK_EQ(f.loads, 2);
 
-	/* §19.49: the scope is finished. */
-	pfx_check_closed_after_failure(s);
+	/* §18.49: the scope is finished, and nothing of it was handed out. */
+	pfx_check_no_scope(s);
 	ATF_CHECK_EQ(pfx_version(&f), pinned_known ? 8 : 9);
-	rsd_scope_free(s);
 	ATF_CHECK_EQ(f.nwarn, 0);
 	pfx_fini(&f);
 }
@@ -132,13 +131,12 @@ ATF_TC_BODY(reclaim_failure, tc)
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
 	ATF_CHECK_EQ(pfx_loc_snap(&f, PAGEABLE, NULL).peak_charged_bytes, 2 * N);
 	ATF_CHECK(pfx_resident_at(&f, g, PAGEABLE));
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
+	pfx_check_no_scope(s);
 	pfx_fini(&f);
 }
 
 /*
- * §19.52: a reservation-phase failure. Preflight simulates admission, so a
+ * §18.52: a reservation-phase failure. Preflight simulates admission, so a
  * runtime rejection needs the simulation to admit what execution refuses;
  * the only such case is 64-bit saturation (2^64-1 + 1 bytes). When the
  * simulation is exact the entry is a plan error instead and this case
@@ -170,8 +168,7 @@ ATF_TC_BODY(reservation_failure, tc)
 	rc = rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s);
 	if (rc == -RSD_EPLAN) {
 		ATF_CHECK_EQ(pfx_version(&f), v);
-		pfx_check_closed_after_failure(s);
-		rsd_scope_free(s);
+		pfx_check_no_scope(s);
 		pfx_fini(&f);
 		atf_tc_skip("the simulation rejects 2^64 reserved bytes, so no runtime "
 			    "reservation failure can be provoked");
@@ -192,13 +189,12 @@ ATF_TC_BODY(reservation_failure, tc)
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 0);
 	ATF_CHECK(pfx_resident_at(&f, g, PINNED));
-	pfx_check_closed_after_failure(s);
-	rsd_scope_free(s);
+	pfx_check_no_scope(s);
 	pfx_fini(&f);
 }
 
 /*
- * W10 / §19.50: a hold taken in the body makes exit[1] fail; exit is not
+ * §20.10 / §18.50: a hold taken in the body makes exit[1] fail; exit is not
  * re-preflighted, exit[2] is skipped, the reservation is released anyway.
  */
 ATF_TC_WITHOUT_HEAD(exit_failure);

@@ -7,16 +7,7 @@
 # ($O/tests/selftest/../../) or the install tree ($PREFIX/tests/rsd/selftest/
 # ../../../lib/).
 
-find_lib()
-{
-	for d in "$(atf_get_srcdir)/../.." "$(atf_get_srcdir)/../../../lib"; do
-		if [ -f "$d/librsd.so" ]; then
-			echo "$d/librsd.so"
-			return 0
-		fi
-	done
-	return 1
-}
+. "$(atf_get_srcdir)/find_lib.sh"
 
 atf_test_case exports_only_public_names
 exports_only_public_names_head()

@@ -33,6 +33,8 @@
 
 #include <rsd/rsd.h>
 
+#include "../simwait.h"
+
 #define CUDA0 ((struct rsd_location){ RSD_CUDA, 0 })
 
 static FILE *expect;
@@ -109,12 +111,12 @@ static void e_life(const char *event, const char *idfield, const char *id, struc
 
 static void e_plan_begin(const char *name, const char *kind)
 {
-	put("rsd:plan_begin: { manager_id = %" PRIu64 ", name = \"%s\", kind = \"%s\" }\n", mid, name,
-	    kind);
+	put("rsd:plan_begin: { manager_id = %" PRIu64 ", name = \"%s\", kind = \"%s\" }\n", mid,
+	    name, kind);
 }
 
-static void e_plan_end(const char *name, const char *kind, enum rsd_plan_phase phase,
-		       int outcome, size_t ntransitions)
+static void e_plan_end(const char *name, const char *kind, enum rsd_plan_phase phase, int outcome,
+		       size_t ntransitions)
 {
 	put("rsd:plan_end: { manager_id = %" PRIu64 ", name = \"%s\", kind = \"%s\", phase = \"%s\""
 	    ", outcome = %d, ntransitions = %zu }\n",
@@ -157,8 +159,7 @@ static void gpu_lease(struct rsd_manager *m, struct rsd_simdev *sd, struct rsd_h
 	void *s = NULL;
 
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
-	ATF_REQUIRE_EQ_MSG(rsd_acquire(m, &a, 1, CUDA0, s, &l), 0, "%s",
-			   rsd_last_error()->message);
+	ATF_REQUIRE_EQ_MSG(rsd_acquire(m, &a, 1, CUDA0, s, &l), 0, "%s", rsd_last_error()->message);
 	e_life("lease_acquire", "lease_id", "<L1>", CUDA0);
 	put(", nhandles = 1 }\n");
 	t0 = unix_ns();
@@ -173,7 +174,8 @@ static void gpu_lease(struct rsd_manager *m, struct rsd_simdev *sd, struct rsd_h
 	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s), 0);
 	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
 	put("rsd:lease_reap: { manager_id = %" PRIu64 ", lease_id = <L1>, pending_ns = <=%" PRIu64
-	    " }\n", mid, unix_ns() - t0);
+	    " }\n",
+	    mid, unix_ns() - t0);
 	rsd_lease_free(l);
 	rsd_simdev_stream_destroy(sd, s);
 }
@@ -260,8 +262,13 @@ static void scope(struct rsd_manager *m, struct rsd_handle c)
 	const struct rsd_reservation_spec resv = { CUDA0, 4096, "scratch" };
 	const struct rsd_action enter = rsd_action_ensure(c, CUDA0);
 	const struct rsd_action leave = rsd_action_drop(c, CUDA0);
-	const struct rsd_plan p = { .name = "scope-1", .reservations = &resv, .nreservations = 1,
-				    .enter = &enter, .nenter = 1, .exit = &leave, .nexit = 1 };
+	const struct rsd_plan p = { .name = "scope-1",
+				    .reservations = &resv,
+				    .nreservations = 1,
+				    .enter = &enter,
+				    .nenter = 1,
+				    .exit = &leave,
+				    .nexit = 1 };
 	struct rsd_plan_report *rep = NULL;
 	struct rsd_scope *s = NULL;
 
@@ -289,9 +296,14 @@ static void decisions(struct rsd_manager *m, struct rsd_handle b)
 {
 	const struct rsd_requirement want = { b, CUDA0 };
 	const struct rsd_reservation_spec big = { CUDA0, 2u << 20, "too-big" };
-	const struct rsd_request ok = { .name = "req-1", .requirements = &want, .nrequirements = 1 };
-	const struct rsd_request no = { .name = "req-2", .requirements = &want, .nrequirements = 1,
-					.reservations = &big, .nreservations = 1 };
+	const struct rsd_request ok = { .name = "req-1",
+					.requirements = &want,
+					.nrequirements = 1 };
+	const struct rsd_request no = { .name = "req-2",
+					.requirements = &want,
+					.nrequirements = 1,
+					.reservations = &big,
+					.nreservations = 1 };
 	struct rsd_controller *ctl = NULL;
 	struct rsd_decision *d = NULL;
 	int err;
@@ -320,10 +332,14 @@ ATF_TC_BODY(lifetimes, tc)
 	struct rsd_manager *m = NULL;
 	struct rsd_handle a, b, c, hs[3];
 	struct rsd_transition rep;
+	struct simpump pump;
 
 	if (expect_path)
 		ATF_REQUIRE((expect = fopen(expect_path, "w")) != NULL);
 	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &sd), 0);
+	/* Transfers progress by themselves, as on a GPU; the consumer stream
+	 * of the lease stays on command. */
+	ATF_REQUIRE(simpump_start(&pump, sd, NULL, 0, true, false));
 	cfg.driver = rsd_simdev_ops();
 	cfg.driver_ctx = sd;
 	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&cfg, &m), 0, "%s", rsd_last_error()->message);
@@ -348,6 +364,7 @@ ATF_TC_BODY(lifetimes, tc)
 	}
 	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
 	rsd_manager_destroy(m);
+	simpump_stop(&pump);
 	rsd_simdev_destroy(sd);
 	if (expect)
 		ATF_REQUIRE_EQ(fclose(expect), 0);

@@ -395,8 +395,124 @@ lifetimes_recorded_body()
 	fi
 }
 
+atf_test_case demo_ranks
+demo_ranks_head()
+{
+	atf_set descr "make demo RANKS=2: one recording holds both ranks' events, each" \
+		"rank's in its own order, and rsd-trace's per-rank summary agrees with what" \
+		"each rank reports it moved"
+	atf_set require.user root
+	atf_set timeout 300
+}
+demo_ranks_body()
+{
+	require_recording
+	command -v mpirun >/dev/null 2>&1 || atf_skip "MPI is absent: mpirun is not installed"
+	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
+	script=$(find_tool rsd-demo.sh "") || atf_fail "tools/rsd-demo.sh not found"
+	mpi=$(find_tool rsd-demo-mpi "") ||
+		atf_skip "rsd-demo-mpi is not built (Open MPI was absent when it was built)"
+	# Open MPI's own allocations are never freed; see t_examples:mpi.
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	export ASAN_OPTIONS
+	RSD_BUILD_DIR=$(cd "$(dirname "$mpi")/.." && pwd) RSD_DEMO_OUT=$(pwd)/demo \
+		RSD_DEMO_RANKS=2 bash "$script" -s 24 >demo.log 2>demo.err ||
+		atf_fail "the two-rank demo failed: $(tail -n 20 demo.log demo.err)"
+	grep -q 'recording failed' demo.err && atf_fail "not recorded: $(cat demo.err)"
+	atf_check -o match:"on 2 ranks: all intact$" cat demo.log
+	atf_check -o match:"^per rank \(2 processes, told apart by vpid\)$" cat demo.log
+	atf_check -o match:" transitions, 2 manager\(s\) in 2 process\(es\), span " cat demo.log
+	sed -nE 's/^== rank ([0-9]+) \(pid ([0-9]+)\) of 2 ==$/\1 \2/p' demo/demo.out >ranks
+	atf_check_equal "$(cut -d' ' -f1 ranks | tr '\n' ' ')" "0 1 "
+
+	# The merged trace: every event carries the vpid of one of the two
+	# ranks, both ranks recorded, their events interleaved in time.
+	babeltrace2 demo/trace >bt.out 2>bt.err || atf_fail "babeltrace2: $(cat bt.err)"
+	sed -nE 's/^.* (rsd:[a-z_]+): \{[^}]*\}, \{ vpid = ([0-9]+) \}, \{ (.*) \}$/\2 \1 \3/p' \
+		bt.out >events
+	atf_check_equal "$(grep -c ' rsd:' bt.out)" "$(wc -l <events)"
+	atf_check_equal "$(cut -d' ' -f1 events | sort -u | tr '\n' ' ')" \
+		"$(cut -d' ' -f2 ranks | sort -u | tr '\n' ' ')"
+	switches=$(cut -d' ' -f1 events | uniq | wc -l)
+	[ "$switches" -ge 10 ] || atf_fail "the ranks' events are not interleaved ($switches runs)"
+	# Each rank's own order: its state versions never go back, and each of
+	# its leases is acquired before it is released, once.
+	for pid in $(cut -d' ' -f2 ranks); do
+		grep "^$pid rsd:state " events | sed -E 's/.*state_version = ([0-9]+),.*/\1/' \
+			>versions.$pid
+		[ -s versions.$pid ] || atf_fail "no rsd:state events from pid $pid"
+		sort -n -c versions.$pid ||
+			atf_fail "pid $pid: state_version goes back in the merged trace"
+		grep -E "^$pid rsd:lease_(acquire|release) " events | awk '
+			{ match($0, /lease_id = [0-9]+/); id = substr($0, RSTART + 11, RLENGTH - 11) }
+			/lease_acquire/ { if (id in open) bad++; open[id] = 1 }
+			/lease_release/ { if (!(id in open)) bad++; delete open[id] }
+			END { exit bad > 0 }' || atf_fail "pid $pid: a lease released before it was acquired"
+	done
+
+	# rsd-trace per rank against each rank's own report of what moved.
+	tool=$(rsd_trace_tool) || atf_fail "tools/rsd-trace not found"
+	atf_check -s exit:0 -o save:d.json "$tool" --json --no-plot --ranks demo/demo.out demo/trace
+	/usr/bin/python3 - d.json demo/demo.out <<'EOF' || atf_fail "rsd-trace disagrees with the demo"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+tiers = lambda loc: "device" if loc.startswith("cuda:") else loc.split("-")[0]
+want, rank = {}, None
+for line in open(sys.argv[2]):
+    m = re.match(r"== rank (\d+) \(pid (\d+)\)", line)
+    if m:
+        rank = int(m.group(1))
+        want[rank] = {"pid": int(m.group(2)), "moved": {}}
+    m = re.match(r"  (\w+) +-> (\w+) +[0-9.]+ MiB +(\d+) x  ", line)
+    if m and rank is not None:
+        k = (m.group(1), m.group(2))
+        want[rank]["moved"][k] = want[rank]["moved"].get(k, 0) + int(m.group(3))
+procs = d["processes"]
+bad = []
+if [p["label"] for p in procs] != ["rank 0", "rank 1"]:
+    bad.append("labels %s" % [p["label"] for p in procs])
+if sum(p["transitions"] for p in procs) != d["transitions"]:
+    bad.append("per-rank transitions do not add up to the job's")
+# Lease ids repeat across ranks (one manager each): the job keeps them apart.
+if d["leases"]["held"]["count"] != d["leases"]["acquired"]:
+    bad.append("job leases: %s" % d["leases"])
+for p in procs:
+    w = want[p["rank"]]
+    got = {}
+    for r in p["bytes_moved"]:
+        k = (tiers(r["source"]), tiers(r["destination"]))
+        got[k] = got.get(k, 0) + r["count"]
+    if p["vpid"] != w["pid"]:
+        bad.append("rank %d: vpid %d, pid %d" % (p["rank"], p["vpid"], w["pid"]))
+    if got != w["moved"] or not got:
+        bad.append("rank %d: trace %s, demo %s" % (p["rank"], sorted(got.items()),
+                                                  sorted(w["moved"].items())))
+    if p["leases"]["still_held"] or p["leases"]["acquired"] != p["leases"]["released"]:
+        bad.append("rank %d: leases %s" % (p["rank"], p["leases"]))
+    if not any(e["action"] == "discard" for e in p["evictions"]):
+        bad.append("rank %d: no discard of a ciphertext sent on" % p["rank"])
+for b in bad:
+    print(b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+	# The text reader sees the same processes.
+	if /usr/bin/python3 -c 'import bt2' 2>/dev/null; then
+		atf_check -s exit:0 -o save:t.json "$tool" --json --no-plot --reader text \
+			--ranks demo/demo.out demo/trace
+		sed '/"reader"/d' d.json >d.cmp
+		sed '/"reader"/d' t.json >t.cmp
+		cmp -s d.cmp t.cmp || atf_fail "the bt2 and text readers disagree on the job"
+	fi
+	# The plot: one panel per rank.
+	grep -q '<svg' demo/managed-bytes.svg || atf_fail "no SVG plot was written"
+	for r in 0 1; do
+		grep -q "rank $r" demo/managed-bytes.svg || atf_fail "the plot has no rank $r panel"
+	done
+}
+
 atf_init_test_cases()
 {
+	atf_add_test_case demo_ranks
 	atf_add_test_case hooks_recorded
 	atf_add_test_case lifetimes_recorded
 	atf_add_test_case not_recorded_when_disabled

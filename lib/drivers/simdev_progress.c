@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Progress of the simulated device's streams (model in simdev.h): queueing
+ * work, running it, the three progress modes and the background workers.
+ *
+ * Who runs an item depends on the mode. RSD_SIMDEV_ON_COMMAND: only
+ * rsd_simdev_stream_complete() and rsd_simdev_complete_all(), on the caller's
+ * thread. RSD_SIMDEV_IMMEDIATE: the thread that queues it, before the queueing
+ * call returns. RSD_SIMDEV_BACKGROUND: one worker thread per device, each item
+ * delay_ns after it became runnable (reached the front of its stream's
+ * queue), like a GPU running asynchronously. Whoever runs an item pops it,
+ * marks its stream running, drops sd->lock, executes it, retakes the lock and
+ * broadcasts sd->cond; the syncs only ever wait on that condition variable.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "simdev.h"
+
+/* sd->cond runs on CLOCK_MONOTONIC, so due times do too. */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void rsd__sim_wait(struct rsd_simdev *sd)
+{
+	pthread_cond_wait(&sd->cond, &sd->lock);
+}
+
+bool rsd__sim_stream_done(const struct sim_stream *s, uint64_t upto)
+{
+	/* Items run in ticket order within a stream: only the front counts. */
+	if (s->running)
+		return s->current->ticket > upto;
+	return !s->head || s->head->ticket > upto;
+}
+
+static void execute(struct sim_work *w)
+{
+	switch (w->kind) {
+	case SIM_WORK_COPY:
+		if (w->copy.nbytes)
+			memmove(w->copy.dst, w->copy.src, (size_t)w->copy.nbytes);
+		break;
+	case SIM_WORK_HOST_FUNC:
+		w->host.fn(w->host.arg);
+		break;
+	case SIM_WORK_EVENT:
+		break;
+	}
+}
+
+/* With sd->lock held, s not running and non-empty: run its front item. The
+ * lock is dropped while the item executes; s may be freed on return (a
+ * destroyed stream whose last item this was). */
+static void run_one(struct rsd_simdev *sd, struct sim_stream *s)
+{
+	struct sim_work *w = s->head;
+
+	s->head = w->next;
+	if (!s->head)
+		s->tail = &s->head;
+	s->running = true;
+	s->current = w;
+	s->runner = pthread_self();
+	pthread_mutex_unlock(&sd->lock);
+	execute(w);
+	pthread_mutex_lock(&sd->lock);
+	s->running = false;
+	s->current = NULL;
+	if (w->kind == SIM_WORK_EVENT && w->event_seq > s->completed)
+		s->completed = w->event_seq;
+	s->ready_ns = mono_ns();
+	free(w);
+	pthread_cond_broadcast(&sd->cond);
+	rsd__sim_stream_put(sd, s);
+}
+
+void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfers_only,
+		    uint64_t upto)
+{
+	pthread_t self = pthread_self();
+
+	for (;;) {
+		struct sim_stream *s, *todo = NULL;
+		bool busy = false;
+
+		for (s = sd->streams; s; s = s->next) {
+			if (only ? s != only : transfers_only && !s->is_default)
+				continue;
+			if (rsd__sim_stream_done(s, upto))
+				continue;
+			if (!s->running) {
+				todo = s;
+				break;
+			}
+			/* A host function of this thread queueing on its own
+			 * stream: the item runs after it, in the loop above us. */
+			if (!pthread_equal(s->runner, self))
+				busy = true;
+		}
+		if (todo)
+			run_one(sd, todo);
+		else if (busy)
+			rsd__sim_wait(sd);
+		else
+			return;
+	}
+}
+
+void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w)
+{
+	w->next = NULL;
+	w->ticket = ++sd->tickets;
+	if (!s->head && !s->running)
+		s->ready_ns = mono_ns();
+	*s->tail = w;
+	s->tail = &w->next;
+	switch (sd->progress) {
+	case RSD_SIMDEV_IMMEDIATE:
+		/* Up to the end, not to w: a host function queueing on its own
+		 * stream returns at once (the item runs after it), and the
+		 * outermost caller then runs what it queued. */
+		rsd__sim_drive(sd, s, false, UINT64_MAX);
+		break;
+	case RSD_SIMDEV_BACKGROUND:
+		pthread_cond_broadcast(&sd->cond);
+		break;
+	case RSD_SIMDEV_ON_COMMAND:
+		break;
+	}
+}
+
+static void deadline(struct timespec *ts, uint64_t ns)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+struct worker_arg {
+	struct rsd_simdev *sd;
+	int device;
+};
+
+/* One per device: runs each of the device's streams' front item once it has
+ * been runnable for delay_ns; sleeps on sd->cond (until the earliest due time
+ * when something is queued). Idle unless the mode is background. */
+static void *worker(void *p)
+{
+	struct rsd_simdev *sd = ((struct worker_arg *)p)->sd;
+	int device = ((struct worker_arg *)p)->device;
+
+	free(p);
+	pthread_mutex_lock(&sd->lock);
+	while (!sd->stopping) {
+		uint64_t now = mono_ns(), due = UINT64_MAX;
+		struct sim_stream *s, *todo = NULL;
+		struct timespec ts;
+
+		if (sd->progress != RSD_SIMDEV_BACKGROUND) {
+			rsd__sim_wait(sd);
+			continue;
+		}
+		/* The item runnable longest goes first: streams take turns. */
+		for (s = sd->streams; s; s = s->next) {
+			if (s->device != device || s->running || !s->head)
+				continue;
+			if (!todo || s->ready_ns < todo->ready_ns)
+				todo = s;
+		}
+		if (todo && todo->ready_ns + sd->delay_ns > now) {
+			due = todo->ready_ns + sd->delay_ns;
+			todo = NULL;
+		}
+		if (todo) {
+			run_one(sd, todo);
+		} else if (due == UINT64_MAX) {
+			rsd__sim_wait(sd);
+		} else {
+			deadline(&ts, due);
+			pthread_cond_timedwait(&sd->cond, &sd->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&sd->lock);
+	return NULL;
+}
+
+/* With sd->lock held: start one worker per device, all or none. */
+static int workers_start(struct rsd_simdev *sd)
+{
+	int d, failed, e = 0;
+
+	for (d = 0; d < sd->ndevices; d++) {
+		struct worker_arg *a = malloc(sizeof(*a));
+
+		if (!a) {
+			e = ENOMEM;
+			break;
+		}
+		a->sd = sd;
+		a->device = d;
+		e = pthread_create(&sd->dev[d].worker, NULL, worker, a);
+		if (e) {
+			free(a);
+			break;
+		}
+	}
+	if (d == sd->ndevices) {
+		sd->workers = true;
+		return 0;
+	}
+	/* Undo: the started workers see stopping and exit. */
+	failed = d;
+	sd->stopping = true;
+	pthread_cond_broadcast(&sd->cond);
+	pthread_mutex_unlock(&sd->lock);
+	while (d--)
+		pthread_join(sd->dev[d].worker, NULL);
+	pthread_mutex_lock(&sd->lock);
+	sd->stopping = false;
+	return rsd__err(RSD_ENOMEM,
+			"simulated device: cannot start a background worker for cuda:%d: %s",
+			failed, strerror(e));
+}
+
+int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, uint64_t delay_ns)
+{
+	int rc;
+
+	if (mode == RSD_SIMDEV_BACKGROUND && !sd->workers) {
+		rc = workers_start(sd);
+		if (rc)
+			return rc;
+	}
+	sd->progress = mode;
+	sd->delay_ns = delay_ns;
+	/* Work already queued proceeds: now (immediate) or in the workers. */
+	if (mode == RSD_SIMDEV_IMMEDIATE)
+		rsd__sim_drive(sd, NULL, false, sd->tickets);
+	pthread_cond_broadcast(&sd->cond);
+	return 0;
+}
+
+void rsd__sim_workers_stop(struct rsd_simdev *sd)
+{
+	bool started;
+
+	pthread_mutex_lock(&sd->lock);
+	started = sd->workers;
+	sd->stopping = true;
+	sd->workers = false;
+	pthread_cond_broadcast(&sd->cond);
+	pthread_mutex_unlock(&sd->lock);
+	if (!started)
+		return;
+	for (int d = 0; d < sd->ndevices; d++)
+		pthread_join(sd->dev[d].worker, NULL);
+}
+
+void rsd_simdev_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode,
+			     uint64_t delay_ns)
+{
+	if (!sd || (unsigned)mode > RSD_SIMDEV_BACKGROUND)
+		return;
+	pthread_mutex_lock(&sd->lock);
+	if (rsd__sim_set_progress(sd, mode, delay_ns))
+		fprintf(stderr, "librsd: %s; progress mode unchanged\n", rsd_last_error()->message);
+	pthread_mutex_unlock(&sd->lock);
+}
+
+void rsd_simdev_set_auto_complete(struct rsd_simdev *sd, bool on)
+{
+	rsd_simdev_set_progress(sd, on ? RSD_SIMDEV_IMMEDIATE : RSD_SIMDEV_ON_COMMAND, 0);
+}

@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CUDA runtime double: streams, events, host functions and waiting.
+ *
+ * A cudaStream_t the double hands out is a simulated-device stream (so a
+ * test can drive it with rsd_simdev_stream_complete()); 0, cudaStreamLegacy
+ * and cudaStreamPerThread stand for the current device's default stream.
+ * Handles are recognized by identity in the double's lists, never by
+ * reading the caller's pointer, so a stale or foreign handle is
+ * cudaErrorInvalidResourceHandle, not a crash.
+ *
+ * A CUDA event is created once and recorded again and again: each record
+ * is a new simulated-device event (struct cs_rec), and the event points at
+ * its latest one. A record is reference-counted because a thread may still
+ * be waiting on it in cudaEventSynchronize when the event is recorded
+ * again or destroyed.
+ *
+ * Waiting (stream, event and device synchronization) blocks in the
+ * simulated device until the work has run, whatever makes it progress.
+ * cs.lock is never held while waiting.
+ */
+#include <stdlib.h>
+
+#include "cs.h"
+
+struct cs_stream {
+	void *sim; /* the simulated stream; also the cudaStream_t value */
+	unsigned flags;
+	struct cs_lane *lane;
+	struct cs_stream *next; /* cs.streams */
+};
+
+struct cs_rec {
+	void *sim;     /* the simulated-device event of one record */
+	unsigned refs; /* protected by cs.lock: the event's, and waiters' */
+};
+
+struct cs_event {
+	unsigned flags;
+	int device;	       /* current device at creation */
+	struct cs_rec *rec;    /* protected by cs.lock; NULL: never recorded */
+	struct cs_event *next; /* cs.events */
+};
+
+static bool is_default(cudaStream_t s)
+{
+	return !s || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+/* With cs.lock held. */
+static struct cs_stream *find_stream(const void *p)
+{
+	for (struct cs_stream *s = cs.streams; s; s = s->next)
+		if (s->sim == p)
+			return s;
+	return NULL;
+}
+
+void *cs_stream_resolve(cudaStream_t s)
+{
+	void *sim = NULL;
+
+	if (is_default(s))
+		return cs.ndevices ? cs.ops->default_stream(cs.sd, cs_current_device()) : NULL;
+	pthread_mutex_lock(&cs.lock);
+	if (find_stream(s))
+		sim = s;
+	pthread_mutex_unlock(&cs.lock);
+	return sim;
+}
+
+struct cs_lane *cs_lane_of(void *stream)
+{
+	struct cs_stream *s = find_stream(stream);
+	int dev = -1;
+
+	if (s)
+		return s->lane;
+	if (cs.ops->stream_device(cs.sd, stream, &dev) || dev < 0 || dev >= cs.ndevices)
+		return NULL;
+	return cs.default_lane[dev];
+}
+
+cudaError_t cs_stream_wait(void *stream)
+{
+	return cs.ops->stream_sync(cs.sd, stream) ? cs_ret(cudaErrorUnknown) : cudaSuccess;
+}
+
+/* ---- host functions ---- */
+
+struct cs_host_func {
+	void (*fn)(void *);
+	void *arg;
+};
+
+/* Runs on whichever thread makes the stream progress. */
+static void host_func_run(void *p)
+{
+	struct cs_host_func hf = *(struct cs_host_func *)p;
+
+	free(p);
+	cs_set_in_host_func(true);
+	hf.fn(hf.arg);
+	cs_set_in_host_func(false);
+}
+
+cudaError_t cs_queue_host_func(void *stream, void (*fn)(void *), void *arg)
+{
+	struct cs_host_func *hf = malloc(sizeof(*hf));
+
+	if (!hf)
+		return cs_ret(cudaErrorMemoryAllocation);
+	hf->fn = fn;
+	hf->arg = arg;
+	if (rsd_simdev_launch_host_func(cs.sd, stream, host_func_run, hf)) {
+		free(hf);
+		return cs_ret(cudaErrorUnknown);
+	}
+	cs_stream_mark(stream);
+	return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	cudaError_t e = cs_enter(CS_cudaLaunchHostFunc);
+	void *st;
+
+	if (e)
+		return e;
+	if (!fn)
+		return cs_ret(cudaErrorInvalidValue);
+	st = cs_stream_resolve(stream);
+	if (!st)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	return cs_queue_host_func(st, fn, userData);
+}
+
+/* ---- streams ---- */
+
+static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags)
+{
+	struct cs_stream *s;
+	void *sim = NULL;
+
+	if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking))
+		return cs_ret(cudaErrorInvalidValue);
+	if (!cs.ndevices)
+		return cs_ret(cudaErrorNoDevice);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return cs_ret(cudaErrorMemoryAllocation);
+	if (rsd_simdev_stream_create(cs.sd, cs_current_device(), &sim)) {
+		free(s);
+		return cs_ret(cudaErrorMemoryAllocation);
+	}
+	s->lane = cs_lane_new(sim);
+	if (!s->lane) {
+		rsd_simdev_stream_destroy(cs.sd, sim);
+		free(s);
+		return cs_ret(cudaErrorMemoryAllocation);
+	}
+	s->sim = sim;
+	s->flags = flags;
+	pthread_mutex_lock(&cs.lock);
+	s->next = cs.streams;
+	cs.streams = s;
+	pthread_mutex_unlock(&cs.lock);
+	*pStream = (cudaStream_t)sim;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamCreate);
+
+	return e ? e : stream_create(pStream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamCreateWithFlags);
+
+	return e ? e : stream_create(pStream, flags);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamDestroy);
+	struct cs_stream **pp, *s = NULL;
+
+	if (e)
+		return e;
+	pthread_mutex_lock(&cs.lock);
+	for (pp = &cs.streams; *pp; pp = &(*pp)->next) {
+		if ((*pp)->sim == (void *)stream) {
+			s = *pp;
+			*pp = s->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cs.lock);
+	if (!s)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	/* Returns at once; work already queued still runs. */
+	rsd_simdev_stream_destroy(cs.sd, s->sim);
+	cs_lane_retire(s->lane);
+	free(s);
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamSynchronize);
+	void *st;
+
+	if (e)
+		return e;
+	st = cs_stream_resolve(stream);
+	if (!st)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	return cs_stream_wait(st);
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamQuery);
+	void *st;
+	int done;
+
+	if (e)
+		return e;
+	st = cs_stream_resolve(stream);
+	if (!st)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	done = cs_stream_idle(st);
+	if (done < 0)
+		return cs_ret(cudaErrorUnknown);
+	return done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamGetDevice);
+	void *st;
+
+	if (e)
+		return e;
+	if (!device)
+		return cs_ret(cudaErrorInvalidValue);
+	st = cs_stream_resolve(hStream);
+	if (!st || cs.ops->stream_device(cs.sd, st, device))
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamGetFlags);
+	struct cs_stream *s;
+
+	if (e)
+		return e;
+	if (!flags)
+		return cs_ret(cudaErrorInvalidValue);
+	if (is_default(hStream)) {
+		*flags = cudaStreamDefault;
+		return cudaSuccess;
+	}
+	pthread_mutex_lock(&cs.lock);
+	s = find_stream(hStream);
+	if (s)
+		*flags = s->flags;
+	pthread_mutex_unlock(&cs.lock);
+	return s ? cudaSuccess : cs_ret(cudaErrorInvalidResourceHandle);
+}
+
+/* ---- events ---- */
+
+/* With cs.lock held. */
+static struct cs_event *find_event(const void *p)
+{
+	for (struct cs_event *ev = cs.events; ev; ev = ev->next)
+		if ((const void *)ev == p)
+			return ev;
+	return NULL;
+}
+
+/* With cs.lock held: drop one reference to a record. */
+static void rec_put(struct cs_rec *r)
+{
+	if (r && --r->refs == 0) {
+		cs.ops->event_destroy(cs.sd, r->sim);
+		free(r);
+	}
+}
+
+static cudaError_t event_create(cudaEvent_t *event, unsigned flags)
+{
+	struct cs_event *ev;
+
+	if (!event || (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming |
+					   cudaEventInterprocess)))
+		return cs_ret(cudaErrorInvalidValue);
+	if (!cs.ndevices)
+		return cs_ret(cudaErrorNoDevice);
+	ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return cs_ret(cudaErrorMemoryAllocation);
+	ev->flags = flags;
+	ev->device = cs_current_device();
+	pthread_mutex_lock(&cs.lock);
+	ev->next = cs.events;
+	cs.events = ev;
+	pthread_mutex_unlock(&cs.lock);
+	*event = (cudaEvent_t)ev;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+	cudaError_t e = cs_enter(CS_cudaEventCreate);
+
+	return e ? e : event_create(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+	cudaError_t e = cs_enter(CS_cudaEventCreateWithFlags);
+
+	return e ? e : event_create(event, flags);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	cudaError_t e = cs_enter(CS_cudaEventRecord);
+	struct cs_rec *r = NULL;
+	struct cs_event *ev;
+	int dev = -1;
+	void *st;
+
+	if (e)
+		return e;
+	st = cs_stream_resolve(stream);
+	if (!st)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&cs.lock);
+	ev = find_event(event);
+	/* An event belongs to the device it was created on; recording it on
+	 * another device's stream is refused, as by the runtime. */
+	if (!ev || cs.ops->stream_device(cs.sd, st, &dev) || dev != ev->device) {
+		e = cudaErrorInvalidResourceHandle;
+		goto out;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r || cs.ops->event_record(cs.sd, st, &r->sim)) {
+		free(r);
+		e = cudaErrorUnknown;
+		goto out;
+	}
+	r->refs = 1;
+	rec_put(ev->rec);
+	ev->rec = r;
+out:
+	pthread_mutex_unlock(&cs.lock);
+	if (e == cudaSuccess)
+		cs_stream_mark(st);
+	return cs_ret(e);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	cudaError_t e = cs_enter(CS_cudaEventQuery);
+	struct cs_event *ev;
+	int done = 1;
+
+	if (e)
+		return e;
+	pthread_mutex_lock(&cs.lock);
+	ev = find_event(event);
+	if (ev && ev->rec)
+		done = cs.ops->event_query(cs.sd, ev->rec->sim);
+	pthread_mutex_unlock(&cs.lock);
+	if (!ev)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	if (done < 0)
+		return cs_ret(cudaErrorUnknown);
+	return done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	cudaError_t e = cs_enter(CS_cudaEventSynchronize);
+	struct cs_event *ev;
+	struct cs_rec *r = NULL;
+	int rc = 0;
+
+	if (e)
+		return e;
+	pthread_mutex_lock(&cs.lock);
+	ev = find_event(event);
+	if (ev && ev->rec) {
+		r = ev->rec;
+		r->refs++;
+	}
+	pthread_mutex_unlock(&cs.lock);
+	if (!ev)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	if (!r)
+		return cudaSuccess; /* never recorded: nothing to wait for */
+	rc = cs.ops->event_sync(cs.sd, r->sim);
+	pthread_mutex_lock(&cs.lock);
+	rec_put(r);
+	pthread_mutex_unlock(&cs.lock);
+	return rc ? cs_ret(cudaErrorUnknown) : cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	cudaError_t e = cs_enter(CS_cudaEventDestroy);
+	struct cs_event **pp, *ev = NULL;
+
+	if (e)
+		return e;
+	pthread_mutex_lock(&cs.lock);
+	for (pp = &cs.events; *pp; pp = &(*pp)->next) {
+		if (*pp == (struct cs_event *)event) {
+			ev = *pp;
+			*pp = ev->next;
+			rec_put(ev->rec);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cs.lock);
+	if (!ev)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	free(ev);
+	return cudaSuccess;
+}

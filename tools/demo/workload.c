@@ -1,0 +1,724 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The rsd-demo workload (see tools/rsd-demo.c for what it does). A single
+ * process runs it without a ring; tools/rsd-demo-mpi.c lends it one, and
+ * every stage then also hands a share of the rank's ciphertexts to the next
+ * rank and adopts as many from the previous one.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "demo.h"
+
+struct opts {
+	unsigned ciphertexts, keys, weights, stages, share;
+	uint64_t ct_bytes, key_bytes, weight_bytes, workspace;
+	uint64_t device_budget, pinned_budget;
+	bool quiet;
+};
+
+struct keysrc {
+	struct rsd_manager *m;
+	unsigned seed;
+	uint64_t nbytes;
+	unsigned loads;
+};
+
+/* A ciphertext's metadata; it travels with the value between ranks. */
+struct ct_meta {
+	uint32_t gid;	 /* job-wide id: the seed of its contents */
+	uint32_t level;	 /* what a real scheme would keep: the modulus level */
+	uint32_t origin; /* the rank that created it */
+	uint32_t hops;	 /* ranks it has left */
+};
+
+struct demo {
+	struct opts o;
+	struct demo_ring *ring;
+	FILE *out;
+	struct rsd_manager *m;
+	struct rsd_controller *c;
+	struct rsd_policy *policy; /* outlives c */
+	struct rsd_simdev *sd;
+	struct rsd_location dev;
+	void *stream;
+	struct rsd_handle *ct, *key, *w;
+	struct ct_meta *meta; /* per ciphertext slot */
+	struct keysrc *ks;
+	/* Totals: moved[why][from][to] bytes and transition counts. */
+	uint64_t moved[NWHY][NTIERS][NTIERS];
+	unsigned nmoved[NWHY][NTIERS][NTIERS];
+	unsigned evictions, spills, drops;
+	unsigned sent, received;
+};
+
+static uint64_t fnv1a(const unsigned char *p, uint64_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (uint64_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+static void fill(unsigned char *p, uint64_t n, unsigned seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (uint64_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)x;
+	}
+}
+
+/* The checksum of what fill(seed) writes: what a value must hold. */
+static int seed_sum(uint64_t n, unsigned seed, uint64_t *sum)
+{
+	unsigned char *tmp = malloc(n);
+
+	if (!tmp)
+		return -1;
+	fill(tmp, n, seed);
+	*sum = fnv1a(tmp, n);
+	free(tmp);
+	return 0;
+}
+
+static int regenerate_key(void *ctx, struct rsd_resident **out)
+{
+	struct keysrc *k = ctx;
+	int err;
+
+	err = rsd_resident_alloc(k->m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &k->nbytes,
+				 &k->seed, sizeof(k->seed), out);
+	if (err)
+		return err;
+	fill(rsd_resident_data(*out, 0), k->nbytes, 1000 + k->seed);
+	k->loads++;
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: rsd-demo [-c CIPHERTEXTS] [-k KEYS] [-w WEIGHTS] [-s STAGES]\n"
+		"                [--ct-mib N] [--key-mib N] [--weight-mib N] [--workspace-mib N]\n"
+		"                [--device-mib N] [--pinned-mib N] [--share N] [-q]\n"
+		"  --share N   ciphertexts each rank sends on per stage (MPI job only; default 1)\n");
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "ct-mib", required_argument, NULL, 1 },
+		{ "key-mib", required_argument, NULL, 2 },
+		{ "weight-mib", required_argument, NULL, 3 },
+		{ "workspace-mib", required_argument, NULL, 4 },
+		{ "device-mib", required_argument, NULL, 5 },
+		{ "pinned-mib", required_argument, NULL, 6 },
+		{ "share", required_argument, NULL, 7 },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*o = (struct opts){ .ciphertexts = 24,
+			    .keys = 6,
+			    .weights = 12,
+			    .stages = 60,
+			    .share = 1,
+			    .ct_bytes = 2 * MiB,
+			    .key_bytes = 4 * MiB,
+			    .weight_bytes = 2 * MiB,
+			    .workspace = 4 * MiB,
+			    .device_budget = 24 * MiB,
+			    .pinned_budget = 24 * MiB };
+	while ((c = getopt_long(argc, argv, "c:k:w:s:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o->ciphertexts = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'k':
+			o->keys = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'w':
+			o->weights = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			o->stages = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 1:
+			o->ct_bytes = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 2:
+			o->key_bytes = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 3:
+			o->weight_bytes = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 4:
+			o->workspace = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 5:
+			o->device_budget = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 6:
+			o->pinned_budget = strtoull(optarg, NULL, 0) * MiB;
+			break;
+		case 7:
+			o->share = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		default:
+			usage();
+			return -1;
+		}
+	}
+	/* A share leaves at least the two ciphertexts a stage computes on. */
+	if (optind < argc || o->ciphertexts < 2 || !o->keys || !o->weights || !o->ct_bytes ||
+	    o->share > o->ciphertexts - 2) {
+		usage();
+		return -1;
+	}
+	return 0;
+}
+
+/* Adds a decision's evictions and a report's copies to the totals and to
+ * the stage's row (either may be NULL). */
+static void account(struct demo *dm, struct row *r, enum phase ph, const struct rsd_decision *d,
+		    const struct rsd_plan_report *rep, const struct rsd_handle *outgoing, size_t n)
+{
+	for (size_t i = 0; d && i < d->nevictions; i++) {
+		bool drop = d->evictions[i].action.kind == RSD_ACT_DROP;
+
+		dm->evictions++;
+		dm->drops += drop;
+		dm->spills += !drop;
+		if (r) {
+			r->evict++;
+			r->drops += drop;
+			r->spills += !drop;
+		}
+	}
+	if (r && d)
+		r->explored += d->explored_states;
+	for (size_t i = 0; rep && i < rep->ntransitions; i++) {
+		const struct rsd_transition *t = &rep->transitions[i];
+		enum tier from, to;
+		enum why why;
+
+		if (t->no_op || !t->has_source || !t->has_destination)
+			continue;
+		from = demo_tier(t->source);
+		to = demo_tier(t->destination);
+		why = demo_why_of(ph, t, outgoing, n);
+		dm->moved[why][from][to] += t->storage_nbytes;
+		dm->nmoved[why][from][to]++;
+		if (!r)
+			continue;
+		if (to == T_DEVICE && from != T_DEVICE)
+			r->h2d += t->storage_nbytes;
+		else if (from == T_DEVICE && to != T_DEVICE)
+			r->d2h += t->storage_nbytes;
+		else if (from != T_DEVICE && to != T_DEVICE)
+			r->h2h += t->storage_nbytes;
+	}
+}
+
+/* What moved where and why, with the evictions behind it. */
+static void print_moved(struct demo *dm)
+{
+	fprintf(dm->out, "\n%u evictions (%u spills, %u drops of recoverable keys and weights)\n",
+		dm->evictions, dm->spills, dm->drops);
+	fprintf(dm->out, "what moved where, and why:\n");
+	for (int w = 0; w < NWHY; w++)
+		for (int i = 0; i < NTIERS; i++)
+			for (int j = 0; j < NTIERS; j++)
+				if (dm->nmoved[w][i][j])
+					fprintf(dm->out, "  %-8s -> %-8s %8.1f MiB %5u x  %s\n",
+						demo_tier_name[i], demo_tier_name[j],
+						demo_mib(dm->moved[w][i][j]), dm->nmoved[w][i][j],
+						demo_why_text[w]);
+	if (dm->ring)
+		fprintf(dm->out,
+			"sent %u ciphertexts (%.1f MiB) to rank %d from pinned-host leases; "
+			"received %u from rank %d, adopted under new handles\n",
+			dm->sent, demo_mib((uint64_t)dm->sent * dm->o.ct_bytes),
+			(dm->ring->rank + 1) % dm->ring->nranks, dm->received,
+			(dm->ring->rank + dm->ring->nranks - 1) % dm->ring->nranks);
+}
+
+/* Bring a value to pageable host and checksum it through a lease. */
+static int checksum(struct demo *dm, struct rsd_handle h, bool exclusive, uint64_t *sum)
+{
+	struct rsd_plan_report rep = { "verify", 1, NULL, 0, 0 };
+	struct rsd_transition t;
+	const struct rsd_resident *v;
+	struct rsd_lease *l;
+	int err;
+
+	err = exclusive ? rsd_move(dm->m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL, &t) :
+			  rsd_ensure(dm->m, h, RSD_LOC_PAGEABLE_HOST, NULL, &t);
+	if (err)
+		return err;
+	rep.transitions = &t;
+	account(dm, NULL, PH_VERIFY, NULL, &rep, NULL, 0);
+	err = rsd_acquire(dm->m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l);
+	if (err)
+		return err;
+	err = rsd_lease_value(l, h, &v);
+	if (!err)
+		*sum = fnv1a(rsd_resident_data(v, 0), rsd_resident_buffer_nbytes(v, 0));
+	rsd_lease_release(l, 0);
+	rsd_lease_free(l);
+	return err;
+}
+
+/* The device: the CUDA runtime's cuda:<local rank> when this process sees
+ * it, else a simulated device with that index. */
+static int open_manager(struct demo *dm)
+{
+	const struct opts *o = &dm->o;
+	int idx = dm->ring ? dm->ring->local_rank : 0;
+	struct rsd_manager_config cfg = { 0 };
+	struct rsd_budget budgets[2];
+	char name[RSD_LOCATION_NAME_MAX];
+	int err;
+
+	rsd_cuda_location(idx, &dm->dev);
+	budgets[0] = (struct rsd_budget){ dm->dev, o->device_budget };
+	budgets[1] = (struct rsd_budget){ RSD_LOC_PINNED_HOST, o->pinned_budget };
+	cfg.budgets = budgets;
+	cfg.nbudgets = 2;
+	rsd_location_name(dm->dev, name, sizeof(name));
+	if (rsd_cuda_driver()->device_count(NULL) > idx) {
+		cfg.driver = rsd_cuda_driver();
+		fprintf(dm->out, "device: %s through the CUDA runtime driver\n", name);
+	} else {
+		struct rsd_simdev_config sc = { .ndevices = idx + 1,
+						.auto_complete = true,
+						.pooled = true };
+
+		err = rsd_simdev_create(&sc, &dm->sd);
+		if (err)
+			return err;
+		cfg.driver = rsd_simdev_ops();
+		cfg.driver_ctx = dm->sd;
+		fprintf(dm->out, "device: %s is the simulated device (no CUDA GPU %d here)\n", name,
+			idx);
+	}
+	err = rsd_manager_create(&cfg, &dm->m);
+	if (err)
+		return err;
+	{
+		struct rsd_location to_pinned[] = { RSD_LOC_PINNED_HOST };
+		struct rsd_location to_pageable[] = { RSD_LOC_PAGEABLE_HOST };
+		struct rsd_fallback_tier tiers[] = { { dm->dev, to_pinned, 1 },
+						     { RSD_LOC_PINNED_HOST, to_pageable, 1 } };
+
+		err = rsd_tiered_lru_create(tiers, 2, &dm->policy);
+		if (err)
+			return err;
+	}
+	err = rsd_controller_create(dm->m, dm->policy, 0, &dm->c);
+	if (err)
+		return err;
+	if (dm->sd)
+		return rsd_simdev_stream_create(dm->sd, idx, &dm->stream);
+	/* On the CUDA driver the consumer stream is the driver's stream of the
+	 * rank's device: a use of a value there needs one. */
+	dm->stream = rsd_cuda_driver()->default_stream(NULL, idx);
+	return dm->stream ? 0 : -RSD_EDEVICE;
+}
+
+/* The values: ciphertexts (ids rank * ciphertexts + i, job-wide), keys with
+ * sources, weights. */
+static int populate(struct demo *dm)
+{
+	const struct opts *o = &dm->o;
+	struct rsd_location pageable = RSD_LOC_PAGEABLE_HOST;
+	unsigned rank = dm->ring ? (unsigned)dm->ring->rank : 0;
+
+	dm->ct = calloc(o->ciphertexts, sizeof(*dm->ct));
+	dm->meta = calloc(o->ciphertexts, sizeof(*dm->meta));
+	dm->key = calloc(o->keys, sizeof(*dm->key));
+	dm->ks = calloc(o->keys, sizeof(*dm->ks));
+	dm->w = calloc(o->weights, sizeof(*dm->w));
+	if (!dm->ct || !dm->meta || !dm->key || !dm->ks || !dm->w)
+		return -1;
+	for (unsigned i = 0; i < o->ciphertexts; i++) {
+		struct ct_meta *mt = &dm->meta[i];
+		struct rsd_resident *r;
+
+		*mt = (struct ct_meta){ rank * o->ciphertexts + i, 7, rank, 0 };
+		if (rsd_resident_alloc(dm->m, &rsd_resident_type, pageable, 1, &o->ct_bytes, mt,
+				       sizeof(*mt), &r))
+			return -1;
+		fill(rsd_resident_data(r, 0), o->ct_bytes, mt->gid);
+		if (rsd_adopt(dm->m, r, NULL, RSD_EXCLUSIVE, &dm->ct[i])) {
+			rsd_resident_free(r);
+			return -1;
+		}
+	}
+	for (unsigned i = 0; i < o->keys; i++) {
+		struct rsd_value_spec spec = { &rsd_resident_type, o->key_bytes, o->key_bytes,
+					       RSD_REPLICABLE, RSD_RECONSTRUCTIBLE };
+		struct rsd_source src = { regenerate_key, NULL, &dm->ks[i] };
+
+		dm->ks[i] = (struct keysrc){ dm->m, i, o->key_bytes, 0 };
+		if (rsd_register_source(dm->m, &spec, &src, pageable, &dm->key[i]))
+			return -1;
+		/* Rotation keys are costly to regenerate: keep them longer. */
+		if (rsd_controller_set_policy_metadata(dm->c, dm->key[i], 1, NULL))
+			return -1;
+	}
+	for (unsigned i = 0; i < o->weights; i++) {
+		struct rsd_resident *r;
+
+		if (rsd_resident_alloc(dm->m, &rsd_resident_type, pageable, 1, &o->weight_bytes,
+				       NULL, 0, &r))
+			return -1;
+		fill(rsd_resident_data(r, 0), o->weight_bytes, 5000 + i);
+		if (rsd_adopt(dm->m, r, NULL, RSD_REPLICABLE, &dm->w[i])) {
+			rsd_resident_free(r);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* One stage's computation: two ciphertexts, a key and a weight block on the
+ * device, and a workspace. */
+static int compute(struct demo *dm, unsigned s, struct row *row)
+{
+	const struct opts *o = &dm->o;
+	unsigned a = (s * 5) % o->ciphertexts, b = (s * 5 + 3) % o->ciphertexts;
+	struct rsd_requirement req[4] = {
+		{ dm->ct[a], dm->dev },
+		{ dm->ct[b == a ? (b + 1) % o->ciphertexts : b], dm->dev },
+		{ dm->key[s % o->keys], dm->dev },
+		{ dm->w[(s * 7) % o->weights], dm->dev },
+	};
+	struct rsd_reservation_spec ws = { dm->dev, o->workspace, "workspace" };
+	char name[32];
+	struct rsd_request request = { name, req, 4, &ws, 1 };
+	struct rsd_plan_report *rep = NULL;
+	struct rsd_use *u = NULL;
+	int err;
+
+	snprintf(name, sizeof(name), "stage-%u", s);
+	/* A consumer stream finishing between the decision and the scope's
+	 * entry (a lease reaped) makes the decision stale: on an asynchronous
+	 * device that is normal, so decide again. */
+	for (int tries = 0;; tries++) {
+		err = rsd_controller_use(dm->c, &request, dm->stream ? &dm->stream : NULL,
+					 dm->stream ? 1 : 0, NULL, 0, &u);
+		if (err != -RSD_ESTALE || tries == 8)
+			break;
+	}
+	if (err)
+		return err;
+	/* The stage's kernels would read the borrowed values here, on
+	 * dm->stream; closing the use hands that stream to the leases. */
+	err = rsd_use_close(u, &rep);
+	account(dm, row, PH_STAGE, rsd_use_decision(u), rep, NULL, 0);
+	rsd_plan_report_free(rep);
+	rsd_use_free(u);
+	return err;
+}
+
+/*
+ * The ring step: o.share ciphertexts leave for rank + 1 and as many arrive
+ * from rank - 1, into the same slots. One controller use brings the leaving
+ * ones to pinned host (a lease there: MPI reads their buffers) and reserves
+ * pinned room for the arriving ones, which are received into residents
+ * allocated in the pinned pool and adopted once the use is closed.
+ */
+static int exchange(struct demo *dm, unsigned s, struct row *row)
+{
+	const struct opts *o = &dm->o;
+	struct rsd_location pinned = RSD_LOC_PINNED_HOST;
+	size_t k = o->share;
+	struct rsd_requirement *req = calloc(k, sizeof(*req));
+	struct rsd_handle *outgoing = calloc(k, sizeof(*outgoing));
+	struct rsd_resident **in = calloc(k, sizeof(struct rsd_resident *));
+	struct ct_meta *out_meta = calloc(k, sizeof(*out_meta));
+	struct ct_meta *in_meta = calloc(k, sizeof(*in_meta));
+	const void **out_ptr = calloc(2 * k, sizeof(*out_ptr));
+	void **in_ptr = calloc(2 * k, sizeof(*in_ptr));
+	unsigned *slot = calloc(k, sizeof(*slot));
+	struct rsd_reservation_spec room = { pinned, k * o->ct_bytes, "incoming" };
+	char name[32];
+	struct rsd_request request = { name, req, k, &room, 1 };
+	struct rsd_plan_report *rep = NULL;
+	struct rsd_use *u = NULL;
+	int err = -1;
+
+	if (!req || !outgoing || !in || !out_meta || !in_meta || !out_ptr || !in_ptr || !slot)
+		goto out;
+	for (size_t j = 0; j < k; j++) {
+		slot[j] = (unsigned)((s * 7 + 1 + j) % o->ciphertexts);
+		outgoing[j] = dm->ct[slot[j]];
+		req[j] = (struct rsd_requirement){ outgoing[j], pinned };
+	}
+	snprintf(name, sizeof(name), "exchange-%u", s);
+	err = rsd_controller_use(dm->c, &request, NULL, 0, NULL, 0, &u);
+	if (err)
+		goto out;
+	for (size_t j = 0; j < k; j++) {
+		const struct rsd_resident *v;
+
+		err = rsd_use_value(u, outgoing[j], pinned, &v);
+		if (err)
+			goto out;
+		out_meta[j] = dm->meta[slot[j]];
+		out_meta[j].hops++;
+		out_ptr[j] = &out_meta[j];
+		out_ptr[k + j] = rsd_resident_data(v, 0);
+		in_ptr[j] = &in_meta[j];
+	}
+	err = -1;
+	if (dm->ring->shift(dm->ring, out_ptr, in_ptr, k, sizeof(struct ct_meta)))
+		goto out;
+	for (size_t j = 0; j < k; j++) {
+		err = rsd_resident_alloc(dm->m, &rsd_resident_type, pinned, 1, &o->ct_bytes,
+					 &in_meta[j], sizeof(in_meta[j]), &in[j]);
+		if (err)
+			goto out;
+		in_ptr[k + j] = rsd_resident_data(in[j], 0);
+	}
+	err = -1;
+	if (dm->ring->shift(dm->ring, out_ptr + k, in_ptr + k, k, o->ct_bytes))
+		goto out;
+	err = rsd_use_close(u, &rep);
+	account(dm, row, PH_EXCHANGE, rsd_use_decision(u), rep, outgoing, k);
+	if (err)
+		goto out;
+	/* The leaving values are the next rank's now; the arriving ones are
+	 * ours under handles of our own. */
+	for (size_t j = 0; j < k; j++) {
+		err = rsd_discard(dm->m, outgoing[j], NULL);
+		if (!err)
+			err = rsd_adopt(dm->m, in[j], &pinned, RSD_EXCLUSIVE, &dm->ct[slot[j]]);
+		if (err)
+			goto out;
+		in[j] = NULL;
+		dm->meta[slot[j]] = in_meta[j];
+	}
+	dm->sent += (unsigned)k;
+	dm->received += (unsigned)k;
+out:
+	rsd_plan_report_free(rep);
+	rsd_use_free(u);
+	for (size_t j = 0; in && j < k; j++)
+		rsd_resident_free(in[j]);
+	free(req);
+	free(outgoing);
+	free(in);
+	free(out_meta);
+	free(in_meta);
+	free(out_ptr);
+	free(in_ptr);
+	free(slot);
+	return err;
+}
+
+/*
+ * Every ciphertext against its seed and its metadata, every key against
+ * its source's seed. owned[gid] counts the intact ciphertexts this rank
+ * holds per job-wide id. Returns the number of losses.
+ */
+static unsigned verify(struct demo *dm, uint64_t *owned, unsigned *loads)
+{
+	const struct opts *o = &dm->o;
+	unsigned lost = 0;
+
+	for (unsigned i = 0; i < o->ciphertexts; i++) {
+		uint64_t sum = 0, want = 0;
+
+		if (checksum(dm, dm->ct[i], true, &sum) ||
+		    seed_sum(o->ct_bytes, dm->meta[i].gid, &want) || sum != want) {
+			fprintf(stderr, "rsd-demo: ciphertext %u (slot %u) is corrupt or lost\n",
+				dm->meta[i].gid, i);
+			lost++;
+			continue;
+		}
+		owned[dm->meta[i].gid]++;
+	}
+	*loads = 0;
+	for (unsigned i = 0; i < o->keys; i++) {
+		uint64_t sum = 0, want = 0;
+
+		if (checksum(dm, dm->key[i], false, &sum) ||
+		    seed_sum(o->key_bytes, 1000 + i, &want) || sum != want) {
+			fprintf(stderr, "rsd-demo: rotation key %u is corrupt or lost\n", i);
+			lost++;
+		}
+		*loads += dm->ks[i].loads;
+	}
+	return lost;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Job-wide: every ciphertext id owned intact exactly once, nothing lost on
+ * any rank. Rank 0 prints the job's lines. Returns the job's losses. */
+static uint64_t job_summary(struct demo *dm, uint64_t *tally, size_t ntally,
+			    const struct timespec *t0)
+{
+	const struct opts *o = &dm->o;
+	struct demo_ring *ring = dm->ring;
+	uint64_t nct = (uint64_t)ring->nranks * o->ciphertexts, lost, missing = 0;
+	uint64_t *owned = tally + 4;
+
+	/* tally: lost, key loads, sent, received, then owned[gid]. */
+	if (ring->sum(ring, tally, ntally))
+		ring->abort(ring, 1);
+	lost = tally[0];
+	for (uint64_t g = 0; g < nct; g++)
+		if (owned[g] != 1)
+			missing++;
+	if (ring->rank == 0) {
+		printf("\n== job: %d ranks ==\n", ring->nranks);
+		printf("ring: %llu ciphertexts sent, %llu received and adopted (%.1f MiB)\n",
+		       (unsigned long long)tally[2], (unsigned long long)tally[3],
+		       demo_mib(tally[2] * o->ct_bytes));
+		printf("verified %llu ciphertexts (each owned by exactly one rank: %s) and "
+		       "%llu keys (%llu key regenerations) on %d ranks: %s\n",
+		       (unsigned long long)nct, missing ? "NO" : "yes",
+		       (unsigned long long)ring->nranks * o->keys, (unsigned long long)tally[1],
+		       ring->nranks, lost || missing ? "DATA LOST" : "all intact");
+		printf("elapsed %.2f s\n", seconds_since(t0));
+	}
+	return lost + missing;
+}
+
+static void demo_close(struct demo *dm)
+{
+	rsd_controller_free(dm->c);
+	rsd_policy_free(dm->policy);
+	if (dm->m) {
+		rsd_manager_close(dm->m, RSD_CLOSE_FORCE);
+		rsd_manager_destroy(dm->m);
+	}
+	if (dm->sd && dm->stream)
+		rsd_simdev_stream_destroy(dm->sd, dm->stream);
+	rsd_simdev_destroy(dm->sd);
+	free(dm->ct);
+	free(dm->meta);
+	free(dm->key);
+	free(dm->ks);
+	free(dm->w);
+}
+
+/* In a job each rank writes its report into memory and rank 0 prints them
+ * in rank order, then the job's lines. */
+int demo_run(int argc, char **argv, struct demo_ring *ring)
+{
+	struct demo dm = { .ring = ring };
+	const struct opts *o = &dm.o;
+	struct timespec t0;
+	struct table tab = { 0 };
+	uint64_t *tally = NULL, lost = 0;
+	size_t ntally = 0, textlen = 0;
+	char *text = NULL;
+	unsigned loads = 0;
+	bool progress;
+	int rc = 1;
+
+	if (parse(argc, argv, &dm.o))
+		return 2;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	progress = o->quiet && (!ring || ring->rank == 0);
+	dm.out = ring ? open_memstream(&text, &textlen) : stdout;
+	if (!dm.out)
+		goto fail;
+	if (ring)
+		fprintf(dm.out, "== rank %d (pid %d) of %d ==\n", ring->rank, (int)getpid(),
+			ring->nranks);
+	if (open_manager(&dm) || populate(&dm))
+		goto fail;
+	fprintf(dm.out,
+		"%u ciphertexts x %.0f MiB, %u keys x %.0f MiB, %u weights x %.0f MiB; "
+		"device budget %.0f MiB, pinned %.0f MiB, workspace %.0f MiB per stage",
+		o->ciphertexts, demo_mib(o->ct_bytes), o->keys, demo_mib(o->key_bytes), o->weights,
+		demo_mib(o->weight_bytes), demo_mib(o->device_budget), demo_mib(o->pinned_budget),
+		demo_mib(o->workspace));
+	if (ring)
+		fprintf(dm.out, "; %u to the next rank per stage", o->share);
+	fprintf(dm.out, "\n\n");
+	if (demo_table_begin(&tab, o->stages))
+		goto fail;
+	for (unsigned s = 0; s < o->stages; s++) {
+		struct row row = { 0 };
+
+		if (compute(&dm, s, &row)) {
+			fprintf(stderr, "rsd-demo: stage-%u: %s\n", s, rsd_last_error()->message);
+			goto fail;
+		}
+		if (ring && o->share && exchange(&dm, s, &row)) {
+			fprintf(stderr, "rsd-demo: exchange-%u: %s\n", s,
+				rsd_last_error()->message);
+			goto fail;
+		}
+		row.peak = demo_device_peak(dm.m, dm.dev);
+		demo_table_add(&tab, &row);
+		if (progress && s % 10 == 9)
+			fprintf(stderr, "\rrsd-demo: stage %u/%u", s + 1, o->stages);
+	}
+	if (progress)
+		fprintf(stderr, "\n");
+	if (!o->quiet)
+		demo_table_end(&tab, dm.out);
+	demo_print_snapshot(dm.out, dm.m);
+
+	/* Nothing lost: every ciphertext and key byte is what it was. */
+	ntally = 4 + (size_t)(ring ? ring->nranks : 1) * o->ciphertexts;
+	tally = calloc(ntally, sizeof(*tally));
+	if (!tally)
+		goto fail;
+	tally[0] = verify(&dm, tally + 4, &loads);
+	print_moved(&dm);
+	fprintf(dm.out, "\nverified %u ciphertexts and %u keys (%u key regenerations): %s\n",
+		o->ciphertexts, o->keys, loads, tally[0] ? "DATA LOST" : "all intact");
+	fprintf(dm.out, "elapsed %.2f s\n", seconds_since(&t0));
+	lost = tally[0];
+	if (ring) {
+		tally[1] = loads;
+		tally[2] = dm.sent;
+		tally[3] = dm.received;
+		fclose(dm.out);
+		dm.out = NULL;
+		if (ring->print_all(ring, text, textlen))
+			ring->abort(ring, 1);
+		lost = job_summary(&dm, tally, ntally, &t0);
+	}
+	rc = lost ? 1 : 0;
+	goto out;
+fail:
+	fprintf(stderr, "rsd-demo: %s\n", rsd_last_error()->message);
+	if (ring)
+		ring->abort(ring, 1);
+out:
+	if (ring && dm.out)
+		fclose(dm.out);
+	free(text);
+	free(tally);
+	free(tab.rows);
+	demo_close(&dm);
+	return rc;
+}
