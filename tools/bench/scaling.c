@@ -104,11 +104,11 @@ static void scale_env_init(struct scale_env *se, size_t n)
 	t0 = bench_now_ns();
 	plan_env_init_in(&se->pe, bench_manager(&b, 1), n, true, h);
 	se->setup_s = (double)(bench_now_ns() - t0) / 1e9;
-	se->rss_per_value = (double)(scale_rss_bytes() - rss0) / (double)n;
+	se->rss_per_value = ((double)scale_rss_bytes() - (double)rss0) / (double)n;
 	/* Less the benchmark's own context of each source: malloc(16), a
 	 * 32-byte chunk. */
 	se->heap_per_value =
-		((double)(scale_heap_bytes() - heap0) - 32.0 * (double)nsrc) / (double)n;
+		((double)scale_heap_bytes() - (double)heap0 - 32.0 * (double)nsrc) / (double)n;
 	se->ce.m = se->pe.m;
 	se->ce.h = h;
 	se->ce.n = nsrc;
