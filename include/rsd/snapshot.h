@@ -134,11 +134,15 @@ struct rsd_snapshot {
  * @m: the manager.
  * @out: receives the snapshot on success; free it with rsd_snapshot_free().
  *
- * Context: Lock-free reader; callable from a source callback.
+ * Context: Lock-free reader, except after a writer call whose publication
+ * ran out of memory: then the snapshot publishes first under the manager's
+ * lock (as rsd_manager_state_version_get(), rsd_explain() and
+ * rsd_controller_decide() do). Callable from a source callback.
  * Return: 0 on success, or
  * * -RSD_ETYPE - @m or @out is NULL.
  * * -RSD_ECLOSED - the manager is closed.
- * * -RSD_ENOMEM - the copy could not be allocated.
+ * * -RSD_EREENTRANT - a publication is owed and a source load is running.
+ * * -RSD_ENOMEM - the copy, or the owed publication, could not be allocated.
  */
 int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out);
 

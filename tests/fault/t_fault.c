@@ -227,8 +227,11 @@ ATF_TC_BODY(reserve_point_in_scope, tc)
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 8, "zero" },
 					     { RSD_LOC_PAGEABLE_HOST, 8, "one" } };
 	struct rsd_action reclaim = rsd_action_ensure(h, RSD_LOC_PINNED_HOST);
-	struct rsd_plan p = { .name = "rv", .reclaim = &reclaim, .nreclaim = 1,
-			      .reservations = rs, .nreservations = 2 };
+	struct rsd_plan p = { .name = "rv",
+			      .reclaim = &reclaim,
+			      .nreclaim = 1,
+			      .reservations = rs,
+			      .nreservations = 2 };
 	struct rsd_plan_report *partial;
 	const struct rsd_error *e;
 	struct rsd_scope *sc = NULL;
@@ -259,6 +262,99 @@ ATF_TC_BODY(reserve_point_in_scope, tc)
 	rsd_manager_destroy(m);
 }
 
+/*
+ * A publication that fails after building the reservation table must keep
+ * the reservation mark: the next publication still has to show it. State:
+ * a lease at cuda:0; A = reserve "ws" (its publication fails at its last
+ * allocation, the reservation table); B = release the lease without waiting
+ * (its publication rebuilds the reservation table, then fails at its last
+ * allocation, the pending-lease table). A snapshot must then list "ws".
+ */
+struct pub {
+	struct rsd_simdev *sd;
+	struct rsd_manager *m;
+	void *st;
+	struct rsd_lease *l;
+	struct rsd_reservation *r;
+};
+
+static void pub_setup(struct pub *p)
+{
+	struct rsd_simdev_config sc = { .ndevices = 1, .pooled = true };
+	struct rsd_manager_config cfg = { 0 };
+	struct rsd_location at = { RSD_CUDA, 0 };
+	struct rsd_resident *r;
+	struct rsd_handle h;
+	uint64_t n = 64;
+
+	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &p->sd), 0);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(p->sd, 0, &p->st), 0);
+	cfg.driver = rsd_simdev_ops();
+	cfg.driver_ctx = p->sd;
+	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &p->m), 0);
+	ATF_REQUIRE_EQ(rsd_resident_alloc(p->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
+	ATF_REQUIRE_EQ(rsd_adopt(p->m, r, &at, RSD_REPLICABLE, &h), 0);
+	ATF_REQUIRE_EQ(rsd_acquire(p->m, &h, 1, at, p->st, &p->l), 0);
+	p->r = NULL;
+}
+
+static void pub_teardown(struct pub *p)
+{
+	/* Freeing the lease unreleased abandons it, which waits for its
+	 * consumer stream: let the stream's work run as it is queued. */
+	rsd_simdev_set_progress(p->sd, RSD_SIMDEV_IMMEDIATE, 0);
+	rsd_lease_free(p->l);
+	rsd_reservation_free(p->r);
+	rsd_simdev_complete_all(p->sd);
+	rsd_manager_destroy(p->m);
+	rsd_simdev_stream_destroy(p->sd, p->st);
+	rsd_simdev_destroy(p->sd);
+}
+
+/* Run step 0 (A) or 1 (B) failing its fail-th allocation (0: none);
+ * returns how many allocations it made. */
+static uint64_t pub_step(struct pub *p, int step, uint64_t fail)
+{
+	uint64_t h0 = rsd_fault_hits("alloc");
+
+	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, fail ? fail : UINT64_MAX, RSD_ENOMEM), 0);
+	if (step == 0)
+		ATF_REQUIRE_EQ(rsd_reserve(p->m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &p->r), 0);
+	else
+		ATF_REQUIRE_EQ(rsd_lease_release(p->l, 0), 0);
+	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
+	return rsd_fault_hits("alloc") - h0;
+}
+
+ATF_TC_WITHOUT_HEAD(failed_publication_keeps_marks);
+ATF_TC_BODY(failed_publication_keeps_marks, tc)
+{
+	struct pub p;
+	struct rsd_snapshot *s;
+	uint64_t na, nb, f0;
+	char site[128];
+
+	pub_setup(&p);
+	na = pub_step(&p, 0, 0);
+	pub_teardown(&p);
+	pub_setup(&p);
+	f0 = rsd__fault_fired(NULL, 0);
+	pub_step(&p, 0, na);
+	ATF_REQUIRE_EQ(rsd__fault_fired(site, sizeof(site)), f0 + 1);
+	ATF_REQUIRE_MSG(!strncmp(site, "lib/core/image.c:", 17), "A failed at %s", site);
+	nb = pub_step(&p, 1, 0);
+	pub_teardown(&p);
+	pub_setup(&p);
+	pub_step(&p, 0, na);
+	pub_step(&p, 1, nb);
+	ATF_REQUIRE_EQ(rsd__fault_fired(site, sizeof(site)), f0 + 3);
+	ATF_REQUIRE_MSG(!strncmp(site, "lib/core/image.c:", 17), "B failed at %s", site);
+	ATF_REQUIRE_EQ(rsd_snapshot_take(p.m, &s), 0);
+	ATF_CHECK_EQ(s->nreservations, 1);
+	rsd_snapshot_free(s);
+	pub_teardown(&p);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, points_listed);
@@ -269,5 +365,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, acquire_point);
 	ATF_TP_ADD_TC(tp, reserve_point_in_scope);
 	ATF_TP_ADD_TC(tp, resident_point);
+	ATF_TP_ADD_TC(tp, failed_publication_keeps_marks);
 	return atf_no_error();
 }

@@ -152,8 +152,8 @@ int model_explain(struct model *md, const struct mact *a, size_t n, const uint64
 int model_acquire(struct model *md, const int *h, int n, int at, int stream, int *slot);
 int model_lease_release(struct model *md, int slot, bool wait);
 void model_lease_free(struct model *md, int slot);
-/* Release when recording the completion events fails (semantics §10.4
- * step 5): the streams are synchronized and the lease is gone at once. */
+/* Release when recording the completion events fails (the fallback
+ * release): the streams are synchronized and the lease is gone at once. */
 int model_lease_release_unrecorded(struct model *md, int slot);
 int model_lease_add_stream(struct model *md, int slot, int stream);
 int model_lease_value(struct model *md, int slot, int h);

@@ -103,8 +103,8 @@ static unsigned env_or(const char *name, unsigned dflt)
 ATF_TC_WITHOUT_HEAD(model_alloc_sweep);
 ATF_TC_BODY(model_alloc_sweep, tc)
 {
-	sweep_seeds(env_or("RSD_SWEEP_FIRST", 1), env_or("RSD_SWEEP_SEEDS", 6),
-		    env_or("RSD_SWEEP_STEPS", 40));
+	sweep_seeds(env_or("RSD_SWEEP_FIRST", 1), env_or("RSD_SWEEP_SEEDS", 8),
+		    env_or("RSD_SWEEP_STEPS", 50));
 	print_sites();
 }
 
