@@ -263,6 +263,14 @@ $(foreach s,$(filter $(MPI_SRCS),$(TOOL_SRCS) $(TEST_C_SRCS)),\
 	$(eval $(B)/$(s:.c=.o): EXTRA_CFLAGS += $(MPI_CFLAGS))\
 	$(eval $(call prog_of,$(s)): EXTRA_LIBS += $(MPI_LIBS)))
 
+# rsd-bench compares librsd with StarPU when starpu-1.3 is installed
+# (tools/install-deps installs it); only rsd-bench links it, never the library.
+STARPU_PC	:= $(shell pkg-config --exists starpu-1.3 2>/dev/null && echo starpu-1.3)
+ifneq ($(STARPU_PC),)
+CFLAGS_rsd-bench.o += -DRSD_BENCH_STARPU=1 $(shell pkg-config --cflags $(STARPU_PC))
+LDLIBS_rsd-bench += $(shell pkg-config --libs $(STARPU_PC))
+endif
+
 # ---------------------------------------------------------------------------
 # Rebuild everything when the flags change: $(B)/.flags holds the last set
 # and is rewritten (bumping its mtime) only when it differs.
@@ -654,8 +662,12 @@ endif
 LINT_SRCS	:= $(LIB_SRCS) $(TOOL_SRCS) $(DEMO_SRCS) $(TP_SRCS)
 LINT_CPPFLAGS	:= $(filter-out -DRSD_TRACE=%,$(RSD_CPPFLAGS)) -DRSD_TRACE=0
 LINT_MPIFLAGS	:= $(patsubst -I%,-isystem %,$(MPI_CFLAGS))
+# rsd-bench is linted with its StarPU cases when StarPU is installed.
+LINT_STARPUFLAGS := $(if $(STARPU_PC),-DRSD_BENCH_STARPU=1 \
+		    $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(STARPU_PC))))
 lint_flags	= $(if $(filter $(TP_SRCS),$(1)),$(RSD_CPPFLAGS),$(LINT_CPPFLAGS)) \
-		  $(if $(filter $(MPI_SRCS),$(1)),$(LINT_MPIFLAGS))
+		  $(if $(filter $(MPI_SRCS),$(1)),$(LINT_MPIFLAGS)) \
+		  $(if $(filter tools/rsd-bench.c,$(1)),$(LINT_STARPUFLAGS))
 CLANG_TIDY	?= clang-tidy
 CPPCHECK	?= cppcheck
 

@@ -518,10 +518,28 @@ void rsd__image_destroy(struct rsd_manager *m)
 	m->img = NULL;
 }
 
+/*
+ * Ids grow strictly with the index (ids come from one process-wide counter,
+ * values are appended under the writer lock and never removed), so the
+ * value with this id sits at an index no greater than id - first and no
+ * less than count - 1 - (last - id). When a manager's ids are dense, as
+ * they are unless several managers register at once, that pins the index
+ * and the search reads three values instead of log2(count) scattered ones.
+ */
 const struct rsd_img_value *rsd__img_find(const struct rsd_image *img, uint64_t id)
 {
-	uint64_t lo = 0, hi = img->values.count;
+	uint64_t lo = 0, hi = img->values.count, first, last;
 
+	if (!hi)
+		return NULL;
+	first = ((const struct rsd_img_value *)rsd__pv_get(&img->values, 0))->handle.id;
+	last = ((const struct rsd_img_value *)rsd__pv_get(&img->values, hi - 1))->handle.id;
+	if (id < first || id > last)
+		return NULL;
+	if (id - first < hi - 1)
+		hi = id - first + 1;
+	if (last - id < img->values.count - 1)
+		lo = img->values.count - 1 - (last - id);
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 		const struct rsd_img_value *iv = rsd__pv_get(&img->values, mid);

@@ -287,6 +287,57 @@ ATF_TC_BODY(unknown_and_discarded_handles, tc)
 	pfx_fini(&f);
 }
 
+/*
+ * Two managers registering in turn: each one's ids have gaps (the other's
+ * values), so resolution cannot assume dense ids. Every value resolves; a
+ * gap id, an id below the first and one above the last are unknown.
+ */
+ATF_TC_WITHOUT_HEAD(interleaved_ids);
+ATF_TC_BODY(interleaved_ids, tc)
+{
+	struct rsd_handle h[5], other[5], forged;
+	struct rsd_action a[5];
+	struct rsd_explanation *e;
+	struct pfx f, g;
+
+	pfx_init(&f, NULL, 0, -1);
+	pfx_init(&g, NULL, 0, -1);
+	for (int i = 0; i < 5; i++) {
+		other[i] = pfx_adopt(&g, PAGEABLE, RSD_EXCLUSIVE);
+		h[i] = pfx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
+		/* a second value of g between each pair of f's: gaps of two */
+		(void)pfx_adopt(&g, PAGEABLE, RSD_EXCLUSIVE);
+		a[i] = rsd_action_ensure(h[i], PAGEABLE);
+	}
+	e = pfx_explain_enter(&f, "interleaved", a, 5);
+	ATF_CHECK(e->feasible);
+	ATF_REQUIRE_EQ(e->nactions, 5);
+	for (int i = 0; i < 5; i++) {
+		/* resolved: a no-op ensure that knows the value's size */
+		ATF_CHECK_MSG(e->actions[i].executable && e->actions[i].no_op,
+			      "value %d of 5 not resolved", i);
+		ATF_CHECK_EQ(e->actions[i].logical_nbytes, N);
+	}
+	rsd_explanation_free(e);
+	/* g's ids with f's manager: below f's first id (other[0]) and in its gaps */
+	for (int i = 0; i < 5; i++) {
+		forged = h[0];
+		forged.id = other[i].id;
+		a[0] = rsd_action_ensure(forged, PAGEABLE);
+		e = pfx_explain_enter(&f, "gap", a, 1);
+		pfx_check_reason(e->reason, "Residency handle is unknown");
+		rsd_explanation_free(e);
+	}
+	forged = h[4];
+	forged.id = h[4].id + 1;
+	a[0] = rsd_action_ensure(forged, PAGEABLE);
+	e = pfx_explain_enter(&f, "above", a, 1);
+	pfx_check_reason(e->reason, "Residency handle is unknown");
+	rsd_explanation_free(e);
+	pfx_fini(&g);
+	pfx_fini(&f);
+}
+
 /* ---- location reasons (§18.3) ---- */
 
 ATF_TC_WITHOUT_HEAD(cuda_unavailable);
@@ -571,6 +622,7 @@ ATF_TC_BODY(lock_free_during_load, tc)
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, reservation_label_quoting);
+	ATF_TP_ADD_TC(tp, interleaved_ids);
 	ATF_TP_ADD_TC(tp, reservation_long_label);
 	ATF_TP_ADD_TC(tp, reservations_after_reclaim);
 	ATF_TP_ADD_TC(tp, reservation_sum_exact);

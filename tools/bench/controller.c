@@ -30,7 +30,8 @@ static void ctrl_next_request(struct ctrl_env *ce)
 		ce->req[i] = (struct rsd_requirement){ ce->h[(ce->next + i) % ce->n],
 						       RSD_LOC_PAGEABLE_HOST };
 	ce->next = (ce->next + REQ_VALUES) % ce->n;
-	ce->rq = (struct rsd_request){ .name = "bench", .requirements = ce->req,
+	ce->rq = (struct rsd_request){ .name = "bench",
+				       .requirements = ce->req,
 				       .nrequirements = REQ_VALUES };
 }
 
@@ -54,6 +55,52 @@ static void ctrl_skip(const char *cs, const char *what, int rc)
 		   rsd_last_error()->message);
 }
 
+/*
+ * Fill the budget and warm up, then time reps batches of uses and of
+ * decides of the next request (it evicts 8). 0, or the failing call's
+ * error with *what naming it.
+ */
+static int ctrl_measure(struct ctrl_env *ce, size_t uses, size_t reps, double *use_us,
+			double *dec_us, uint64_t *explored, uint64_t *nevict, const char **what)
+{
+	int rc;
+
+	*what = "rsd_controller_use";
+	for (size_t i = 0; i < BUDGET_VALUES / REQ_VALUES + 4; i++) {
+		rc = ctrl_use_once(ce);
+		if (rc)
+			return rc;
+	}
+	for (size_t r = 0; r < reps; r++) {
+		uint64_t t0 = bench_now_ns();
+
+		for (size_t i = 0; i < uses; i++) {
+			rc = ctrl_use_once(ce);
+			if (rc)
+				return rc;
+		}
+		use_us[r] = (double)(bench_now_ns() - t0) / (double)uses / 1e3;
+	}
+	*what = "rsd_controller_decide";
+	ctrl_next_request(ce);
+	for (size_t r = 0; r < reps; r++) {
+		uint64_t t0 = bench_now_ns();
+
+		for (size_t i = 0; i < uses; i++) {
+			struct rsd_decision *d;
+
+			rc = rsd_controller_decide(ce->c, &ce->rq, &d);
+			if (rc)
+				return rc;
+			*explored = d->explored_states;
+			*nevict = d->nevictions;
+			rsd_decision_free(d);
+		}
+		dec_us[r] = (double)(bench_now_ns() - t0) / (double)uses / 1e3;
+	}
+	return 0;
+}
+
 static void ctrl_run(size_t n, double py_ms)
 {
 	struct rsd_budget b = { RSD_LOC_PAGEABLE_HOST, (uint64_t)BUDGET_VALUES * VAL_BYTES };
@@ -61,6 +108,7 @@ static void ctrl_run(size_t n, double py_ms)
 	struct ctrl_env ce = { 0 };
 	double use_us[8], dec_us[8];
 	uint64_t explored = 0, nevict = 0;
+	const char *what;
 	char cs[32];
 	struct bench_fig *f;
 	int rc;
@@ -75,44 +123,10 @@ static void ctrl_run(size_t n, double py_ms)
 		ctrl_skip(cs, "rsd_controller_create", rc);
 		goto out;
 	}
-	/* Fill the budget, then a few evicting uses to warm up. */
-	for (size_t i = 0; i < BUDGET_VALUES / REQ_VALUES + 4; i++) {
-		rc = ctrl_use_once(&ce);
-		if (rc) {
-			ctrl_skip(cs, "rsd_controller_use", rc);
-			goto out_ctrl;
-		}
-	}
-	for (size_t r = 0; r < reps; r++) {
-		uint64_t t0 = bench_now_ns();
-
-		for (size_t i = 0; i < uses; i++) {
-			rc = ctrl_use_once(&ce);
-			if (rc) {
-				ctrl_skip(cs, "rsd_controller_use", rc);
-				goto out_ctrl;
-			}
-		}
-		use_us[r] = (double)(bench_now_ns() - t0) / (double)uses / 1e3;
-	}
-	/* decide alone, for the request that would come next (it evicts 8) */
-	ctrl_next_request(&ce);
-	for (size_t r = 0; r < reps; r++) {
-		uint64_t t0 = bench_now_ns();
-
-		for (size_t i = 0; i < uses; i++) {
-			struct rsd_decision *d;
-
-			rc = rsd_controller_decide(ce.c, &ce.rq, &d);
-			if (rc) {
-				ctrl_skip(cs, "rsd_controller_decide", rc);
-				goto out_ctrl;
-			}
-			explored = d->explored_states;
-			nevict = d->nevictions;
-			rsd_decision_free(d);
-		}
-		dec_us[r] = (double)(bench_now_ns() - t0) / (double)uses / 1e3;
+	rc = ctrl_measure(&ce, uses, reps, use_us, dec_us, &explored, &nevict, &what);
+	if (rc) {
+		ctrl_skip(cs, what, rc);
+		goto out_ctrl;
 	}
 	f = bench_fig(cs, "use_us", bench_median(use_us, reps), "us");
 	bench_fig_py(f, py_ms * 1e3);

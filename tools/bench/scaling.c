@@ -4,6 +4,11 @@
  * how the ensure/drop cycle, a snapshot and explain grow with the number of
  * values registered.
  */
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "common.h"
 
 /*
@@ -23,41 +28,212 @@ static void case_trace_cycle(void)
 }
 
 /*
- * Each count: the plan environment (10 adopted values) plus registered
- * sources up to the count; sources carry no materialization, so the
- * snapshot rows are the value records alone.
+ * The scaling table. At each N, one manager holds the plan environment (10
+ * adopted replicable values) plus N - 10 registered sources, never loaded
+ * until the controller asks for them; the pageable budget holds the 10 plus
+ * 64 sources, so every controller request of 8 evicts 8 and loads 8. All
+ * managers live side by side and each repetition measures every row at
+ * every N in turn, so a change of load on the machine falls on all of them.
+ *
+ * Rows: ensure(pinned)+drop(pinned) of one adopted value; a host lease
+ * (acquire + release + free); explain of the 100-action plan; decide and
+ * use (+ close) of the 8-value request; a snapshot (linear in N by
+ * definition: printed per value too).
  */
+#define SCALE_COUNTS 4u
+#define SCALE_ROWS 6u
+
+enum scale_row {
+	SR_CYCLE,
+	SR_LEASE,
+	SR_EXPLAIN,
+	SR_DECIDE,
+	SR_USE,
+	SR_SNAPSHOT
+};
+
+static const char *const scale_row_name[SCALE_ROWS] = { "cycle_ns",  "lease_ns", "explain_us",
+							"decide_us", "use_us",	 "snapshot_ms" };
+
+struct scale_env {
+	size_t n;
+	struct plan_env pe;
+	struct ctrl_env ce;
+	double setup_s;
+	double rss_per_value;  /* bytes of resident-set growth per value */
+	double heap_per_value; /* bytes of malloc'ed memory in use per value */
+	double v[SCALE_ROWS][8];
+};
+
+static uint64_t scale_rss_bytes(void)
+{
+	unsigned long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Bytes malloc has handed out and not had back, over all arenas. */
+static uint64_t scale_heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
+static void scale_env_init(struct scale_env *se, size_t n)
+{
+	struct rsd_budget b = { RSD_LOC_PAGEABLE_HOST,
+				(uint64_t)(PLAN_VALUES + BUDGET_VALUES) * VAL_BYTES };
+	size_t nsrc = n - PLAN_VALUES;
+	struct rsd_handle *h = calloc(nsrc, sizeof(*h));
+	uint64_t t0, rss0, heap0;
+
+	if (!h)
+		bench_fail("calloc", -RSD_ENOMEM);
+	memset(h, 0, nsrc * sizeof(*h)); /* fault the bench's array in before rss0 */
+	memset(se, 0, sizeof(*se));
+	se->n = n;
+	rss0 = scale_rss_bytes();
+	heap0 = scale_heap_bytes();
+	t0 = bench_now_ns();
+	plan_env_init_in(&se->pe, bench_manager(&b, 1), n, true, h);
+	se->setup_s = (double)(bench_now_ns() - t0) / 1e9;
+	se->rss_per_value = ((double)scale_rss_bytes() - (double)rss0) / (double)n;
+	/* Less the benchmark's own context of each source: malloc(16), a
+	 * 32-byte chunk. */
+	se->heap_per_value =
+		((double)scale_heap_bytes() - (double)heap0 - 32.0 * (double)nsrc) / (double)n;
+	se->ce.m = se->pe.m;
+	se->ce.h = h;
+	se->ce.n = nsrc;
+	CK(rsd_controller_create(se->ce.m, NULL, 0, &se->ce.c));
+}
+
+static void scale_env_fini(struct scale_env *se)
+{
+	rsd_controller_free(se->ce.c);
+	bench_manager_end(se->pe.m);
+	free(se->ce.h);
+}
+
+static double scale_lease_ns(struct rsd_manager *m, struct rsd_handle h, size_t iters)
+{
+	uint64_t t0 = bench_now_ns();
+
+	for (size_t i = 0; i < iters; i++)
+		life_once(m, h, LIFE_LEASE);
+	return (double)(bench_now_ns() - t0) / (double)iters;
+}
+
+static double scale_snapshot_ms(struct rsd_manager *m, size_t n)
+{
+	struct rsd_snapshot *s;
+	uint64_t t0 = bench_now_ns();
+	double ms;
+
+	CK(rsd_snapshot_take(m, &s));
+	ms = (double)(bench_now_ns() - t0) / 1e6;
+	if (s->nvalues != n)
+		bench_fail("snapshot value count", -RSD_EUSAGE);
+	rsd_snapshot_free(s);
+	return ms;
+}
+
+/* One repetition of every row at one N. */
+static void scale_measure(struct scale_env *se, size_t r)
+{
+	struct rsd_handle h = se->pe.acts[0].handle;
+	size_t iters = QF(2000, 20000);
+	uint64_t explored, nevict;
+	double use[1], dec[1];
+	const char *what;
+	int rc;
+
+	se->v[SR_CYCLE][r] = bench_cycle_ns(se->pe.m, h, iters, 1);
+	se->v[SR_LEASE][r] = scale_lease_ns(se->pe.m, h, iters * 4);
+	se->v[SR_EXPLAIN][r] = explain_us(&se->pe, QF(20, 200), 1);
+	rc = ctrl_measure(&se->ce, QF(10, 40), 1, use, dec, &explored, &nevict, &what);
+	if (rc)
+		bench_fail(what, rc);
+	if (nevict != REQ_VALUES)
+		bench_fail("scaling: the request does not evict 8", -RSD_EUSAGE);
+	se->v[SR_USE][r] = use[0];
+	se->v[SR_DECIDE][r] = dec[0];
+	se->v[SR_SNAPSHOT][r] = scale_snapshot_ms(se->pe.m, se->n);
+}
+
 static void case_scaling(void)
 {
-	static const size_t counts[] = { 1000, 10000, 100000, 1000000 };
-	size_t ncounts = bench_opts.quick ? 3 : 4;
+	static const size_t counts[SCALE_COUNTS] = { 1000, 10000, 100000, 1000000 };
+	static const char *const units[SCALE_ROWS] = { "ns", "ns", "us", "us", "us", "ms" };
+	size_t nc = bench_opts.quick ? 3 : 4, reps = QF(3, 5), last;
+	struct scale_env *se = calloc(SCALE_COUNTS, sizeof(*se));
+	double med[SCALE_COUNTS][SCALE_ROWS];
+	char metric[64];
 
-	for (size_t c = 0; c < ncounts; c++) {
-		size_t n = counts[c], reps = n >= 100000 ? 3 : 9;
-		struct plan_env pe;
-		struct rsd_snapshot *s;
-		double snap[16];
-		char metric[32];
-		uint64_t t0 = bench_now_ns();
-
-		plan_env_init(&pe, n, true);
-		snprintf(metric, sizeof(metric), "setup_%zu_s", n);
-		bench_line("scaling", metric, (double)(bench_now_ns() - t0) / 1e9, "s");
-		snprintf(metric, sizeof(metric), "cycle_%zu_ns", n);
-		bench_line("scaling", metric,
-			   bench_cycle_ns(pe.m, pe.acts[0].handle, QF(5000, 50000), 5), "ns");
-		CK(rsd_snapshot_take(pe.m, &s));
-		rsd_snapshot_free(s);
-		for (size_t r = 0; r < reps; r++) {
-			t0 = bench_now_ns();
-			CK(rsd_snapshot_take(pe.m, &s));
-			snap[r] = (double)(bench_now_ns() - t0) / 1e6;
-			rsd_snapshot_free(s);
+	if (!se)
+		bench_fail("calloc", -RSD_ENOMEM);
+	last = nc - 1;
+	for (size_t c = 0; c < nc; c++)
+		scale_env_init(&se[c], counts[c]);
+	for (size_t r = 0; r < reps; r++)
+		for (size_t c = 0; c < nc; c++)
+			scale_measure(&se[c], r);
+	for (size_t c = 0; c < nc; c++) {
+		snprintf(metric, sizeof(metric), "setup_%zuk_s", counts[c] / 1000);
+		bench_line("scaling", metric, se[c].setup_s, "s");
+		snprintf(metric, sizeof(metric), "rss_%zuk_B_per_value", counts[c] / 1000);
+		bench_line("scaling", metric, se[c].rss_per_value, "B");
+		snprintf(metric, sizeof(metric), "heap_%zuk_B_per_value", counts[c] / 1000);
+		bench_line("scaling", metric, se[c].heap_per_value, "B");
+		for (size_t k = 0; k < SCALE_ROWS; k++) {
+			med[c][k] = bench_median(se[c].v[k], reps);
+			snprintf(metric, sizeof(metric), "%zuk_%s", counts[c] / 1000,
+				 scale_row_name[k]);
+			bench_line("scaling", metric, med[c][k], units[k]);
 		}
-		snprintf(metric, sizeof(metric), "snapshot_%zu_ms", n);
-		bench_line("scaling", metric, bench_median(snap, reps), "ms");
-		snprintf(metric, sizeof(metric), "explain_%zu_us", n);
-		bench_line("scaling", metric, explain_us(&pe, n >= 100000 ? 50 : 500, 3), "us");
-		bench_manager_end(pe.m);
+		snprintf(metric, sizeof(metric), "%zuk_snapshot_ns_per_value", counts[c] / 1000);
+		bench_line("scaling", metric, med[c][SR_SNAPSHOT] * 1e6 / (double)counts[c], "ns");
 	}
+	bench_note("scaling: N | setup s | cycle ns | lease ns | explain us | decide us | use us | "
+		   "snapshot ms (ns/value) | heap B/value | RSS B/value");
+	for (size_t c = 0; c < nc; c++)
+		bench_note(
+			"scaling: %7zu | %.3f | %.0f | %.0f | %.1f | %.1f | %.1f | %.2f (%.0f) | "
+			"%.0f | %.0f",
+			counts[c], se[c].setup_s, med[c][SR_CYCLE], med[c][SR_LEASE],
+			med[c][SR_EXPLAIN], med[c][SR_DECIDE], med[c][SR_USE], med[c][SR_SNAPSHOT],
+			med[c][SR_SNAPSHOT] * 1e6 / (double)counts[c], se[c].heap_per_value,
+			se[c].rss_per_value);
+	/* The table: the largest N against 1k; every row but snapshot <= 2x. */
+	for (size_t k = 0; k < SCALE_ROWS; k++) {
+		struct bench_fig *f;
+		char cs[32];
+
+		snprintf(cs, sizeof(cs), "scale_%s", scale_row_name[k]);
+		snprintf(metric, sizeof(metric), "at_%zuk", counts[last] / 1000);
+		f = bench_fig(cs, metric, med[last][k], units[k]);
+		bench_fig_base(f, "1k", med[0][k]);
+		if (k != SR_SNAPSHOT)
+			bench_fig_target(f, TGT_RATIO_MAX, 2);
+	}
+	bench_fig("scale_snapshot", "ns_per_value",
+		  med[last][SR_SNAPSHOT] * 1e6 / (double)counts[last], "ns");
+	snprintf(metric, sizeof(metric), "heap_B_per_value_%zuk", counts[last] / 1000);
+	bench_fig("scale_memory", metric, se[last].heap_per_value, "B");
+	snprintf(metric, sizeof(metric), "rss_B_per_value_%zuk", counts[last] / 1000);
+	bench_fig("scale_memory", metric, se[last].rss_per_value, "B");
+	for (size_t c = 0; c < nc; c++)
+		scale_env_fini(&se[c]);
+	free(se);
+	bench_note("scaling: bytes per value while the N values were registered, divided by N: "
+		   "heap = growth of malloc's bytes in use (mallinfo2), less the benchmark's own "
+		   "32-byte context of each source; RSS = resident-set growth, which undercounts "
+		   "when earlier cases left freed memory for malloc to reuse");
 }
