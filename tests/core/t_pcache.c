@@ -147,7 +147,17 @@ ATF_TC_BODY(bounds, tc)
 	ATF_CHECK_EQ(s.bytes, 64 * MiB);
 	ATF_CHECK_EQ(s.puts, 20);
 	ATF_CHECK_EQ(s.evictions, 4);
-	/* The byte bound: 8 blocks of 8 MiB push every 4 MiB block out. */
+	ATF_CHECK_EQ(rsd__pcache_drain(), 16);
+	/* The count bound, below the byte bound: 20 blocks of 1 MiB, 16 kept. */
+	for (int i = 0; i < 20; i++)
+		v[i] = value(m, MiB);
+	for (int i = 0; i < 20; i++)
+		rsd_resident_free(v[i]);
+	s = stats();
+	ATF_CHECK_EQ(s.nblocks, RSD__PCACHE_MAX_BLOCKS);
+	ATF_CHECK_EQ(s.bytes, 16 * MiB);
+	ATF_CHECK_EQ(s.evictions, 4 + 4);
+	/* The byte bound: 8 blocks of 8 MiB push every 1 MiB block out. */
 	for (int i = 0; i < 10; i++)
 		v[i] = value(m, 8 * MiB);
 	for (int i = 0; i < 10; i++)
@@ -155,10 +165,10 @@ ATF_TC_BODY(bounds, tc)
 	s = stats();
 	ATF_CHECK_EQ(s.nblocks, 8);
 	ATF_CHECK_EQ(s.bytes, 64 * MiB);
-	ATF_CHECK_EQ(s.evictions, 4 + 16 + 2);
-	/* The newest are kept: the 8 MiB class hits, the 4 MiB one misses. */
+	ATF_CHECK_EQ(s.evictions, 4 + 4 + 16 + 2);
+	/* The newest are kept: the 8 MiB class hits, the 1 MiB one misses. */
 	v[0] = value(m, 8 * MiB);
-	v[1] = value(m, 4 * MiB);
+	v[1] = value(m, MiB);
 	s = stats();
 	ATF_CHECK_EQ(s.hits, 1);
 	ATF_CHECK_EQ(s.nblocks, 7);
