@@ -12,31 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <rsd/rsd.h>
-
 #include "internal.h"
 #include "core/pcache.h"
+#include "cfx.h"
 
 #define MiB (1ull << 20)
 
-static struct rsd_manager *host_manager(void)
+/* A fresh pageable value of one n-byte buffer. */
+static struct rsd_resident *value(struct cfx *f, uint64_t n)
 {
-	struct rsd_manager_config cfg = { 0 };
-	struct rsd_manager *m = NULL;
-
-	cfg.host_only = true;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
-	return m;
-}
-
-static struct rsd_resident *value(struct rsd_manager *m, uint64_t n)
-{
-	struct rsd_resident *r = NULL;
-
-	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL,
-					  0, &r),
-		       0);
-	return r;
+	return cfx_alloc(f, PAGEABLE, n);
 }
 
 static bool all_bytes(const void *p, uint64_t n, unsigned char c)
@@ -60,12 +45,14 @@ static struct rsd__pcache_stats stats(void)
 ATF_TC_WITHOUT_HEAD(reuse);
 ATF_TC_BODY(reuse, tc)
 {
-	struct rsd_manager *m = host_manager();
+	struct cfx f;
+
+	cfx_host(&f, NULL, 0);
 	struct rsd_resident *a, *b, *c;
 	struct rsd__pcache_stats s;
 	void *pa;
 
-	a = value(m, 4 * MiB);
+	a = value(&f, 4 * MiB);
 	pa = rsd_resident_data(a, 0);
 	memset(pa, 0xa5, 4 * MiB);
 	s = stats();
@@ -78,14 +65,14 @@ ATF_TC_BODY(reuse, tc)
 	ATF_CHECK_EQ(s.bytes, 4 * MiB);
 
 	/* The next value of that size gets the freed block back... */
-	b = value(m, 4 * MiB);
+	b = value(&f, 4 * MiB);
 	ATF_CHECK_EQ(rsd_resident_data(b, 0), pa);
 	s = stats();
 	ATF_CHECK_EQ(s.hits, 1);
 	ATF_CHECK_EQ(s.nblocks, 0);
 	ATF_CHECK_EQ(s.bytes, 0);
 	/* ...and the one after, while it lives, does not. */
-	c = value(m, 4 * MiB);
+	c = value(&f, 4 * MiB);
 	ATF_CHECK(rsd_resident_data(c, 0) != pa);
 	ATF_CHECK_EQ(stats().misses, 2);
 	memset(rsd_resident_data(b, 0), 0x11, 4 * MiB);
@@ -99,7 +86,7 @@ ATF_TC_BODY(reuse, tc)
 	s = stats();
 	ATF_CHECK_EQ(s.nblocks, 0);
 	ATF_CHECK_EQ(s.bytes, 0);
-	rsd_manager_destroy(m);
+	cfx_fini(&f);
 }
 
 /* A managed value that leaves pageable host returns its block after the
@@ -107,35 +94,40 @@ ATF_TC_BODY(reuse, tc)
 ATF_TC_WITHOUT_HEAD(managed_spill);
 ATF_TC_BODY(managed_spill, tc)
 {
-	struct rsd_manager *m = host_manager();
 	struct rsd_location at = RSD_LOC_PAGEABLE_HOST;
-	struct rsd_resident *r = value(m, 4 * MiB), *r2;
+	struct rsd_resident *r, *r2;
 	struct rsd_handle h;
-	void *p = rsd_resident_data(r, 0);
+	struct cfx f;
+	void *p;
 
+	cfx_host(&f, NULL, 0);
+	r = value(&f, 4 * MiB);
+	p = rsd_resident_data(r, 0);
 	memset(p, 0x5a, 4 * MiB);
-	ATF_REQUIRE_EQ(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h), 0);
-	ATF_REQUIRE_EQ(rsd_discard(m, h, NULL), 0);
-	rsd_manager_destroy(m);
+	ATF_REQUIRE_EQ(rsd_adopt(f.m, r, &at, RSD_REPLICABLE, &h), 0);
+	ATF_REQUIRE_EQ(rsd_discard(f.m, h, NULL), 0);
+	cfx_fini(&f);
 	ATF_CHECK_EQ(stats().nblocks, 1);
-	m = host_manager();
-	r2 = value(m, 4 * MiB);
+	cfx_host(&f, NULL, 0);
+	r2 = value(&f, 4 * MiB);
 	ATF_CHECK_EQ(rsd_resident_data(r2, 0), p);
 	ATF_CHECK_EQ(stats().hits, 1);
 	rsd_resident_free(r2);
-	rsd_manager_destroy(m);
+	cfx_fini(&f);
 }
 
 ATF_TC_WITHOUT_HEAD(bounds);
 ATF_TC_BODY(bounds, tc)
 {
-	struct rsd_manager *m = host_manager();
+	struct cfx f;
+
+	cfx_host(&f, NULL, 0);
 	struct rsd_resident *v[20];
 	struct rsd__pcache_stats s;
 
 	/* The count bound: 20 blocks of 4 MiB freed, 16 kept (64 MiB). */
 	for (int i = 0; i < 20; i++)
-		v[i] = value(m, 4 * MiB);
+		v[i] = value(&f, 4 * MiB);
 	for (int i = 0; i < 20; i++) {
 		rsd_resident_free(v[i]);
 		s = stats();
@@ -150,7 +142,7 @@ ATF_TC_BODY(bounds, tc)
 	ATF_CHECK_EQ(rsd__pcache_drain(), 16);
 	/* The count bound, below the byte bound: 20 blocks of 1 MiB, 16 kept. */
 	for (int i = 0; i < 20; i++)
-		v[i] = value(m, MiB);
+		v[i] = value(&f, MiB);
 	for (int i = 0; i < 20; i++)
 		rsd_resident_free(v[i]);
 	s = stats();
@@ -159,7 +151,7 @@ ATF_TC_BODY(bounds, tc)
 	ATF_CHECK_EQ(s.evictions, 4 + 4);
 	/* The byte bound: 8 blocks of 8 MiB push every 1 MiB block out. */
 	for (int i = 0; i < 10; i++)
-		v[i] = value(m, 8 * MiB);
+		v[i] = value(&f, 8 * MiB);
 	for (int i = 0; i < 10; i++)
 		rsd_resident_free(v[i]);
 	s = stats();
@@ -167,29 +159,31 @@ ATF_TC_BODY(bounds, tc)
 	ATF_CHECK_EQ(s.bytes, 64 * MiB);
 	ATF_CHECK_EQ(s.evictions, 4 + 4 + 16 + 2);
 	/* The newest are kept: the 8 MiB class hits, the 1 MiB one misses. */
-	v[0] = value(m, 8 * MiB);
-	v[1] = value(m, MiB);
+	v[0] = value(&f, 8 * MiB);
+	v[1] = value(&f, MiB);
 	s = stats();
 	ATF_CHECK_EQ(s.hits, 1);
 	ATF_CHECK_EQ(s.nblocks, 7);
 	rsd_resident_free(v[0]);
 	rsd_resident_free(v[1]);
-	rsd_manager_destroy(m);
+	cfx_fini(&f);
 }
 
 ATF_TC_WITHOUT_HEAD(size_classes);
 ATF_TC_BODY(size_classes, tc)
 {
-	struct rsd_manager *m = host_manager();
+	struct cfx f;
+
+	cfx_host(&f, NULL, 0);
 	struct rsd_resident *r;
 	struct rsd__pcache_stats s;
 
-	rsd_resident_free(value(m, 4 * MiB));
+	rsd_resident_free(value(&f, 4 * MiB));
 	/* 4 MiB less a little is the same class; 4 MiB and a byte is not. */
-	r = value(m, 4 * MiB + 1);
+	r = value(&f, 4 * MiB + 1);
 	ATF_CHECK_EQ(stats().hits, 0);
 	rsd_resident_free(r);
-	r = value(m, 4 * MiB - 100);
+	r = value(&f, 4 * MiB - 100);
 	s = stats();
 	ATF_CHECK_EQ(s.hits, 1);
 	ATF_CHECK_EQ(s.nblocks, 1); /* the 4 MiB + 64 KiB block */
@@ -198,42 +192,44 @@ ATF_TC_BODY(size_classes, tc)
 	rsd_resident_free(r);
 	/* Small blocks stay malloc's: neither counted nor kept. */
 	s = stats();
-	rsd_resident_free(value(m, 64 << 10));
+	rsd_resident_free(value(&f, 64 << 10));
 	ATF_CHECK_EQ(stats().hits + stats().misses, s.hits + s.misses);
 	ATF_CHECK_EQ(stats().nblocks, s.nblocks);
 	ATF_CHECK_EQ(stats().puts, s.puts);
-	rsd_manager_destroy(m);
+	cfx_fini(&f);
 }
 
 /* A cached block does not bypass the "resident" fault point. */
 ATF_TC_WITHOUT_HEAD(fault_point);
 ATF_TC_BODY(fault_point, tc)
 {
-	struct rsd_manager *m = host_manager();
+	struct cfx f;
+
+	cfx_host(&f, NULL, 0);
 	struct rsd_resident *r = NULL;
 	uint64_t n = 4 * MiB;
 
-	rsd_resident_free(value(m, n));
+	rsd_resident_free(value(&f, n));
 	ATF_REQUIRE_EQ(stats().nblocks, 1);
 	ATF_REQUIRE_EQ(rsd_fault_inject("resident", "pageable-host", 1, RSD_ENOMEM), 0);
-	ATF_CHECK_EQ(rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL,
+	ATF_CHECK_EQ(rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL,
 					0, &r),
 		     -RSD_ENOMEM);
 	ATF_CHECK(r == NULL);
 	ATF_CHECK_EQ(stats().hits, 0);
 	ATF_CHECK_EQ(stats().nblocks, 1);
 	ATF_REQUIRE_EQ(rsd_fault_inject("resident", NULL, 0, 0), 0);
-	r = value(m, n);
+	r = value(&f, n);
 	ATF_CHECK_EQ(stats().hits, 1);
 	rsd_resident_free(r);
-	rsd_manager_destroy(m);
+	cfx_fini(&f);
 }
 
 #define NTHREADS 4
 #define ROUNDS 150
 
 struct worker {
-	struct rsd_manager *m;
+	struct cfx *f;
 	unsigned char tag;
 	bool ok;
 };
@@ -248,7 +244,7 @@ static void *work(void *arg)
 	w->ok = true;
 	for (int i = 0; i < ROUNDS; i++) {
 		uint64_t n = (1 + (uint64_t)(i % 3)) * MiB;
-		struct rsd_resident *r = value(w->m, n);
+		struct rsd_resident *r = value(w->f, n);
 		unsigned char *p = rsd_resident_data(r, 0);
 
 		memset(p, w->tag, n);
@@ -264,13 +260,15 @@ static void *work(void *arg)
 ATF_TC_WITHOUT_HEAD(concurrent);
 ATF_TC_BODY(concurrent, tc)
 {
-	struct rsd_manager *m = host_manager();
+	struct cfx f;
+
+	cfx_host(&f, NULL, 0);
 	struct worker w[NTHREADS];
 	pthread_t t[NTHREADS];
 	struct rsd__pcache_stats s;
 
 	for (int i = 0; i < NTHREADS; i++) {
-		w[i] = (struct worker){ .m = m, .tag = (unsigned char)(0x40 + i) };
+		w[i] = (struct worker){ .f = &f, .tag = (unsigned char)(0x40 + i) };
 		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, work, &w[i]), 0);
 	}
 	for (int i = 0; i < NTHREADS; i++) {
@@ -284,7 +282,7 @@ ATF_TC_BODY(concurrent, tc)
 	ATF_CHECK(s.nblocks <= RSD__PCACHE_MAX_BLOCKS);
 	ATF_CHECK(s.bytes <= RSD__PCACHE_MAX_BYTES);
 	ATF_CHECK_EQ(s.nblocks, s.puts - s.hits - s.evictions);
-	rsd_manager_destroy(m);
+	cfx_fini(&f);
 }
 
 ATF_TP_ADD_TCS(tp)
