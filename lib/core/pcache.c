@@ -31,6 +31,31 @@ static struct {
 	struct rsd__pcache_stats stats; /* nblocks and bytes filled in on read */
 } pc = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+static pthread_once_t pc_once = PTHREAD_ONCE_INIT;
+
+/* A fork while another thread holds the lock (a reclaimer's free) would
+ * leave the child's copy locked forever: hold it across the fork. */
+static void pc_lock_fork(void)
+{
+	pthread_mutex_lock(&pc.lock);
+}
+
+static void pc_unlock_fork(void)
+{
+	pthread_mutex_unlock(&pc.lock);
+}
+
+static void pc_init(void)
+{
+	pthread_atfork(pc_lock_fork, pc_unlock_fork, pc_unlock_fork);
+}
+
+static void pc_lock(void)
+{
+	pthread_once(&pc_once, pc_init);
+	pthread_mutex_lock(&pc.lock);
+}
+
 static bool cacheable(uint64_t nbytes)
 {
 	return nbytes >= RSD__PCACHE_MIN_BYTES && nbytes <= RSD__PCACHE_MAX_BYTES;
@@ -56,7 +81,7 @@ int rsd__pcache_alloc(uint64_t nbytes, void **ptr)
 
 	if (cacheable(nbytes)) {
 		size = class_of(nbytes);
-		pthread_mutex_lock(&pc.lock);
+		pc_lock();
 		for (unsigned i = pc.n; i-- > 0;) {
 			if (pc.slot[i].size == size) {
 				p = pc.slot[i].ptr;
@@ -93,7 +118,7 @@ void rsd__pcache_free(void *ptr, uint64_t nbytes)
 		return;
 	}
 	size = class_of(nbytes);
-	pthread_mutex_lock(&pc.lock);
+	pc_lock();
 	/* Make room by evicting the oldest; free them after unlocking (a
 	 * large free is an munmap). */
 	while (pc.n &&
@@ -115,7 +140,7 @@ unsigned rsd__pcache_drain(void)
 	struct pcache_slot out[RSD__PCACHE_MAX_BLOCKS];
 	unsigned n;
 
-	pthread_mutex_lock(&pc.lock);
+	pc_lock();
 	n = pc.n;
 	memcpy(out, pc.slot, n * sizeof(out[0]));
 	pc.n = 0;
@@ -128,7 +153,7 @@ unsigned rsd__pcache_drain(void)
 
 void rsd__pcache_stats(struct rsd__pcache_stats *out)
 {
-	pthread_mutex_lock(&pc.lock);
+	pc_lock();
 	*out = pc.stats;
 	out->nblocks = pc.n;
 	out->bytes = pc.bytes;

@@ -20,7 +20,8 @@
  * first. The cache is emptied when the library is unloaded or the process
  * exits (a destructor), and by rsd__pcache_drain.
  *
- * Thread-safe: one process-wide mutex, never held across malloc or free.
+ * Thread-safe: one process-wide mutex, never held across malloc or free,
+ * and held across fork() so that a child never inherits it locked.
  */
 #ifndef RSD_CORE_PCACHE_H
 #define RSD_CORE_PCACHE_H
