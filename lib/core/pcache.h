@@ -13,7 +13,8 @@
  * rsd__resident_destroy), never bookkeeping. A block is in the cache only
  * between its free and its next alloc: it is taken out under the lock before
  * it is handed out, so no two values ever share one. Blocks under
- * RSD__PCACHE_MIN_BYTES are malloc's business and bypass the cache.
+ * RSD__PCACHE_MIN_BYTES are malloc's business and bypass the cache, as do
+ * blocks over RSD__PCACHE_MAX_BYTES.
  *
  * Bounds: at most RSD__PCACHE_MAX_BLOCKS blocks and RSD__PCACHE_MAX_BYTES
  * bytes are held; a free that would exceed either evicts the oldest blocks

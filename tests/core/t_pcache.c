@@ -46,12 +46,11 @@ ATF_TC_WITHOUT_HEAD(reuse);
 ATF_TC_BODY(reuse, tc)
 {
 	struct cfx f;
-
-	cfx_host(&f, NULL, 0);
 	struct rsd_resident *a, *b, *c;
 	struct rsd__pcache_stats s;
 	void *pa;
 
+	cfx_host(&f, NULL, 0);
 	a = value(&f, 4 * MiB);
 	pa = rsd_resident_data(a, 0);
 	memset(pa, 0xa5, 4 * MiB);
@@ -120,11 +119,10 @@ ATF_TC_WITHOUT_HEAD(bounds);
 ATF_TC_BODY(bounds, tc)
 {
 	struct cfx f;
-
-	cfx_host(&f, NULL, 0);
 	struct rsd_resident *v[20];
 	struct rsd__pcache_stats s;
 
+	cfx_host(&f, NULL, 0);
 	/* The count bound: 20 blocks of 4 MiB freed, 16 kept (64 MiB). */
 	for (int i = 0; i < 20; i++)
 		v[i] = value(&f, 4 * MiB);
@@ -173,11 +171,10 @@ ATF_TC_WITHOUT_HEAD(size_classes);
 ATF_TC_BODY(size_classes, tc)
 {
 	struct cfx f;
-
-	cfx_host(&f, NULL, 0);
 	struct rsd_resident *r;
 	struct rsd__pcache_stats s;
 
+	cfx_host(&f, NULL, 0);
 	rsd_resident_free(value(&f, 4 * MiB));
 	/* 4 MiB less a little is the same class; 4 MiB and a byte is not. */
 	r = value(&f, 4 * MiB + 1);
@@ -190,9 +187,11 @@ ATF_TC_BODY(size_classes, tc)
 	ATF_CHECK_EQ(s.bytes, 4 * MiB + RSD__PCACHE_CLASS);
 	memset(rsd_resident_data(r, 0), 0x33, 4 * MiB - 100);
 	rsd_resident_free(r);
-	/* Small blocks stay malloc's: neither counted nor kept. */
+	/* Small blocks and blocks over the byte bound stay malloc's: neither
+	 * counted nor kept. */
 	s = stats();
 	rsd_resident_free(value(&f, 64 << 10));
+	rsd_resident_free(value(&f, RSD__PCACHE_MAX_BYTES + 1));
 	ATF_CHECK_EQ(stats().hits + stats().misses, s.hits + s.misses);
 	ATF_CHECK_EQ(stats().nblocks, s.nblocks);
 	ATF_CHECK_EQ(stats().puts, s.puts);
@@ -204,11 +203,10 @@ ATF_TC_WITHOUT_HEAD(fault_point);
 ATF_TC_BODY(fault_point, tc)
 {
 	struct cfx f;
-
-	cfx_host(&f, NULL, 0);
 	struct rsd_resident *r = NULL;
 	uint64_t n = 4 * MiB;
 
+	cfx_host(&f, NULL, 0);
 	rsd_resident_free(value(&f, n));
 	ATF_REQUIRE_EQ(stats().nblocks, 1);
 	ATF_REQUIRE_EQ(rsd_fault_inject("resident", "pageable-host", 1, RSD_ENOMEM), 0);
@@ -261,12 +259,11 @@ ATF_TC_WITHOUT_HEAD(concurrent);
 ATF_TC_BODY(concurrent, tc)
 {
 	struct cfx f;
-
-	cfx_host(&f, NULL, 0);
 	struct worker w[NTHREADS];
 	pthread_t t[NTHREADS];
 	struct rsd__pcache_stats s;
 
+	cfx_host(&f, NULL, 0);
 	for (int i = 0; i < NTHREADS; i++) {
 		w[i] = (struct worker){ .f = &f, .tag = (unsigned char)(0x40 + i) };
 		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, work, &w[i]), 0);
