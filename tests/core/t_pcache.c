@@ -24,6 +24,16 @@ static struct rsd_resident *value(struct cfx *f, uint64_t n)
 	return cfx_alloc(f, PAGEABLE, n);
 }
 
+/* A fresh 4 MiB pageable value filled with c; *data is its buffer. */
+static struct rsd_resident *filled(struct cfx *f, unsigned char c, void **data)
+{
+	struct rsd_resident *r = value(f, 4 * MiB);
+
+	*data = rsd_resident_data(r, 0);
+	memset(*data, c, 4 * MiB);
+	return r;
+}
+
 static bool all_bytes(const void *p, uint64_t n, unsigned char c)
 {
 	const unsigned char *b = p;
@@ -51,9 +61,7 @@ ATF_TC_BODY(reuse, tc)
 	void *pa;
 
 	cfx_host(&f, NULL, 0);
-	a = value(&f, 4 * MiB);
-	pa = rsd_resident_data(a, 0);
-	memset(pa, 0xa5, 4 * MiB);
+	a = filled(&f, 0xa5, &pa);
 	s = stats();
 	ATF_CHECK_EQ(s.misses, 1);
 	ATF_CHECK_EQ(s.hits, 0);
@@ -100,9 +108,7 @@ ATF_TC_BODY(managed_spill, tc)
 	void *p;
 
 	cfx_host(&f, NULL, 0);
-	r = value(&f, 4 * MiB);
-	p = rsd_resident_data(r, 0);
-	memset(p, 0x5a, 4 * MiB);
+	r = filled(&f, 0x5a, &p);
 	ATF_REQUIRE_EQ(rsd_adopt(f.m, r, &at, RSD_REPLICABLE, &h), 0);
 	ATF_REQUIRE_EQ(rsd_discard(f.m, h, NULL), 0);
 	cfx_fini(&f);
