@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "pcache.h"
 
 /* Header, buffer table and metadata in one allocation. */
 static struct rsd_resident *resident_new(const struct rsd_type *type, size_t nbuf, const void *meta,
@@ -77,7 +78,9 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 	r->block_at = at;
 	if (total) {
 		if (at.kind == RSD_PAGEABLE_HOST) {
-			if (total > SIZE_MAX || posix_memalign(&r->block, 64, (size_t)total)) {
+			/* Through the block cache: a spilled value reuses a
+			 * freed block whose pages are already mapped. */
+			if (rsd__pcache_alloc(total, &r->block)) {
 				free(r);
 				return rsd__err(RSD_ENOMEM, "out of memory allocating %llu pageable bytes",
 						(unsigned long long)total);
@@ -261,7 +264,7 @@ void rsd__resident_destroy(struct rsd_resident *r)
 		r->release(r->release_ctx, r);
 	if (r->block) {
 		if (r->block_at.kind == RSD_PAGEABLE_HOST)
-			free(r->block);
+			rsd__pcache_free(r->block, r->block_nbytes);
 		else
 			r->ops->free(r->ops_ctx, r->block_at, r->block, r->block_nbytes);
 	}
