@@ -120,23 +120,34 @@ ATF_TC_BODY(waiting_close_blocks, tc)
 	}
 }
 
+/* In a fresh fixture of that mode: a lease of a new cuda:0 value on a new
+ * stream *st, with the consumer's work (*busy, an event) queued behind it. */
+static struct rsd_lease *busy_lease(enum rsd_simdev_progress mode, struct rsd_handle *a, void **st,
+				    void **busy)
+{
+	struct rsd_lease *l = NULL;
+
+	setup(mode);
+	*st = lfx_stream(0);
+	*a = lfx_put(lfx_cuda(0), 64, NULL);
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, a, 1, lfx_cuda(0), *st, &l), 0);
+	*busy = NULL;
+	ATF_REQUIRE_EQ(rsd_simdev_ops()->event_record(lfx_sd, *st, busy), 0);
+	return l;
+}
+
 ATF_TC_WITHOUT_HEAD(abandoned_lease_blocks);
 ATF_TC_BODY(abandoned_lease_blocks, tc)
 {
 	for (size_t i = 0; i < 3; i++) {
 		const struct rsd_device_ops *ops = rsd_simdev_ops();
-		struct rsd_lease *l = NULL;
+		struct rsd_lease *l;
 		struct waiter wt;
 		struct rsd_handle a;
-		void *st, *busy = NULL;
+		void *st, *busy;
 		uint64_t v;
 
-		setup(modes[i]);
-		st = lfx_stream(0);
-		a = lfx_put(lfx_cuda(0), 64, NULL);
-		ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
-		/* The consumer's work, queued on its stream. */
-		ATF_REQUIRE_EQ(ops->event_record(lfx_sd, st, &busy), 0);
+		l = busy_lease(modes[i], &a, &st, &busy);
 		v = lfx_ver();
 		wait_begin(&wt, modes[i], st);
 		rsd_lease_free(l);
@@ -155,17 +166,13 @@ ATF_TC_BODY(record_failure_fallback_blocks, tc)
 {
 	for (size_t i = 0; i < 3; i++) {
 		const struct rsd_device_ops *ops = rsd_simdev_ops();
-		struct rsd_lease *l = NULL;
+		struct rsd_lease *l;
 		struct waiter wt;
 		struct rsd_handle a;
-		void *st, *busy = NULL;
+		void *st, *busy;
 		uint64_t v;
 
-		setup(modes[i]);
-		st = lfx_stream(0);
-		a = lfx_put(lfx_cuda(0), 64, NULL);
-		ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
-		ATF_REQUIRE_EQ(ops->event_record(lfx_sd, st, &busy), 0);
+		l = busy_lease(modes[i], &a, &st, &busy);
 		rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_RECORD, 1, RSD_EDEVICE);
 		v = lfx_ver();
 		wait_begin(&wt, modes[i], st);
