@@ -38,6 +38,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "../internal.h"
+#include "objcache.h"
 
 /* ---- residents ---------------------------------------------------------- */
 
@@ -122,13 +123,22 @@ struct rsd_acct {
 
 /* ---- storage-owner index (keymap.c) ---------------------------------------- */
 
-/* Key: (device, base address) of a non-empty backing allocation. */
+/*
+ * Key: (device, base address) of a non-empty backing allocation. 16 bytes:
+ * the table holds two slots per installed allocation or more, and at a
+ * million values a 32-byte slot made its growth a tenth of the page faults
+ * of registering them.
+ */
 struct rsd_keymap_slot {
-	uintptr_t base; /* 0: empty */
-	int device;     /* -1 host */
-	struct rsd_record *owner;
-	struct rsd_location at;
+	uintptr_t base;  /* 0: empty */
+	uint32_t owner;  /* the owning record's registration index */
+	int8_t device;   /* -1 host */
+	uint8_t at_slot; /* rsd__loc_slot() of the owning materialization */
+	uint16_t unused;
 };
+
+/* Owners are 32-bit registration indices. */
+#define RSD_KEYMAP_MAX_OWNER UINT32_MAX
 
 struct rsd_keymap {
 	struct rsd_keymap_slot *slots;
@@ -136,7 +146,7 @@ struct rsd_keymap {
 };
 
 struct rsd_keymap_slot *rsd__keymap_find(struct rsd_keymap *km, int device, const void *base);
-int rsd__keymap_insert(struct rsd_keymap *km, int device, const void *base, struct rsd_record *owner,
+int rsd__keymap_insert(struct rsd_keymap *km, int device, const void *base, uint64_t owner,
 		       struct rsd_location at);
 void rsd__keymap_remove(struct rsd_keymap *km, int device, const void *base);
 void rsd__keymap_free(struct rsd_keymap *km);
@@ -200,8 +210,9 @@ struct rsd_lease_rec;
 
 /* Something the next image no longer references, freed after a grace period. */
 struct rsd_retired {
-	void (*fn)(struct rsd_manager *m, void *p);
+	void (*fn)(struct rsd_manager *m, void *p); /* NULL: an objcache object */
 	void *p;
+	size_t nbytes; /* with fn NULL: its size, for rsd__objcache_free() */
 };
 
 /*
@@ -263,11 +274,16 @@ int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct r
 /* Free every node (not the values) reachable from pv; used at destroy. */
 void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val));
 /* Undo a failed publication: free the nodes of generation gen reachable from
- * pv (nodes of earlier ones are shared with a published image), calling fn
- * (when not NULL) on every value in the leaves freed. */
-void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t gen, void (*fn)(void *val, uint64_t gen));
+ * pv (nodes of earlier ones are shared with a published image) and clear
+ * the slots appended in place at indices >= from (the published count),
+ * calling fn (when not NULL) on every value in the slots freed or cleared. */
+void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t from, uint64_t gen,
+		      void (*fn)(void *val, uint64_t gen));
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
 void rsd__retire_free(struct rsd_manager *m, void *p);
+/* Retire an object of nbytes from m->oc: back to the cache when the writer
+ * reclaims it, freed when the reclaimer thread does. */
+int rsd__retire_obj(struct rsd_image *img, void *p, size_t nbytes);
 
 /* Protection counts as an image publishes them: base plus log. */
 struct rsd_prot_counts {
@@ -469,6 +485,7 @@ struct rsd_manager {
 	 * could not be waited for (§8.9). */
 	bool keep_alive;
 	/* Publication bookkeeping. */
+	struct rsd_objcache oc; /* freed publication objects for the next ones */
 	struct rsd_record **dirty;
 	size_t ndirty, capdirty;
 	bool locs_dirty, resv_dirty, pending_dirty;
@@ -514,8 +531,10 @@ static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_imag
 
 /* Hand the batch of replaced images to the reclaimer. */
 void rsd__reclaim_flush(struct rsd_manager *m);
-/* Run a batch's retirements and free its images (reclaim.c, after a grace period). */
-void rsd__image_reclaim(struct rsd_image *batch);
+/* Run a batch's retirements and free its images (after a grace period);
+ * oc: the manager's object cache when the writer reclaims (m->lock held),
+ * NULL on the reclaimer thread. */
+void rsd__image_reclaim(struct rsd_image *batch, struct rsd_objcache *oc);
 /* Queue a batch for reclamation after a grace period (reclaim.c). */
 void rsd__reclaim_submit(struct rsd_image *batch);
 /* Wait until every grace period asked for so far has ended (and the

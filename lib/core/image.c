@@ -55,7 +55,8 @@ void rsd__read_end(void)
 	urcu_memb_read_unlock();
 }
 
-int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p)
+static int retire_entry(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p),
+			void *p, size_t nbytes)
 {
 	if (!img->retired) {
 		img->retired = img->inline_retired;
@@ -75,12 +76,23 @@ int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p
 		img->retired = r;
 		img->capretired = cap;
 	}
-	if (fn != rsd__retire_free)
+	if (fn && fn != rsd__retire_free)
 		img->reclaim_soon = true;
 	img->retired[img->nretired].fn = fn;
 	img->retired[img->nretired].p = p;
+	img->retired[img->nretired].nbytes = nbytes;
 	img->nretired++;
 	return 0;
+}
+
+int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p)
+{
+	return retire_entry(img, fn, p, 0);
+}
+
+int rsd__retire_obj(struct rsd_image *img, void *p, size_t nbytes)
+{
+	return retire_entry(img, NULL, p, nbytes);
 }
 
 void rsd__retire_free(struct rsd_manager *m, void *p)
@@ -94,7 +106,7 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 {
 	/* malloc, not calloc: the inline retire array and the log are used
 	 * only up to their counts. */
-	struct rsd_image *img = rsd__malloc(sizeof(*img));
+	struct rsd_image *img = rsd__objcache_alloc(&m->oc, sizeof(*img));
 
 	if (!img)
 		return NULL;
@@ -118,18 +130,29 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 }
 
 /* After a grace period: no reader can hold these images any more. */
-void rsd__image_reclaim(struct rsd_image *img)
+static void run_retired(struct rsd_image *img, struct rsd_objcache *oc)
+{
+	for (size_t i = 0; i < img->nretired; i++) {
+		const struct rsd_retired *r = &img->retired[i];
+
+		if (r->fn)
+			r->fn(img->m, r->p);
+		else
+			rsd__objcache_free(oc, r->p, r->nbytes);
+	}
+	if (img->retired != img->inline_retired)
+		free(img->retired);
+}
+
+void rsd__image_reclaim(struct rsd_image *img, struct rsd_objcache *oc)
 {
 	struct rsd_image *next;
 
 	for (; img; img = next) {
 		next = img->batch_next;
-		for (size_t i = 0; i < img->nretired; i++)
-			img->retired[i].fn(img->m, img->retired[i].p);
-		if (img->retired != img->inline_retired)
-			free(img->retired);
+		run_retired(img, oc);
 		free(atomic_load_explicit(&img->log, memory_order_relaxed));
-		free(img);
+		rsd__objcache_free(oc, img, sizeof(*img));
 	}
 }
 
@@ -171,7 +194,7 @@ void rsd__reclaim_poll(struct rsd_manager *m, unsigned max)
 		m->gpq_head = b->gp_next;
 		if (!m->gpq_head)
 			m->gpq_tail = NULL;
-		rsd__image_reclaim(b);
+		rsd__image_reclaim(b, &m->oc);
 	}
 }
 
@@ -185,9 +208,15 @@ static void reclaim_later(struct rsd_manager *m, struct rsd_image *old)
 	rsd__reclaim_poll(m, RSD_RECLAIM_POLL);
 }
 
-static struct rsd_img_value *value_image(const struct rsd_record *rec, uint64_t gen)
+static size_t value_image_size(uint32_t nmats)
 {
-	struct rsd_img_value *iv = rsd__malloc(sizeof(*iv) + rec->nmats * sizeof(iv->mats[0]));
+	return sizeof(struct rsd_img_value) + nmats * sizeof(struct rsd_img_mat);
+}
+
+static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd_record *rec,
+					 uint64_t gen)
+{
+	struct rsd_img_value *iv = rsd__objcache_alloc(&m->oc, value_image_size(rec->nmats));
 
 	if (!iv)
 		return NULL;
@@ -266,7 +295,7 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 
 	for (size_t i = 0; i < n; i++) {
 		struct rsd_record *rec = m->republish_all ? m->recs[i] : m->dirty[i];
-		struct rsd_img_value *iv = value_image(rec, m->gen), *prev;
+		struct rsd_img_value *iv = value_image(m, rec, m->gen), *prev;
 		int err;
 
 		if (!iv)
@@ -279,17 +308,22 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 		}
 		err = update_members(m, locs, row_of, prev, iv, rec->index, old);
 		if (!err && prev)
-			err = rsd__retire(old, rsd__retire_free, prev);
+			err = rsd__retire_obj(old, prev, value_image_size(prev->nmats));
 		if (err)
 			return err; /* iv sits in a node of this generation: unpublish() frees it */
 	}
 	return 0;
 }
 
+static size_t loc_table_size(uint32_t nlocs)
+{
+	return (nlocs ? nlocs : 1) * sizeof(struct rsd_img_loc);
+}
+
 static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
 			     struct rsd_img_loc **out)
 {
-	struct rsd_img_loc *locs = rsd__malloc((m->nknown ? m->nknown : 1) * sizeof(*locs));
+	struct rsd_img_loc *locs = rsd__objcache_alloc(&m->oc, loc_table_size(m->nknown));
 
 	if (!locs)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the location table");
@@ -308,7 +342,7 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 			rsd_trace_state(m->id, m->version, locs[i].loc, locs[i].acct.used,
 					locs[i].acct.reserved);
 	}
-	if (old->locs && rsd__retire(old, rsd__retire_free, (void *)old->locs)) {
+	if (old->locs && rsd__retire_obj(old, (void *)old->locs, loc_table_size(old->nlocs))) {
 		free(locs);
 		return -RSD_ENOMEM;
 	}
@@ -386,10 +420,12 @@ static void free_new_value(void *val, uint64_t gen)
  * generation m->gen, and the tables img does not share with old). */
 static void unpublish(struct rsd_manager *m, struct rsd_image *img, const struct rsd_image *old)
 {
-	rsd__pv_free_gen(&img->values, m->gen, free_new_value);
+	rsd__pv_free_gen(&img->values, old->values.count, m->gen, free_new_value);
 	if (img->locs != old->locs) {
 		for (uint32_t i = 0; i < img->nlocs; i++)
-			rsd__pv_free_gen((struct rsd_pv *)&img->locs[i].members, m->gen, NULL);
+			rsd__pv_free_gen((struct rsd_pv *)&img->locs[i].members,
+					 i < old->nlocs ? old->locs[i].members.count : 0, m->gen,
+					 NULL);
 		free((void *)img->locs);
 	}
 	if (img->resv != old->resv)
@@ -463,12 +499,14 @@ int rsd__publish(struct rsd_manager *m)
 /* The first image, at create: empty values, the budgeted locations. */
 int rsd__publish_first(struct rsd_manager *m)
 {
-	struct rsd_image *img = rsd__calloc(1, sizeof(*img)), stub;
+	/* From the object cache like every image: it goes back there. */
+	struct rsd_image *img = rsd__objcache_alloc(&m->oc, sizeof(*img)), stub;
 	struct rsd_img_loc *locs;
 	int err;
 
 	if (!img)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing manager state");
+	memset(img, 0, sizeof(*img));
 	memset(&stub, 0, sizeof(stub));
 	img->m = m;
 	err = publish_locations(m, img, &stub, &locs);
@@ -509,10 +547,7 @@ void rsd__image_destroy(struct rsd_manager *m)
 	free((void *)img->locs);
 	free((void *)img->resv);
 	free((void *)img->pending);
-	for (size_t i = 0; i < img->nretired; i++)
-		img->retired[i].fn(m, img->retired[i].p);
-	if (img->retired != img->inline_retired)
-		free(img->retired);
+	run_retired(img, NULL);
 	free(atomic_load_explicit(&img->log, memory_order_relaxed));
 	free(img);
 	m->img = NULL;

@@ -63,12 +63,18 @@ static int grow(struct rsd_keymap *km)
 	return 0;
 }
 
-int rsd__keymap_insert(struct rsd_keymap *km, int device, const void *base, struct rsd_record *owner,
+int rsd__keymap_insert(struct rsd_keymap *km, int device, const void *base, uint64_t owner,
 		       struct rsd_location at)
 {
-	struct rsd_keymap_slot s = { (uintptr_t)base, device, owner, at };
+	struct rsd_keymap_slot s = { .base = (uintptr_t)base,
+				     .owner = (uint32_t)owner,
+				     .device = (int8_t)device,
+				     .at_slot = (uint8_t)rsd__loc_slot(at) };
 	int err;
 
+	if (owner > RSD_KEYMAP_MAX_OWNER)
+		return rsd__err(RSD_ENOMEM, "the storage-owner index holds at most %llu values",
+				(unsigned long long)RSD_KEYMAP_MAX_OWNER + 1);
 	/* Keep the load factor under 1/2. */
 	if ((km->count + 1) * 2 > km->cap) {
 		err = grow(km);

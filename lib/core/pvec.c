@@ -7,6 +7,14 @@
  * Replaced nodes are retired into the outgoing image and freed after a
  * grace period. Slots never set read as NULL, so the same structure serves
  * as a persistent sparse bitmap (words stored as pointer-sized integers).
+ *
+ * Appends copy nothing. A reader of an image never reads a slot at or past
+ * that image's count, nor descends into a subtree whose first index is at
+ * or past it. So setting a slot i >= count writes into the nodes on its
+ * path as they are, frozen or not, and links new nodes only where their
+ * whole range lies past count (a node covering count - 1 exists already,
+ * being on that slot's path). Registering a value used to copy the whole
+ * root-to-leaf path; now it writes one slot.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +32,10 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i)
 	return n ? n->slot[i & (RSD_PV_WIDTH - 1)] : NULL; /* sparse: absent */
 }
 
-static struct rsd_pv_node *node_new(uint64_t gen, const struct rsd_pv_node *from)
+static struct rsd_pv_node *node_new(struct rsd_image *rt, uint64_t gen,
+				    const struct rsd_pv_node *from)
 {
-	struct rsd_pv_node *n = rsd__malloc(sizeof(*n));
+	struct rsd_pv_node *n = rsd__objcache_alloc(&rt->m->oc, sizeof(*n));
 
 	if (!n)
 		return NULL;
@@ -45,14 +54,39 @@ static struct rsd_pv_node *own(struct rsd_pv_node *n, uint64_t gen, struct rsd_i
 
 	if (n->gen == gen)
 		return n;
-	c = node_new(gen, n);
+	c = node_new(rt, gen, n);
 	if (!c)
 		return NULL;
-	if (rsd__retire(rt, rsd__retire_free, n)) {
+	if (rsd__retire_obj(rt, n, sizeof(*n))) {
 		free(c);
 		return NULL;
 	}
 	return c;
+}
+
+/*
+ * Set slot i >= count in place (the file comment says why no reader sees
+ * it). The root exists and covers i. Only nodes created here are new; on a
+ * failed publication rsd__pv_free_gen() unlinks them and clears the slots.
+ */
+static int append(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt)
+{
+	struct rsd_pv_node *n = pv->root;
+
+	for (unsigned shift = pv->shift; shift; shift -= RSD_PV_BITS) {
+		void **link = &n->slot[(i >> shift) & (RSD_PV_WIDTH - 1)];
+
+		if (!*link) {
+			*link = node_new(rt, gen, NULL);
+			if (!*link)
+				return rsd__err(RSD_ENOMEM, "out of memory publishing value %llu",
+						(unsigned long long)i);
+		}
+		n = *link;
+	}
+	n->slot[i & (RSD_PV_WIDTH - 1)] = val;
+	pv->count = i + 1;
+	return 0;
 }
 
 int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt)
@@ -61,7 +95,7 @@ int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct r
 	unsigned shift;
 
 	if (!pv->root) {
-		pv->root = node_new(gen, NULL);
+		pv->root = node_new(rt, gen, NULL);
 		if (!pv->root)
 			goto nomem;
 		pv->shift = 0;
@@ -69,7 +103,7 @@ int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct r
 	/* Grow levels until i fits under the root (a sparse vector may jump
 	 * several at once). */
 	while (i >> pv->shift >= RSD_PV_WIDTH) {
-		struct rsd_pv_node *top = node_new(gen, NULL);
+		struct rsd_pv_node *top = node_new(rt, gen, NULL);
 
 		if (!top)
 			goto nomem;
@@ -77,13 +111,15 @@ int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct r
 		pv->root = top;
 		pv->shift += RSD_PV_BITS;
 	}
+	if (i >= pv->count)
+		return append(pv, i, val, gen, rt);
 	n = own(pv->root, gen, rt);
 	if (!n)
 		goto nomem;
 	pv->root = n;
 	for (shift = pv->shift; shift; shift -= RSD_PV_BITS) {
 		link = (struct rsd_pv_node **)&n->slot[(i >> shift) & (RSD_PV_WIDTH - 1)];
-		n = *link ? own(*link, gen, rt) : node_new(gen, NULL);
+		n = *link ? own(*link, gen, rt) : node_new(rt, gen, NULL);
 		if (!n)
 			goto nomem;
 		*link = n;
@@ -111,25 +147,49 @@ static void free_level(struct rsd_pv_node *n, unsigned shift, void (*fn)(void *v
 	free(n);
 }
 
-static void free_gen(struct rsd_pv_node *n, unsigned shift, uint64_t gen,
-		     void (*fn)(void *val, uint64_t gen))
+/*
+ * Undo generation gen under n, whose first index is base: free its nodes,
+ * and in older nodes clear what appends wrote in place (slots and links at
+ * indices >= from, the published count). An older node is otherwise never
+ * written, so an older subtree wholly below from is left alone.
+ */
+static void free_gen(struct rsd_pv_node *n, unsigned shift, uint64_t base, uint64_t from,
+		     uint64_t gen, void (*fn)(void *val, uint64_t gen))
 {
-	if (!n || n->gen != gen)
-		return;
+	bool mine = n->gen == gen;
+
 	for (unsigned i = 0; i < RSD_PV_WIDTH; i++) {
-		if (!n->slot[i])
+		uint64_t lo = base + ((uint64_t)i << shift);
+		struct rsd_pv_node *c = n->slot[i];
+
+		if (!c)
 			continue;
-		if (shift)
-			free_gen(n->slot[i], shift - RSD_PV_BITS, gen, fn);
-		else if (fn)
-			fn(n->slot[i], gen);
+		if (!shift) {
+			if (mine || lo >= from) {
+				if (fn)
+					fn(n->slot[i], gen);
+				if (!mine)
+					n->slot[i] = NULL;
+			}
+			continue;
+		}
+		if (c->gen == gen) {
+			free_gen(c, shift - RSD_PV_BITS, lo, from, gen, fn);
+			if (!mine)
+				n->slot[i] = NULL;
+		} else if (lo + (1ull << shift) > from) {
+			free_gen(c, shift - RSD_PV_BITS, lo, from, gen, fn);
+		}
 	}
-	free(n);
+	if (mine)
+		free(n);
 }
 
-void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t gen, void (*fn)(void *val, uint64_t gen))
+void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t from, uint64_t gen,
+		      void (*fn)(void *val, uint64_t gen))
 {
-	free_gen(pv->root, pv->shift, gen, fn);
+	if (pv->root)
+		free_gen(pv->root, pv->shift, 0, from, gen, fn);
 }
 
 void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val))
