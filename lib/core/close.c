@@ -44,7 +44,7 @@ static void drop_everything(struct rsd_manager *m)
 			rec->source.release(rec->source.ctx);
 		if (rec->mats != rec->inline_mats)
 			free(rec->mats);
-		free(rec);
+		rsd__objcache_free(&m->oc, rec, sizeof(*rec));
 	}
 	m->nrecs = 0;
 	m->ndirty = 0;

@@ -271,18 +271,19 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i);
 /* Set slot i (i <= count; i == count appends), copying frozen nodes on the
  * path and retiring them into rt. */
 int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt);
-/* Free every node (not the values) reachable from pv; used at destroy. */
-void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val));
+/* Free every node reachable from pv, calling fn (when not NULL) on every
+ * value; used at destroy. */
+void rsd__pv_free_nodes(struct rsd_pv *pv, struct rsd_objcache *oc,
+			void (*fn)(struct rsd_objcache *oc, void *val));
 /* Undo a failed publication: free the nodes of generation gen reachable from
  * pv (nodes of earlier ones are shared with a published image) and clear
  * the slots appended in place at indices >= from (the published count),
  * calling fn (when not NULL) on every value in the slots freed or cleared. */
-void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t from, uint64_t gen,
-		      void (*fn)(void *val, uint64_t gen));
+void rsd__pv_free_gen(struct rsd_pv *pv, struct rsd_objcache *oc, uint64_t from, uint64_t gen,
+		      void (*fn)(struct rsd_objcache *oc, void *val, uint64_t gen));
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
 void rsd__retire_free(struct rsd_manager *m, void *p);
-/* Retire an object of nbytes from m->oc: back to the cache when the writer
- * reclaims it, freed when the reclaimer thread does. */
+/* Retire an object of nbytes from m->oc: it goes back to the cache. */
 int rsd__retire_obj(struct rsd_image *img, void *p, size_t nbytes);
 
 /* Protection counts as an image publishes them: base plus log. */
@@ -532,9 +533,8 @@ static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_imag
 /* Hand the batch of replaced images to the reclaimer. */
 void rsd__reclaim_flush(struct rsd_manager *m);
 /* Run a batch's retirements and free its images (after a grace period);
- * oc: the manager's object cache when the writer reclaims (m->lock held),
- * NULL on the reclaimer thread. */
-void rsd__image_reclaim(struct rsd_image *batch, struct rsd_objcache *oc);
+ * writer: called by the writer (m->lock held), not the reclaimer thread. */
+void rsd__image_reclaim(struct rsd_image *batch, bool writer);
 /* Queue a batch for reclamation after a grace period (reclaim.c). */
 void rsd__reclaim_submit(struct rsd_image *batch);
 /* Wait until every grace period asked for so far has ended (and the

@@ -129,8 +129,17 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 	return img;
 }
 
+/* Give an object back to m's cache, from the writer or another thread. */
+static void obj_put(struct rsd_manager *m, bool writer, void *p, size_t nbytes)
+{
+	if (writer)
+		rsd__objcache_free(&m->oc, p, nbytes);
+	else
+		rsd__objcache_free_remote(&m->oc, p, nbytes);
+}
+
 /* After a grace period: no reader can hold these images any more. */
-static void run_retired(struct rsd_image *img, struct rsd_objcache *oc)
+static void run_retired(struct rsd_image *img, bool writer)
 {
 	for (size_t i = 0; i < img->nretired; i++) {
 		const struct rsd_retired *r = &img->retired[i];
@@ -138,21 +147,21 @@ static void run_retired(struct rsd_image *img, struct rsd_objcache *oc)
 		if (r->fn)
 			r->fn(img->m, r->p);
 		else
-			rsd__objcache_free(oc, r->p, r->nbytes);
+			obj_put(img->m, writer, r->p, r->nbytes);
 	}
 	if (img->retired != img->inline_retired)
 		free(img->retired);
 }
 
-void rsd__image_reclaim(struct rsd_image *img, struct rsd_objcache *oc)
+void rsd__image_reclaim(struct rsd_image *img, bool writer)
 {
 	struct rsd_image *next;
 
 	for (; img; img = next) {
 		next = img->batch_next;
-		run_retired(img, oc);
+		run_retired(img, writer);
 		free(atomic_load_explicit(&img->log, memory_order_relaxed));
-		rsd__objcache_free(oc, img, sizeof(*img));
+		obj_put(img->m, writer, img, sizeof(*img));
 	}
 }
 
@@ -194,7 +203,7 @@ void rsd__reclaim_poll(struct rsd_manager *m, unsigned max)
 		m->gpq_head = b->gp_next;
 		if (!m->gpq_head)
 			m->gpq_tail = NULL;
-		rsd__image_reclaim(b, &m->oc);
+		rsd__image_reclaim(b, true);
 	}
 }
 
@@ -303,7 +312,7 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 		prev = rsd__pv_get(&img->values, rec->index);
 		err = rsd__pv_set(&img->values, rec->index, iv, m->gen, old);
 		if (err) {
-			free(iv);
+			rsd__objcache_free(&m->oc, iv, value_image_size(iv->nmats));
 			return err;
 		}
 		err = update_members(m, locs, row_of, prev, iv, rec->index, old);
@@ -343,7 +352,7 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 					locs[i].acct.reserved);
 	}
 	if (old->locs && rsd__retire_obj(old, (void *)old->locs, loc_table_size(old->nlocs))) {
-		free(locs);
+		rsd__objcache_free(&m->oc, locs, loc_table_size(m->nknown));
 		return -RSD_ENOMEM;
 	}
 	img->locs = locs;
@@ -408,31 +417,31 @@ static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct 
 	return 0;
 }
 
-static void free_new_value(void *val, uint64_t gen)
+static void free_new_value(struct rsd_objcache *oc, void *val, uint64_t gen)
 {
 	struct rsd_img_value *iv = val;
 
 	if (iv->gen == gen)
-		free(iv);
+		rsd__objcache_free(oc, iv, value_image_size(iv->nmats));
 }
 
 /* A failed publication: free what it built for img (everything of
  * generation m->gen, and the tables img does not share with old). */
 static void unpublish(struct rsd_manager *m, struct rsd_image *img, const struct rsd_image *old)
 {
-	rsd__pv_free_gen(&img->values, old->values.count, m->gen, free_new_value);
+	rsd__pv_free_gen(&img->values, &m->oc, old->values.count, m->gen, free_new_value);
 	if (img->locs != old->locs) {
 		for (uint32_t i = 0; i < img->nlocs; i++)
-			rsd__pv_free_gen((struct rsd_pv *)&img->locs[i].members,
+			rsd__pv_free_gen((struct rsd_pv *)&img->locs[i].members, &m->oc,
 					 i < old->nlocs ? old->locs[i].members.count : 0, m->gen,
 					 NULL);
-		free((void *)img->locs);
+		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 	}
 	if (img->resv != old->resv)
 		free((void *)img->resv);
 	if (img->pending != old->pending)
 		free((void *)img->pending);
-	free(img);
+	rsd__objcache_free(&m->oc, img, sizeof(*img));
 }
 
 /*
@@ -515,9 +524,9 @@ int rsd__publish_first(struct rsd_manager *m)
 	if (!err)
 		err = publish_pending(m, img, &stub);
 	if (err) {
-		free((void *)img->locs);
+		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 		free((void *)img->resv);
-		free(img);
+		rsd__objcache_free(&m->oc, img, sizeof(*img));
 		return err;
 	}
 	/* Nothing is retired from an empty image; keep the analyzer sure. */
@@ -529,9 +538,9 @@ int rsd__publish_first(struct rsd_manager *m)
 	return 0;
 }
 
-static void free_value_image(void *p)
+static void free_value_image(struct rsd_objcache *oc, void *p)
 {
-	free(p);
+	rsd__objcache_free(oc, p, value_image_size(((struct rsd_img_value *)p)->nmats));
 }
 
 /* At destroy, after rcu_barrier(): nothing else can reach the last image. */
@@ -541,15 +550,15 @@ void rsd__image_destroy(struct rsd_manager *m)
 
 	if (!img)
 		return;
-	rsd__pv_free_nodes(&img->values, free_value_image);
+	rsd__pv_free_nodes(&img->values, &m->oc, free_value_image);
 	for (uint32_t i = 0; i < img->nlocs; i++)
-		rsd__pv_free_nodes((struct rsd_pv *)&img->locs[i].members, NULL);
-	free((void *)img->locs);
+		rsd__pv_free_nodes((struct rsd_pv *)&img->locs[i].members, &m->oc, NULL);
+	rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 	free((void *)img->resv);
 	free((void *)img->pending);
-	run_retired(img, NULL);
+	run_retired(img, true);
 	free(atomic_load_explicit(&img->log, memory_order_relaxed));
-	free(img);
+	rsd__objcache_free(&m->oc, img, sizeof(*img));
 	m->img = NULL;
 }
 

@@ -58,7 +58,7 @@ static struct rsd_pv_node *own(struct rsd_pv_node *n, uint64_t gen, struct rsd_i
 	if (!c)
 		return NULL;
 	if (rsd__retire_obj(rt, n, sizeof(*n))) {
-		free(c);
+		rsd__objcache_free(&rt->m->oc, c, sizeof(*c));
 		return NULL;
 	}
 	return c;
@@ -132,7 +132,8 @@ nomem:
 	return rsd__err(RSD_ENOMEM, "out of memory publishing value %llu", (unsigned long long)i);
 }
 
-static void free_level(struct rsd_pv_node *n, unsigned shift, void (*fn)(void *val))
+static void free_level(struct rsd_pv_node *n, unsigned shift, struct rsd_objcache *oc,
+		       void (*fn)(struct rsd_objcache *oc, void *val))
 {
 	if (!n)
 		return;
@@ -140,11 +141,11 @@ static void free_level(struct rsd_pv_node *n, unsigned shift, void (*fn)(void *v
 		if (!n->slot[i])
 			continue;
 		if (shift)
-			free_level(n->slot[i], shift - RSD_PV_BITS, fn);
+			free_level(n->slot[i], shift - RSD_PV_BITS, oc, fn);
 		else if (fn)
-			fn(n->slot[i]);
+			fn(oc, n->slot[i]);
 	}
-	free(n);
+	rsd__objcache_free(oc, n, sizeof(*n));
 }
 
 /*
@@ -153,8 +154,9 @@ static void free_level(struct rsd_pv_node *n, unsigned shift, void (*fn)(void *v
  * indices >= from, the published count). An older node is otherwise never
  * written, so an older subtree wholly below from is left alone.
  */
-static void free_gen(struct rsd_pv_node *n, unsigned shift, uint64_t base, uint64_t from,
-		     uint64_t gen, void (*fn)(void *val, uint64_t gen))
+static void free_gen(struct rsd_pv_node *n, unsigned shift, struct rsd_objcache *oc,
+		     uint64_t base, uint64_t from, uint64_t gen,
+		     void (*fn)(struct rsd_objcache *oc, void *val, uint64_t gen))
 {
 	bool mine = n->gen == gen;
 
@@ -167,34 +169,35 @@ static void free_gen(struct rsd_pv_node *n, unsigned shift, uint64_t base, uint6
 		if (!shift) {
 			if (mine || lo >= from) {
 				if (fn)
-					fn(n->slot[i], gen);
+					fn(oc, n->slot[i], gen);
 				if (!mine)
 					n->slot[i] = NULL;
 			}
 			continue;
 		}
 		if (c->gen == gen) {
-			free_gen(c, shift - RSD_PV_BITS, lo, from, gen, fn);
+			free_gen(c, shift - RSD_PV_BITS, oc, lo, from, gen, fn);
 			if (!mine)
 				n->slot[i] = NULL;
 		} else if (lo + (1ull << shift) > from) {
-			free_gen(c, shift - RSD_PV_BITS, lo, from, gen, fn);
+			free_gen(c, shift - RSD_PV_BITS, oc, lo, from, gen, fn);
 		}
 	}
 	if (mine)
-		free(n);
+		rsd__objcache_free(oc, n, sizeof(*n));
 }
 
-void rsd__pv_free_gen(struct rsd_pv *pv, uint64_t from, uint64_t gen,
-		      void (*fn)(void *val, uint64_t gen))
+void rsd__pv_free_gen(struct rsd_pv *pv, struct rsd_objcache *oc, uint64_t from, uint64_t gen,
+		      void (*fn)(struct rsd_objcache *oc, void *val, uint64_t gen))
 {
 	if (pv->root)
-		free_gen(pv->root, pv->shift, 0, from, gen, fn);
+		free_gen(pv->root, pv->shift, oc, 0, from, gen, fn);
 }
 
-void rsd__pv_free_nodes(struct rsd_pv *pv, void (*fn)(void *val))
+void rsd__pv_free_nodes(struct rsd_pv *pv, struct rsd_objcache *oc,
+			void (*fn)(struct rsd_objcache *oc, void *val))
 {
-	free_level(pv->root, pv->shift, fn);
+	free_level(pv->root, pv->shift, oc, fn);
 	pv->root = NULL;
 	pv->count = 0;
 }

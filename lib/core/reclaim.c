@@ -70,7 +70,7 @@ static void *reclaimer(void *unused)
 		urcu_memb_synchronize_rcu();
 		for (; b; b = next) {
 			next = b->gp_next;
-			rsd__image_reclaim(b, NULL);
+			rsd__image_reclaim(b, false);
 		}
 		pthread_mutex_lock(&rq.lock);
 		atomic_store_explicit(&rq.completed, target, memory_order_release);
@@ -158,7 +158,7 @@ void rsd__reclaim_submit(struct rsd_image *batch)
 	if (rq_request(batch))
 		return;
 	urcu_memb_synchronize_rcu();
-	rsd__image_reclaim(batch, NULL);
+	rsd__image_reclaim(batch, false);
 }
 
 void rsd__reclaim_barrier(void)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Registration: adopt a live value, or register a reconstruction source. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 #include "../trace.h"
@@ -20,9 +21,11 @@ static struct rsd_record *record_new(struct rsd_manager *m, const struct rsd_typ
 		m->recs = recs;
 		m->caprecs = cap;
 	}
-	rec = rsd__calloc(1, sizeof(*rec));
+	/* Records live until close: carve them with the images' objects. */
+	rec = rsd__objcache_alloc(&m->oc, sizeof(*rec));
 	if (!rec)
 		return NULL;
+	memset(rec, 0, sizeof(*rec));
 	/* Issued now even if the caller fails later: an id is never reused. */
 	rec->handle.manager_id = m->id;
 	rec->handle.id = rsd__next_id();
@@ -102,7 +105,7 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 	if (err) {
 		if (rec->mats != rec->inline_mats)
 			free(rec->mats);
-		free(rec);
+		rsd__objcache_free(&m->oc, rec, sizeof(*rec));
 		goto out;
 	}
 	record_commit(m, rec);
