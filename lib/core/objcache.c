@@ -7,17 +7,6 @@
 #include "../internal.h"
 #include "objcache.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RSD_OBJCACHE_PASSTHROUGH 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSD_OBJCACHE_PASSTHROUGH 1
-#endif
-#endif
-#ifndef RSD_OBJCACHE_PASSTHROUGH
-#define RSD_OBJCACHE_PASSTHROUGH 0
-#endif
-
 #define CHUNK_FIRST (64u << 10)
 #define CHUNK_HUGE (2u << 20) /* a transparent huge page */
 

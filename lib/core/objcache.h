@@ -38,6 +38,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* 1: every object is its own malloc block (AddressSanitizer builds). */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSD_OBJCACHE_PASSTHROUGH 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSD_OBJCACHE_PASSTHROUGH 1
+#endif
+#endif
+#ifndef RSD_OBJCACHE_PASSTHROUGH
+#define RSD_OBJCACHE_PASSTHROUGH 0
+#endif
+
 #define RSD_OBJCACHE_GRAIN 16u
 #define RSD_OBJCACHE_NCLASS 64u
 #define RSD_OBJCACHE_MAX_OBJECT (RSD_OBJCACHE_GRAIN * RSD_OBJCACHE_NCLASS)
