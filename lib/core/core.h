@@ -40,6 +40,13 @@
 #include "../internal.h"
 #include "objcache.h"
 
+/*
+ * Bytes that keep a group of fields off the cache lines of its neighbours,
+ * whatever the structure's alignment (16 bytes from malloc): a line holding
+ * a field of the group ends within the padding.
+ */
+#define RSD_CACHELINE 64
+
 /* ---- residents ---------------------------------------------------------- */
 
 struct rsd_resident {
@@ -253,8 +260,9 @@ struct rsd_image {
 	const struct rsd_img_resv *resv;
 	uint32_t npending;
 	struct rsd_lease_rec *const *pending; /* creation order */
-	/* Freed together with this image (they stopped being shared when the
-	 * image that replaced it was published). */
+	/* Only the writer and the reclaimer use what follows, while readers
+	 * may still read the fields above: keep them off those lines. */
+	char reader_pad[RSD_CACHELINE];
 	/* Replaced images wait in a batch for one grace period (m->reclaim). */
 	struct rsd_image *batch_next;
 	/* On a batch head: the next batch in its queue (the reclaimer's or
@@ -425,12 +433,27 @@ struct rsd_reservation {
 /* ---- the manager ----------------------------------------------------------- */
 
 struct rsd_manager {
+	/*
+	 * What readers load on every call, on cache lines of their own:
+	 * readers never write the manager, and a writer-hot field beside these
+	 * (gen, the reclaim batch) cost the writer a coherence miss on each
+	 * store while readers ran. The first six are fixed at create; img
+	 * changes once per publication, unpublished only when a publication
+	 * fails or recovers.
+	 */
 	uint64_t id;
 	const struct rsd_device_ops *ops; /* never NULL: host driver at least */
 	void *ops_ctx;
 	int ndevices; /* visible CUDA devices, fixed at create */
 	void (*warn)(void *ctx, const char *message);
 	void *warn_ctx;
+	/* The published image; written by the writer under m->lock. */
+	struct rsd_image *img;
+	/* A writer call could not publish (out of memory): img is behind the
+	 * writer state until a later call publishes. Written under m->lock;
+	 * readers test it first (rsd__read_fresh). */
+	atomic_bool unpublished;
+	char reader_pad[RSD_CACHELINE];
 
 	/*
 	 * The transition lock serializes every writer call. It is taken through
@@ -446,12 +469,6 @@ struct rsd_manager {
 	struct rsd_lease *lease_obj_cache;
 	unsigned nlease_obj_cache;
 
-	/* The published image; written by the writer under m->lock. */
-	struct rsd_image *img;
-	/* A writer call could not publish (out of memory): img is behind the
-	 * writer state until a later call publishes. Written under m->lock;
-	 * readers test it first (rsd__read_fresh). */
-	atomic_bool unpublished;
 	uint64_t gen; /* current publication generation; protected by m->lock */
 	/* Replaced images not yet handed to the reclaimer; protected by m->lock. */
 	struct rsd_image *reclaim;

@@ -261,7 +261,9 @@ static int publish_now(struct rsd_manager *m)
 
 	if (!err)
 		m->locs_dirty = false;
-	atomic_store_explicit(&m->unpublished, err != 0, memory_order_release);
+	/* Stored only on a change: readers load it on every call. */
+	if (atomic_load_explicit(&m->unpublished, memory_order_relaxed) != (err != 0))
+		atomic_store_explicit(&m->unpublished, err != 0, memory_order_release);
 	return err;
 }
 
