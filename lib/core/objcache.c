@@ -43,7 +43,8 @@ static bool chunk_add(struct rsd_objcache *c)
 	ch->next = c->chunks;
 	ch->nbytes = nbytes;
 	c->chunks = ch;
-	c->bump = (char *)p + ((sizeof(*ch) + RSD_OBJCACHE_GRAIN - 1) & ~(size_t)(RSD_OBJCACHE_GRAIN - 1));
+	c->bump = (char *)p +
+		  ((sizeof(*ch) + RSD_OBJCACHE_GRAIN - 1) & ~(size_t)(RSD_OBJCACHE_GRAIN - 1));
 	c->end = (char *)p + nbytes;
 	if (nbytes < CHUNK_HUGE)
 		c->next_chunk = nbytes * 2;

@@ -63,8 +63,8 @@ struct rsd_objcache {
 	 * the class. Pushed with a CAS, taken whole with an exchange. */
 	_Atomic(void *) remote;
 	struct rsd_objcache_chunk *chunks; /* newest first */
-	char *bump, *end;                  /* unused space of the newest chunk */
-	size_t next_chunk;                 /* bytes of the next chunk */
+	char *bump, *end;		   /* unused space of the newest chunk */
+	size_t next_chunk;		   /* bytes of the next chunk */
 };
 
 /*

@@ -154,8 +154,8 @@ static void free_level(struct rsd_pv_node *n, unsigned shift, struct rsd_objcach
  * indices >= from, the published count). An older node is otherwise never
  * written, so an older subtree wholly below from is left alone.
  */
-static void free_gen(struct rsd_pv_node *n, unsigned shift, struct rsd_objcache *oc,
-		     uint64_t base, uint64_t from, uint64_t gen,
+static void free_gen(struct rsd_pv_node *n, unsigned shift, struct rsd_objcache *oc, uint64_t base,
+		     uint64_t from, uint64_t gen,
 		     void (*fn)(struct rsd_objcache *oc, void *val, uint64_t gen))
 {
 	bool mine = n->gen == gen;

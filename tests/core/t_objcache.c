@@ -59,7 +59,9 @@ ATF_TC_BODY(reuse_within_class, tc)
 ATF_TC_WITHOUT_HEAD(many_distinct);
 ATF_TC_BODY(many_distinct, tc)
 {
-	enum { N = 40000 }; /* about 9 MiB: several 2 MiB chunks */
+	enum {
+		N = 40000
+	}; /* about 9 MiB: several 2 MiB chunks */
 	struct rsd_objcache *c = cache_new();
 	unsigned char **p = calloc(N, sizeof(*p));
 	size_t bad = 0;
@@ -105,7 +107,10 @@ static void *give_back(void *arg)
 ATF_TC_WITHOUT_HEAD(remote_frees_collected);
 ATF_TC_BODY(remote_frees_collected, tc)
 {
-	enum { N = 1000, T = 2 };
+	enum {
+		N = 1000,
+		T = 2
+	};
 	struct rsd_objcache *c = cache_new();
 	void *objs[T][N / T];
 	struct remote_arg args[T];
