@@ -112,7 +112,7 @@ ATF_TC_BODY(remote_frees_collected, tc)
 		T = 2
 	};
 	struct rsd_objcache *c = cache_new();
-	void *objs[T][N / T];
+	void *objs[T][N / T], *again[N];
 	struct remote_arg args[T];
 	pthread_t t[T];
 	size_t found = 0;
@@ -134,6 +134,7 @@ ATF_TC_BODY(remote_frees_collected, tc)
 		void *p = rsd__objcache_alloc(c, 96);
 
 		ATF_REQUIRE(p);
+		again[i] = p;
 		for (int k = 0; k < T; k++)
 			for (size_t j = 0; j < N / T; j++)
 				if (objs[k][j] == p) {
@@ -143,6 +144,8 @@ ATF_TC_BODY(remote_frees_collected, tc)
 	}
 	if (!RSD_OBJCACHE_PASSTHROUGH)
 		ATF_CHECK_EQ(found, N);
+	for (size_t i = 0; i < N; i++)
+		rsd__objcache_free(c, again[i], 96);
 	cache_end(c);
 }
 
