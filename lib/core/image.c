@@ -104,8 +104,8 @@ void rsd__retire_free(struct rsd_manager *m, void *p)
 /* A new root sharing everything with old, with no log and nothing retired. */
 static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image *old)
 {
-	/* malloc, not calloc: the inline retire array and the log are used
-	 * only up to their counts. */
+	/* Not zeroed: the inline retire array and the log are used only up
+	 * to their counts, and every other field is set below. */
 	struct rsd_image *img = rsd__objcache_alloc(&m->oc, sizeof(*img));
 
 	if (!img)
