@@ -42,9 +42,7 @@ static void drop_everything(struct rsd_manager *m)
 			rsd__resident_destroy(rec->mats[j].value);
 		if (rec->has_source && rec->source.release)
 			rec->source.release(rec->source.ctx);
-		if (rec->mats != rec->inline_mats)
-			free(rec->mats);
-		rsd__objcache_free(&m->oc, rec, sizeof(*rec));
+		rsd__record_free(m, rec);
 	}
 	m->nrecs = 0;
 	m->ndirty = 0;

@@ -114,6 +114,9 @@ struct rsd_record {
 };
 
 struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
+/* Free a record (from m->oc) and its materialization array, not the
+ * materializations' values. Writer path. */
+void rsd__record_free(struct rsd_manager *m, struct rsd_record *rec);
 
 /* ---- per-location accounting ---------------------------------------------- */
 

@@ -68,6 +68,7 @@ static struct rsd_pv_node *own(struct rsd_pv_node *n, uint64_t gen, struct rsd_i
  * Set slot i >= count in place (the file comment says why no reader sees
  * it). The root exists and covers i. Only nodes created here are new; on a
  * failed publication rsd__pv_free_gen() unlinks them and clears the slots.
+ * -RSD_ENOMEM, recorded by the caller.
  */
 static int append(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt)
 {
@@ -79,8 +80,7 @@ static int append(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct
 		if (!*link) {
 			*link = node_new(rt, gen, NULL);
 			if (!*link)
-				return rsd__err(RSD_ENOMEM, "out of memory publishing value %llu",
-						(unsigned long long)i);
+				return -RSD_ENOMEM;
 		}
 		n = *link;
 	}
@@ -111,8 +111,11 @@ int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct r
 		pv->root = top;
 		pv->shift += RSD_PV_BITS;
 	}
-	if (i >= pv->count)
-		return append(pv, i, val, gen, rt);
+	if (i >= pv->count) {
+		if (append(pv, i, val, gen, rt))
+			goto nomem;
+		return 0;
+	}
 	n = own(pv->root, gen, rt);
 	if (!n)
 		goto nomem;

@@ -35,6 +35,13 @@ static struct rsd_record *record_new(struct rsd_manager *m, const struct rsd_typ
 	return rec;
 }
 
+void rsd__record_free(struct rsd_manager *m, struct rsd_record *rec)
+{
+	if (rec->mats != rec->inline_mats)
+		free(rec->mats);
+	rsd__objcache_free(&m->oc, rec, sizeof(*rec));
+}
+
 /* Make the record visible: it keeps its place in registration order. */
 static void record_commit(struct rsd_manager *m, struct rsd_record *rec)
 {
@@ -103,9 +110,7 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 	}
 	err = rsd__install(m, rec, loc, value, false);
 	if (err) {
-		if (rec->mats != rec->inline_mats)
-			free(rec->mats);
-		rsd__objcache_free(&m->oc, rec, sizeof(*rec));
+		rsd__record_free(m, rec);
 		goto out;
 	}
 	record_commit(m, rec);
