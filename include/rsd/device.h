@@ -43,6 +43,10 @@ extern "C" {
  * @event_destroy: give an event back (to the driver's pool).
  * @metrics: the process-wide allocator counters of one device (best
  *	effort).
+ * @transfer_stream: optional; the driver's own stream for copies from
+ *	@src to @dst when the caller gives none (one per direction per
+ *	device and per peer pair); without it @default_stream of the device
+ *	end is used.
  *
  * device_count, alloc, free and copy are required; a manager refuses a
  * driver without them.
@@ -63,6 +67,7 @@ struct rsd_device_ops {
 	int (*event_sync)(void *ctx, void *event);
 	void (*event_destroy)(void *ctx, void *event);
 	int (*metrics)(void *ctx, int device, uint64_t *allocated, uint64_t *reserved);
+	void *(*transfer_stream)(void *ctx, struct rsd_location dst, struct rsd_location src);
 };
 
 /**

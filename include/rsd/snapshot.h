@@ -33,11 +33,17 @@ struct rsd_manager;
  * @use_count: active leases reading it.
  * @hold_count: holds pinning it.
  * @pending_event_count: released GPU leases still waiting for events.
+ * @arriving: the destination of a transfer admitted and not yet committed
+ *	(another thread's copy or load is writing it; its charge is in the
+ *	location's used bytes). It is not resident: leases and holds refuse
+ *	it, a drop finds it absent. Never true in a state published by a
+ *	single-threaded caller.
  */
 struct rsd_materialization_snapshot {
 	struct rsd_location location;
 	uint64_t logical_nbytes, storage_nbytes, charged_nbytes;
 	uint64_t use_count, hold_count, pending_event_count;
+	bool arriving;
 };
 
 /**

@@ -50,7 +50,7 @@ static void drop_everything(struct rsd_manager *m)
 	for (unsigned s = 0; s < RSD_NSLOTS; s++) {
 		struct rsd_acct *a = &m->acct[s];
 
-		a->used = a->reserved = 0;
+		a->used = a->reserved = a->temp = 0;
 		a->value_count = a->reservation_count = 0;
 		a->use_count = a->hold_count = a->pending_count = 0;
 	}

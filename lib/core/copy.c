@@ -1,9 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * Copying a value to a destination (§4.4). Host-to-host copies are plain
- * memcpy (pinned memory is host memory); anything touching a device goes
- * through the driver on a stream, then waits for an event on that stream,
- * so a transition's destination bytes are complete when it returns.
+ * Copying a value to a destination (§4.4), in the two steps of a transfer
+ * beside the writer (xfer.c): the destination is allocated under the
+ * transition lock, as part of the admission, and filled without it.
+ *
+ * Host-to-host copies are plain memcpy (pinned memory is host memory);
+ * anything touching a device goes through the driver on a stream, then
+ * waits for an event on that stream, so a transition's destination bytes
+ * are complete when it commits. A value the library allocated is one block
+ * holding every buffer: when both ends have the same layout the whole span
+ * moves in one copy instead of one per buffer, which is what a copy engine
+ * rewards (a 64-buffer value is one DMA, not 64).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +22,10 @@ static bool host_kind(struct rsd_location at)
 	return at.kind != RSD_CUDA;
 }
 
-int rsd__copy_to(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		 struct rsd_location to, void *stream, struct rsd_resident **out)
+int rsd__copy_alloc(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location to,
+		    void *stream, struct rsd_resident **out)
 {
 	uint64_t sizes_small[8] = { 0 }, *sizes = sizes_small;
-	struct rsd_resident *dst = NULL;
-	void *ev = NULL;
 	int err;
 
 	if (stream && host_kind(to))
@@ -33,27 +38,77 @@ int rsd__copy_to(struct rsd_manager *m, const struct rsd_resident *src, struct r
 	for (size_t i = 0; i < src->nbuf; i++)
 		sizes[i] = src->bufs[i].nbytes;
 	err = rsd__resident_alloc(m->ops, m->ops_ctx, m->ndevices, src->type, to, src->nbuf, sizes,
-				  src->meta, src->meta_len, &dst);
+				  src->meta, src->meta_len, out);
 	if (sizes != sizes_small)
 		free(sizes);
-	if (err)
-		return err;
+	return err;
+}
+
+/*
+ * The bytes from the first buffer's start to the last one's end, when src
+ * and dst are single blocks whose buffers sit at the same offsets; 0
+ * otherwise (then each buffer is copied on its own).
+ */
+static uint64_t common_span(const struct rsd_resident *src, const struct rsd_resident *dst)
+{
+	uint64_t span = 0;
+
+	if (!src->block || !dst->block || src->nbuf != dst->nbuf || src->nbuf < 2)
+		return 0;
+	for (size_t i = 0; i < src->nbuf; i++) {
+		const char *s = src->bufs[i].data, *d = dst->bufs[i].data;
+		uint64_t off = (uint64_t)(s - (const char *)src->block);
+
+		if (!src->bufs[i].nbytes)
+			continue;
+		if (off != (uint64_t)(d - (const char *)dst->block) ||
+		    src->bufs[i].nbytes != dst->bufs[i].nbytes)
+			return 0;
+		if (off + src->bufs[i].nbytes > span)
+			span = off + src->bufs[i].nbytes;
+	}
+	return span <= src->block_nbytes && span <= dst->block_nbytes ? span : 0;
+}
+
+static void *pick_stream(struct rsd_manager *m, struct rsd_location from, struct rsd_location to)
+{
+	if (m->ops->transfer_stream)
+		return m->ops->transfer_stream(m->ops_ctx, to, from);
+	return m->ops->default_stream(m->ops_ctx, to.kind == RSD_CUDA ? to.device : from.device);
+}
+
+int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
+		  struct rsd_resident *dst, struct rsd_location to, void *stream)
+{
+	uint64_t span = common_span(src, dst);
+	void *ev = NULL;
+	int err;
+
 	if (host_kind(from) && host_kind(to)) {
+		if (span) {
+			memcpy(dst->block, src->block, span);
+			return 0;
+		}
 		for (size_t i = 0; i < src->nbuf; i++)
 			if (src->bufs[i].nbytes)
 				memcpy(dst->bufs[i].data, src->bufs[i].data, src->bufs[i].nbytes);
-		*out = dst;
 		return 0;
 	}
 	if (!stream)
-		stream = m->ops->default_stream(m->ops_ctx, to.kind == RSD_CUDA ? to.device : from.device);
-	for (size_t i = 0; i < src->nbuf; i++) {
-		if (!src->bufs[i].nbytes)
-			continue;
-		err = m->ops->copy(m->ops_ctx, dst->bufs[i].data, to, src->bufs[i].data, from,
-				   src->bufs[i].nbytes, stream);
+		stream = pick_stream(m, from, to);
+	if (span) {
+		err = m->ops->copy(m->ops_ctx, dst->block, to, src->block, from, span, stream);
 		if (err)
 			goto fail;
+	} else {
+		for (size_t i = 0; i < src->nbuf; i++) {
+			if (!src->bufs[i].nbytes)
+				continue;
+			err = m->ops->copy(m->ops_ctx, dst->bufs[i].data, to, src->bufs[i].data, from,
+					   src->bufs[i].nbytes, stream);
+			if (err)
+				goto fail;
+		}
 	}
 	err = m->ops->event_record(m->ops_ctx, stream, &ev);
 	if (err)
@@ -62,17 +117,15 @@ int rsd__copy_to(struct rsd_manager *m, const struct rsd_resident *src, struct r
 	m->ops->event_destroy(m->ops_ctx, ev);
 	if (err)
 		goto fail;
-	*out = dst;
 	return 0;
 fail:
 	{
-		/* Best effort: drain the stream before freeing its target; a
-		 * second failure must not mask the first. */
+		/* Best effort: drain the stream before the caller frees its
+		 * target; a second failure must not mask the first. */
 		struct rsd_error saved = *rsd_last_error();
 
 		m->ops->stream_sync(m->ops_ctx, stream);
 		*rsd__err_record() = saved;
 	}
-	rsd__resident_destroy(dst);
 	return err;
 }

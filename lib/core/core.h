@@ -91,11 +91,26 @@ struct rsd_mat {
 	uint32_t use_count;      /* active leases */
 	uint32_t hold_count;     /* holds */
 	uint32_t pending_count;  /* released GPU leases whose events may still run */
+	/*
+	 * Transfers beside the writer (xfer.c). busy: transfers in flight
+	 * that read this materialization; leaving: one of them is a move that
+	 * removes it at its commit; arriving: the destination of a transfer
+	 * admitted and not yet committed (charged, not resident).
+	 */
+	uint32_t busy;
+	bool leaving;
+	bool arriving;
 };
 
 static inline bool rsd__mat_protected(const struct rsd_mat *mat)
 {
 	return mat->use_count || mat->hold_count || mat->pending_count;
+}
+
+/* Resident: committed, readable by leases and transfers. */
+static inline bool rsd__mat_resident(const struct rsd_mat *mat)
+{
+	return mat && !mat->arriving;
 }
 
 /* One managed value; protected by m->lock. Never freed before close. */
@@ -108,12 +123,21 @@ struct rsd_record {
 	struct rsd_location source_loc;
 	bool discarded;
 	bool dirty; /* on m->dirty: its image must be rebuilt at publish */
+	bool loading; /* its source load runs (transfer phase, no lock) */
+	uint32_t inflight; /* transfers of this value admitted, not committed */
 	uint32_t nmats, capmats;
 	struct rsd_mat *mats; /* insertion order; inline_mats until it grows */
 	struct rsd_mat inline_mats[2];
 };
 
 struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
+/* The materialization at `at` when it is resident (not arriving). */
+static inline struct rsd_mat *rsd__rec_resident(struct rsd_record *rec, struct rsd_location at)
+{
+	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+
+	return rsd__mat_resident(mat) ? mat : NULL;
+}
 /* Free a record (from m->oc) and its materialization array, not the
  * materializations' values. Writer path. */
 void rsd__record_free(struct rsd_manager *m, struct rsd_record *rec);
@@ -129,6 +153,12 @@ struct rsd_acct {
 	uint64_t peak_used, peak_charged;
 	uint64_t value_count, reservation_count;
 	uint64_t use_count, hold_count, pending_count;
+	/* Temporary source charges of loads in flight (§7.2): admitted and
+	 * counted in peak_charged like reservations, never shown as such. */
+	uint64_t temp;
+	/* Headroom the plans executing now predicted and keep for themselves
+	 * (§20.2); readers never see it. */
+	uint64_t plan_hold;
 };
 
 /* ---- storage-owner index (keymap.c) ---------------------------------------- */
@@ -181,6 +211,7 @@ struct rsd_img_mat {
 	struct rsd_location loc;
 	uint64_t storage_nbytes;
 	uint32_t use_count, hold_count, pending_count;
+	bool arriving;
 };
 
 /* Immutable image of one value. */
@@ -368,10 +399,30 @@ struct rsd_lease_rec {
 	uint64_t *ids;            /* their handle ids (for readers) */
 	size_t nevents;
 	void **events;
+	/* One queue link per event (same block as events): the consumer
+	 * stream's queue of released events, recording order (§20.5). */
+	struct rsd_pend_link *links;
+	size_t nleft;     /* events not yet seen complete by a reap */
+	unsigned waiters; /* threads waiting for its events without m->lock */
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj;       /* the caller's object while active */
 	/* m->leases list, creation order */
 	struct rsd_lease_rec *next, *prev;
+};
+
+/* A released GPU lease's event on its consumer stream's queue. */
+struct rsd_pend_link {
+	struct rsd_lease_rec *l;
+	size_t k; /* l->events[k] */
+	struct rsd_pend_link *next;
+};
+
+/* One consumer stream's released events in recording order: an in-order
+ * stream completes them in that order, so a reap stops at the first one
+ * still running. Protected by m->lock. */
+struct rsd_pend_stream {
+	void *stream;
+	struct rsd_pend_link *head, *tail;
 };
 
 /*
@@ -459,13 +510,23 @@ struct rsd_manager {
 	char reader_pad[RSD_CACHELINE];
 
 	/*
-	 * The transition lock serializes every writer call. It is taken through
-	 * rsd__writer_enter(), which refuses while a source callback runs
-	 * (callback_active) and refuses same-thread re-entry (owner).
+	 * The transition lock serializes every change of writer state. It is
+	 * taken through rsd__writer_enter(), which refuses a call made from a
+	 * source callback of this manager on the callback's own thread and
+	 * same-thread re-entry (owner). Copies, source loads and waits for a
+	 * device run without it (xfer.c): a transition admits under it,
+	 * transfers, then takes it again to commit.
 	 */
 	pthread_mutex_t lock;
-	atomic_bool callback_active;
-	atomic_uintptr_t owner; /* token of the thread in a writer call, 0 */
+	atomic_uintptr_t owner; /* token of the thread holding m->lock, 0 */
+	/* Broadcast (with m->lock) whenever a transfer commits or rolls back,
+	 * a load ends or a waited-for lease is reaped: threads waiting for an
+	 * arriving destination, a loading value or a leaving source sleep on
+	 * it without the lock. */
+	pthread_cond_t xfer_cond;
+	/* Transfers and device waits running without the lock; protected by
+	 * m->lock. Close waits for it to drop to zero. */
+	uint64_t inflight;
 	pthread_mutex_t objs_lock; /* m->objs and lease_obj_cache only */
 	struct rsd_objlink objs;   /* caller lifetime objects, list head */
 	/* Lease objects freed by their callers, ready for the next acquire. */
@@ -495,6 +556,9 @@ struct rsd_manager {
 	struct rsd_keymap owners;
 	/* Creation order, active and pending; appended at leases_tail. */
 	struct rsd_lease_rec *leases, *leases_tail;
+	/* Released events per consumer stream (lease.c). */
+	struct rsd_pend_stream *pstreams;
+	size_t npstreams, cappstreams;
 	/* Deleted lease records for reuse (never pending ones: those are
 	 * freed through retirement). */
 	struct rsd_lease_rec *lease_rec_cache;
@@ -517,14 +581,49 @@ struct rsd_manager {
 uint64_t rsd__next_id(void);
 
 /*
- * Writer entry: guard (callback, re-entry), transition lock, then the
- * prologue named by flags. On success the lock is held; leave with
- * rsd__writer_exit(), which publishes what changed and unlocks.
+ * Writer entry: guard (a source callback of m on this thread, same-thread
+ * re-entry), transition lock, then the prologue named by flags. On success
+ * the lock is held; leave with rsd__writer_exit(), which publishes what
+ * changed and unlocks. Waiting for the lock is bounded by other calls'
+ * admit and commit phases: no transfer runs under it.
  */
 #define RSD_W_OPEN 1u /* refuse a closed manager */
 #define RSD_W_REAP 2u /* reap completed leases */
 int rsd__writer_enter(struct rsd_manager *m, unsigned flags);
 void rsd__writer_exit(struct rsd_manager *m);
+/*
+ * The lock without any guard, for clean-up that must not fail (§20.4: a
+ * call releasing what it built on its own failure path) and for commits.
+ * Leave with rsd__writer_exit().
+ */
+void rsd__writer_lock(struct rsd_manager *m);
+/*
+ * Phases of a transfer (xfer.c). pause leaves the lock for a transfer
+ * phase: it publishes what earlier commits of the same call changed (only
+ * when state_version moved: an admission alone is never published) and
+ * unlocks; resume takes the lock back, unguarded, for the commit.
+ */
+void rsd__writer_pause(struct rsd_manager *m);
+void rsd__writer_resume(struct rsd_manager *m);
+/* Sleep without the lock until some transfer commits or rolls back, a
+ * load ends or a waited-for lease is reaped; the lock is held again on
+ * return. Callers re-check their condition. */
+void rsd__writer_wait(struct rsd_manager *m);
+/* Wake every thread in rsd__writer_wait(); m->lock held. */
+void rsd__xfer_wake(struct rsd_manager *m);
+
+/*
+ * A source callback of m runs on this thread: the thread's own calls into
+ * m are refused with RSD_EREENTRANT until it returns (§20.3); other
+ * threads proceed. Frames live on the caller's stack.
+ */
+struct rsd_cb_frame {
+	const struct rsd_manager *m;
+	struct rsd_cb_frame *up;
+};
+void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m);
+void rsd__callback_end(struct rsd_cb_frame *f);
+bool rsd__in_callback(const struct rsd_manager *m);
 /* Publish the writer state now (writer_exit does it). */
 int rsd__publish(struct rsd_manager *m);
 /* Whether the writer state differs from the published image. */
@@ -579,8 +678,40 @@ int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *
 			     struct rsd_location at);
 /* Resolve a handle (§2.5). */
 int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
-/* Admission rule (§7.1) for n more bytes at slot; records the error. */
+/* Resolve n handles that must be resident at `at` (acquire, hold): an
+ * arriving copy is not resident (RSD_EUNAVAILABLE); a copy a move in
+ * flight is taking away is waited for (lock released meanwhile). */
+int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, size_t n,
+			  struct rsd_location at, struct rsd_record **recs);
+/* Admission rule (§7.1) for n more bytes at slot; records the error.
+ * Counts temporary charges and the headroom of plans executing on other
+ * threads (rsd__plan_hold). */
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
+/*
+ * The headroom a plan's preflight predicted (its peaks above the charge
+ * then), kept from other threads' admissions while the plan executes and
+ * releases the lock for its transfers (§20.2). Lives on the executing
+ * thread's stack; take and give under m->lock.
+ */
+struct rsd_plan_hold {
+	uint64_t bytes[RSD_NSLOTS];
+	const struct rsd_plan_hold *up;
+};
+struct rsd_location_bytes;
+void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
+			 const struct rsd_location_bytes *peaks, size_t npeaks);
+void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h);
+/* used + reserved + temp: what peak_charged follows. */
+static inline uint64_t rsd__acct_charged(const struct rsd_acct *a)
+{
+	return a->used + a->reserved + a->temp;
+}
+/* Raise peak_charged to the charge now. */
+static inline void rsd__acct_peak(struct rsd_acct *a)
+{
+	if (rsd__acct_charged(a) > a->peak_charged)
+		a->peak_charged = rsd__acct_charged(a);
+}
 /* Record a location lazily (+1) when not yet known. */
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
@@ -607,6 +738,15 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 /* §2.4 materialization validation. */
 int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
 		  struct rsd_location at);
+/* The admit phase of a transfer: v becomes an arriving materialization,
+ * charged and indexed, not resident and not yet counted in state_version. */
+int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+			  struct rsd_resident *v, bool allow_exclusive);
+/* Its commit (+1, and +1 for a location recorded now) or its abort (no
+ * version step, the charge refunded, the value freed). */
+void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+/* 0, or -RSD_EINUSE naming what protects mat (protections, a transfer). */
 int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
 void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 
@@ -619,8 +759,14 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 			const char *label, struct rsd_reservation **out);
 void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservation *r);
 
-/* Copy a value to a destination (§4.4). */
-int rsd__copy_to(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		 struct rsd_location to, void *stream, struct rsd_resident **out);
+/*
+ * Copying a value (§4.4), in two steps so that only the first runs under
+ * the lock: allocate the destination with the source's layout, then copy
+ * into it and wait for the bytes (no lock; the caller frees dst on error).
+ */
+int rsd__copy_alloc(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location to,
+		    void *stream, struct rsd_resident **out);
+int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
+		  struct rsd_resident *dst, struct rsd_location to, void *stream);
 
 #endif

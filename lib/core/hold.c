@@ -14,7 +14,6 @@
 int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct rsd_location at,
 	     struct rsd_hold **out)
 {
-	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_handle buf[RSD_HANDLES_INLINE], *set = buf;
 	struct rsd_hold *hd = NULL;
 	size_t k = 0;
@@ -42,17 +41,9 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 		err = rsd__err(RSD_ENOMEM, "out of memory creating a hold");
 		goto out;
 	}
-	for (size_t i = 0; i < k; i++) {
-		err = rsd__resolve(m, set[i], &hd->recs[i]);
-		if (err)
-			goto out;
-		if (!rsd__rec_mat(hd->recs[i], at)) {
-			err = rsd__err(RSD_EUNAVAILABLE, "value %llu is not resident at %s",
-				       (unsigned long long)set[i].id,
-				       rsd_location_name(at, name, sizeof(name)));
-			goto out;
-		}
-	}
+	err = rsd__resolve_resident(m, set, k, at, hd->recs);
+	if (err)
+		goto out;
 	hd->id = rsd__next_id();
 	hd->active = hd->tracked = true;
 	hd->loc = at;
@@ -179,8 +170,7 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	a = &m->acct[rsd__loc_slot(at)];
 	a->reserved += nbytes;
 	a->reservation_count++;
-	if (a->used + a->reserved > a->peak_charged)
-		a->peak_charged = a->used + a->reserved;
+	rsd__acct_peak(a);
 	m->resv_dirty = true;
 	rsd__bump(m);
 	rsd_trace_reservation(m->id, r->id, at, nbytes, label, true);

@@ -245,6 +245,7 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 		iv->mats[i].use_count = mat->use_count;
 		iv->mats[i].hold_count = mat->hold_count;
 		iv->mats[i].pending_count = mat->pending_count;
+		iv->mats[i].arriving = mat->arriving;
 	}
 	return iv;
 }

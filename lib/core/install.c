@@ -87,8 +87,14 @@ static bool owned_by(const struct rsd_keymap_slot *s, const struct rsd_record *r
 	return s->owner == rec->index && s->at_slot == rsd__loc_slot(at);
 }
 
-int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
-		 struct rsd_resident *v, bool allow_exclusive)
+/*
+ * Install v at `at`. An arriving install (the admit phase of a transfer,
+ * xfer.c) charges and indexes the destination but neither records the
+ * location nor moves state_version: its commit does (rsd__arrival_commit),
+ * so the version steps exactly as a synchronous install's would.
+ */
+static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		   struct rsd_resident *v, bool allow_exclusive, bool arriving)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 	uint64_t charge = rec->spec.storage_nbytes;
@@ -161,22 +167,26 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 		rec->capmats = cap;
 	}
 	/* Nothing below can fail: the install is committed. */
-	rsd__record_location(m, at);
+	if (!arriving)
+		rsd__record_location(m, at);
 	mat = &rec->mats[rec->nmats++];
+	memset(mat, 0, sizeof(*mat));
 	mat->loc = at;
 	mat->value = v;
 	mat->storage_nbytes = rsd_resident_storage_nbytes(v);
-	mat->use_count = mat->hold_count = mat->pending_count = 0;
+	mat->arriving = arriving;
 	v->managed = true;
 	a = &m->acct[rsd__loc_slot(at)];
 	a->used += charge;
 	a->value_count++;
 	if (a->used > a->peak_used)
 		a->peak_used = a->used;
-	if (a->used + a->reserved > a->peak_charged)
-		a->peak_charged = a->used + a->reserved;
+	rsd__acct_peak(a);
 	rsd__mark_dirty(m, rec);
-	rsd__bump(m);
+	if (arriving)
+		m->locs_dirty = true;
+	else
+		rsd__bump(m);
 	return 0;
 unwind:
 	for (size_t i = 0; i < added; i++) {
@@ -192,10 +202,36 @@ unwind:
 	return err;
 }
 
+int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		 struct rsd_resident *v, bool allow_exclusive)
+{
+	return install(m, rec, at, v, allow_exclusive, false);
+}
+
+int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+			  struct rsd_resident *v, bool allow_exclusive)
+{
+	return install(m, rec, at, v, allow_exclusive, true);
+}
+
+void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+{
+	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+
+	mat->arriving = false;
+	rsd__record_location(m, at);
+	rsd__mark_dirty(m, rec);
+	rsd__bump(m);
+}
+
 int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
+	if (mat->busy || mat->arriving)
+		return rsd__err(RSD_EINUSE, "materialization of %llu at %s is in use: a transfer is in flight",
+				(unsigned long long)rec->handle.id,
+				rsd_location_name(mat->loc, name, sizeof(name)));
 	if (!rsd__mat_protected(mat))
 		return 0;
 	return rsd__err(RSD_EINUSE,
@@ -204,9 +240,9 @@ int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat)
 			mat->use_count, mat->hold_count, mat->pending_count);
 }
 
-/* Pop the materialization at `at` (it exists and is unprotected). Its value
- * is freed by the caller through rsd__mat_free_value() semantics: here. */
-void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+/* Pop the materialization at `at` and free its value, refunding its
+ * charge; state_version is the caller's. */
+static void pop(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
 	struct rsd_resident *v;
@@ -244,5 +280,19 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 		v = NULL;
 	rsd__resident_destroy(v);
 	rsd__mark_dirty(m, rec);
+	m->locs_dirty = true;
+}
+
+/* Remove the materialization at `at` (it exists and is unprotected): +1. */
+void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+{
+	pop(m, rec, at);
 	rsd__bump(m);
+}
+
+/* A transfer failed: its arriving destination goes as if it never came
+ * (no version step; the peaks it raised stay, §9.2). */
+void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+{
+	pop(m, rec, at);
 }

@@ -329,18 +329,11 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	}
 	if (consumer_stream && !obj->capstreams)
 		obj->capstreams = 4;
-	for (size_t i = 0; i < k; i++) {
-		err = rsd__resolve(m, obj->handles[i], &l->recs[i]);
-		if (err)
-			goto out;
-		if (!rsd__rec_mat(l->recs[i], at)) {
-			err = rsd__err(RSD_EUNAVAILABLE, "value %llu is not resident at %s",
-				       (unsigned long long)obj->handles[i].id,
-				       rsd_location_name(at, name, sizeof(name)));
-			goto out;
-		}
+	err = rsd__resolve_resident(m, obj->handles, k, at, l->recs);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < k; i++)
 		l->ids[i] = obj->handles[i].id;
-	}
 	/* Every handle passed: the "acquire" fault point, then commit atomically. */
 	if (rsd__fault_on() &&
 	    (err = rsd__fault_hit(RSD__FAULT_ACQUIRE, rsd_location_name(at, name, sizeof(name)))))

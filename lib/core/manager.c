@@ -116,26 +116,100 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
 	return 0;
 }
 
+int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, size_t n,
+			  struct rsd_location at, struct rsd_record **recs)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	bool leaving;
+	int err;
+
+	do {
+		leaving = false;
+		for (size_t i = 0; i < n; i++) {
+			struct rsd_mat *mat;
+
+			err = rsd__resolve(m, h[i], &recs[i]);
+			if (err)
+				return err;
+			mat = rsd__rec_resident(recs[i], at);
+			if (!mat)
+				return rsd__err(RSD_EUNAVAILABLE, "value %llu is not resident at %s",
+						(unsigned long long)h[i].id,
+						rsd_location_name(at, name, sizeof(name)));
+			leaving |= mat->leaving;
+		}
+		/* A move in flight removes it at its commit: protecting it now
+		 * would make that commit fail, so come after it. */
+		if (leaving) {
+			rsd__writer_wait(m);
+			if (m->closed)
+				return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+						(unsigned long long)m->id);
+		}
+	} while (leaving);
+	return 0;
+}
+
+static _Thread_local const struct rsd_plan_hold *own_hold;
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 {
-	const struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
+	unsigned slot = rsd__loc_slot(at);
+	const struct rsd_acct *a = &m->acct[slot];
 	char name[RSD_LOCATION_NAME_MAX];
+	uint64_t taken, others;
 
 	if (a->known && a->has_budget) {
-		/* used + reserved <= budget always holds, so no subtraction
-		 * wraps; comparing with the remainder keeps n near 2^64 exact. */
-		if (n <= a->budget - a->used - a->reserved)
+		/* Other threads' plans keep the headroom they predicted; this
+		 * thread's own plan may use its own. */
+		others = a->plan_hold - (own_hold ? own_hold->bytes[slot] : 0);
+		taken = sat_add(sat_add(a->used, a->reserved), sat_add(a->temp, others));
+		if (taken <= a->budget && n <= a->budget - taken)
 			return 0;
 		rsd_trace_budget_reject(m->id, at, a->budget, a->used, a->reserved, n);
-		return rsd__err_budget(at, a->budget, a->used, a->reserved, n);
+		return rsd__err_budget(at, a->budget, a->used,
+				       a->budget - a->used > a->reserved + a->temp ?
+					       a->reserved + a->temp :
+					       a->budget - a->used,
+				       n);
 	}
 	/* Unbudgeted counters must stay exact sums: refuse what would wrap. */
-	if (n > UINT64_MAX - a->used - a->reserved)
+	if (n > UINT64_MAX - a->used - a->reserved - a->temp)
 		return rsd__err(RSD_EINVAL,
 				"%llu more bytes at %s would overflow its byte counters (used %llu, reserved %llu)",
 				(unsigned long long)n, rsd_location_name(at, name, sizeof(name)),
 				(unsigned long long)a->used, (unsigned long long)a->reserved);
 	return 0;
+}
+
+void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
+			 const struct rsd_location_bytes *peaks, size_t npeaks)
+{
+	memset(h, 0, sizeof(*h));
+	for (size_t i = 0; i < npeaks; i++) {
+		unsigned slot = rsd__loc_slot(peaks[i].location);
+		struct rsd_acct *a = &m->acct[slot];
+		uint64_t now = rsd__acct_charged(a);
+
+		if (!a->has_budget || peaks[i].nbytes <= now)
+			continue;
+		h->bytes[slot] = peaks[i].nbytes - now;
+		a->plan_hold += h->bytes[slot];
+	}
+	h->up = own_hold;
+	own_hold = h;
+}
+
+void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h)
+{
+	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++)
+		m->acct[slot].plan_hold -= h->bytes[slot];
+	own_hold = h->up;
 }
 
 void rsd__bump(struct rsd_manager *m)
@@ -185,52 +259,62 @@ struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at)
 	return NULL;
 }
 
+static _Thread_local struct rsd_cb_frame *cb_top;
+
+void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m)
+{
+	f->m = m;
+	f->up = cb_top;
+	cb_top = f;
+}
+
+void rsd__callback_end(struct rsd_cb_frame *f)
+{
+	cb_top = f->up;
+}
+
+bool rsd__in_callback(const struct rsd_manager *m)
+{
+	for (const struct rsd_cb_frame *f = cb_top; f; f = f->up)
+		if (f->m == m)
+			return true;
+	return false;
+}
+
+static void writer_lock_raw(struct rsd_manager *m)
+{
+	pthread_mutex_lock(&m->lock);
+	/* Only this thread compares the token with its own: no ordering. */
+	atomic_store_explicit(&m->owner, self_token(), memory_order_relaxed);
+}
+
+static void writer_unlock(struct rsd_manager *m)
+{
+	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
+	pthread_mutex_unlock(&m->lock);
+}
+
 /*
- * Writer entry (reference.md §9.1, §5.3). A thread arriving while a source
- * callback runs is refused at once; a thread already waiting for the lock
- * polls every 10 ms and is refused once a callback has started.
+ * Writer entry (reference.md §9.1, §5.3). Only the thread running a source
+ * callback of m is refused; every other thread waits for the lock, which
+ * no transfer holds.
  */
 int rsd__writer_enter(struct rsd_manager *m, unsigned flags)
 {
-	struct timespec ts;
 	int err;
 
 	if (!m)
 		return rsd__err(RSD_ETYPE, "manager is NULL");
-	for (;;) {
-		if (atomic_load(&m->callback_active))
-			return rsd__err(RSD_EREENTRANT,
-					"residency manager %llu refused access: a source load is running",
-					(unsigned long long)m->id);
-		if (atomic_load_explicit(&m->owner, memory_order_relaxed) == self_token())
-			return rsd__err(RSD_EREENTRANT,
-					"residency manager %llu re-entered an active transition",
-					(unsigned long long)m->id);
-		/* Uncontended: no clock read, no timed wait. */
-		err = pthread_mutex_trylock(&m->lock);
-		if (!err)
-			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 10L * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		err = pthread_mutex_timedlock(&m->lock, &ts);
-		if (!err)
-			break;
-		if (err != ETIMEDOUT)
-			return rsd__err(RSD_EUSAGE, "transition lock failed: %s", strerror(err));
-	}
-	/* A callback may have started between the flag test and the lock. */
-	if (atomic_load(&m->callback_active)) {
-		pthread_mutex_unlock(&m->lock);
+	if (rsd__unlikely(cb_top != NULL) && rsd__in_callback(m))
 		return rsd__err(RSD_EREENTRANT,
-				"residency manager %llu refused access: a source load is running",
+				"residency manager %llu refused access: a source load is running on "
+				"this thread",
 				(unsigned long long)m->id);
-	}
-	/* Only this thread compares the token with its own: no ordering. */
-	atomic_store_explicit(&m->owner, self_token(), memory_order_relaxed);
+	if (atomic_load_explicit(&m->owner, memory_order_relaxed) == self_token())
+		return rsd__err(RSD_EREENTRANT,
+				"residency manager %llu re-entered an active transition",
+				(unsigned long long)m->id);
+	writer_lock_raw(m);
 	if ((flags & RSD_W_OPEN) && m->closed) {
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 			       (unsigned long long)m->id);
@@ -245,6 +329,11 @@ int rsd__writer_enter(struct rsd_manager *m, unsigned flags)
 fail:
 	rsd__writer_exit(m);
 	return err;
+}
+
+void rsd__writer_lock(struct rsd_manager *m)
+{
+	writer_lock_raw(m);
 }
 
 bool rsd__unpublished(const struct rsd_manager *m)
@@ -267,10 +356,41 @@ static int publish_now(struct rsd_manager *m)
 	return err;
 }
 
-static void writer_unlock(struct rsd_manager *m)
+void rsd__writer_pause(struct rsd_manager *m)
 {
+	/* Commits made so far by this call are published now, so that
+	 * readers see them while the transfer runs; an admission alone
+	 * (state_version unchanged) waits for the next commit. */
+	if (rsd__img_version(m->img) != m->version || m->img->closed != m->closed) {
+		struct rsd_error saved = *rsd_last_error();
+
+		publish_now(m);
+		*rsd__err_record() = saved;
+	}
+	writer_unlock(m);
+}
+
+void rsd__writer_resume(struct rsd_manager *m)
+{
+	writer_lock_raw(m);
+}
+
+void rsd__writer_wait(struct rsd_manager *m)
+{
+	if (rsd__img_version(m->img) != m->version) {
+		struct rsd_error saved = *rsd_last_error();
+
+		publish_now(m);
+		*rsd__err_record() = saved;
+	}
 	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
-	pthread_mutex_unlock(&m->lock);
+	pthread_cond_wait(&m->xfer_cond, &m->lock);
+	atomic_store_explicit(&m->owner, self_token(), memory_order_relaxed);
+}
+
+void rsd__xfer_wake(struct rsd_manager *m)
+{
+	pthread_cond_broadcast(&m->xfer_cond);
 }
 
 void rsd__writer_exit(struct rsd_manager *m)
@@ -368,6 +488,8 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 	err = pthread_mutex_init(&m->lock, NULL);
 	if (!err)
 		err = pthread_mutex_init(&m->objs_lock, NULL);
+	if (!err)
+		err = pthread_cond_init(&m->xfer_cond, NULL);
 	if (err) {
 		err = rsd__err(RSD_ENOMEM, "cannot initialize the transition lock: %s", strerror(err));
 		goto fail;

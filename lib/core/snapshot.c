@@ -82,6 +82,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 			mats->use_count = c.use;
 			mats->hold_count = c.hold;
 			mats->pending_event_count = c.pending;
+			mats->arriving = iv->mats[j].arriving;
 		}
 	}
 	for (uint32_t i = 0; i < img->nlocs; i++) {

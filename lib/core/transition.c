@@ -4,6 +4,17 @@
  * its report. Runs on the writer path; plans call rsd__exec_action() once
  * per action under the same lock.
  *
+ * A transition that moves bytes runs in three phases (reference.md §20):
+ * admit under the lock (every check, the admission, the destination
+ * allocated and charged as an arriving materialization, the source marked
+ * busy), transfer without it (the copy, or the source load), commit under
+ * it (the destination becomes resident, a move removes its source,
+ * state_version steps and the state is published at writer exit). The
+ * commit is the linearization point. Another thread's action that depends
+ * on a transfer in flight of the same value waits for its commit and starts
+ * again (XFER_RETRY), so it runs as if it came after it; one that would
+ * remove a busy source fails with RSD_EINUSE.
+ *
  * Every check that can fail precedes the first state change, so a failed
  * action leaves no trace beyond the reaping of its prologue and the peak
  * raised by a temporary source charge (§7.2).
@@ -17,6 +28,9 @@ static const char R_DEST_RESIDENT[] = "destination already resident";
 static const char R_DEST_OWNS[] = "destination already owns the selected replica";
 static const char R_ABSENT[] = "materialization already absent";
 
+/* Positive: wait for a transfer of the value to commit, then start again. */
+#define XFER_RETRY 1
+
 /* Where a copy reads from: an existing replica or a temporary load. */
 struct xfer {
 	struct rsd_location src;
@@ -25,15 +39,16 @@ struct xfer {
 	bool charged;   /* the temporary charge is still held at src */
 };
 
-static int min_location(const struct rsd_record *rec, const struct rsd_location *exclude,
-			struct rsd_location *out)
+/* The least resident location, `exclude` left out. */
+static bool min_resident(const struct rsd_record *rec, const struct rsd_location *exclude,
+			 struct rsd_location *out)
 {
 	bool found = false;
 
 	for (uint32_t i = 0; i < rec->nmats; i++) {
 		struct rsd_location l = rec->mats[i].loc;
 
-		if (exclude && rsd_location_equal(l, *exclude))
+		if (rec->mats[i].arriving || (exclude && rsd_location_equal(l, *exclude)))
 			continue;
 		if (!found || rsd_location_cmp(l, *out) < 0)
 			*out = l;
@@ -42,13 +57,40 @@ static int min_location(const struct rsd_record *rec, const struct rsd_location 
 	return found;
 }
 
+/*
+ * Whether a transfer in flight could change which source the implicit
+ * order picks (§4.2): an arriving materialization before it. Such an
+ * action waits for that commit so that its report is the one it would
+ * have after it.
+ */
+static bool arriving_before(const struct rsd_record *rec, struct rsd_location src,
+			    const struct rsd_location *exclude)
+{
+	for (uint32_t i = 0; i < rec->nmats; i++) {
+		struct rsd_location l = rec->mats[i].loc;
+
+		if (rec->mats[i].arriving && !(exclude && rsd_location_equal(l, *exclude)) &&
+		    rsd_location_cmp(l, src) < 0)
+			return true;
+	}
+	return false;
+}
+
+static uint32_t resident_count(const struct rsd_record *rec)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < rec->nmats; i++)
+		n += !rec->mats[i].arriving;
+	return n;
+}
+
 static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t c)
 {
 	struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
 
-	a->reserved += c;
-	if (a->used + a->reserved > a->peak_charged)
-		a->peak_charged = a->used + a->reserved;
+	a->temp += c;
+	rsd__acct_peak(a);
 	m->locs_dirty = true;
 }
 
@@ -56,15 +98,38 @@ static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rs
 {
 	if (!x->charged)
 		return;
-	m->acct[rsd__loc_slot(x->src)].reserved -= rec->spec.storage_nbytes;
+	m->acct[rsd__loc_slot(x->src)].temp -= rec->spec.storage_nbytes;
+	m->locs_dirty = true;
 	x->charged = false;
 }
 
-/* Run the source's load with the callback guard raised (§4.3, §9). */
+/* Enter and leave a transfer phase of rec (m->lock held at both ends). */
+static void xfer_begin(struct rsd_manager *m, struct rsd_record *rec)
+{
+	rec->inflight++;
+	m->inflight++;
+	rsd__writer_pause(m);
+}
+
+static void xfer_end(struct rsd_manager *m, struct rsd_record *rec)
+{
+	rsd__writer_resume(m);
+	rec->inflight--;
+	m->inflight--;
+}
+
+/*
+ * Run the source's load (§4.3, §9) in a transfer phase: the temporary
+ * charge is admitted first, the load runs without the lock with this
+ * thread marked as its callback's (its own calls into m are refused), and
+ * the result is checked once the lock is back.
+ */
 static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
 {
 	uint64_t c = rec->spec.storage_nbytes;
 	struct rsd_resident *v = NULL;
+	struct rsd_cb_frame cb;
+	struct rsd_error saved;
 	int err, ret;
 
 	err = rsd__admit(m, rec->source_loc, c);
@@ -74,10 +139,17 @@ static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfe
 	x->temporary = true;
 	x->charged = true;
 	charge_temp(m, x->src, c);
+	rec->loading = true;
+	xfer_begin(m, rec);
 	rsd__err_clear();
-	atomic_store(&m->callback_active, true);
+	rsd__callback_begin(&cb, m);
 	ret = rec->source.load(rec->source.ctx, &v);
-	atomic_store(&m->callback_active, false);
+	rsd__callback_end(&cb);
+	saved = *rsd_last_error();
+	xfer_end(m, rec);
+	rec->loading = false;
+	rsd__xfer_wake(m);
+	*rsd__err_record() = saved;
 	if (ret) {
 		if (ret < 0 && ret > -RSD_EMAX) {
 			/* A loader's own RSD error propagates unchanged; keep the
@@ -118,14 +190,25 @@ fail:
 	return err;
 }
 
-/* §4.3: the copy source of an ensure, or of a move with nothing to move. */
+/*
+ * §4.3: the copy source of an ensure, or of a move with nothing to move.
+ * XFER_RETRY when a transfer of the value in flight decides it: the least
+ * resident copy is leaving with a move, an arriving one would come first,
+ * or nothing is resident while a load or copy of it runs.
+ */
 static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
 {
 	memset(x, 0, sizeof(*x));
-	if (min_location(rec, NULL, &x->src)) {
-		x->value = rsd__rec_mat(rec, x->src)->value;
+	if (min_resident(rec, NULL, &x->src)) {
+		struct rsd_mat *mat = rsd__rec_mat(rec, x->src);
+
+		if (mat->leaving || arriving_before(rec, x->src, NULL))
+			return XFER_RETRY;
+		x->value = mat->value;
 		return 0;
 	}
+	if (rec->inflight)
+		return XFER_RETRY;
 	if (!rec->has_source)
 		return rsd__err(RSD_EUNAVAILABLE,
 				"value %llu has no materialization or reconstruction source",
@@ -141,11 +224,18 @@ static void xfer_finish(struct rsd_manager *m, struct rsd_record *rec, struct xf
 	x->value = NULL;
 }
 
-/* Put x's value (or a copy of it) at `to`; x->value is consumed on install. */
+/*
+ * Put x's value (or a copy of it) at `to`; x->value is consumed on install.
+ * A copy is admitted (destination allocated, charged, arriving; source
+ * busy, and leaving when `leave` names it for a move), transferred without
+ * the lock and committed (or rolled back) when the lock is back.
+ */
 static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
-		 struct rsd_location to, void *stream, bool allow_exclusive)
+		 struct rsd_location to, void *stream, bool allow_exclusive,
+		 const struct rsd_location *leave)
 {
 	struct rsd_resident *copy = NULL;
+	struct rsd_mat *smat;
 	int err;
 
 	if (x->temporary && rsd_location_equal(x->src, to)) {
@@ -159,12 +249,36 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	err = rsd__admit(m, to, rec->spec.storage_nbytes);
 	if (err)
 		return err;
-	err = rsd__copy_to(m, x->value, x->src, to, stream, &copy);
+	err = rsd__copy_alloc(m, x->value, to, stream, &copy);
 	if (err)
 		return err;
-	err = rsd__install(m, rec, to, copy, allow_exclusive);
-	if (err)
+	err = rsd__install_arriving(m, rec, to, copy, allow_exclusive);
+	if (err) {
 		rsd__resident_destroy(copy);
+		return err;
+	}
+	smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
+	if (smat) {
+		smat->busy++;
+		smat->leaving = leave != NULL;
+	}
+	xfer_begin(m, rec);
+	err = rsd__copy_run(m, x->value, x->src, copy, to, stream);
+	xfer_end(m, rec);
+	/* Other transfers may have grown rec->mats meanwhile: look again. */
+	smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
+	if (smat) {
+		smat->busy--;
+		smat->leaving = false;
+	}
+	if (err) {
+		rsd__arrival_abort(m, rec, to);
+	} else {
+		rsd__arrival_commit(m, rec, to);
+		if (leave)
+			rsd__remove(m, rec, *leave);
+	}
+	rsd__xfer_wake(m);
 	return err;
 }
 
@@ -181,13 +295,20 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 	struct xfer x;
 	int err;
 
+	struct rsd_mat *dmat = rsd__rec_mat(rec, d);
+
+	if (dmat && dmat->arriving)
+		return XFER_RETRY;
 	rep->has_destination = true;
 	rep->destination = d;
-	if (rsd__rec_mat(rec, d)) {
+	if (dmat) {
 		rep->no_op = true;
 		rep->reason = R_DEST_RESIDENT;
 		return 0;
 	}
+	/* Whether a copy exists may be what a transfer in flight decides. */
+	if (rec->spec.replica_mode == RSD_EXCLUSIVE && rec->inflight)
+		return XFER_RETRY;
 	if (rec->spec.replica_mode == RSD_EXCLUSIVE && rec->nmats)
 		return rsd__err(RSD_EOWNERSHIP,
 				"EnsureResident would replicate an EXCLUSIVE value %llu; use move",
@@ -196,7 +317,7 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 	if (err)
 		return err;
 	set_source(rep, x.src);
-	err = place(m, rec, &x, d, stream, false);
+	err = place(m, rec, &x, d, stream, false, NULL);
 	xfer_finish(m, rec, &x);
 	return err;
 }
@@ -210,18 +331,25 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	bool have_src;
 	int err;
 
-	rep->has_destination = true;
-	rep->destination = d;
+	struct rsd_mat *dmat = rsd__rec_mat(rec, d);
+
+	if (dmat && dmat->arriving)
+		return XFER_RETRY;
 	if (a->has_from) {
 		s = a->from;
-		if (!rsd__rec_mat(rec, s))
-			return rsd__err(RSD_EUNAVAILABLE, "explicit source %s is not resident",
-					rsd_location_name(s, name, sizeof(name)));
 		have_src = true;
 	} else {
-		have_src = min_location(rec, &d, &s);
+		have_src = min_resident(rec, &d, &s);
+		/* The implicit source may be what a transfer in flight decides. */
+		if ((have_src && arriving_before(rec, s, &d)) || (!have_src && rec->inflight))
+			return XFER_RETRY;
 	}
-	if (rsd__rec_mat(rec, d)) {
+	rep->has_destination = true;
+	rep->destination = d;
+	if (a->has_from && !rsd__rec_resident(rec, s))
+		return rsd__err(RSD_EUNAVAILABLE, "explicit source %s is not resident",
+				rsd_location_name(s, name, sizeof(name)));
+	if (dmat) {
 		if (!have_src || rsd_location_equal(s, d)) {
 			rep->no_op = true;
 			rep->reason = R_DEST_OWNS;
@@ -249,9 +377,7 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 			return err;
 	}
 	set_source(rep, x.src);
-	err = place(m, rec, &x, d, stream, true);
-	if (!err && have_src)
-		rsd__remove(m, rec, s);
+	err = place(m, rec, &x, d, stream, true, have_src ? &s : NULL);
 	xfer_finish(m, rec, &x);
 	return err;
 }
@@ -259,7 +385,9 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 static int do_drop(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_action *a,
 		   struct rsd_transition *rep)
 {
-	struct rsd_mat *mat = rsd__rec_mat(rec, a->location);
+	/* An arriving destination is not resident yet: the drop is
+	 * linearized before that transfer's commit. */
+	struct rsd_mat *mat = rsd__rec_resident(rec, a->location);
 	int err;
 
 	set_source(rep, a->location);
@@ -271,7 +399,7 @@ static int do_drop(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	err = rsd__removable(rec, mat);
 	if (err)
 		return err;
-	if (rec->nmats == 1 && !rec->has_source)
+	if (resident_count(rec) == 1 && !rec->has_source)
 		return rsd__err(RSD_EOWNERSHIP,
 				"the last copy of preserve-only value %llu cannot be dropped; discard it instead",
 				(unsigned long long)rec->handle.id);
@@ -283,6 +411,9 @@ static int do_discard(struct rsd_manager *m, struct rsd_record *rec)
 {
 	int err;
 
+	if (rec->inflight)
+		return rsd__err(RSD_EINUSE, "value %llu is in use: a transfer is in flight",
+				(unsigned long long)rec->handle.id);
 	for (uint32_t i = 0; i < rec->nmats; i++) {
 		err = rsd__removable(rec, &rec->mats[i]);
 		if (err)
@@ -353,10 +484,10 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 {
 	struct rsd_transition rep;
 	struct rsd_record *rec;
+	uint64_t started = 0;
 	bool stamp;
 	int err, dev;
 
-	memset(&rep, 0, sizeof(rep));
 	err = rsd__reap(m);
 	if (err)
 		return err;
@@ -364,35 +495,48 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 	 * reads the report (the caller, or a recording trace session). */
 	stamp = report || rsd_trace_transition_enabled();
 	if (stamp)
-		rep.started_at_ns = rsd__now_ns();
-	rep.action = *a;
-	err = rsd__resolve(m, a->handle, &rec);
-	if (err)
-		return err;
-	err = check_action_locations(m, a, stream);
-	if (err)
-		return err;
-	dev = sample_device(rec, a);
-	if (dev >= 0 && dev < m->ndevices && m->ops->metrics) {
-		rep.allocator_device = dev;
-		rep.has_allocator = !m->ops->metrics(m->ops_ctx, dev, &rep.allocator_allocated_bytes_before,
-						     &rep.allocator_reserved_bytes_before);
-	}
-	rep.logical_nbytes = rec->spec.logical_nbytes;
-	rep.storage_nbytes = rec->spec.storage_nbytes;
-	switch (a->kind) {
-	case RSD_ACT_ENSURE:
-		err = do_ensure(m, rec, a, stream, &rep);
-		break;
-	case RSD_ACT_MOVE:
-		err = do_move(m, rec, a, stream, &rep);
-		break;
-	case RSD_ACT_DROP:
-		err = do_drop(m, rec, a, &rep);
-		break;
-	case RSD_ACT_DISCARD:
-		err = do_discard(m, rec);
-		break;
+		started = rsd__now_ns();
+	for (;;) {
+		memset(&rep, 0, sizeof(rep));
+		rep.started_at_ns = started;
+		rep.action = *a;
+		err = rsd__resolve(m, a->handle, &rec);
+		if (err)
+			return err;
+		err = check_action_locations(m, a, stream);
+		if (err)
+			return err;
+		dev = sample_device(rec, a);
+		if (dev >= 0 && dev < m->ndevices && m->ops->metrics) {
+			rep.allocator_device = dev;
+			rep.has_allocator =
+				!m->ops->metrics(m->ops_ctx, dev, &rep.allocator_allocated_bytes_before,
+						 &rep.allocator_reserved_bytes_before);
+		}
+		rep.logical_nbytes = rec->spec.logical_nbytes;
+		rep.storage_nbytes = rec->spec.storage_nbytes;
+		switch (a->kind) {
+		case RSD_ACT_ENSURE:
+			err = do_ensure(m, rec, a, stream, &rep);
+			break;
+		case RSD_ACT_MOVE:
+			err = do_move(m, rec, a, stream, &rep);
+			break;
+		case RSD_ACT_DROP:
+			err = do_drop(m, rec, a, &rep);
+			break;
+		case RSD_ACT_DISCARD:
+			err = do_discard(m, rec);
+			break;
+		}
+		if (err != XFER_RETRY)
+			break;
+		/* Another thread's transfer of this value decides the outcome:
+		 * run after its commit, as if called then. */
+		rsd__writer_wait(m);
+		if (m->closed)
+			return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+					(unsigned long long)m->id);
 	}
 	if (err)
 		return err;

@@ -173,7 +173,8 @@ static int build_base(struct search *x, unsigned slot)
 		for (uint32_t k = 0; iv && !iv->discarded && k < iv->nmats; k++) {
 			if (rsd__loc_slot(iv->mats[k].loc) != slot)
 				continue;
-			if (rsd__prot_any(rsd__view_mat_prot(x->view, iv, k)))
+			if (iv->mats[k].arriving ||
+			    rsd__prot_any(rsd__view_mat_prot(x->view, iv, k)))
 				break;
 			if (n == cap) {
 				uint32_t *nl = rsd__realloc(list, (cap = cap ? 2 * cap : 16) *

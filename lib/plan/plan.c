@@ -183,7 +183,7 @@ void *rsd__stream_for(const struct rsd_transfer_stream *ts, size_t nts, const st
 }
 
 /* Preflight on the writer path: publish so the image is the writer state. */
-int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p)
+int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p, struct rsd_plan_hold *hold)
 {
 	struct rsd_explanation *e;
 	struct rsd_view view;
@@ -200,6 +200,8 @@ int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p)
 		return err;
 	if (!e->feasible)
 		err = rsd__err(RSD_EPLAN, "%s", e->reason);
+	else
+		rsd__plan_hold_take(m, hold, e->predicted_peak_bytes, e->npeaks);
 	rsd_explanation_free(e);
 	return err;
 }
@@ -210,6 +212,8 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 {
 	struct rsd_transition *done = NULL;
 	struct rsd_plan_report *rep = NULL;
+	struct rsd_plan_hold hold;
+	bool held = false;
 	struct rsd_plan plan;
 	uint64_t started;
 	size_t i = 0;
@@ -240,7 +244,8 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 	if (!err)
 		err = rsd__check_transfer_streams(m, ts, nts);
 	if (!err)
-		err = rsd__preflight(m, &plan);
+		err = rsd__preflight(m, &plan, &hold);
+	held = !err;
 	for (i = 0; !err && i < n; i++) {
 		err = rsd__exec_action(m, &a[i], rsd__stream_for(ts, nts, &a[i]), &done[i]);
 		if (err)
@@ -252,6 +257,8 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 		*report = rep;
 		rep = NULL;
 	}
+	if (held)
+		rsd__plan_hold_give(m, &hold);
 	rsd_trace_plan_end(m->id, plan.name, "execute",
 			   rsd_phase_name(err == -RSD_EEXEC ? RSD_PHASE_EXECUTE : RSD_PHASE_NONE), err,
 			   (uint32_t)(err ? (i ? i - 1 : 0) : n));

@@ -43,7 +43,9 @@ int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_i
 		      uint64_t started, struct rsd_plan_report **report);
 
 /* Preflight a plan on the writer path: -RSD_EPLAN with the first reason. */
-int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p);
+/* Preflight a plan on the writer path; on success the headroom its peaks
+ * predict is kept in *hold for the plan (rsd__plan_hold_give after it). */
+int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p, struct rsd_plan_hold *hold);
 
 /* Validate a transfer-stream map (§10.2): locations available, each stream
  * the driver's and on its location's device, no location twice. Reads only

@@ -62,18 +62,33 @@ static int run_phase(struct rsd_manager *m, struct rsd_scope *s, const struct rs
 	return 0;
 }
 
+static int enter_phases(struct rsd_manager *m, struct rsd_scope *s);
+
 static int enter_locked(struct rsd_manager *m, struct rsd_scope *s)
 {
 	const struct rsd_plan *p = s->plan;
+	struct rsd_plan_hold hold;
 	int err;
 
 	if (s->has_expected && s->expected != m->version)
 		return rsd__err_stale(s->expected, m->version);
 	err = rsd__check_transfer_streams(m, s->ts, s->nts);
 	if (!err)
-		err = rsd__preflight(m, p);
-	if (!err)
-		err = run_phase(m, s, p->reclaim, p->nreclaim, RSD_PHASE_RECLAIM);
+		err = rsd__preflight(m, p, &hold);
+	if (err)
+		return err;
+	err = enter_phases(m, s);
+	rsd__plan_hold_give(m, &hold);
+	return err;
+}
+
+/* Reclaim, reservations and enter, with the preflight's headroom held. */
+static int enter_phases(struct rsd_manager *m, struct rsd_scope *s)
+{
+	const struct rsd_plan *p = s->plan;
+	int err;
+
+	err = run_phase(m, s, p->reclaim, p->nreclaim, RSD_PHASE_RECLAIM);
 	if (err)
 		return err;
 	for (size_t i = 0; i < p->nreservations; i++) {

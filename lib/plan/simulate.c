@@ -228,6 +228,9 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 		;
 	if (k == v->iv->nmats)
 		return false;
+	/* A transfer in flight writes it: nothing may take it away. */
+	if (v->iv->mats[k].arriving)
+		return true;
 	c = rsd__view_mat_prot(s->view, v->iv, k);
 	if (c.use || c.hold)
 		return true;
