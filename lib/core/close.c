@@ -5,23 +5,29 @@
 
 #include "core.h"
 
+/* Wait for every pending lease, each without the lock. */
 static int wait_pending(struct rsd_manager *m)
 {
-	struct rsd_lease_rec *l, *next;
+	struct rsd_lease_rec *l;
 	int err;
 
-	for (l = m->leases; l; l = next) {
-		next = l->next;
-		if (l->state != RSD_LEASE_PENDING)
-			continue;
-		for (size_t i = 0; i < l->nevents; i++) {
-			err = m->ops->event_sync(m->ops_ctx, l->events[i]);
-			if (err)
-				return err;
-		}
-		rsd__lease_finalize(m, l);
+	for (;;) {
+		for (l = m->leases; l && l->state != RSD_LEASE_PENDING; l = l->next)
+			;
+		if (!l)
+			return 0;
+		err = rsd__lease_wait(m, l);
+		if (err)
+			return err;
 	}
-	return 0;
+}
+
+/* Transfers and device waits of other threads finish first: they hold
+ * values and lease records that closing frees. */
+static void wait_inflight(struct rsd_manager *m)
+{
+	while (m->inflight)
+		rsd__writer_wait(m);
 }
 
 static void drop_everything(struct rsd_manager *m)
@@ -34,6 +40,7 @@ static void drop_everything(struct rsd_manager *m)
 			l->obj->rec = NULL;
 		rsd__lease_retire(m, l);
 	}
+	rsd__pend_clear(m);
 	rsd__lifetimes_drop(m);
 	for (size_t i = 0; i < m->nrecs; i++) {
 		struct rsd_record *rec = m->recs[i];
@@ -69,7 +76,10 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		return err;
 	if (m->closed)
 		goto out;
+	wait_inflight(m);
 	err = (flags & RSD_CLOSE_NOWAIT) ? rsd__reap(m) : wait_pending(m);
+	if (!err)
+		wait_inflight(m);
 	if (err)
 		goto out;
 	for (struct rsd_lease_rec *l = m->leases; l; l = l->next) {
@@ -127,8 +137,10 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	rsd__lease_caches_free(m);
 	free(m->recs);
 	free(m->dirty);
+	free(m->pstreams);
 	rsd__keymap_free(&m->owners);
 	pthread_mutex_destroy(&m->objs_lock);
+	pthread_cond_destroy(&m->xfer_cond);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }

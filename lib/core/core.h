@@ -147,6 +147,10 @@ void rsd__record_free(struct rsd_manager *m, struct rsd_record *rec);
 /* Indexed by rsd__loc_slot(); protected by m->lock. */
 struct rsd_acct {
 	bool known; /* in the registry (m->order) */
+	/* Known only because transfers in flight are bringing a first value
+	 * here: their commit records it (+1), an abort of the last one takes
+	 * it out again (§20.1). */
+	bool tentative;
 	bool has_budget;
 	uint64_t budget;
 	uint64_t used, reserved;
@@ -413,8 +417,10 @@ struct rsd_lease_rec {
 /* A released GPU lease's event on its consumer stream's queue. */
 struct rsd_pend_link {
 	struct rsd_lease_rec *l;
-	size_t k; /* l->events[k] */
-	struct rsd_pend_link *next;
+	size_t k;     /* l->events[k] */
+	void *stream; /* the queue it is on; NULL once seen complete */
+	bool unordered; /* on m->pend_unordered instead */
+	struct rsd_pend_link *prev, *next;
 };
 
 /* One consumer stream's released events in recording order: an in-order
@@ -559,6 +565,8 @@ struct rsd_manager {
 	/* Released events per consumer stream (lease.c). */
 	struct rsd_pend_stream *pstreams;
 	size_t npstreams, cappstreams;
+	/* Events whose stream found no queue (out of memory): scanned whole. */
+	struct rsd_pend_stream pend_unordered;
 	/* Deleted lease records for reuse (never pending ones: those are
 	 * freed through retirement). */
 	struct rsd_lease_rec *lease_rec_cache;
@@ -712,12 +720,23 @@ static inline void rsd__acct_peak(struct rsd_acct *a)
 	if (rsd__acct_charged(a) > a->peak_charged)
 		a->peak_charged = rsd__acct_charged(a);
 }
-/* Record a location lazily (+1) when not yet known. */
+/* Record a location lazily (+1) when not yet known, or known only
+ * tentatively. */
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
+/* An arriving destination makes its location known without a version
+ * step (readers list every location a materialization names); its commit
+ * records it for real, and an abort leaving nothing there unrecords it. */
+void rsd__record_location_tentative(struct rsd_manager *m, struct rsd_location at);
+void rsd__unrecord_tentative(struct rsd_manager *m, struct rsd_location at);
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
 void rsd__bump(struct rsd_manager *m);
-/* Reap completed pending leases (§8.5). */
+/* Reap completed pending leases (§8.5), stream by stream (§20.5). */
 int rsd__reap(struct rsd_manager *m);
+/* Forget every queued event (close drops the leases themselves). */
+void rsd__pend_clear(struct rsd_manager *m);
+/* Wait for a pending lease's events without the lock, then fold them in
+ * (the lease is finalized on success). */
+int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Finalize a pending lease (+1). */
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Unlink a lease record and free it after a grace period (no version). */

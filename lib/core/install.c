@@ -167,7 +167,9 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 		rec->capmats = cap;
 	}
 	/* Nothing below can fail: the install is committed. */
-	if (!arriving)
+	if (arriving)
+		rsd__record_location_tentative(m, at);
+	else
 		rsd__record_location(m, at);
 	mat = &rec->mats[rec->nmats++];
 	memset(mat, 0, sizeof(*mat));
@@ -295,4 +297,5 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
 	pop(m, rec, at);
+	rsd__unrecord_tentative(m, at);
 }

@@ -262,26 +262,151 @@ void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
 	rsd__lease_retire(m, l);
 }
 
+/* One of l's events was seen complete. */
+static void event_seen(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	/* A thread waiting for it (release with wait, close) finalizes it
+	 * itself once back under the lock. */
+	if (!--l->nleft && !l->waiters)
+		rsd__lease_finalize(m, l);
+}
+
+/* The queue of a stream's released events (the unordered list when the
+ * stream has none). */
+static struct rsd_pend_stream *pend_queue(struct rsd_manager *m, void *stream)
+{
+	for (size_t i = 0; i < m->npstreams; i++)
+		if (m->pstreams[i].stream == stream)
+			return &m->pstreams[i];
+	return &m->pend_unordered;
+}
+
+static void pend_unlink(struct rsd_pend_stream *ps, struct rsd_pend_link *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		ps->head = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	else
+		ps->tail = k->prev;
+	k->prev = k->next = NULL;
+	k->stream = NULL;
+}
+
+/* Queue a released event on its stream's queue (§20.5). */
+static void pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k)
+{
+	struct rsd_pend_stream *ps = pend_queue(m, stream);
+
+	if (ps == &m->pend_unordered && m->npstreams == m->cappstreams) {
+		size_t cap = m->cappstreams ? 2 * m->cappstreams : 8;
+		struct rsd_pend_stream *a = rsd__realloc(m->pstreams, cap * sizeof(*a));
+
+		if (a) {
+			m->pstreams = a;
+			m->cappstreams = cap;
+		}
+	}
+	/* Without room for another queue the event goes on the unordered
+	 * list, which every reap scans whole: slower, never lost. */
+	if (ps == &m->pend_unordered && m->npstreams < m->cappstreams) {
+		ps = &m->pstreams[m->npstreams++];
+		memset(ps, 0, sizeof(*ps));
+		ps->stream = stream;
+	}
+	k->stream = stream;
+	k->unordered = ps == &m->pend_unordered;
+	k->next = NULL;
+	k->prev = ps->tail;
+	if (ps->tail)
+		ps->tail->next = k;
+	else
+		ps->head = k;
+	ps->tail = k;
+}
+
+/*
+ * §8.5, §20.5: fold in completed lease events. Events of one stream
+ * complete in recording order, so each stream's queue is visited from its
+ * head and left at the first event still running: the cost is one query
+ * per stream plus one per completed event, whatever the number of pending
+ * leases. Emptied queues are dropped.
+ */
 int rsd__reap(struct rsd_manager *m)
 {
-	struct rsd_lease_rec *l, *next;
+	struct rsd_pend_link *k, *next;
+	size_t i = 0;
+	int q;
 
-	for (l = m->leases; l; l = next) {
-		bool done = true;
+	while (i < m->npstreams) {
+		struct rsd_pend_stream *ps = &m->pstreams[i];
 
-		next = l->next;
-		if (l->state != RSD_LEASE_PENDING)
-			continue;
-		for (size_t i = 0; i < l->nevents && done; i++) {
-			int q = m->ops->event_query(m->ops_ctx, l->events[i]);
-
+		while ((k = ps->head)) {
+			q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 			if (q < 0)
 				return q;
-			done = q > 0;
+			if (!q)
+				break;
+			pend_unlink(ps, k);
+			event_seen(m, k->l);
 		}
-		if (done)
-			rsd__lease_finalize(m, l);
+		if (ps->head)
+			i++;
+		else
+			*ps = m->pstreams[--m->npstreams];
 	}
+	for (k = m->pend_unordered.head; k; k = next) {
+		next = k->next;
+		q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
+		if (q < 0)
+			return q;
+		if (q) {
+			pend_unlink(&m->pend_unordered, k);
+			event_seen(m, k->l);
+		}
+	}
+	return 0;
+}
+
+void rsd__pend_clear(struct rsd_manager *m)
+{
+	m->npstreams = 0;
+	m->pend_unordered.head = m->pend_unordered.tail = NULL;
+}
+
+int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	int err = 0;
+
+	/* Pending records are immutable: its events can be waited for
+	 * without the lock, and waiters keep reaps from finalizing it. */
+	l->waiters++;
+	m->inflight++;
+	rsd__writer_pause(m);
+	for (size_t i = 0; i < l->nevents; i++) {
+		int e = m->ops->event_sync(m->ops_ctx, l->events[i]);
+
+		if (e && !err)
+			err = e;
+	}
+	rsd__writer_resume(m);
+	l->waiters--;
+	m->inflight--;
+	rsd__xfer_wake(m);
+	if (err)
+		return err;
+	/* Only this lease is folded in: a release is no reap point for
+	 * the others, so its events leave their queues here. */
+	for (size_t i = 0; i < l->nevents; i++)
+		if (l->links[i].stream)
+			pend_unlink(l->links[i].unordered ? &m->pend_unordered :
+							    pend_queue(m, l->links[i].stream),
+				    &l->links[i]);
+	l->nleft = 0;
+	if (!l->waiters)
+		rsd__lease_finalize(m, l);
 	return 0;
 }
 
@@ -429,8 +554,9 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	}
 	/* Without memory for the events, release as if recording failed:
 	 * by synchronizing the streams, so that a release never fails for
-	 * want of memory (rsd_lease_free relies on it). */
-	events = rsd__calloc(obj->nstreams, sizeof(*events));
+	 * want of memory (rsd_lease_free relies on it). One block holds the
+	 * events and their queue links. */
+	events = rsd__calloc(obj->nstreams, sizeof(*events) + sizeof(struct rsd_pend_link));
 	if (!events)
 		rsd__err(RSD_ENOMEM, "out of memory for %zu event(s)", obj->nstreams);
 	for (i = 0; events && i < obj->nstreams; i++)
@@ -450,6 +576,13 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 		lease_delete(m, l);
 		return 0;
 	}
+	l->links = (struct rsd_pend_link *)(events + obj->nstreams);
+	l->nleft = obj->nstreams;
+	for (i = 0; i < obj->nstreams; i++) {
+		l->links[i].l = l;
+		l->links[i].k = i;
+		pend_push(m, obj->streams[i], &l->links[i]);
+	}
 	l->events = events;
 	l->nevents = obj->nstreams;
 	l->state = RSD_LEASE_PENDING;
@@ -462,13 +595,7 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	m->pending_dirty = true;
 	if (!(flags & RSD_RELEASE_WAIT))
 		return 0;
-	for (i = 0; i < l->nevents; i++) {
-		err = m->ops->event_sync(m->ops_ctx, l->events[i]);
-		if (err)
-			return err;
-	}
-	rsd__lease_finalize(m, l);
-	return 0;
+	return rsd__lease_wait(m, l);
 }
 
 int rsd_lease_release(struct rsd_lease *obj, unsigned flags)
