@@ -322,8 +322,8 @@ void rsd_decision_free(struct rsd_decision *d);
  * * -RSD_EPLAN - @d was made under another policy configuration, or the
  *   preflight found the plan infeasible.
  * * -RSD_EINVAL - as for rsd_scope_enter().
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of the manager.
+ * * -RSD_EREENTRANT - called on the thread of a running source load, or
+ *   this thread is inside a transition of the manager.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_ESTALE - the state changed since the decision.
  * * -RSD_EEXEC - entry failed after preflight (partial report kept).

@@ -52,8 +52,8 @@ extern "C" {
  * @RSD_EEXEC: a failure after preflight: a prefix of the plan may be
  *	committed; rsd_take_partial_report() returns it.
  * @RSD_ECLOSED: the manager is closed.
- * @RSD_EREENTRANT: manager access while a source callback runs, or
- *	re-entry from the thread that is running a transition.
+ * @RSD_EREENTRANT: manager access from the thread of a running source
+ *	callback, or re-entry from the thread that is running a transition.
  * @RSD_ENOMEM: bookkeeping or materialization memory could not be allocated.
  * @RSD_EDEVICE: a device driver call failed.
  * @RSD_ESOURCE: a source's load callback failed with a code that is not an

@@ -57,8 +57,8 @@ struct rsd_reservation;
  * * -RSD_EINVAL - @n is 0; a handle's manager_id or id is 0; @at is a CUDA
  *   location outside 0..127 or not available; a CUDA @at without a stream,
  *   a host @at with one, or a stream of another device.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EHANDLE - a handle is foreign, unknown or discarded.
  * * -RSD_EUNAVAILABLE - a value is not resident at @at.
@@ -101,8 +101,8 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream);
  * * -RSD_ENOTFOUND - @h is not one of the lease's handles.
  * * -RSD_EUNAVAILABLE - the manager no longer tracks the lease (a forced
  *   close ended it).
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of the manager.
+ * * -RSD_EREENTRANT - called on the thread of a running source load, or
+ *   this thread is inside a transition of the manager.
  */
 int rsd_lease_value(struct rsd_lease *l, struct rsd_handle h, const struct rsd_resident **out);
 
@@ -169,8 +169,8 @@ bool rsd_lease_active(const struct rsd_lease *l);
  * * -RSD_ETYPE - @l is NULL, or a consumer stream, checked again at release,
  *   is no longer one of the driver's.
  * * -RSD_EINVAL - a consumer stream, checked again, is on another device.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of the manager.
+ * * -RSD_EREENTRANT - called on the thread of a running source load, or
+ *   this thread is inside a transition of the manager.
  * * -RSD_ENOMEM - the events could not be recorded.
  * * -RSD_EDEVICE - recording or waiting for an event failed.
  */
@@ -210,8 +210,8 @@ void rsd_lease_free(struct rsd_lease *l);
  *   kind is not one of the three.
  * * -RSD_EINVAL - @n is 0; a handle's manager_id or id is 0; @at is a CUDA
  *   location outside 0..127 or not available.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EHANDLE - a handle is foreign, unknown or discarded.
  * * -RSD_EUNAVAILABLE - a value is not resident at @at.
@@ -230,8 +230,8 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or
  * * -RSD_ETYPE - @hd is NULL.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of the manager.
+ * * -RSD_EREENTRANT - called on the thread of a running source load, or
+ *   this thread is inside a transition of the manager.
  */
 int rsd_hold_release(struct rsd_hold *hd);
 
@@ -279,8 +279,8 @@ void rsd_hold_free(struct rsd_hold *hd);
  *   three.
  * * -RSD_EINVAL - @label is blank; @at is a CUDA location outside 0..127
  *   or not available; an unbudgeted byte counter would overflow.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EBUDGET - @nbytes does not fit the remaining budget.
  * * -RSD_ENOMEM - bookkeeping memory ran out.
@@ -297,8 +297,8 @@ int rsd_reserve(struct rsd_manager *m, struct rsd_location at, uint64_t nbytes, 
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or
  * * -RSD_ETYPE - @r is NULL.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of the manager.
+ * * -RSD_EREENTRANT - called on the thread of a running source load, or
+ *   this thread is inside a transition of the manager.
  */
 int rsd_reservation_release(struct rsd_reservation *r);
 

@@ -4,8 +4,11 @@
  *
  * A manager owns values, places them at locations under per-location byte
  * budgets and runs the primitive transitions. Writers (every state-changing
- * call) are serialized by the manager's transition lock; while a source's
- * load callback runs, every other writer is refused with -RSD_EREENTRANT.
+ * call) are serialized by the manager's transition lock, which is held for
+ * admissions and commits only: copies, source loads and waits for a device
+ * run without it, so threads driving different devices proceed together
+ * (Documentation/reference.md §21). A call made from a source's load
+ * callback on its own thread is refused with -RSD_EREENTRANT.
  * Readers (rsd_snapshot_take(), rsd_explain(), rsd_manager_state_version(),
  * rsd_manager_locations()) never lock: they read the last image the writer
  * published through RCU. state_version counts the published changes of
@@ -118,8 +121,8 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
  * source callback (-RSD_EREENTRANT).
  * Return: 0 on success, or
  * * -RSD_ETYPE - @m is NULL.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_EINUSE - leases, holds or reservations are alive and
  *   RSD_CLOSE_FORCE was not given (the message counts them).
  * * -RSD_EDEVICE - waiting for or querying a pending lease's event failed
@@ -199,8 +202,8 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or
  * * -RSD_ETYPE - @m is NULL.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EDEVICE - querying an event failed (the driver's own code is
  *   returned).
@@ -234,8 +237,8 @@ int rsd_manager_reap(struct rsd_manager *m);
  * * -RSD_ETYPE - @m, @value or @out is NULL; @at's kind is not one of the
  *   three; @mode is unknown.
  * * -RSD_EINVAL - @at is a CUDA location outside 0..127 or not available.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EMATERIAL - the resident does not conform to @at, or no location
  *   can be inferred (buffers mix pageable and pinned storage).
@@ -267,8 +270,8 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
  * * -RSD_EINVAL - storage_nbytes < logical_nbytes; the spec is
  *   RSD_MUST_PRESERVE; @source_location is a CUDA location outside 0..127
  *   or not available.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_ENOMEM - bookkeeping memory ran out.
  * * -RSD_EDEVICE - reaping a pending lease's event failed.
@@ -309,8 +312,8 @@ int rsd_register_source(struct rsd_manager *m, const struct rsd_value_spec *spec
  * * -RSD_EINVAL - @h's manager_id or id is 0; @at is a CUDA location
  *   outside 0..127 or not available; a stream given for a host @at or for
  *   another device; a byte counter would overflow.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EHANDLE - @h is foreign, unknown or discarded.
  * * -RSD_EUNAVAILABLE - the value has neither a materialization nor a source.
@@ -366,8 +369,8 @@ int rsd_copy(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
  * * -RSD_EINVAL - @h's manager_id or id is 0; @to or @from is a CUDA
  *   location outside 0..127 or not available; a stream for a host @to or
  *   another device; a byte counter would overflow.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EHANDLE - @h is foreign, unknown or discarded.
  * * -RSD_EUNAVAILABLE - @from is not resident, or there is nothing to read
@@ -401,8 +404,8 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
  *   the three.
  * * -RSD_EINVAL - @h's manager_id or id is 0; @at is a CUDA location
  *   outside 0..127 or not available.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EHANDLE - @h is foreign, unknown or discarded.
  * * -RSD_EINUSE - the materialization is protected.
@@ -426,8 +429,8 @@ int rsd_drop(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
  * Return: 0 on success, or
  * * -RSD_ETYPE - @m is NULL; @h's type is NULL.
  * * -RSD_EINVAL - @h's manager_id or id is 0.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EHANDLE - @h is foreign, unknown or already discarded.
  * * -RSD_EINUSE - a materialization is protected; nothing was removed.

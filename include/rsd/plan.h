@@ -241,8 +241,8 @@ struct rsd_plan_report *rsd_take_partial_report(void);
  * * -RSD_EINVAL - @name is blank; a location is a CUDA location outside
  *   0..127 or not available; a handle's manager_id or id is 0; a transfer
  *   stream location given twice or not matching its stream.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_ESTALE - *@expected_version differs from the current version.
  * * -RSD_EPLAN - the preflight found the plan infeasible; nothing ran.
@@ -289,8 +289,8 @@ struct rsd_scope;
  * * -RSD_ETYPE - @m, @p or @out is NULL, or as for rsd_execute_actions().
  * * -RSD_EINVAL - a blank name or label, a bad CUDA location, a malformed
  *   handle, a duplicated transfer stream location.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of @m.
+ * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
+ *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_ESTALE - *@expected_version differs from the current version.
  * * -RSD_EPLAN - the preflight found the plan infeasible; nothing ran.
@@ -316,8 +316,8 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
  * Return: 0 on success, or
  * * -RSD_ETYPE - @s is NULL.
  * * -RSD_EUSAGE - the scope was never entered.
- * * -RSD_EREENTRANT - a source load is running, or this thread is inside a
- *   transition of the manager.
+ * * -RSD_EREENTRANT - called on the thread of a running source load, or
+ *   this thread is inside a transition of the manager.
  * * -RSD_ECLOSED - the manager is closed or gone.
  * * -RSD_EEXEC - an exit action failed (also kept in
  *   rsd_scope_exit_error()).

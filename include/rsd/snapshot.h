@@ -147,7 +147,8 @@ struct rsd_snapshot {
  * Return: 0 on success, or
  * * -RSD_ETYPE - @m or @out is NULL.
  * * -RSD_ECLOSED - the manager is closed.
- * * -RSD_EREENTRANT - a publication is owed and a source load is running.
+ * * -RSD_EREENTRANT - a publication is owed and this is the thread of a
+ *   running source load.
  * * -RSD_ENOMEM - the copy, or the owed publication, could not be allocated.
  */
 int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out);
