@@ -77,13 +77,13 @@ static void *pick_stream(struct rsd_manager *m, struct rsd_location from, struct
 	return m->ops->default_stream(m->ops_ctx, to.kind == RSD_CUDA ? to.device : from.device);
 }
 
-int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		  struct rsd_resident *dst, struct rsd_location to, void *stream)
+int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
+		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event)
 {
 	uint64_t span = common_span(src, dst);
-	void *ev = NULL;
 	int err;
 
+	*event = NULL;
 	if (host_kind(from) && host_kind(to)) {
 		if (span) {
 			memcpy(dst->block, src->block, span);
@@ -94,38 +94,53 @@ int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct 
 				memcpy(dst->bufs[i].data, src->bufs[i].data, src->bufs[i].nbytes);
 		return 0;
 	}
-	if (!stream)
-		stream = pick_stream(m, from, to);
+	if (!*stream)
+		*stream = pick_stream(m, from, to);
 	if (span) {
-		err = m->ops->copy(m->ops_ctx, dst->block, to, src->block, from, span, stream);
-		if (err)
-			goto fail;
+		err = m->ops->copy(m->ops_ctx, dst->block, to, src->block, from, span, *stream);
 	} else {
-		for (size_t i = 0; i < src->nbuf; i++) {
-			if (!src->bufs[i].nbytes)
-				continue;
-			err = m->ops->copy(m->ops_ctx, dst->bufs[i].data, to, src->bufs[i].data, from,
-					   src->bufs[i].nbytes, stream);
-			if (err)
-				goto fail;
-		}
+		err = 0;
+		for (size_t i = 0; i < src->nbuf && !err; i++)
+			if (src->bufs[i].nbytes)
+				err = m->ops->copy(m->ops_ctx, dst->bufs[i].data, to, src->bufs[i].data,
+						   from, src->bufs[i].nbytes, *stream);
 	}
-	err = m->ops->event_record(m->ops_ctx, stream, &ev);
+	if (!err)
+		err = m->ops->event_record(m->ops_ctx, *stream, event);
 	if (err)
-		goto fail;
-	err = m->ops->event_sync(m->ops_ctx, ev);
-	m->ops->event_destroy(m->ops_ctx, ev);
-	if (err)
-		goto fail;
-	return 0;
-fail:
-	{
-		/* Best effort: drain the stream before the caller frees its
-		 * target; a second failure must not mask the first. */
-		struct rsd_error saved = *rsd_last_error();
-
-		m->ops->stream_sync(m->ops_ctx, stream);
-		*rsd__err_record() = saved;
-	}
+		rsd__copy_drain(m, *stream);
 	return err;
+}
+
+void rsd__copy_drain(struct rsd_manager *m, void *stream)
+{
+	/* Best effort: drain the stream before the caller frees its target;
+	 * a second failure must not mask the first. */
+	struct rsd_error saved = *rsd_last_error();
+
+	m->ops->stream_sync(m->ops_ctx, stream);
+	*rsd__err_record() = saved;
+}
+
+int rsd__copy_wait(struct rsd_manager *m, void *stream, void *event)
+{
+	int err;
+
+	if (!event)
+		return 0;
+	err = m->ops->event_sync(m->ops_ctx, event);
+	m->ops->event_destroy(m->ops_ctx, event);
+	if (err)
+		rsd__copy_drain(m, stream);
+	return err;
+}
+
+int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
+		  struct rsd_resident *dst, struct rsd_location to, void *stream)
+{
+	void *ev;
+	int err;
+
+	err = rsd__copy_issue(m, src, from, dst, to, &stream, &ev);
+	return err ? err : rsd__copy_wait(m, stream, ev);
 }

@@ -769,6 +769,47 @@ void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rs
 int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
 void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 
+/*
+ * A plan's queued copies (batch.c): admitted and issued without waiting,
+ * committed in action order by rsd__batch_flush(). One batch per thread,
+ * on its stack, between begin and end; rsd__exec_action() uses it when
+ * there is one.
+ */
+#define RSD_BATCH_MAX 16
+struct rsd_xfer_deferred {
+	struct rsd_record *rec;
+	struct rsd_location from, to;
+	bool leave; /* a move: from goes at the commit */
+	void *stream, *event;
+	struct rsd_transition rep;  /* the action's report, completed at commit */
+	struct rsd_transition *out; /* where the caller wants it, or NULL */
+	bool stamp;
+	size_t index; /* the action's index in the plan */
+};
+struct rsd_xfer_batch {
+	struct rsd_manager *m;
+	struct rsd_xfer_batch *up;
+	size_t index; /* of the action the caller runs now */
+	size_t n;
+	struct rsd_xfer_deferred q[RSD_BATCH_MAX];
+	/* The first queued copy that failed at a flush, and its action. */
+	bool failed;
+	size_t failed_index;
+};
+void rsd__batch_begin(struct rsd_manager *m, struct rsd_xfer_batch *b);
+void rsd__batch_end(struct rsd_xfer_batch *b);
+bool rsd__batch_room(void);
+bool rsd__batch_pending(void);
+void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd_location to,
+		    bool leave, void *stream, void *event);
+void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_transition *out);
+/* Wait for the queued copies without the lock, then commit them in order
+ * (the first failure rolls back the rest; b->failed names its action). */
+int rsd__batch_flush(struct rsd_manager *m);
+/* Clear a transfer's marks and commit it (err 0) or roll it back. */
+void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_location *from,
+		      struct rsd_location to, const struct rsd_location *leave, int err);
+
 /* Run one action on the writer path (§4); report may be NULL. */
 int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
 		     struct rsd_transition *report);
@@ -787,5 +828,12 @@ int rsd__copy_alloc(struct rsd_manager *m, const struct rsd_resident *src, struc
 		    void *stream, struct rsd_resident **out);
 int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
 		  struct rsd_resident *dst, struct rsd_location to, void *stream);
+/* rsd__copy_run in two halves: queue the copy and record its event (NULL
+ * for a host copy, done at once; *stream is the stream used), then wait
+ * for that event. Both drain the stream on failure. */
+int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
+		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event);
+int rsd__copy_wait(struct rsd_manager *m, void *stream, void *event);
+void rsd__copy_drain(struct rsd_manager *m, void *stream);
 
 #endif

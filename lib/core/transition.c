@@ -224,18 +224,44 @@ static void xfer_finish(struct rsd_manager *m, struct rsd_record *rec, struct xf
 	x->value = NULL;
 }
 
+void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_location *from,
+		      struct rsd_location to, const struct rsd_location *leave, int err)
+{
+	/* Other transfers may have grown rec->mats meanwhile: look again. */
+	struct rsd_mat *smat = from ? rsd__rec_mat(rec, *from) : NULL;
+
+	if (smat) {
+		smat->busy--;
+		smat->leaving = false;
+	}
+	rec->inflight--;
+	m->inflight--;
+	if (err) {
+		rsd__arrival_abort(m, rec, to);
+	} else {
+		rsd__arrival_commit(m, rec, to);
+		if (leave)
+			rsd__remove(m, rec, *leave);
+	}
+	rsd__xfer_wake(m);
+}
+
 /*
  * Put x's value (or a copy of it) at `to`; x->value is consumed on install.
  * A copy is admitted (destination allocated, charged, arriving; source
  * busy, and leaving when `leave` names it for a move), transferred without
- * the lock and committed (or rolled back) when the lock is back.
+ * the lock and committed (or rolled back) when the lock is back. Inside a
+ * plan's batch a device copy is only queued: the batch commits it later
+ * (*deferred set).
  */
 static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		 struct rsd_location to, void *stream, bool allow_exclusive,
-		 const struct rsd_location *leave)
+		 const struct rsd_location *leave, bool *deferred)
 {
 	struct rsd_resident *copy = NULL;
 	struct rsd_mat *smat;
+	void *ev = NULL;
+	bool defer;
 	int err;
 
 	if (x->temporary && rsd_location_equal(x->src, to)) {
@@ -262,23 +288,21 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		smat->busy++;
 		smat->leaving = leave != NULL;
 	}
+	/* Copies only: a queued move would keep its source charged past the
+	 * next action's admission, which changes that location's peaks. */
+	defer = smat && !leave && rsd__batch_room() &&
+		(to.kind == RSD_CUDA || x->src.kind == RSD_CUDA);
 	xfer_begin(m, rec);
-	err = rsd__copy_run(m, x->value, x->src, copy, to, stream);
-	xfer_end(m, rec);
-	/* Other transfers may have grown rec->mats meanwhile: look again. */
-	smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
-	if (smat) {
-		smat->busy--;
-		smat->leaving = false;
+	err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev);
+	if (!err && !defer)
+		err = rsd__copy_wait(m, stream, ev);
+	rsd__writer_resume(m);
+	if (!err && defer) {
+		rsd__batch_add(rec, x->src, to, leave != NULL, stream, ev);
+		*deferred = true;
+		return 0;
 	}
-	if (err) {
-		rsd__arrival_abort(m, rec, to);
-	} else {
-		rsd__arrival_commit(m, rec, to);
-		if (leave)
-			rsd__remove(m, rec, *leave);
-	}
-	rsd__xfer_wake(m);
+	rsd__xfer_settle(m, rec, x->temporary ? NULL : &x->src, to, leave, err);
 	return err;
 }
 
@@ -289,7 +313,7 @@ static void set_source(struct rsd_transition *rep, struct rsd_location at)
 }
 
 static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_action *a,
-		     void *stream, struct rsd_transition *rep)
+		     void *stream, struct rsd_transition *rep, bool *deferred)
 {
 	struct rsd_location d = a->location;
 	struct xfer x;
@@ -317,13 +341,13 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 	if (err)
 		return err;
 	set_source(rep, x.src);
-	err = place(m, rec, &x, d, stream, false, NULL);
+	err = place(m, rec, &x, d, stream, false, NULL, deferred);
 	xfer_finish(m, rec, &x);
 	return err;
 }
 
 static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_action *a,
-		   void *stream, struct rsd_transition *rep)
+		   void *stream, struct rsd_transition *rep, bool *deferred)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_location d = a->location, s;
@@ -377,7 +401,7 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 			return err;
 	}
 	set_source(rep, x.src);
-	err = place(m, rec, &x, d, stream, true, have_src ? &s : NULL);
+	err = place(m, rec, &x, d, stream, true, have_src ? &s : NULL, deferred);
 	xfer_finish(m, rec, &x);
 	return err;
 }
@@ -479,13 +503,23 @@ static int check_action_locations(struct rsd_manager *m, const struct rsd_action
 	return rsd__check_stream(m, stream, a->location);
 }
 
+/* Whether the action may load its value. A plan's queued copies are
+ * committed before such an action, and before one on a value they move,
+ * so the action sees the state of the actions before it (and a load never
+ * runs twice for a retried action). */
+static bool may_load(const struct rsd_record *rec, const struct rsd_action *a)
+{
+	return (a->kind == RSD_ACT_ENSURE || a->kind == RSD_ACT_MOVE) && rec->has_source &&
+	       !resident_count(rec);
+}
+
 int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
 		     struct rsd_transition *report)
 {
 	struct rsd_transition rep;
 	struct rsd_record *rec;
 	uint64_t started = 0;
-	bool stamp;
+	bool stamp, deferred, flushed = false;
 	int err, dev;
 
 	err = rsd__reap(m);
@@ -500,12 +534,18 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 		memset(&rep, 0, sizeof(rep));
 		rep.started_at_ns = started;
 		rep.action = *a;
+		deferred = false;
 		err = rsd__resolve(m, a->handle, &rec);
 		if (err)
 			return err;
 		err = check_action_locations(m, a, stream);
 		if (err)
 			return err;
+		if (rsd__batch_pending() && (rec->inflight || may_load(rec, a))) {
+			err = rsd__batch_flush(m);
+			if (err)
+				return err;
+		}
 		dev = sample_device(rec, a);
 		if (dev >= 0 && dev < m->ndevices && m->ops->metrics) {
 			rep.allocator_device = dev;
@@ -517,10 +557,10 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 		rep.storage_nbytes = rec->spec.storage_nbytes;
 		switch (a->kind) {
 		case RSD_ACT_ENSURE:
-			err = do_ensure(m, rec, a, stream, &rep);
+			err = do_ensure(m, rec, a, stream, &rep, &deferred);
 			break;
 		case RSD_ACT_MOVE:
-			err = do_move(m, rec, a, stream, &rep);
+			err = do_move(m, rec, a, stream, &rep, &deferred);
 			break;
 		case RSD_ACT_DROP:
 			err = do_drop(m, rec, a, &rep);
@@ -528,6 +568,16 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 		case RSD_ACT_DISCARD:
 			err = do_discard(m, rec);
 			break;
+		}
+		/* Room an earlier queued move frees, or a value it is moving:
+		 * commit the plan's queued copies and run the action again. */
+		if (rsd__batch_pending() && !flushed &&
+		    (err == XFER_RETRY || err == -RSD_EBUDGET)) {
+			flushed = true;
+			err = rsd__batch_flush(m);
+			if (err)
+				return err;
+			continue;
 		}
 		if (err != XFER_RETRY)
 			break;
@@ -551,6 +601,11 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 	if (!rep.has_allocator) {
 		rep.allocator_device = 0;
 		rep.allocator_allocated_bytes_before = rep.allocator_reserved_bytes_before = 0;
+	}
+	if (deferred) {
+		/* Completed, reported and traced at its commit. */
+		rsd__batch_report(&rep, stamp, report);
+		return 0;
 	}
 	if (stamp)
 		rep.completed_at_ns = rsd__now_ns();

@@ -206,6 +206,45 @@ int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p, struct rsd_p
 	return err;
 }
 
+/*
+ * Run the actions in order with their device copies queued together
+ * (lib/core/batch.c): copies to different devices overlap, reports and
+ * versions are those of one action after another. On failure *failed is
+ * the failing action's index (every action before it committed).
+ */
+static int run_batched(struct rsd_manager *m, const struct rsd_action *a, size_t n,
+		       const struct rsd_transfer_stream *ts, size_t nts, struct rsd_transition *done,
+		       size_t *failed)
+{
+	struct rsd_xfer_batch batch;
+	size_t i;
+	int err = 0;
+
+	rsd__batch_begin(m, &batch);
+	for (i = 0; !err && i < n; i++) {
+		batch.index = i;
+		err = rsd__exec_action(m, &a[i], rsd__stream_for(ts, nts, &a[i]), &done[i]);
+		if (err && !batch.failed) {
+			/* The actions before it commit first; a failure among
+			 * them comes first. */
+			struct rsd_error saved = *rsd_last_error();
+			int ferr = rsd__batch_flush(m);
+
+			if (ferr)
+				err = ferr;
+			else
+				*rsd__err_record() = saved;
+		}
+		*failed = batch.failed ? batch.failed_index : i;
+	}
+	if (!err) {
+		err = rsd__batch_flush(m);
+		*failed = batch.failed_index;
+	}
+	rsd__batch_end(&batch);
+	return err;
+}
+
 int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_t n, const char *name,
 			const struct rsd_transfer_stream *ts, size_t nts, const uint64_t *expected_version,
 			struct rsd_plan_report **report)
@@ -246,11 +285,13 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 	if (!err)
 		err = rsd__preflight(m, &plan, &hold);
 	held = !err;
-	for (i = 0; !err && i < n; i++) {
-		err = rsd__exec_action(m, &a[i], rsd__stream_for(ts, nts, &a[i]), &done[i]);
+	if (!err) {
+		err = run_batched(m, a, n, ts, nts, done, &i);
 		if (err)
 			err = rsd__exec_failure(plan.name, RSD_PHASE_EXECUTE, (long)i, -1, err, done, i,
 						started, report);
+		else
+			i = n;
 	}
 	if (!err && report) {
 		rsd__report_fill(rep, done, n, started, rsd__now_ns());
@@ -261,7 +302,7 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 		rsd__plan_hold_give(m, &hold);
 	rsd_trace_plan_end(m->id, plan.name, "execute",
 			   rsd_phase_name(err == -RSD_EEXEC ? RSD_PHASE_EXECUTE : RSD_PHASE_NONE), err,
-			   (uint32_t)(err ? (i ? i - 1 : 0) : n));
+			   (uint32_t)(err ? i : n));
 	rsd__writer_exit(m);
 out_free:
 	rsd_plan_report_free(rep);

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A plan's queued copies (reference.md §21.1): rsd_execute_actions() runs
+ * its actions one after another, but a device copy of one action need not
+ * finish before the next action is admitted. Inside a batch, place()
+ * admits a device copy, queues it on its transfer stream with a completion
+ * event and returns; the batch commits the queued copies in action order
+ * when it is flushed. Copies to different devices (or over different
+ * links) then overlap, while the reports, the state_version steps and the
+ * errors are exactly those of the actions run one by one:
+ *
+ *  - an action touching a value with a queued copy, or one that could not
+ *    be admitted (room a queued move frees), flushes first and runs again;
+ *  - an action that could load its value flushes before it runs, so no
+ *    load is ever repeated;
+ *  - a flush waits for every queued event without the transition lock,
+ *    then commits in order; the first failed copy is the plan's failure,
+ *    and the copies queued after it are rolled back as if never run (their
+ *    charges refunded; the peaks they raised stay).
+ *
+ * The batch lives on the executing thread's stack; at most RSD_BATCH_MAX
+ * copies are queued (a full batch runs further copies synchronously), so
+ * it allocates nothing.
+ */
+#include <string.h>
+
+#include "core.h"
+#include "../trace.h"
+
+static _Thread_local struct rsd_xfer_batch *cur;
+
+void rsd__batch_begin(struct rsd_manager *m, struct rsd_xfer_batch *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->m = m;
+	b->up = cur;
+	cur = b;
+}
+
+void rsd__batch_end(struct rsd_xfer_batch *b)
+{
+	cur = b->up;
+}
+
+bool rsd__batch_room(void)
+{
+	return cur && cur->n < RSD_BATCH_MAX;
+}
+
+bool rsd__batch_pending(void)
+{
+	return cur && cur->n;
+}
+
+void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd_location to,
+		    bool leave, void *stream, void *event)
+{
+	struct rsd_xfer_deferred *d = &cur->q[cur->n++];
+
+	memset(d, 0, sizeof(*d));
+	d->rec = rec;
+	d->from = from;
+	d->to = to;
+	d->leave = leave;
+	d->stream = stream;
+	d->event = event;
+	d->index = cur->index;
+}
+
+void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_transition *out)
+{
+	struct rsd_xfer_deferred *d = &cur->q[cur->n - 1];
+
+	d->rep = *rep;
+	d->stamp = stamp;
+	d->out = out;
+}
+
+int rsd__batch_flush(struct rsd_manager *m)
+{
+	struct rsd_xfer_batch *b = cur;
+	struct rsd_error first;
+	int err = 0, errs[RSD_BATCH_MAX];
+
+	memset(&first, 0, sizeof(first));
+	size_t n;
+
+	if (!b || !b->n)
+		return 0;
+	n = b->n;
+	b->n = 0;
+	/* The copies are counted in m->inflight since their admission. */
+	rsd__writer_pause(m);
+	for (size_t i = 0; i < n; i++) {
+		errs[i] = rsd__copy_wait(m, b->q[i].stream, b->q[i].event);
+		if (errs[i] && !err) {
+			err = errs[i];
+			first = *rsd_last_error();
+		}
+	}
+	rsd__writer_resume(m);
+	err = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct rsd_xfer_deferred *d = &b->q[i];
+
+		if (!err && errs[i]) {
+			err = errs[i];
+			b->failed = true;
+			b->failed_index = d->index;
+		}
+		rsd__xfer_settle(m, d->rec, &d->from, d->to, d->leave ? &d->from : NULL, err);
+		if (err)
+			continue;
+		if (d->stamp)
+			d->rep.completed_at_ns = rsd__now_ns();
+		rsd_trace_transition(m->id, &d->rep);
+		if (d->out)
+			*d->out = d->rep;
+	}
+	if (err)
+		*rsd__err_record() = first;
+	return err;
+}
