@@ -70,11 +70,20 @@ static uint64_t common_span(const struct rsd_resident *src, const struct rsd_res
 	return span <= src->block_nbytes && span <= dst->block_nbytes ? span : 0;
 }
 
+/* The driver's stream for this direction, else the device's transfer
+ * stream (what a NULL stream stands for). */
 static void *pick_stream(struct rsd_manager *m, struct rsd_location from, struct rsd_location to)
 {
-	if (m->ops->transfer_stream)
-		return m->ops->transfer_stream(m->ops_ctx, to, from);
-	return m->ops->default_stream(m->ops_ctx, to.kind == RSD_CUDA ? to.device : from.device);
+	void *s = NULL;
+
+	if (m->ops->transfer_stream) {
+		struct rsd_error saved = *rsd_last_error();
+
+		s = m->ops->transfer_stream(m->ops_ctx, to, from);
+		*rsd__err_record() = saved;
+	}
+	return s ? s : m->ops->default_stream(m->ops_ctx,
+					      to.kind == RSD_CUDA ? to.device : from.device);
 }
 
 int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
