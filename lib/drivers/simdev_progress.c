@@ -311,8 +311,33 @@ static int workers_start(struct rsd_simdev *sd)
 			failed, strerror(e));
 }
 
+/* With sd->lock held, leaving background mode: finish the copies the
+ * workers parked in flight (at their modelled end), since in the other
+ * modes nobody but a driving caller would. */
+static void land_parked(struct rsd_simdev *sd)
+{
+	for (;;) {
+		struct sim_stream *s;
+
+		for (s = sd->streams; s && !(s->running && s->inflight); s = s->next)
+			;
+		if (!s)
+			return;
+		if (s->current->due_ns > mono_ns()) {
+			uint64_t due = s->current->due_ns;
+
+			pthread_mutex_unlock(&sd->lock);
+			rsd__sim_sleep_until(due);
+			pthread_mutex_lock(&sd->lock);
+			continue; /* rescan: someone may have finished it */
+		}
+		finish_one(sd, s);
+	}
+}
+
 int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, uint64_t delay_ns)
 {
+	bool leaving = sd->progress == RSD_SIMDEV_BACKGROUND && mode != RSD_SIMDEV_BACKGROUND;
 	int rc;
 
 	if (mode == RSD_SIMDEV_BACKGROUND && !sd->workers) {
@@ -322,6 +347,8 @@ int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, 
 	}
 	sd->progress = mode;
 	sd->delay_ns = delay_ns;
+	if (leaving)
+		land_parked(sd);
 	/* Work already queued proceeds: now (immediate) or in the workers. */
 	if (mode == RSD_SIMDEV_IMMEDIATE)
 		rsd__sim_drive(sd, NULL, false, sd->tickets);

@@ -103,6 +103,9 @@ void rsd__sim_streams_destroy(struct rsd_simdev *sd)
 	 * may already be gone (the simulator's memory goes next). */
 	for (s = sd->streams; s; s = snext) {
 		snext = s->next;
+		/* A copy a stopped worker parked in flight. */
+		if (s->running && s->inflight)
+			free(s->current);
 		while (s->head) {
 			struct sim_work *w = s->head;
 
