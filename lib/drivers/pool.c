@@ -274,7 +274,8 @@ static void kept_remove(struct rsd__pool *pool, struct rsd__pool_chunk *prev,
  * *gone (chained by knext) for chunk_gone once the lock is dropped. */
 static void kept_shrink(struct rsd__pool *pool, uint64_t bound, struct rsd__pool_chunk **gone)
 {
-	while (pool->stats.kept_bytes > bound) {
+	/* kept_bytes is the sum over pool->kept: non-zero means non-empty. */
+	while (pool->kept && pool->stats.kept_bytes > bound) {
 		struct rsd__pool_chunk *c = pool->kept, *prev = NULL;
 
 		while (c->knext) {

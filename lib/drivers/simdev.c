@@ -146,7 +146,7 @@ int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **o
 	pairs = (size_t)cfg->ndevices * (size_t)cfg->ndevices + 1;
 	sd->peer_on = calloc(pairs, sizeof(*sd->peer_on));
 	sd->peer_eng = calloc(pairs, sizeof(*sd->peer_eng));
-	sd->peer_streams = calloc(pairs, sizeof(*sd->peer_streams));
+	sd->peer_streams = calloc(pairs, sizeof(struct sim_stream *));
 	if (!sd->peer_on || !sd->peer_eng || !sd->peer_streams) {
 		free(sd->peer_on);
 		free(sd->peer_eng);
