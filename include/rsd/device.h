@@ -43,13 +43,19 @@ extern "C" {
  * @event_destroy: give an event back (to the driver's pool).
  * @metrics: the process-wide allocator counters of one device (best
  *	effort).
- * @transfer_stream: optional; the driver's own stream for copies from
- *	@src to @dst when the caller gives none (one per direction per
- *	device and per peer pair); without it @default_stream of the device
- *	end is used.
+ * @transfer_stream: optional; the driver's own transfer stream for copies
+ *	from src to dst: one per direction per device (host to cuda:N, cuda:N
+ *	to host) and one per ordered pair of devices, created on first use and
+ *	never destroyed by the caller. NULL when no device is involved, a
+ *	location is bad, or the stream cannot be made (recorded). Not what a
+ *	NULL stream stands for (that stays @default_stream).
+ * @stream_wait_event: optional; later work queued on stream does not start
+ *	before event (recorded on any stream of this driver) completes, as
+ *	cudaStreamWaitEvent: the host does not wait. -RSD_ETYPE for a stream
+ *	or event that is not this driver's.
  *
  * device_count, alloc, free and copy are required; a manager refuses a
- * driver without them.
+ * driver without them. Optional ops may be NULL: a caller checks.
  */
 struct rsd_device_ops {
 	const char *name;
@@ -68,6 +74,7 @@ struct rsd_device_ops {
 	void (*event_destroy)(void *ctx, void *event);
 	int (*metrics)(void *ctx, int device, uint64_t *allocated, uint64_t *reserved);
 	void *(*transfer_stream)(void *ctx, struct rsd_location dst, struct rsd_location src);
+	int (*stream_wait_event)(void *ctx, void *stream, void *event);
 };
 
 /**
@@ -154,6 +161,29 @@ enum rsd_simdev_progress {
  *	every allocation one counted alloc call.
  * @progress: the progress mode; a zeroed config is RSD_SIMDEV_ON_COMMAND.
  * @delay_ns: RSD_SIMDEV_BACKGROUND's per-item delay.
+ * @links: turn the link model on (also RSD_SIMDEV_LINKS=1): copies take
+ *	modelled wall time on copy engines and peer links, pageable copies
+ *	hold their caller, backing allocations take modelled time. Every
+ *	field below is used only with the model on; 0 takes the environment
+ *	variable named in Documentation/drivers.md, else the default (an
+ *	H200 PCIe Gen5 node).
+ * @time_scale: every modelled duration is multiplied by it (0: 1).
+ * @h2d_bps: host (pinned) to device bandwidth, bytes/s, per device.
+ * @d2h_bps: device to host (pinned) bandwidth, bytes/s, per device.
+ * @pageable_bps: bandwidth of a copy whose host side is pageable.
+ * @peer_bps: device to device bandwidth with peer access, per ordered pair.
+ * @bounce_bps: device to device bandwidth without peer access (through
+ *	host memory, on both devices' engines).
+ * @pcie_latency_ns: latency of a host-device copy.
+ * @peer_latency_ns: latency of a device to device copy.
+ * @dev_alloc_ns: time of one backing device allocation (not a pool hit).
+ * @pinned_alloc_ns: time of one backing pinned allocation.
+ * @free_ns: time of one backing free.
+ * @no_peer_access: devices cannot reach each other (also
+ *	RSD_SIMDEV_NO_PEER_ACCESS=1): peer copies bounce through host.
+ * @oversize_keep: bytes of freed oversize blocks (larger than a pool
+ *	chunk) each device pool keeps for reuse; 0: the environment, else
+ *	1 GiB with the model on and none without it.
  */
 struct rsd_simdev_config {
 	int ndevices;
@@ -161,6 +191,20 @@ struct rsd_simdev_config {
 	bool pooled;
 	enum rsd_simdev_progress progress;
 	uint64_t delay_ns;
+	bool links;
+	double time_scale;
+	uint64_t h2d_bps;
+	uint64_t d2h_bps;
+	uint64_t pageable_bps;
+	uint64_t peer_bps;
+	uint64_t bounce_bps;
+	uint64_t pcie_latency_ns;
+	uint64_t peer_latency_ns;
+	uint64_t dev_alloc_ns;
+	uint64_t pinned_alloc_ns;
+	uint64_t free_ns;
+	bool no_peer_access;
+	uint64_t oversize_keep;
 };
 
 /**
@@ -325,6 +369,12 @@ unsigned rsd_simdev_pending_events(struct rsd_simdev *sd, void *stream);
  * @RSD_SIMDEV_EVENT_QUERY: event_query.
  * @RSD_SIMDEV_EVENT_SYNC: event_sync.
  * @RSD_SIMDEV_METRICS: metrics.
+ * @RSD_SIMDEV_BACKING_ALLOC: a backing allocation (a new pool chunk, or an
+ *	unpooled allocation): what cudaMalloc or cudaHostAlloc would be; pool
+ *	hits are not counted. Injected failures make the alloc fail.
+ * @RSD_SIMDEV_BACKING_FREE: a backing free (cudaFree, cudaFreeHost).
+ *	Counted only; an injection has no effect.
+ * @RSD_SIMDEV_STREAM_WAIT: stream_wait_event.
  * @RSD_SIMDEV_NOPS: the number of operations; not an operation.
  */
 enum rsd_simdev_op {
@@ -334,6 +384,9 @@ enum rsd_simdev_op {
 	RSD_SIMDEV_EVENT_QUERY,
 	RSD_SIMDEV_EVENT_SYNC,
 	RSD_SIMDEV_METRICS,
+	RSD_SIMDEV_BACKING_ALLOC,
+	RSD_SIMDEV_BACKING_FREE,
+	RSD_SIMDEV_STREAM_WAIT,
 	RSD_SIMDEV_NOPS
 };
 
@@ -388,6 +441,62 @@ void rsd_simdev_fail_location(struct rsd_simdev *sd, struct rsd_location at, int
  * reports).
  */
 uint64_t rsd_simdev_allocated_bytes(struct rsd_simdev *sd, int device);
+
+/**
+ * rsd_simdev_peer_access() - Enable or disable peer access between two devices.
+ * @sd: the simulated device.
+ * @device: one device.
+ * @peer: the other device (not @device).
+ * @on: true: copies between the two use their peer link; false: they
+ *	bounce through host memory.
+ *
+ * A new simulated device has every pair enabled unless no_peer_access
+ * (then nothing can be enabled). Access is per unordered pair: either
+ * device enabling it speeds copies both ways.
+ *
+ * Context: Any thread.
+ * Return: 0, or
+ * * -RSD_ETYPE - @sd is NULL.
+ * * -RSD_EINVAL - a device is not one of @sd's, or they are the same.
+ * * -RSD_EDEVICE - @on is true and the devices cannot reach each other.
+ */
+int rsd_simdev_peer_access(struct rsd_simdev *sd, int device, int peer, bool on);
+
+/**
+ * rsd_simdev_peer_capable() - Whether the simulated devices can reach each other.
+ * @sd: the simulated device.
+ *
+ * Context: Any thread.
+ * Return: false with no_peer_access (or a NULL @sd), else true.
+ */
+bool rsd_simdev_peer_capable(struct rsd_simdev *sd);
+
+/**
+ * rsd_simdev_links_on() - Whether the link model is on.
+ * @sd: the simulated device.
+ *
+ * Context: Any thread.
+ * Return: true when the config or RSD_SIMDEV_LINKS turned it on.
+ */
+bool rsd_simdev_links_on(struct rsd_simdev *sd);
+
+/**
+ * rsd_simdev_copy_ns() - The modelled duration of one copy.
+ * @sd: the simulated device.
+ * @dst: its destination location.
+ * @src: its source location.
+ * @nbytes: its size.
+ *
+ * What the model charges a copy on an idle engine: (latency + nbytes /
+ * bandwidth) x time_scale, for the link the copy would use now (peer
+ * access as it is now). Tests and benchmarks derive their bounds from it.
+ *
+ * Context: Any thread.
+ * Return: nanoseconds; 0 with the model off, for a copy on no engine
+ * (host to host, within one device) or a bad argument.
+ */
+uint64_t rsd_simdev_copy_ns(struct rsd_simdev *sd, struct rsd_location dst,
+			    struct rsd_location src, uint64_t nbytes);
 
 #ifdef __cplusplus
 }

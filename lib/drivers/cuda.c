@@ -2,9 +2,18 @@
 /*
  * The CUDA runtime driver. Device memory comes from a per-device pool of
  * cudaMalloc'ed chunks and pinned host memory from a pool of cudaHostAlloc'ed
- * chunks, so a warm pool serves transitions without either call. Copies go
- * on the caller's stream or on the driver's own non-blocking transfer
- * stream of the device involved; events come from per-device free lists.
+ * chunks, so a warm pool serves transitions without either call; blocks
+ * larger than a chunk are kept for reuse within a byte bound per pool
+ * (RSD_CUDA_OVERSIZE_KEEP), so a steady stream of large values does not
+ * call cudaMalloc and cudaFree (which may synchronize the device) per
+ * transition. Copies go on the caller's stream or on the driver's own
+ * non-blocking transfer streams: the device's default one (what a NULL
+ * stream means), one per direction (transfer_stream: H2D, D2H) so the two
+ * copy engines of a device overlap, and one per ordered device pair. Peer
+ * access is enabled, where cudaDeviceCanAccessPeer allows, once per pair at
+ * its first peer copy or transfer stream, so peer copies take the direct
+ * link instead of bouncing through host memory. Events come from
+ * per-device free lists.
  *
  * A machine without a usable GPU (no device, or a driver too old for the
  * runtime) reports zero devices: the first cudaGetDeviceCount error is kept
@@ -46,11 +55,28 @@ struct cuda_event {
 	struct cuda_event *next; /* its device's free list */
 };
 
+/* Oversize blocks kept per pool unless RSD_CUDA_OVERSIZE_KEEP says. */
+#define CUDA_OVERSIZE_KEEP (1ull << 30)
+
+/* A driver stream, created on first use (both fields protected by
+ * cuda.lock; never destroyed). */
+struct cuda_stream {
+	cudaStream_t s;
+	bool made;
+};
+
+enum peer_state {
+	PEER_UNKNOWN = 0,
+	PEER_ON,  /* cudaDeviceEnablePeerAccess done (or already enabled) */
+	PEER_OFF, /* cudaDeviceCanAccessPeer says no, or enabling failed */
+};
+
 struct cuda_dev {
 	int index;
 	struct rsd__pool pool;		/* cudaMalloc chunks; own lock */
-	cudaStream_t transfer;		/* protected by cuda.lock; created lazily */
-	bool has_transfer;		/* protected by cuda.lock */
+	struct cuda_stream transfer;	/* what a NULL stream stands for */
+	struct cuda_stream h2d, d2h;	/* transfer_stream per direction */
+	struct cuda_stream *peer;	/* [src]: peer copies src -> this device */
 	struct cuda_event *free_events; /* protected by cuda.lock */
 };
 
@@ -60,7 +86,8 @@ static struct {
 	char why_none[200]; /* set once: why there are no devices */
 	struct rsd__pool pinned;
 	struct cuda_dev *dev;
-	pthread_mutex_t lock; /* transfer streams and event free lists */
+	unsigned char *peer;  /* [a * ndevices + b]: enum peer_state, by cuda.lock */
+	pthread_mutex_t lock; /* driver streams, peer states, event free lists */
 } cuda = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Record a failed CUDA call; clears the runtime's last error so that the
@@ -203,12 +230,35 @@ static const struct rsd__pool_ops pinned_chunk_ops = {
 	.chunk_free = pinned_chunk_free,
 };
 
+/* The oversize bound: RSD_CUDA_OVERSIZE_KEEP bytes (a plain number; 0
+ * keeps none), else CUDA_OVERSIZE_KEEP. */
+static uint64_t oversize_keep(void)
+{
+	const char *s = getenv("RSD_CUDA_OVERSIZE_KEEP");
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s)
+		return CUDA_OVERSIZE_KEEP;
+	v = strtoull(s, &end, 10);
+	if (*end) {
+		fprintf(stderr,
+			"librsd: CUDA driver: RSD_CUDA_OVERSIZE_KEEP=%s is not a byte "
+			"count; keeping %llu bytes\n",
+			s, (unsigned long long)CUDA_OVERSIZE_KEEP);
+		return CUDA_OVERSIZE_KEEP;
+	}
+	return v;
+}
+
 static void cuda_init(void)
 {
+	uint64_t keep = oversize_keep();
 	cudaError_t e;
 	int n = 0;
 
 	rsd__pool_init(&cuda.pinned, &pinned_chunk_ops, NULL, CUDA_CHUNK_SIZE, RSD__PAGE_GRANULE);
+	rsd__pool_set_keep(&cuda.pinned, keep);
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) {
 		snprintf(cuda.why_none, sizeof(cuda.why_none),
@@ -224,16 +274,30 @@ static void cuda_init(void)
 		return;
 	}
 	cuda.dev = rsd__calloc((size_t)n, sizeof(*cuda.dev));
-	if (!cuda.dev) {
-		snprintf(cuda.why_none, sizeof(cuda.why_none), "out of memory for %d devices", n);
-		return;
+	cuda.peer = rsd__calloc((size_t)n * (size_t)n, 1);
+	for (int i = 0; cuda.dev && i < n; i++) {
+		cuda.dev[i].peer = rsd__calloc((size_t)n, sizeof(*cuda.dev[i].peer));
+		if (!cuda.dev[i].peer)
+			goto nomem;
 	}
+	if (!cuda.dev || !cuda.peer)
+		goto nomem;
 	for (int i = 0; i < n; i++) {
 		cuda.dev[i].index = i;
 		rsd__pool_init(&cuda.dev[i].pool, &dev_chunk_ops, &cuda.dev[i], CUDA_CHUNK_SIZE,
 			       CUDA_GRANULE);
+		rsd__pool_set_keep(&cuda.dev[i].pool, keep);
 	}
 	cuda.ndevices = n;
+	return;
+nomem:
+	for (int i = 0; cuda.dev && i < n; i++)
+		free(cuda.dev[i].peer);
+	free(cuda.dev);
+	free(cuda.peer);
+	cuda.dev = NULL;
+	cuda.peer = NULL;
+	snprintf(cuda.why_none, sizeof(cuda.why_none), "out of memory for %d devices", n);
 }
 
 static int ndevices(void)
@@ -314,28 +378,98 @@ static void cu_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbyte
 			ptr, rsd_location_name(at, name, sizeof(name)));
 }
 
-/* The driver's transfer stream of device, created on first use. */
-static int transfer_stream(int device, cudaStream_t *out)
+/* A driver stream of device, created on first use. */
+static int driver_stream(int device, struct cuda_stream *cs, cudaStream_t *out)
 {
-	struct cuda_dev *d = &cuda.dev[device];
 	cudaError_t e = cudaSuccess;
 	int prev, rc = 0;
 
 	pthread_mutex_lock(&cuda.lock);
-	if (!d->has_transfer) {
+	if (!cs->made) {
 		rc = device_enter(device, &prev);
 		if (!rc) {
-			e = cudaStreamCreateWithFlags(&d->transfer, cudaStreamNonBlocking);
+			e = cudaStreamCreateWithFlags(&cs->s, cudaStreamNonBlocking);
 			device_leave(device, prev);
 			if (e != cudaSuccess)
 				rc = cuda_fail("cudaStreamCreateWithFlags", e);
 			else
-				d->has_transfer = true;
+				cs->made = true;
 		}
 	}
-	*out = d->transfer;
+	*out = cs->s;
 	pthread_mutex_unlock(&cuda.lock);
 	return rc;
+}
+
+/* The driver's transfer stream of device (what a NULL stream means). */
+static int transfer_stream(int device, cudaStream_t *out)
+{
+	return driver_stream(device, &cuda.dev[device].transfer, out);
+}
+
+/* With cuda.lock held: enable access from device to peer where the runtime
+ * allows it. */
+static enum peer_state peer_enable_one(int device, int peer)
+{
+	cudaError_t e;
+	int can = 0, prev;
+
+	e = cudaDeviceCanAccessPeer(&can, device, peer);
+	if (e != cudaSuccess || !can) {
+		(void)cudaGetLastError();
+		return PEER_OFF;
+	}
+	if (device_enter(device, &prev))
+		return PEER_OFF;
+	e = cudaDeviceEnablePeerAccess(peer, 0);
+	device_leave(device, prev);
+	if (e == cudaSuccess)
+		return PEER_ON;
+	/* Someone (the application) enabled it already: as good. */
+	(void)cudaGetLastError();
+	return e == cudaErrorPeerAccessAlreadyEnabled ? PEER_ON : PEER_OFF;
+}
+
+/* Peer access between a and b, both ways, tried once per pair: without it
+ * cudaMemcpyPeerAsync bounces through host memory. A failure only leaves
+ * copies on the slow path, so it is not an error. */
+static void peer_enable(int a, int b)
+{
+	unsigned char *ab = &cuda.peer[a * cuda.ndevices + b];
+	unsigned char *ba = &cuda.peer[b * cuda.ndevices + a];
+
+	pthread_mutex_lock(&cuda.lock);
+	if (*ab == PEER_UNKNOWN) {
+		*ab = (unsigned char)peer_enable_one(a, b);
+		*ba = (unsigned char)peer_enable_one(b, a);
+	}
+	pthread_mutex_unlock(&cuda.lock);
+}
+
+static void *cu_transfer_stream(void *ctx, struct rsd_location dst, struct rsd_location src)
+{
+	struct cuda_stream *cs = NULL;
+	cudaStream_t s = NULL;
+	int dev = -1;
+
+	(void)ctx;
+	if (check_location("transfer_stream", dst, true) ||
+	    check_location("transfer_stream", src, true))
+		return NULL;
+	if (dst.kind == RSD_CUDA && src.kind == RSD_CUDA && dst.device != src.device) {
+		peer_enable(src.device, dst.device);
+		dev = dst.device;
+		cs = &cuda.dev[dev].peer[src.device];
+	} else if (dst.kind == RSD_CUDA) {
+		dev = dst.device;
+		cs = src.kind == RSD_CUDA ? &cuda.dev[dev].transfer : &cuda.dev[dev].h2d;
+	} else if (src.kind == RSD_CUDA) {
+		dev = src.device;
+		cs = &cuda.dev[dev].d2h;
+	}
+	if (!cs || driver_stream(dev, cs, &s))
+		return NULL;
+	return s;
 }
 
 static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
@@ -369,12 +503,36 @@ static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void 
 			return rc;
 	}
 	if (dst_at.kind == RSD_CUDA && src_at.kind == RSD_CUDA && dst_at.device != src_at.device) {
+		peer_enable(src_at.device, dst_at.device);
 		e = cudaMemcpyPeerAsync(dst, dst_at.device, src, src_at.device, (size_t)nbytes, s);
 		return e == cudaSuccess ? 0 : cuda_fail("cudaMemcpyPeerAsync", e);
 	}
 	e = cudaMemcpyAsync(dst, src, (size_t)nbytes, cudaMemcpyDefault, s);
 	return e == cudaSuccess ? 0 : cuda_fail("cudaMemcpyAsync", e);
 }
+
+#if CUDART_VERSION < 12080
+/* True, with its device, when stream is one of the driver's own. */
+static bool own_stream_device(void *stream, int *device)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&cuda.lock);
+	for (int i = 0; i < cuda.ndevices && !found; i++) {
+		struct cuda_dev *d = &cuda.dev[i];
+
+		found = (d->transfer.made && (void *)d->transfer.s == stream) ||
+			(d->h2d.made && (void *)d->h2d.s == stream) ||
+			(d->d2h.made && (void *)d->d2h.s == stream);
+		for (int j = 0; j < cuda.ndevices && !found; j++)
+			found = d->peer[j].made && (void *)d->peer[j].s == stream;
+		if (found)
+			*device = i;
+	}
+	pthread_mutex_unlock(&cuda.lock);
+	return found;
+}
+#endif
 
 static int cu_stream_device(void *ctx, void *stream, int *device)
 {
@@ -391,15 +549,8 @@ static int cu_stream_device(void *ctx, void *stream, int *device)
 #else
 	/* No cudaStreamGetDevice: the driver's own streams are known; any
 	 * other valid stream is taken to belong to the current device. */
-	pthread_mutex_lock(&cuda.lock);
-	for (int i = 0; i < cuda.ndevices; i++) {
-		if (cuda.dev[i].has_transfer && (void *)cuda.dev[i].transfer == stream) {
-			pthread_mutex_unlock(&cuda.lock);
-			*device = i;
-			return 0;
-		}
-	}
-	pthread_mutex_unlock(&cuda.lock);
+	if (own_stream_device(stream, device))
+		return 0;
 	{
 		unsigned flags;
 
@@ -437,20 +588,28 @@ static int cu_stream_sync(void *ctx, void *stream)
 		e = cudaStreamSynchronize((cudaStream_t)stream);
 		return e == cudaSuccess ? 0 : cuda_fail("cudaStreamSynchronize", e);
 	}
-	/* NULL stands for the transfer streams: synchronize each one made. */
+	/* NULL stands for the driver's streams: synchronize each one made. */
 	for (int i = 0; i < ndevices(); i++) {
-		cudaStream_t s;
-		bool has;
+		struct cuda_dev *d = &cuda.dev[i];
 
-		pthread_mutex_lock(&cuda.lock);
-		has = cuda.dev[i].has_transfer;
-		s = cuda.dev[i].transfer;
-		pthread_mutex_unlock(&cuda.lock);
-		if (!has)
-			continue;
-		e = cudaStreamSynchronize(s);
-		if (e != cudaSuccess)
-			return cuda_fail("cudaStreamSynchronize", e);
+		for (int j = -3; j < cuda.ndevices; j++) {
+			struct cuda_stream *cs = j == -3 ? &d->transfer :
+						 j == -2 ? &d->h2d :
+						 j == -1 ? &d->d2h :
+							   &d->peer[j];
+			cudaStream_t s;
+			bool made;
+
+			pthread_mutex_lock(&cuda.lock);
+			made = cs->made;
+			s = cs->s;
+			pthread_mutex_unlock(&cuda.lock);
+			if (!made)
+				continue;
+			e = cudaStreamSynchronize(s);
+			if (e != cudaSuccess)
+				return cuda_fail("cudaStreamSynchronize", e);
+		}
 	}
 	return 0;
 }
@@ -591,6 +750,22 @@ static void cu_event_destroy(void *ctx, void *event)
 		event_put(ev);
 }
 
+static int cu_stream_wait_event(void *ctx, void *stream, void *event)
+{
+	struct cuda_event *ev;
+	cudaError_t e;
+
+	(void)ctx;
+	if (!stream)
+		return rsd__err(RSD_ETYPE, "CUDA driver: stream_wait_event needs a stream, not "
+					   "NULL");
+	ev = live_event(event);
+	if (!ev)
+		return -RSD_ETYPE;
+	e = cudaStreamWaitEvent((cudaStream_t)stream, ev->ev, 0);
+	return e == cudaSuccess ? 0 : cuda_fail("cudaStreamWaitEvent", e);
+}
+
 static int cu_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *reserved)
 {
 	struct rsd__pool_stats st;
@@ -621,6 +796,8 @@ static const struct rsd_device_ops cuda_ops = {
 	.event_sync = cu_event_sync,
 	.event_destroy = cu_event_destroy,
 	.metrics = cu_metrics,
+	.transfer_stream = cu_transfer_stream,
+	.stream_wait_event = cu_stream_wait_event,
 };
 
 #else /* !RSD_HAVE_CUDA */
@@ -711,6 +888,18 @@ static int nc_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *rese
 	return nocuda("metrics");
 }
 
+static void *nc_transfer_stream(void *ctx, struct rsd_location dst, struct rsd_location src)
+{
+	(void)ctx, (void)dst, (void)src;
+	return NULL;
+}
+
+static int nc_stream_wait_event(void *ctx, void *stream, void *event)
+{
+	(void)ctx, (void)stream, (void)event;
+	return nocuda("stream_wait_event");
+}
+
 static const struct rsd_device_ops cuda_ops = {
 	.name = "cuda",
 	.device_count = nc_device_count,
@@ -726,6 +915,8 @@ static const struct rsd_device_ops cuda_ops = {
 	.event_sync = nc_event_sync,
 	.event_destroy = nc_event_destroy,
 	.metrics = nc_metrics,
+	.transfer_stream = nc_transfer_stream,
+	.stream_wait_event = nc_stream_wait_event,
 };
 
 #endif /* RSD_HAVE_CUDA */

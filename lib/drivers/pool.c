@@ -21,7 +21,9 @@ struct rsd__pool_chunk {
 	uint64_t size;
 	struct rsd__pool_block *first; /* the block at offset 0; never merged away */
 	unsigned long live;	       /* live blocks carved from this chunk */
-	bool dedicated;		       /* released as soon as live drops to 0 */
+	bool dedicated;		       /* kept or released when live drops to 0 */
+	bool kept;		       /* on pool->kept (first not in a bin) */
+	struct rsd__pool_chunk *knext; /* pool->kept */
 };
 
 struct rsd__pool_block {
@@ -226,8 +228,9 @@ static int chunk_new(struct rsd__pool *pool, uint64_t size, bool dedicated,
 	return 0;
 }
 
-/* Release a chunk with no live block; its one block must not be in a bin. */
-static void chunk_release(struct rsd__pool *pool, struct rsd__pool_chunk *c)
+/* Take a chunk with no live block out of the pool (its one block must not
+ * be in a bin, and it must not be kept); chunk_gone then gives it back. */
+static void chunk_detach(struct rsd__pool *pool, struct rsd__pool_chunk *c)
 {
 	if (c->prev)
 		c->prev->next = c->next;
@@ -236,11 +239,86 @@ static void chunk_release(struct rsd__pool *pool, struct rsd__pool_chunk *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	node_put(pool, c->first);
+	c->first = NULL;
 	pool->stats.nchunks--;
 	pool->stats.reserved_bytes -= c->size;
 	pool->stats.chunk_frees++;
+}
+
+static void chunk_gone(struct rsd__pool *pool, struct rsd__pool_chunk *c)
+{
 	pool->ops->chunk_free(pool->ctx, c->base, c->size);
 	free(c);
+}
+
+static void chunk_release(struct rsd__pool *pool, struct rsd__pool_chunk *c)
+{
+	chunk_detach(pool, c);
+	chunk_gone(pool, c);
+}
+
+/* Unlink kept chunk c (prev: its predecessor on pool->kept, or NULL). */
+static void kept_remove(struct rsd__pool *pool, struct rsd__pool_chunk *prev,
+			struct rsd__pool_chunk *c)
+{
+	if (prev)
+		prev->knext = c->knext;
+	else
+		pool->kept = c->knext;
+	c->knext = NULL;
+	c->kept = false;
+	pool->stats.kept_bytes -= c->size;
+}
+
+/* Detach the oldest kept chunks until the kept bytes fit in bound, onto
+ * *gone (chained by knext) for chunk_gone once the lock is dropped. */
+static void kept_shrink(struct rsd__pool *pool, uint64_t bound, struct rsd__pool_chunk **gone)
+{
+	/* kept_bytes is the sum over pool->kept: non-zero means non-empty. */
+	while (pool->kept && pool->stats.kept_bytes > bound) {
+		struct rsd__pool_chunk *c = pool->kept, *prev = NULL;
+
+		while (c->knext) {
+			prev = c;
+			c = c->knext;
+		}
+		kept_remove(pool, prev, c);
+		chunk_detach(pool, c);
+		c->knext = *gone;
+		*gone = c;
+	}
+}
+
+static void chunks_gone(struct rsd__pool *pool, struct rsd__pool_chunk *gone)
+{
+	while (gone) {
+		struct rsd__pool_chunk *c = gone;
+
+		gone = c->knext;
+		chunk_gone(pool, c);
+	}
+}
+
+/* The smallest kept chunk of size to 2 x size bytes, taken off pool->kept
+ * with its block put in a bin for carve; NULL when none fits. */
+static struct rsd__pool_block *kept_take(struct rsd__pool *pool, uint64_t size)
+{
+	struct rsd__pool_chunk *c, *prev = NULL, *best = NULL, *best_prev = NULL;
+
+	for (c = pool->kept; c; prev = c, c = c->knext) {
+		if (c->size < size || c->size / 2 > size)
+			continue;
+		if (!best || c->size < best->size) {
+			best = c;
+			best_prev = prev;
+		}
+	}
+	if (!best)
+		return NULL;
+	kept_remove(pool, best_prev, best);
+	bin_insert(pool, best->first);
+	pool->stats.kept_hits++;
+	return best->first;
 }
 
 /* Take size bytes off the front of free block b; the rest stays free. */
@@ -342,7 +420,11 @@ int rsd__pool_alloc(struct rsd__pool *pool, uint64_t nbytes, void **ptr)
 				rc = chunk_new(pool, size, true, &b);
 		}
 	} else {
-		rc = chunk_new(pool, size, true, &b);
+		b = kept_take(pool, size);
+		if (b)
+			size = b->size; /* the whole kept chunk, never split */
+		else
+			rc = chunk_new(pool, size, true, &b);
 	}
 	if (rc || !b)
 		goto out;
@@ -355,8 +437,8 @@ out:
 
 int rsd__pool_free(struct rsd__pool *pool, void *ptr)
 {
+	struct rsd__pool_chunk *c, *gone = NULL;
 	struct rsd__pool_block *b, *n;
-	struct rsd__pool_chunk *c;
 
 	pthread_mutex_lock(&pool->lock);
 	b = hash_take(pool, ptr, true);
@@ -391,8 +473,20 @@ int rsd__pool_free(struct rsd__pool *pool, void *ptr)
 		node_put(pool, n);
 	}
 	if (--c->live == 0) {
+		if (c->dedicated && c->size <= pool->keep_bytes) {
+			/* Kept whole, out of the bins: only an oversize
+			 * request may take it. */
+			c->kept = true;
+			c->knext = pool->kept;
+			pool->kept = c;
+			pool->stats.kept_bytes += c->size;
+			kept_shrink(pool, pool->keep_bytes, &gone);
+			goto out;
+		}
 		if (c->dedicated || pool->idle_chunks >= 1) {
-			chunk_release(pool, c);
+			chunk_detach(pool, c);
+			c->knext = gone;
+			gone = c;
 			goto out;
 		}
 		pool->idle_chunks++;
@@ -400,7 +494,19 @@ int rsd__pool_free(struct rsd__pool *pool, void *ptr)
 	bin_insert(pool, b);
 out:
 	pthread_mutex_unlock(&pool->lock);
+	chunks_gone(pool, gone);
 	return 0;
+}
+
+void rsd__pool_set_keep(struct rsd__pool *pool, uint64_t keep_bytes)
+{
+	struct rsd__pool_chunk *gone = NULL;
+
+	pthread_mutex_lock(&pool->lock);
+	pool->keep_bytes = keep_bytes;
+	kept_shrink(pool, keep_bytes, &gone);
+	pthread_mutex_unlock(&pool->lock);
+	chunks_gone(pool, gone);
 }
 
 bool rsd__pool_owns(struct rsd__pool *pool, const void *ptr)
@@ -423,7 +529,15 @@ unsigned rsd__pool_trim(struct rsd__pool *pool)
 		next = c->next;
 		if (c->live)
 			continue;
-		bin_remove(pool, c->first);
+		if (c->kept) {
+			struct rsd__pool_chunk *k, *prev = NULL;
+
+			for (k = pool->kept; k != c; k = k->knext)
+				prev = k;
+			kept_remove(pool, prev, c);
+		} else {
+			bin_remove(pool, c->first);
+		}
 		if (!c->dedicated)
 			pool->idle_chunks--;
 		chunk_release(pool, c);

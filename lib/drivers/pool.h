@@ -13,15 +13,23 @@
  * repeated alloc/free of one size therefore costs a bitmap scan, a split and
  * a coalesce: O(1) in practice. Live blocks are found by address in a hash.
  *
- * Chunk policy: requests larger than chunk_size get a chunk of their own,
- * released as soon as that block is freed. Standard chunks stay; when one
+ * Chunk policy: requests larger than chunk_size get a chunk of their own
+ * (dedicated). Freed, a dedicated chunk is kept for reuse while the kept
+ * ones total at most keep_bytes (rsd__pool_set_keep; 0, the default, keeps
+ * none): a later oversize request takes the smallest kept chunk that holds
+ * it and is at most twice its size, so a steady stream of same-sized large
+ * blocks calls the backing allocator once, not once per block. Beyond the
+ * bound the oldest kept chunks are released. Standard chunks stay; when one
  * becomes entirely free while another entirely free standard chunk is
  * already held, it is released (at most one idle chunk is kept). A pool with
  * chunk_size 0 does not pool at all: every request is one chunk_alloc call
  * and every free one chunk_free call.
  *
- * Every function is thread-safe (one mutex per pool; chunk callbacks run
- * under it, so they must not call back into the same pool).
+ * Every function is thread-safe (one mutex per pool). chunk_alloc runs
+ * under it; chunk_free runs after it is dropped on the free path (a
+ * cudaFree may wait for the whole device: other users of the pool must not
+ * wait behind it), under it in trim and destroy. Neither may call back
+ * into the same pool.
  */
 #ifndef RSD_DRIVERS_POOL_H
 #define RSD_DRIVERS_POOL_H
@@ -45,6 +53,8 @@ struct rsd__pool_stats {
 	uint64_t nchunks;	  /* chunks held */
 	uint64_t chunk_allocs;	  /* successful chunk_alloc calls, ever */
 	uint64_t chunk_frees;	  /* chunk_free calls, ever */
+	uint64_t kept_bytes;	  /* bytes of freed dedicated chunks kept */
+	uint64_t kept_hits;	  /* oversize requests served by a kept chunk */
 };
 
 #define RSD__POOL_NBINS 64
@@ -67,7 +77,9 @@ struct rsd__pool {
 	uint64_t hash_mask;			       /* hash has hash_mask + 1 heads */
 	struct rsd__pool_block *spare;		       /* unused block nodes */
 	unsigned nspare;
-	unsigned idle_chunks; /* standard chunks with no live block */
+	unsigned idle_chunks;	      /* standard chunks with no live block */
+	uint64_t keep_bytes;	      /* bound on stats.kept_bytes */
+	struct rsd__pool_chunk *kept; /* kept dedicated chunks, newest first */
 	struct rsd__pool_stats stats;
 };
 
@@ -91,7 +103,11 @@ int rsd__pool_alloc(struct rsd__pool *pool, uint64_t nbytes, void **ptr);
 int rsd__pool_free(struct rsd__pool *pool, void *ptr);
 /* True when ptr is a live allocation of this pool. */
 bool rsd__pool_owns(struct rsd__pool *pool, const void *ptr);
-/* Release every chunk with no live block; returns how many. */
+/* Bound the bytes of freed dedicated chunks kept for reuse (0: none); kept
+ * chunks beyond a lower bound are released at once. */
+void rsd__pool_set_keep(struct rsd__pool *pool, uint64_t keep_bytes);
+/* Release every chunk with no live block (kept ones included); returns how
+ * many. */
 unsigned rsd__pool_trim(struct rsd__pool *pool);
 void rsd__pool_stats(struct rsd__pool *pool, struct rsd__pool_stats *out);
 

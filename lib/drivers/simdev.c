@@ -30,6 +30,9 @@ static const char *const op_names[RSD_SIMDEV_NOPS] = {
 	[RSD_SIMDEV_EVENT_QUERY] = "event_query",
 	[RSD_SIMDEV_EVENT_SYNC] = "sync",
 	[RSD_SIMDEV_METRICS] = "metrics",
+	[RSD_SIMDEV_BACKING_ALLOC] = "backing alloc",
+	[RSD_SIMDEV_BACKING_FREE] = "backing free",
+	[RSD_SIMDEV_STREAM_WAIT] = "stream_wait_event",
 };
 
 int rsd__sim_enter(struct rsd_simdev *sd, enum rsd_simdev_op op)
@@ -59,8 +62,63 @@ static int inject_code(int err)
 	return err;
 }
 
+/* Backing allocations are counted (and can be made to fail) and, with the
+ * link model on, take their modelled time: what cudaMalloc, cudaHostAlloc
+ * and cudaFree cost. They run under the pool's lock, never under sd->lock
+ * (the pool is entered without it), so taking it here keeps the order. */
+static int backing_alloc(void *ctx, uint64_t nbytes, void **base)
+{
+	struct sim_backing *b = ctx;
+	struct rsd_simdev *sd = b->sd;
+	uint64_t ns = 0;
+	int rc;
+
+	pthread_mutex_lock(&sd->lock);
+	rc = rsd__sim_enter(sd, RSD_SIMDEV_BACKING_ALLOC);
+	if (sd->lm.on)
+		ns = (uint64_t)((double)(b->device ? sd->lm.dev_alloc_ns : sd->lm.pinned_alloc_ns) *
+				sd->lm.scale);
+	pthread_mutex_unlock(&sd->lock);
+	if (rc)
+		return rc;
+	rc = b->base->chunk_alloc(NULL, nbytes, base);
+	if (!rc && ns)
+		rsd__sim_sleep_until(rsd__sim_now_ns() + ns);
+	return rc;
+}
+
+static void backing_free(void *ctx, void *base, uint64_t nbytes)
+{
+	struct sim_backing *b = ctx;
+	struct rsd_simdev *sd = b->sd;
+	uint64_t ns = 0;
+
+	pthread_mutex_lock(&sd->lock);
+	sd->calls[RSD_SIMDEV_BACKING_FREE]++;
+	if (sd->lm.on)
+		ns = (uint64_t)((double)sd->lm.free_ns * sd->lm.scale);
+	pthread_mutex_unlock(&sd->lock);
+	b->base->chunk_free(NULL, base, nbytes);
+	if (ns)
+		rsd__sim_sleep_until(rsd__sim_now_ns() + ns);
+}
+
+static const struct rsd__pool_ops backing_ops = {
+	.chunk_alloc = backing_alloc,
+	.chunk_free = backing_free,
+};
+
+static void backing_init(struct sim_backing *b, struct rsd_simdev *sd,
+			 const struct rsd__pool_ops *base, bool device)
+{
+	b->sd = sd;
+	b->base = base;
+	b->device = device;
+}
+
 int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **out)
 {
+	size_t pairs;
 	enum rsd_simdev_progress mode;
 	pthread_condattr_t ca;
 	struct rsd_simdev *sd;
@@ -85,21 +143,45 @@ int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **o
 				cfg->ndevices);
 	sd->ndevices = cfg->ndevices;
 	sd->pooled = cfg->pooled;
+	pairs = (size_t)cfg->ndevices * (size_t)cfg->ndevices + 1;
+	sd->peer_on = calloc(pairs, sizeof(*sd->peer_on));
+	sd->peer_eng = calloc(pairs, sizeof(*sd->peer_eng));
+	sd->peer_streams = calloc(pairs, sizeof(struct sim_stream *));
+	if (!sd->peer_on || !sd->peer_eng || !sd->peer_streams) {
+		free(sd->peer_on);
+		free(sd->peer_eng);
+		free(sd->peer_streams);
+		free(sd);
+		return rsd__err(RSD_ENOMEM, "rsd_simdev_create: out of memory for %d devices",
+				cfg->ndevices);
+	}
+	rsd__sim_links_init(sd, cfg);
 	pthread_mutex_init(&sd->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&sd->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	/* Unpooled: chunk size 0, so every allocation is its own mapping. */
-	rsd__pool_init(&sd->pinned, &rsd__locked_chunk_ops, NULL, sd->pooled ? SIM_PINNED_CHUNK : 0,
-		       RSD__PAGE_GRANULE);
+	backing_init(&sd->pinned_backing, sd, &rsd__locked_chunk_ops, false);
+	rsd__pool_init(&sd->pinned, &backing_ops, &sd->pinned_backing,
+		       sd->pooled ? SIM_PINNED_CHUNK : 0, RSD__PAGE_GRANULE);
 	/* Never pooled: each allocation is a fresh, untouched mapping, which
 	 * the pinned check finds not resident, hence not locked. */
 	rsd__pool_init(&sd->pageable, &rsd__anon_chunk_ops, NULL, 0, RSD__PAGE_GRANULE);
 	for (int d = 0; d < sd->ndevices; d++) {
-		rsd__pool_init(&sd->dev[d].pool, &rsd__anon_chunk_ops, NULL,
+		struct sim_device *dv = &sd->dev[d];
+
+		backing_init(&dv->backing, sd, &rsd__anon_chunk_ops, true);
+		rsd__pool_init(&dv->pool, &backing_ops, &dv->backing,
 			       sd->pooled ? SIM_DEVICE_CHUNK : 0, SIM_DEVICE_GRANULE);
-		rsd__sim_stream_link(sd, &sd->dev[d].transfer, d, true);
+		/* Oversize blocks are kept for reuse only in a pooled device
+		 * (an unpooled one gives every free back, as cudaFree). */
+		if (sd->pooled)
+			rsd__pool_set_keep(&dv->pool, sd->lm.oversize_keep);
+		rsd__sim_stream_link(sd, &dv->transfer, d, true);
+		rsd__sim_stream_link(sd, &dv->h2d, d, true);
+		rsd__sim_stream_link(sd, &dv->d2h, d, true);
+		dv->transfer.embedded = dv->h2d.embedded = dv->d2h.embedded = true;
 	}
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_set_progress(sd, mode, cfg->delay_ns);
@@ -122,6 +204,9 @@ void rsd_simdev_destroy(struct rsd_simdev *sd)
 		rsd__pool_destroy(&sd->dev[d].pool);
 	rsd__pool_destroy(&sd->pinned);
 	rsd__pool_destroy(&sd->pageable);
+	free(sd->peer_on);
+	free(sd->peer_eng);
+	free(sd->peer_streams); /* the streams went with the others */
 	pthread_cond_destroy(&sd->cond);
 	pthread_mutex_destroy(&sd->lock);
 	free(sd);
@@ -261,12 +346,33 @@ static struct sim_stream *copy_stream(struct rsd_simdev *sd, void *stream,
 	return NULL;
 }
 
+/*
+ * With sd->lock held: a copy from or to pageable memory holds its caller
+ * until it has run, as CUDA's pageable cudaMemcpyAsync does (the runtime
+ * stages it through its own pinned buffer). In background mode the workers
+ * run it; otherwise the caller runs the stream up to it (on-command mode's
+ * completer would be the caller anyway: nobody else knows to).
+ */
+static void hold(struct rsd_simdev *sd, struct sim_stream *s, uint64_t ticket)
+{
+	s->refs++;
+	if (sd->progress == RSD_SIMDEV_BACKGROUND) {
+		while (!rsd__sim_stream_done(s, ticket))
+			rsd__sim_wait(sd);
+	} else {
+		rsd__sim_drive(sd, s, false, ticket);
+	}
+	s->refs--;
+	rsd__sim_stream_put(sd, s);
+}
+
 static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
 		    struct rsd_location src_at, uint64_t nbytes, void *stream)
 {
 	struct rsd_simdev *sd = ctx;
 	struct sim_work *w = NULL;
 	struct sim_stream *s;
+	uint64_t ticket;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
@@ -313,10 +419,54 @@ static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void
 	w->copy.dst_at = dst_at;
 	w->copy.src_at = src_at;
 	w->copy.nbytes = nbytes;
+	ticket = sd->tickets + 1; /* what rsd__sim_enqueue gives w */
 	rsd__sim_enqueue(sd, s, w);
+	if (nbytes && rsd__sim_link_holds(sd, dst_at, src_at))
+		hold(sd, s, ticket);
 out:
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
+}
+
+/* With sd->lock held: the lazily made stream of peer copies src -> dst (on
+ * dst's device, as a NULL stream's copies are); NULL without memory. */
+static struct sim_stream *peer_stream(struct rsd_simdev *sd, int src, int dst)
+{
+	struct sim_stream **pp = &sd->peer_streams[src * sd->ndevices + dst];
+
+	if (!*pp) {
+		*pp = calloc(1, sizeof(**pp));
+		if (!*pp) {
+			rsd__err(RSD_ENOMEM,
+				 "simulated device: out of memory for the peer "
+				 "stream cuda:%d -> cuda:%d",
+				 src, dst);
+			return NULL;
+		}
+		rsd__sim_stream_link(sd, *pp, dst, true);
+	}
+	return *pp;
+}
+
+static void *sim_transfer_stream(void *ctx, struct rsd_location dst, struct rsd_location src)
+{
+	struct rsd_simdev *sd = ctx;
+	struct sim_stream *s = NULL;
+
+	if (check_device_location(sd, "transfer_stream", dst, true) ||
+	    check_device_location(sd, "transfer_stream", src, true))
+		return NULL;
+	pthread_mutex_lock(&sd->lock);
+	if (dst.kind == RSD_CUDA && src.kind == RSD_CUDA && dst.device != src.device)
+		s = peer_stream(sd, src.device, dst.device);
+	else if (dst.kind == RSD_CUDA && src.kind == RSD_CUDA)
+		s = &sd->dev[dst.device].transfer;
+	else if (dst.kind == RSD_CUDA)
+		s = &sd->dev[dst.device].h2d;
+	else if (src.kind == RSD_CUDA)
+		s = &sd->dev[src.device].d2h;
+	pthread_mutex_unlock(&sd->lock);
+	return s;
 }
 
 static int sim_device_count(void *ctx)
@@ -390,6 +540,8 @@ static const struct rsd_device_ops sim_ops = {
 	.event_sync = rsd__sim_event_sync,
 	.event_destroy = rsd__sim_event_destroy,
 	.metrics = sim_metrics,
+	.transfer_stream = sim_transfer_stream,
+	.stream_wait_event = rsd__sim_stream_wait_event,
 };
 
 const struct rsd_device_ops *rsd_simdev_ops(void)

@@ -20,6 +20,20 @@
  * Every item also takes a ticket from one counter of the simulator, so "all
  * work queued before now" is "every item with a ticket up to the counter's
  * value now", across streams: that is what the syncs wait for.
+ *
+ * A wait item (stream_wait_event) is runnable only once the event it names
+ * (its stream and sequence number, taken when it was queued) is complete;
+ * until then its stream is blocked, and it holds a reference on the
+ * event's stream so that stream is not freed under it.
+ *
+ * Link model (simdev_links.c), when on: a copy reserves the engines it
+ * uses (a device's H2D or D2H engine, or the peer link of a device pair)
+ * from max(now, the engines' busy_until) for its modelled duration, so
+ * copies on one engine follow one another in the order they start and
+ * copies on different engines overlap. Whoever runs a copy executes it and
+ * then sleeps until its modelled end; a background worker instead parks it
+ * (stream still running, inflight set) and goes on with other streams, and
+ * whoever sees it due finishes it.
  */
 #ifndef RSD_DRIVERS_SIMDEV_H
 #define RSD_DRIVERS_SIMDEV_H
@@ -48,12 +62,14 @@ enum sim_work_kind {
 	SIM_WORK_COPY,
 	SIM_WORK_EVENT,
 	SIM_WORK_HOST_FUNC,
+	SIM_WORK_WAIT,
 };
 
 struct sim_work {
 	struct sim_work *next; /* the stream's queue */
 	enum sim_work_kind kind;
 	uint64_t ticket; /* from sd->tickets */
+	uint64_t due_ns; /* link model: modelled end once started; 0: none */
 	union {
 		struct {
 			void *dst;
@@ -66,6 +82,11 @@ struct sim_work {
 			void (*fn)(void *arg);
 			void *arg;
 		} host;
+		struct {
+			struct sim_stream *stream; /* the event's; referenced */
+			uint64_t seq;		   /* the event's number on it */
+			uint64_t ticket;	   /* the event record's ticket */
+		} wait;
 	};
 };
 
@@ -73,8 +94,10 @@ struct sim_work {
 struct sim_stream {
 	uint64_t magic; /* SIM_STREAM_MAGIC while registered */
 	int device;
-	bool is_default;		/* a device's transfer stream, never destroyed */
+	bool is_default;		/* a driver transfer stream, never destroyed */
+	bool embedded;			/* part of struct sim_device, never freed */
 	bool retired;			/* destroyed by its owner; freed once drained */
+	unsigned refs;			/* wait items and holders; freed only at 0 */
 	struct sim_stream *prev, *next; /* sd->streams */
 	uint64_t recorded;		/* seq of the last event recorded */
 	uint64_t completed;		/* events with seq <= completed are complete */
@@ -82,6 +105,7 @@ struct sim_stream {
 
 	struct sim_work *head, **tail; /* queued work not yet started */
 	bool running;		       /* an item of it is executing (unlocked) */
+	bool inflight;		       /* running item parked until its due_ns */
 	struct sim_work *current;      /* that item (freed when it finishes) */
 	pthread_t runner;	       /* the thread executing it */
 	uint64_t ready_ns;	       /* when head became runnable (background) */
@@ -91,15 +115,42 @@ struct sim_event {
 	uint64_t magic;		   /* SIM_EVENT_LIVE or SIM_EVENT_FREE */
 	struct sim_stream *stream; /* NULL once its stream is gone (then done) */
 	uint64_t seq;
+	uint64_t ticket;	       /* of its record item */
 	bool done;		       /* complete regardless of the stream */
 	struct sim_event *prev, *next; /* stream->events, or sd->free_events */
 	struct sim_event *all_next;    /* sd->all_events: every object, for destroy */
 };
 
+/* A copy engine or peer link of the link model. */
+struct sim_engine {
+	uint64_t busy_until; /* protected by sd->lock; CLOCK_MONOTONIC ns */
+};
+
+/* The link model's figures, fixed at creation (rsd__sim_links_init). */
+struct sim_links {
+	bool on;
+	bool peer_capable;
+	double scale;
+	uint64_t h2d_bps, d2h_bps, pageable_bps, peer_bps, bounce_bps;
+	uint64_t pcie_latency_ns, peer_latency_ns;
+	uint64_t dev_alloc_ns, pinned_alloc_ns, free_ns;
+	uint64_t oversize_keep;
+};
+
+/* What a pool's chunk callbacks get: the backing is counted and timed. */
+struct sim_backing {
+	struct rsd_simdev *sd;
+	const struct rsd__pool_ops *base;
+	bool device;
+};
+
 struct sim_device {
 	struct sim_stream transfer; /* what a NULL stream stands for */
-	struct rsd__pool pool;	    /* own lock */
-	pthread_t worker;	    /* background progress; valid if sd->workers */
+	struct sim_stream h2d, d2h; /* transfer_stream's per direction */
+	struct sim_engine h2d_eng, d2h_eng;
+	struct sim_backing backing;
+	struct rsd__pool pool; /* own lock */
+	pthread_t worker;      /* background progress; valid if sd->workers */
 };
 
 struct rsd_simdev {
@@ -128,6 +179,12 @@ struct rsd_simdev {
 	int fail_nth_err[RSD_SIMDEV_NOPS];	  /* protected by lock */
 	int fail_all_err[RSD_SIMDEV_NOPS];	  /* protected by lock; 0 disarmed */
 	int fail_loc_err[RSD_NSLOTS];		  /* protected by lock; 0 disarmed */
+	struct sim_links lm;			  /* fixed at creation */
+	/* ndevices x ndevices, index src * ndevices + dst: */
+	bool *peer_on;			  /* protected by lock; symmetric */
+	struct sim_engine *peer_eng;	  /* protected by lock */
+	struct sim_stream **peer_streams; /* protected by lock; made on use */
+	struct sim_backing pinned_backing;
 
 	struct rsd__pool pinned;   /* own lock */
 	struct rsd__pool pageable; /* own lock; "pinned" memory while unpinned_host */
@@ -168,6 +225,22 @@ int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, 
 /* Stop and join the background workers (sd->lock not held). */
 void rsd__sim_workers_stop(struct rsd_simdev *sd);
 
+/* With sd->lock held: whether w is a wait item whose event is pending. */
+bool rsd__sim_blocked(const struct sim_work *w);
+
+/* Link model (simdev_links.c). */
+/* Fill sd->lm from cfg, the environment and the defaults. */
+void rsd__sim_links_init(struct rsd_simdev *sd, const struct rsd_simdev_config *cfg);
+/* With sd->lock held: reserve the engines copy w uses from now; its
+ * modelled end, or 0 with the model off or for a copy on no engine. */
+uint64_t rsd__sim_link_start(struct rsd_simdev *sd, const struct sim_work *w, uint64_t now);
+/* With sd->lock held: whether a copy between these locations holds its
+ * caller (the model is on and its host side is pageable). */
+bool rsd__sim_link_holds(struct rsd_simdev *sd, struct rsd_location dst, struct rsd_location src);
+/* Sleep until CLOCK_MONOTONIC reaches ns. */
+void rsd__sim_sleep_until(uint64_t ns);
+uint64_t rsd__sim_now_ns(void);
+
 /* Stream and event ops (simdev_stream.c). */
 int rsd__sim_stream_device(void *ctx, void *stream, int *device);
 void *rsd__sim_default_stream(void *ctx, int device);
@@ -177,5 +250,6 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event);
 int rsd__sim_event_query(void *ctx, void *event);
 int rsd__sim_event_sync(void *ctx, void *event);
 void rsd__sim_event_destroy(void *ctx, void *event);
+int rsd__sim_stream_wait_event(void *ctx, void *stream, void *event);
 
 #endif

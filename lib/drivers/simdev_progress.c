@@ -23,10 +23,27 @@
 /* sd->cond runs on CLOCK_MONOTONIC, so due times do too. */
 static uint64_t mono_ns(void)
 {
+	return rsd__sim_now_ns();
+}
+
+static void deadline(struct timespec *ts, uint64_t ns)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+/* Sleep on sd->cond until woken or CLOCK_MONOTONIC reaches due. */
+static void wait_until(struct rsd_simdev *sd, uint64_t due)
+{
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	deadline(&ts, due);
+	pthread_cond_timedwait(&sd->cond, &sd->lock, &ts);
+}
+
+bool rsd__sim_blocked(const struct sim_work *w)
+{
+	return w && w->kind == SIM_WORK_WAIT && w->wait.stream->completed < w->wait.seq;
 }
 
 void rsd__sim_wait(struct rsd_simdev *sd)
@@ -53,14 +70,15 @@ static void execute(struct sim_work *w)
 		w->host.fn(w->host.arg);
 		break;
 	case SIM_WORK_EVENT:
+	case SIM_WORK_WAIT:
 		break;
 	}
 }
 
-/* With sd->lock held, s not running and non-empty: run its front item. The
- * lock is dropped while the item executes; s may be freed on return (a
- * destroyed stream whose last item this was). */
-static void run_one(struct rsd_simdev *sd, struct sim_stream *s)
+/* With sd->lock held, s not running and non-empty: start its front item.
+ * The lock is dropped while it executes; returns its modelled end (0: none),
+ * with s still running: finish_one ends it. */
+static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 {
 	struct sim_work *w = s->head;
 
@@ -70,17 +88,47 @@ static void run_one(struct rsd_simdev *sd, struct sim_stream *s)
 	s->running = true;
 	s->current = w;
 	s->runner = pthread_self();
+	w->due_ns = rsd__sim_link_start(sd, w, mono_ns());
 	pthread_mutex_unlock(&sd->lock);
 	execute(w);
 	pthread_mutex_lock(&sd->lock);
+	return w->due_ns;
+}
+
+/* With sd->lock held: end s's running item. s may be freed on return (a
+ * destroyed stream whose last item this was), and so may a stream a wait
+ * item referenced. */
+static void finish_one(struct rsd_simdev *sd, struct sim_stream *s)
+{
+	struct sim_work *w = s->current;
+
 	s->running = false;
+	s->inflight = false;
 	s->current = NULL;
 	if (w->kind == SIM_WORK_EVENT && w->event_seq > s->completed)
 		s->completed = w->event_seq;
+	if (w->kind == SIM_WORK_WAIT) {
+		w->wait.stream->refs--;
+		rsd__sim_stream_put(sd, w->wait.stream);
+	}
 	s->ready_ns = mono_ns();
 	free(w);
 	pthread_cond_broadcast(&sd->cond);
 	rsd__sim_stream_put(sd, s);
+}
+
+/* Start and finish s's front item on this thread, sleeping (unlocked) until
+ * its modelled end; other threads see s running by us meanwhile. */
+static void run_one(struct rsd_simdev *sd, struct sim_stream *s)
+{
+	uint64_t due = start_one(sd, s);
+
+	if (due > mono_ns()) {
+		pthread_mutex_unlock(&sd->lock);
+		rsd__sim_sleep_until(due);
+		pthread_mutex_lock(&sd->lock);
+	}
+	finish_one(sd, s);
 }
 
 void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfers_only,
@@ -89,25 +137,45 @@ void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfe
 	pthread_t self = pthread_self();
 
 	for (;;) {
+		uint64_t now = mono_ns(), due = UINT64_MAX;
 		struct sim_stream *s, *todo = NULL;
 		bool busy = false;
 
 		for (s = sd->streams; s; s = s->next) {
+			struct sim_stream *t = s;
+
 			if (only ? s != only : transfers_only && !s->is_default)
 				continue;
 			if (rsd__sim_stream_done(s, upto))
 				continue;
-			if (!s->running) {
-				todo = s;
+			/* Blocked on another stream's event: advance that one
+			 * (it has unfinished work up to the event's record). */
+			while (!t->running && rsd__sim_blocked(t->head))
+				t = t->head->wait.stream;
+			if (!t->running) {
+				todo = t;
 				break;
+			}
+			if (t->inflight) {
+				if (t->current->due_ns <= now) {
+					todo = t;
+					break;
+				}
+				if (t->current->due_ns < due)
+					due = t->current->due_ns;
+				continue;
 			}
 			/* A host function of this thread queueing on its own
 			 * stream: the item runs after it, in the loop above us. */
-			if (!pthread_equal(s->runner, self))
+			if (!pthread_equal(t->runner, self))
 				busy = true;
 		}
-		if (todo)
+		if (todo && todo->running)
+			finish_one(sd, todo);
+		else if (todo)
 			run_one(sd, todo);
+		else if (due != UINT64_MAX)
+			wait_until(sd, due);
 		else if (busy)
 			rsd__sim_wait(sd);
 		else
@@ -138,12 +206,6 @@ void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_wo
 	}
 }
 
-static void deadline(struct timespec *ts, uint64_t ns)
-{
-	ts->tv_sec = (time_t)(ns / 1000000000ull);
-	ts->tv_nsec = (long)(ns % 1000000000ull);
-}
-
 struct worker_arg {
 	struct rsd_simdev *sd;
 	int device;
@@ -151,7 +213,9 @@ struct worker_arg {
 
 /* One per device: runs each of the device's streams' front item once it has
  * been runnable for delay_ns; sleeps on sd->cond (until the earliest due time
- * when something is queued). Idle unless the mode is background. */
+ * when something is queued or in flight). A copy with a modelled end is
+ * parked in flight, not slept on, so the device's other engines and streams
+ * go on meanwhile. Idle unless the mode is background. */
 static void *worker(void *p)
 {
 	struct rsd_simdev *sd = ((struct worker_arg *)p)->sd;
@@ -160,32 +224,49 @@ static void *worker(void *p)
 	free(p);
 	pthread_mutex_lock(&sd->lock);
 	while (!sd->stopping) {
-		uint64_t now = mono_ns(), due = UINT64_MAX;
-		struct sim_stream *s, *todo = NULL;
-		struct timespec ts;
+		uint64_t now = mono_ns(), due = UINT64_MAX, end;
+		struct sim_stream *s, *todo = NULL, *fin = NULL;
 
 		if (sd->progress != RSD_SIMDEV_BACKGROUND) {
 			rsd__sim_wait(sd);
 			continue;
 		}
-		/* The item runnable longest goes first: streams take turns. */
-		for (s = sd->streams; s; s = s->next) {
-			if (s->device != device || s->running || !s->head)
+		for (s = sd->streams; s && !fin; s = s->next) {
+			if (s->device != device)
 				continue;
+			if (s->running) {
+				if (s->inflight && s->current->due_ns <= now)
+					fin = s;
+				else if (s->inflight && s->current->due_ns < due)
+					due = s->current->due_ns;
+				continue;
+			}
+			if (!s->head || rsd__sim_blocked(s->head))
+				continue;
+			/* The item runnable longest goes first: streams take
+			 * turns. */
 			if (!todo || s->ready_ns < todo->ready_ns)
 				todo = s;
 		}
+		if (fin) {
+			finish_one(sd, fin);
+			continue;
+		}
 		if (todo && todo->ready_ns + sd->delay_ns > now) {
-			due = todo->ready_ns + sd->delay_ns;
+			if (todo->ready_ns + sd->delay_ns < due)
+				due = todo->ready_ns + sd->delay_ns;
 			todo = NULL;
 		}
 		if (todo) {
-			run_one(sd, todo);
+			end = start_one(sd, todo);
+			if (end > mono_ns())
+				todo->inflight = true;
+			else
+				finish_one(sd, todo);
 		} else if (due == UINT64_MAX) {
 			rsd__sim_wait(sd);
 		} else {
-			deadline(&ts, due);
-			pthread_cond_timedwait(&sd->cond, &sd->lock, &ts);
+			wait_until(sd, due);
 		}
 	}
 	pthread_mutex_unlock(&sd->lock);
@@ -230,8 +311,33 @@ static int workers_start(struct rsd_simdev *sd)
 			failed, strerror(e));
 }
 
+/* With sd->lock held, leaving background mode: finish the copies the
+ * workers parked in flight (at their modelled end), since in the other
+ * modes nobody but a driving caller would. */
+static void land_parked(struct rsd_simdev *sd)
+{
+	for (;;) {
+		struct sim_stream *s;
+
+		for (s = sd->streams; s && !(s->running && s->inflight); s = s->next)
+			;
+		if (!s)
+			return;
+		if (s->current->due_ns > mono_ns()) {
+			uint64_t due = s->current->due_ns;
+
+			pthread_mutex_unlock(&sd->lock);
+			rsd__sim_sleep_until(due);
+			pthread_mutex_lock(&sd->lock);
+			continue; /* rescan: someone may have finished it */
+		}
+		finish_one(sd, s);
+	}
+}
+
 int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, uint64_t delay_ns)
 {
+	bool leaving = sd->progress == RSD_SIMDEV_BACKGROUND && mode != RSD_SIMDEV_BACKGROUND;
 	int rc;
 
 	if (mode == RSD_SIMDEV_BACKGROUND && !sd->workers) {
@@ -241,6 +347,8 @@ int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, 
 	}
 	sd->progress = mode;
 	sd->delay_ns = delay_ns;
+	if (leaving)
+		land_parked(sd);
 	/* Work already queued proceeds: now (immediate) or in the workers. */
 	if (mode == RSD_SIMDEV_IMMEDIATE)
 		rsd__sim_drive(sd, NULL, false, sd->tickets);

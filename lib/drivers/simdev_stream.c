@@ -81,7 +81,7 @@ static void stream_unlink(struct rsd_simdev *sd, struct sim_stream *s)
 
 void rsd__sim_stream_put(struct rsd_simdev *sd, struct sim_stream *s)
 {
-	if (!s->retired || s->head || s->running)
+	if (!s->retired || s->head || s->running || s->refs)
 		return;
 	/* Its work has all run: its events stay valid, and complete. */
 	while (s->events) {
@@ -103,13 +103,16 @@ void rsd__sim_streams_destroy(struct rsd_simdev *sd)
 	 * may already be gone (the simulator's memory goes next). */
 	for (s = sd->streams; s; s = snext) {
 		snext = s->next;
+		/* A copy a stopped worker parked in flight. */
+		if (s->running && s->inflight)
+			free(s->current);
 		while (s->head) {
 			struct sim_work *w = s->head;
 
 			s->head = w->next;
 			free(w);
 		}
-		if (!s->is_default)
+		if (!s->embedded)
 			free(s);
 	}
 	sd->streams = NULL;
@@ -376,6 +379,7 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 	ev->magic = SIM_EVENT_LIVE;
 	ev->done = false;
 	ev->seq = ++s->recorded;
+	ev->ticket = sd->tickets + 1; /* what rsd__sim_enqueue gives w */
 	ev->stream = s;
 	ev->prev = NULL;
 	ev->next = s->events;
@@ -453,4 +457,46 @@ void rsd__sim_event_destroy(void *ctx, void *event)
 		sd->free_events = ev;
 	}
 	pthread_mutex_unlock(&sd->lock);
+}
+
+int rsd__sim_stream_wait_event(void *ctx, void *stream, void *event)
+{
+	struct rsd_simdev *sd = ctx;
+	struct sim_event *ev = NULL;
+	struct sim_stream *s;
+	struct sim_work *w;
+	int rc;
+
+	pthread_mutex_lock(&sd->lock);
+	rc = rsd__sim_enter(sd, RSD_SIMDEV_STREAM_WAIT);
+	if (rc)
+		goto out;
+	s = rsd__sim_find_stream(sd, stream);
+	if (!s) {
+		rc = not_a_stream(stream);
+		goto out;
+	}
+	ev = live_event(event);
+	if (!ev) {
+		rc = -RSD_ETYPE;
+		goto out;
+	}
+	/* Complete already, or on s itself (in order anyway): nothing to
+	 * wait for, as cudaStreamWaitEvent on a completed event. */
+	if (event_complete(ev) || ev->stream == s)
+		goto out;
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		rc = rsd__err(RSD_ENOMEM, "simulated device: out of memory for a stream wait");
+		goto out;
+	}
+	w->kind = SIM_WORK_WAIT;
+	w->wait.stream = ev->stream;
+	w->wait.seq = ev->seq;
+	w->wait.ticket = ev->ticket;
+	ev->stream->refs++;
+	rsd__sim_enqueue(sd, s, w);
+out:
+	pthread_mutex_unlock(&sd->lock);
+	return rc;
 }

@@ -19,38 +19,41 @@
 #include "cudasim.h"
 
 /* Every runtime function of the double, for fault injection and counts. */
-#define CS_CALLS(X)                  \
-	X(cudaGetDeviceCount)        \
-	X(cudaGetDevice)             \
-	X(cudaSetDevice)             \
-	X(cudaDeviceSynchronize)     \
-	X(cudaDeviceCanAccessPeer)   \
-	X(cudaRuntimeGetVersion)     \
-	X(cudaDriverGetVersion)      \
-	X(cudaMalloc)                \
-	X(cudaFree)                  \
-	X(cudaHostAlloc)             \
-	X(cudaMallocHost)            \
-	X(cudaFreeHost)              \
-	X(cudaPointerGetAttributes)  \
-	X(cudaMemGetInfo)            \
-	X(cudaMemcpy)                \
-	X(cudaMemcpyAsync)           \
-	X(cudaMemcpyPeer)            \
-	X(cudaMemcpyPeerAsync)       \
-	X(cudaStreamCreate)          \
-	X(cudaStreamCreateWithFlags) \
-	X(cudaStreamDestroy)         \
-	X(cudaStreamQuery)           \
-	X(cudaStreamSynchronize)     \
-	X(cudaStreamGetDevice)       \
-	X(cudaStreamGetFlags)        \
-	X(cudaEventCreate)           \
-	X(cudaEventCreateWithFlags)  \
-	X(cudaEventRecord)           \
-	X(cudaEventQuery)            \
-	X(cudaEventSynchronize)      \
-	X(cudaEventDestroy)          \
+#define CS_CALLS(X)                    \
+	X(cudaGetDeviceCount)          \
+	X(cudaGetDevice)               \
+	X(cudaSetDevice)               \
+	X(cudaDeviceSynchronize)       \
+	X(cudaDeviceCanAccessPeer)     \
+	X(cudaDeviceEnablePeerAccess)  \
+	X(cudaDeviceDisablePeerAccess) \
+	X(cudaRuntimeGetVersion)       \
+	X(cudaDriverGetVersion)        \
+	X(cudaMalloc)                  \
+	X(cudaFree)                    \
+	X(cudaHostAlloc)               \
+	X(cudaMallocHost)              \
+	X(cudaFreeHost)                \
+	X(cudaPointerGetAttributes)    \
+	X(cudaMemGetInfo)              \
+	X(cudaMemcpy)                  \
+	X(cudaMemcpyAsync)             \
+	X(cudaMemcpyPeer)              \
+	X(cudaMemcpyPeerAsync)         \
+	X(cudaStreamCreate)            \
+	X(cudaStreamCreateWithFlags)   \
+	X(cudaStreamDestroy)           \
+	X(cudaStreamQuery)             \
+	X(cudaStreamSynchronize)       \
+	X(cudaStreamGetDevice)         \
+	X(cudaStreamGetFlags)          \
+	X(cudaStreamWaitEvent)         \
+	X(cudaEventCreate)             \
+	X(cudaEventCreateWithFlags)    \
+	X(cudaEventRecord)             \
+	X(cudaEventQuery)              \
+	X(cudaEventSynchronize)        \
+	X(cudaEventDestroy)            \
 	X(cudaLaunchHostFunc)
 
 enum cs_call {
@@ -115,6 +118,7 @@ struct cs_state {
 	struct cs_lane *lanes;		 /* protected by lock: every lane not yet freed */
 	enum rsd_simdev_progress mode;	 /* protected by lock */
 	uint64_t delay_ns;		 /* protected by lock: background delay per batch */
+	bool *peer;			 /* protected by lock: [dev * n + peer] enabled */
 	struct cs_alloc *allocs;	 /* protected by lock */
 	struct cs_stream *streams;	 /* protected by lock */
 	struct cs_event *events;	 /* protected by lock */

@@ -119,13 +119,19 @@ static void cs_start(void)
 							RSD_SIMDEV_ON_COMMAND;
 	cs.used = calloc((size_t)n + 1, sizeof(*cs.used));
 	cs.default_lane = calloc((size_t)n + 1, sizeof(struct cs_lane *));
-	if (!cs.used || !cs.default_lane || rsd_simdev_create(&sc, &cs.sd)) {
+	cs.peer = calloc((size_t)n * (size_t)n + 1, sizeof(*cs.peer));
+	if (!cs.used || !cs.default_lane || !cs.peer || rsd_simdev_create(&sc, &cs.sd)) {
 		fprintf(stderr, "cudasim: cannot create the simulated device: %s\n",
 			rsd_last_error()->message);
 		cs.sd = NULL;
 		return;
 	}
 	cs.ops = rsd_simdev_ops();
+	/* As in a fresh CUDA context, no device has peer access until
+	 * cudaDeviceEnablePeerAccess: peer copies bounce through host. */
+	for (int d = 0; d < n; d++)
+		for (int p = d + 1; p < n; p++)
+			(void)rsd_simdev_peer_access(cs.sd, d, p, false);
 	for (int d = 0; d < n; d++) {
 		cs.default_lane[d] = cs_lane_new(cs.ops->default_stream(cs.sd, d));
 		if (!cs.default_lane[d]) {
@@ -306,6 +312,9 @@ static const struct {
 	E(cudaErrorIllegalAddress, "an illegal memory access was encountered"),
 	E(cudaErrorLaunchTimeout, "the launch timed out and was terminated"),
 	E(cudaErrorPeerAccessNotEnabled, "peer access is not enabled"),
+	E(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled"),
+	E(cudaErrorPeerAccessUnsupported, "peer access is not supported between these two "
+					  "devices"),
 	E(cudaErrorSetOnActiveProcess, "cannot set while device is active in this process"),
 	E(cudaErrorContextIsDestroyed, "context is destroyed"),
 	E(cudaErrorAssert, "device-side assert triggered"),
@@ -428,8 +437,48 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
 		return cs_ret(cudaErrorInvalidValue);
 	if (device < 0 || device >= cs.ndevices || peer < 0 || peer >= cs.ndevices)
 		return cs_ret(cudaErrorInvalidDevice);
-	*can = device != peer;
+	*can = device != peer && rsd_simdev_peer_capable(cs.sd);
 	return cudaSuccess;
+}
+
+/* Peer access from the current device to peer: the simulated pair takes
+ * its peer link while either direction is enabled. */
+static cudaError_t peer_set(int peer, unsigned flags, bool on)
+{
+	int dev = current_device, n = cs.ndevices;
+	cudaError_t e = cudaSuccess;
+
+	if (!n)
+		return cs_ret(cudaErrorNoDevice);
+	if (flags)
+		return cs_ret(cudaErrorInvalidValue);
+	if (peer < 0 || peer >= n || peer == dev)
+		return cs_ret(cudaErrorInvalidDevice);
+	if (on && !rsd_simdev_peer_capable(cs.sd))
+		return cs_ret(cudaErrorPeerAccessUnsupported);
+	pthread_mutex_lock(&cs.lock);
+	if (cs.peer[dev * n + peer] == on) {
+		e = on ? cudaErrorPeerAccessAlreadyEnabled : cudaErrorPeerAccessNotEnabled;
+	} else {
+		cs.peer[dev * n + peer] = on;
+		(void)rsd_simdev_peer_access(cs.sd, dev, peer, on || cs.peer[peer * n + dev]);
+	}
+	pthread_mutex_unlock(&cs.lock);
+	return cs_ret(e);
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+	cudaError_t e = cs_enter(CS_cudaDeviceEnablePeerAccess);
+
+	return e ? e : peer_set(peerDevice, flags, true);
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
+{
+	cudaError_t e = cs_enter(CS_cudaDeviceDisablePeerAccess);
+
+	return e ? e : peer_set(peerDevice, 0, false);
 }
 
 cudaError_t cudaRuntimeGetVersion(int *version)

@@ -414,6 +414,35 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	return rc ? cs_ret(cudaErrorUnknown) : cudaSuccess;
 }
 
+/* The stream's later work waits for the event's latest record (taken now,
+ * as the runtime does); the host does not wait. A never-recorded event is
+ * complete. */
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamWaitEvent);
+	struct cs_event *ev;
+	void *st;
+
+	if (e)
+		return e;
+	if (flags & ~(unsigned)cudaEventWaitExternal)
+		return cs_ret(cudaErrorInvalidValue);
+	st = cs_stream_resolve(stream);
+	if (!st)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&cs.lock);
+	ev = find_event(event);
+	if (ev && ev->rec && cs.ops->stream_wait_event(cs.sd, st, ev->rec->sim))
+		e = cudaErrorUnknown;
+	pthread_mutex_unlock(&cs.lock);
+	if (!ev)
+		return cs_ret(cudaErrorInvalidResourceHandle);
+	if (e)
+		return cs_ret(e);
+	cs_stream_mark(st);
+	return cudaSuccess;
+}
+
 cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
 	cudaError_t e = cs_enter(CS_cudaEventDestroy);

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The link model in the CUDA runtime double, and the CUDA driver's copy
+ * paths on it: peer copies bounce through host until peer access is
+ * enabled, cudaStreamWaitEvent orders a stream after another without
+ * blocking the host, cudaMalloc and cudaMallocHost are counted and timed,
+ * pageable copies hold the caller at the pageable rate; the driver keeps
+ * oversize blocks (no cudaMalloc per steady-state transition), enables
+ * peer access once per pair and hands out transfer streams per direction
+ * and pair, and its stream_wait_event is cudaStreamWaitEvent.
+ *
+ * Each case runs in its own process and sets the link model's variables
+ * before its first runtime call, which starts the double. Built against a
+ * real runtime (CUDA=1) or without CUDA, every case skips.
+ */
+#include <atf-c.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rsd/rsd.h>
+
+#ifndef RSD_CUDASIM
+#define RSD_CUDASIM 0
+#endif
+
+#define MB 1000000ull
+
+#if RSD_CUDASIM
+#include "../cudasim/cudasim.h"
+
+static const struct rsd_location PAGEABLE = { RSD_PAGEABLE_HOST, -1 };
+static const struct rsd_location PINNED = { RSD_PINNED_HOST, -1 };
+static const struct rsd_location CUDA0 = { RSD_CUDA, 0 };
+static const struct rsd_location CUDA1 = { RSD_CUDA, 1 };
+
+static void ok(int line, cudaError_t e, const char *what)
+{
+	if (e != cudaSuccess)
+		atf_tc_fail("line %d: %s: %s (%s)", line, what, cudaGetErrorName(e),
+			    cudaGetErrorString(e));
+}
+#define OK(call) ok(__LINE__, (call), #call)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The link model on with slow, exact figures; before the first call. */
+static struct rsd_simdev *links(void)
+{
+	struct rsd_simdev *sd;
+
+	setenv("RSD_SIMDEV_LINKS", "1", 1);
+	setenv("RSD_SIMDEV_H2D_GBPS", "0.01", 1);
+	setenv("RSD_SIMDEV_D2H_GBPS", "0.01", 1);
+	setenv("RSD_SIMDEV_PAGEABLE_GBPS", "0.005", 1);
+	setenv("RSD_SIMDEV_PEER_GBPS", "1", 1);
+	setenv("RSD_SIMDEV_BOUNCE_GBPS", "0.1", 1);
+	setenv("RSD_SIMDEV_PCIE_LATENCY_NS", "1", 1);
+	setenv("RSD_SIMDEV_PEER_LATENCY_NS", "1", 1);
+	sd = rsd_cudasim_simdev();
+	ATF_REQUIRE(sd != NULL);
+	ATF_REQUIRE(rsd_simdev_links_on(sd));
+	return sd;
+}
+
+static void need_sim(void)
+{
+}
+
+struct gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool open;
+};
+
+static void CUDART_CB gate_wait(void *arg)
+{
+	struct gate *g = arg;
+
+	pthread_mutex_lock(&g->lock);
+	while (!g->open)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_open(struct gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->open = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+#else
+static void need_sim(void)
+{
+	atf_tc_skip("needs the CUDA runtime double: make check CUDA=sim");
+}
+#endif
+
+ATF_TC_WITHOUT_HEAD(peer_copies_bounce_until_peer_access);
+ATF_TC_BODY(peer_copies_bounce_until_peer_access, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	struct rsd_simdev *sd = links();
+	int can = 0;
+
+	/* A fresh context: no peer access, the copy bounces through host. */
+	ATF_CHECK_EQ(rsd_simdev_copy_ns(sd, CUDA1, CUDA0, MB), 10000002ull);
+	OK(cudaDeviceCanAccessPeer(&can, 1, 0));
+	ATF_CHECK_EQ(can, 1);
+	OK(cudaSetDevice(1));
+	OK(cudaDeviceEnablePeerAccess(0, 0));
+	ATF_CHECK_EQ(rsd_simdev_copy_ns(sd, CUDA1, CUDA0, MB), 1000001ull);
+	ATF_CHECK_EQ(rsd_simdev_copy_ns(sd, CUDA0, CUDA1, MB), 1000001ull);
+	ATF_CHECK_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaErrorPeerAccessAlreadyEnabled);
+	ATF_CHECK_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorInvalidDevice);
+	ATF_CHECK_EQ(cudaDeviceEnablePeerAccess(0, 1), cudaErrorInvalidValue);
+	(void)cudaGetLastError();
+	OK(cudaDeviceDisablePeerAccess(0));
+	ATF_CHECK_EQ(rsd_simdev_copy_ns(sd, CUDA1, CUDA0, MB), 10000002ull);
+	ATF_CHECK_EQ(cudaDeviceDisablePeerAccess(0), cudaErrorPeerAccessNotEnabled);
+	(void)cudaGetLastError();
+#endif
+}
+
+ATF_TC_WITHOUT_HEAD(no_peer_access_node);
+ATF_TC_BODY(no_peer_access_node, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	const struct rsd_device_ops *ops = rsd_cuda_driver();
+	int can = 1;
+
+	setenv("RSD_SIMDEV_NO_PEER_ACCESS", "1", 1);
+	OK(cudaDeviceCanAccessPeer(&can, 0, 1));
+	ATF_CHECK_EQ(can, 0);
+	ATF_CHECK_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessUnsupported);
+	(void)cudaGetLastError();
+	/* The driver asks, does not enable, and still copies (slowly). */
+	ATF_CHECK(ops->transfer_stream(NULL, CUDA1, CUDA0) != NULL);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaDeviceEnablePeerAccess"), 1);
+	ATF_CHECK_EQ(cudaPeekAtLastError(), cudaSuccess);
+#endif
+}
+
+ATF_TC_WITHOUT_HEAD(stream_wait_event_orders_without_blocking_the_host);
+ATF_TC_BODY(stream_wait_event_orders_without_blocking_the_host, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+	struct timespec ms50 = { 0, 50000000L };
+	unsigned char *h, *back;
+	cudaStream_t a, b;
+	cudaEvent_t e;
+	void *d;
+
+	/* a (cuda:1) is held by a gate before its event; b (cuda:0) waits
+	 * for the event, then copies. */
+	OK(cudaSetDevice(1));
+	OK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+	OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+	OK(cudaLaunchHostFunc(a, gate_wait, &g));
+	OK(cudaEventRecord(e, a));
+	OK(cudaSetDevice(0));
+	OK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+	OK(cudaMalloc(&d, 4096));
+	OK(cudaMallocHost((void **)&h, 4096));
+	OK(cudaMallocHost((void **)&back, 4096));
+	memset(h, 0x6b, 4096);
+	memset(back, 0, 4096);
+	/* Returns with the gate shut: the host does not wait. */
+	OK(cudaStreamWaitEvent(b, e, 0));
+	OK(cudaMemcpyAsync(d, h, 4096, cudaMemcpyHostToDevice, b));
+	OK(cudaMemcpyAsync(back, d, 4096, cudaMemcpyDeviceToHost, b));
+	nanosleep(&ms50, NULL);
+	ATF_CHECK_EQ(cudaStreamQuery(b), cudaErrorNotReady);
+	ATF_CHECK_EQ(back[0], 0);
+	gate_open(&g);
+	OK(cudaStreamSynchronize(b));
+	ATF_CHECK_EQ(cudaEventQuery(e), cudaSuccess);
+	ATF_CHECK_EQ(back[0], 0x6b);
+	ATF_CHECK_EQ(back[4095], 0x6b);
+	/* Refusals, as the runtime's. */
+	ATF_CHECK_EQ(cudaStreamWaitEvent(b, (cudaEvent_t)&g, 0), cudaErrorInvalidResourceHandle);
+	ATF_CHECK_EQ(cudaStreamWaitEvent((cudaStream_t)&g, e, 0), cudaErrorInvalidResourceHandle);
+	ATF_CHECK_EQ(cudaStreamWaitEvent(b, e, 4), cudaErrorInvalidValue);
+	(void)cudaGetLastError();
+	OK(cudaFree(d));
+	OK(cudaFreeHost(h));
+	OK(cudaFreeHost(back));
+	OK(cudaEventDestroy(e));
+	OK(cudaStreamDestroy(a));
+	OK(cudaStreamDestroy(b));
+#endif
+}
+
+ATF_TC_WITHOUT_HEAD(allocations_are_counted_and_timed);
+ATF_TC_BODY(allocations_are_counted_and_timed, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	struct rsd_simdev *sd;
+	uint64_t t0;
+	void *d, *h;
+
+	setenv("RSD_SIMDEV_ALLOC_NS", "30000000", 1);
+	setenv("RSD_SIMDEV_PINNED_ALLOC_NS", "20000000", 1);
+	sd = links();
+	t0 = now_ns();
+	OK(cudaMalloc(&d, 4096));
+	ATF_CHECK(now_ns() - t0 >= 30000000ull);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_BACKING_ALLOC), 1);
+	t0 = now_ns();
+	OK(cudaMallocHost(&h, 4096));
+	ATF_CHECK(now_ns() - t0 >= 20000000ull);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_BACKING_ALLOC), 2);
+	OK(cudaFree(d));
+	OK(cudaFreeHost(h));
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_BACKING_FREE), 2);
+#endif
+}
+
+ATF_TC_WITHOUT_HEAD(pageable_copies_hold_at_the_pageable_rate);
+ATF_TC_BODY(pageable_copies_hold_at_the_pageable_rate, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	struct rsd_simdev *sd = links();
+	unsigned char *pg = malloc(MB), *pin;
+	uint64_t t = rsd_simdev_copy_ns(sd, CUDA0, PAGEABLE, MB / 2), t0;
+	cudaStream_t s;
+	void *d;
+
+	ATF_REQUIRE(pg != NULL);
+	/* 0.5 MB at 5 MB/s. */
+	ATF_CHECK_EQ(t, 100000001ull);
+	OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	OK(cudaMalloc(&d, MB));
+	OK(cudaMallocHost((void **)&pin, MB));
+	memset(pg, 0x19, MB);
+	t0 = now_ns();
+	OK(cudaMemcpyAsync(d, pg, MB / 2, cudaMemcpyHostToDevice, s));
+	ATF_CHECK(now_ns() - t0 >= t);
+	memset(pg, 0, MB);
+	t0 = now_ns();
+	OK(cudaMemcpyAsync(pg, d, MB / 2, cudaMemcpyDeviceToHost, s));
+	ATF_CHECK(now_ns() - t0 >= t);
+	ATF_CHECK_EQ(pg[MB / 2 - 1], 0x19);
+	/* Pinned: 1 MB at 10 MB/s, 100 ms, returns before it is done. */
+	OK(cudaMemcpyAsync(d, pin, MB, cudaMemcpyHostToDevice, s));
+	ATF_CHECK_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+	OK(cudaStreamSynchronize(s));
+	OK(cudaFree(d));
+	OK(cudaFreeHost(pin));
+	OK(cudaStreamDestroy(s));
+	free(pg);
+#endif
+}
+
+ATF_TC_WITHOUT_HEAD(driver_reuses_oversize_blocks);
+ATF_TC_BODY(driver_reuses_oversize_blocks, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	const struct rsd_device_ops *ops = rsd_cuda_driver();
+	struct rsd_simdev *sd = links();
+	unsigned long m0, f0;
+
+	ATF_REQUIRE(ops->device_count(NULL) >= 2);
+	m0 = rsd_cudasim_calls("cudaMalloc");
+	f0 = rsd_cudasim_calls("cudaFree");
+	for (int i = 0; i < 5; i++) {
+		void *p = NULL;
+
+		ATF_REQUIRE_EQ(ops->alloc(NULL, CUDA0, 256ull << 20, &p), 0);
+		ops->free(NULL, CUDA0, p, 256ull << 20);
+	}
+	/* The first block is allocated; the next four reuse it. */
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaMalloc") - m0, 1);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaFree") - f0, 0);
+	ATF_CHECK_EQ(rsd_simdev_calls(sd, RSD_SIMDEV_BACKING_ALLOC), 1);
+#endif
+}
+
+ATF_TC_WITHOUT_HEAD(driver_transfer_streams_peer_access_and_waits);
+ATF_TC_BODY(driver_transfer_streams_peer_access_and_waits, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	const struct rsd_device_ops *ops = rsd_cuda_driver();
+	struct rsd_simdev *sd = links();
+	void *h2d, *d2h, *p01, *ev = NULL, *d0 = NULL, *d1 = NULL;
+	unsigned char *h = NULL;
+	int dev = -1;
+
+	ATF_REQUIRE(ops->device_count(NULL) >= 2);
+	h2d = ops->transfer_stream(NULL, CUDA0, PINNED);
+	d2h = ops->transfer_stream(NULL, PINNED, CUDA0);
+	ATF_REQUIRE(h2d && d2h);
+	ATF_CHECK(h2d != d2h && h2d != ops->default_stream(NULL, 0));
+	ATF_CHECK_EQ(ops->transfer_stream(NULL, CUDA0, PAGEABLE), h2d);
+	ATF_CHECK(ops->transfer_stream(NULL, PINNED, PAGEABLE) == NULL);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaDeviceEnablePeerAccess"), 0);
+	/* The first peer stream enables access both ways, once. */
+	p01 = ops->transfer_stream(NULL, CUDA1, CUDA0);
+	ATF_REQUIRE(p01 != NULL);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaDeviceEnablePeerAccess"), 2);
+	ATF_CHECK_EQ(rsd_simdev_copy_ns(sd, CUDA1, CUDA0, MB), 1000001ull);
+	ATF_CHECK_EQ(ops->transfer_stream(NULL, CUDA1, CUDA0), p01);
+	ATF_CHECK(ops->transfer_stream(NULL, CUDA0, CUDA1) != p01);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaDeviceEnablePeerAccess"), 2);
+	ATF_CHECK_EQ(ops->stream_device(NULL, p01, &dev), 0);
+	ATF_CHECK_EQ(dev, 1);
+	ATF_CHECK_EQ(ops->stream_device(NULL, d2h, &dev), 0);
+	ATF_CHECK_EQ(dev, 0);
+
+	/* A copy in, then a peer copy that waits for its event. */
+	ATF_REQUIRE_EQ(ops->alloc(NULL, PINNED, 4096, (void **)&h), 0);
+	ATF_REQUIRE_EQ(ops->alloc(NULL, CUDA0, 4096, &d0), 0);
+	ATF_REQUIRE_EQ(ops->alloc(NULL, CUDA1, 4096, &d1), 0);
+	memset(h, 0x2e, 4096);
+	ATF_REQUIRE_EQ(ops->copy(NULL, d0, CUDA0, h, PINNED, 4096, h2d), 0);
+	ATF_REQUIRE_EQ(ops->event_record(NULL, h2d, &ev), 0);
+	ATF_CHECK_EQ(ops->stream_wait_event(NULL, p01, ev), 0);
+	ATF_REQUIRE_EQ(ops->copy(NULL, d1, CUDA1, d0, CUDA0, 4096, p01), 0);
+	ATF_REQUIRE_EQ(ops->stream_wait_event(NULL, d2h, ev), 0);
+	ATF_REQUIRE_EQ(ops->stream_sync(NULL, p01), 0);
+	memset(h, 0, 4096);
+	ATF_REQUIRE_EQ(ops->copy(NULL, h, PINNED, d1, CUDA1, 4096, NULL), 0);
+	ATF_REQUIRE_EQ(ops->stream_sync(NULL, NULL), 0);
+	ATF_CHECK_EQ(h[4095], 0x2e);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaStreamWaitEvent"), 2);
+	ATF_CHECK_EQ(ops->stream_wait_event(NULL, NULL, ev), -RSD_ETYPE);
+	ATF_CHECK_EQ(ops->stream_wait_event(NULL, p01, h), -RSD_ETYPE);
+	ops->event_destroy(NULL, ev);
+	ops->free(NULL, PINNED, h, 4096);
+	ops->free(NULL, CUDA0, d0, 4096);
+	ops->free(NULL, CUDA1, d1, 4096);
+#endif
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, peer_copies_bounce_until_peer_access);
+	ATF_TP_ADD_TC(tp, no_peer_access_node);
+	ATF_TP_ADD_TC(tp, stream_wait_event_orders_without_blocking_the_host);
+	ATF_TP_ADD_TC(tp, allocations_are_counted_and_timed);
+	ATF_TP_ADD_TC(tp, pageable_copies_hold_at_the_pageable_rate);
+	ATF_TP_ADD_TC(tp, driver_reuses_oversize_blocks);
+	ATF_TP_ADD_TC(tp, driver_transfer_streams_peer_access_and_waits);
+	return atf_no_error();
+}
