@@ -34,6 +34,7 @@
 #include "bench/gpu.c"	   /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/node.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -63,6 +64,7 @@ static const struct bench_case cases[] = {
 	{ "scaling", "scaling", case_scaling, false },
 	{ "starpu", "peer", case_starpu, false },
 	{ "gpu", "gpu", case_gpu, false },
+	{ "node", "node", case_node, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

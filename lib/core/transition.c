@@ -503,10 +503,15 @@ static int check_action_locations(struct rsd_manager *m, const struct rsd_action
 	return rsd__check_stream(m, stream, a->location);
 }
 
-/* Whether the action may load its value. A plan's queued copies are
- * committed before such an action, and before one on a value they move,
- * so the action sees the state of the actions before it (and a load never
- * runs twice for a retried action). */
+/*
+ * Whether the action may load its value. A plan's queued copies are
+ * committed before such an action (so a load never runs twice for a
+ * retried action), and before a move, drop or discard of a value they
+ * copy, which would see the copies resident had the actions run one by
+ * one. An ensure of that value needs no flush: a copy queued for its
+ * destination, or one that would be its source, makes it XFER_RETRY,
+ * which flushes.
+ */
 static bool may_load(const struct rsd_record *rec, const struct rsd_action *a)
 {
 	return (a->kind == RSD_ACT_ENSURE || a->kind == RSD_ACT_MOVE) && rec->has_source &&
@@ -541,7 +546,8 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 		err = check_action_locations(m, a, stream);
 		if (err)
 			return err;
-		if (rsd__batch_pending() && (rec->inflight || may_load(rec, a))) {
+		if (rsd__batch_pending() &&
+		    ((rec->inflight && a->kind != RSD_ACT_ENSURE) || may_load(rec, a))) {
 			err = rsd__batch_flush(m);
 			if (err)
 				return err;

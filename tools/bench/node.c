@@ -23,7 +23,7 @@
 
 #include "common.h"
 
-#define NODE_SCALE 20.0
+#define NODE_SCALE 100.0
 #define NODE_DEVICES 4
 #define NODE_MIB (1ull << 20)
 
@@ -69,7 +69,7 @@ static struct rsd_handle node_pinned(struct rsd_manager *m, uint64_t nbytes)
 	struct rsd_handle h;
 
 	CK(rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1, &nbytes, NULL, 0, &r));
-	memset((void *)rsd_resident_buffer(r, 0)->data, 0x5a, nbytes);
+	memset(rsd_resident_data(r, 0), 0x5a, nbytes);
 	CK(rsd_adopt(m, r, NULL, RSD_REPLICABLE, &h));
 	return h;
 }
