@@ -126,8 +126,10 @@ int rsd_next_use_create(const struct rsd_fallback_tier *t, size_t n, uint64_t ne
 	if (!out)
 		return rsd__err(RSD_ETYPE, "rsd_next_use_create: out is NULL");
 	err = rsd__tiers_copy(t, n, &tiers);
-	if (err)
-		return err;
+	/* tiers is set whenever err is 0; the analyzer cannot see that
+	 * rsd__err() codes are negative */
+	if (err || !tiers)
+		return err ? err : -RSD_EINVAL;
 	p = rsd__calloc(1, sizeof(*p));
 	if (!p) {
 		rsd__tiers_free(tiers, n);

@@ -207,7 +207,7 @@ char *rsd__tiers_identity(const struct rsd__tier *t, size_t n)
 	return s;
 }
 
-/* Check (§12.3) and copy fallback tiers; *out NULL when n is 0. */
+/* Check (§12.3) and copy fallback tiers into *out (free with rsd__tiers_free). */
 int rsd__tiers_copy(const struct rsd_fallback_tier *t, size_t n, struct rsd__tier **out)
 {
 	struct rsd__tier *c = NULL;
@@ -246,7 +246,9 @@ int rsd__tiers_copy(const struct rsd_fallback_tier *t, size_t n, struct rsd__tie
 								  sizeof(name)));
 		}
 	}
-	if (n && !(c = rsd__calloc(n, sizeof(*c))))
+	/* never NULL on success, even without tiers */
+	c = rsd__calloc(n ? n : 1, sizeof(*c));
+	if (!c)
 		goto nomem;
 	for (size_t i = 0; i < n; i++) {
 		c[i].from = t[i].from;
@@ -274,8 +276,10 @@ int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rs
 	if (!out)
 		return rsd__err(RSD_ETYPE, "rsd_tiered_lru_create: out is NULL");
 	err = rsd__tiers_copy(t, n, &tiers);
-	if (err)
-		return err;
+	/* tiers is set whenever err is 0; the analyzer cannot see that
+	 * rsd__err() codes are negative */
+	if (err || !tiers)
+		return err ? err : -RSD_EINVAL;
 	p = rsd__calloc(1, sizeof(*p));
 	if (!p) {
 		rsd__tiers_free(tiers, n);

@@ -90,7 +90,7 @@ static int check_steps(struct rsd_controller *c, const struct rsd_schedule_step 
 
 /* The new schedule's step sets: sorted, duplicates removed. */
 static int build_steps(const struct rsd_schedule_step *steps, size_t nsteps, size_t total,
-		       struct rsd__sched *s)
+		       struct rsd__sched *s, uint32_t *ntotal)
 {
 	uint32_t n = 0;
 
@@ -114,6 +114,7 @@ static int build_steps(const struct rsd_schedule_step *steps, size_t nsteps, siz
 	}
 	s->off[nsteps] = n;
 	s->nsteps = (uint32_t)nsteps;
+	*ntotal = n;
 	return 0;
 }
 
@@ -138,9 +139,9 @@ static int pair_cmp(const void *a, const void *b)
  * nothing observable. Record pointers are looked up only at the commit,
  * since creating records may move the table.
  */
-static int build_uses(struct rsd_controller *c, const struct rsd__sched *s)
+static int build_uses(struct rsd_controller *c, const struct rsd__sched *s, uint32_t total)
 {
-	uint32_t total = s->off[s->nsteps], ndistinct = 0, k = 0;
+	uint32_t ndistinct = 0, k = 0;
 	struct use_pair *pairs = rsd__malloc((total ? total : 1) * sizeof(*pairs));
 	uint32_t **lists = NULL, *len = NULL;
 	int err = 0;
@@ -199,6 +200,7 @@ int rsd_controller_set_schedule(struct rsd_controller *c, const struct rsd_sched
 				size_t nsteps, bool cyclic)
 {
 	struct rsd__sched s = { 0 };
+	uint32_t ntotal = 0;
 	size_t total;
 	int err;
 
@@ -207,9 +209,9 @@ int rsd_controller_set_schedule(struct rsd_controller *c, const struct rsd_sched
 	pthread_mutex_lock(&c->lock);
 	err = check_steps(c, steps, nsteps, &total);
 	if (!err)
-		err = build_steps(steps, nsteps, total, &s);
+		err = build_steps(steps, nsteps, total, &s, &ntotal);
 	if (!err)
-		err = build_uses(c, &s);
+		err = build_uses(c, &s, ntotal);
 	if (err) {
 		sched_clear(&s);
 		goto out;

@@ -18,8 +18,12 @@ const char *const demo_policy_name[NPOLICIES] = {
  * weight block per stage. */
 void demo_stage_values(const struct demo_opts *o, unsigned s, uint32_t idx[DEMO_NSTAGE_VALUES])
 {
-	unsigned a = (s * 5) % o->ciphertexts, b = (s * 5 + 3) % o->ciphertexts;
+	unsigned a, b;
 
+	if (!o->ciphertexts || !o->keys || !o->weights)
+		return; /* parse refuses such options */
+	a = (s * 5) % o->ciphertexts;
+	b = (s * 5 + 3) % o->ciphertexts;
 	idx[0] = a;
 	idx[1] = b == a ? (b + 1) % o->ciphertexts : b;
 	idx[2] = o->ciphertexts + s % o->keys;
