@@ -122,7 +122,7 @@ long rsd__img_index(const struct rsd_image *img, struct rsd_handle h);
  * when none). next_use: steps from pos to the next step naming md's
  * handle, false when none does.
  */
-bool rsd__sched_locate(const struct rsd_controller *c, const struct rsd_request *r, uint32_t *pos);
+bool rsd__sched_locate(struct rsd_controller *c, const struct rsd_request *r, uint32_t *pos);
 void rsd__sched_advance(struct rsd_controller *c, const struct rsd_request *r);
 bool rsd__sched_next_use(const struct rsd_controller *c, const struct rsd__meta *md, uint32_t pos,
 			 uint64_t *d);

@@ -262,17 +262,39 @@ static bool step_matches(const struct rsd__sched *s, uint32_t i, const struct rs
 	return distinct == n;
 }
 
-bool rsd__sched_locate(const struct rsd_controller *c, const struct rsd_request *r, uint32_t *pos)
+/*
+ * Only steps naming the request's first handle can match: walk that
+ * handle's step list from the position on (wrapping once when cyclic),
+ * which visits candidate steps in the order a scan of every step would,
+ * at the cost of the handle's uses instead of the schedule's length.
+ */
+bool rsd__sched_locate(struct rsd_controller *c, const struct rsd_request *r, uint32_t *pos)
 {
 	const struct rsd__sched *s = &c->sched;
-	uint32_t span = s->cyclic ? s->nsteps : s->nsteps - s->pos;
+	const struct rsd__meta *md = rsd__meta_find(c, r->requirements[0].handle.id);
+	uint32_t lo = 0, hi;
 
 	*pos = s->pos;
-	for (uint32_t k = 0; k < span; k++) {
-		uint32_t i = s->cyclic ? (s->pos + k) % s->nsteps : s->pos + k;
+	if (!md || !md->nuses)
+		return false;
+	for (hi = md->nuses; lo < hi;) {
+		uint32_t mid = lo + (hi - lo) / 2;
 
-		if (step_matches(s, i, r)) {
-			*pos = i;
+		if (md->uses[mid] < s->pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t k = 0; k < md->nuses; k++) {
+		uint32_t j = lo + k;
+
+		if (j >= md->nuses) {
+			if (!s->cyclic)
+				break;
+			j -= md->nuses;
+		}
+		if (step_matches(s, md->uses[j], r)) {
+			*pos = md->uses[j];
 			return true;
 		}
 	}

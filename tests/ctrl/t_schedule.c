@@ -357,6 +357,47 @@ ATF_TC_BODY(departure, tc)
 	fx_fini(&f);
 }
 
+/* A use matches a step when its distinct handles are the step's set,
+ * whatever their order; a handle listed twice in a step counts once. */
+ATF_TC_WITHOUT_HEAD(set_matching);
+ATF_TC_BODY(set_matching, tc)
+{
+	struct rsd_controller *c;
+	struct rsd_handle v[4], s0[2], s1[2], s2[3];
+	struct rsd_schedule_step st[3] = { { s0, 2 }, { s1, 2 }, { s2, 3 } };
+	struct rsd_requirement q[2];
+	struct rsd_request r = { "pair", q, 2, NULL, 0 };
+	struct rsd_use *u;
+	struct fx f;
+
+	four_values(&f, v);
+	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	s0[0] = v[0];
+	s0[1] = v[1];
+	s1[0] = v[0];
+	s1[1] = v[0]; /* the set {v0} */
+	s2[0] = v[1];
+	s2[1] = v[0];
+	s2[2] = v[1]; /* the set {v0, v1} again */
+	ATF_REQUIRE_EQ(rsd_controller_set_schedule(c, st, 3, true), 0);
+	use_one(c, v[0]); /* {v0}: step 1 */
+	ATF_CHECK_EQ(position(c), 2);
+	q[0] = fx_req(v[0], PINNED);
+	q[1] = fx_req(v[1], PINNED);
+	ATF_REQUIRE_EQ(rsd_controller_use(c, &r, NULL, 0, NULL, 0, &u), 0);
+	ATF_CHECK(rsd_use_decision(u)->on_schedule);
+	ATF_CHECK_EQ(rsd_use_decision(u)->schedule_position, 2);
+	rsd_use_free(u);
+	ATF_CHECK_EQ(position(c), 0);
+	ATF_REQUIRE_EQ(rsd_controller_use(c, &r, NULL, 0, NULL, 0, &u), 0);
+	rsd_use_free(u);
+	ATF_CHECK_EQ(position(c), 1);
+	use_one(c, v[1]); /* {v1}: no step */
+	ATF_CHECK_EQ(position(c), 1);
+	rsd_controller_free(c);
+	fx_fini(&f);
+}
+
 /* Unknown, foreign and discarded handles are refused, naming the handle and
  * its step; the schedule and position before stay. */
 ATF_TC_WITHOUT_HEAD(refused_schedules);
@@ -492,6 +533,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, same_decision);
 	ATF_TP_ADD_TC(tp, position_advances);
 	ATF_TP_ADD_TC(tp, departure);
+	ATF_TP_ADD_TC(tp, set_matching);
 	ATF_TP_ADD_TC(tp, refused_schedules);
 	ATF_TP_ADD_TC(tp, spill_tier);
 	return 0;
