@@ -334,9 +334,10 @@ static int reclaim_dests(struct search *x, struct frame *f)
 		unsigned s;
 
 		if (!rsd_location_valid(buf[i]))
-			return x->err = rsd__err(
-				       RSD_ETYPE,
-				       "policy fallback_locations returned an invalid location");
+			return x->err = rsd__err(RSD_ETYPE,
+						 "policy %s returned an invalid location",
+						 p->ops->spill_locations ? "spill_locations" :
+									   "fallback_locations");
 		s = rsd__loc_slot(buf[i]);
 		if (!ls_has(&seen, s)) {
 			ls_add(&seen, s);
