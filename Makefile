@@ -557,12 +557,12 @@ check: all $(VG_FILES) $(SAN_FILES)
 # Programs users run. Scripts get the build directory in RSD_BUILD_DIR.
 RUN_ENV		:= RSD_BUILD_DIR=$(abspath $(B)) O=$(B)
 
-# The demo's workload, tools/demo/*.c, is linked into rsd-demo and into
-# rsd-demo-mpi (the MPI side of it). Program links name the library before
+# The demo's workload, tools/demo/*.c, is linked into rsd-demo, into
+# rsd-demo-mpi (the MPI side of it) and into rsd-bench (its policy cases). Program links name the library before
 # EXTRA_LIBS, so the library follows the workload again for what it calls.
 DEMO_SRCS	:= $(sort $(wildcard tools/demo/*.c))
 DEMO_OBJS	:= $(DEMO_SRCS:%.c=$(B)/%.o)
-DEMO_PROGS	:= $(filter $(B)/tools/rsd-demo $(B)/tools/rsd-demo-mpi,$(TOOL_PROGS))
+DEMO_PROGS	:= $(filter $(B)/tools/rsd-demo $(B)/tools/rsd-demo-mpi $(B)/tools/rsd-bench,$(TOOL_PROGS))
 $(DEMO_PROGS): $(DEMO_OBJS)
 $(DEMO_PROGS): EXTRA_LIBS += $(DEMO_OBJS) $(LIBA)
 -include $(DEMO_OBJS:.o=.d)

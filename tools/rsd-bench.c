@@ -29,9 +29,10 @@
 #include "bench/lifetimes.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/plans.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/controller.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/scaling.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/fault.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/gpu.c"	   /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/schedule.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/scaling.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/fault.c"    /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/gpu.c"	    /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/node.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
@@ -59,6 +60,7 @@ static const struct bench_case cases[] = {
 	{ "plans", "plans", case_plans, false },
 	{ "ctrl", "controller", case_controller, false },
 	{ "dataplane", "controller", case_dataplane, false },
+	{ "schedule", "controller", case_schedule, false },
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
 	{ "fault", "fault", case_fault, false },
 	{ "scaling", "scaling", case_scaling, false },

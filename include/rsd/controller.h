@@ -3,9 +3,11 @@
  * DOC: rsd_policy - Policies: eviction candidates, fallback tiers, the tiered LRU
  *
  * A policy ranks eviction candidates and names the fallback locations a
- * sole copy may spill to; the controller asks nothing else of it. The
- * shipped policy is the deterministic tiered LRU.
- * See Documentation/reference.md §12.
+ * sole copy may spill to; the controller asks nothing else of it. Two
+ * policies are shipped: the deterministic tiered LRU, and the next-use
+ * policy, which ranks by the job's declared schedule
+ * (rsd_controller_set_schedule()). See Documentation/reference.md §12 and
+ * Documentation/controller.md.
  */
 #ifndef RSD_CONTROLLER_H
 #define RSD_CONTROLLER_H
@@ -44,6 +46,11 @@ struct rsd_policy_metadata {
  * @has_last_access_epoch: @last_access_epoch is set.
  * @last_access_epoch: the controller epoch of its last use.
  * @metadata: its policy metadata.
+ * @has_next_use: the declared schedule names the value at or after the
+ *	step the decision is ranked from; false without a schedule, for a
+ *	value it does not name, or one it never names again.
+ * @next_use: steps from that step to the value's next use (0: the step
+ *	being decided itself); 0 when !@has_next_use.
  */
 struct rsd_eviction_candidate {
 	struct rsd_handle handle;
@@ -53,6 +60,8 @@ struct rsd_eviction_candidate {
 	bool has_last_access_epoch;
 	uint64_t last_access_epoch;
 	struct rsd_policy_metadata metadata;
+	bool has_next_use;
+	uint64_t next_use;
 };
 
 /**
@@ -75,6 +84,10 @@ struct rsd_policy_config_entry {
  *	may spill to, in order; returns how many (copies at most @cap).
  * @order_candidates: reorders @c in place into eviction order (first is
  *	evicted first); must return 0 and a permutation.
+ * @spill_locations: optional (NULL: @fallback_locations of the
+ *	candidate's location): the destinations the sole materialization
+ *	described by @c may spill to, in order; returns how many (copies at
+ *	most @cap).
  */
 struct rsd_policy_ops {
 	const char *(*name)(void *ctx);
@@ -82,6 +95,8 @@ struct rsd_policy_ops {
 	size_t (*fallback_locations)(void *ctx, struct rsd_location loc, struct rsd_location *out,
 				     size_t cap);
 	int (*order_candidates)(void *ctx, struct rsd_eviction_candidate *c, size_t n);
+	size_t (*spill_locations)(void *ctx, const struct rsd_eviction_candidate *c,
+				  struct rsd_location *out, size_t cap);
 };
 
 /**
@@ -126,7 +141,30 @@ struct rsd_fallback_tier {
 int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rsd_policy **out);
 
 /**
- * rsd_policy_free() - Free a policy made by rsd_tiered_lru_create().
+ * rsd_next_use_create() - Create the deterministic next-use policy.
+ * @t: the fallback tiers (@n entries), copied; NULL when @n is 0.
+ * @n: their number.
+ * @near_steps: a sole copy whose next use is at most this many steps away
+ *	spills to the fastest of its fallback destinations first, any other
+ *	to the slowest first.
+ * @out: receives the policy on success; free it with rsd_policy_free().
+ *
+ * Candidates are ordered by next use in the controller's declared
+ * schedule, farthest first (values it does not name again first), then as
+ * the tiered LRU orders them. Its name is "deterministic-next-use"; its
+ * identity is "fallback_tiers" (as for the tiered LRU) and "near_steps".
+ * Without a schedule it orders as the tiered LRU does.
+ *
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE, -RSD_EINVAL - as for rsd_tiered_lru_create().
+ * * -RSD_ENOMEM - the policy could not be allocated.
+ */
+int rsd_next_use_create(const struct rsd_fallback_tier *t, size_t n, uint64_t near_steps,
+			struct rsd_policy **out);
+
+/**
+ * rsd_policy_free() - Free a policy made by rsd_tiered_lru_create() or rsd_next_use_create().
  * @p: the policy; NULL is ignored.
  *
  * Context: Any thread, once no controller uses it.
@@ -203,6 +241,10 @@ struct rsd_eviction {
  * @nevictions: the number of evictions.
  * @evictions: the reclaim actions with their ranks and reasons.
  * @explanation: the plan's explanation (feasible).
+ * @has_schedule: a schedule was declared when it was made.
+ * @on_schedule: the request matched the step @schedule_position.
+ * @schedule_position: the step candidates were ranked from (next uses
+ *	count from it); 0 without a schedule.
  */
 struct rsd_decision {
 	uint64_t manager_id, expected_state_version, explored_states;
@@ -213,6 +255,8 @@ struct rsd_decision {
 	size_t nevictions;
 	const struct rsd_eviction *evictions;
 	const struct rsd_explanation *explanation;
+	bool has_schedule, on_schedule;
+	uint64_t schedule_position;
 };
 
 struct rsd_controller;
@@ -263,6 +307,62 @@ void rsd_controller_free(struct rsd_controller *c);
  */
 int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_handle h, int priority,
 				       const char *stable_key);
+
+/**
+ * struct rsd_schedule_step - One step of a declared schedule.
+ * @handles: the values the step uses (a set: a handle listed twice counts
+ *	once), for example the handles of a request's requirements.
+ * @nhandles: their number (at least one).
+ */
+struct rsd_schedule_step {
+	const struct rsd_handle *handles;
+	size_t nhandles;
+};
+
+/**
+ * rsd_controller_set_schedule() - Declare the job's schedule.
+ * @c: the controller.
+ * @steps: the steps in order (@nsteps entries), copied; NULL when @nsteps
+ *	is 0.
+ * @nsteps: their number; 0 removes the schedule.
+ * @cyclic: the steps repeat (after the last comes the first again).
+ *
+ * Replaces any schedule before and sets the position to step 0. Every
+ * successful rsd_controller_use() whose distinct handles are the set of
+ * the first step at or after the position (wrapping once when @cyclic)
+ * moves the position past that step; a use that matches no step leaves it.
+ * Candidates carry their next use from the step a decision is ranked from
+ * (struct rsd_eviction_candidate); the next-use policy orders by it.
+ *
+ * Context: Takes the controller's lock; reads the published image without
+ * the transition lock.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c is NULL; @steps or a step's @handles is NULL with a
+ *   nonzero count; a handle's type is NULL.
+ * * -RSD_EINVAL - a step is empty; more than UINT32_MAX - 1 steps; a
+ *   handle's manager_id or id is 0.
+ * * -RSD_ECLOSED - the manager is closed.
+ * * -RSD_EHANDLE - a handle is foreign, unknown or discarded (the message
+ *   names it and its step).
+ * * -RSD_ENOMEM - the schedule could not be copied.
+ *
+ * On failure the schedule and position before are kept.
+ */
+int rsd_controller_set_schedule(struct rsd_controller *c, const struct rsd_schedule_step *steps,
+				size_t nsteps, bool cyclic);
+
+/**
+ * rsd_controller_schedule_position() - The step the controller expects next.
+ * @c: the controller.
+ * @out: receives the position: a step index, or the number of steps once a
+ *	finite schedule is complete.
+ *
+ * Context: Takes the controller's lock.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c or @out is NULL.
+ * * -RSD_ENOTFOUND - no schedule is declared.
+ */
+int rsd_controller_schedule_position(struct rsd_controller *c, uint64_t *out);
 
 /**
  * rsd_controller_decide() - Plan a request.
@@ -376,8 +476,8 @@ int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
  * * -RSD_ENOMEM - memory ran out.
  */
 int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
-		       void *const *consumer_streams, size_t ncs, const struct rsd_transfer_stream *ts,
-		       size_t nts, struct rsd_use **out);
+		       void *const *consumer_streams, size_t ncs,
+		       const struct rsd_transfer_stream *ts, size_t nts, struct rsd_use **out);
 
 /**
  * rsd_use_value() - The resident a use leases for one requirement.

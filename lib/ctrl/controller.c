@@ -94,10 +94,11 @@ static int check_policy(const struct rsd_policy *p)
 		return rsd__err(RSD_ETYPE, "policy %s: config_identity returned NULL", name);
 	for (size_t i = 0; i < n; i++) {
 		if (!rsd__nonblank(cfg[i].key))
-			return rsd__err(RSD_EINVAL, "policy %s: config_identity key %zu is blank", name, i);
+			return rsd__err(RSD_EINVAL, "policy %s: config_identity key %zu is blank",
+					name, i);
 		if (!cfg[i].value)
-			return rsd__err(RSD_ETYPE, "policy %s: config_identity value %zu is NULL", name,
-					i);
+			return rsd__err(RSD_ETYPE, "policy %s: config_identity value %zu is NULL",
+					name, i);
 	}
 	return 0;
 }
@@ -143,9 +144,12 @@ void rsd_controller_free(struct rsd_controller *c)
 	if (!c)
 		return;
 	for (size_t i = 0; i < c->meta_cap; i++)
-		if (c->meta[i].id)
+		if (c->meta[i].id) {
 			free(c->meta[i].key);
+			free(c->meta[i].uses);
+		}
 	free(c->meta);
+	rsd__sched_fini(c);
 	rsd_policy_free(c->owned_policy);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -175,12 +179,13 @@ long rsd__img_index(const struct rsd_image *img, struct rsd_handle h)
 }
 
 /* §2.5 against an image of manager manager_id: foreign, unknown, discarded. */
-static int resolve(const struct rsd_image *img, uint64_t manager_id, struct rsd_handle h,
-		   long *idx)
+int rsd__img_resolve(const struct rsd_image *img, uint64_t manager_id, struct rsd_handle h,
+		     long *idx)
 {
 	if (h.manager_id != manager_id)
-		return rsd__err(RSD_EHANDLE, "Handle '%llu' belongs to manager '%llu', not '%llu' "
-					     "(another manager)",
+		return rsd__err(RSD_EHANDLE,
+				"Handle '%llu' belongs to manager '%llu', not '%llu' "
+				"(another manager)",
 				(unsigned long long)h.id, (unsigned long long)h.manager_id,
 				(unsigned long long)manager_id);
 	*idx = rsd__img_index(img, h);
@@ -205,7 +210,8 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 	int err;
 
 	if (!c)
-		return rsd__err(RSD_ETYPE, "rsd_controller_set_policy_metadata: controller is NULL");
+		return rsd__err(RSD_ETYPE,
+				"rsd_controller_set_policy_metadata: controller is NULL");
 	err = rsd__handle_check(h, "rsd_controller_set_policy_metadata");
 	if (err)
 		return err;
@@ -222,7 +228,7 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 			       (unsigned long long)c->m->id);
 	else
-		err = resolve(img, c->m->id, h, &idx);
+		err = rsd__img_resolve(img, c->m->id, h, &idx);
 	rsd__read_end();
 	if (err)
 		goto out;
@@ -293,10 +299,11 @@ int rsd__request_check(const struct rsd_request *r)
 			    rsd_location_equal(r->requirements[j].location, q->location)) {
 				char name[RSD_LOCATION_NAME_MAX];
 
-				return rsd__err(RSD_EINVAL,
-						"residency request '%s' requires handle '%llu' at %s twice",
-						r->name, (unsigned long long)q->handle.id,
-						rsd_location_name(q->location, name, sizeof(name)));
+				return rsd__err(
+					RSD_EINVAL,
+					"residency request '%s' requires handle '%llu' at %s twice",
+					r->name, (unsigned long long)q->handle.id,
+					rsd_location_name(q->location, name, sizeof(name)));
 			}
 	}
 	if (r->nreservations && !r->reservations)
@@ -322,7 +329,7 @@ int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct
 	int err;
 
 	for (size_t i = 0; i < r->nrequirements; i++)
-		if ((err = resolve(img, manager_id, r->requirements[i].handle, &idx)))
+		if ((err = rsd__img_resolve(img, manager_id, r->requirements[i].handle, &idx)))
 			return err;
 	for (size_t i = 0; i < r->nrequirements; i++) {
 		struct rsd_handle h = r->requirements[i].handle;
@@ -339,10 +346,11 @@ int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct
 			idx = rsd__img_index(img, h);
 			if (((const struct rsd_img_value *)rsd__pv_get(&img->values, (uint64_t)idx))
 				    ->spec.replica_mode == RSD_EXCLUSIVE)
-				return rsd__err(RSD_EOWNERSHIP,
-						"EXCLUSIVE value '%llu' cannot be required at several "
-						"locations",
-						(unsigned long long)h.id);
+				return rsd__err(
+					RSD_EOWNERSHIP,
+					"EXCLUSIVE value '%llu' cannot be required at several "
+					"locations",
+					(unsigned long long)h.id);
 			break;
 		}
 	}

@@ -21,6 +21,22 @@ struct rsd__meta {
 	char *key; /* stable key, NULL when unset */
 	bool has_epoch;
 	uint64_t epoch;
+	/* steps of the declared schedule naming this handle, ascending */
+	uint32_t *uses;
+	uint32_t nuses;
+};
+
+/*
+ * The declared schedule (schedule.c): step i names the distinct handle ids
+ * ids[off[i]..off[i + 1]), ascending. pos is the step expected next: in
+ * [0, nsteps) for a cyclic schedule, [0, nsteps] for a finite one (nsteps:
+ * past its end). nsteps 0: none declared.
+ */
+struct rsd__sched {
+	uint32_t nsteps, pos;
+	bool cyclic;
+	uint32_t *off;
+	uint64_t *ids;
 };
 
 struct rsd_controller {
@@ -38,7 +54,8 @@ struct rsd_controller {
 	/* protected by lock: open-addressing table keyed by handle id */
 	struct rsd__meta *meta;
 	size_t meta_cap, meta_n;
-	uint64_t epoch; /* protected by lock; advanced by each successful use entry */
+	uint64_t epoch;		 /* protected by lock; advanced by each successful use entry */
+	struct rsd__sched sched; /* protected by lock */
 };
 
 /* Lookup, NULL when absent. Caller holds c->lock. */
@@ -62,6 +79,8 @@ struct rsd__evict {
 
 struct rsd__search_result {
 	uint64_t explored;
+	bool has_schedule, on_schedule;
+	uint32_t schedule_position;
 	size_t nreclaim;
 	struct rsd_action *reclaim;
 	struct rsd__evict *evict; /* parallel to reclaim */
@@ -87,12 +106,54 @@ struct rsd_view;
  * -RSD_EUSAGE (policy misbehaved), -RSD_EUNAVAILABLE, -RSD_ENOMEM or a
  * policy's own code; res->explored is set either way.
  */
-int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
-		const struct rsd_request *r, struct rsd__search_result *res);
+int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const struct rsd_request *r,
+		struct rsd__search_result *res);
 void rsd__search_result_fini(struct rsd__search_result *res);
 
 /* Registration index of handle h in img, or -1; O(log N). */
 long rsd__img_index(const struct rsd_image *img, struct rsd_handle h);
+
+/*
+ * The schedule (schedule.c); callers hold c->lock. locate: the step a
+ * request is ranked from (the first step at or after the position whose
+ * handle set is the request's, wrapping once when cyclic; the position
+ * itself when none is), true when one matched. advance: after a
+ * successful use, the position moves past the step locate finds (no move
+ * when none). next_use: steps from pos to the next step naming md's
+ * handle, false when none does.
+ */
+bool rsd__sched_locate(struct rsd_controller *c, const struct rsd_request *r, uint32_t *pos);
+void rsd__sched_advance(struct rsd_controller *c, const struct rsd_request *r);
+bool rsd__sched_next_use(const struct rsd_controller *c, const struct rsd__meta *md, uint32_t pos,
+			 uint64_t *d);
+void rsd__sched_fini(struct rsd_controller *c);
+/* §2.5 resolution of h against img (controller.c): foreign, unknown, discarded. */
+int rsd__img_resolve(const struct rsd_image *img, uint64_t manager_id, struct rsd_handle h,
+		     long *idx);
+
+/*
+ * Shared by the shipped policies (policy.c): fallback tiers checked and
+ * copied, their identity text, the tiered LRU's comparison, and a stable
+ * sort of candidates by a comparison.
+ */
+struct rsd__tier {
+	struct rsd_location from;
+	size_t nto;
+	struct rsd_location *to;
+};
+
+int rsd__tiers_copy(const struct rsd_fallback_tier *t, size_t n, struct rsd__tier **out);
+void rsd__tiers_free(struct rsd__tier *t, size_t n);
+char *rsd__tiers_identity(const struct rsd__tier *t, size_t n);
+const struct rsd__tier *rsd__tiers_find(const struct rsd__tier *t, size_t n,
+					struct rsd_location loc);
+int rsd__lru_cmp(const struct rsd_eviction_candidate *a, const struct rsd_eviction_candidate *b);
+int rsd__cand_sort(struct rsd_eviction_candidate *c, size_t n,
+		   int (*cmp)(const struct rsd_eviction_candidate *,
+			      const struct rsd_eviction_candidate *));
+
+/* Frees p when rsd_next_use_create made it (nextuse.c); otherwise nothing. */
+void rsd__next_use_free(struct rsd_policy *p);
 
 /* VALIDATE of §12.7 against an image of manager manager_id (controller.c). */
 int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct rsd_request *r);

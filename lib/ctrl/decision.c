@@ -137,6 +137,9 @@ static int build(struct rsd_controller *c, const struct rsd_request *r, uint64_t
 	d->pub.plan = &d->plan;
 	d->pub.evictions = d->ev;
 	d->pub.explanation = expl;
+	d->pub.has_schedule = res->has_schedule;
+	d->pub.on_schedule = res->on_schedule;
+	d->pub.schedule_position = res->schedule_position;
 	*out = &d->pub;
 	return 0;
 nomem:
@@ -258,15 +261,19 @@ int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 {
 	if (!c || !d || !out)
 		return rsd__err(RSD_ETYPE, "rsd_controller_scope: NULL %s",
-				!c ? "controller" : !d ? "decision" : "out");
+				!c ? "controller" :
+				!d ? "decision" :
+				     "out");
 	if (d->manager_id != c->manager_id)
-		return rsd__err(RSD_EHANDLE,
-				"Decision for '%s' belongs to manager '%llu', not '%llu' (another manager)",
-				d->plan->name, (unsigned long long)d->manager_id,
-				(unsigned long long)c->manager_id);
+		return rsd__err(
+			RSD_EHANDLE,
+			"Decision for '%s' belongs to manager '%llu', not '%llu' (another manager)",
+			d->plan->name, (unsigned long long)d->manager_id,
+			(unsigned long long)c->manager_id);
 	if (!same_policy(c->policy, d))
-		return rsd__err(RSD_EPLAN, "Decision for '%s' was issued under another policy "
-					   "configuration",
+		return rsd__err(RSD_EPLAN,
+				"Decision for '%s' was issued under another policy "
+				"configuration",
 				d->plan->name);
 	return rsd_scope_enter(c->m, d->plan, ts, nts, &d->expected_state_version, out);
 }

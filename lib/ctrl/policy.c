@@ -10,17 +10,11 @@
 
 #include "ctrl.h"
 
-struct tier {
-	struct rsd_location from;
-	size_t nto;
-	struct rsd_location *to;
-};
-
 struct tiered_lru {
 	struct rsd_policy pub; /* pub.ctx points back at this */
 	size_t ntiers;
-	struct tier *tiers; /* configuration order */
-	char *identity;     /* canonical text of the tiers, see config_identity */
+	struct rsd__tier *tiers; /* configuration order */
+	char *identity;		 /* canonical text of the tiers, see rsd__tiers_identity */
 	struct rsd_policy_config_entry entry;
 };
 
@@ -42,17 +36,22 @@ static const struct rsd_policy_config_entry *lru_config(void *ctx, size_t *n)
 static size_t lru_fallback(void *ctx, struct rsd_location loc, struct rsd_location *out, size_t cap)
 {
 	struct tiered_lru *p = ctx;
+	const struct rsd__tier *t = rsd__tiers_find(p->tiers, p->ntiers, loc);
 
-	for (size_t i = 0; i < p->ntiers; i++) {
-		const struct tier *t = &p->tiers[i];
+	if (!t)
+		return 0;
+	for (size_t j = 0; j < t->nto && j < cap; j++)
+		out[j] = t->to[j];
+	return t->nto;
+}
 
-		if (!rsd_location_equal(t->from, loc))
-			continue;
-		for (size_t j = 0; j < t->nto && j < cap; j++)
-			out[j] = t->to[j];
-		return t->nto;
-	}
-	return 0;
+const struct rsd__tier *rsd__tiers_find(const struct rsd__tier *t, size_t n,
+					struct rsd_location loc)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rsd_location_equal(t[i].from, loc))
+			return &t[i];
+	return NULL;
 }
 
 /* -1 never accessed (the oldest), else the epoch. */
@@ -62,7 +61,7 @@ static long long cand_epoch(const struct rsd_eviction_candidate *c)
 }
 
 /* The §12.3 key: priority, epoch, keyed first, key bytes, registration. */
-static int cand_cmp(const struct rsd_eviction_candidate *a, const struct rsd_eviction_candidate *b)
+int rsd__lru_cmp(const struct rsd_eviction_candidate *a, const struct rsd_eviction_candidate *b)
 {
 	const char *ka = a->metadata.stable_key, *kb = b->metadata.stable_key;
 	long long ea = cand_epoch(a), eb = cand_epoch(b);
@@ -88,16 +87,18 @@ static int cand_cmp(const struct rsd_eviction_candidate *a, const struct rsd_evi
  * candidates are ~100 bytes, so moving 4-byte positions and permuting once
  * at the end is cheaper than merging the records themselves.
  */
-static void msort(const struct rsd_eviction_candidate *c, uint32_t *a, uint32_t *tmp, size_t n)
+static void msort(const struct rsd_eviction_candidate *c, uint32_t *a, uint32_t *tmp, size_t n,
+		  int (*cmp)(const struct rsd_eviction_candidate *,
+			     const struct rsd_eviction_candidate *))
 {
 	size_t mid = n / 2, i = 0, j = mid, k = 0;
 
 	if (n < 2)
 		return;
-	msort(c, a, tmp, mid);
-	msort(c, a + mid, tmp, n - mid);
+	msort(c, a, tmp, mid, cmp);
+	msort(c, a + mid, tmp, n - mid, cmp);
 	while (i < mid && j < n)
-		tmp[k++] = cand_cmp(&c[a[j]], &c[a[i]]) < 0 ? a[j++] : a[i++];
+		tmp[k++] = cmp(&c[a[j]], &c[a[i]]) < 0 ? a[j++] : a[i++];
 	while (i < mid)
 		tmp[k++] = a[i++];
 	while (j < n)
@@ -105,12 +106,13 @@ static void msort(const struct rsd_eviction_candidate *c, uint32_t *a, uint32_t 
 	memcpy(a, tmp, n * sizeof(*a));
 }
 
-static int lru_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
+int rsd__cand_sort(struct rsd_eviction_candidate *c, size_t n,
+		   int (*cmp)(const struct rsd_eviction_candidate *,
+			      const struct rsd_eviction_candidate *))
 {
 	struct rsd_eviction_candidate small[64], *copy = small;
 	uint32_t sidx[2 * RSD_ARRAY_SIZE(small)], *idx = sidx;
 
-	(void)ctx;
 	if (n < 2)
 		return 0;
 	if (!c)
@@ -128,7 +130,7 @@ static int lru_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	}
 	for (size_t i = 0; i < n; i++)
 		idx[i] = (uint32_t)i;
-	msort(c, idx, idx + n, n);
+	msort(c, idx, idx + n, n, cmp);
 	memcpy(copy, c, n * sizeof(*c));
 	for (size_t i = 0; i < n; i++)
 		c[i] = copy[idx[i]];
@@ -139,6 +141,12 @@ static int lru_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	return 0;
 }
 
+static int lru_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
+{
+	(void)ctx;
+	return rsd__cand_sort(c, n, rsd__lru_cmp);
+}
+
 static const struct rsd_policy_ops lru_ops = {
 	.name = lru_name,
 	.config_identity = lru_config,
@@ -146,11 +154,16 @@ static const struct rsd_policy_ops lru_ops = {
 	.order_candidates = lru_order,
 };
 
+void rsd__tiers_free(struct rsd__tier *t, size_t n)
+{
+	for (size_t i = 0; t && i < n; i++)
+		free(t[i].to);
+	free(t);
+}
+
 static void lru_destroy(struct tiered_lru *p)
 {
-	for (size_t i = 0; i < p->ntiers; i++)
-		free(p->tiers[i].to);
-	free(p->tiers);
+	rsd__tiers_free(p->tiers, p->ntiers);
 	free(p->identity);
 	free(p);
 }
@@ -171,7 +184,7 @@ static int check_loc(struct rsd_location loc, const char *what, size_t i)
  * "[]" without tiers. Two policies with equal tiers in equal order have
  * equal texts.
  */
-static char *identity_text(const struct tier *t, size_t n)
+char *rsd__tiers_identity(const struct rsd__tier *t, size_t n)
 {
 	size_t cap = 3, len = 0;
 	char name[RSD_LOCATION_NAME_MAX], *s;
@@ -194,13 +207,12 @@ static char *identity_text(const struct tier *t, size_t n)
 	return s;
 }
 
-int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rsd_policy **out)
+/* Check (§12.3) and copy fallback tiers into *out (free with rsd__tiers_free). */
+int rsd__tiers_copy(const struct rsd_fallback_tier *t, size_t n, struct rsd__tier **out)
 {
-	struct tiered_lru *p;
+	struct rsd__tier *c = NULL;
 	int err;
 
-	if (!out)
-		return rsd__err(RSD_ETYPE, "rsd_tiered_lru_create: out is NULL");
 	if (n && !t)
 		return rsd__err(RSD_ETYPE, "fallback tiers: NULL array of %zu tiers", n);
 	for (size_t i = 0; i < n; i++) {
@@ -220,56 +232,83 @@ int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rs
 			if (err)
 				return err;
 			if (rsd_location_equal(t[i].to[j], t[i].from))
-				return rsd__err(RSD_EINVAL,
-						"fallback tier of %s lists its own source as a destination",
-						rsd_location_name(t[i].from, name, sizeof(name)));
+				return rsd__err(
+					RSD_EINVAL,
+					"fallback tier of %s lists its own source as a destination",
+					rsd_location_name(t[i].from, name, sizeof(name)));
 			for (size_t k = 0; k < j; k++)
 				if (rsd_location_equal(t[i].to[k], t[i].to[j]))
-					return rsd__err(RSD_EINVAL,
-							"fallback tier of %s has duplicate destination %s",
-							rsd_location_name(t[i].from, name, sizeof(name)),
-							rsd_location_name(t[i].to[j], name + 0, sizeof(name)));
+					return rsd__err(
+						RSD_EINVAL,
+						"fallback tier of %s has duplicate destination %s",
+						rsd_location_name(t[i].from, name, sizeof(name)),
+						rsd_location_name(t[i].to[j], name + 0,
+								  sizeof(name)));
 		}
 	}
-
-	p = rsd__calloc(1, sizeof(*p));
-	if (!p)
+	/* never NULL on success, even without tiers */
+	c = rsd__calloc(n ? n : 1, sizeof(*c));
+	if (!c)
 		goto nomem;
-	p->pub.ops = &lru_ops;
-	p->pub.ctx = p;
-	if (n) {
-		p->tiers = rsd__calloc(n, sizeof(*p->tiers));
-		if (!p->tiers)
-			goto nomem;
-	}
 	for (size_t i = 0; i < n; i++) {
-		p->ntiers++;
-		p->tiers[i].from = t[i].from;
-		p->tiers[i].nto = t[i].nto;
+		c[i].from = t[i].from;
 		if (!t[i].nto)
 			continue;
-		p->tiers[i].to = rsd__malloc(t[i].nto * sizeof(*p->tiers[i].to));
-		if (!p->tiers[i].to)
+		c[i].to = rsd__malloc(t[i].nto * sizeof(*c[i].to));
+		if (!c[i].to)
 			goto nomem;
-		memcpy(p->tiers[i].to, t[i].to, t[i].nto * sizeof(*p->tiers[i].to));
+		c[i].nto = t[i].nto;
+		memcpy(c[i].to, t[i].to, t[i].nto * sizeof(*c[i].to));
 	}
-	p->identity = identity_text(p->tiers, p->ntiers);
-	if (!p->identity)
+	*out = c;
+	return 0;
+nomem:
+	rsd__tiers_free(c, n);
+	return rsd__err(RSD_ENOMEM, "out of memory copying %zu fallback tiers", n);
+}
+
+int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rsd_policy **out)
+{
+	struct rsd__tier *tiers = NULL;
+	struct tiered_lru *p;
+	int err;
+
+	if (!out)
+		return rsd__err(RSD_ETYPE, "rsd_tiered_lru_create: out is NULL");
+	err = rsd__tiers_copy(t, n, &tiers);
+	/* tiers is set whenever err is 0; the analyzer cannot see that
+	 * rsd__err() codes are negative */
+	if (err || !tiers)
+		return err ? err : -RSD_EINVAL;
+	p = rsd__calloc(1, sizeof(*p));
+	if (!p) {
+		rsd__tiers_free(tiers, n);
 		goto nomem;
+	}
+	p->pub.ops = &lru_ops;
+	p->pub.ctx = p;
+	p->tiers = tiers;
+	p->ntiers = n;
+	p->identity = rsd__tiers_identity(p->tiers, p->ntiers);
+	if (!p->identity) {
+		lru_destroy(p);
+		goto nomem;
+	}
 	p->entry.key = "fallback_tiers";
 	p->entry.value = p->identity;
 	*out = &p->pub;
 	return 0;
 nomem:
-	if (p)
-		lru_destroy(p);
 	return rsd__err(RSD_ENOMEM, "out of memory creating the tiered LRU policy");
 }
 
 void rsd_policy_free(struct rsd_policy *p)
 {
-	/* Only policies made by rsd_tiered_lru_create are ours to free. */
-	if (!p || p->ops != &lru_ops)
+	/* Only policies made by this library are ours to free. */
+	if (!p)
 		return;
-	lru_destroy(p->ctx);
+	if (p->ops == &lru_ops)
+		lru_destroy(p->ctx);
+	else
+		rsd__next_use_free(p);
 }

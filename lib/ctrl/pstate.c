@@ -153,8 +153,8 @@ struct rsd__locset rsd__ps_locs(const struct rsd_image *img, const struct rsd__p
 	return d ? d->locs : rsd__ps_base_locs(img, v);
 }
 
-struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s,
-				     uint32_t v, const struct rsd__locset *locs)
+struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s, uint32_t v,
+				     const struct rsd__locset *locs)
 {
 	struct rsd__locset base = rsd__ps_base_locs(img, v);
 	bool found;

@@ -101,10 +101,9 @@ struct rsd__pstate {
 	size_t nreclaim;
 	uint32_t nacct, cap_acct;
 	uint32_t ndelta, cap_delta;
-	struct rsd__acct *acct;    /* sorted by slot; inside this allocation */
+	struct rsd__acct *acct;	   /* sorted by slot; inside this allocation */
 	struct rsd__vdelta *delta; /* sorted by vidx; inside this allocation */
 };
-
 
 struct rsd__pstate *rsd__ps_initial(const struct rsd_image *img);
 struct rsd__pstate *rsd__ps_copy(const struct rsd__pstate *s);
@@ -115,8 +114,8 @@ struct rsd__locset rsd__ps_locs(const struct rsd_image *img, const struct rsd__p
 const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v);
 /* May reallocate: returns the state to use from now on, NULL on ENOMEM
  * (the old state is then still valid). Only on unshared states. */
-struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s,
-				     uint32_t v, const struct rsd__locset *locs);
+struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s, uint32_t v,
+				     const struct rsd__locset *locs);
 const struct rsd__acct *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot);
 /* used[slot] += add - sub, creating the entry when absent. */
 struct rsd__pstate *rsd__ps_used(struct rsd__pstate *s, unsigned slot, uint64_t add, uint64_t sub);

@@ -29,15 +29,35 @@
 
 #include "search.h"
 
-enum act { A_PUSH, A_YIELD, A_DONE, A_FAIL, A_RESUME, A_SUCCESS, A_ERROR };
-enum ev { EV_START, EV_RESUME, EV_YIELD, EV_DONE, EV_FAIL };
-enum pc { PC_NONE, PC_AFTER_DROP, PC_AFTER_MOVE, PC_FIT, PC_FORWARD };
+enum act {
+	A_PUSH,
+	A_YIELD,
+	A_DONE,
+	A_FAIL,
+	A_RESUME,
+	A_SUCCESS,
+	A_ERROR
+};
+enum ev {
+	EV_START,
+	EV_RESUME,
+	EV_YIELD,
+	EV_DONE,
+	EV_FAIL
+};
+enum pc {
+	PC_NONE,
+	PC_AFTER_DROP,
+	PC_AFTER_MOVE,
+	PC_FIT,
+	PC_FORWARD
+};
 
 struct msg {
 	enum ev ev;
 	int32_t from;
 	struct rsd__pstate *st; /* EV_YIELD: ownership passes to the receiver */
-	char *note;             /* EV_FAIL: ownership passes to the receiver */
+	char *note;		/* EV_FAIL: ownership passes to the receiver */
 };
 
 /* What a step asks the driver to do next. */
@@ -300,7 +320,14 @@ static int reclaim_dests(struct search *x, struct frame *f)
 	for (unsigned s = 0; s < RSD_NSLOTS; s++)
 		if (ls_has(&seen, s))
 			f->u.r.dests[n++] = (uint8_t)s;
-	k = p->ops->fallback_locations(p->ctx, rsd__slot_loc(src), buf, RSD_NSLOTS);
+	if (p->ops->spill_locations) {
+		struct rsd_eviction_candidate cand;
+
+		rsd__candidate(x, v, src, &cand);
+		k = p->ops->spill_locations(p->ctx, &cand, buf, RSD_NSLOTS);
+	} else {
+		k = p->ops->fallback_locations(p->ctx, rsd__slot_loc(src), buf, RSD_NSLOTS);
+	}
 	if (k > RSD_NSLOTS)
 		k = RSD_NSLOTS;
 	for (size_t i = 0; i < k; i++) {
@@ -308,7 +335,9 @@ static int reclaim_dests(struct search *x, struct frame *f)
 
 		if (!rsd_location_valid(buf[i]))
 			return x->err = rsd__err(RSD_ETYPE,
-						 "policy fallback_locations returned an invalid location");
+						 "policy %s returned an invalid location",
+						 p->ops->spill_locations ? "spill_locations" :
+									   "fallback_locations");
 		s = rsd__loc_slot(buf[i]);
 		if (!ls_has(&seen, s)) {
 			ls_add(&seen, s);
@@ -385,7 +414,8 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 			a.kind = RSD_ACT_DROP;
 			a.location = rsd__slot_loc(src);
 			ev.reason = f->flag ? RSD__R_OTHER_REPLICA : RSD__R_SOURCE;
-			if (!rsd__ps_append(T, &a, &ev) || !(U = rsd__ps_set_locs(x->img, T, v, &L)))
+			if (!rsd__ps_append(T, &a, &ev) ||
+			    !(U = rsd__ps_set_locs(x->img, T, v, &L)))
 				goto nomem_T;
 			T = U;
 			if (!(U = rsd__ps_used(T, src, 0, C)))
@@ -459,7 +489,8 @@ static enum act capacity_next(struct search *x, int32_t i)
 {
 	struct frame *f = &x->fr[i];
 
-	while (f->ci < f->ncands && rsd__active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
+	while (f->ci < f->ncands &&
+	       rsd__active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
 		f->ci++;
 	if (f->ci == f->ncands) {
 		if (!f->flag && (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
@@ -653,8 +684,8 @@ static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__sear
 	return 0;
 }
 
-int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
-		const struct rsd_request *r, struct rsd__search_result *res)
+int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const struct rsd_request *r,
+		struct rsd__search_result *res)
 {
 	const struct rsd_image *img = view->img;
 	struct search *x = rsd__calloc(1, sizeof(*x));
@@ -671,6 +702,12 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
 	x->view = view;
 	x->req = r;
 	x->limit = c->limit;
+	if (c->sched.nsteps) {
+		x->has_sched = true;
+		res->has_schedule = true;
+		res->on_schedule = rsd__sched_locate(c, r, &x->sched_pos);
+		res->schedule_position = x->sched_pos;
+	}
 	rsd__memo_init(&x->failed_req);
 	rsd__memo_init(&x->failed_cap);
 	for (uint32_t i = 0; i < img->nlocs; i++) {
@@ -702,7 +739,8 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
 			rsd__search_result_fini(res);
 		res->explored = x->count;
 	} else if (err == 1) {
-		err = rsd__err(RSD_EPLAN, "Automatic residency request %s is infeasible: %s", q, note);
+		err = rsd__err(RSD_EPLAN, "Automatic residency request %s is infeasible: %s", q,
+			       note);
 		free(note);
 	} else if (err == -RSD_ESEARCHLIMIT) {
 		struct rsd_error *e;
@@ -712,12 +750,13 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view,
 		if (x->objective_slot >= 0)
 			rsd_location_name(rsd__slot_loc((unsigned)x->objective_slot), name + 1,
 					  sizeof(name) - 1);
-		rsd__err(RSD_ESEARCHLIMIT,
-			 "Automatic residency request %s is inconclusive (not infeasible): automatic "
-			 "residency search exceeded its deterministic state limit during %s%s: "
-			 "limit=%llu; explored_states=%llu",
-			 q, x->objective, x->objective_slot >= 0 ? name : "",
-			 (unsigned long long)x->limit, (unsigned long long)x->count);
+		rsd__err(
+			RSD_ESEARCHLIMIT,
+			"Automatic residency request %s is inconclusive (not infeasible): automatic "
+			"residency search exceeded its deterministic state limit during %s%s: "
+			"limit=%llu; explored_states=%llu",
+			q, x->objective, x->objective_slot >= 0 ? name : "",
+			(unsigned long long)x->limit, (unsigned long long)x->count);
 		e = rsd__err_record();
 		e->has_search = true;
 		e->state_limit = x->limit;

@@ -35,7 +35,8 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 }
 
 /* Would n more bytes at slot exceed its budget? */
-static bool over(const struct search *x, uint64_t used, uint64_t reserved, unsigned slot, uint64_t n)
+static bool over(const struct search *x, uint64_t used, uint64_t reserved, unsigned slot,
+		 uint64_t n)
 {
 	return x->has_budget[slot] && sat_add(sat_add(used, reserved), n) > x->budget[slot];
 }
@@ -94,9 +95,10 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 			temp = false;
 		} else {
 			if (!vs->has_source)
-				return rsd__err(RSD_EUNAVAILABLE,
-						"Residency value '%llu' has no materialization or source",
-						(unsigned long long)q->handle.id);
+				return rsd__err(
+					RSD_EUNAVAILABLE,
+					"Residency value '%llu' has no materialization or source",
+					(unsigned long long)q->handle.id);
 			src = rsd__loc_slot(vs->source_loc);
 			temp = true;
 			if (over(x, used[src], reserved[src], src, C)) {
@@ -182,7 +184,9 @@ static int build_base(struct search *x, unsigned slot)
 
 				if (!nl) {
 					free(list);
-					return x->err = rsd__err(RSD_ENOMEM, "out of memory listing candidates");
+					return x->err =
+						       rsd__err(RSD_ENOMEM,
+								"out of memory listing candidates");
 				}
 				list = nl;
 			}
@@ -228,19 +232,14 @@ static int scratch_reserve(struct search *x, size_t n)
 	return 0;
 }
 
-/* Candidate k (cbuf[k], value cvidx[k]); keeps its handle and charge aside
- * in chandle[k] and ccharge[k], whatever the policy does to cbuf. */
-static void fill_candidate(struct search *x, size_t k, unsigned slot)
+void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
+		    struct rsd_eviction_candidate *c)
 {
-	struct rsd_eviction_candidate *c = &x->cbuf[k];
-	uint32_t v = x->cvidx[k];
 	const struct rsd_img_value *iv = rsd__iv(x->img, v);
 	const struct rsd__meta *md = rsd__meta_find(x->c, iv->handle.id);
 
 	memset(c, 0, sizeof(*c));
 	c->handle = iv->handle;
-	x->chandle[k] = iv->handle;
-	x->ccharge[k] = iv->spec.storage_nbytes;
 	c->location = rsd__slot_loc(slot);
 	c->charged_nbytes = iv->spec.storage_nbytes;
 	c->registration_index = v;
@@ -250,6 +249,17 @@ static void fill_candidate(struct search *x, size_t k, unsigned slot)
 		c->metadata.priority = md->priority;
 		c->metadata.stable_key = md->key;
 	}
+	if (x->has_sched)
+		c->has_next_use = rsd__sched_next_use(x->c, md, x->sched_pos, &c->next_use);
+}
+
+/* Candidate k (cbuf[k], value cvidx[k]); keeps its handle and charge aside
+ * in chandle[k] and ccharge[k], whatever the policy does to cbuf. */
+static void fill_candidate(struct search *x, size_t k, unsigned slot)
+{
+	rsd__candidate(x, x->cvidx[k], slot, &x->cbuf[k]);
+	x->chandle[k] = x->cbuf[k].handle;
+	x->ccharge[k] = x->cbuf[k].charged_nbytes;
 }
 
 /* Find the input position of an ordered candidate (positions lo..hi). */
@@ -308,7 +318,7 @@ static int order_part(struct search *x, size_t lo, size_t hi, unsigned slot, str
 
 /* RANK(CANDIDATES(S, X, blocked)), blocked being the handles of act. */
 int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
-		struct ranked **out, uint32_t *nout)
+	      struct ranked **out, uint32_t *nout)
 {
 	uint32_t nb, bi = 0, di = 0, n = 0, nord = 0;
 	const uint32_t *base;
@@ -424,7 +434,7 @@ int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S)
 }
 
 int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
-			const struct active *act)
+		      const struct active *act)
 {
 	uint32_t pairs[2 * 64], *p = pairs, n = 0, cap = 64;
 	uint32_t slot = X;
@@ -441,7 +451,8 @@ int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
 			uint32_t *np = rsd__malloc(4 * (size_t)cap * sizeof(*np));
 
 			if (!np)
-				return x->err = rsd__err(RSD_ENOMEM, "out of memory building a search key");
+				return x->err = rsd__err(RSD_ENOMEM,
+							 "out of memory building a search key");
 			memcpy(np, p, 2 * (size_t)n * sizeof(*np));
 			if (p != pairs)
 				free(p);

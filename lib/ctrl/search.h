@@ -6,7 +6,11 @@
 #include "memo.h"
 #include "pstate.h"
 
-enum ftype { F_SEARCH, F_RECLAIM, F_CAPACITY };
+enum ftype {
+	F_SEARCH,
+	F_RECLAIM,
+	F_CAPACITY
+};
 
 /* A ranked candidate; its rank is its index in the ranked array. */
 struct ranked {
@@ -24,7 +28,11 @@ struct active {
 	uint32_t vidx, slot;
 };
 
-enum stage_kind { ST_RESERVATION, ST_SOURCE, ST_MATERIALIZE };
+enum stage_kind {
+	ST_RESERVATION,
+	ST_SOURCE,
+	ST_MATERIALIZE
+};
 
 struct shortfall {
 	unsigned slot;
@@ -35,10 +43,10 @@ struct shortfall {
 
 struct frame {
 	uint8_t type, pc;
-	bool flag;      /* SEARCH: any successor; RECLAIM: others; CAPACITY: produced */
-	int32_t parent; /* the consumer; -1 for the root SEARCH */
-	int32_t child;  /* the producer being consumed (RECLAIM or CAPACITY) */
-	int32_t sub;    /* CAPACITY: the nested CAPACITY(R, ...) */
+	bool flag;	       /* SEARCH: any successor; RECLAIM: others; CAPACITY: produced */
+	int32_t parent;	       /* the consumer; -1 for the root SEARCH */
+	int32_t child;	       /* the producer being consumed (RECLAIM or CAPACITY) */
+	int32_t sub;	       /* CAPACITY: the nested CAPACITY(R, ...) */
 	struct rsd__pstate *S; /* owned by SEARCH and CAPACITY, borrowed by RECLAIM */
 	struct ranked *cands;
 	uint32_t ncands, ci;
@@ -77,6 +85,8 @@ struct search {
 	const struct rsd_view *view; /* of img: its protection counts */
 	const struct rsd_request *req;
 	uint64_t limit, count;
+	bool has_sched;	       /* a schedule is declared: candidates get next uses */
+	uint32_t sched_pos;    /* from this step */
 	const char *objective; /* of the COUNT that hit the limit */
 	int objective_slot;
 	bool has_budget[RSD_NSLOTS];
@@ -96,7 +106,7 @@ struct search {
 	struct rsd_eviction_candidate *cbuf;
 	uint32_t *cvidx, *creq;
 	struct rsd_handle *chandle; /* handle of cvidx[k], for find_input */
-	uint64_t *ccharge;          /* charge of cvidx[k] */
+	uint64_t *ccharge;	    /* charge of cvidx[k] */
 	unsigned char *cused;
 	size_t ccap;
 	/* SIMULATE output */
@@ -109,6 +119,9 @@ int rsd__count(struct search *x, const char *objective, int slot);
 uint64_t rsd__charge(const struct search *x, uint32_t v);
 int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh);
 bool rsd__active_has(const struct active *a, uint32_t v, int slot);
+/* The candidate record of value v at slot, as the policy sees it. */
+void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
+		    struct rsd_eviction_candidate *c);
 int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
 	      struct ranked **out, uint32_t *nout);
 int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S);

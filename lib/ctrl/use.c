@@ -71,17 +71,19 @@ static int check_streams(struct rsd_manager *m, const struct rsd_request *r, voi
 	if (ncs != n) {
 		list[0] = '\0';
 		for (size_t i = ncs; i < n && len < sizeof(list); i++)
-			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len ? ", " : "",
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+						len ? ", " : "",
 						rsd_location_name(cuda[i], name, sizeof(name)));
-		return rsd__err(RSD_EINVAL,
-				"use '%s': consumer streams must cover exactly the CUDA requirement "
-				"locations (%zu): missing [%s], unexpected %zu extra stream(s)",
-				r->name, n, list, ncs > n ? ncs - n : 0);
+		return rsd__err(
+			RSD_EINVAL,
+			"use '%s': consumer streams must cover exactly the CUDA requirement "
+			"locations (%zu): missing [%s], unexpected %zu extra stream(s)",
+			r->name, n, list, ncs > n ? ncs - n : 0);
 	}
 	for (size_t i = 0; i < ncs; i++) {
 		if (!cs[i])
-			return rsd__err(RSD_ETYPE, "use '%s': consumer stream for %s is NULL", r->name,
-					rsd_location_name(cuda[i], name, sizeof(name)));
+			return rsd__err(RSD_ETYPE, "use '%s': consumer stream for %s is NULL",
+					r->name, rsd_location_name(cuda[i], name, sizeof(name)));
 		err = rsd__check_stream(m, cs[i], cuda[i]);
 		if (err)
 			return err;
@@ -162,6 +164,9 @@ static int record_epoch(struct rsd_use *u)
 		e->has_epoch = true;
 		e->epoch = c->epoch;
 	}
+	/* the position moves where the epoch does: successful uses only */
+	if (!err)
+		rsd__sched_advance(c, &(struct rsd_request){ "use", u->req, u->nreq, NULL, 0 });
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -200,8 +205,8 @@ static int unwind(struct rsd_use *u, int err)
 }
 
 int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
-		       void *const *consumer_streams, size_t ncs, const struct rsd_transfer_stream *ts,
-		       size_t nts, struct rsd_use **out)
+		       void *const *consumer_streams, size_t ncs,
+		       const struct rsd_transfer_stream *ts, size_t nts, struct rsd_use **out)
 {
 	struct rsd_location cuda[RSD_NSLOTS];
 	struct rsd_error saved;

@@ -719,7 +719,7 @@ static int rec_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	return 0;
 }
 
-static const struct rsd_policy_ops rec_ops = { rec_name, rec_cfg, rec_fallback, rec_order };
+static const struct rsd_policy_ops rec_ops = { rec_name, rec_cfg, rec_fallback, rec_order, NULL };
 
 ATF_TC_WITHOUT_HEAD(registration_index_gaps);
 ATF_TC_BODY(registration_index_gaps, tc)

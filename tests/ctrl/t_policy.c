@@ -184,8 +184,8 @@ static int c_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	return 0;
 }
 
-static const struct rsd_policy_ops c_ops = { c_name, c_cfg, c_fallback, c_order };
-static const struct rsd_policy_ops missing_ops = { c_name, c_cfg, NULL, c_order };
+static const struct rsd_policy_ops c_ops = { c_name, c_cfg, c_fallback, c_order, NULL };
+static const struct rsd_policy_ops missing_ops = { c_name, c_cfg, NULL, c_order, NULL };
 
 ATF_TC_WITHOUT_HEAD(controller_create);
 ATF_TC_BODY(controller_create, tc)

@@ -58,7 +58,7 @@ static int rec_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	return 0;
 }
 
-static const struct rsd_policy_ops rec_ops = { rec_name, rec_cfg, rec_fallback, rec_order };
+static const struct rsd_policy_ops rec_ops = { rec_name, rec_cfg, rec_fallback, rec_order, NULL };
 
 static int decide1(struct rsd_controller *c, struct rsd_requirement q, struct rsd_decision **d)
 {

@@ -89,12 +89,17 @@ demo_body() {
 	done
 	[ -n "${prog:-}" ] || atf_skip "rsd-demo is not built"
 	atf_check -s exit:0 -o save:out -e ignore "$prog" -s 12 -q
-	atf_check -o match:"verified 24 ciphertexts and 6 keys .*: all intact" cat out
+	# Both policies run, each verified, then side by side with the bound.
+	atf_check_equal "$(grep -c 'verified 24 ciphertexts and 6 keys .*: all intact' out)" 2
 	atf_check -o match:"device: cuda:0 (is the simulated device|through the CUDA runtime)" cat out
+	atf_check -o inline:"=== policy: deterministic-tiered-lru ===\n=== policy: deterministic-next-use ===\n=== side by side: MiB moved by the 12 stages ===\n" \
+		grep '^===' out
+	atf_check -o match:"^host -> device +[0-9.]+ +[0-9.]+$" cat out
+	atf_check -o match:"^offline bound +[0-9.]+ +\(Belady on bytes, lower\)$" cat out
 	# The table: the first three stages, then one line per run of equal
 	# stages (the steady state from stage 7 is one line), then totals that
 	# are the sums of the rows.
-	atf_check -s exit:0 -o save:table "$prog" -s 12
+	atf_check -s exit:0 -o save:table "$prog" -s 12 --policy lru
 	awk '/^stage /{on=1; next} on && NF {print $1} /^total/{exit}' table >rows
 	if grep -q "is the simulated device" out; then
 		# Immediate progress: every lease completes as it is released, so

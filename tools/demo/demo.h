@@ -73,6 +73,53 @@ struct table {
 	unsigned n;
 };
 
+struct demo_opts {
+	unsigned ciphertexts, keys, weights, stages, share;
+	uint64_t ct_bytes, key_bytes, weight_bytes, workspace;
+	uint64_t device_budget, pinned_budget;
+	unsigned policies; /* bit (1 << enum demo_policy) per policy to run */
+	uint64_t near;	   /* the next-use policy's near_steps */
+	bool near_set;	   /* else derived from the budgets (demo_default_near) */
+	bool quiet;
+};
+
+enum demo_policy {
+	DP_LRU,
+	DP_NEXT_USE,
+	NPOLICIES
+};
+
+extern const char *const demo_policy_name[NPOLICIES];
+
+/* The values of stage s as indices: ciphertexts 0.., keys after them,
+ * weights last (DEMO_NSTAGE_VALUES of them, the order compute uses). */
+#define DEMO_NSTAGE_VALUES 4
+void demo_stage_values(const struct demo_opts *o, unsigned s, uint32_t idx[DEMO_NSTAGE_VALUES]);
+/* near_steps for the next-use policy: the stages whose spilled
+ * ciphertexts fill the pinned budget. */
+uint64_t demo_default_near(const struct demo_opts *o);
+/* The offline bound on bytes brought to the device for the workload. */
+int demo_bound(const struct demo_opts *o, uint64_t *h2d, bool *exact);
+
+/* What one run moved in its stages (not the final checks), per pair. */
+struct demo_result {
+	bool ran;
+	uint64_t moved[NTIERS][NTIERS]; /* [from tier][to tier] */
+	unsigned evictions, spills, drops;
+	uint64_t explored;
+	unsigned lost;
+};
+
+/*
+ * One run of the workload under policy pol, printed to out (NULL: nothing
+ * is printed). ring NULL for a single process. Returns 0 (losses are
+ * counted in res->lost), or -1 after a failure (rsd_last_error says why).
+ */
+int demo_workload(const struct demo_opts *o, enum demo_policy pol, struct demo_ring *ring,
+		  FILE *out, struct demo_result *res);
+/* Both runs side by side with the bound. */
+void demo_print_compare(FILE *out, const struct demo_opts *o, const struct demo_result *r);
+
 /* Bytes as MiB for printing. */
 double demo_mib(uint64_t nbytes);
 

@@ -14,13 +14,6 @@
 
 #include "demo.h"
 
-struct opts {
-	unsigned ciphertexts, keys, weights, stages, share;
-	uint64_t ct_bytes, key_bytes, weight_bytes, workspace;
-	uint64_t device_budget, pinned_budget;
-	bool quiet;
-};
-
 struct keysrc {
 	struct rsd_manager *m;
 	unsigned seed;
@@ -37,7 +30,8 @@ struct ct_meta {
 };
 
 struct demo {
-	struct opts o;
+	const struct demo_opts *o;
+	enum demo_policy pol;
 	struct demo_ring *ring;
 	FILE *out;
 	struct rsd_manager *m;
@@ -53,7 +47,9 @@ struct demo {
 	uint64_t moved[NWHY][NTIERS][NTIERS];
 	unsigned nmoved[NWHY][NTIERS][NTIERS];
 	unsigned evictions, spills, drops;
+	uint64_t explored;
 	unsigned sent, received;
+	bool progress; /* stage counts on stderr */
 };
 
 static uint64_t fnv1a(const unsigned char *p, uint64_t n)
@@ -109,11 +105,17 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: rsd-demo [-c CIPHERTEXTS] [-k KEYS] [-w WEIGHTS] [-s STAGES]\n"
 		"                [--ct-mib N] [--key-mib N] [--weight-mib N] [--workspace-mib N]\n"
-		"                [--device-mib N] [--pinned-mib N] [--share N] [-q]\n"
-		"  --share N   ciphertexts each rank sends on per stage (MPI job only; default 1)\n");
+		"                [--device-mib N] [--pinned-mib N] [--share N]\n"
+		"                [--policy lru|next-use|both] [--near N] [-q]\n"
+		"  --share N   ciphertexts each rank sends on per stage (MPI job only; default 1)\n"
+		"  --policy P  the controller's policy; both (the default of one process) runs\n"
+		"              the workload under each and compares them (MPI job: lru only)\n"
+		"  --near N    the next-use policy spills values needed within N stages to\n"
+		"              pinned host first (default: the stages whose ciphertexts fill\n"
+		"              the device and pinned budgets)\n");
 }
 
-static int parse(int argc, char **argv, struct opts *o)
+static int parse(int argc, char **argv, struct demo_opts *o, bool ring)
 {
 	static const struct option longopts[] = {
 		{ "ct-mib", required_argument, NULL, 1 },
@@ -123,22 +125,26 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "device-mib", required_argument, NULL, 5 },
 		{ "pinned-mib", required_argument, NULL, 6 },
 		{ "share", required_argument, NULL, 7 },
+		{ "policy", required_argument, NULL, 8 },
+		{ "near", required_argument, NULL, 9 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
-	*o = (struct opts){ .ciphertexts = 24,
-			    .keys = 6,
-			    .weights = 12,
-			    .stages = 60,
-			    .share = 1,
-			    .ct_bytes = 2 * MiB,
-			    .key_bytes = 4 * MiB,
-			    .weight_bytes = 2 * MiB,
-			    .workspace = 4 * MiB,
-			    .device_budget = 24 * MiB,
-			    .pinned_budget = 24 * MiB };
+	*o = (struct demo_opts){ .ciphertexts = 24,
+				 .keys = 6,
+				 .weights = 12,
+				 .stages = 60,
+				 .share = 1,
+				 .ct_bytes = 2 * MiB,
+				 .key_bytes = 4 * MiB,
+				 .weight_bytes = 2 * MiB,
+				 .workspace = 4 * MiB,
+				 .device_budget = 24 * MiB,
+				 .pinned_budget = 24 * MiB,
+				 .policies = ring ? 1u << DP_LRU :
+						    (1u << DP_LRU) | (1u << DP_NEXT_USE) };
 	while ((c = getopt_long(argc, argv, "c:k:w:s:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
@@ -177,14 +183,28 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 7:
 			o->share = (unsigned)strtoul(optarg, NULL, 0);
 			break;
+		case 8:
+			o->policies = !strcmp(optarg, "lru")	  ? 1u << DP_LRU :
+				      !strcmp(optarg, "next-use") ? 1u << DP_NEXT_USE :
+				      !strcmp(optarg, "both")	  ? (1u << DP_LRU) |
+									(1u << DP_NEXT_USE) :
+								0;
+			break;
+		case 9:
+			o->near = strtoull(optarg, NULL, 0);
+			o->near_set = true;
+			break;
 		default:
 			usage();
 			return -1;
 		}
 	}
 	/* A share leaves at least the two ciphertexts a stage computes on. */
+	/* An MPI job adopts arriving ciphertexts under new handles, which a
+	 * schedule declared up front cannot name: it runs the tiered LRU. */
 	if (optind < argc || o->ciphertexts < 2 || !o->keys || !o->weights || !o->ct_bytes ||
-	    o->share > o->ciphertexts - 2) {
+	    o->share > o->ciphertexts - 2 || !o->policies ||
+	    (ring && o->policies != 1u << DP_LRU)) {
 		usage();
 		return -1;
 	}
@@ -208,6 +228,8 @@ static void account(struct demo *dm, struct row *r, enum phase ph, const struct 
 			r->spills += !drop;
 		}
 	}
+	if (d)
+		dm->explored += d->explored_states;
 	if (r && d)
 		r->explored += d->explored_states;
 	for (size_t i = 0; rep && i < rep->ntransitions; i++) {
@@ -251,7 +273,7 @@ static void print_moved(struct demo *dm)
 		fprintf(dm->out,
 			"sent %u ciphertexts (%.1f MiB) to rank %d from pinned-host leases; "
 			"received %u from rank %d, adopted under new handles\n",
-			dm->sent, demo_mib((uint64_t)dm->sent * dm->o.ct_bytes),
+			dm->sent, demo_mib((uint64_t)dm->sent * dm->o->ct_bytes),
 			(dm->ring->rank + 1) % dm->ring->nranks, dm->received,
 			(dm->ring->rank + dm->ring->nranks - 1) % dm->ring->nranks);
 }
@@ -286,7 +308,7 @@ static int checksum(struct demo *dm, struct rsd_handle h, bool exclusive, uint64
  * it, else a simulated device with that index. */
 static int open_manager(struct demo *dm)
 {
-	const struct opts *o = &dm->o;
+	const struct demo_opts *o = dm->o;
 	int idx = dm->ring ? dm->ring->local_rank : 0;
 	struct rsd_manager_config cfg = { 0 };
 	struct rsd_budget budgets[2];
@@ -319,12 +341,20 @@ static int open_manager(struct demo *dm)
 	if (err)
 		return err;
 	{
-		struct rsd_location to_pinned[] = { RSD_LOC_PINNED_HOST };
+		/* The device spills to pinned host, else pageable host; the
+		 * next-use policy picks which comes first by when a value is
+		 * needed again, the tiered LRU always tries pinned host first. */
+		struct rsd_location to_host[] = { RSD_LOC_PINNED_HOST, RSD_LOC_PAGEABLE_HOST };
 		struct rsd_location to_pageable[] = { RSD_LOC_PAGEABLE_HOST };
-		struct rsd_fallback_tier tiers[] = { { dm->dev, to_pinned, 1 },
+		struct rsd_fallback_tier tiers[] = { { dm->dev, to_host, 2 },
 						     { RSD_LOC_PINNED_HOST, to_pageable, 1 } };
 
-		err = rsd_tiered_lru_create(tiers, 2, &dm->policy);
+		if (dm->pol == DP_NEXT_USE)
+			err = rsd_next_use_create(tiers, 2,
+						  o->near_set ? o->near : demo_default_near(o),
+						  &dm->policy);
+		else
+			err = rsd_tiered_lru_create(tiers, 2, &dm->policy);
 		if (err)
 			return err;
 	}
@@ -343,7 +373,7 @@ static int open_manager(struct demo *dm)
  * sources, weights. */
 static int populate(struct demo *dm)
 {
-	const struct opts *o = &dm->o;
+	const struct demo_opts *o = dm->o;
 	struct rsd_location pageable = RSD_LOC_PAGEABLE_HOST;
 	unsigned rank = dm->ring ? (unsigned)dm->ring->rank : 0;
 
@@ -395,25 +425,64 @@ static int populate(struct demo *dm)
 	return 0;
 }
 
+/* The requirements of stage s: its values on the device. */
+static void stage_handles(struct demo *dm, unsigned s, struct rsd_requirement *req)
+{
+	const struct demo_opts *o = dm->o;
+	uint32_t idx[DEMO_NSTAGE_VALUES];
+
+	demo_stage_values(o, s, idx);
+	for (unsigned i = 0; i < DEMO_NSTAGE_VALUES; i++) {
+		uint32_t v = idx[i];
+
+		req[i].location = dm->dev;
+		req[i].handle = v < o->ciphertexts	     ? dm->ct[v] :
+				v < o->ciphertexts + o->keys ? dm->key[v - o->ciphertexts] :
+							       dm->w[v - o->ciphertexts - o->keys];
+	}
+}
+
+/* The job's schedule, declared to the controller for the next-use policy:
+ * every stage's values, in stage order, once. */
+static int declare_schedule(struct demo *dm)
+{
+	const struct demo_opts *o = dm->o;
+	struct rsd_requirement *req = calloc((size_t)o->stages * DEMO_NSTAGE_VALUES, sizeof(*req));
+	struct rsd_handle *h = calloc((size_t)o->stages * DEMO_NSTAGE_VALUES, sizeof(*h));
+	struct rsd_schedule_step *steps = calloc(o->stages ? o->stages : 1, sizeof(*steps));
+	int err = -RSD_ENOMEM;
+
+	if (req && h && steps) {
+		for (unsigned s = 0; s < o->stages; s++) {
+			stage_handles(dm, s, req + (size_t)s * DEMO_NSTAGE_VALUES);
+			for (unsigned i = 0; i < DEMO_NSTAGE_VALUES; i++)
+				h[(size_t)s * DEMO_NSTAGE_VALUES + i] =
+					req[(size_t)s * DEMO_NSTAGE_VALUES + i].handle;
+			steps[s].handles = h + (size_t)s * DEMO_NSTAGE_VALUES;
+			steps[s].nhandles = DEMO_NSTAGE_VALUES;
+		}
+		err = rsd_controller_set_schedule(dm->c, steps, o->stages, false);
+	}
+	free(req);
+	free(h);
+	free(steps);
+	return err;
+}
+
 /* One stage's computation: two ciphertexts, a key and a weight block on the
  * device, and a workspace. */
 static int compute(struct demo *dm, unsigned s, struct row *row)
 {
-	const struct opts *o = &dm->o;
-	unsigned a = (s * 5) % o->ciphertexts, b = (s * 5 + 3) % o->ciphertexts;
-	struct rsd_requirement req[4] = {
-		{ dm->ct[a], dm->dev },
-		{ dm->ct[b == a ? (b + 1) % o->ciphertexts : b], dm->dev },
-		{ dm->key[s % o->keys], dm->dev },
-		{ dm->w[(s * 7) % o->weights], dm->dev },
-	};
+	const struct demo_opts *o = dm->o;
+	struct rsd_requirement req[DEMO_NSTAGE_VALUES];
 	struct rsd_reservation_spec ws = { dm->dev, o->workspace, "workspace" };
 	char name[32];
-	struct rsd_request request = { name, req, 4, &ws, 1 };
+	struct rsd_request request = { name, req, DEMO_NSTAGE_VALUES, &ws, 1 };
 	struct rsd_plan_report *rep = NULL;
 	struct rsd_use *u = NULL;
 	int err;
 
+	stage_handles(dm, s, req);
 	snprintf(name, sizeof(name), "stage-%u", s);
 	/* A consumer stream finishing between the decision and the scope's
 	 * entry (a lease reaped) makes the decision stale: on an asynchronous
@@ -444,7 +513,7 @@ static int compute(struct demo *dm, unsigned s, struct row *row)
  */
 static int exchange(struct demo *dm, unsigned s, struct row *row)
 {
-	const struct opts *o = &dm->o;
+	const struct demo_opts *o = dm->o;
 	struct rsd_location pinned = RSD_LOC_PINNED_HOST;
 	size_t k = o->share;
 	struct rsd_requirement *req = calloc(k, sizeof(*req));
@@ -551,7 +620,7 @@ out:
  */
 static unsigned verify(struct demo *dm, uint64_t *owned, unsigned *loads)
 {
-	const struct opts *o = &dm->o;
+	const struct demo_opts *o = dm->o;
 	unsigned lost = 0;
 
 	for (unsigned i = 0; i < o->ciphertexts; i++) {
@@ -593,7 +662,7 @@ static double seconds_since(const struct timespec *t0)
 static uint64_t job_summary(struct demo *dm, uint64_t *tally, size_t ntally,
 			    const struct timespec *t0)
 {
-	const struct opts *o = &dm->o;
+	const struct demo_opts *o = dm->o;
 	struct demo_ring *ring = dm->ring;
 	uint64_t nct = (uint64_t)ring->nranks * o->ciphertexts, lost, missing = 0;
 	uint64_t *owned = tally + 4;
@@ -638,84 +707,153 @@ static void demo_close(struct demo *dm)
 	free(dm->w);
 }
 
-/* In a job each rank writes its report into memory and rank 0 prints them
- * in rank order, then the job's lines. */
-int demo_run(int argc, char **argv, struct demo_ring *ring)
+/*
+ * One run under dm->pol: the manager and its values, every stage, the
+ * table, the checks. owned: as for verify. Fills res; 0, or -1 after a
+ * failure (said on stderr).
+ */
+static int run_one(struct demo *dm, uint64_t *owned, unsigned *loads, struct demo_result *res)
 {
-	struct demo dm = { .ring = ring };
-	const struct opts *o = &dm.o;
-	struct timespec t0;
+	const struct demo_opts *o = dm->o;
 	struct table tab = { 0 };
-	uint64_t *tally = NULL, lost = 0;
-	size_t ntally = 0, textlen = 0;
-	char *text = NULL;
-	unsigned loads = 0;
-	bool progress;
-	int rc = 1;
+	int rc = -1;
 
-	if (parse(argc, argv, &dm.o))
-		return 2;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	progress = o->quiet && (!ring || ring->rank == 0);
-	dm.out = ring ? open_memstream(&text, &textlen) : stdout;
-	if (!dm.out)
-		goto fail;
-	if (ring)
-		fprintf(dm.out, "== rank %d (pid %d) of %d ==\n", ring->rank, (int)getpid(),
-			ring->nranks);
-	if (open_manager(&dm) || populate(&dm))
-		goto fail;
-	fprintf(dm.out,
-		"%u ciphertexts x %.0f MiB, %u keys x %.0f MiB, %u weights x %.0f MiB; "
-		"device budget %.0f MiB, pinned %.0f MiB, workspace %.0f MiB per stage",
-		o->ciphertexts, demo_mib(o->ct_bytes), o->keys, demo_mib(o->key_bytes), o->weights,
-		demo_mib(o->weight_bytes), demo_mib(o->device_budget), demo_mib(o->pinned_budget),
-		demo_mib(o->workspace));
-	if (ring)
-		fprintf(dm.out, "; %u to the next rank per stage", o->share);
-	fprintf(dm.out, "\n\n");
-	if (demo_table_begin(&tab, o->stages))
-		goto fail;
+	memset(res, 0, sizeof(*res));
+	if (open_manager(dm) || populate(dm) || (dm->pol == DP_NEXT_USE && declare_schedule(dm)) ||
+	    demo_table_begin(&tab, o->stages))
+		goto out;
 	for (unsigned s = 0; s < o->stages; s++) {
 		struct row row = { 0 };
 
-		if (compute(&dm, s, &row)) {
+		if (compute(dm, s, &row)) {
 			fprintf(stderr, "rsd-demo: stage-%u: %s\n", s, rsd_last_error()->message);
-			goto fail;
+			goto out;
 		}
-		if (ring && o->share && exchange(&dm, s, &row)) {
+		if (dm->ring && o->share && exchange(dm, s, &row)) {
 			fprintf(stderr, "rsd-demo: exchange-%u: %s\n", s,
 				rsd_last_error()->message);
-			goto fail;
+			goto out;
 		}
-		row.peak = demo_device_peak(dm.m, dm.dev);
+		row.peak = demo_device_peak(dm->m, dm->dev);
 		demo_table_add(&tab, &row);
-		if (progress && s % 10 == 9)
-			fprintf(stderr, "\rrsd-demo: stage %u/%u", s + 1, o->stages);
+		if (dm->progress && s % 10 == 9)
+			fprintf(stderr, "\rrsd-demo: %s: stage %u/%u", demo_policy_name[dm->pol],
+				s + 1, o->stages);
 	}
-	if (progress)
+	if (dm->progress)
 		fprintf(stderr, "\n");
 	if (!o->quiet)
-		demo_table_end(&tab, dm.out);
-	demo_print_snapshot(dm.out, dm.m);
-
+		demo_table_end(&tab, dm->out);
+	demo_print_snapshot(dm->out, dm->m);
+	/* The stages' figures, before the checks move anything. */
+	res->ran = true;
+	for (int w = 0; w < NWHY; w++)
+		for (int i = 0; i < NTIERS; i++)
+			for (int j = 0; j < NTIERS; j++)
+				if (w != W_VERIFY)
+					res->moved[i][j] += dm->moved[w][i][j];
+	res->evictions = dm->evictions;
+	res->spills = dm->spills;
+	res->drops = dm->drops;
+	res->explored = dm->explored;
 	/* Nothing lost: every ciphertext and key byte is what it was. */
-	ntally = 4 + (size_t)(ring ? ring->nranks : 1) * o->ciphertexts;
+	res->lost = verify(dm, owned, loads);
+	print_moved(dm);
+	fprintf(dm->out, "\nverified %u ciphertexts and %u keys (%u key regenerations): %s\n",
+		o->ciphertexts, o->keys, *loads, res->lost ? "DATA LOST" : "all intact");
+	rc = 0;
+out:
+	free(tab.rows);
+	return rc;
+}
+
+int demo_workload(const struct demo_opts *o, enum demo_policy pol, struct demo_ring *ring,
+		  FILE *out, struct demo_result *res)
+{
+	struct demo dm = { .o = o, .pol = pol, .ring = ring, .out = out };
+	uint64_t *owned =
+		calloc((size_t)(ring ? ring->nranks : 1) * o->ciphertexts, sizeof(*owned));
+	FILE *null = NULL;
+	unsigned loads = 0;
+	int rc = -1;
+
+	if (!out)
+		dm.out = null = fopen("/dev/null", "w");
+	if (dm.out && owned)
+		rc = run_one(&dm, owned, &loads, res);
+	demo_close(&dm);
+	if (null)
+		fclose(null);
+	free(owned);
+	return rc;
+}
+
+/* In a job each rank writes its report into memory and rank 0 prints them
+ * in rank order, then the job's lines. Alone, every policy asked for runs
+ * in turn, and two are compared at the end. */
+int demo_run(int argc, char **argv, struct demo_ring *ring)
+{
+	struct demo_result res[NPOLICIES];
+	struct demo_opts o;
+	struct demo dm = { .ring = ring };
+	struct timespec t0;
+	uint64_t *tally = NULL, lost = 0;
+	size_t ntally = 0, textlen = 0;
+	char *text = NULL;
+	FILE *out;
+	unsigned loads = 0, nruns = 0;
+	int rc = 1;
+
+	if (parse(argc, argv, &o, ring != NULL))
+		return 2;
+	for (int p = 0; p < NPOLICIES; p++)
+		nruns += !!(o.policies & (1u << p));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	out = ring ? open_memstream(&text, &textlen) : stdout;
+	if (!out)
+		goto fail;
+	if (ring)
+		fprintf(out, "== rank %d (pid %d) of %d ==\n", ring->rank, (int)getpid(),
+			ring->nranks);
+	fprintf(out,
+		"%u ciphertexts x %.0f MiB, %u keys x %.0f MiB, %u weights x %.0f MiB; "
+		"device budget %.0f MiB, pinned %.0f MiB, workspace %.0f MiB per stage",
+		o.ciphertexts, demo_mib(o.ct_bytes), o.keys, demo_mib(o.key_bytes), o.weights,
+		demo_mib(o.weight_bytes), demo_mib(o.device_budget), demo_mib(o.pinned_budget),
+		demo_mib(o.workspace));
+	if (ring)
+		fprintf(out, "; %u to the next rank per stage", o.share);
+	fprintf(out, "\n\n");
+	ntally = 4 + (size_t)(ring ? ring->nranks : 1) * o.ciphertexts;
 	tally = calloc(ntally, sizeof(*tally));
 	if (!tally)
 		goto fail;
-	tally[0] = verify(&dm, tally + 4, &loads);
-	print_moved(&dm);
-	fprintf(dm.out, "\nverified %u ciphertexts and %u keys (%u key regenerations): %s\n",
-		o->ciphertexts, o->keys, loads, tally[0] ? "DATA LOST" : "all intact");
-	fprintf(dm.out, "elapsed %.2f s\n", seconds_since(&t0));
-	lost = tally[0];
+	memset(res, 0, sizeof(res));
+	for (int p = 0; p < NPOLICIES; p++) {
+		if (!(o.policies & (1u << p)))
+			continue;
+		demo_close(&dm);
+		dm = (struct demo){ .o = &o, .pol = (enum demo_policy)p, .ring = ring, .out = out };
+		dm.progress = o.quiet && (!ring || ring->rank == 0);
+		if (nruns > 1)
+			fprintf(out, "=== policy: %s ===\n\n", demo_policy_name[p]);
+		memset(tally, 0, ntally * sizeof(*tally));
+		if (run_one(&dm, tally + 4, &loads, &res[p]))
+			goto fail;
+		lost += res[p].lost;
+		if (nruns > 1)
+			fprintf(out, "\n");
+	}
+	if (nruns > 1)
+		demo_print_compare(out, &o, res);
+	fprintf(out, "elapsed %.2f s\n", seconds_since(&t0));
 	if (ring) {
+		tally[0] = lost;
 		tally[1] = loads;
 		tally[2] = dm.sent;
 		tally[3] = dm.received;
-		fclose(dm.out);
-		dm.out = NULL;
+		fclose(out);
+		out = NULL;
 		if (ring->print_all(ring, text, textlen))
 			ring->abort(ring, 1);
 		lost = job_summary(&dm, tally, ntally, &t0);
@@ -727,11 +865,10 @@ fail:
 	if (ring)
 		ring->abort(ring, 1);
 out:
-	if (ring && dm.out)
-		fclose(dm.out);
+	if (ring && out)
+		fclose(out);
 	free(text);
 	free(tally);
-	free(tab.rows);
 	demo_close(&dm);
 	return rc;
 }
