@@ -91,10 +91,11 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	for (struct rsd_reservation *r = m->resv_head; r; r = r->next)
 		resv++;
 	if ((active || pending || holds || resv) && !(flags & RSD_CLOSE_FORCE)) {
-		err = rsd__err(RSD_EINUSE,
-			       "residency manager %llu is in use: active_leases=%zu, pending_leases=%zu, "
-			       "holds=%zu, reservations=%zu",
-			       (unsigned long long)m->id, active, pending, holds, resv);
+		err = rsd__err(
+			RSD_EINUSE,
+			"residency manager %llu is in use: active_leases=%zu, pending_leases=%zu, "
+			"holds=%zu, reservations=%zu",
+			(unsigned long long)m->id, active, pending, holds, resv);
 		goto out;
 	}
 	if (flags & RSD_CLOSE_FORCE)
@@ -123,8 +124,10 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	m->objs.next = NULL;
 	pthread_mutex_unlock(&m->objs_lock);
 	if (m->keep_alive) {
-		rsd__warn(m, "manager %llu is retained: an abandoned GPU lease could not be waited for",
-			  (unsigned long long)m->id);
+		rsd__warn(
+			m,
+			"manager %llu is retained: an abandoned GPU lease could not be waited for",
+			(unsigned long long)m->id);
 		return;
 	}
 	rsd__rcu_register();

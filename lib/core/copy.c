@@ -82,8 +82,9 @@ static void *pick_stream(struct rsd_manager *m, struct rsd_location from, struct
 		s = m->ops->transfer_stream(m->ops_ctx, to, from);
 		*rsd__err_record() = saved;
 	}
-	return s ? s : m->ops->default_stream(m->ops_ctx,
-					      to.kind == RSD_CUDA ? to.device : from.device);
+	return s ? s :
+		   m->ops->default_stream(m->ops_ctx,
+					  to.kind == RSD_CUDA ? to.device : from.device);
 }
 
 int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
@@ -111,8 +112,9 @@ int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struc
 		err = 0;
 		for (size_t i = 0; i < src->nbuf && !err; i++)
 			if (src->bufs[i].nbytes)
-				err = m->ops->copy(m->ops_ctx, dst->bufs[i].data, to, src->bufs[i].data,
-						   from, src->bufs[i].nbytes, *stream);
+				err = m->ops->copy(m->ops_ctx, dst->bufs[i].data, to,
+						   src->bufs[i].data, from, src->bufs[i].nbytes,
+						   *stream);
 	}
 	if (!err)
 		err = m->ops->event_record(m->ops_ctx, *stream, event);

@@ -53,7 +53,7 @@ struct rsd_resident {
 	const struct rsd_type *type;
 	size_t nbuf;
 	struct rsd_buffer_view *bufs; /* inside this allocation */
-	void *meta;                   /* inside this allocation, meta_len bytes */
+	void *meta;		      /* inside this allocation, meta_len bytes */
 	size_t meta_len;
 	/* Caller memory (wrap): called once at free. */
 	void (*release)(void *ctx, struct rsd_resident *r);
@@ -88,9 +88,9 @@ struct rsd_mat {
 	struct rsd_location loc;
 	struct rsd_resident *value;
 	uint64_t storage_nbytes; /* S(value) at install time */
-	uint32_t use_count;      /* active leases */
-	uint32_t hold_count;     /* holds */
-	uint32_t pending_count;  /* released GPU leases whose events may still run */
+	uint32_t use_count;	 /* active leases */
+	uint32_t hold_count;	 /* holds */
+	uint32_t pending_count;	 /* released GPU leases whose events may still run */
 	/*
 	 * Transfers beside the writer (xfer.c). busy: transfers in flight
 	 * that read this materialization; leaving: one of them is a move that
@@ -122,8 +122,8 @@ struct rsd_record {
 	struct rsd_source source;
 	struct rsd_location source_loc;
 	bool discarded;
-	bool dirty; /* on m->dirty: its image must be rebuilt at publish */
-	bool loading; /* its source load runs (transfer phase, no lock) */
+	bool dirty;	   /* on m->dirty: its image must be rebuilt at publish */
+	bool loading;	   /* its source load runs (transfer phase, no lock) */
 	uint32_t inflight; /* transfers of this value admitted, not committed */
 	uint32_t nmats, capmats;
 	struct rsd_mat *mats; /* insertion order; inline_mats until it grows */
@@ -174,9 +174,9 @@ struct rsd_acct {
  * of registering them.
  */
 struct rsd_keymap_slot {
-	uintptr_t base;  /* 0: empty */
-	uint32_t owner;  /* the owning record's registration index */
-	int8_t device;   /* -1 host */
+	uintptr_t base;	 /* 0: empty */
+	uint32_t owner;	 /* the owning record's registration index */
+	int8_t device;	 /* -1 host */
 	uint8_t at_slot; /* rsd__loc_slot() of the owning materialization */
 	uint16_t unused;
 };
@@ -265,9 +265,9 @@ struct rsd_retired {
  * (prot.c): lease and hold calls publish only this.
  */
 struct rsd_img_prot {
-	uint64_t index;   /* the value's registration index */
+	uint64_t index;	  /* the value's registration index */
 	uint64_t version; /* state_version after the call that made it */
-	uint32_t slot;    /* rsd__loc_slot() of the materialization */
+	uint32_t slot;	  /* rsd__loc_slot() of the materialization */
 	int32_t use, hold;
 };
 
@@ -307,7 +307,7 @@ struct rsd_image {
 	 * m->gpq) and, in m->gpq, the grace period it waits for. */
 	struct rsd_image *gp_next;
 	uint64_t gp_seq;
-	bool reclaim_soon; /* it retired memory or events: do not batch */
+	bool reclaim_soon;	     /* it retired memory or events: do not batch */
 	struct rsd_retired *retired; /* inline_retired until it grows */
 	size_t nretired, capretired;
 	struct rsd_retired inline_retired[8];
@@ -367,8 +367,8 @@ static inline bool rsd__prot_any(struct rsd_prot_counts c)
  * appends a use/hold change to the published image's log when it can, or
  * leaves it for the full publication at writer exit.
  */
-void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at,
-		      struct rsd_record *const *recs, size_t n, int use, int hold, int pending);
+void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at, struct rsd_record *const *recs,
+		      size_t n, int use, int hold, int pending);
 /* Mark the values of the image's log for re-imaging (full publication). */
 void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img);
 
@@ -387,7 +387,10 @@ void rsd__rcu_register(void);
 
 /* ---- lifetimes ------------------------------------------------------------- */
 
-enum rsd_lease_state { RSD_LEASE_ACTIVE, RSD_LEASE_PENDING };
+enum rsd_lease_state {
+	RSD_LEASE_ACTIVE,
+	RSD_LEASE_PENDING
+};
 
 /*
  * Manager side of a lease; protected by m->lock. Once PENDING it is
@@ -398,18 +401,18 @@ struct rsd_lease_rec {
 	uint64_t id;
 	struct rsd_location loc;
 	enum rsd_lease_state state;
-	size_t n, cap; /* cap: room for handles in the record's own block */
+	size_t n, cap;		  /* cap: room for handles in the record's own block */
 	struct rsd_record **recs; /* covered values, first-occurrence order */
-	uint64_t *ids;            /* their handle ids (for readers) */
+	uint64_t *ids;		  /* their handle ids (for readers) */
 	size_t nevents;
 	void **events;
 	/* One queue link per event (same block as events): the consumer
 	 * stream's queue of released events, recording order (§20.5). */
 	struct rsd_pend_link *links;
-	size_t nleft;     /* events not yet seen complete by a reap */
+	size_t nleft;	  /* events not yet seen complete by a reap */
 	unsigned waiters; /* threads waiting for its events without m->lock */
 	uint64_t pending_since_ns;
-	struct rsd_lease *obj;       /* the caller's object while active */
+	struct rsd_lease *obj; /* the caller's object while active */
 	/* m->leases list, creation order */
 	struct rsd_lease_rec *next, *prev;
 };
@@ -417,8 +420,8 @@ struct rsd_lease_rec {
 /* A released GPU lease's event on its consumer stream's queue. */
 struct rsd_pend_link {
 	struct rsd_lease_rec *l;
-	size_t k;     /* l->events[k] */
-	void *stream; /* the queue it is on; NULL once seen complete */
+	size_t k;	/* l->events[k] */
+	void *stream;	/* the queue it is on; NULL once seen complete */
 	bool unordered; /* on m->pend_unordered instead */
 	struct rsd_pend_link *prev, *next;
 };
@@ -756,7 +759,7 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 		 struct rsd_resident *v, bool allow_exclusive);
 /* §2.4 materialization validation. */
 int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
-		  struct rsd_location at);
+		      struct rsd_location at);
 /* The admit phase of a transfer: v becomes an arriving materialization,
  * charged and indexed, not resident and not yet counted in state_version. */
 int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
@@ -807,8 +810,9 @@ void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_
  * (the first failure rolls back the rest; b->failed names its action). */
 int rsd__batch_flush(struct rsd_manager *m);
 /* Clear a transfer's marks and commit it (err 0) or roll it back. */
-void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_location *from,
-		      struct rsd_location to, const struct rsd_location *leave, int err);
+void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
+		      const struct rsd_location *from, struct rsd_location to,
+		      const struct rsd_location *leave, int err);
 
 /* Run one action on the writer path (§4); report may be NULL. */
 int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,

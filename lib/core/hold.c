@@ -125,11 +125,14 @@ void rsd_hold_free(struct rsd_hold *hd)
 		if (rsd_hold_release(hd)) {
 			/* The manager still lists the hold: keep both. */
 			m->keep_alive = true;
-			rsd__warn(m, "abandoned hold could not be released (%s): the manager was retained",
-				  rsd_last_error()->message);
+			rsd__warn(
+				m,
+				"abandoned hold could not be released (%s): the manager was retained",
+				rsd_last_error()->message);
 			return;
 		} else {
-			rsd__warn(m, "hold on %zu value(s) was freed without release: released it", hd->n);
+			rsd__warn(m, "hold on %zu value(s) was freed without release: released it",
+				  hd->n);
 		}
 	}
 	rsd__obj_unlink(&hd->link);
@@ -278,11 +281,15 @@ void rsd_reservation_free(struct rsd_reservation *r)
 		if (rsd_reservation_release(r)) {
 			/* The manager still lists the reservation: keep both. */
 			m->keep_alive = true;
-			rsd__warn(m, "abandoned reservation '%s' could not be released (%s): the manager "
-				  "was retained", r->label, rsd_last_error()->message);
+			rsd__warn(
+				m,
+				"abandoned reservation '%s' could not be released (%s): the manager "
+				"was retained",
+				r->label, rsd_last_error()->message);
 			return;
 		} else {
-			rsd__warn(m, "reservation '%s' was freed without release: released it", r->label);
+			rsd__warn(m, "reservation '%s' was freed without release: released it",
+				  r->label);
 		}
 	}
 	rsd__obj_unlink(&r->link);

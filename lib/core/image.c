@@ -55,8 +55,8 @@ void rsd__read_end(void)
 	urcu_memb_read_unlock();
 }
 
-static int retire_entry(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p),
-			void *p, size_t nbytes)
+static int retire_entry(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p,
+			size_t nbytes)
 {
 	if (!img->retired) {
 		img->retired = img->inline_retired;
@@ -250,8 +250,7 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 	return iv;
 }
 
-static int member_set(struct rsd_pv *pv, uint64_t idx, bool on, uint64_t gen,
-		      struct rsd_image *rt)
+static int member_set(struct rsd_pv *pv, uint64_t idx, bool on, uint64_t gen, struct rsd_image *rt)
 {
 	uint64_t word = (uint64_t)(uintptr_t)rsd__pv_get(pv, idx / 64), bit = 1ull << (idx % 64);
 
@@ -279,8 +278,7 @@ static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const
 		unsigned slot = rsd__loc_slot(prev->mats[i].loc);
 
 		if (!has_slot(iv, slot) && row_of[slot] >= 0) {
-			err = member_set(&locs[row_of[slot]].members, idx, false,
-					 m->gen, old);
+			err = member_set(&locs[row_of[slot]].members, idx, false, m->gen, old);
 			if (err)
 				return err;
 		}
@@ -289,8 +287,7 @@ static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const
 		unsigned slot = rsd__loc_slot(iv->mats[i].loc);
 
 		if (!has_slot(prev, slot) && row_of[slot] >= 0) {
-			err = member_set(&locs[row_of[slot]].members, idx, true,
-					 m->gen, old);
+			err = member_set(&locs[row_of[slot]].members, idx, true, m->gen, old);
 			if (err)
 				return err;
 		}

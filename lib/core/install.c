@@ -49,13 +49,14 @@ static int conforms(const struct rsd_resident *v, struct rsd_location at)
 }
 
 int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
-		  struct rsd_location at)
+		      struct rsd_location at)
 {
 	uint64_t logical, storage;
 	int err;
 
 	if (!rsd_type_is_a(v->type, spec->type))
-		return rsd__err(RSD_EMATERIAL, "value of type '%s' is not a concrete or base type '%s'",
+		return rsd__err(RSD_EMATERIAL,
+				"value of type '%s' is not a concrete or base type '%s'",
 				v->type && v->type->name ? v->type->name : "?",
 				spec->type->name ? spec->type->name : "?");
 	err = conforms(v, at);
@@ -63,13 +64,17 @@ int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_reside
 		return err;
 	logical = rsd_resident_nbytes(v);
 	if (logical != spec->logical_nbytes)
-		return rsd__err(RSD_EMATERIAL, "logical payload size mismatch: %llu bytes, spec says %llu",
-				(unsigned long long)logical, (unsigned long long)spec->logical_nbytes);
+		return rsd__err(RSD_EMATERIAL,
+				"logical payload size mismatch: %llu bytes, spec says %llu",
+				(unsigned long long)logical,
+				(unsigned long long)spec->logical_nbytes);
 	storage = rsd_resident_storage_nbytes(v);
 	if (storage == UINT64_MAX)
-		return rsd__err(RSD_EMATERIAL, "two buffers name one allocation with different sizes");
+		return rsd__err(RSD_EMATERIAL,
+				"two buffers name one allocation with different sizes");
 	if ((logical > storage ? logical : storage) > spec->storage_nbytes)
-		return rsd__err(RSD_EMATERIAL, "registered charge exceeded: %llu bytes for a charge of %llu",
+		return rsd__err(RSD_EMATERIAL,
+				"registered charge exceeded: %llu bytes for a charge of %llu",
 				(unsigned long long)(logical > storage ? logical : storage),
 				(unsigned long long)spec->storage_nbytes);
 	return 0;
@@ -106,7 +111,8 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 	/* Location names are formatted only for an error: an adopt that
 	 * formatted one up front spent a tenth of its time in snprintf. */
 	if (rsd__rec_mat(rec, at))
-		return rsd__err(RSD_EUSAGE, "internal: value %llu already has a materialization at %s",
+		return rsd__err(RSD_EUSAGE,
+				"internal: value %llu already has a materialization at %s",
 				(unsigned long long)rec->handle.id,
 				rsd_location_name(at, name, sizeof(name)));
 	if (rec->spec.replica_mode == RSD_EXCLUSIVE && rec->nmats && !allow_exclusive)
@@ -132,14 +138,16 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 			/* Buffers of this value may share an allocation. */
 			if (owned_by(s, rec, at))
 				continue;
-			err = rsd__err(RSD_EOWNERSHIP,
-				       "materialization of %llu at %s must own independent backing storage: "
-				       "allocation %p is owned by value %llu at %s",
-				       (unsigned long long)rec->handle.id,
-				       rsd_location_name(at, name, sizeof(name)), b->base,
-				       (unsigned long long)(s->owner == rec->index ?
-								    rec : m->recs[s->owner])->handle.id,
-				       rsd_location_name(rsd__slot_loc(s->at_slot), oname, sizeof(oname)));
+			err = rsd__err(
+				RSD_EOWNERSHIP,
+				"materialization of %llu at %s must own independent backing storage: "
+				"allocation %p is owned by value %llu at %s",
+				(unsigned long long)rec->handle.id,
+				rsd_location_name(at, name, sizeof(name)), b->base,
+				(unsigned long long)(s->owner == rec->index ? rec :
+									      m->recs[s->owner])
+					->handle.id,
+				rsd_location_name(rsd__slot_loc(s->at_slot), oname, sizeof(oname)));
 			goto unwind;
 		}
 		err = rsd__keymap_insert(&m->owners, key_device(b), b->base, rec->index, at);
@@ -152,7 +160,8 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 		rec->capmats = RSD_ARRAY_SIZE(rec->inline_mats);
 	}
 	if (rec->nmats == rec->capmats) {
-		uint32_t cap = rec->capmats ? rec->capmats * 2 : (uint32_t)RSD_ARRAY_SIZE(rec->inline_mats);
+		uint32_t cap = rec->capmats ? rec->capmats * 2 :
+					      (uint32_t)RSD_ARRAY_SIZE(rec->inline_mats);
 		struct rsd_mat *mats;
 
 		mats = rec->mats == rec->inline_mats ? rsd__malloc(cap * sizeof(*mats)) :
@@ -231,15 +240,17 @@ int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat)
 	char name[RSD_LOCATION_NAME_MAX];
 
 	if (mat->busy || mat->arriving)
-		return rsd__err(RSD_EINUSE, "materialization of %llu at %s is in use: a transfer is in flight",
+		return rsd__err(RSD_EINUSE,
+				"materialization of %llu at %s is in use: a transfer is in flight",
 				(unsigned long long)rec->handle.id,
 				rsd_location_name(mat->loc, name, sizeof(name)));
 	if (!rsd__mat_protected(mat))
 		return 0;
-	return rsd__err(RSD_EINUSE,
-			"materialization of %llu at %s is in use: %u active reads, %u holds, %u pending events",
-			(unsigned long long)rec->handle.id, rsd_location_name(mat->loc, name, sizeof(name)),
-			mat->use_count, mat->hold_count, mat->pending_count);
+	return rsd__err(
+		RSD_EINUSE,
+		"materialization of %llu at %s is in use: %u active reads, %u holds, %u pending events",
+		(unsigned long long)rec->handle.id, rsd_location_name(mat->loc, name, sizeof(name)),
+		mat->use_count, mat->hold_count, mat->pending_count);
 }
 
 /* Pop the materialization at `at` and free its value, refunding its

@@ -252,7 +252,8 @@ void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 	/* Readers may be asking its events right now: free it after a grace
 	 * period, through the image it is published in. */
 	if (rsd__retire(m->img, lease_rec_free, l))
-		rsd__warn(m, "out of memory retiring lease %llu: leaked", (unsigned long long)l->id);
+		rsd__warn(m, "out of memory retiring lease %llu: leaked",
+			  (unsigned long long)l->id);
 }
 
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
@@ -542,7 +543,8 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 
 	if (!obj->nstreams) {
 		m->ops->device_sync(m->ops_ctx, l->loc.device);
-		rsd__warn(m, "lease %llu on cuda:%d had no consumer stream: synchronized the device",
+		rsd__warn(m,
+			  "lease %llu on cuda:%d had no consumer stream: synchronized the device",
 			  (unsigned long long)l->id, l->loc.device);
 		lease_delete(m, l);
 		return 0;
@@ -571,8 +573,10 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 		free(events);
 		for (i = 0; i < obj->nstreams; i++)
 			m->ops->stream_sync(m->ops_ctx, obj->streams[i]);
-		rsd__warn(m, "lease %llu: recording a completion event failed (%s): synchronized its streams",
-			  (unsigned long long)l->id, why);
+		rsd__warn(
+			m,
+			"lease %llu: recording a completion event failed (%s): synchronized its streams",
+			(unsigned long long)l->id, why);
 		lease_delete(m, l);
 		return 0;
 	}
@@ -679,7 +683,8 @@ int rsd_lease_value(struct rsd_lease *obj, struct rsd_handle h, const struct rsd
 	if (mat)
 		*out = mat->value;
 	else
-		err = rsd__err(RSD_EUNAVAILABLE, "the manager no longer tracks this lease (closed?)");
+		err = rsd__err(RSD_EUNAVAILABLE,
+			       "the manager no longer tracks this lease (closed?)");
 	rsd__writer_exit(m);
 out:
 	pthread_mutex_unlock(&obj->lock);
@@ -726,7 +731,8 @@ void rsd_lease_free(struct rsd_lease *obj)
 			/* The manager may still point at the object (and GPU work
 			 * may still read the memory): keep both, for ever. */
 			m->keep_alive = true;
-			rsd__warn(m, "abandoned lease could not be released (%s): the manager and its "
+			rsd__warn(m,
+				  "abandoned lease could not be released (%s): the manager and its "
 				  "storage are retained",
 				  rsd_last_error()->message);
 			return;

@@ -54,7 +54,8 @@ int rsd__check_location(const struct rsd_manager *m, struct rsd_location at)
 	if (!m->ndevices)
 		return rsd__err(RSD_EINVAL, "CUDA residency locations require available CUDA");
 	if (at.device >= m->ndevices)
-		return rsd__err(RSD_EINVAL, "Residency location %s is not available in this process",
+		return rsd__err(RSD_EINVAL,
+				"Residency location %s is not available in this process",
 				rsd_location_name(at, name, sizeof(name)));
 	return 0;
 }
@@ -66,7 +67,8 @@ int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *
 	int dev = -1;
 
 	if (!stream || !ops->stream_device || ops->stream_device(ctx, stream, &dev))
-		return rsd__err(RSD_ETYPE, "%p is not a stream of the %s driver", stream, ops->name);
+		return rsd__err(RSD_ETYPE, "%p is not a stream of the %s driver", stream,
+				ops->name);
 	if (at.kind != RSD_CUDA)
 		return rsd__err(RSD_EINVAL, "streams require a CUDA location, not %s",
 				rsd_location_name(at, name, sizeof(name)));
@@ -133,7 +135,8 @@ int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, siz
 				return err;
 			mat = rsd__rec_resident(recs[i], at);
 			if (!mat)
-				return rsd__err(RSD_EUNAVAILABLE, "value %llu is not resident at %s",
+				return rsd__err(RSD_EUNAVAILABLE,
+						"value %llu is not resident at %s",
 						(unsigned long long)h[i].id,
 						rsd_location_name(at, name, sizeof(name)));
 			leaving |= mat->leaving;
@@ -180,10 +183,11 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 	}
 	/* Unbudgeted counters must stay exact sums: refuse what would wrap. */
 	if (n > UINT64_MAX - a->used - a->reserved - a->temp)
-		return rsd__err(RSD_EINVAL,
-				"%llu more bytes at %s would overflow its byte counters (used %llu, reserved %llu)",
-				(unsigned long long)n, rsd_location_name(at, name, sizeof(name)),
-				(unsigned long long)a->used, (unsigned long long)a->reserved);
+		return rsd__err(
+			RSD_EINVAL,
+			"%llu more bytes at %s would overflow its byte counters (used %llu, reserved %llu)",
+			(unsigned long long)n, rsd_location_name(at, name, sizeof(name)),
+			(unsigned long long)a->used, (unsigned long long)a->reserved);
 	return 0;
 }
 
@@ -337,10 +341,11 @@ int rsd__writer_enter(struct rsd_manager *m, unsigned flags)
 	if (!m)
 		return rsd__err(RSD_ETYPE, "manager is NULL");
 	if (rsd__unlikely(cb_top != NULL) && rsd__in_callback(m))
-		return rsd__err(RSD_EREENTRANT,
-				"residency manager %llu refused access: a source load is running on "
-				"this thread",
-				(unsigned long long)m->id);
+		return rsd__err(
+			RSD_EREENTRANT,
+			"residency manager %llu refused access: a source load is running on "
+			"this thread",
+			(unsigned long long)m->id);
 	if (atomic_load_explicit(&m->owner, memory_order_relaxed) == self_token())
 		return rsd__err(RSD_EREENTRANT,
 				"residency manager %llu re-entered an active transition",
@@ -522,7 +527,8 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 	if (!err)
 		err = pthread_cond_init(&m->xfer_cond, NULL);
 	if (err) {
-		err = rsd__err(RSD_ENOMEM, "cannot initialize the transition lock: %s", strerror(err));
+		err = rsd__err(RSD_ENOMEM, "cannot initialize the transition lock: %s",
+			       strerror(err));
 		goto fail;
 	}
 	rsd__rcu_register();

@@ -36,7 +36,7 @@ struct xfer {
 	struct rsd_location src;
 	struct rsd_resident *value;
 	bool temporary; /* value came from the source; freed unless installed */
-	bool charged;   /* the temporary charge is still held at src */
+	bool charged;	/* the temporary charge is still held at src */
 };
 
 /* The least resident location, `exclude` left out. */
@@ -224,8 +224,9 @@ static void xfer_finish(struct rsd_manager *m, struct rsd_record *rec, struct xf
 	x->value = NULL;
 }
 
-void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_location *from,
-		      struct rsd_location to, const struct rsd_location *leave, int err)
+void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
+		      const struct rsd_location *from, struct rsd_location to,
+		      const struct rsd_location *leave, int err)
 {
 	/* Other transfers may have grown rec->mats meanwhile: look again. */
 	struct rsd_mat *smat = from ? rsd__rec_mat(rec, *from) : NULL;
@@ -424,9 +425,10 @@ static int do_drop(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	if (err)
 		return err;
 	if (resident_count(rec) == 1 && !rec->has_source)
-		return rsd__err(RSD_EOWNERSHIP,
-				"the last copy of preserve-only value %llu cannot be dropped; discard it instead",
-				(unsigned long long)rec->handle.id);
+		return rsd__err(
+			RSD_EOWNERSHIP,
+			"the last copy of preserve-only value %llu cannot be dropped; discard it instead",
+			(unsigned long long)rec->handle.id);
 	rsd__remove(m, rec, a->location);
 	return 0;
 }
@@ -555,9 +557,9 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 		dev = sample_device(rec, a);
 		if (dev >= 0 && dev < m->ndevices && m->ops->metrics) {
 			rep.allocator_device = dev;
-			rep.has_allocator =
-				!m->ops->metrics(m->ops_ctx, dev, &rep.allocator_allocated_bytes_before,
-						 &rep.allocator_reserved_bytes_before);
+			rep.has_allocator = !m->ops->metrics(m->ops_ctx, dev,
+							     &rep.allocator_allocated_bytes_before,
+							     &rep.allocator_reserved_bytes_before);
 		}
 		rep.logical_nbytes = rec->spec.logical_nbytes;
 		rep.storage_nbytes = rec->spec.storage_nbytes;
@@ -600,7 +602,8 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 		/* Best effort: a failed sample leaves the fields absent. */
 		struct rsd_error saved = *rsd_last_error();
 
-		rep.has_allocator = !m->ops->metrics(m->ops_ctx, dev, &rep.allocator_allocated_bytes_after,
+		rep.has_allocator = !m->ops->metrics(m->ops_ctx, dev,
+						     &rep.allocator_allocated_bytes_after,
 						     &rep.allocator_reserved_bytes_after);
 		*rsd__err_record() = saved;
 	}

@@ -58,7 +58,8 @@ int rsd__plan_check(const struct rsd_plan *p)
 	if (err)
 		return err;
 	if (p->nreservations && !p->reservations)
-		return rsd__err(RSD_ETYPE, "plan has %zu reservations but no array", p->nreservations);
+		return rsd__err(RSD_ETYPE, "plan has %zu reservations but no array",
+				p->nreservations);
 	for (size_t i = 0; i < p->nreservations; i++) {
 		const struct rsd_reservation_spec *r = &p->reservations[i];
 
@@ -213,8 +214,8 @@ int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p, struct rsd_p
  * the failing action's index (every action before it committed).
  */
 static int run_batched(struct rsd_manager *m, const struct rsd_action *a, size_t n,
-		       const struct rsd_transfer_stream *ts, size_t nts, struct rsd_transition *done,
-		       size_t *failed)
+		       const struct rsd_transfer_stream *ts, size_t nts,
+		       struct rsd_transition *done, size_t *failed)
 {
 	struct rsd_xfer_batch batch;
 	size_t i;
@@ -245,9 +246,9 @@ static int run_batched(struct rsd_manager *m, const struct rsd_action *a, size_t
 	return err;
 }
 
-int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_t n, const char *name,
-			const struct rsd_transfer_stream *ts, size_t nts, const uint64_t *expected_version,
-			struct rsd_plan_report **report)
+int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_t n,
+			const char *name, const struct rsd_transfer_stream *ts, size_t nts,
+			const uint64_t *expected_version, struct rsd_plan_report **report)
 {
 	struct rsd_transition *done = NULL;
 	struct rsd_plan_report *rep = NULL;
@@ -288,8 +289,8 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 	if (!err) {
 		err = run_batched(m, a, n, ts, nts, done, &i);
 		if (err)
-			err = rsd__exec_failure(plan.name, RSD_PHASE_EXECUTE, (long)i, -1, err, done, i,
-						started, report);
+			err = rsd__exec_failure(plan.name, RSD_PHASE_EXECUTE, (long)i, -1, err,
+						done, i, started, report);
 		else
 			i = n;
 	}
@@ -301,8 +302,8 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 	if (held)
 		rsd__plan_hold_give(m, &hold);
 	rsd_trace_plan_end(m->id, plan.name, "execute",
-			   rsd_phase_name(err == -RSD_EEXEC ? RSD_PHASE_EXECUTE : RSD_PHASE_NONE), err,
-			   (uint32_t)(err ? i : n));
+			   rsd_phase_name(err == -RSD_EEXEC ? RSD_PHASE_EXECUTE : RSD_PHASE_NONE),
+			   err, (uint32_t)(err ? i : n));
 	rsd__writer_exit(m);
 out_free:
 	rsd_plan_report_free(rep);

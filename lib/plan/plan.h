@@ -12,7 +12,7 @@
  * the reclaim actions (explain, scope preflight; not execute_actions).
  */
 int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const struct rsd_plan *p,
-		  struct rsd_explanation **out);
+		       struct rsd_explanation **out);
 
 /* Deep copy of a plan (names, arrays, labels) in one allocation. */
 struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);

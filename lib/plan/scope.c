@@ -16,7 +16,7 @@
 
 struct rsd_scope {
 	struct rsd_objlink link; /* link.m: the manager, NULL once destroyed */
-	pthread_mutex_t lock;    /* entered/closed/report; taken before m->lock */
+	pthread_mutex_t lock;	 /* entered/closed/report; taken before m->lock */
 	struct rsd_plan *plan;
 	struct rsd_transfer_stream *ts;
 	size_t nts;
@@ -97,8 +97,8 @@ static int enter_phases(struct rsd_manager *m, struct rsd_scope *s)
 		err = rsd__reserve_locked(m, r->location, r->nbytes, r->label, &s->resv[s->nresv]);
 		if (err) {
 			release_reservations(m, s);
-			return rsd__exec_failure(p->name, RSD_PHASE_RESERVE, -1, (long)i, err, s->trans,
-						 s->ntrans, s->started, NULL);
+			return rsd__exec_failure(p->name, RSD_PHASE_RESERVE, -1, (long)i, err,
+						 s->trans, s->ntrans, s->started, NULL);
 		}
 		s->nresv++;
 	}
@@ -108,8 +108,9 @@ static int enter_phases(struct rsd_manager *m, struct rsd_scope *s)
 	return err;
 }
 
-int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struct rsd_transfer_stream *ts,
-		    size_t nts, const uint64_t *expected_version, struct rsd_scope **out)
+int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p,
+		    const struct rsd_transfer_stream *ts, size_t nts,
+		    const uint64_t *expected_version, struct rsd_scope **out)
 {
 	size_t nact;
 	struct rsd_scope *s;
@@ -301,9 +302,11 @@ void rsd_scope_free(struct rsd_scope *s)
 			/* The manager still lists the scope's reservations: keep
 			 * the scope and the manager (§8.9). */
 			m->keep_alive = true;
-			rsd__warn(m, "scope '%s' was freed while open and its reservations could not be "
-				  "released (%s): the manager was retained", s->plan->name,
-				  rsd_last_error()->message);
+			rsd__warn(
+				m,
+				"scope '%s' was freed while open and its reservations could not be "
+				"released (%s): the manager was retained",
+				s->plan->name, rsd_last_error()->message);
 			return;
 		}
 	}

@@ -49,7 +49,7 @@ struct sim {
 	size_t nvals, capvals;
 	struct explanation *e;
 	const char *reason; /* the current action's first reason */
-	int err;            /* allocation failure */
+	int err;	    /* allocation failure */
 };
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -440,8 +440,8 @@ static void sim_discard(struct sim *s, struct sim_val *v)
 		if (!has(v, slot) || !is_protected(s, v, slot))
 			continue;
 		rsd__loc_repr(rsd__slot_loc(slot), repr, sizeof(repr));
-		off += (size_t)snprintf(list + off, off < sizeof(list) ? sizeof(list) - off : 0, "%s%s",
-					first ? "" : ", ", repr);
+		off += (size_t)snprintf(list + off, off < sizeof(list) ? sizeof(list) - off : 0,
+					"%s%s", first ? "" : ", ", repr);
 		first = false;
 	}
 	if (!first) {
@@ -525,8 +525,8 @@ static bool sim_reservation(struct sim *s, const struct rsd_reservation_spec *r)
 		len = strlen(r->label) * 4 + 3;
 		label = rsd__malloc(len);
 		fail(s, label ? fmt("Reservation %s exceeds budget at %s",
-				    rsd__quote(r->label, label, len), lname(r->location, name))
-			      : NULL);
+				    rsd__quote(r->label, label, len), lname(r->location, name)) :
+				NULL);
 		free(label);
 		return false;
 	}
@@ -550,7 +550,7 @@ void rsd_explanation_free(struct rsd_explanation *pub)
 }
 
 int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const struct rsd_plan *p,
-		  struct rsd_explanation **out)
+		       struct rsd_explanation **out)
 {
 	size_t nacts = p->nreclaim + p->nenter + p->nexit, k = 0;
 	const struct rsd_image *img = view->img;

@@ -131,8 +131,9 @@ ATF_TC_WITHOUT_HEAD(loader_writer_calls_refused);
 ATF_TC_BODY(loader_writer_calls_refused, tc)
 {
 	static const char *const names[12] = {
-		"ensure", "reserve", "acquire",	 "hold",	 "register_source", "resident_alloc",
-		"adopt",  "drop",    "rsv release", "hold release", "reap",		 "close",
+		"ensure",	   "reserve",	     "acquire", "hold",
+		"register_source", "resident_alloc", "adopt",	"drop",
+		"rsv release",	   "hold release",   "reap",	"close",
 	};
 	struct seen w;
 	struct csrc s = { 0 };

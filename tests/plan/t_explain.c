@@ -75,8 +75,11 @@ ATF_TC_BODY(reservations_after_reclaim, tc)
 	struct rsd_budget b[] = { { RSD_LOC_PINNED_HOST, 128 } };
 	struct rsd_reservation_spec r[] = { { RSD_LOC_PINNED_HOST, 128, "ws" } };
 	struct rsd_action reclaim[1], enter[1];
-	struct rsd_plan p = { .name = "after-reclaim", .reclaim = reclaim, .nreclaim = 1,
-			      .reservations = r, .nreservations = 1 };
+	struct rsd_plan p = { .name = "after-reclaim",
+			      .reclaim = reclaim,
+			      .nreclaim = 1,
+			      .reservations = r,
+			      .nreservations = 1 };
 	struct rsd_explanation *e;
 	struct rsd_handle a;
 	uint64_t v;
@@ -112,7 +115,7 @@ ATF_TC_BODY(reservations_after_reclaim, tc)
 	pfx_check_reason(e->reason, "Transition exceeds budget at pinned-host");
 	ATF_REQUIRE_EQ(e->nactions, 2);
 	pfx_check_act(&e->actions[1], false, false, &PAGEABLE, &PINNED, N,
-		  "Transition exceeds budget at pinned-host");
+		      "Transition exceeds budget at pinned-host");
 	pfx_check_peak(e, 0, PINNED, 192);
 	rsd_explanation_free(e);
 
@@ -148,7 +151,10 @@ ATF_TC_BODY(explanation_owns_its_copy, tc)
 	char name[] = "copied";
 	struct rsd_reservation_spec r[] = { { RSD_LOC_PINNED_HOST, 10, label } };
 	struct rsd_action a[1];
-	struct rsd_plan p = { .name = name, .enter = a, .nenter = 1, .reservations = r,
+	struct rsd_plan p = { .name = name,
+			      .enter = a,
+			      .nenter = 1,
+			      .reservations = r,
 			      .nreservations = 1 };
 	struct rsd_explanation *e;
 	struct rsd_handle h;
