@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Internal clean-up never fails (reference.md §20.4): every failure path of
+ * rsd_controller_use, scope entry and close, rsd_execute_actions,
+ * rsd_acquire and rsd_hold leaves no lease, hold, reservation, charge,
+ * busy mark or arriving materialization behind, while other threads copy
+ * and load on the same manager; and a source callback's own cleanup calls
+ * are refused on its thread without losing the objects they name.
+ *
+ * The other threads ("noise") take no lease, hold or reservation and use
+ * only their own values, pageable memory and cuda:1 (unbudgeted): whatever
+ * protections, reservations, cuda:0 or pinned charges a snapshot shows
+ * belong to the failure under test. The simulated device runs its work in
+ * the background, each item after a delay, so copies take real time.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <atf-c.h>
+
+#include "cfx.h"
+
+static const struct rsd_location CUDA0 = { RSD_CUDA, 0 };
+static const struct rsd_location CUDA1 = { RSD_CUDA, 1 };
+
+#define BUDGET_PINNED (8 * N)
+#define BUDGET_CUDA0 (4 * N)
+
+static void sleep_us(unsigned us)
+{
+	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000L };
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+/* ---- noise: copies and loads on other threads ---- */
+
+struct noise {
+	struct cfx *f;
+	struct rsd_handle v[2];
+	struct csrc src[2];
+	atomic_bool stop;
+	atomic_ulong rounds;
+	/* First unexpected result of a noise thread (written once). */
+	atomic_int bad_rc;
+	char bad_msg[sizeof(rsd_last_error()->message)];
+	pthread_t th[2];
+};
+
+/* A load that takes a while, as a regeneration would. */
+static int slow_hook(struct csrc *s)
+{
+	(void)s;
+	sleep_us(300);
+	return 0;
+}
+
+/* Injected device copy failures may hit a noise copy: only those. */
+static void noise_check(struct noise *z, int rc)
+{
+	int none = 0;
+
+	if (!rc || rc == -RSD_EDEVICE)
+		return;
+	if (atomic_compare_exchange_strong(&z->bad_rc, &none, rc))
+		snprintf(z->bad_msg, sizeof(z->bad_msg), "%s", rsd_last_error()->message);
+}
+
+static void *noise_copier(void *arg)
+{
+	struct noise *z = arg;
+
+	while (!atomic_load(&z->stop)) {
+		noise_check(z, rsd_ensure(z->f->m, z->v[0], CUDA1, NULL, NULL));
+		noise_check(z, rsd_drop(z->f->m, z->v[0], CUDA1, NULL));
+		atomic_fetch_add(&z->rounds, 1);
+	}
+	return NULL;
+}
+
+static void *noise_loader(void *arg)
+{
+	struct noise *z = arg;
+
+	while (!atomic_load(&z->stop)) {
+		/* a temporary load at pageable, then a copy to cuda:1 */
+		noise_check(z, rsd_ensure(z->f->m, z->v[1], CUDA1, NULL, NULL));
+		noise_check(z, rsd_drop(z->f->m, z->v[1], CUDA1, NULL));
+		atomic_fetch_add(&z->rounds, 1);
+	}
+	return NULL;
+}
+
+static void noise_start(struct noise *z, struct cfx *f)
+{
+	memset(z, 0, sizeof(*z));
+	z->f = f;
+	z->v[0] = cfx_adopt(f, PAGEABLE, N, RSD_REPLICABLE);
+	z->v[1] = cfx_sourced(f, &z->src[1], PAGEABLE);
+	z->src[1].hook = slow_hook;
+	atomic_init(&z->stop, false);
+	atomic_init(&z->rounds, 0);
+	atomic_init(&z->bad_rc, 0);
+	ATF_REQUIRE_EQ(pthread_create(&z->th[0], NULL, noise_copier, z), 0);
+	ATF_REQUIRE_EQ(pthread_create(&z->th[1], NULL, noise_loader, z), 0);
+}
+
+static void noise_stop(struct noise *z)
+{
+	atomic_store(&z->stop, true);
+	pthread_join(z->th[0], NULL);
+	pthread_join(z->th[1], NULL);
+	ATF_CHECK_EQ_MSG(atomic_load(&z->bad_rc), 0, "noise thread failed: %d (%s)",
+			 atomic_load(&z->bad_rc), z->bad_msg);
+	ATF_CHECK_MSG(atomic_load(&z->rounds) > 0, "the noise threads never ran");
+}
+
+/* ---- what must be left ---- */
+
+struct scene {
+	struct cfx f;
+	struct noise z;
+	struct rsd_controller *c;
+	void *stream; /* on cuda:0 */
+	struct csrc bad_src, ok_src;
+	struct rsd_handle a, b, big, bad;
+};
+
+/* The whole budget left at a location can be reserved: no charge the
+ * snapshot does not show (a load's temporary charge, a plan's headroom)
+ * was left behind. */
+static void check_budget_free(struct scene *sc, struct rsd_location at, uint64_t budget,
+			      const char *what)
+{
+	struct rsd_reservation *r = NULL;
+	uint64_t left = budget - cfx_used(&sc->f, at);
+	int rc = rsd_reserve(sc->f.m, at, left, "everything", &r);
+
+	ATF_CHECK_EQ_MSG(rc, 0, "%s: %llu bytes left at %s cannot be reserved: %s", what,
+			 (unsigned long long)left, cfx_name(at), rsd_last_error()->message);
+	if (!rc) {
+		OK(rsd_reservation_release(r));
+		rsd_reservation_free(r);
+	}
+}
+
+/*
+ * Nothing of a failed call remains: no reservation, lease or hold, no
+ * arriving materialization of the scene's values, charges equal to the
+ * materializations (cfx_snap checks that) and nothing else charged.
+ */
+static void check_clean(struct scene *sc, const char *what)
+{
+	struct rsd_snapshot *s = cfx_snap(&sc->f);
+
+	ATF_CHECK_EQ_MSG(s->nreservations, 0, "%s: %zu reservations left", what, s->nreservations);
+	for (size_t i = 0; i < s->nlocations; i++) {
+		const struct rsd_location_snapshot *l = &s->locations[i];
+
+		ATF_CHECK_EQ_MSG(l->use_count, 0, "%s: %llu leases left at %s", what,
+				 (unsigned long long)l->use_count, cfx_name(l->location));
+		ATF_CHECK_EQ_MSG(l->hold_count, 0, "%s: %llu holds left at %s", what,
+				 (unsigned long long)l->hold_count, cfx_name(l->location));
+	}
+	for (size_t i = 0; i < s->nvalues; i++) {
+		const struct rsd_value_snapshot *v = &s->values[i];
+
+		if (rsd_handle_equal(v->handle, sc->z.v[0]) ||
+		    rsd_handle_equal(v->handle, sc->z.v[1]))
+			continue;
+		for (size_t k = 0; k < v->nmaterializations; k++)
+			ATF_CHECK_MSG(!v->materializations[k].arriving,
+				      "%s: value %llu still arriving at %s", what,
+				      (unsigned long long)v->handle.id,
+				      cfx_name(v->materializations[k].location));
+	}
+	rsd_snapshot_free(s);
+	check_budget_free(sc, PINNED, BUDGET_PINNED, what);
+	check_budget_free(sc, CUDA0, BUDGET_CUDA0, what);
+}
+
+/* Pending events of released cuda:0 leases at cuda:0, after a reap. */
+static uint64_t pending_cuda0(struct scene *sc)
+{
+	struct rsd_snapshot *s;
+	uint64_t n;
+
+	OK(rsd_manager_reap(sc->f.m));
+	s = cfx_snap(&sc->f);
+	n = cfx_loc(s, CUDA0) ? cfx_loc(s, CUDA0)->pending_event_count : 0;
+	rsd_snapshot_free(s);
+	return n;
+}
+
+/* Drop what a partly done call left at cuda:0 and pinned, once the events
+ * of the leases it released there have run. */
+static void reset(struct scene *sc)
+{
+	const struct rsd_handle h[3] = { sc->a, sc->b, sc->bad };
+
+	for (unsigned i = 0; pending_cuda0(sc); i++) {
+		ATF_REQUIRE_MSG(i < 120000, "lease events still pending after two minutes");
+		sleep_us(1000);
+	}
+
+	for (int i = 0; i < 3; i++) {
+		OK(rsd_drop(sc->f.m, h[i], CUDA0, NULL));
+		OK(rsd_drop(sc->f.m, h[i], PINNED, NULL));
+	}
+}
+
+static void scene_init(struct scene *sc)
+{
+	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, BUDGET_PINNED },
+						 { { RSD_CUDA, 0 }, BUDGET_CUDA0 } };
+	struct cfx *f = &sc->f;
+
+	memset(sc, 0, sizeof(*sc));
+	cfx_sim(f, bud, 2, 2);
+	{
+		struct rsd_resident *probe = cfx_alloc(f, PINNED, 1);
+
+		rsd_resident_free(probe);
+	}
+	rsd_simdev_set_progress(f->sd, RSD_SIMDEV_BACKGROUND, 100000);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f->sd, 0, &sc->stream), 0);
+	sc->a = cfx_adopt(f, PAGEABLE, N, RSD_REPLICABLE);
+	sc->b = cfx_adopt(f, PAGEABLE, N, RSD_REPLICABLE);
+	sc->big = cfx_adopt(f, PAGEABLE, BUDGET_CUDA0 + N, RSD_REPLICABLE);
+	sc->bad = cfx_sourced(f, &sc->bad_src, PINNED);
+	sc->bad_src.fail_rc = 42;
+	sc->bad_src.fail_times = UINT32_MAX;
+	ATF_REQUIRE_EQ(rsd_controller_create(f->m, NULL, 0, &sc->c), 0);
+}
+
+static void scene_fini(struct scene *sc)
+{
+	/* Every value can go: nothing is busy or protected. */
+	OK(rsd_discard(sc->f.m, sc->a, NULL));
+	OK(rsd_discard(sc->f.m, sc->b, NULL));
+	OK(rsd_discard(sc->f.m, sc->big, NULL));
+	OK(rsd_discard(sc->f.m, sc->bad, NULL));
+	check_clean(sc, "the end");
+	OK(rsd_manager_close(sc->f.m, 0));
+	rsd_controller_free(sc->c);
+	rsd_simdev_stream_destroy(sc->f.sd, sc->stream);
+	cfx_fini(&sc->f);
+}
+
+/* An EEXEC (its partial report freed) whose cause is `cause`. */
+static void check_exec(int rc, int cause, enum rsd_plan_phase phase, const char *what)
+{
+	ATF_CHECK_EQ_MSG(rc, -RSD_EEXEC, "%s: %d (%s)", what, rc, rsd_last_error()->message);
+	if (rc == -RSD_EEXEC) {
+		ATF_CHECK_EQ_MSG(rsd_last_error()->cause, -cause, "%s: cause %d", what,
+				 rsd_last_error()->cause);
+		ATF_CHECK_EQ_MSG(rsd_last_error()->phase, phase, "%s: phase %d", what,
+				 (int)rsd_last_error()->phase);
+	}
+	rsd_plan_report_free(rsd_take_partial_report());
+}
+
+/* ---- the failure paths ---- */
+
+static void execute_failures(struct scene *sc)
+{
+	struct rsd_manager *m = sc->f.m;
+	struct rsd_action acts[3];
+	uint64_t v;
+	int rc;
+
+	/* A load failure after a committed copy: the copy stays, nothing else. */
+	acts[0] = rsd_action_ensure(sc->a, CUDA0);
+	acts[1] = rsd_action_ensure(sc->bad, PINNED);
+	acts[2] = rsd_action_drop(sc->a, CUDA0);
+	check_exec(rsd_execute_actions(m, acts, 3, "load fails", NULL, 0, NULL, NULL), RSD_ESOURCE,
+		   RSD_PHASE_EXECUTE, "execute, load failure");
+	check_clean(sc, "execute, load failure");
+	reset(sc);
+
+	/* The destination's allocation fails at its admission. */
+	acts[0] = rsd_action_ensure(sc->a, CUDA0);
+	acts[1] = rsd_action_ensure(sc->b, CUDA0);
+	OK(rsd_fault_inject("resident", "cuda:0", 2, RSD_ENOMEM));
+	check_exec(rsd_execute_actions(m, acts, 2, "alloc fails", NULL, 0, NULL, NULL), RSD_ENOMEM,
+		   RSD_PHASE_EXECUTE, "execute, allocation failure");
+	check_clean(sc, "execute, allocation failure");
+	reset(sc);
+
+	/* A device copy failure (it may hit a noise copy instead). */
+	rsd_simdev_fail_nth(sc->f.sd, RSD_SIMDEV_COPY, 1, RSD_EDEVICE);
+	rc = rsd_execute_actions(m, acts, 2, "copy fails", NULL, 0, NULL, NULL);
+	rsd_simdev_fail_nth(sc->f.sd, RSD_SIMDEV_COPY, 0, 0);
+	if (rc)
+		check_exec(rc, RSD_EDEVICE, RSD_PHASE_EXECUTE, "execute, copy failure");
+	check_clean(sc, "execute, copy failure");
+	reset(sc);
+
+	/* Budget (preflight) and a stale expected version: nothing runs. */
+	acts[0] = rsd_action_ensure(sc->big, CUDA0);
+	ERR(RSD_EPLAN, rsd_execute_actions(m, acts, 1, "too big", NULL, 0, NULL, NULL));
+	acts[0] = rsd_action_ensure(sc->a, CUDA0);
+	v = 1;
+	ERR(RSD_ESTALE, rsd_execute_actions(m, acts, 1, "stale", NULL, 0, &v, NULL));
+	check_clean(sc, "execute, refused");
+	reset(sc);
+}
+
+static void scope_failures(struct scene *sc)
+{
+	const struct rsd_reservation_spec rs[2] = { { PINNED, 2 * N, "scope-r1" },
+						    { PINNED, 2 * N, "scope-r2" } };
+	struct rsd_action enter[2], exit_[1];
+	struct rsd_plan p = { "scope", NULL, 0, rs, 2, enter, 2, NULL, 0 };
+	struct rsd_manager *m = sc->f.m;
+	struct rsd_scope *s = NULL;
+	uint64_t v = 1;
+
+	enter[0] = rsd_action_ensure(sc->a, CUDA0);
+	enter[1] = rsd_action_ensure(sc->bad, PINNED);
+	/* enter fails: both reservations released */
+	check_exec(rsd_scope_enter(m, &p, NULL, 0, NULL, &s), RSD_ESOURCE, RSD_PHASE_ENTER,
+		   "scope enter, load failure");
+	ATF_CHECK(!s);
+	check_clean(sc, "scope enter, load failure");
+	reset(sc);
+
+	/* the second reservation refused: the first released */
+	OK(rsd_fault_inject("reserve", "scope-r2", 1, RSD_EBUDGET));
+	check_exec(rsd_scope_enter(m, &p, NULL, 0, NULL, &s), RSD_EBUDGET, RSD_PHASE_RESERVE,
+		   "scope enter, reservation refused");
+	check_clean(sc, "scope enter, reservation refused");
+	reset(sc);
+
+	/* the copy's destination cannot be allocated */
+	enter[1] = rsd_action_ensure(sc->b, CUDA0);
+	OK(rsd_fault_inject("resident", "cuda:0", 2, RSD_ENOMEM));
+	check_exec(rsd_scope_enter(m, &p, NULL, 0, NULL, &s), RSD_ENOMEM, RSD_PHASE_ENTER,
+		   "scope enter, allocation failure");
+	check_clean(sc, "scope enter, allocation failure");
+	reset(sc);
+
+	ERR(RSD_ESTALE, rsd_scope_enter(m, &p, NULL, 0, &v, &s));
+	check_clean(sc, "scope enter, stale");
+	reset(sc);
+
+	/* exit fails: the reservations are released anyway */
+	p.nenter = 1;
+	exit_[0] = rsd_action_ensure(sc->bad, PINNED);
+	p.exit = exit_;
+	p.nexit = 1;
+	OK(rsd_scope_enter(m, &p, NULL, 0, NULL, &s));
+	check_exec(rsd_scope_close(s, NULL), RSD_ESOURCE, RSD_PHASE_EXIT, "scope exit");
+	rsd_scope_free(s);
+	s = NULL;
+	check_clean(sc, "scope exit");
+	reset(sc);
+}
+
+static void lease_failures(struct scene *sc)
+{
+	struct rsd_manager *m = sc->f.m;
+	struct rsd_lease *l = NULL;
+	struct rsd_hold *hd = NULL;
+
+	ERR(RSD_EUNAVAILABLE, rsd_acquire(m, &sc->a, 1, CUDA0, sc->stream, &l));
+	ERR(RSD_EUNAVAILABLE, rsd_hold(m, &sc->a, 1, CUDA0, &hd));
+	OK(rsd_fault_inject("acquire", "pageable-host", 1, RSD_EDEVICE));
+	ERR(RSD_EDEVICE, rsd_acquire(m, &sc->a, 1, PAGEABLE, NULL, &l));
+	/* one of two handles is not resident */
+	{
+		struct rsd_handle two[2] = { sc->a, sc->bad };
+
+		ERR(RSD_EUNAVAILABLE, rsd_acquire(m, two, 2, PAGEABLE, NULL, &l));
+		ERR(RSD_EUNAVAILABLE, rsd_hold(m, two, 2, PAGEABLE, &hd));
+	}
+	ATF_CHECK(!l && !hd);
+	check_clean(sc, "acquire/hold");
+	reset(sc);
+}
+
+static int use_one(struct scene *sc, const struct rsd_requirement *q, size_t nq,
+		   const struct rsd_reservation_spec *rs, size_t nrs, struct rsd_use **u)
+{
+	struct rsd_request r = { "cleanup", q, nq, rs, nrs };
+	void *cs[1] = { sc->stream };
+	size_t ncs = 0;
+
+	for (size_t i = 0; i < nq; i++)
+		if (rsd_location_equal(q[i].location, CUDA0))
+			ncs = 1;
+	*u = NULL;
+	return rsd_controller_use(sc->c, &r, ncs ? cs : NULL, ncs, NULL, 0, u);
+}
+
+static void use_failures(struct scene *sc)
+{
+	const struct rsd_reservation_spec rs[1] = { { PINNED, 2 * N, "use-r" } };
+	const struct rsd_reservation_spec huge[1] = { { PINNED, BUDGET_PINNED + 1, "use-huge" } };
+	struct rsd_requirement q[2];
+	struct rsd_use *u = NULL;
+	int rc = 0, tries;
+
+	/* The second group's acquire fails after the first leased and the
+	 * scope reserved: unwound. Stale decisions are retried. */
+	q[0] = (struct rsd_requirement){ sc->a, CUDA0 };
+	q[1] = (struct rsd_requirement){ sc->b, PINNED };
+	for (tries = 0; tries < 10000; tries++) {
+		OK(rsd_fault_inject("acquire", "pinned-host", 1, RSD_EDEVICE));
+		rc = use_one(sc, q, 2, rs, 1, &u);
+		rsd_plan_report_free(rsd_take_partial_report());
+		ATF_CHECK(!u);
+		if (rc != -RSD_ESTALE)
+			break;
+	}
+	OK(rsd_fault_inject("acquire", NULL, 0, 0));
+	ATF_CHECK_EQ_MSG(rc, -RSD_EDEVICE, "use, acquire failure: %d (%s) after %d tries", rc,
+			 rsd_last_error()->message, tries);
+	check_clean(sc, "use, acquire failure");
+	reset(sc);
+
+	/* The scope's load fails. */
+	q[1] = (struct rsd_requirement){ sc->bad, PINNED };
+	for (tries = 0; tries < 10000; tries++) {
+		rc = use_one(sc, q, 2, rs, 1, &u);
+		if (rc != -RSD_ESTALE)
+			break;
+	}
+	check_exec(rc, RSD_ESOURCE, RSD_PHASE_ENTER, "use, load failure");
+	ATF_CHECK(!u);
+	check_clean(sc, "use, load failure");
+	reset(sc);
+
+	/* The copy's destination cannot be allocated. */
+	q[1] = (struct rsd_requirement){ sc->b, CUDA0 };
+	for (tries = 0; tries < 10000; tries++) {
+		OK(rsd_fault_inject("resident", "cuda:0", 1, RSD_ENOMEM));
+		rc = use_one(sc, q, 2, rs, 1, &u);
+		if (rc != -RSD_ESTALE)
+			break;
+	}
+	OK(rsd_fault_inject("resident", NULL, 0, 0));
+	check_exec(rc, RSD_ENOMEM, RSD_PHASE_ENTER, "use, allocation failure");
+	ATF_CHECK(!u);
+	check_clean(sc, "use, allocation failure");
+	reset(sc);
+
+	/* Infeasible: nothing is entered. */
+	ERR(RSD_EPLAN, use_one(sc, q, 1, huge, 1, &u));
+	ATF_CHECK(!u);
+	check_clean(sc, "use, infeasible");
+	reset(sc);
+}
+
+/*
+ * Each failure path, several times, while two other threads copy and load
+ * on the same manager; at the end every value can be discarded, every
+ * budget reserved whole, and the manager closes without "in use".
+ */
+ATF_TC(failures_leave_nothing);
+ATF_TC_HEAD(failures_leave_nothing, tc)
+{
+	atf_tc_set_md_var(tc, "timeout", "600");
+}
+ATF_TC_BODY(failures_leave_nothing, tc)
+{
+	struct scene sc;
+
+	scene_init(&sc);
+	noise_start(&sc.z, &sc.f);
+	for (int round = 0; round < 20; round++) {
+		execute_failures(&sc);
+		scope_failures(&sc);
+		lease_failures(&sc);
+		use_failures(&sc);
+	}
+	noise_stop(&sc.z);
+	check_clean(&sc, "the end");
+	OK(rsd_discard(sc.f.m, sc.z.v[0], NULL));
+	OK(rsd_discard(sc.f.m, sc.z.v[1], NULL));
+	scene_fini(&sc);
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, failures_leave_nothing);
+	return atf_no_error();
+}
