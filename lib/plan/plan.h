@@ -19,9 +19,10 @@ struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
 /* Validate a plan's records without a manager (§10.1). */
 int rsd__plan_check(const struct rsd_plan *p);
 
-/* Allocate what rsd_scope_close(s, report) will need, so that a caller
- * that must do other work first (a use releasing its leases) can fail
- * before changing anything. */
+/* Allocate what rsd_scope_close(s, report) will need and ask the writer
+ * guard whether this thread may close it, so that a caller that must do
+ * other work first (a use releasing its leases) can fail before changing
+ * anything. */
 int rsd__scope_close_prepare(struct rsd_scope *s, bool report);
 
 /* Reports. */

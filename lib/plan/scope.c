@@ -193,11 +193,23 @@ static int close_reports(struct rsd_scope *s, bool copy)
 
 int rsd__scope_close_prepare(struct rsd_scope *s, bool report)
 {
-	int err;
+	struct rsd_manager *m = NULL;
+	int err = 0;
 
 	pthread_mutex_lock(&s->lock);
-	err = s->closed || !s->entered ? 0 : close_reports(s, report);
+	if (!s->closed && s->entered) {
+		err = close_reports(s, report);
+		m = s->link.m;
+	}
 	pthread_mutex_unlock(&s->lock);
+	/* A close the writer guard would refuse on this thread (inside a
+	 * source callback of the manager, §20.3) is refused here, before the
+	 * caller releases anything, so that a later close still can. */
+	if (!err && m) {
+		err = rsd__writer_enter(m, 0);
+		if (!err)
+			rsd__writer_exit(m);
+	}
 	return err;
 }
 

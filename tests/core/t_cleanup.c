@@ -485,8 +485,180 @@ ATF_TC_BODY(failures_leave_nothing, tc)
 	scene_fini(&sc);
 }
 
+/* ---- a source callback's own cleanup calls ---- */
+
+/* One of each object a cleanup call ends. */
+struct objs {
+	struct rsd_lease *l;
+	struct rsd_hold *hd;
+	struct rsd_reservation *r;
+	struct rsd_scope *s;
+	struct rsd_use *u;
+};
+
+static void objs_make(struct cfx *f, struct rsd_controller *c, struct rsd_handle h,
+		      const char *label, struct objs *o)
+{
+	const struct rsd_reservation_spec rs[1] = { { PINNED, N, label } };
+	const struct rsd_plan p = { label, NULL, 0, rs, 1, NULL, 0, NULL, 0 };
+	const struct rsd_requirement q[1] = { { h, PAGEABLE } };
+	const struct rsd_request req = { label, q, 1, rs, 1 };
+
+	OK(rsd_acquire(f->m, &h, 1, PAGEABLE, NULL, &o->l));
+	OK(rsd_hold(f->m, &h, 1, PAGEABLE, &o->hd));
+	OK(rsd_reserve(f->m, PINNED, N, label, &o->r));
+	OK(rsd_scope_enter(f->m, &p, NULL, 0, NULL, &o->s));
+	OK(rsd_controller_use(c, &req, NULL, 0, NULL, 0, &o->u));
+}
+
+/* Every cleanup call on o; rc[0..4] their results. */
+static void objs_release(struct objs *o, int *rc)
+{
+	rc[0] = rsd_lease_release(o->l, 0);
+	rc[1] = rsd_hold_release(o->hd);
+	rc[2] = rsd_reservation_release(o->r);
+	rc[3] = rsd_scope_close(o->s, NULL);
+	rc[4] = rsd_use_close(o->u, NULL);
+}
+
+static void objs_free(struct objs *o)
+{
+	rsd_lease_free(o->l);
+	rsd_hold_free(o->hd);
+	rsd_reservation_free(o->r);
+	rsd_scope_free(o->s);
+	rsd_use_free(o->u);
+}
+
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool loading, open;
+	struct objs *own;
+	int rc[5];
+	bool still_active[3];
+};
+
+/* On the loading thread: its own cleanup calls are refused; then it waits
+ * for the test to let the load finish. */
+static int gated_hook(struct csrc *s)
+{
+	struct gate *g = s->arg;
+
+	objs_release(g->own, g->rc);
+	g->still_active[0] = rsd_lease_active(g->own->l);
+	g->still_active[1] = rsd_hold_active(g->own->hd);
+	g->still_active[2] = rsd_reservation_active(g->own->r);
+	pthread_mutex_lock(&g->mu);
+	g->loading = true;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->open)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	return 0;
+}
+
+struct loader {
+	struct cfx *f;
+	struct rsd_handle h;
+	int rc;
+};
+
+static void *load_main(void *arg)
+{
+	struct loader *ld = arg;
+
+	ld->rc = rsd_ensure(ld->f->m, ld->h, PAGEABLE, NULL, NULL);
+	return NULL;
+}
+
+/*
+ * §20.3, §20.4: a source callback's cleanup calls into its own manager on
+ * its own thread are refused with RSD_EREENTRANT and leave their objects
+ * active; another thread's cleanup calls succeed while the load runs; the
+ * refused objects are released normally afterwards.
+ */
+ATF_TC_WITHOUT_HEAD(callback_cleanup_refused_on_own_thread);
+ATF_TC_BODY(callback_cleanup_refused_on_own_thread, tc)
+{
+	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, 8 * N } };
+	static const char *const names[5] = { "lease release", "hold release",
+					      "reservation release", "scope close", "use close" };
+	struct objs own = { 0 }, other = { 0 };
+	struct rsd_controller *c;
+	struct rsd_snapshot *snap;
+	struct csrc src = { 0 };
+	struct loader ld;
+	struct gate g;
+	struct rsd_handle a;
+	pthread_t th;
+	int rc[5];
+	struct cfx f;
+
+	cfx_sim(&f, bud, 1, 1);
+	{
+		struct rsd_resident *probe = cfx_alloc(&f, PINNED, 1);
+
+		rsd_resident_free(probe);
+	}
+	a = cfx_adopt(&f, PAGEABLE, N, RSD_REPLICABLE);
+	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	objs_make(&f, c, a, "own", &own);
+	objs_make(&f, c, a, "other", &other);
+	memset(&g, 0, sizeof(g));
+	pthread_mutex_init(&g.mu, NULL);
+	pthread_cond_init(&g.cv, NULL);
+	g.own = &own;
+	ld.f = &f;
+	ld.h = cfx_sourced(&f, &src, PAGEABLE);
+	src.hook = gated_hook;
+	src.arg = &g;
+	ATF_REQUIRE_EQ(pthread_create(&th, NULL, load_main, &ld), 0);
+	pthread_mutex_lock(&g.mu);
+	while (!g.loading)
+		pthread_cond_wait(&g.cv, &g.mu);
+	pthread_mutex_unlock(&g.mu);
+	/* While the load runs: another thread's cleanup proceeds. */
+	objs_release(&other, rc);
+	for (int i = 0; i < 5; i++)
+		ATF_CHECK_EQ_MSG(rc[i], 0, "%s beside the load: %d", names[i], rc[i]);
+	pthread_mutex_lock(&g.mu);
+	g.open = true;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+	pthread_join(th, NULL);
+	ATF_CHECK_EQ(ld.rc, 0);
+	for (int i = 0; i < 5; i++)
+		ATF_CHECK_EQ_MSG(g.rc[i], -RSD_EREENTRANT, "%s inside the load: %d", names[i],
+				 g.rc[i]);
+	for (int i = 0; i < 3; i++)
+		ATF_CHECK_MSG(g.still_active[i], "%s inside the load ended its object", names[i]);
+	/* Still counted, and released normally now. */
+	snap = cfx_snap(&f);
+	ATF_CHECK_EQ(snap->nreservations, 3);
+	ATF_CHECK_EQ(cfx_loc(snap, PAGEABLE)->use_count, 2);
+	ATF_CHECK_EQ(cfx_loc(snap, PAGEABLE)->hold_count, 1);
+	rsd_snapshot_free(snap);
+	objs_release(&own, rc);
+	for (int i = 0; i < 5; i++)
+		ATF_CHECK_EQ_MSG(rc[i], 0, "%s after the load: %d", names[i], rc[i]);
+	snap = cfx_snap(&f);
+	ATF_CHECK_EQ(snap->nreservations, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, PAGEABLE)->use_count, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, PAGEABLE)->hold_count, 0);
+	rsd_snapshot_free(snap);
+	objs_free(&own);
+	objs_free(&other);
+	rsd_controller_free(c);
+	OK(rsd_manager_close(f.m, 0));
+	pthread_cond_destroy(&g.cv);
+	pthread_mutex_destroy(&g.mu);
+	cfx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, failures_leave_nothing);
+	ATF_TP_ADD_TC(tp, callback_cleanup_refused_on_own_thread);
 	return atf_no_error();
 }
