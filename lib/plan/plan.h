@@ -25,6 +25,12 @@ int rsd__plan_check(const struct rsd_plan *p);
  * anything. */
 int rsd__scope_close_prepare(struct rsd_scope *s, bool report);
 
+/* End an entered scope whose close failed before it ran (its reap
+ * failed): release its reservations without exit actions, under the
+ * transition lock taken without the guard, and mark it closed. Cannot
+ * fail (§20.4); a no-op on a closed scope. */
+void rsd__scope_abandon(struct rsd_scope *s);
+
 /* Reports. */
 struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
 					uint64_t started, uint64_t completed);

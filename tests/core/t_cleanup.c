@@ -656,9 +656,84 @@ ATF_TC_BODY(callback_cleanup_refused_on_own_thread, tc)
 	cfx_fini(&f);
 }
 
+/* ---- clean-up after a failing reap ---- */
+
+/* A released cuda:0 lease whose event the next reap queries. */
+static void pending_lease(struct scene *sc)
+{
+	struct rsd_lease *l = NULL;
+
+	OK(rsd_ensure(sc->f.m, sc->a, CUDA0, NULL, NULL));
+	OK(rsd_acquire(sc->f.m, &sc->a, 1, CUDA0, sc->stream, &l));
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+}
+
+/*
+ * A scope close whose prologue fails (its reap's event query fails) is
+ * refused as a whole: the scope stays open with its reservations, and the
+ * next close ends it and releases them.
+ */
+ATF_TC_WITHOUT_HEAD(scope_close_after_failed_reap);
+ATF_TC_BODY(scope_close_after_failed_reap, tc)
+{
+	const struct rsd_reservation_spec rs[1] = { { PINNED, 2 * N, "scope-r" } };
+	const struct rsd_plan p = { "reap", NULL, 0, rs, 1, NULL, 0, NULL, 0 };
+	struct rsd_scope *s = NULL;
+	struct scene sc;
+
+	scene_init(&sc);
+	rsd_simdev_set_progress(sc.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_scope_enter(sc.f.m, &p, NULL, 0, NULL, &s));
+	pending_lease(&sc);
+	rsd_simdev_fail_nth(sc.f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_scope_close(s, NULL));
+	ATF_CHECK_EQ(cfx_reserved(&sc.f, PINNED), 2 * N);
+	OK(rsd_scope_close(s, NULL));
+	ATF_CHECK(rsd_scope_report(s));
+	rsd_scope_free(s);
+	check_clean(&sc, "scope close after a failed reap");
+	reset(&sc);
+	scene_fini(&sc);
+}
+
+/*
+ * rsd_controller_use unwinding after an acquire failure: the scope's close
+ * fails at its reap (the event of the lease just released); the unwinding
+ * still releases the scope's reservation, and the failure is reported.
+ */
+ATF_TC_WITHOUT_HEAD(use_unwind_after_failed_reap);
+ATF_TC_BODY(use_unwind_after_failed_reap, tc)
+{
+	const struct rsd_reservation_spec rs[1] = { { PINNED, 2 * N, "use-r" } };
+	struct rsd_requirement q[2];
+	struct rsd_use *u = NULL;
+	struct scene sc;
+	int rc;
+
+	scene_init(&sc);
+	rsd_simdev_set_progress(sc.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	q[0] = (struct rsd_requirement){ sc.a, CUDA0 };
+	q[1] = (struct rsd_requirement){ sc.b, PINNED };
+	OK(rsd_fault_inject("acquire", "pinned-host", 1, RSD_EDEVICE));
+	/* no event is pending before: the first query is the unwinding's */
+	rsd_simdev_fail_nth(sc.f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_ENOMEM);
+	rc = use_one(&sc, q, 2, rs, 1, &u);
+	/* the unwinding's failure propagates (reference.md §13.6) */
+	ATF_CHECK_EQ_MSG(rc, -RSD_ENOMEM, "%d (%s)", rc, rsd_last_error()->message);
+	ATF_CHECK(!u);
+	rsd_plan_report_free(rsd_take_partial_report());
+	ATF_CHECK_EQ(rsd_simdev_calls(sc.f.sd, RSD_SIMDEV_EVENT_QUERY), 1);
+	check_clean(&sc, "use unwinding after a failed reap");
+	reset(&sc);
+	scene_fini(&sc);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, failures_leave_nothing);
 	ATF_TP_ADD_TC(tp, callback_cleanup_refused_on_own_thread);
+	ATF_TP_ADD_TC(tp, scope_close_after_failed_reap);
+	ATF_TP_ADD_TC(tp, use_unwind_after_failed_reap);
 	return atf_no_error();
 }
