@@ -41,8 +41,10 @@ static void sleep_us(unsigned us)
 
 struct noise {
 	struct cfx *f;
-	struct rsd_handle v[2];
-	struct csrc src[2];
+	/* v[0] adopted, v[1] sourced (its loads are slow), v[2] sourced and
+	 * also the target of the main thread's busy-source drops. */
+	struct rsd_handle v[3];
+	struct csrc src[3];
 	atomic_bool stop;
 	atomic_ulong rounds;
 	/* First unexpected result of a noise thread (written once). */
@@ -75,8 +77,10 @@ static void *noise_copier(void *arg)
 	struct noise *z = arg;
 
 	while (!atomic_load(&z->stop)) {
-		noise_check(z, rsd_ensure(z->f->m, z->v[0], CUDA1, NULL, NULL));
-		noise_check(z, rsd_drop(z->f->m, z->v[0], CUDA1, NULL));
+		for (int i = 0; i < 3; i += 2) {
+			noise_check(z, rsd_ensure(z->f->m, z->v[i], CUDA1, NULL, NULL));
+			noise_check(z, rsd_drop(z->f->m, z->v[i], CUDA1, NULL));
+		}
 		atomic_fetch_add(&z->rounds, 1);
 	}
 	return NULL;
@@ -102,6 +106,8 @@ static void noise_start(struct noise *z, struct cfx *f)
 	z->v[0] = cfx_adopt(f, PAGEABLE, N, RSD_REPLICABLE);
 	z->v[1] = cfx_sourced(f, &z->src[1], PAGEABLE);
 	z->src[1].hook = slow_hook;
+	z->v[2] = cfx_sourced(f, &z->src[2], PAGEABLE);
+	OK(rsd_ensure(f->m, z->v[2], PAGEABLE, NULL, NULL));
 	atomic_init(&z->stop, false);
 	atomic_init(&z->rounds, 0);
 	atomic_init(&z->bad_rc, 0);
@@ -128,6 +134,7 @@ struct scene {
 	void *stream; /* on cuda:0 */
 	struct csrc bad_src, ok_src;
 	struct rsd_handle a, b, big, bad;
+	unsigned busy_seen; /* busy-source drops refused */
 };
 
 /* The whole budget left at a location can be reserved: no charge the
@@ -170,7 +177,8 @@ static void check_clean(struct scene *sc, const char *what)
 		const struct rsd_value_snapshot *v = &s->values[i];
 
 		if (rsd_handle_equal(v->handle, sc->z.v[0]) ||
-		    rsd_handle_equal(v->handle, sc->z.v[1]))
+		    rsd_handle_equal(v->handle, sc->z.v[1]) ||
+		    rsd_handle_equal(v->handle, sc->z.v[2]))
 			continue;
 		for (size_t k = 0; k < v->nmaterializations; k++)
 			ATF_CHECK_MSG(!v->materializations[k].arriving,
@@ -298,6 +306,25 @@ static void execute_failures(struct scene *sc)
 	if (rc)
 		check_exec(rc, RSD_EDEVICE, RSD_PHASE_EXECUTE, "execute, copy failure");
 	check_clean(sc, "execute, copy failure");
+	reset(sc);
+
+	/* A drop of a source another thread is copying from: RSD_EINUSE
+	 * (when the copy is not in flight the drop succeeds: try again). */
+	acts[0] = rsd_action_ensure(sc->a, CUDA0);
+	acts[1] = rsd_action_drop(sc->z.v[2], PAGEABLE);
+	for (int tries = 0; tries < 500; tries++) {
+		OK(rsd_ensure(m, sc->z.v[2], PAGEABLE, NULL, NULL));
+		rc = rsd_execute_actions(m, acts, 2, "busy source", NULL, 0, NULL, NULL);
+		if (rc) {
+			check_exec(rc, RSD_EINUSE, RSD_PHASE_EXECUTE, "execute, busy source");
+			ATF_CHECK_MSG(strstr(rsd_last_error()->message, "a transfer is in flight"),
+				      "execute, busy source: %s", rsd_last_error()->message);
+			sc->busy_seen++;
+			break;
+		}
+		OK(rsd_drop(m, sc->a, CUDA0, NULL));
+	}
+	check_clean(sc, "execute, busy source");
 	reset(sc);
 
 	/* Budget (preflight) and a stale expected version: nothing runs. */
@@ -479,9 +506,10 @@ ATF_TC_BODY(failures_leave_nothing, tc)
 		use_failures(&sc);
 	}
 	noise_stop(&sc.z);
+	ATF_CHECK_MSG(sc.busy_seen > 0, "no drop ever found the noise copy in flight");
 	check_clean(&sc, "the end");
-	OK(rsd_discard(sc.f.m, sc.z.v[0], NULL));
-	OK(rsd_discard(sc.f.m, sc.z.v[1], NULL));
+	for (int i = 0; i < 3; i++)
+		OK(rsd_discard(sc.f.m, sc.z.v[i], NULL));
 	scene_fini(&sc);
 }
 
