@@ -514,7 +514,9 @@ const struct rsd_decision *rsd_use_decision(const struct rsd_use *u);
  *	second close; may be NULL.
  *
  * Leases are released in reverse order, then the scope is closed. A second
- * close is a silent no-op.
+ * close is a silent no-op. A close refused on a source callback's own
+ * thread (-RSD_EREENTRANT) releases nothing and leaves the use open, so a
+ * later close from elsewhere still releases everything.
  *
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or

@@ -309,8 +309,9 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struc
  *
  * Runs the exit actions, then releases the scope's reservations in
  * reverse order, even when an exit action failed. A second close is a
- * silent no-op. A close refused with -RSD_EREENTRANT leaves the scope open,
- * so it can be closed later.
+ * silent no-op. A close refused before it runs (-RSD_EREENTRANT, or a
+ * reap's -RSD_EDEVICE) leaves the scope open with its reservations, so it
+ * can be closed later.
  *
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or

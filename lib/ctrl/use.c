@@ -172,6 +172,24 @@ static int record_epoch(struct rsd_use *u)
 }
 
 /*
+ * Close u's scope; when the close fails before it runs (a failed reap),
+ * abandon it, so that its reservations never outlive the use (§20.4).
+ * The close's error is returned either way.
+ */
+static int close_scope(struct rsd_use *u, struct rsd_plan_report **rep)
+{
+	int err = rsd_scope_close(u->scope, rep);
+
+	if (err) {
+		struct rsd_error saved = *rsd_last_error();
+
+		rsd__scope_abandon(u->scope);
+		*rsd__err_record() = saved;
+	}
+	return err;
+}
+
+/*
  * A failed entry: release the leases taken so far (reverse order, no wait),
  * then close the scope, which releases the request's reservations; its
  * report (what entry committed) becomes the thread's partial report. The
@@ -191,7 +209,7 @@ static int unwind(struct rsd_use *u, int err)
 			uerr = e;
 	}
 	if (u->scope) {
-		int e = rsd_scope_close(u->scope, &rep);
+		int e = close_scope(u, &rep);
 
 		if (e && !uerr)
 			uerr = e;
@@ -316,7 +334,7 @@ int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report)
 			err = e;
 	}
 	if (u->scope) {
-		int e = rsd_scope_close(u->scope, report ? &rep : NULL);
+		int e = close_scope(u, report ? &rep : NULL);
 
 		if (e && !err)
 			err = e;

@@ -19,10 +19,17 @@ struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
 /* Validate a plan's records without a manager (§10.1). */
 int rsd__plan_check(const struct rsd_plan *p);
 
-/* Allocate what rsd_scope_close(s, report) will need, so that a caller
- * that must do other work first (a use releasing its leases) can fail
- * before changing anything. */
+/* Allocate what rsd_scope_close(s, report) will need and ask the writer
+ * guard whether this thread may close it, so that a caller that must do
+ * other work first (a use releasing its leases) can fail before changing
+ * anything. */
 int rsd__scope_close_prepare(struct rsd_scope *s, bool report);
+
+/* End an entered scope whose close failed before it ran (its reap
+ * failed): release its reservations without exit actions, under the
+ * transition lock taken without the guard, and mark it closed. Cannot
+ * fail (§20.4); a no-op on a closed scope. */
+void rsd__scope_abandon(struct rsd_scope *s);
 
 /* Reports. */
 struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,

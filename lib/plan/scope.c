@@ -4,9 +4,12 @@
  * plan, runs reclaim, admits reservations, runs enter; close runs exit and
  * releases the scope's reservations in reverse admission order.
  *
- * Deviation from the reference: a close refused because a source load is
- * running (-RSD_EREENTRANT) leaves the scope open, so a later close (or
- * rsd_scope_free) still releases its reservations instead of leaking them.
+ * Deviation from the reference: a close whose prologue fails for any reason
+ * but a closed manager (refused on a source callback's thread with
+ * -RSD_EREENTRANT, a reap whose event query fails) leaves the scope open,
+ * so a later close (or rsd_scope_free) still releases its reservations
+ * instead of leaking them. A use that must end its scope whatever happens
+ * (its unwinding, §20.4) abandons it with rsd__scope_abandon().
  */
 #include <stdlib.h>
 #include <string.h>
@@ -194,11 +197,23 @@ static int close_reports(struct rsd_scope *s, bool copy)
 
 int rsd__scope_close_prepare(struct rsd_scope *s, bool report)
 {
-	int err;
+	struct rsd_manager *m = NULL;
+	int err = 0;
 
 	pthread_mutex_lock(&s->lock);
-	err = s->closed || !s->entered ? 0 : close_reports(s, report);
+	if (!s->closed && s->entered) {
+		err = close_reports(s, report);
+		m = s->link.m;
+	}
 	pthread_mutex_unlock(&s->lock);
+	/* A close the writer guard would refuse on this thread (inside a
+	 * source callback of the manager, §20.3) is refused here, before the
+	 * caller releases anything, so that a later close still can. */
+	if (!err && m) {
+		err = rsd__writer_enter(m, 0);
+		if (!err)
+			rsd__writer_exit(m);
+	}
 	return err;
 }
 
@@ -240,7 +255,9 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 	s->pre_own = s->pre_copy = NULL;
 	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
 	if (err) {
-		if (err != -RSD_EREENTRANT)
+		/* A closed manager dropped the reservations (a forced close);
+		 * after any other refusal they are still ours to release. */
+		if (err == -RSD_ECLOSED)
 			s->closed = true;
 		goto out;
 	}
@@ -272,6 +289,21 @@ out:
 	rsd_plan_report_free(own);
 	rsd_plan_report_free(copy);
 	return err;
+}
+
+void rsd__scope_abandon(struct rsd_scope *s)
+{
+	struct rsd_manager *m;
+
+	pthread_mutex_lock(&s->lock);
+	m = s->link.m;
+	if (m && s->entered && !s->closed) {
+		rsd__writer_lock(m);
+		release_reservations(m, s);
+		rsd__writer_exit(m);
+	}
+	s->closed = true;
+	pthread_mutex_unlock(&s->lock);
 }
 
 int rsd_scope_exit_error(const struct rsd_scope *s)
