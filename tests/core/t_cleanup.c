@@ -61,12 +61,16 @@ static int slow_hook(struct csrc *s)
 	return 0;
 }
 
-/* Injected device copy failures may hit a noise copy: only those. */
+/* Injected device copy failures may hit a noise copy, and a noise drop may
+ * find its copy busy as the source of the main thread's ensure of the same
+ * value (reference.md §21.2): only those. */
 static void noise_check(struct noise *z, int rc)
 {
 	int none = 0;
 
 	if (!rc || rc == -RSD_EDEVICE)
+		return;
+	if (rc == -RSD_EINUSE && strstr(rsd_last_error()->message, "a transfer is in flight"))
 		return;
 	if (atomic_compare_exchange_strong(&z->bad_rc, &none, rc))
 		snprintf(z->bad_msg, sizeof(z->bad_msg), "%s", rsd_last_error()->message);
