@@ -149,7 +149,7 @@ struct rsd_acct {
 	bool known; /* in the registry (m->order) */
 	/* Known only because transfers in flight are bringing a first value
 	 * here: their commit records it (+1), an abort of the last one takes
-	 * it out again (§20.1). */
+	 * it out again (§21.1). */
 	bool tentative;
 	bool has_budget;
 	uint64_t budget;
@@ -161,7 +161,7 @@ struct rsd_acct {
 	 * counted in peak_charged like reservations, never shown as such. */
 	uint64_t temp;
 	/* Headroom the plans executing now predicted and keep for themselves
-	 * (§20.2); readers never see it. */
+	 * (§21.2); readers never see it. */
 	uint64_t plan_hold;
 };
 
@@ -407,7 +407,7 @@ struct rsd_lease_rec {
 	size_t nevents;
 	void **events;
 	/* One queue link per event (same block as events): the consumer
-	 * stream's queue of released events, recording order (§20.5). */
+	 * stream's queue of released events, recording order (§21.5). */
 	struct rsd_pend_link *links;
 	size_t nleft;	  /* events not yet seen complete by a reap */
 	unsigned waiters; /* threads waiting for its events without m->lock */
@@ -603,7 +603,7 @@ uint64_t rsd__next_id(void);
 int rsd__writer_enter(struct rsd_manager *m, unsigned flags);
 void rsd__writer_exit(struct rsd_manager *m);
 /*
- * The lock without any guard, for clean-up that must not fail (§20.4: a
+ * The lock without any guard, for clean-up that must not fail (§21.4: a
  * call releasing what it built on its own failure path) and for commits.
  * Leave with rsd__writer_exit().
  */
@@ -625,7 +625,7 @@ void rsd__xfer_wake(struct rsd_manager *m);
 
 /*
  * A source callback of m runs on this thread: the thread's own calls into
- * m are refused with RSD_EREENTRANT until it returns (§20.3); other
+ * m are refused with RSD_EREENTRANT until it returns (§9.1); other
  * threads proceed. Frames live on the caller's stack.
  */
 struct rsd_cb_frame {
@@ -701,7 +701,7 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
 /*
  * The headroom a plan's preflight predicted (its peaks above the charge
  * then), kept from other threads' admissions while the plan executes and
- * releases the lock for its transfers (§20.2). Lives on the executing
+ * releases the lock for its transfers (§21.2). Lives on the executing
  * thread's stack; take and give under m->lock.
  */
 struct rsd_plan_hold {
@@ -733,7 +733,7 @@ void rsd__record_location_tentative(struct rsd_manager *m, struct rsd_location a
 void rsd__unrecord_tentative(struct rsd_manager *m, struct rsd_location at);
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
 void rsd__bump(struct rsd_manager *m);
-/* Reap completed pending leases (§8.5), stream by stream (§20.5). */
+/* Reap completed pending leases (§8.5), stream by stream (§21.5). */
 int rsd__reap(struct rsd_manager *m);
 /* Forget every queued event (close drops the leases themselves). */
 void rsd__pend_clear(struct rsd_manager *m);

@@ -296,12 +296,15 @@ static void pend_unlink(struct rsd_pend_stream *ps, struct rsd_pend_link *k)
 	k->stream = NULL;
 }
 
-/* Queue a released event on its stream's queue (§20.5). */
+/* Queue a released event on its stream's queue (§21.5). */
 static void pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k)
 {
-	struct rsd_pend_stream *ps = pend_queue(m, stream);
+	struct rsd_pend_stream *ps;
+	size_t i;
 
-	if (ps == &m->pend_unordered && m->npstreams == m->cappstreams) {
+	for (i = 0; i < m->npstreams && m->pstreams[i].stream != stream; i++)
+		;
+	if (i == m->npstreams && m->npstreams == m->cappstreams) {
 		size_t cap = m->cappstreams ? 2 * m->cappstreams : 8;
 		struct rsd_pend_stream *a = rsd__realloc(m->pstreams, cap * sizeof(*a));
 
@@ -310,13 +313,14 @@ static void pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link 
 			m->cappstreams = cap;
 		}
 	}
+	if (i == m->npstreams && i < m->cappstreams) {
+		memset(&m->pstreams[i], 0, sizeof(m->pstreams[i]));
+		m->pstreams[i].stream = stream;
+		m->npstreams++;
+	}
 	/* Without room for another queue the event goes on the unordered
 	 * list, which every reap scans whole: slower, never lost. */
-	if (ps == &m->pend_unordered && m->npstreams < m->cappstreams) {
-		ps = &m->pstreams[m->npstreams++];
-		memset(ps, 0, sizeof(*ps));
-		ps->stream = stream;
-	}
+	ps = i < m->npstreams ? &m->pstreams[i] : &m->pend_unordered;
 	k->stream = stream;
 	k->unordered = ps == &m->pend_unordered;
 	k->next = NULL;
@@ -329,7 +333,7 @@ static void pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link 
 }
 
 /*
- * §8.5, §20.5: fold in completed lease events. Events of one stream
+ * §8.5, §21.5: fold in completed lease events. Events of one stream
  * complete in recording order, so each stream's queue is visited from its
  * head and left at the first event still running: the cost is one query
  * per stream plus one per completed event, whatever the number of pending

@@ -4,7 +4,7 @@
  * its report. Runs on the writer path; plans call rsd__exec_action() once
  * per action under the same lock.
  *
- * A transition that moves bytes runs in three phases (reference.md §20):
+ * A transition that moves bytes runs in three phases (reference.md §21.1):
  * admit under the lock (every check, the admission, the destination
  * allocated and charged as an arriving materialization, the source marked
  * busy), transfer without it (the copy, or the source load), commit under

@@ -173,7 +173,7 @@ static int record_epoch(struct rsd_use *u)
 
 /*
  * Close u's scope; when the close fails before it runs (a failed reap),
- * abandon it, so that its reservations never outlive the use (§20.4).
+ * abandon it, so that its reservations never outlive the use (§21.4).
  * The close's error is returned either way.
  */
 static int close_scope(struct rsd_use *u, struct rsd_plan_report **rep)

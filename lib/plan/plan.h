@@ -28,7 +28,7 @@ int rsd__scope_close_prepare(struct rsd_scope *s, bool report);
 /* End an entered scope whose close failed before it ran (its reap
  * failed): release its reservations without exit actions, under the
  * transition lock taken without the guard, and mark it closed. Cannot
- * fail (§20.4); a no-op on a closed scope. */
+ * fail (§21.4); a no-op on a closed scope. */
 void rsd__scope_abandon(struct rsd_scope *s);
 
 /* Reports. */

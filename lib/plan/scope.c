@@ -9,7 +9,7 @@
  * -RSD_EREENTRANT, a reap whose event query fails) leaves the scope open,
  * so a later close (or rsd_scope_free) still releases its reservations
  * instead of leaking them. A use that must end its scope whatever happens
- * (its unwinding, §20.4) abandons it with rsd__scope_abandon().
+ * (its unwinding, §21.4) abandons it with rsd__scope_abandon().
  */
 #include <stdlib.h>
 #include <string.h>
@@ -207,7 +207,7 @@ int rsd__scope_close_prepare(struct rsd_scope *s, bool report)
 	}
 	pthread_mutex_unlock(&s->lock);
 	/* A close the writer guard would refuse on this thread (inside a
-	 * source callback of the manager, §20.3) is refused here, before the
+	 * source callback of the manager, §9.1) is refused here, before the
 	 * caller releases anything, so that a later close still can. */
 	if (!err && m) {
 		err = rsd__writer_enter(m, 0);
