@@ -592,6 +592,14 @@ check: all $(VG_FILES) $(SAN_FILES)
 	echo; echo "$$passed passed, $$failed failed, $$skip skipped"; \
 	exit $$rc
 
+# make tsan-mutations: three TSan builds, each missing one of the edges
+# lib/core/rcu_annot.h gives ThreadSanitizer, must each report
+# (tests/tsan/mutations; Documentation/reliability.md). The script runs make
+# itself, so this make's command-line variables (O=, SANITIZE=) stay here.
+.PHONY: tsan-mutations
+tsan-mutations:
+	$(Q)env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL MAKE=$(MAKE) bash tests/tsan/mutations
+
 # ---------------------------------------------------------------------------
 # Programs users run. Scripts get the build directory in RSD_BUILD_DIR.
 RUN_ENV		:= RSD_BUILD_DIR=$(abspath $(B)) O=$(B)
@@ -806,7 +814,7 @@ distclean:
 	$(call msg,CLEAN,build build-san build-tsan build-cudasim build-cudasim-san build-cudasim-tsan)
 	$(Q)rm -rf -- build build-san build-tsan build-cudasim build-cudasim-san build-cudasim-tsan \
 		$(filter-out build build-san build-tsan build-cudasim build-cudasim-san \
-		build-cudasim-tsan,$(B))
+		build-cudasim-tsan,$(B)) $(wildcard build-tsan-mut-*)
 
 help:
 	@echo 'librsd $(VERSION) build'
@@ -821,6 +829,7 @@ help:
 	@echo '  soak           run tools/rsd-soak if there is one (SOAK_ARGS=...)'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
+	@echo '  tsan-mutations three TSan builds, each missing one RCU edge, must report'
 	@echo '  install        into DESTDIR/PREFIX (/usr/local): lib, headers, librsd.pc,'
 	@echo '                 tools in bin/, examples in share/rsd/examples/, tests in tests/rsd/'
 	@echo '  man            man pages from the headers'"'"' kernel-doc into $(B)/man'
