@@ -7,7 +7,8 @@
 #   make [V=1] [O=builddir] [CUDA=0|1|sim] [TRACE=0|1] [SANITIZE=address,undefined]
 #
 # Outputs land in $(O) (default build/, build-san/ for a sanitized build,
-# build-cudasim/ and build-cudasim-san/ for CUDA=sim, when O is not given),
+# build-tsan/ for SANITIZE=thread, build-cudasim/ and build-cudasim-san/ for
+# CUDA=sim, when O is not given),
 # never in the source tree.
 
 VERSION_MAJOR	:= 0
@@ -35,10 +36,13 @@ endif
 
 # ---------------------------------------------------------------------------
 # Output directory. A sanitized build and a CUDA=sim build get their own
-# defaults so plain, instrumented and simulated-CUDA objects never mix; an
-# explicit O= is always honored.
+# defaults so plain, instrumented and simulated-CUDA objects never mix
+# (ThreadSanitizer, which cannot share a process with AddressSanitizer, gets
+# build-tsan); an explicit O= is always honored.
+comma		:= ,
+TSAN		:= $(if $(filter thread,$(subst $(comma), ,$(SANITIZE))),y)
 ifeq ($(strip $(O)),)
-B	:= $(if $(filter sim,$(CUDA)),build-cudasim,build)$(if $(strip $(SANITIZE)),-san)
+B	:= $(if $(filter sim,$(CUDA)),build-cudasim,build)$(if $(strip $(SANITIZE)),$(if $(TSAN),-tsan,-san))
 else
 B	:= $(patsubst %/,%,$(strip $(O)))
 endif
@@ -162,7 +166,6 @@ MPI_OK		:= $(call pc_exists,ompi-c)
 
 # ---------------------------------------------------------------------------
 # Flags. User CFLAGS/CPPFLAGS/LDFLAGS/LDLIBS are appended, so they win.
-comma		:= ,
 # -I. lets the tracepoint provider name itself "tracepoints/rsd_tp.h".
 SAN_FLAGS	:= $(if $(strip $(SANITIZE)),-fsanitize=$(strip $(SANITIZE)) \
 		     -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
@@ -519,6 +522,41 @@ CHECK_ENV	:= $(if $(and $(filter 1,$(CUDA)),$(findstring address,$(SANITIZE))),\
 		   UBSAN_OPTIONS="print_stacktrace=1$(if $(SAN_FILES),:halt_on_error=1:suppressions=$(abspath $(B))/tests/ubsan.supp)$${UBSAN_OPTIONS:+:$$UBSAN_OPTIONS}" \
 		   RSD_SRCDIR=$(CURDIR) RSD_BUILD_DIR=$(abspath $(B))
 
+# SANITIZE=thread (build-tsan/): each process that reports writes its
+# reports to a file in $(B)/tsan/; check counts them, prints their summary
+# lines, and fails on any. tests/tsan/tsan.supp suppresses only code that is
+# not librsd's. atexit_sleep_ms=0: the runtime otherwise sleeps a second in
+# every exit, and every test case is a process. First tests/tsan/probe says
+# whether TSan programs start here; where they start only without address
+# randomization (GCC 12's runtime and a kernel randomizing with more bits
+# than its memory layout allows), kyua runs under setarch -R.
+ifneq ($(TSAN),)
+TSAN_DIR	:= $(abspath $(B))/tsan
+TSAN_OPTS	:= atexit_sleep_ms=0:suppressions=$(CURDIR)/tests/tsan/tsan.supp
+CHECK_ENV	+= TSAN_OPTIONS="$(TSAN_OPTS):log_path=$(TSAN_DIR)/report$${TSAN_OPTIONS:+:$$TSAN_OPTIONS}"
+define tsan_probe
+rm -rf $(TSAN_DIR) && mkdir -p $(TSAN_DIR); wrap=; \
+probe() { TSAN_OPTIONS=$(TSAN_OPTS) "$$@" $(B)/tests/tsan/probe >/dev/null 2>>$(TSAN_DIR)/probe.err; }; \
+if ! probe; then \
+	if probe setarch "$$(uname -m)" -R; then \
+		wrap="setarch $$(uname -m) -R"; \
+		echo '  NOTE    ThreadSanitizer starts only without address randomization: kyua under setarch -R'; \
+	else \
+		echo 'ThreadSanitizer programs cannot start here, with or without setarch -R:'; \
+		head -n5 $(TSAN_DIR)/probe.err | sed 's/^/    /'; exit 1; \
+	fi; \
+fi;
+endef
+define tsan_count
+n=$$(cat $(TSAN_DIR)/report.* 2>/dev/null | grep -c '^WARNING: ThreadSanitizer'); \
+echo; echo "ThreadSanitizer: $$n reports"; \
+if [ "$$n" -ne 0 ]; then \
+	rc=1; echo "reports in $(TSAN_DIR)/report.*; their summaries:"; \
+	cat $(TSAN_DIR)/report.* | grep '^SUMMARY: ThreadSanitizer' | sort | uniq -c | sort -rn | head -n20; \
+fi;
+endef
+endif
+
 $(B)/tests/lsan.supp: FORCE
 	@mkdir -p $(@D)
 	$(file >$@,$(LSAN_SUPP))
@@ -530,7 +568,7 @@ $(B)/tests/ubsan.supp: FORCE
 check: all $(VG_FILES) $(SAN_FILES)
 	@rm -f $(RESULTS) $(RESULTS:.db=.log)
 	@echo '  KYUA    $(KDIR:$(B)/%=%)/Kyuafile$(if $(filter 1,$(VALGRIND)), (under valgrind))'
-	@rc=0; $(CHECK_ENV) $(KYUA) --logfile=$(RESULTS:.db=.log) test --kyuafile $(KDIR)/Kyuafile \
+	@$(tsan_probe) rc=0; $(CHECK_ENV) $$wrap $(KYUA) --logfile=$(RESULTS:.db=.log) test --kyuafile $(KDIR)/Kyuafile \
 		--results-file $(RESULTS) || rc=$$?; \
 	if [ ! -s $(RESULTS) ]; then \
 		echo "kyua test produced no results (exit $$rc)"; \
@@ -550,8 +588,17 @@ check: all $(VG_FILES) $(SAN_FILES)
 	broken=$$(num broken); failed=$$(num failed); \
 	failed=$$(( $${failed:-0} + $${broken:-0} )); skip=$${skip:-0}; \
 	passed=$$(( $${total:-0} - skip - failed )); \
+	$(tsan_count) \
 	echo; echo "$$passed passed, $$failed failed, $$skip skipped"; \
 	exit $$rc
+
+# make tsan-mutations: three TSan builds, each missing one of the edges
+# lib/core/rcu_annot.h gives ThreadSanitizer, must each report
+# (tests/tsan/mutations; Documentation/reliability.md). The script runs make
+# itself, so this make's command-line variables (O=, SANITIZE=) stay here.
+.PHONY: tsan-mutations
+tsan-mutations:
+	$(Q)env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL MAKE=$(MAKE) bash tests/tsan/mutations
 
 # ---------------------------------------------------------------------------
 # Programs users run. Scripts get the build directory in RSD_BUILD_DIR.
@@ -764,9 +811,10 @@ clean:
 	$(Q)rm -rf -- $(B)
 
 distclean:
-	$(call msg,CLEAN,build build-san build-cudasim build-cudasim-san)
-	$(Q)rm -rf -- build build-san build-cudasim build-cudasim-san \
-		$(filter-out build build-san build-cudasim build-cudasim-san,$(B))
+	$(call msg,CLEAN,build build-san build-tsan build-cudasim build-cudasim-san build-cudasim-tsan)
+	$(Q)rm -rf -- build build-san build-tsan build-cudasim build-cudasim-san build-cudasim-tsan \
+		$(filter-out build build-san build-tsan build-cudasim build-cudasim-san \
+		build-cudasim-tsan,$(B)) $(wildcard build-tsan-mut-*)
 
 help:
 	@echo 'librsd $(VERSION) build'
@@ -781,6 +829,7 @@ help:
 	@echo '  soak           run tools/rsd-soak if there is one (SOAK_ARGS=...)'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
+	@echo '  tsan-mutations three TSan builds, each missing one RCU edge, must report'
 	@echo '  install        into DESTDIR/PREFIX (/usr/local): lib, headers, librsd.pc,'
 	@echo '                 tools in bin/, examples in share/rsd/examples/, tests in tests/rsd/'
 	@echo '  man            man pages from the headers'"'"' kernel-doc into $(B)/man'
@@ -793,7 +842,8 @@ help:
 	@echo '  CUDA=0|1|sim   CUDA runtime driver (detected: $(CUDA)); sim: against the'
 	@echo '                 test-only CUDA runtime double, default O build-cudasim'
 	@echo '  TRACE=0|1      LTTng-UST tracepoints (detected: $(TRACE))'
-	@echo '  SANITIZE=list  -fsanitize=list; default O becomes build-san'
+	@echo '  SANITIZE=list  -fsanitize=list; default O becomes build-san (build-tsan'
+	@echo '                 for thread, whose check counts ThreadSanitizer reports)'
 	@echo '  VALGRIND=1     make check runs each atf-c program under valgrind'
 	@echo '  LIB_EXCLUDE= TEST_EXCLUDE=  make patterns of sources to leave out'
 	@echo '  CFLAGS CPPFLAGS LDFLAGS LDLIBS  appended to the built-in flags;'

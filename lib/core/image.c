@@ -11,7 +11,12 @@
 #include <string.h>
 
 #include "core.h"
+#include "rcu_annot.h"
 #include "../trace.h"
+
+#if RSD_TSAN
+char rsd__rcu_gp_clock;
+#endif
 
 static pthread_key_t rcu_key;
 static pthread_once_t rcu_key_once = PTHREAD_ONCE_INIT;
@@ -46,13 +51,13 @@ void rsd__rcu_register(void)
 const struct rsd_image *rsd__read_begin(struct rsd_manager *m)
 {
 	rsd__rcu_register();
-	urcu_memb_read_lock();
-	return rcu_dereference(m->img);
+	rsd__rcu_read_lock();
+	return rsd__rcu_deref(m->img);
 }
 
 void rsd__read_end(void)
 {
-	urcu_memb_read_unlock();
+	rsd__rcu_read_unlock();
 }
 
 static int retire_entry(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p,
@@ -497,7 +502,7 @@ int rsd__publish(struct rsd_manager *m)
 	/* The new image's log is empty: so are the net changes it allows. */
 	m->nlognet = 0;
 	rsd__rcu_register();
-	rcu_assign_pointer(m->img, img);
+	rsd__rcu_publish(m->img, img);
 	reclaim_later(m, old);
 	m->gen++;
 	return 0;

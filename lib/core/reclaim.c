@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "core.h"
+#include "rcu_annot.h"
 
 static struct {
 	pthread_mutex_t lock;
@@ -68,7 +69,7 @@ static void *reclaimer(void *unused)
 		rq.head = rq.tail = NULL;
 		pthread_mutex_unlock(&rq.lock);
 		/* Every reader that could still see those images has left. */
-		urcu_memb_synchronize_rcu();
+		rsd__rcu_synchronize();
 		for (; b; b = next) {
 			next = b->gp_next;
 			rsd__image_reclaim(b, false);
@@ -144,7 +145,7 @@ uint64_t rsd__gp_request(void)
 
 	if (!seq) {
 		/* No thread (resource limits): the period, here and now. */
-		urcu_memb_synchronize_rcu();
+		rsd__rcu_synchronize();
 	}
 	return seq;
 }
@@ -158,7 +159,7 @@ void rsd__reclaim_submit(struct rsd_image *batch)
 {
 	if (rq_request(batch))
 		return;
-	urcu_memb_synchronize_rcu();
+	rsd__rcu_synchronize();
 	rsd__image_reclaim(batch, false);
 }
 

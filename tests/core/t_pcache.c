@@ -34,14 +34,13 @@ static struct rsd_resident *filled(struct cfx *f, unsigned char c, void **data)
 	return r;
 }
 
+/* Every byte is c: the first is, and each equals the next. One memcmp,
+ * which ThreadSanitizer checks as a range (a byte loop took it minutes). */
 static bool all_bytes(const void *p, uint64_t n, unsigned char c)
 {
 	const unsigned char *b = p;
 
-	for (uint64_t i = 0; i < n; i++)
-		if (b[i] != c)
-			return false;
-	return true;
+	return !n || (b[0] == c && !memcmp(b, b + 1, n - 1));
 }
 
 static struct rsd__pcache_stats stats(void)
