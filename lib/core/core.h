@@ -147,10 +147,6 @@ void rsd__record_free(struct rsd_manager *m, struct rsd_record *rec);
 /* Indexed by rsd__loc_slot(); protected by m->lock. */
 struct rsd_acct {
 	bool known; /* in the registry (m->order) */
-	/* Known only because transfers in flight are bringing a first value
-	 * here: their commit records it (+1), an abort of the last one takes
-	 * it out again (§21.1). */
-	bool tentative;
 	bool has_budget;
 	uint64_t budget;
 	uint64_t used, reserved;
@@ -723,14 +719,9 @@ static inline void rsd__acct_peak(struct rsd_acct *a)
 	if (rsd__acct_charged(a) > a->peak_charged)
 		a->peak_charged = rsd__acct_charged(a);
 }
-/* Record a location lazily (+1) when not yet known, or known only
- * tentatively. */
+/* Record a location lazily (+1) when not yet known. An arriving
+ * destination's location is recorded at its commit. */
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
-/* An arriving destination makes its location known without a version
- * step (readers list every location a materialization names); its commit
- * records it for real, and an abort leaving nothing there unrecords it. */
-void rsd__record_location_tentative(struct rsd_manager *m, struct rsd_location at);
-void rsd__unrecord_tentative(struct rsd_manager *m, struct rsd_location at);
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
 void rsd__bump(struct rsd_manager *m);
 /* Reap completed pending leases (§8.5), stream by stream (§21.5). */

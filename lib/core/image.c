@@ -227,11 +227,27 @@ static size_t value_image_size(uint32_t nmats)
 	return sizeof(struct rsd_img_value) + nmats * sizeof(struct rsd_img_mat);
 }
 
+/*
+ * A materialization readers may see: every resident one, and an arriving
+ * one at a location already listed. An arriving copy at a location nothing
+ * else has used yet stays out of the image until its commit records that
+ * location (rows only ever append, so a location cannot be listed for a
+ * transfer that may still fail).
+ */
+static bool mat_visible(const struct rsd_manager *m, const struct rsd_mat *mat)
+{
+	return !mat->arriving || m->acct[rsd__loc_slot(mat->loc)].known;
+}
+
 static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd_record *rec,
 					 uint64_t gen)
 {
-	struct rsd_img_value *iv = rsd__objcache_alloc(&m->oc, value_image_size(rec->nmats));
+	struct rsd_img_value *iv;
+	uint32_t n = 0;
 
+	for (uint32_t i = 0; i < rec->nmats; i++)
+		n += mat_visible(m, &rec->mats[i]);
+	iv = rsd__objcache_alloc(&m->oc, value_image_size(n));
 	if (!iv)
 		return NULL;
 	iv->gen = gen;
@@ -241,16 +257,20 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 	iv->has_source = rec->has_source;
 	iv->source_loc = rec->source_loc;
 	iv->discarded = rec->discarded;
-	iv->nmats = rec->nmats;
+	iv->nmats = n;
+	n = 0;
 	for (uint32_t i = 0; i < rec->nmats; i++) {
 		const struct rsd_mat *mat = &rec->mats[i];
 
-		iv->mats[i].loc = mat->loc;
-		iv->mats[i].storage_nbytes = mat->storage_nbytes;
-		iv->mats[i].use_count = mat->use_count;
-		iv->mats[i].hold_count = mat->hold_count;
-		iv->mats[i].pending_count = mat->pending_count;
-		iv->mats[i].arriving = mat->arriving;
+		if (!mat_visible(m, mat))
+			continue;
+		iv->mats[n].loc = mat->loc;
+		iv->mats[n].storage_nbytes = mat->storage_nbytes;
+		iv->mats[n].use_count = mat->use_count;
+		iv->mats[n].hold_count = mat->hold_count;
+		iv->mats[n].pending_count = mat->pending_count;
+		iv->mats[n].arriving = mat->arriving;
+		n++;
 	}
 	return iv;
 }

@@ -176,9 +176,7 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 		rec->capmats = cap;
 	}
 	/* Nothing below can fail: the install is committed. */
-	if (arriving)
-		rsd__record_location_tentative(m, at);
-	else
+	if (!arriving)
 		rsd__record_location(m, at);
 	mat = &rec->mats[rec->nmats++];
 	memset(mat, 0, sizeof(*mat));
@@ -308,5 +306,4 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
 	pop(m, rec, at);
-	rsd__unrecord_tentative(m, at);
 }

@@ -225,43 +225,12 @@ void rsd__bump(struct rsd_manager *m)
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
 {
 	unsigned slot = rsd__loc_slot(at);
-	struct rsd_acct *a = &m->acct[slot];
 
-	if (a->known && !a->tentative)
+	if (m->acct[slot].known)
 		return;
-	if (!a->known)
-		m->order[m->nknown++] = (uint8_t)slot;
-	a->known = true;
-	a->tentative = false;
-	rsd__bump(m);
-}
-
-void rsd__record_location_tentative(struct rsd_manager *m, struct rsd_location at)
-{
-	unsigned slot = rsd__loc_slot(at);
-	struct rsd_acct *a = &m->acct[slot];
-
-	if (a->known)
-		return;
-	a->known = a->tentative = true;
+	m->acct[slot].known = true;
 	m->order[m->nknown++] = (uint8_t)slot;
-	m->locs_dirty = true;
-}
-
-void rsd__unrecord_tentative(struct rsd_manager *m, struct rsd_location at)
-{
-	unsigned slot = rsd__loc_slot(at), i;
-	struct rsd_acct *a = &m->acct[slot];
-
-	if (!a->tentative || a->value_count)
-		return;
-	for (i = 0; i < m->nknown && m->order[i] != slot; i++)
-		;
-	for (; i + 1 < m->nknown; i++)
-		m->order[i] = m->order[i + 1];
-	m->nknown--;
-	a->known = a->tentative = false;
-	m->locs_dirty = true;
+	rsd__bump(m);
 }
 
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec)
