@@ -82,8 +82,9 @@ static int check_policy(const struct rsd_policy *p)
 
 	if (!p->ops || !p->ops->name || !p->ops->config_identity || !p->ops->fallback_locations ||
 	    !p->ops->order_candidates)
-		return rsd__err(RSD_ETYPE, "residency policy must provide name, config_identity, "
-					   "fallback_locations and order_candidates");
+		return rsd__err(RSD_ETYPE,
+				"struct rsd_policy_ops must provide name, config_identity, "
+				"fallback_locations and order_candidates");
 	name = p->ops->name(p->ctx);
 	if (!name)
 		return rsd__err(RSD_ETYPE, "residency policy name must be a string");
@@ -348,7 +349,7 @@ int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct
 				    ->spec.replica_mode == RSD_EXCLUSIVE)
 				return rsd__err(
 					RSD_EOWNERSHIP,
-					"EXCLUSIVE value '%llu' cannot be required at several "
+					"RSD_EXCLUSIVE value '%llu' cannot be required at several "
 					"locations",
 					(unsigned long long)h.id);
 			break;

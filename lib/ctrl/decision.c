@@ -267,12 +267,12 @@ int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 	if (d->manager_id != c->manager_id)
 		return rsd__err(
 			RSD_EHANDLE,
-			"Decision for '%s' belongs to manager '%llu', not '%llu' (another manager)",
+			"decision for '%s' belongs to manager '%llu', not '%llu' (another manager)",
 			d->plan->name, (unsigned long long)d->manager_id,
 			(unsigned long long)c->manager_id);
 	if (!same_policy(c->policy, d))
 		return rsd__err(RSD_EPLAN,
-				"Decision for '%s' was issued under another policy "
+				"decision for '%s' was issued under another policy "
 				"configuration",
 				d->plan->name);
 	return rsd_scope_enter(c->m, d->plan, ts, nts, &d->expected_state_version, out);
