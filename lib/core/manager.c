@@ -76,9 +76,16 @@ int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *
 	return 0;
 }
 
+/*
+ * The location first: a stream cannot match a device this process lacks,
+ * and "cuda:2 is not available" is the fact a caller must hear, not that
+ * its cuda:0 stream does not match cuda:2.
+ */
 int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at)
 {
-	return rsd__check_driver_stream(m->ops, m->ops_ctx, stream, at);
+	int err = rsd__check_location(m, at);
+
+	return err ? err : rsd__check_driver_stream(m->ops, m->ops_ctx, stream, at);
 }
 
 /* Records are sorted by id: registration order is issue order. */
