@@ -325,6 +325,42 @@ ATF_TC_BODY(streams_checked_before_decision, tc)
 }
 
 /*
+ * A requirement at a device the process lacks (cuda:2 with two simulated
+ * devices) is refused for the device, before its stream is compared: the
+ * cuda:0 stream given for it is not what is wrong.
+ */
+ATF_TC_WITHOUT_HEAD(absent_device_before_stream);
+ATF_TC_BODY(absent_device_before_stream, tc)
+{
+	struct rsd_location c2 = { RSD_CUDA, 2 };
+	struct rsd_use *u = (struct rsd_use *)0x1;
+	struct rsd_requirement q[1];
+	struct rsd_request r = { "absent", q, 1, NULL, 0 };
+	struct rsd_controller *c;
+	const char *msg;
+	void *s0;
+	uint64_t v;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, 2);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s0), 0);
+	q[0] = fx_req(fx_sourced(&f, PAGEABLE), c2);
+	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	v = fx_version(&f);
+	ATF_CHECK_EQ(rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u), -RSD_EINVAL);
+	msg = rsd_last_error()->message;
+	ATF_CHECK_MSG(strstr(msg, "cuda:2") && strstr(msg, "not available") &&
+			      !strstr(msg, "does not match"),
+		      "%s", msg);
+	ATF_CHECK(u == (struct rsd_use *)0x1);
+	ATF_CHECK_EQ(fx_version(&f), v);
+	ATF_CHECK_EQ(f.loads, 0);
+	rsd_controller_free(c);
+	rsd_simdev_stream_destroy(f.sd, s0);
+	fx_fini(&f);
+}
+
+/*
  * §18.77: an acquire fails after the scope committed (the "acquire" fault
  * point at cuda:0): the use unwinds (the pageable lease released, the
  * reservation released, the placement kept), returns the acquire's code and
@@ -551,6 +587,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, consumer_stream_coverage);
 	ATF_TP_ADD_TC(tp, gpu_use);
 	ATF_TP_ADD_TC(tp, streams_checked_before_decision);
+	ATF_TP_ADD_TC(tp, absent_device_before_stream);
 	ATF_TP_ADD_TC(tp, acquire_failure_unwinds);
 	ATF_TP_ADD_TC(tp, value_outside_active_use);
 	ATF_TP_ADD_TC(tp, failed_entries_leave_nothing);
