@@ -48,6 +48,23 @@ struct rsd_error *rsd__err_record(void);
 /* Clear the thread's record (code 0). */
 void rsd__err_clear(void);
 
+/*
+ * The double-free guard of the objects callers free (leases, holds,
+ * reservations, uses, snapshots, decisions): a word set to RSD__LIVE when the
+ * object is handed out, which its *_free() turns into RSD__FREED through
+ * rsd__guard_free() before touching anything else. Finding another value
+ * there, it aborts with a message naming the object and the function, as
+ * glibc's free() aborts on a double free, instead of unlinking the object
+ * twice or caching it twice and corrupting the manager. The word sits past
+ * an object's first 16 bytes, which glibc's free() overwrites with its own
+ * free-list links; memory malloc has handed out again holds something else
+ * there, which aborts as well. Objects a cache keeps (leases) are checked
+ * exactly.
+ */
+#define RSD__LIVE 0x6c697665u  /* "live" */
+#define RSD__FREED 0x66726565u /* "free" */
+void rsd__guard_free(uint32_t *guard, const char *fn, const char *type, const void *obj);
+
 /* Wall clock, Unix nanoseconds. */
 uint64_t rsd__now_ns(void);
 

@@ -454,6 +454,7 @@ void rsd__obj_unlink(struct rsd_objlink *link);
 /* The caller's lease object. */
 struct rsd_lease {
 	struct rsd_objlink link;
+	uint32_t guard; /* RSD__LIVE from lease_obj_get to rsd_lease_free */
 	pthread_mutex_t lock; /* active flag and streams; taken before m->lock */
 	const struct rsd_device_ops *ops;
 	void *ops_ctx;
@@ -470,6 +471,7 @@ struct rsd_lease {
 
 struct rsd_hold {
 	struct rsd_objlink link;
+	uint32_t guard; /* RSD__LIVE until rsd_hold_free */
 	uint64_t id;
 	bool active;  /* caller's view */
 	bool tracked; /* the manager still counts it; protected by m->lock */
@@ -481,6 +483,7 @@ struct rsd_hold {
 
 struct rsd_reservation {
 	struct rsd_objlink link;
+	uint32_t guard; /* RSD__LIVE until rsd_reservation_free */
 	uint64_t id;
 	bool active;
 	bool tracked;
