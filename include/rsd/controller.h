@@ -401,6 +401,10 @@ int rsd_controller_decide(struct rsd_controller *c, const struct rsd_request *r,
  * rsd_decision_free() - Free a decision.
  * @d: the decision; NULL is ignored.
  *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_decision_free(): double free of struct rsd_decision" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
+ *
  * Context: Any thread.
  */
 void rsd_decision_free(struct rsd_decision *d);
@@ -530,6 +534,10 @@ int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report);
  * @u: the use; NULL is ignored.
  *
  * An open use is closed first.
+ *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_use_free(): double free of struct rsd_use" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
  *
  * Context: Any thread; not from a source callback.
  */

@@ -157,6 +157,10 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out);
  * rsd_snapshot_free() - Free a snapshot.
  * @s: the snapshot; NULL is ignored.
  *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_snapshot_free(): double free of struct rsd_snapshot" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
+ *
  * Context: Any thread.
  */
 void rsd_snapshot_free(struct rsd_snapshot *s);

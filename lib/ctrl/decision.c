@@ -15,6 +15,7 @@
 /* The decision owns deep copies of everything it exposes. */
 struct decision {
 	struct rsd_decision pub;
+	uint32_t guard; /* RSD__LIVE until rsd_decision_free */
 	struct rsd_plan plan;
 	char *name;
 	struct rsd_action *reclaim, *enter;
@@ -49,6 +50,7 @@ void rsd_decision_free(struct rsd_decision *pub)
 
 	if (!d)
 		return;
+	rsd__guard_free(&d->guard, __func__, "struct rsd_decision", d);
 	free(d->name);
 	free(d->reclaim);
 	free(d->enter);
@@ -89,6 +91,7 @@ static int build(struct rsd_controller *c, const struct rsd_request *r, uint64_t
 
 	if (!d)
 		goto nomem;
+	d->guard = RSD__LIVE;
 	d->expl = expl; /* owned from here on, even on failure */
 	d->name = rsd__strdup(r->name);
 	d->reclaim = dup_array(res->reclaim, res->nreclaim, sizeof(*res->reclaim));
