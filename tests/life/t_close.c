@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rsd/rsd.h>
 
@@ -234,9 +235,47 @@ ATF_TC_BODY(force_close_with_lifetimes, tc)
 	lfx_teardown();
 }
 
-/* A pending lease with busy streams does not stop a forced close. */
+/*
+ * A pending lease whose stream never completes (on-command progress, never
+ * commanded) does not stop a forced close without waiting: the close
+ * returns at once, and the value the stream may still use is kept
+ * allocated, with a warning, instead of freed. SIGALRM ends a close that
+ * waits anyway.
+ */
 ATF_TC_WITHOUT_HEAD(force_close_pending);
 ATF_TC_BODY(force_close_pending, tc)
+{
+	struct rsd_lease *l = NULL, *busy = NULL;
+	struct rsd_handle a, b;
+	void *st;
+	uint64_t v;
+
+	lfx_setup(false);
+	st = lfx_stream(0);
+	a = lfx_put(lfx_cuda(0), 64, NULL);
+	b = lfx_put(lfx_cuda(1), 128, NULL);
+	l = lfx_pending_lease(a, st);
+	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b, 1, lfx_cuda(1), lfx_stream(1), &busy), 0);
+	v = lfx_ver();
+	alarm(20);
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT | RSD_CLOSE_FORCE), 0);
+	alarm(0);
+	ATF_CHECK_EQ(raw_version(), v + 1);
+	/* The kept values' storage is still allocated on both devices. */
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(lfx_sd, 0), 64);
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(lfx_sd, 1), 128);
+	ATF_CHECK_EQ(lfx_nwarn, 1);
+	ATF_CHECK_MSG(strstr(lfx_lastwarn, "2 value(s) of 192 bytes") &&
+			      strstr(lfx_lastwarn, "kept allocated"),
+		      "%s", lfx_lastwarn);
+	rsd_lease_free(busy);
+	rsd_lease_free(l);
+	lfx_teardown();
+}
+
+/* Forced and waiting: the devices are synchronized first, nothing is kept. */
+ATF_TC_WITHOUT_HEAD(force_close_waits_for_devices);
+ATF_TC_BODY(force_close_waits_for_devices, tc)
 {
 	struct simwait w;
 	struct rsd_lease *l = NULL;
@@ -250,9 +289,10 @@ ATF_TC_BODY(force_close_pending, tc)
 	l = lfx_pending_lease(a, st);
 	v = lfx_ver();
 	simwait_start(&w, lfx_sd, st, 100);
-	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT | RSD_CLOSE_FORCE), 0);
+	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_FORCE), 0);
 	ATF_CHECK_MSG(simwait_blocked(&w), "forced close returned before the device was idle");
-	ATF_CHECK_EQ(raw_version(), v + 1);
+	ATF_CHECK_EQ(raw_version(), v + 2); /* the lease's reap, then the close */
+	ATF_CHECK_EQ(rsd_simdev_allocated_bytes(lfx_sd, 0), 0);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, st), 0);
 	rsd_lease_free(l);
 	ATF_CHECK_EQ(lfx_nwarn, 0);
@@ -355,6 +395,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, refusal_counts);
 	ATF_TP_ADD_TC(tp, force_close_with_lifetimes);
 	ATF_TP_ADD_TC(tp, force_close_pending);
+	ATF_TP_ADD_TC(tp, force_close_waits_for_devices);
 	ATF_TP_ADD_TC(tp, objects_outlive_manager);
 	ATF_TP_ADD_TC(tp, force_close_after_failed_wait);
 	return atf_no_error();
