@@ -309,6 +309,31 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 				       const char *stable_key);
 
 /**
+ * rsd_controller_record_access() - Record an access to values, as a use does.
+ * @c: the controller.
+ * @h: live values of the controller's manager (@n entries; repeats allowed).
+ * @n: their number, at least 1.
+ *
+ * Only a successful rsd_controller_use() entry records access epochs by
+ * itself (reference.md §12.6); rsd_controller_decide() and
+ * rsd_controller_scope() do not, so a caller that decides and enters scopes
+ * itself calls this once per access, after its leases are taken: the epoch
+ * advances by one and every handle of @h gets it, exactly as a use entry
+ * gives its request's handles, so the tiered LRU ages them the same way. On
+ * failure no epoch changes.
+ *
+ * Context: Takes the controller's lock; reads the published image without
+ * the transition lock.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c is NULL, @h is NULL with @n > 0, or a handle's type is NULL.
+ * * -RSD_EINVAL - @n is 0; a handle's manager_id or id is 0.
+ * * -RSD_ECLOSED - the manager is closed.
+ * * -RSD_EHANDLE - a handle is foreign, unknown or discarded.
+ * * -RSD_ENOMEM - the controller's table could not grow.
+ */
+int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_handle *h, size_t n);
+
+/**
  * struct rsd_schedule_step - One step of a declared schedule.
  * @handles: the values the step uses (a set: a handle listed twice counts
  *	once), for example the handles of a request's requirements.

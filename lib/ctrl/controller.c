@@ -268,6 +268,52 @@ out:
 	return err;
 }
 
+/* ---- access epochs recorded by the caller (§12.6) ---- */
+
+int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_handle *h, size_t n)
+{
+	const struct rsd_image *img;
+	long idx;
+	int err = 0;
+
+	if (!c || (n && !h))
+		return rsd__err(RSD_ETYPE, "rsd_controller_record_access: NULL argument");
+	if (!n)
+		return rsd__err(RSD_EINVAL, "rsd_controller_record_access: no handles");
+	for (size_t i = 0; i < n; i++) {
+		err = rsd__handle_check(h[i], "rsd_controller_record_access");
+		if (err)
+			return err;
+	}
+	err = rsd__read_fresh(c->m);
+	if (err)
+		return err;
+	pthread_mutex_lock(&c->lock);
+	img = rsd__read_begin(c->m);
+	if (img->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)c->m->id);
+	for (size_t i = 0; i < n && !err; i++)
+		err = rsd__img_resolve(img, c->m->id, h[i], &idx);
+	rsd__read_end();
+	/* Every entry exists before the epoch moves: all or nothing. */
+	for (size_t i = 0; i < n && !err; i++)
+		if (!rsd__meta_get(c, h[i].id))
+			err = -RSD_ENOMEM;
+	if (err)
+		goto out;
+	c->epoch++;
+	for (size_t i = 0; i < n; i++) {
+		struct rsd__meta *e = rsd__meta_get(c, h[i].id);
+
+		e->has_epoch = true;
+		e->epoch = c->epoch;
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
 /* ---- requests (§12.1) ---- */
 
 int rsd__request_check(const struct rsd_request *r)

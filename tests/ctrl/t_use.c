@@ -69,7 +69,8 @@ ATF_TC_BODY(example_i_epochs, tc)
 	ATF_REQUIRE_EQ(d->plan->nreclaim, 1);
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], v[0], PINNED));
 	ATF_CHECK_EQ(d->evictions[0].rank, 0);
-	ATF_CHECK_STREQ(d->evictions[0].reason, "another materialization preserves the logical value");
+	ATF_CHECK_STREQ(d->evictions[0].reason,
+			"another materialization preserves the logical value");
 	ATF_REQUIRE_EQ(d->plan->nenter, 1);
 	ATF_CHECK(fx_is_ensure(&d->plan->enter[0], v[2], PINNED));
 	rsd_decision_free(d);
@@ -83,6 +84,60 @@ ATF_TC_BODY(example_i_epochs, tc)
 	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], v[1], PINNED));
 	rsd_decision_free(d);
+	rsd_controller_free(c);
+	fx_fini(&f);
+}
+
+/*
+ * §12.6: decide and scope record no access; a caller that uses them
+ * records its own with rsd_controller_record_access(), which ages values
+ * exactly as use entries do. A failed call records nothing.
+ */
+static void check_victim(struct rsd_controller *c, struct rsd_handle want, struct rsd_handle enter)
+{
+	struct rsd_requirement q = fx_req(enter, PINNED);
+	struct rsd_request r = { "next", &q, 1, NULL, 0 };
+	struct rsd_decision *d;
+
+	ATF_REQUIRE_EQ_MSG(rsd_controller_decide(c, &r, &d), 0, "%s", rsd_last_error()->message);
+	ATF_REQUIRE_EQ(d->plan->nreclaim, 1);
+	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], want, PINNED));
+	rsd_decision_free(d);
+}
+
+ATF_TC_WITHOUT_HEAD(record_access_ages_like_use);
+ATF_TC_BODY(record_access_ages_like_use, tc)
+{
+	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, 2 * N } };
+	struct rsd_controller *c;
+	struct rsd_handle v[3], two[2];
+	struct fx f;
+
+	fx_init(&f, bud, 1, 0);
+	for (int i = 0; i < 3; i++)
+		v[i] = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	fx_ensure(&f, v[0], PINNED);
+	fx_ensure(&f, v[1], PINNED);
+	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	ATF_REQUIRE_EQ(rsd_controller_record_access(c, &v[1], 1), 0);
+	ATF_REQUIRE_EQ(rsd_controller_record_access(c, &v[0], 1), 0);
+	check_victim(c, v[1], v[2]);
+	ATF_REQUIRE_EQ(rsd_controller_record_access(c, &v[1], 1), 0);
+	check_victim(c, v[0], v[2]);
+
+	/* failures record nothing: v0 stays the oldest */
+	two[0] = v[0];
+	two[1] = v[1];
+	two[1].manager_id += 7;
+	ATF_CHECK_EQ(rsd_controller_record_access(c, two, 2), -RSD_EHANDLE);
+	ATF_CHECK_EQ(rsd_controller_record_access(c, NULL, 1), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_controller_record_access(NULL, v, 1), -RSD_ETYPE);
+	ATF_CHECK_EQ(rsd_controller_record_access(c, v, 0), -RSD_EINVAL);
+	check_victim(c, v[0], v[2]);
+	/* an access to v0 twice in one call: v1 is the oldest again */
+	two[1] = v[0];
+	ATF_REQUIRE_EQ(rsd_controller_record_access(c, two, 2), 0);
+	check_victim(c, v[1], v[2]);
 	rsd_controller_free(c);
 	fx_fini(&f);
 }
@@ -583,6 +638,7 @@ ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, example_i_epochs);
 	ATF_TP_ADD_TC(tp, failed_use_is_no_access);
+	ATF_TP_ADD_TC(tp, record_access_ages_like_use);
 	ATF_TP_ADD_TC(tp, use_values_and_close);
 	ATF_TP_ADD_TC(tp, consumer_stream_coverage);
 	ATF_TP_ADD_TC(tp, gpu_use);

@@ -190,6 +190,9 @@ int main(void)
 	PROBE(rsd_controller_scope, rsd_controller_scope(c, NULL, NULL, 0, &s));
 	PROBE(rsd_controller_set_policy_metadata,
 	      rsd_controller_set_policy_metadata(c, foreign, 0, NULL));
+	PROBE(rsd_controller_record_access, rsd_controller_record_access(c, &foreign, 1));
+	PROBE(rsd_controller_record_access, rsd_controller_record_access(c, &h, 0));
+	PROBE(rsd_controller_record_access, rsd_controller_record_access(NULL, &h, 1));
 	rsd_controller_free(c);
 	rsd_policy_free(pol);
 	tier.from = pin;
