@@ -538,6 +538,7 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 		pthread_mutex_destroy(&m->lock);
 		goto fail;
 	}
+	rsd__reclaim_get(); /* rsd_manager_destroy puts it */
 	*out = m;
 	return 0;
 fail:

@@ -40,6 +40,7 @@ static struct {
 	struct rsd_image *head, *tail;	/* batches the thread frees, via gp_next */
 	uint64_t requested;		/* grace periods asked for */
 	atomic_uint_fast64_t completed; /* requests a finished period covers */
+	unsigned long managers;		/* live managers (rsd__reclaim_get) */
 	bool started;
 } rq = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -171,5 +172,13 @@ void rsd__reclaim_barrier(void)
 	target = rq.requested;
 	while (atomic_load(&rq.completed) < target)
 		pthread_cond_wait(&rq.done, &rq.lock);
+	pthread_mutex_unlock(&rq.lock);
+}
+
+void rsd__reclaim_get(void)
+{
+	pthread_once(&rq_once, rq_init);
+	pthread_mutex_lock(&rq.lock);
+	rq.managers++;
 	pthread_mutex_unlock(&rq.lock);
 }
