@@ -213,4 +213,5 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	pthread_cond_destroy(&m->xfer_cond);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
+	rsd__reclaim_put(); /* the last manager ends librsd's thread */
 }

@@ -670,8 +670,10 @@ void rsd__reclaim_submit(struct rsd_image *batch);
 /* Wait until every grace period asked for so far has ended (and the
  * reclaimer freed what it was given). */
 void rsd__reclaim_barrier(void);
-/* Count a live manager (rsd_manager_create). */
+/* Count a live manager (rsd_manager_create), and uncount it at destroy:
+ * the last put ends the reclaimer thread. */
 void rsd__reclaim_get(void);
+void rsd__reclaim_put(void);
 /* Ask for a grace period: its number for rsd__gp_done(). */
 uint64_t rsd__gp_request(void);
 bool rsd__gp_done(uint64_t seq);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 
 #include <rsd/rsd.h>
 
@@ -656,6 +657,53 @@ ATF_TC_BODY(blocked_load_readers_and_writers_proceed, tc)
  * though it raised peak_charged). Readers work inside the loader and see
  * the pre-load state. A loader that swallows the refusal still loads.
  */
+/* Threads of this process (/proc/self/task). */
+static int nthreads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	ATF_REQUIRE(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * librsd's own thread (the reclaimer) runs only while a manager lives: once
+ * the last one is destroyed the process has the threads it had before, so a
+ * leak checker at exit finds no thread of librsd's. Two rounds: a new
+ * manager starts the thread again, and two managers keep it until both are
+ * gone.
+ */
+ATF_TC_WITHOUT_HEAD(last_destroy_ends_threads);
+ATF_TC_BODY(last_destroy_ends_threads, tc)
+{
+	struct rsd_manager *m[2];
+	int before;
+
+	lfx_setup(true); /* whatever a first manager starts besides ours */
+	lfx_put(RSD_LOC_PINNED_HOST, 64, NULL);
+	lfx_teardown();
+	before = nthreads();
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 2; i++) {
+			ATF_REQUIRE_EQ(rsd_manager_create(NULL, &m[i]), 0);
+			lfx_m = m[i];
+			for (int k = 0; k < 300; k++)
+				lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL); /* publications */
+		}
+		ATF_CHECK(nthreads() > before);
+		rsd_manager_destroy(m[0]);
+		ATF_CHECK(nthreads() > before);
+		rsd_manager_destroy(m[1]);
+		ATF_CHECK_EQ(nthreads(), before);
+	}
+	lfx_m = NULL;
+}
+
 ATF_TC_WITHOUT_HEAD(loader_nested_calls);
 ATF_TC_BODY(loader_nested_calls, tc)
 {
@@ -702,5 +750,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, concurrent_snapshots_consistent);
 	ATF_TP_ADD_TC(tp, blocked_load_readers_and_writers_proceed);
 	ATF_TP_ADD_TC(tp, loader_nested_calls);
+	ATF_TP_ADD_TC(tp, last_destroy_ends_threads);
 	return atf_no_error();
 }
