@@ -80,7 +80,9 @@ LIBDIR		?= $(PREFIX)/lib
 INCLUDEDIR	?= $(PREFIX)/include
 PKGCONFIGDIR	?= $(LIBDIR)/pkgconfig
 TESTSDIR	?= $(PREFIX)/tests/rsd
-EXAMPLESDIR	?= $(PREFIX)/share/rsd/examples
+DATADIR		?= $(PREFIX)/share/rsd
+EXAMPLESDIR	?= $(DATADIR)/examples
+DOCDIR		?= $(PREFIX)/share/doc/librsd
 
 # ---------------------------------------------------------------------------
 # Features. CUDA and TRACE are detected once; pass 0 or 1 to force them.
@@ -169,7 +171,7 @@ SAN_FLAGS	:= $(if $(strip $(SANITIZE)),-fsanitize=$(strip $(SANITIZE)) \
 # LTTng-UST's inline read-side lock (lttng/urcu/static/urcu-ust.h), expanded
 # into every file that fires a tracepoint, touches its 128-byte-aligned
 # reader record at an address liblttng-ust aligns less. Alignment alone is
-# made recoverable so $(B)/tests/ubsan.supp can name that one site; with
+# made recoverable so tests/supp/ubsan.supp can name that one site; with
 # halt_on_error=1 any other misaligned access still stops the test.
 SAN_ALIGN_FIX	:= $(if $(and $(filter 1,$(TRACE)),$(filter undefined alignment,$(subst $(comma), ,$(SANITIZE)))),y)
 SAN_FLAGS	+= $(if $(SAN_ALIGN_FIX),-fsanitize-recover=alignment)
@@ -422,57 +424,19 @@ $(B)/tests/Kyuafile: FORCE
 # atf's srcdir still finds helpers and data). A valgrind error or leak makes
 # the program exit 99 after reporting "passed", which kyua marks broken.
 #
-# $(B)/tests-vg/valgrind.supp silences what is not librsd's: atf-c's own
-# allocations (malloc called directly from libatf-c or libcudart) and the
-# thread-local blocks of helper threads (liblttng-ust, liburcu's call_rcu)
-# still running at exit. A leak whose allocation a test body or librsd makes
-# is never matched by these.
-define VG_SUPP
-{
-   rsd-atf-c-internal
-   Memcheck:Leak
-   match-leak-kinds: definite,indirect,possible
-   fun:*alloc
-   obj:*/libatf-c.so*
-}
-{
-   rsd-atf-c-internal-libc
-   Memcheck:Leak
-   match-leak-kinds: definite,indirect,possible
-   fun:*alloc
-   obj:*/libc.so*
-   obj:*/libatf-c.so*
-}
-{
-   rsd-cudart-internal
-   Memcheck:Leak
-   match-leak-kinds: definite,indirect,possible
-   fun:*alloc
-   obj:*/libcudart.so*
-}
-{
-   rsd-running-thread-tls
-   Memcheck:Leak
-   match-leak-kinds: possible
-   fun:calloc
-   ...
-   fun:_dl_allocate_tls
-}
-endef
+# tests/supp/suite.supp and tests/supp/librsd.supp (the one installed for
+# users) silence what is not librsd's; see their comments.
 
 # --fair-sched: valgrind runs one thread at a time; without fair scheduling a
 # thread polling for the transition lock can starve the one holding it.
 VALGRIND_CMD	?= valgrind --error-exitcode=99 --leak-check=full --quiet --fair-sched=try \
-		   --suppressions=$(abspath $(B))/tests-vg/valgrind.supp $(VALGRIND_ARGS)
+		   --suppressions=$(CURDIR)/tests/supp/suite.supp \
+		   --suppressions=$(CURDIR)/tests/supp/librsd.supp $(VALGRIND_ARGS)
 ifeq ($(VALGRIND),1)
 KDIR		:= $(B)/tests-vg
 RESULTS		:= $(B)/kyua-vg.db
 VG_FILES	:= $(TEST_C_PROGS:$(B)/tests/%=$(KDIR)/%) $(TEST_SH_PROGS:$(B)/tests/%=$(KDIR)/%) \
-		   $(TEST_KYUAFILES:tests/%=$(KDIR)/%) $(KDIR)/Kyuafile $(KDIR)/valgrind.supp
-
-$(KDIR)/valgrind.supp: FORCE
-	@mkdir -p $(@D)
-	$(file >$@,$(VG_SUPP))
+		   $(TEST_KYUAFILES:tests/%=$(KDIR)/%) $(KDIR)/Kyuafile
 
 $(TEST_C_PROGS:$(B)/tests/%=$(KDIR)/%): $(KDIR)/%: $(B)/tests/% FORCE
 	@mkdir -p $(@D)
@@ -494,40 +458,16 @@ VG_FILES	:=
 endif
 
 # Sanitized runs: CUDA's runtime maps memory where ASan's shadow gap sits, so
-# let it; LeakSanitizer ignores atf-c's own never-freed test-case tables (by
-# the atf functions that allocate them, so a leak in a test body or in
-# librsd, which atf_tc_run merely calls, is still reported).
-define LSAN_SUPP
-leak:atf_tp_get_tcs
-leak:atf_tc_init
-leak:atf_list_init
-leak:atf_list_append
-leak:atf_map_init_charpp
-leak:atf_map_insert
-endef
-
-define UBSAN_SUPP
-alignment:_lttng_ust_urcu_read_lock
-alignment:_lttng_ust_urcu_read_unlock
-alignment:*/lttng/urcu/static/urcu-ust.h
-endef
-
-SAN_FILES	:= $(if $(strip $(SANITIZE)),$(B)/tests/lsan.supp $(B)/tests/ubsan.supp)
+# let it; tests/supp/lsan.supp and tests/supp/ubsan.supp say what they
+# silence and why.
+SANITIZED	:= $(if $(strip $(SANITIZE)),y)
 CHECK_ENV	:= $(if $(and $(filter 1,$(CUDA)),$(findstring address,$(SANITIZE))),\
 		   ASAN_OPTIONS="protect_shadow_gap=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}") \
-		   $(if $(SAN_FILES),LSAN_OPTIONS="suppressions=$(abspath $(B))/tests/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}") \
-		   UBSAN_OPTIONS="print_stacktrace=1$(if $(SAN_FILES),:halt_on_error=1:suppressions=$(abspath $(B))/tests/ubsan.supp)$${UBSAN_OPTIONS:+:$$UBSAN_OPTIONS}" \
+		   $(if $(SANITIZED),LSAN_OPTIONS="suppressions=$(CURDIR)/tests/supp/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}") \
+		   UBSAN_OPTIONS="print_stacktrace=1$(if $(SANITIZED),:halt_on_error=1:suppressions=$(CURDIR)/tests/supp/ubsan.supp)$${UBSAN_OPTIONS:+:$$UBSAN_OPTIONS}" \
 		   RSD_SRCDIR=$(CURDIR) RSD_BUILD_DIR=$(abspath $(B))
 
-$(B)/tests/lsan.supp: FORCE
-	@mkdir -p $(@D)
-	$(file >$@,$(LSAN_SUPP))
-
-$(B)/tests/ubsan.supp: FORCE
-	@mkdir -p $(@D)
-	$(file >$@,$(UBSAN_SUPP))
-
-check: all $(VG_FILES) $(SAN_FILES)
+check: all $(VG_FILES)
 	@rm -f $(RESULTS) $(RESULTS:.db=.log)
 	@echo '  KYUA    $(KDIR:$(B)/%=%)/Kyuafile$(if $(filter 1,$(VALGRIND)), (under valgrind))'
 	@rc=0; $(CHECK_ENV) $(KYUA) --logfile=$(RESULTS:.db=.log) test --kyuafile $(KDIR)/Kyuafile \
@@ -690,6 +630,9 @@ lint:
 D		:= $(DESTDIR)
 INSTALL_TESTS	:= $(patsubst $(B)/tests/%,%,$(TEST_FILES))
 
+# The documentation a user reads (the man pages cite it by this path).
+DOC_FILES	:= $(sort $(wildcard Documentation/*.md))
+
 install: lib tools tests
 	$(if $(filter sim,$(CUDA)),$(error make install: a CUDA=sim build runs on the test-only CUDA runtime double; install a CUDA=0 or CUDA=1 build))
 	$(call msg,INSTALL,$(D)$(PREFIX))
@@ -709,13 +652,20 @@ install: lib tools tests
 		if [ -x $(B)/tests/$$f ]; then m=755; else m=644; fi; \
 		$(INSTALL) -D -m $$m $(B)/tests/$$f $(D)$(TESTSDIR)/$$f || exit 1; \
 	done
+	$(Q)$(INSTALL) -d $(D)$(DOCDIR) $(D)$(DATADIR)
+	$(Q)$(INSTALL) -m 644 $(DOC_FILES) $(D)$(DOCDIR)/
+	$(Q)$(INSTALL) -m 644 tests/supp/librsd.supp $(D)$(DATADIR)/
+	@echo '  librsd is in $(PREFIX); build a program against it with'
+	@echo '    cc prog.c $$(PKG_CONFIG_PATH=$(PKGCONFIGDIR) pkg-config --cflags --libs librsd)'
+	@echo '  (librsd.pc puts $(LIBDIR) in the program'"'"'s run path: it runs as built)'
 
 uninstall:
 	$(call msg,RM,$(D)$(PREFIX))
 	$(Q)rm -f $(D)$(LIBDIR)/librsd.a $(D)$(LIBDIR)/$(REALNAME) $(D)$(LIBDIR)/$(SONAME) \
 		$(D)$(LIBDIR)/librsd.so $(D)$(PKGCONFIGDIR)/librsd.pc \
 		$(addprefix $(D)$(BINDIR)/,$(notdir $(BIN_TOOLS) $(TOOL_SCRIPTS)))
-	$(Q)rm -rf $(D)$(INCLUDEDIR)/rsd $(D)$(TESTSDIR) $(D)$(EXAMPLESDIR)
+	$(Q)rm -rf $(D)$(INCLUDEDIR)/rsd $(D)$(TESTSDIR) $(D)$(EXAMPLESDIR) $(D)$(DOCDIR)
+	$(Q)rm -f $(D)$(DATADIR)/librsd.supp
 
 # ---------------------------------------------------------------------------
 # Man pages: tools/kdoc2man.py writes the section-3 pages from the kernel-doc
@@ -734,11 +684,18 @@ PYTHON3		?= python3
 man: $(MAN_STAMP)
 check: man
 
-$(MAN_STAMP): tools/kdoc2man.py $(MAN_HEADERS) $(MAN_SRCS)
+# The pages name the installed documentation, $(DOCDIR): rebuilt when it
+# changes ($(B)/man.docdir holds the last one).
+$(B)/man.docdir: FORCE
+	@mkdir -p $(@D)
+	@if [ '$(call sq,$(DOCDIR))' != "$$(cat $@ 2>/dev/null)" ]; then \
+		printf '%s\n' '$(call sq,$(DOCDIR))' >$@; fi
+
+$(MAN_STAMP): tools/kdoc2man.py $(MAN_HEADERS) $(MAN_SRCS) $(B)/man.docdir
 	$(call msg,MAN,$(B)/man)
 	$(Q)rm -rf $(B)/man && mkdir -p $(B)/man
 	$(Q)$(PYTHON3) tools/kdoc2man.py -o $(B)/man --version $(VERSION) --pages Documentation/man \
-		$(MAN_HEADERS)
+		--docdir '$(call sq,$(DOCDIR))' $(MAN_HEADERS)
 	$(Q)touch $@
 
 install: install-man

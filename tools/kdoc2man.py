@@ -3,7 +3,7 @@
 """kdoc2man: man pages from the kernel-doc comments of include/rsd/*.h.
 
 usage: python3 tools/kdoc2man.py -o OUTDIR [--version V] [--pages DIR]
-                                 [--strict] HEADER...
+                                 [--docdir DIR] [--strict] HEADER...
 
 The headers are the single source of the section-3 pages. Each "DOC: NAME -
 summary" comment starts a page NAME(3) (before the first one, a header's
@@ -18,6 +18,10 @@ is written.
 Hand-written pages in --pages DIR (Documentation/man/*.1, *.7) are copied
 into OUTDIR/manN/; a line ".\\\" @PAGES@" in one is replaced by a table of
 every generated page and ".\\\" @SEE_ALSO@" by a SEE ALSO list of every page.
+
+Every page names the documents it cites (reference.md, drivers.md, written
+"Documentation/NAME.md" or "NAME.md" in the sources) by their path under
+--docdir, where `make install` puts them ($(PREFIX)/share/doc/librsd).
 
 Besides the pages, OUTDIR gets two data files the tests read:
   symbols.txt  one documented name per line, with its page: "NAME PAGE"
@@ -445,11 +449,20 @@ def render_page(page, all_pages, version, date):
     return "\n".join(L) + "\n"
 
 
+def docpaths(text, docdir):
+    """Name the cited documents (Documentation/NAME.md, NAME.md) by their
+    installed path."""
+    return re.sub(r"(?<![\w/.-])(?:Documentation/)?([a-z][a-z-]*\.md)\b",
+                  lambda m: "%s/%s" % (docdir.rstrip("/"), m.group(1)), text)
+
+
 def main():
     ap = argparse.ArgumentParser(description="man pages from kernel-doc")
     ap.add_argument("-o", "--outdir", required=True)
     ap.add_argument("--version", default="0")
     ap.add_argument("--pages", help="directory of hand-written pages (*.1, *.7)")
+    ap.add_argument("--docdir", default="Documentation",
+                    help="where the cited documents are installed")
     ap.add_argument("--strict", action="store_true")
     ap.add_argument("headers", nargs="+")
     a = ap.parse_args()
@@ -491,7 +504,7 @@ def main():
     written = set()
     for pg in pages:
         with open(os.path.join(man3, pg.name + ".3"), "w") as f:
-            f.write(render_page(pg, pages, a.version, date))
+            f.write(docpaths(render_page(pg, pages, a.version, date), a.docdir))
         written.add(pg.name)
     owner = {}
     for pg in pages:
@@ -522,6 +535,7 @@ def main():
         text = text.replace('.\\" @PAGES@\n', "\n".join(table) + "\n")
         see = ",\n".join("\\fB%s\\fP(%s)" % (esc(n), s) for n, s in see_all if n != name)
         text = text.replace('.\\" @SEE_ALSO@\n', see + "\n")
+        text = docpaths(text, a.docdir)
         d = os.path.join(a.outdir, "man" + sec)
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "%s.%s" % (name, sec)), "w") as f:

@@ -218,6 +218,28 @@ error_messages_name_c_body()
 	[ ! -s hits ] || atf_fail "messages naming the Python API: $(head -5 hits | tr '\n' ' ')"
 }
 
+atf_test_case pages_name_installed_docs
+pages_name_installed_docs_head()
+{
+	atf_set "descr" "the pages cite the documentation by the path make install puts it at"
+}
+pages_name_installed_docs_body()
+{
+	man=$(mandir)
+	src=$(srcdir)
+	(cd "$man" && cat man[1-9]/*) | grep -oE '[^[:space:](]*[a-z-]+\.md' | sort -u >cited
+	atf_check -s exit:0 test "$(wc -l <cited)" -ge 3
+	sed 's|/[^/]*$||' cited | sort -u >dirs
+	[ "$(wc -l <dirs)" -eq 1 ] || atf_fail "documents cited from several places: $(tr '\n' ' ' <dirs)"
+	case "$(cat dirs)" in
+	*/share/doc/librsd) ;;
+	*) atf_fail "documents cited in $(cat dirs), not in PREFIX/share/doc/librsd" ;;
+	esac
+	while read -r f; do
+		[ -f "$src/Documentation/${f##*/}" ] || atf_fail "$f: no such document in Documentation/"
+	done <cited
+}
+
 atf_test_case no_outside_references
 no_outside_references_head()
 {
@@ -263,6 +285,7 @@ atf_init_test_cases()
 	atf_add_test_case return_codes_exist
 	atf_add_test_case error_paths_listed
 	atf_add_test_case error_messages_name_c
+	atf_add_test_case pages_name_installed_docs
 	atf_add_test_case no_outside_references
 	atf_add_test_case cited_sections_exist
 }
