@@ -47,7 +47,7 @@ $(error O=$(O) would build into the source tree or /; pick a directory such as O
 endif
 
 # ---------------------------------------------------------------------------
-# Missing build dependencies: run tools/install-deps once, before anything
+# Missing build dependencies: run tools/build/install-deps once, before anything
 # else is evaluated. RSD_SKIP_DEPS=1 turns this off.
 NODEPS_GOALS	:= help clean distclean uninstall
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -56,10 +56,10 @@ deps_ok := $(shell command -v pkg-config >/dev/null 2>&1 && \
 		   pkg-config --exists liburcu atf-c 2>/dev/null && \
 		   command -v kyua >/dev/null 2>&1 && echo y)
 ifneq ($(deps_ok),y)
-$(info librsd: liburcu, atf-c or kyua missing: running tools/install-deps)
-deps_rc := $(shell bash tools/install-deps 1>&2; echo $$?)
+$(info librsd: liburcu, atf-c or kyua missing: running tools/build/install-deps)
+deps_rc := $(shell bash tools/build/install-deps 1>&2; echo $$?)
 ifneq ($(deps_rc),0)
-$(error tools/install-deps failed (exit $(deps_rc)); install what it printed, then retry)
+$(error tools/build/install-deps failed (exit $(deps_rc)); install what it printed, then retry)
 endif
 endif
 endif
@@ -224,11 +224,17 @@ TOOL_PROGS	:= $(foreach s,$(TOOL_SRCS),$(call prog_of,$(s)))
 BIN_TOOLS	:= $(filter-out $(B)/tools/examples/%,$(TOOL_PROGS))
 EXAMPLE_PROGS	:= $(filter $(B)/tools/examples/%,$(TOOL_PROGS))
 EXAMPLE_SRCS	:= $(filter tools/examples/%,$(TOOL_SRCS))
-# Executable scripts in tools/ run in place; they are also copied to
-# $(B)/tools/, so $(B)/tools/ (and BINDIR once installed) holds every tool and
-# a test finds one at $(atf_get_srcdir)/../../tools/NAME in any build dir.
-TOOL_SCRIPTS	:= $(filter-out tools/install-deps tools/gpu-check,$(sort $(shell \
-		     find tools -maxdepth 1 -type f -perm -u+x ! -name '*.c' 2>/dev/null)))
+INSTALL_BIN	:= $(foreach t,$(BIN_TOOLS) $(TOOL_SCRIPTS),\
+		     $(if $(wildcard Documentation/man/$(notdir $(t)).1),$(t)))
+# tools/ holds the programs users run: C programs (tools/NAME.c, with their
+# parts in tools/NAME/ or tools/bench/, tools/demo/) and executable scripts
+# (tools/NAME). The scripts run in place and are copied to $(B)/tools/, so a
+# test finds one at $(atf_get_srcdir)/../../tools/NAME in any build dir.
+# tools/build/ holds the build and CI scripts (install-deps, kdoc2man.py,
+# gpu-check, rsd-demo.sh, rsd-trace-bench), run from the source tree and
+# never installed; tools/examples/ the example programs. Only tools with a
+# man page (Documentation/man/NAME.1) are installed into BINDIR.
+TOOL_SCRIPTS	:= $(sort $(shell find tools -maxdepth 1 -type f -perm -u+x ! -name '*.c' 2>/dev/null))
 
 # Tests: tests/<area>/t_*.c (atf-c) and t_*.sh (atf-sh) become
 # $(B)/tests/<area>/t_*. Any other tests/<area>/*.c is either a helper
@@ -266,7 +272,7 @@ $(foreach s,$(filter $(MPI_SRCS),$(TOOL_SRCS) $(TEST_C_SRCS)),\
 	$(eval $(call prog_of,$(s)): EXTRA_LIBS += $(MPI_LIBS)))
 
 # rsd-bench compares librsd with StarPU when starpu-1.3 is installed
-# (tools/install-deps installs it); only rsd-bench links it, never the library.
+# (tools/build/install-deps installs it); only rsd-bench links it, never the library.
 STARPU_PC	:= $(shell pkg-config --exists starpu-1.3 2>/dev/null && echo starpu-1.3)
 ifneq ($(STARPU_PC),)
 CFLAGS_rsd-bench.o += -DRSD_BENCH_STARPU=1 $(shell pkg-config --cflags $(STARPU_PC))
@@ -509,11 +515,7 @@ $(DEMO_PROGS): EXTRA_LIBS += $(DEMO_OBJS) $(LIBA)
 
 # RANKS=N: the demo as an MPI job of N ranks (tools/rsd-demo-mpi).
 demo: lib tools
-	$(Q)if [ -f tools/rsd-demo.sh ]; then \
-		$(RUN_ENV) RSD_DEMO_RANKS=$(RANKS) bash tools/rsd-demo.sh $(DEMO_ARGS); \
-	elif [ -x $(B)/tools/rsd-demo ]; then \
-		$(RUN_ENV) $(B)/tools/rsd-demo $(DEMO_ARGS); \
-	else echo 'demo: neither tools/rsd-demo.sh nor tools/rsd-demo.c exists'; exit 1; fi
+	$(Q)$(RUN_ENV) RSD_DEMO_RANKS=$(RANKS) bash tools/build/rsd-demo.sh $(DEMO_ARGS)
 
 bench: lib tools
 	$(Q)if [ -x $(B)/tools/rsd-bench ]; then $(RUN_ENV) $(B)/tools/rsd-bench $(BENCH_ARGS); \
@@ -565,7 +567,7 @@ fuzz:
 	@echo 'fuzz: no fuzz targets in tests/fuzz/*.c; skipping'
 else ifeq ($(HAVE_CLANG),)
 fuzz:
-	@echo 'fuzz: $(CLANG) not found (tools/install-deps installs clang); skipping'
+	@echo 'fuzz: $(CLANG) not found (tools/build/install-deps installs clang); skipping'
 else
 fuzz: $(FUZZ_PROGS)
 	$(Q)for p in $(notdir $(FUZZ_PROGS)); do \
@@ -644,7 +646,7 @@ install: lib tools tests
 	$(Q)ln -sfn $(SONAME) $(D)$(LIBDIR)/librsd.so
 	$(Q)$(INSTALL) -m 644 $(PCFILE) $(D)$(PKGCONFIGDIR)/
 	$(Q)$(INSTALL) -m 644 $(sort $(wildcard include/rsd/*.h)) $(D)$(INCLUDEDIR)/rsd/
-	$(Q)$(if $(BIN_TOOLS)$(TOOL_SCRIPTS),$(INSTALL) -m 755 $(BIN_TOOLS) $(TOOL_SCRIPTS) $(D)$(BINDIR)/)
+	$(Q)$(INSTALL) -m 755 $(INSTALL_BIN) $(D)$(BINDIR)/
 	$(Q)$(if $(EXAMPLE_PROGS),$(INSTALL) -d $(D)$(EXAMPLESDIR) && \
 		$(INSTALL) -m 755 $(EXAMPLE_PROGS) $(D)$(EXAMPLESDIR)/ && \
 		$(INSTALL) -m 644 $(EXAMPLE_SRCS) $(D)$(EXAMPLESDIR)/)
@@ -663,12 +665,12 @@ uninstall:
 	$(call msg,RM,$(D)$(PREFIX))
 	$(Q)rm -f $(D)$(LIBDIR)/librsd.a $(D)$(LIBDIR)/$(REALNAME) $(D)$(LIBDIR)/$(SONAME) \
 		$(D)$(LIBDIR)/librsd.so $(D)$(PKGCONFIGDIR)/librsd.pc \
-		$(addprefix $(D)$(BINDIR)/,$(notdir $(BIN_TOOLS) $(TOOL_SCRIPTS)))
+		$(addprefix $(D)$(BINDIR)/,$(notdir $(INSTALL_BIN)))
 	$(Q)rm -rf $(D)$(INCLUDEDIR)/rsd $(D)$(TESTSDIR) $(D)$(EXAMPLESDIR) $(D)$(DOCDIR)
 	$(Q)rm -f $(D)$(DATADIR)/librsd.supp
 
 # ---------------------------------------------------------------------------
-# Man pages: tools/kdoc2man.py writes the section-3 pages from the kernel-doc
+# Man pages: tools/build/kdoc2man.py writes the section-3 pages from the kernel-doc
 # comments of include/rsd/*.h (one page per DOC: group, a .so link page for
 # every name in it) and copies Documentation/man/*.[1-9] (librsd(7) and the
 # tools' pages) with their page table and SEE ALSO filled in. A header or
@@ -691,10 +693,10 @@ $(B)/man.docdir: FORCE
 	@if [ '$(call sq,$(DOCDIR))' != "$$(cat $@ 2>/dev/null)" ]; then \
 		printf '%s\n' '$(call sq,$(DOCDIR))' >$@; fi
 
-$(MAN_STAMP): tools/kdoc2man.py $(MAN_HEADERS) $(MAN_SRCS) $(B)/man.docdir
+$(MAN_STAMP): tools/build/kdoc2man.py $(MAN_HEADERS) $(MAN_SRCS) $(B)/man.docdir
 	$(call msg,MAN,$(B)/man)
 	$(Q)rm -rf $(B)/man && mkdir -p $(B)/man
-	$(Q)$(PYTHON3) tools/kdoc2man.py -o $(B)/man --version $(VERSION) --pages Documentation/man \
+	$(Q)$(PYTHON3) tools/build/kdoc2man.py -o $(B)/man --version $(VERSION) --pages Documentation/man \
 		--docdir '$(call sq,$(DOCDIR))' $(MAN_HEADERS)
 	$(Q)touch $@
 
@@ -733,13 +735,14 @@ help:
 	@echo '  lib tools tests  one part of all'
 	@echo '  check          build, run the suite with kyua, print the report and'
 	@echo '                 "N passed, N failed, N skipped"; fails when kyua test fails'
-	@echo '  demo           run tools/rsd-demo.sh or tools/rsd-demo (DEMO_ARGS=..., RANKS=N: MPI job)'
+	@echo '  demo           run tools/build/rsd-demo.sh: rsd-demo recorded and summarized (DEMO_ARGS=..., RANKS=N: MPI job)'
 	@echo '  bench          run tools/rsd-bench (BENCH_ARGS=...)'
 	@echo '  soak           run tools/rsd-soak if there is one (SOAK_ARGS=...)'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
 	@echo '  install        into DESTDIR/PREFIX (/usr/local): lib, headers, librsd.pc,'
-	@echo '                 tools in bin/, examples in share/rsd/examples/, tests in tests/rsd/'
+	@echo '                 tools with a man page in bin/, examples in share/rsd/examples/,'
+	@echo '                 docs in share/doc/librsd/, tests in tests/rsd/'
 	@echo '  man            man pages from the headers'"'"' kernel-doc into $(B)/man'
 	@echo '  uninstall      remove what install put there'
 	@echo '  clean          remove the build directory; distclean: every default one'
@@ -755,6 +758,6 @@ help:
 	@echo '  LIB_EXCLUDE= TEST_EXCLUDE=  make patterns of sources to leave out'
 	@echo '  CFLAGS CPPFLAGS LDFLAGS LDLIBS  appended to the built-in flags;'
 	@echo '                 CFLAGS_<file>.o and LDLIBS_<program> for one file'
-	@echo '  RSD_SKIP_DEPS=1  do not run tools/install-deps when dependencies are missing'
+	@echo '  RSD_SKIP_DEPS=1  do not run tools/build/install-deps when dependencies are missing'
 
 FORCE:

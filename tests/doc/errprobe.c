@@ -4,7 +4,7 @@
  * "FUNCTION CODE" with the code each call returned (RSD_E* name, or 0 when
  * it unexpectedly succeeded). t_doc's error_paths_listed checks every line
  * against the codes that function's Return: section lists (returns.txt,
- * written by tools/kdoc2man.py), so a page that omits a code a real error
+ * written by tools/build/kdoc2man.py), so a page that omits a code a real error
  * path returns fails the suite. Each failing call's rsd_last_error()
  * message goes to stderr, one line each, for t_doc's
  * error_messages_name_c.

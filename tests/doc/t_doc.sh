@@ -23,7 +23,7 @@ mandir()
 srcdir()
 {
 	for d in "${RSD_SRCDIR:-}" "$(atf_get_srcdir)/../../.."; do
-		if [ -n "$d" ] && [ -f "$d/include/rsd/rsd.h" ] && [ -f "$d/tools/kdoc2man.py" ]; then
+		if [ -n "$d" ] && [ -f "$d/include/rsd/rsd.h" ] && [ -f "$d/tools/build/kdoc2man.py" ]; then
 			(cd "$d" && pwd)
 			return 0
 		fi
@@ -112,7 +112,7 @@ kdoc_complete_head()
 kdoc_complete_body()
 {
 	src=$(srcdir)
-	atf_check -s exit:0 -o empty -e empty python3 "$src/tools/kdoc2man.py" --strict -o out \
+	atf_check -s exit:0 -o empty -e empty python3 "$src/tools/build/kdoc2man.py" --strict -o out \
 		"$src"/include/rsd/*.h
 }
 
