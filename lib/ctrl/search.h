@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to the controller search: search.c (building blocks), run.c (machine). */
+/* Private to the controller search: search_steps.c (building blocks), run.c (machine). */
 #ifndef RSD_CTRL_SEARCH_H
 #define RSD_CTRL_SEARCH_H
 
