@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to the controller search: search_steps.c (building blocks), run.c (machine). */
+/* Private to the controller search: search.c (the machine, rsd__search) and
+ * search_steps.c (its steps). */
 #ifndef RSD_CTRL_SEARCH_H
 #define RSD_CTRL_SEARCH_H
 

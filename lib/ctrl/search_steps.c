@@ -2,7 +2,7 @@
 /*
  * Building blocks of the controller search (reference.md §13.2-13.4):
  * SIMULATE, CANDIDATES + RANK, COUNT and the memo keys built from SIG(S).
- * The generator machine that strings them together is in run.c.
+ * The generator machine that strings them together is in search.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
