@@ -221,7 +221,7 @@ static enum act search_next(struct search *x, int32_t i, struct out *o)
 	struct frame *f = &x->fr[i];
 
 	if (f->ci == f->ncands) {
-		if (rsd__key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
+		if (rsd__search_key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
 			return A_ERROR;
 		o->note = fail_text(x, f);
 		if (!o->note)
@@ -241,16 +241,16 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 
 	switch (m->ev) {
 	case EV_START:
-		if (rsd__key_sig(x, 'R', f->S))
+		if (rsd__search_key_sig(x, 'R', f->S))
 			return A_ERROR;
 		if (rsd__memo_has(&x->failed_req, x->key, x->keylen)) {
 			o->note = rsd__strdup(
 				"equivalent ordered-request state is already exhausted");
 			return o->note ? A_FAIL : nomem(x, "failure text");
 		}
-		if (rsd__count(x, "ordered request", -1))
+		if (rsd__search_count(x, "ordered request", -1))
 			return A_ERROR;
-		err = rsd__simulate(x, f->S, &f->u.s.sh);
+		err = rsd__search_simulate(x, f->S, &f->u.s.sh);
 		if (err < 0) {
 			x->err = err;
 			return A_ERROR;
@@ -265,7 +265,7 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		f->u.s.budget = x->budget[f->u.s.sh.slot];
 		f->u.s.used = a ? a->used : 0;
 		f->u.s.reserved = a ? a->reserved : 0;
-		if (rsd__rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands, &f->ncands))
+		if (rsd__search_rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands, &f->ncands))
 			return A_ERROR;
 		f->ci = 0;
 		return search_next(x, i, o);
@@ -381,7 +381,7 @@ static enum act reclaim_next(struct search *x, int32_t i)
 	f = &x->fr[i];
 	x->fr[j].S = T;
 	x->fr[j].u.k.x = d;
-	x->fr[j].u.k.amount = ls_has(&L, d) ? 0 : rsd__charge(x, v);
+	x->fr[j].u.k.amount = ls_has(&L, d) ? 0 : rsd__search_charge(x, v);
 	x->fr[j].u.k.act = f->u.r.mine;
 	f->child = j;
 	return A_PUSH;
@@ -396,13 +396,13 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 	struct rsd_action a;
 	struct rsd__locset L;
 	struct rsd__pstate *T, *U;
-	uint64_t C = rsd__charge(x, v);
+	uint64_t C = rsd__search_charge(x, v);
 
 	memset(&a, 0, sizeof(a));
 	a.handle = rsd__iv(x->img, v)->handle;
 	switch (m->ev) {
 	case EV_START:
-		if (rsd__active_has(f->u.r.in, v, (int)src))
+		if (rsd__search_active_has(f->u.r.in, v, (int)src))
 			return A_DONE;
 		L = rsd__ps_locs(x->img, f->S, v);
 		ls_del(&L, src);
@@ -490,11 +490,12 @@ static enum act capacity_next(struct search *x, int32_t i)
 	struct frame *f = &x->fr[i];
 
 	while (f->ci < f->ncands &&
-	       rsd__active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
+	       rsd__search_active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
 		f->ci++;
 	if (f->ci == f->ncands) {
-		if (!f->flag && (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
-				 memo_add(x, &x->failed_cap)))
+		if (!f->flag &&
+		    (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
+		     memo_add(x, &x->failed_cap)))
 			return A_ERROR;
 		return A_DONE;
 	}
@@ -518,13 +519,13 @@ static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct
 			f->S = NULL;
 			return A_YIELD;
 		}
-		if (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act))
+		if (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act))
 			return A_ERROR;
 		if (rsd__memo_has(&x->failed_cap, x->key, x->keylen))
 			return A_DONE;
-		if (rsd__count(x, "capacity at", (int)f->u.k.x))
+		if (rsd__search_count(x, "capacity at", (int)f->u.k.x))
 			return A_ERROR;
-		if (rsd__rank(x, f->S, f->u.k.x, f->u.k.act, &f->cands, &f->ncands))
+		if (rsd__search_rank(x, f->S, f->u.k.x, f->u.k.act, &f->cands, &f->ncands))
 			return A_ERROR;
 		f->flag = false;
 		f->ci = 0;

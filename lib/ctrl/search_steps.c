@@ -12,7 +12,7 @@
 #include "pstate.h"
 #include "search.h"
 
-int rsd__count(struct search *x, const char *objective, int slot)
+int rsd__search_count(struct search *x, const char *objective, int slot)
 {
 	if (x->count >= x->limit) {
 		x->objective = objective;
@@ -24,7 +24,7 @@ int rsd__count(struct search *x, const char *objective, int slot)
 	return 0;
 }
 
-uint64_t rsd__charge(const struct search *x, uint32_t v)
+uint64_t rsd__search_charge(const struct search *x, uint32_t v)
 {
 	return rsd__iv(x->img, v)->spec.storage_nbytes;
 }
@@ -55,7 +55,7 @@ static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *
 }
 
 /* 0: feasible, enter actions in x->enter; 1: *sh describes the shortfall. */
-int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh)
+int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh)
 {
 	const struct rsd_request *r = x->req;
 	uint64_t used[RSD_NSLOTS], reserved[RSD_NSLOTS];
@@ -138,7 +138,7 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 
 /* ---- CANDIDATES and RANK (§13.3) ---- */
 
-bool rsd__active_has(const struct active *a, uint32_t v, int slot)
+bool rsd__search_active_has(const struct active *a, uint32_t v, int slot)
 {
 	for (; a; a = a->prev)
 		if (a->vidx == v && (slot < 0 || a->slot == (uint32_t)slot))
@@ -317,8 +317,8 @@ static int order_part(struct search *x, size_t lo, size_t hi, unsigned slot, str
 }
 
 /* RANK(CANDIDATES(S, X, blocked)), blocked being the handles of act. */
-int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
-	      struct ranked **out, uint32_t *nout)
+int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
+		     const struct active *act, struct ranked **out, uint32_t *nout)
 {
 	uint32_t nb, bi = 0, di = 0, n = 0, nord = 0;
 	const uint32_t *base;
@@ -357,7 +357,7 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 			/* projected here by planning (a protected original is not) */
 			cand = ls_has(&d->locs, X) && !ls_has(&bl, X);
 		}
-		if (cand && !rsd__active_has(act, v, -1))
+		if (cand && !rsd__search_active_has(act, v, -1))
 			x->cvidx[n++] = v;
 	}
 	/* Ordinary candidates first, then required endpoints, each stable:
@@ -414,7 +414,7 @@ static int key_put(struct search *x, const void *p, size_t n)
  * serialized as their normalized delta from the image, which is equal
  * for two states of one search exactly when their location sets are.
  */
-int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S)
+int rsd__search_key_sig(struct search *x, char tag, const struct rsd__pstate *S)
 {
 	x->keylen = 0;
 	if (key_put(x, &tag, 1) || key_put(x, &S->ndelta, sizeof(S->ndelta)))
@@ -433,14 +433,14 @@ int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S)
 	return 0;
 }
 
-int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
-		      const struct active *act)
+int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
+			     uint64_t amount, const struct active *act)
 {
 	uint32_t pairs[2 * 64], *p = pairs, n = 0, cap = 64;
 	uint32_t slot = X;
 	int err;
 
-	if (rsd__key_sig(x, 'C', S) || key_put(x, &slot, sizeof(slot)) ||
+	if (rsd__search_key_sig(x, 'C', S) || key_put(x, &slot, sizeof(slot)) ||
 	    key_put(x, &amount, sizeof(amount)))
 		return x->err;
 	/* active pairs (and so blocked handles), sorted by registration index */
