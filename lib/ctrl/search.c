@@ -235,7 +235,7 @@ static enum act search_next(struct search *x, int32_t i, struct out *o)
 static enum act step_search(struct search *x, int32_t i, struct msg *m, struct out *o)
 {
 	struct frame *f = &x->fr[i];
-	const struct rsd__acct *a;
+	const struct rsd__ps_bytes *a;
 	int32_t j;
 	int err;
 
@@ -505,7 +505,7 @@ static enum act capacity_next(struct search *x, int32_t i)
 static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct out *o)
 {
 	struct frame *f = &x->fr[i];
-	const struct rsd__acct *a;
+	const struct rsd__ps_bytes *a;
 	int32_t j;
 
 	switch (m->ev) {
