@@ -3,6 +3,23 @@
  * Private helpers shared by every layer of librsd. Nothing here is exported:
  * the version script keeps only rsd_* symbols of include/rsd/ visible, and
  * these carry the rsd__ (double underscore) prefix, which it hides.
+ *
+ * Naming. Functions, variables and macros shared between files are rsd__*
+ * (RSD__* for constants); those of one file are static and unprefixed.
+ * Types:
+ * - the public types of include/rsd/ are struct rsd_NAME; core.h completes
+ *   the opaque ones (struct rsd_manager, rsd_lease, rsd_hold, ...) and
+ *   names the core's own objects the same way (struct rsd_record,
+ *   rsd_mat, rsd_image, rsd_acct): they are the library's state;
+ * - a type private to another layer, shared between its files, is
+ *   struct rsd__NAME (lib/ctrl: rsd__meta, rsd__pstate, rsd__ps_bytes);
+ * - a type of one file is static to it and unprefixed (struct search,
+ *   struct group);
+ * - one NAME is never two types: a layer's type says whose it is
+ *   (rsd__ps_bytes, not a second "acct"), and so do functions that do
+ *   alike in two layers (rsd__search_simulate, rsd__plan_simulate).
+ * A file is named for what it holds (search.c: the search; search_steps.c:
+ * its steps), and its top comment says so.
  */
 #ifndef RSD_INTERNAL_H
 #define RSD_INTERNAL_H

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The manager: creation, the guarded writer entry, validation helpers,
- * accounting primitives, close and destroy.
+ * The manager: creation, ids, the guarded writer entry and exit (with
+ * publication), location and stream checks, record lookup, admission and
+ * version steps. Closing and destroying are in close.c.
  */
 #include <errno.h>
 #include <stdio.h>
