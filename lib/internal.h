@@ -13,8 +13,9 @@
  *   rsd_mat, rsd_image, rsd_acct): they are the library's state;
  * - a type private to another layer, shared between its files, is
  *   struct rsd__NAME (lib/ctrl: rsd__meta, rsd__pstate, rsd__ps_bytes);
- * - a type of one file is static to it and unprefixed (struct search,
- *   struct group);
+ * - a type of one file, or of the files behind a header that only they
+ *   include (lib/ctrl/search.h: search.c, search_steps.c), is unprefixed
+ *   (struct group in use.c, struct search);
  * - one NAME is never two types: a layer's type says whose it is
  *   (rsd__ps_bytes, not a second "acct"), and so do functions that do
  *   alike in two layers (rsd__search_simulate, rsd__plan_simulate).
