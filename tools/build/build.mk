@@ -42,8 +42,6 @@ TOOL_PROGS	:= $(foreach s,$(TOOL_SRCS),$(call prog_of,$(s)))
 BIN_TOOLS	:= $(filter-out $(B)/tools/examples/%,$(TOOL_PROGS))
 EXAMPLE_PROGS	:= $(filter $(B)/tools/examples/%,$(TOOL_PROGS))
 EXAMPLE_SRCS	:= $(filter tools/examples/%,$(TOOL_SRCS))
-INSTALL_BIN	:= $(foreach t,$(BIN_TOOLS) $(TOOL_SCRIPTS),\
-		     $(if $(wildcard Documentation/man/$(notdir $(t)).1),$(t)))
 # tools/ holds the programs users run: C programs (tools/NAME.c, with their
 # parts in tools/NAME/ or tools/bench/, tools/demo/) and executable scripts
 # (tools/NAME). The scripts run in place and are copied to $(B)/tools/, so a
@@ -53,6 +51,8 @@ INSTALL_BIN	:= $(foreach t,$(BIN_TOOLS) $(TOOL_SCRIPTS),\
 # from the source tree and never installed; tools/examples/ the example programs. Only tools with a
 # man page (Documentation/man/NAME.1) are installed into BINDIR.
 TOOL_SCRIPTS	:= $(sort $(shell find tools -maxdepth 1 -type f -perm -u+x ! -name '*.c' 2>/dev/null))
+INSTALL_BIN	:= $(foreach t,$(BIN_TOOLS) $(TOOL_SCRIPTS),\
+		     $(if $(wildcard Documentation/man/$(notdir $(t)).1),$(t)))
 
 # Tests: tests/<area>/t_*.c (atf-c) and t_*.sh (atf-sh) become
 # $(B)/tests/<area>/t_*. Any other tests/<area>/*.c is either a helper
