@@ -58,6 +58,28 @@ static pthread_once_t rq_once = PTHREAD_ONCE_INIT;
 
 #define RSD_GP_REST_NS 1000000L
 
+/*
+ * One round, entered and left with rq.lock held: one grace period for
+ * everything asked so far, then the batches queued until then freed.
+ */
+static void serve_locked(void)
+{
+	struct rsd_image *b = rq.head, *next;
+	uint64_t target = rq.requested;
+
+	rq.head = rq.tail = NULL;
+	pthread_mutex_unlock(&rq.lock);
+	/* Every reader that could still see those images has left. */
+	urcu_memb_synchronize_rcu();
+	for (; b; b = next) {
+		next = b->gp_next;
+		rsd__image_reclaim(b, false);
+	}
+	pthread_mutex_lock(&rq.lock);
+	atomic_store_explicit(&rq.completed, target, memory_order_release);
+	pthread_cond_broadcast(&rq.done);
+}
+
 static void *reclaimer(void *unused)
 {
 	struct timespec rest = { 0, RSD_GP_REST_NS };
@@ -65,26 +87,11 @@ static void *reclaimer(void *unused)
 	(void)unused;
 	pthread_mutex_lock(&rq.lock);
 	for (;;) {
-		struct rsd_image *b, *next;
-		uint64_t target;
-
 		while (atomic_load(&rq.completed) == rq.requested && !rq.stop)
 			pthread_cond_wait(&rq.work, &rq.lock);
 		if (atomic_load(&rq.completed) == rq.requested)
 			break; /* stopped, nothing left */
-		target = rq.requested;
-		b = rq.head;
-		rq.head = rq.tail = NULL;
-		pthread_mutex_unlock(&rq.lock);
-		/* Every reader that could still see those images has left. */
-		urcu_memb_synchronize_rcu();
-		for (; b; b = next) {
-			next = b->gp_next;
-			rsd__image_reclaim(b, false);
-		}
-		pthread_mutex_lock(&rq.lock);
-		atomic_store_explicit(&rq.completed, target, memory_order_release);
-		pthread_cond_broadcast(&rq.done);
+		serve_locked();
 		pthread_mutex_unlock(&rq.lock);
 		nanosleep(&rest, NULL);
 		pthread_mutex_lock(&rq.lock);
@@ -209,20 +216,7 @@ void rsd__reclaim_put(void)
 	rq.started = false;
 	/* A manager created meanwhile may have asked for a period already:
 	 * a new thread serves it, or, when none starts, this one. */
-	if (atomic_load(&rq.completed) != rq.requested && !rq_start_locked()) {
-		struct rsd_image *b = rq.head, *next;
-		uint64_t target = rq.requested;
-
-		rq.head = rq.tail = NULL;
-		pthread_mutex_unlock(&rq.lock);
-		urcu_memb_synchronize_rcu();
-		for (; b; b = next) {
-			next = b->gp_next;
-			rsd__image_reclaim(b, false);
-		}
-		pthread_mutex_lock(&rq.lock);
-		atomic_store_explicit(&rq.completed, target, memory_order_release);
-		pthread_cond_broadcast(&rq.done);
-	}
+	if (atomic_load(&rq.completed) != rq.requested && !rq_start_locked())
+		serve_locked();
 	pthread_mutex_unlock(&rq.lock);
 }

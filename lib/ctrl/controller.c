@@ -199,15 +199,33 @@ int rsd__img_resolve(const struct rsd_image *img, uint64_t manager_id, struct rs
 	return 0;
 }
 
+/*
+ * The manager is open and h[0..n) are live values of its last published
+ * image. Only the handles are checked against the image: the read section
+ * is left before the caller touches the controller's table.
+ */
+static int check_live(struct rsd_controller *c, const struct rsd_handle *h, size_t n)
+{
+	const struct rsd_image *img = rsd__read_begin(c->m);
+	long idx;
+	int err = 0;
+
+	if (img->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)c->m->id);
+	for (size_t i = 0; i < n && !err; i++)
+		err = rsd__img_resolve(img, c->m->id, h[i], &idx);
+	rsd__read_end();
+	return err;
+}
+
 /* ---- set_policy_metadata (§12.5) ---- */
 
 int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_handle h, int priority,
 				       const char *stable_key)
 {
-	const struct rsd_image *img;
 	struct rsd__meta *e;
 	char *key = NULL;
-	long idx;
 	int err;
 
 	if (!c)
@@ -222,15 +240,7 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 	if (err)
 		return err;
 	pthread_mutex_lock(&c->lock);
-	/* Only the handle is checked against the image: leave the read
-	 * section before touching the table. */
-	img = rsd__read_begin(c->m);
-	if (img->closed)
-		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
-			       (unsigned long long)c->m->id);
-	else
-		err = rsd__img_resolve(img, c->m->id, h, &idx);
-	rsd__read_end();
+	err = check_live(c, &h, 1);
 	if (err)
 		goto out;
 	if (stable_key) {
@@ -272,8 +282,6 @@ out:
 
 int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_handle *h, size_t n)
 {
-	const struct rsd_image *img;
-	long idx;
 	int err = 0;
 
 	if (!c || (n && !h))
@@ -289,13 +297,7 @@ int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_hand
 	if (err)
 		return err;
 	pthread_mutex_lock(&c->lock);
-	img = rsd__read_begin(c->m);
-	if (img->closed)
-		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
-			       (unsigned long long)c->m->id);
-	for (size_t i = 0; i < n && !err; i++)
-		err = rsd__img_resolve(img, c->m->id, h[i], &idx);
-	rsd__read_end();
+	err = check_live(c, h, n);
 	/* Every entry exists before the epoch moves: all or nothing. */
 	for (size_t i = 0; i < n && !err; i++)
 		if (!rsd__meta_get(c, h[i].id))

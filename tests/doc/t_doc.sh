@@ -22,13 +22,7 @@ mandir()
 
 srcdir()
 {
-	for d in "${RSD_SRCDIR:-}" "$(atf_get_srcdir)/../../.."; do
-		if [ -n "$d" ] && [ -f "$d/include/rsd/rsd.h" ] && [ -f "$d/tools/build/kdoc2man.py" ]; then
-			(cd "$d" && pwd)
-			return 0
-		fi
-	done
-	atf_skip "librsd sources not found (set RSD_SRCDIR)"
+	find_src include/rsd/rsd.h tools/build/kdoc2man.py
 }
 
 . "$(atf_get_srcdir)/../selftest/find_lib.sh"

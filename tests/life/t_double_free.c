@@ -65,16 +65,23 @@ static void expect_abort(void (*fn)(void), const char *fname, const char *type)
 	ATF_CHECK_MSG(strstr(buf, want), "stderr lacks \"%s\": %s", want, buf);
 }
 
-static void lease_twice(void)
+/* A released lease on h at pinned host (the child exits 2 when none). */
+static struct rsd_lease *released_lease(struct rsd_handle h)
 {
-	struct rsd_handle h;
 	struct rsd_lease *l;
 
-	lfx_setup(true);
-	h = lfx_put(RSD_LOC_PINNED_HOST, 64, NULL);
 	if (rsd_acquire(lfx_m, &h, 1, RSD_LOC_PINNED_HOST, NULL, &l))
 		_exit(2);
 	rsd_lease_release(l, 0);
+	return l;
+}
+
+static void lease_twice(void)
+{
+	struct rsd_lease *l;
+
+	lfx_setup(true);
+	l = released_lease(lfx_put(RSD_LOC_PINNED_HOST, 64, NULL));
 	rsd_lease_free(l);
 	rsd_lease_free(l);
 }
@@ -176,19 +183,12 @@ DEATH_CASE(use, rsd_use_free, rsd_use)
 static void lease_once(void)
 {
 	struct rsd_handle h;
-	struct rsd_lease *l;
 
 	lfx_setup(true);
 	h = lfx_put(RSD_LOC_PINNED_HOST, 64, NULL);
-	if (rsd_acquire(lfx_m, &h, 1, RSD_LOC_PINNED_HOST, NULL, &l))
-		_exit(2);
-	rsd_lease_release(l, 0);
-	rsd_lease_free(l);
+	rsd_lease_free(released_lease(h));
 	/* the cached object comes back live for the next lease */
-	if (rsd_acquire(lfx_m, &h, 1, RSD_LOC_PINNED_HOST, NULL, &l))
-		_exit(2);
-	rsd_lease_release(l, 0);
-	rsd_lease_free(l);
+	rsd_lease_free(released_lease(h));
 	lfx_teardown();
 }
 

@@ -9,21 +9,10 @@
 
 . "$(atf_get_srcdir)/find_lib.sh"
 
-srcdir()
-{
-	for d in "${RSD_SRCDIR:-}" "$(atf_get_srcdir)/../../.."; do
-		if [ -n "$d" ] && [ -f "$d/README" ] && [ -f "$d/tests/supp/librsd.supp" ]; then
-			(cd "$d" && pwd)
-			return 0
-		fi
-	done
-	atf_skip "librsd sources not found (set RSD_SRCDIR)"
-}
-
 # Writes prog.c and builds ./prog with the README's command line.
 build_prog()
 {
-	src=$(srcdir)
+	src=$(find_src README tests/supp/librsd.supp)
 	lib=$(find_lib) || atf_skip "librsd.so not found beside the test tree"
 	libdir=$(cd "$(dirname "$lib")" && pwd)
 	[ -f "$libdir/librsd.pc" ] || atf_skip "no librsd.pc beside $lib"
