@@ -318,9 +318,10 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
  * itself (reference.md §12.6); rsd_controller_decide() and
  * rsd_controller_scope() do not, so a caller that decides and enters scopes
  * itself calls this once per access, after its leases are taken: the epoch
- * advances by one and every handle of @h gets it, exactly as a use entry
- * gives its request's handles, so the tiered LRU ages them the same way. On
- * failure no epoch changes.
+ * advances by one and every handle of @h gets it, and a declared schedule
+ * (rsd_controller_set_schedule()) moves past the step whose set @h is,
+ * exactly as a use entry with @h as its requirements does, so the policies
+ * age and look ahead the same way. On failure neither changes.
  *
  * Context: Takes the controller's lock; reads the published image without
  * the transition lock.
@@ -329,7 +330,8 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
  * * -RSD_EINVAL - @n is 0; a handle's manager_id or id is 0.
  * * -RSD_ECLOSED - the manager is closed.
  * * -RSD_EHANDLE - a handle is foreign, unknown or discarded.
- * * -RSD_ENOMEM - the controller's table could not grow.
+ * * -RSD_ENOMEM - the controller's table or a copy of @h could not be
+ *   allocated.
  */
 int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_handle *h, size_t n);
 

@@ -282,6 +282,7 @@ out:
 
 int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_handle *h, size_t n)
 {
+	struct rsd_requirement *q = NULL;
 	int err = 0;
 
 	if (!c || (n && !h))
@@ -296,6 +297,12 @@ int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_hand
 	err = rsd__read_fresh(c->m);
 	if (err)
 		return err;
+	/* The schedule matches requests: the handles as requirements. */
+	q = rsd__calloc(n, sizeof(*q));
+	if (!q)
+		return rsd__err(RSD_ENOMEM, "out of memory recording %zu accesses", n);
+	for (size_t i = 0; i < n; i++)
+		q[i].handle = h[i];
 	pthread_mutex_lock(&c->lock);
 	err = check_live(c, h, n);
 	/* Every entry exists before the epoch moves: all or nothing. */
@@ -311,8 +318,11 @@ int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_hand
 		e->has_epoch = true;
 		e->epoch = c->epoch;
 	}
+	/* and the schedule's position, as a use entry moves it */
+	rsd__sched_advance(c, &(struct rsd_request){ "access", q, n, NULL, 0 });
 out:
 	pthread_mutex_unlock(&c->lock);
+	free(q);
 	return err;
 }
 

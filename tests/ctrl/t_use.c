@@ -112,6 +112,8 @@ ATF_TC_BODY(record_access_ages_like_use, tc)
 	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, 2 * N } };
 	struct rsd_controller *c;
 	struct rsd_handle v[3], two[2];
+	struct rsd_schedule_step step[2];
+	uint64_t pos;
 	struct fx f;
 
 	fx_init(&f, bud, 1, 0);
@@ -139,6 +141,26 @@ ATF_TC_BODY(record_access_ages_like_use, tc)
 	two[1] = v[0];
 	RSD_REQUIRE_OK(rsd_controller_record_access(c, two, 2));
 	check_victim(c, v[1], v[2]);
+
+	/* a declared schedule moves as it would for uses of the same sets */
+	step[0] = (struct rsd_schedule_step){ &v[0], 1 };
+	step[1] = (struct rsd_schedule_step){ &v[1], 1 };
+	RSD_REQUIRE_OK(rsd_controller_set_schedule(c, step, 2, false));
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[2], 1)); /* no step */
+	RSD_REQUIRE_OK(rsd_controller_schedule_position(c, &pos));
+	ATF_CHECK_EQ(pos, 0);
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[0], 1));
+	RSD_REQUIRE_OK(rsd_controller_schedule_position(c, &pos));
+	ATF_CHECK_EQ(pos, 1);
+	/* a failed call moves nothing: [v1, foreign] is refused, still at 1 */
+	two[0] = v[1];
+	two[1].manager_id += 7;
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_controller_record_access(c, two, 2));
+	RSD_REQUIRE_OK(rsd_controller_schedule_position(c, &pos));
+	ATF_CHECK_EQ(pos, 1);
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[1], 1));
+	RSD_REQUIRE_OK(rsd_controller_schedule_position(c, &pos));
+	ATF_CHECK_EQ(pos, 2); /* a finite schedule, complete */
 	rsd_controller_free(c);
 	fx_fini(&f);
 }
