@@ -3,6 +3,24 @@
  * Private helpers shared by every layer of librsd. Nothing here is exported:
  * the version script keeps only rsd_* symbols of include/rsd/ visible, and
  * these carry the rsd__ (double underscore) prefix, which it hides.
+ *
+ * Naming. Functions, variables and macros shared between files are rsd__*
+ * (RSD__* for constants); those of one file are static and unprefixed.
+ * Types:
+ * - the public types of include/rsd/ are struct rsd_NAME; core.h completes
+ *   the opaque ones (struct rsd_manager, rsd_lease, rsd_hold, ...) and
+ *   names the core's own objects the same way (struct rsd_record,
+ *   rsd_mat, rsd_image, rsd_acct): they are the library's state;
+ * - a type private to another layer, shared between its files, is
+ *   struct rsd__NAME (lib/ctrl: rsd__meta, rsd__pstate, rsd__ps_bytes);
+ * - a type of one file, or of the files behind a header that only they
+ *   include (lib/ctrl/search.h: search.c, search_steps.c), is unprefixed
+ *   (struct group in use.c, struct search);
+ * - one NAME is never two types: a layer's type says whose it is
+ *   (rsd__ps_bytes, not a second "acct"), and so do functions that do
+ *   alike in two layers (rsd__search_simulate, rsd__plan_simulate).
+ * A file is named for what it holds (search.c: the search; search_steps.c:
+ * its steps), and its top comment says so.
  */
 #ifndef RSD_INTERNAL_H
 #define RSD_INTERNAL_H
@@ -47,6 +65,23 @@ int rsd__err_stale(uint64_t expected, uint64_t actual);
 struct rsd_error *rsd__err_record(void);
 /* Clear the thread's record (code 0). */
 void rsd__err_clear(void);
+
+/*
+ * The double-free guard of the objects callers free (leases, holds,
+ * reservations, uses, snapshots, decisions): a word set to RSD__LIVE when the
+ * object is handed out, which its *_free() turns into RSD__FREED through
+ * rsd__guard_free() before touching anything else. Finding another value
+ * there, it aborts with a message naming the object and the function, as
+ * glibc's free() aborts on a double free, instead of unlinking the object
+ * twice or caching it twice and corrupting the manager. The word sits past
+ * an object's first 16 bytes, which glibc's free() overwrites with its own
+ * free-list links; memory malloc has handed out again holds something else
+ * there, which aborts as well. Objects a cache keeps (leases) are checked
+ * exactly.
+ */
+#define RSD__LIVE 0x6c697665u  /* "live" */
+#define RSD__FREED 0x66726565u /* "free" */
+void rsd__guard_free(uint32_t *guard, const char *fn, const char *type, const void *obj);
 
 /* Wall clock, Unix nanoseconds. */
 uint64_t rsd__now_ns(void);

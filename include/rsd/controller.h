@@ -309,6 +309,33 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 				       const char *stable_key);
 
 /**
+ * rsd_controller_record_access() - Record an access to values, as a use does.
+ * @c: the controller.
+ * @h: live values of the controller's manager (@n entries; repeats allowed).
+ * @n: their number, at least 1.
+ *
+ * Only a successful rsd_controller_use() entry records access epochs by
+ * itself (reference.md §12.6); rsd_controller_decide() and
+ * rsd_controller_scope() do not, so a caller that decides and enters scopes
+ * itself calls this once per access, after its leases are taken: the epoch
+ * advances by one and every handle of @h gets it, and a declared schedule
+ * (rsd_controller_set_schedule()) moves past the step whose set @h is,
+ * exactly as a use entry with @h as its requirements does, so the policies
+ * age and look ahead the same way. On failure neither changes.
+ *
+ * Context: Takes the controller's lock; reads the published image without
+ * the transition lock.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c is NULL, @h is NULL with @n > 0, or a handle's type is NULL.
+ * * -RSD_EINVAL - @n is 0; a handle's manager_id or id is 0.
+ * * -RSD_ECLOSED - the manager is closed.
+ * * -RSD_EHANDLE - a handle is foreign, unknown or discarded.
+ * * -RSD_ENOMEM - the controller's table or a copy of @h could not be
+ *   allocated.
+ */
+int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_handle *h, size_t n);
+
+/**
  * struct rsd_schedule_step - One step of a declared schedule.
  * @handles: the values the step uses (a set: a handle listed twice counts
  *	once), for example the handles of a request's requirements.
@@ -400,6 +427,10 @@ int rsd_controller_decide(struct rsd_controller *c, const struct rsd_request *r,
 /**
  * rsd_decision_free() - Free a decision.
  * @d: the decision; NULL is ignored.
+ *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_decision_free(): double free of struct rsd_decision" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
  *
  * Context: Any thread.
  */
@@ -532,6 +563,10 @@ int rsd_use_close(struct rsd_use *u, struct rsd_plan_report **report);
  * @u: the use; NULL is ignored.
  *
  * An open use is closed first.
+ *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_use_free(): double free of struct rsd_use" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
  *
  * Context: Any thread; not from a source callback.
  */

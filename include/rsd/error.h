@@ -138,7 +138,10 @@ const char *rsd_phase_name(enum rsd_plan_phase phase);
 /**
  * struct rsd_error - The last failure recorded on the calling thread.
  * @code: the positive RSD_E* code, 0 when no failure was recorded.
- * @message: a sentence naming the facts of the failure.
+ * @message: a sentence naming the facts of the failure and the C names
+ *	involved (rsd_ensure, RSD_EXCLUSIVE); an RSD_EPLAN message of an
+ *	infeasible plan carries its explanation's reason, a fixed text
+ *	(struct rsd_action_explanation).
  * @has_location: @location is set (budget rejections).
  * @location: the location whose budget refused.
  * @has_budget: the four byte fields below are set (RSD_EBUDGET).

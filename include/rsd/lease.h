@@ -183,6 +183,10 @@ int rsd_lease_release(struct rsd_lease *l, unsigned flags);
  * An unreleased lease is abandoned: released with RSD_RELEASE_WAIT and a
  * warning, or kept for the life of the process when that is refused.
  *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_lease_free(): double free of struct rsd_lease" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
+ *
  * Context: Any thread; not from a source callback.
  */
 void rsd_lease_free(struct rsd_lease *l);
@@ -249,6 +253,10 @@ bool rsd_hold_active(const struct rsd_hold *hd);
  * @hd: the hold; NULL is ignored.
  *
  * An unreleased hold is abandoned: released with a warning.
+ *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_hold_free(): double free of struct rsd_hold" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
  *
  * Context: Any thread; not from a source callback.
  */
@@ -334,6 +342,10 @@ const char *rsd_reservation_label(const struct rsd_reservation *r);
  * @r: the reservation; NULL is ignored.
  *
  * An unreleased reservation is abandoned: released with a warning.
+ *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_reservation_free(): double free of struct rsd_reservation" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
  *
  * Context: Any thread; not from a source callback.
  */

@@ -102,6 +102,10 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
  *
  * An unsafe escape hatch: devices are synchronized, then every lease, hold
  * and reservation is ended and every value freed, whatever protects it.
+ * With RSD_CLOSE_NOWAIT as well nothing is waited for, not even a stream
+ * that never completes; the storage of every CUDA materialization a lease
+ * still protects (a stream may still use it) is then kept allocated for the
+ * life of the process instead of freed, with one warning that counts it.
  */
 #define RSD_CLOSE_FORCE 2u
 

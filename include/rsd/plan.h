@@ -88,7 +88,10 @@ struct rsd_transfer_stream {
  * @destination: the location it would write to.
  * @logical_nbytes: the value's logical size.
  * @storage_nbytes: its charge.
- * @reason: a no-op or infeasibility reason, NULL when absent.
+ * @reason: a no-op or infeasibility reason, NULL when absent. Reasons are
+ *	fixed texts (reference.md §17.3), word for word those of the Python
+ *	residency manager, so some name its API ("EnsureResident would
+ *	replicate an EXCLUSIVE value"); error messages name C things.
  */
 struct rsd_action_explanation {
 	struct rsd_action action;
@@ -124,7 +127,8 @@ struct rsd_location_bytes {
  *	location during the simulation: known locations first, then those
  *	first touched by the plan.
  * @feasible: the whole plan would run.
- * @reason: the first failure, NULL when feasible.
+ * @reason: the first failure, NULL when feasible; a fixed text, as in
+ *	struct rsd_action_explanation.
  */
 struct rsd_explanation {
 	const char *plan_name;

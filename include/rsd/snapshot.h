@@ -73,12 +73,17 @@ struct rsd_value_snapshot {
  * @location: the location.
  * @has_budget: it has a budget.
  * @budget_bytes: the budget (meaningful with @has_budget).
- * @used_bytes: bytes charged by materializations (and temporary loads).
- * @reserved_bytes: bytes held by reservations.
+ * @used_bytes: bytes charged by the materializations installed there.
+ * @reserved_bytes: bytes held by reservations, plus the temporary charge of
+ *	a source load running there (reference.md §4.3) while it lasts.
  * @remaining_budget_bytes: budget - used - reserved; meaningful only with
  *	@has_budget.
- * @peak_used_bytes: the highest used + reserved seen.
- * @peak_charged_bytes: the highest used seen.
+ * @peak_used_bytes: the highest @used_bytes right after an install:
+ *	materializations only, never a reservation or a temporary source load.
+ * @peak_charged_bytes: the highest @used_bytes + @reserved_bytes right after
+ *	an install, a reservation or a temporary source-load charge (also one
+ *	whose load then failed); at least @peak_used_bytes. Neither peak ever
+ *	goes down (reference.md §7.2).
  * @value_count: materializations there.
  * @reservation_count: live reservations there.
  * @use_count: active lease entries there.
@@ -156,6 +161,10 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out);
 /**
  * rsd_snapshot_free() - Free a snapshot.
  * @s: the snapshot; NULL is ignored.
+ *
+ * Freeing it a second time aborts the process with "librsd:
+ * rsd_snapshot_free(): double free of struct rsd_snapshot" on stderr, as glibc's
+ * free() aborts on a double free, rather than corrupt the manager.
  *
  * Context: Any thread.
  */

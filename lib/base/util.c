@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Small helpers: clock, string checks, the reference's repr quoting. */
+/* Small helpers: the double-free guard, clock, string checks, the reference's repr
+ * quoting. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,19 @@
 #include <time.h>
 
 #include "../internal.h"
+
+void rsd__guard_free(uint32_t *guard, const char *fn, const char *type, const void *obj)
+{
+	if (rsd__likely(*guard == RSD__LIVE)) {
+		*guard = RSD__FREED;
+		return;
+	}
+	fprintf(stderr, "librsd: %s(): %s %s %p\n", fn,
+		*guard == RSD__FREED ? "double free of" : "free of a corrupted or foreign", type,
+		obj);
+	fflush(stderr); /* a redirected stderr may be buffered; abort() flushes nothing */
+	abort();
+}
 
 uint64_t rsd__now_ns(void)
 {

@@ -1,9 +1,75 @@
 // SPDX-License-Identifier: MIT
 /* Closing (§15) and destroying a manager. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
+
+/*
+ * Values a forced close without waiting could not free: device work may
+ * still read or write their storage (a CUDA lease's consumer stream that
+ * has not finished, or may never finish). They stay allocated for the life
+ * of the process, reachable from here so that leak checkers count them as
+ * kept, not lost; nothing ever frees them.
+ */
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsd_resident **kept; /* under kept_lock */
+static size_t nkept, capkept;      /* under kept_lock */
+
+static void keep_forever(struct rsd_resident *r)
+{
+	pthread_mutex_lock(&kept_lock);
+	if (nkept == capkept) {
+		size_t cap = capkept ? 2 * capkept : 16;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+		struct rsd_resident **k = realloc(kept, cap * sizeof(*k));
+
+		if (k) {
+			kept = k;
+			capkept = cap;
+		}
+	}
+	if (nkept < capkept)
+		kept[nkept++] = r; /* else leaked unreachable: still never freed */
+	pthread_mutex_unlock(&kept_lock);
+}
+
+/*
+ * RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT: no device is synchronized, so every
+ * materialization a GPU lease still protects (active, or released with
+ * events not yet complete) may be in use by a stream. Take its value out of
+ * the record, so drop_everything() frees the record but not the storage.
+ */
+static void keep_streamed(struct rsd_manager *m)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	uint64_t nbytes = 0;
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->nrecs; i++) {
+		struct rsd_record *rec = m->recs[i];
+
+		for (uint32_t j = 0; j < rec->nmats; j++) {
+			struct rsd_mat *mat = &rec->mats[j];
+
+			if (mat->loc.kind != RSD_CUDA || !mat->value ||
+			    !(mat->use_count || mat->pending_count))
+				continue;
+			keep_forever(mat->value);
+			mat->value = NULL;
+			nbytes += mat->storage_nbytes;
+			n++;
+			rsd_location_name(mat->loc, name, sizeof(name));
+		}
+	}
+	if (n)
+		rsd__warn(m,
+			  "forced close of manager %llu without waiting: %zu value(s) of %llu bytes "
+			  "that GPU streams may still use (last at %s) are kept allocated for the life "
+			  "of the process, not freed",
+			  (unsigned long long)m->id, n, (unsigned long long)nbytes, name);
+}
 
 /* Wait for every pending lease, each without the lock. */
 static int wait_pending(struct rsd_manager *m)
@@ -98,7 +164,11 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 			(unsigned long long)m->id, active, pending, holds, resv);
 		goto out;
 	}
-	if (flags & RSD_CLOSE_FORCE)
+	/* Forced: wait for the devices, unless told not to wait at all (a
+	 * stream that never completes would hang the close). */
+	if ((flags & RSD_CLOSE_FORCE) && (flags & RSD_CLOSE_NOWAIT))
+		keep_streamed(m);
+	else if (flags & RSD_CLOSE_FORCE)
 		for (unsigned i = 0; i < m->nknown; i++)
 			if (m->order[i] >= 2 && m->order[i] - 2u < (unsigned)m->ndevices)
 				m->ops->device_sync(m->ops_ctx, (int)m->order[i] - 2);
@@ -146,4 +216,5 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	pthread_cond_destroy(&m->xfer_cond);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
+	rsd__reclaim_put(); /* the last manager ends librsd's thread */
 }

@@ -453,6 +453,7 @@ void rsd__obj_unlink(struct rsd_objlink *link);
 /* The caller's lease object. */
 struct rsd_lease {
 	struct rsd_objlink link;
+	uint32_t guard; /* RSD__LIVE from lease_obj_get to rsd_lease_free */
 	pthread_mutex_t lock; /* active flag and streams; taken before m->lock */
 	const struct rsd_device_ops *ops;
 	void *ops_ctx;
@@ -469,6 +470,7 @@ struct rsd_lease {
 
 struct rsd_hold {
 	struct rsd_objlink link;
+	uint32_t guard; /* RSD__LIVE until rsd_hold_free */
 	uint64_t id;
 	bool active;  /* caller's view */
 	bool tracked; /* the manager still counts it; protected by m->lock */
@@ -480,6 +482,7 @@ struct rsd_hold {
 
 struct rsd_reservation {
 	struct rsd_objlink link;
+	uint32_t guard; /* RSD__LIVE until rsd_reservation_free */
 	uint64_t id;
 	bool active;
 	bool tracked;
@@ -666,6 +669,10 @@ void rsd__reclaim_submit(struct rsd_image *batch);
 /* Wait until every grace period asked for so far has ended (and the
  * reclaimer freed what it was given). */
 void rsd__reclaim_barrier(void);
+/* Count a live manager (rsd_manager_create), and uncount it at destroy:
+ * the last put ends the reclaimer thread. */
+void rsd__reclaim_get(void);
+void rsd__reclaim_put(void);
 /* Ask for a grace period: its number for rsd__gp_done(). */
 uint64_t rsd__gp_request(void);
 bool rsd__gp_done(uint64_t seq);

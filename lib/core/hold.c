@@ -44,6 +44,7 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	err = rsd__resolve_resident(m, set, k, at, hd->recs);
 	if (err)
 		goto out;
+	hd->guard = RSD__LIVE;
 	hd->id = rsd__next_id();
 	hd->active = hd->tracked = true;
 	hd->loc = at;
@@ -120,6 +121,7 @@ void rsd_hold_free(struct rsd_hold *hd)
 
 	if (!hd)
 		return;
+	rsd__guard_free(&hd->guard, __func__, "struct rsd_hold", hd);
 	m = hd->link.m;
 	if (hd->active && m) {
 		if (rsd_hold_release(hd)) {
@@ -160,6 +162,7 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 		return rsd__err(RSD_ENOMEM, "out of memory creating a reservation");
 	}
 	rsd__record_location(m, at);
+	r->guard = RSD__LIVE;
 	r->id = rsd__next_id();
 	r->active = r->tracked = true;
 	r->loc = at;
@@ -276,6 +279,7 @@ void rsd_reservation_free(struct rsd_reservation *r)
 
 	if (!r)
 		return;
+	rsd__guard_free(&r->guard, __func__, "struct rsd_reservation", r);
 	m = r->link.m;
 	if (r->active && m) {
 		if (rsd_reservation_release(r)) {

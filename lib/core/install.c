@@ -117,7 +117,7 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 				rsd_location_name(at, name, sizeof(name)));
 	if (rec->spec.replica_mode == RSD_EXCLUSIVE && rec->nmats && !allow_exclusive)
 		return rsd__err(RSD_EOWNERSHIP,
-				"EXCLUSIVE value %llu cannot have simultaneous steady replicas",
+				"RSD_EXCLUSIVE value %llu cannot have simultaneous steady replicas",
 				(unsigned long long)rec->handle.id);
 	err = rsd__mat_validate(&rec->spec, v, at);
 	if (err)

@@ -156,6 +156,7 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 		rsd__obj_link(m, &obj->link);
 	}
 	/* A recycled object keeps its lock and its stream array. */
+	obj->guard = RSD__LIVE;
 	obj->rec = NULL;
 	obj->active = false;
 	obj->n = 0;
@@ -728,6 +729,7 @@ void rsd_lease_free(struct rsd_lease *obj)
 
 	if (!obj)
 		return;
+	rsd__guard_free(&obj->guard, __func__, "struct rsd_lease", obj);
 	m = obj->link.m;
 	if (obj->active && m) {
 		/* Abandonment (§8.9): wait for the consumers, then warn. */

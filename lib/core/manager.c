@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The manager: creation, the guarded writer entry, validation helpers,
- * accounting primitives, close and destroy.
+ * The manager: creation, ids, the guarded writer entry and exit (with
+ * publication), location and stream checks, record lookup, admission and
+ * version steps. Closing and destroying are in close.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -78,9 +79,16 @@ int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *
 	return 0;
 }
 
+/*
+ * The location first: a stream cannot match a device this process lacks,
+ * and "cuda:2 is not available" is the fact a caller must hear, not that
+ * its cuda:0 stream does not match cuda:2.
+ */
 int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at)
 {
-	return rsd__check_driver_stream(m->ops, m->ops_ctx, stream, at);
+	int err = rsd__check_location(m, at);
+
+	return err ? err : rsd__check_driver_stream(m->ops, m->ops_ctx, stream, at);
 }
 
 /* Records are sorted by id: registration order is issue order. */
@@ -506,6 +514,7 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 		pthread_mutex_destroy(&m->lock);
 		goto fail;
 	}
+	rsd__reclaim_get(); /* rsd_manager_destroy puts it */
 	*out = m;
 	return 0;
 fail:

@@ -24,9 +24,13 @@
  * The thread runs one synchronize_rcu() for everything asked so far, then
  * rests 1 ms: each grace period interrupts every thread of the process (the
  * membarrier it uses), so back-to-back periods would slow the writer they
- * serve. One thread per process, started at the first request, never
- * stopped (as liburcu's). Locking: rq.lock protects the queue and the
- * counters' writers; `completed` is also read without it (acquire).
+ * serve. One thread per process, started at the first request and ended
+ * when the last manager is destroyed (rsd__reclaim_put), so that a program
+ * that destroyed its managers leaves no thread of librsd's running: its
+ * stack and thread-local blocks are gone before exit, and valgrind finds
+ * nothing "possibly lost". The next request starts it again. Locking:
+ * rq.lock protects the queue, the thread's state and the counters'
+ * writers; `completed` is also read without it (acquire).
  */
 #include <stdlib.h>
 #include <time.h>
@@ -41,7 +45,10 @@ static struct {
 	struct rsd_image *head, *tail;	/* batches the thread frees, via gp_next */
 	uint64_t requested;		/* grace periods asked for */
 	atomic_uint_fast64_t completed; /* requests a finished period covers */
-	bool started;
+	unsigned long managers;		/* live managers (rsd__reclaim_get/put) */
+	pthread_t thread;
+	bool started; /* thread runs (or is being stopped) */
+	bool stop;    /* thread: exit once the queue is empty */
 } rq = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.work = PTHREAD_COND_INITIALIZER,
@@ -52,6 +59,28 @@ static pthread_once_t rq_once = PTHREAD_ONCE_INIT;
 
 #define RSD_GP_REST_NS 1000000L
 
+/*
+ * One round, entered and left with rq.lock held: one grace period for
+ * everything asked so far, then the batches queued until then freed.
+ */
+static void serve_locked(void)
+{
+	struct rsd_image *b = rq.head, *next;
+	uint64_t target = rq.requested;
+
+	rq.head = rq.tail = NULL;
+	pthread_mutex_unlock(&rq.lock);
+	/* Every reader that could still see those images has left. */
+	rsd__rcu_synchronize();
+	for (; b; b = next) {
+		next = b->gp_next;
+		rsd__image_reclaim(b, false);
+	}
+	pthread_mutex_lock(&rq.lock);
+	atomic_store_explicit(&rq.completed, target, memory_order_release);
+	pthread_cond_broadcast(&rq.done);
+}
+
 static void *reclaimer(void *unused)
 {
 	struct timespec rest = { 0, RSD_GP_REST_NS };
@@ -59,28 +88,16 @@ static void *reclaimer(void *unused)
 	(void)unused;
 	pthread_mutex_lock(&rq.lock);
 	for (;;) {
-		struct rsd_image *b, *next;
-		uint64_t target;
-
-		while (atomic_load(&rq.completed) == rq.requested)
+		while (atomic_load(&rq.completed) == rq.requested && !rq.stop)
 			pthread_cond_wait(&rq.work, &rq.lock);
-		target = rq.requested;
-		b = rq.head;
-		rq.head = rq.tail = NULL;
-		pthread_mutex_unlock(&rq.lock);
-		/* Every reader that could still see those images has left. */
-		rsd__rcu_synchronize();
-		for (; b; b = next) {
-			next = b->gp_next;
-			rsd__image_reclaim(b, false);
-		}
-		pthread_mutex_lock(&rq.lock);
-		atomic_store_explicit(&rq.completed, target, memory_order_release);
-		pthread_cond_broadcast(&rq.done);
+		if (atomic_load(&rq.completed) == rq.requested)
+			break; /* stopped, nothing left */
+		serve_locked();
 		pthread_mutex_unlock(&rq.lock);
 		nanosleep(&rest, NULL);
 		pthread_mutex_lock(&rq.lock);
 	}
+	pthread_mutex_unlock(&rq.lock);
 	return NULL;
 }
 
@@ -94,7 +111,7 @@ static void rq_atfork_child(void)
 	rq.head = rq.tail = NULL;
 	rq.requested = 0;
 	atomic_store(&rq.completed, 0);
-	rq.started = false;
+	rq.started = rq.stop = false;
 }
 
 static void rq_init(void)
@@ -105,19 +122,10 @@ static void rq_init(void)
 /* Start the thread once; false if it cannot be. rq.lock held. */
 static bool rq_start_locked(void)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	bool ok;
-
 	if (rq.started)
 		return true;
-	if (pthread_attr_init(&attr))
-		return false;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	ok = !pthread_create(&t, &attr, reclaimer, NULL);
-	pthread_attr_destroy(&attr);
-	rq.started = ok;
-	return ok;
+	rq.started = !pthread_create(&rq.thread, NULL, reclaimer, NULL);
+	return rq.started;
 }
 
 /* Ask for a grace period; with batch, the thread frees it after that
@@ -172,5 +180,44 @@ void rsd__reclaim_barrier(void)
 	target = rq.requested;
 	while (atomic_load(&rq.completed) < target)
 		pthread_cond_wait(&rq.done, &rq.lock);
+	pthread_mutex_unlock(&rq.lock);
+}
+
+void rsd__reclaim_get(void)
+{
+	pthread_once(&rq_once, rq_init);
+	pthread_mutex_lock(&rq.lock);
+	rq.managers++;
+	pthread_mutex_unlock(&rq.lock);
+}
+
+/*
+ * The last manager is gone: end the thread once it has freed what it was
+ * given. rq.stop set, it leaves when the queue is empty; a request made
+ * meanwhile is still served (the thread checks stop only with nothing to
+ * do), or, made after it left, starts a new thread below. Only one caller
+ * joins: rq.stop stays set until the join is done.
+ */
+void rsd__reclaim_put(void)
+{
+	pthread_t t;
+
+	pthread_mutex_lock(&rq.lock);
+	if (--rq.managers || !rq.started || rq.stop) {
+		pthread_mutex_unlock(&rq.lock);
+		return;
+	}
+	rq.stop = true;
+	t = rq.thread;
+	pthread_cond_signal(&rq.work);
+	pthread_mutex_unlock(&rq.lock);
+	pthread_join(t, NULL);
+	pthread_mutex_lock(&rq.lock);
+	rq.stop = false;
+	rq.started = false;
+	/* A manager created meanwhile may have asked for a period already:
+	 * a new thread serves it, or, when none starts, this one. */
+	if (atomic_load(&rq.completed) != rq.requested && !rq_start_locked())
+		serve_locked();
 	pthread_mutex_unlock(&rq.lock);
 }

@@ -165,7 +165,8 @@ int rsd_register_source(struct rsd_manager *m, const struct rsd_value_spec *spec
 	if (err)
 		goto out;
 	if (spec->recoverability != RSD_RECONSTRUCTIBLE) {
-		err = rsd__err(RSD_EINVAL, "only RECONSTRUCTIBLE values may be registered with a source");
+		err = rsd__err(RSD_EINVAL,
+			       "only RSD_RECONSTRUCTIBLE values may be registered with a source");
 		goto out;
 	}
 	rec = record_new(m, spec->type, spec);

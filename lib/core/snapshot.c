@@ -2,18 +2,26 @@
 /*
  * rsd_snapshot_take: copy one published image out, lock-free. The copy is a
  * single allocation, so rsd_snapshot_free is one free() and a snapshot of
- * ten thousand values costs two walks of the value vector.
+ * ten thousand values costs two walks of the value vector. The caller's
+ * struct rsd_snapshot opens it, followed by the double-free guard and the
+ * arrays.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 
+struct snapshot {
+	struct rsd_snapshot pub;
+	uint32_t guard; /* RSD__LIVE until rsd_snapshot_free */
+};
+
 int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 {
 	const struct rsd_image *img;
 	struct rsd_view view;
 	struct rsd_snapshot *s;
+	struct snapshot *box;
 	struct rsd_value_snapshot *vals;
 	struct rsd_materialization_snapshot *mats;
 	struct rsd_location_snapshot *locs;
@@ -38,15 +46,17 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		nmats += ((const struct rsd_img_value *)rsd__pv_get(&img->values, i))->nmats;
 	for (uint32_t i = 0; i < img->nresv; i++)
 		labels += strlen(img->resv[i].label) + 1;
-	size = sizeof(*s) + img->values.count * sizeof(*vals) + nmats * sizeof(*mats) +
+	size = sizeof(*box) + img->values.count * sizeof(*vals) + nmats * sizeof(*mats) +
 	       img->nlocs * sizeof(*locs) + img->nresv * sizeof(*resv) + labels;
-	s = rsd__malloc(size);
-	if (!s) {
+	box = rsd__malloc(size);
+	if (!box) {
 		err = rsd__err(RSD_ENOMEM, "out of memory for a snapshot of %llu values",
 			       (unsigned long long)img->values.count);
 		goto out;
 	}
-	vals = (struct rsd_value_snapshot *)(s + 1);
+	box->guard = RSD__LIVE;
+	s = &box->pub;
+	vals = (struct rsd_value_snapshot *)(box + 1);
 	mats = (struct rsd_materialization_snapshot *)(vals + img->values.count);
 	locs = (struct rsd_location_snapshot *)(mats + nmats);
 	resv = (struct rsd_reservation_snapshot *)(locs + img->nlocs);
@@ -128,5 +138,10 @@ out:
 
 void rsd_snapshot_free(struct rsd_snapshot *s)
 {
-	free(s);
+	struct snapshot *box = (struct snapshot *)s;
+
+	if (!box)
+		return;
+	rsd__guard_free(&box->guard, __func__, "struct rsd_snapshot", box);
+	free(box);
 }

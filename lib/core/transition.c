@@ -336,7 +336,7 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 		return XFER_RETRY;
 	if (rec->spec.replica_mode == RSD_EXCLUSIVE && rec->nmats)
 		return rsd__err(RSD_EOWNERSHIP,
-				"EnsureResident would replicate an EXCLUSIVE value %llu; use move",
+				"rsd_ensure would replicate RSD_EXCLUSIVE value %llu; use rsd_move",
 				(unsigned long long)rec->handle.id);
 	err = transfer_source(m, rec, &x);
 	if (err)
@@ -425,10 +425,10 @@ static int do_drop(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	if (err)
 		return err;
 	if (resident_count(rec) == 1 && !rec->has_source)
-		return rsd__err(
-			RSD_EOWNERSHIP,
-			"the last copy of preserve-only value %llu cannot be dropped; discard it instead",
-			(unsigned long long)rec->handle.id);
+		return rsd__err(RSD_EOWNERSHIP,
+				"the last copy of RSD_MUST_PRESERVE value %llu cannot be "
+				"dropped; rsd_discard it",
+				(unsigned long long)rec->handle.id);
 	rsd__remove(m, rec, a->location);
 	return 0;
 }
@@ -501,7 +501,7 @@ static int check_action_locations(struct rsd_manager *m, const struct rsd_action
 	if (err || !stream)
 		return err;
 	if (a->kind == RSD_ACT_DROP || a->kind == RSD_ACT_DISCARD)
-		return rsd__err(RSD_EINVAL, "only Ensure and Move accept a stream");
+		return rsd__err(RSD_EINVAL, "only RSD_ACT_ENSURE and RSD_ACT_MOVE take a stream");
 	return rsd__check_stream(m, stream, a->location);
 }
 

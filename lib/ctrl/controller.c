@@ -82,8 +82,9 @@ static int check_policy(const struct rsd_policy *p)
 
 	if (!p->ops || !p->ops->name || !p->ops->config_identity || !p->ops->fallback_locations ||
 	    !p->ops->order_candidates)
-		return rsd__err(RSD_ETYPE, "residency policy must provide name, config_identity, "
-					   "fallback_locations and order_candidates");
+		return rsd__err(RSD_ETYPE,
+				"struct rsd_policy_ops must provide name, config_identity, "
+				"fallback_locations and order_candidates");
 	name = p->ops->name(p->ctx);
 	if (!name)
 		return rsd__err(RSD_ETYPE, "residency policy name must be a string");
@@ -198,15 +199,33 @@ int rsd__img_resolve(const struct rsd_image *img, uint64_t manager_id, struct rs
 	return 0;
 }
 
+/*
+ * The manager is open and h[0..n) are live values of its last published
+ * image. Only the handles are checked against the image: the read section
+ * is left before the caller touches the controller's table.
+ */
+static int check_live(struct rsd_controller *c, const struct rsd_handle *h, size_t n)
+{
+	const struct rsd_image *img = rsd__read_begin(c->m);
+	long idx;
+	int err = 0;
+
+	if (img->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)c->m->id);
+	for (size_t i = 0; i < n && !err; i++)
+		err = rsd__img_resolve(img, c->m->id, h[i], &idx);
+	rsd__read_end();
+	return err;
+}
+
 /* ---- set_policy_metadata (§12.5) ---- */
 
 int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_handle h, int priority,
 				       const char *stable_key)
 {
-	const struct rsd_image *img;
 	struct rsd__meta *e;
 	char *key = NULL;
-	long idx;
 	int err;
 
 	if (!c)
@@ -221,15 +240,7 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 	if (err)
 		return err;
 	pthread_mutex_lock(&c->lock);
-	/* Only the handle is checked against the image: leave the read
-	 * section before touching the table. */
-	img = rsd__read_begin(c->m);
-	if (img->closed)
-		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
-			       (unsigned long long)c->m->id);
-	else
-		err = rsd__img_resolve(img, c->m->id, h, &idx);
-	rsd__read_end();
+	err = check_live(c, &h, 1);
 	if (err)
 		goto out;
 	if (stable_key) {
@@ -264,6 +275,54 @@ int rsd_controller_set_policy_metadata(struct rsd_controller *c, struct rsd_hand
 	e->priority = priority;
 out:
 	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* ---- access epochs recorded by the caller (§12.6) ---- */
+
+int rsd_controller_record_access(struct rsd_controller *c, const struct rsd_handle *h, size_t n)
+{
+	struct rsd_requirement *q = NULL;
+	int err = 0;
+
+	if (!c || (n && !h))
+		return rsd__err(RSD_ETYPE, "rsd_controller_record_access: NULL argument");
+	if (!n)
+		return rsd__err(RSD_EINVAL, "rsd_controller_record_access: no handles");
+	for (size_t i = 0; i < n; i++) {
+		err = rsd__handle_check(h[i], "rsd_controller_record_access");
+		if (err)
+			return err;
+	}
+	err = rsd__read_fresh(c->m);
+	if (err)
+		return err;
+	/* The schedule matches requests: the handles as requirements. */
+	q = rsd__calloc(n, sizeof(*q));
+	if (!q)
+		return rsd__err(RSD_ENOMEM, "out of memory recording %zu accesses", n);
+	for (size_t i = 0; i < n; i++)
+		q[i].handle = h[i];
+	pthread_mutex_lock(&c->lock);
+	err = check_live(c, h, n);
+	/* Every entry exists before the epoch moves: all or nothing. */
+	for (size_t i = 0; i < n && !err; i++)
+		if (!rsd__meta_get(c, h[i].id))
+			err = -RSD_ENOMEM;
+	if (err)
+		goto out;
+	c->epoch++;
+	for (size_t i = 0; i < n; i++) {
+		struct rsd__meta *e = rsd__meta_get(c, h[i].id);
+
+		e->has_epoch = true;
+		e->epoch = c->epoch;
+	}
+	/* and the schedule's position, as a use entry moves it */
+	rsd__sched_advance(c, &(struct rsd_request){ "access", q, n, NULL, 0 });
+out:
+	pthread_mutex_unlock(&c->lock);
+	free(q);
 	return err;
 }
 
@@ -348,7 +407,7 @@ int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct
 				    ->spec.replica_mode == RSD_EXCLUSIVE)
 				return rsd__err(
 					RSD_EOWNERSHIP,
-					"EXCLUSIVE value '%llu' cannot be required at several "
+					"RSD_EXCLUSIVE value '%llu' cannot be required at several "
 					"locations",
 					(unsigned long long)h.id);
 			break;

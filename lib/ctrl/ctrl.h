@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private controller state shared by the lib/ctrl sources: the controller object,
- * its metadata/epoch map, and the search entry point (search.c).
+ * What the lib/ctrl sources share: the controller object and its per-handle
+ * metadata and epochs (controller.c), request validation and image lookups
+ * (controller.c), the eviction records and the search's entry point and
+ * result (search.c; its steps are in search_steps.c, its planning states in
+ * pstate.c). decision.c and use.c build on these; policy.c is the tiered
+ * LRU and sees only the public policy interface.
  */
 #ifndef RSD_CTRL_CTRL_H
 #define RSD_CTRL_CTRL_H

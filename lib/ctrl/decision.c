@@ -15,6 +15,7 @@
 /* The decision owns deep copies of everything it exposes. */
 struct decision {
 	struct rsd_decision pub;
+	uint32_t guard; /* RSD__LIVE until rsd_decision_free */
 	struct rsd_plan plan;
 	char *name;
 	struct rsd_action *reclaim, *enter;
@@ -49,6 +50,7 @@ void rsd_decision_free(struct rsd_decision *pub)
 
 	if (!d)
 		return;
+	rsd__guard_free(&d->guard, __func__, "struct rsd_decision", d);
 	free(d->name);
 	free(d->reclaim);
 	free(d->enter);
@@ -89,6 +91,7 @@ static int build(struct rsd_controller *c, const struct rsd_request *r, uint64_t
 
 	if (!d)
 		goto nomem;
+	d->guard = RSD__LIVE;
 	d->expl = expl; /* owned from here on, even on failure */
 	d->name = rsd__strdup(r->name);
 	d->reclaim = dup_array(res->reclaim, res->nreclaim, sizeof(*res->reclaim));
@@ -267,12 +270,12 @@ int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 	if (d->manager_id != c->manager_id)
 		return rsd__err(
 			RSD_EHANDLE,
-			"Decision for '%s' belongs to manager '%llu', not '%llu' (another manager)",
+			"decision for '%s' belongs to manager '%llu', not '%llu' (another manager)",
 			d->plan->name, (unsigned long long)d->manager_id,
 			(unsigned long long)c->manager_id);
 	if (!same_policy(c->policy, d))
 		return rsd__err(RSD_EPLAN,
-				"Decision for '%s' was issued under another policy "
+				"decision for '%s' was issued under another policy "
 				"configuration",
 				d->plan->name);
 	return rsd_scope_enter(c->m, d->plan, ts, nts, &d->expected_state_version, out);

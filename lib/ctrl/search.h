@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to the controller search: search.c (building blocks), run.c (machine). */
+/* Private to the controller search: search.c (the machine, rsd__search) and
+ * search_steps.c (its steps). */
 #ifndef RSD_CTRL_SEARCH_H
 #define RSD_CTRL_SEARCH_H
 
@@ -115,17 +116,17 @@ struct search {
 	int err;
 };
 
-int rsd__count(struct search *x, const char *objective, int slot);
-uint64_t rsd__charge(const struct search *x, uint32_t v);
-int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh);
-bool rsd__active_has(const struct active *a, uint32_t v, int slot);
+int rsd__search_count(struct search *x, const char *objective, int slot);
+uint64_t rsd__search_charge(const struct search *x, uint32_t v);
+int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh);
+bool rsd__search_active_has(const struct active *a, uint32_t v, int slot);
 /* The candidate record of value v at slot, as the policy sees it. */
 void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
 		    struct rsd_eviction_candidate *c);
-int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
-	      struct ranked **out, uint32_t *nout);
-int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S);
-int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
-		      const struct active *act);
+int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
+		     const struct active *act, struct ranked **out, uint32_t *nout);
+int rsd__search_key_sig(struct search *x, char tag, const struct rsd__pstate *S);
+int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
+			     uint64_t amount, const struct active *act);
 
 #endif

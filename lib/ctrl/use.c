@@ -30,6 +30,7 @@ struct rsd_use {
 	struct rsd_decision *decision;
 	struct rsd_scope *scope;
 	bool entered, closed;
+	uint32_t guard; /* RSD__LIVE until rsd_use_free */
 };
 
 /* Distinct CUDA requirement locations, in order of first appearance. */
@@ -100,6 +101,7 @@ static struct rsd_use *use_new(struct rsd_controller *c, const struct rsd_reques
 	if (!u)
 		return NULL;
 	u->c = c;
+	u->guard = RSD__LIVE;
 	u->nreq = r->nrequirements;
 	u->req = rsd__malloc(u->nreq * sizeof(*u->req));
 	u->groups = rsd__calloc(u->nreq, sizeof(*u->groups));
@@ -353,6 +355,7 @@ void rsd_use_free(struct rsd_use *u)
 {
 	if (!u)
 		return;
+	rsd__guard_free(&u->guard, __func__, "struct rsd_use", u);
 	if (u->entered && !u->closed)
 		rsd_use_close(u, NULL);
 	for (size_t g = 0; g < u->ngroups; g++)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include "cfx.h"
 
@@ -27,12 +28,11 @@ static void make(struct cfx *f, const struct rsd_budget *b, size_t nb, bool host
 		struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true,
 						.pooled = true };
 
-		ATF_REQUIRE_EQ_MSG(rsd_simdev_create(&sc, &f->sd), 0, "%s",
-				   rsd_last_error()->message);
+		RSD_REQUIRE_OK(rsd_simdev_create(&sc, &f->sd));
 		mc.driver = rsd_simdev_ops();
 		mc.driver_ctx = f->sd;
 	}
-	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&mc, &f->m), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_manager_create(&mc, &f->m));
 }
 
 void cfx_host(struct cfx *f, const struct rsd_budget *b, size_t nb)
@@ -58,7 +58,7 @@ struct rsd_location cfx_cuda(int dev)
 {
 	struct rsd_location at;
 
-	ATF_REQUIRE_EQ(rsd_cuda_location(dev, &at), 0);
+	RSD_REQUIRE_OK(rsd_cuda_location(dev, &at));
 	return at;
 }
 
@@ -90,16 +90,9 @@ void cfx_reset_error(int code)
 	struct rsd_location l;
 
 	if (code == RSD_EINVAL)
-		ATF_REQUIRE_EQ(rsd_location_parse(NULL, &l), -RSD_ETYPE);
+		RSD_REQUIRE_ERR(RSD_ETYPE, rsd_location_parse(NULL, &l));
 	else
-		ATF_REQUIRE_EQ(rsd_location_parse("bogus", &l), -RSD_EINVAL);
-}
-
-void cfx_ok(int rc, const char *expr, const char *file, int line)
-{
-	if (rc)
-		atf_tc_fail_requirement(file, (size_t)line, "%s returned %d (%s): %s", expr, rc,
-					rsd_strerror(rc), rsd_last_error()->message);
+		RSD_REQUIRE_ERR(RSD_EINVAL, rsd_location_parse("bogus", &l));
 }
 
 void cfx_err(int rc, int code, const char *expr, const char *file, int line)

@@ -13,6 +13,8 @@
 
 #include <rsd/rsd.h>
 
+#include "../check.h"
+
 #define N 64 /* the charge of most test values (reference.md §20) */
 
 #define PAGEABLE RSD_LOC_PAGEABLE_HOST
@@ -58,11 +60,11 @@ extern const size_t cfx_nbad_locs;
  * record cannot make the next check pass. */
 void cfx_reset_error(int code);
 
-/* Results: a failure message that quotes the call and rsd_last_error(). */
-void cfx_ok(int rc, const char *expr, const char *file, int line);
+/* Results: a failure message that quotes the call, its code and
+ * rsd_last_error() (../check.h). */
+#define OK(expr) RSD_REQUIRE_OK(expr)
 /* rc must be -code, rsd_last_error() must say code with a message. */
 void cfx_err(int rc, int code, const char *expr, const char *file, int line);
-#define OK(expr) cfx_ok((expr), #expr, __FILE__, __LINE__)
 #define ERR(code, expr) cfx_err((expr), (code), #expr, __FILE__, __LINE__)
 
 uint64_t cfx_version(struct cfx *f);

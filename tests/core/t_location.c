@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include "cfx.h"
 
@@ -75,13 +76,13 @@ ATF_TC_BODY(cuda_location_range, tc)
 {
 	struct rsd_location l = RSD_LOC_PAGEABLE_HOST, p;
 
-	ATF_CHECK_EQ(rsd_cuda_location(0, &l), 0);
+	RSD_CHECK_OK(rsd_cuda_location(0, &l));
 	ATF_CHECK_EQ(l.kind, RSD_CUDA);
 	ATF_CHECK_EQ(l.device, 0);
 	/* Statically valid, whatever the machine has. */
-	ATF_CHECK_EQ(rsd_cuda_location(127, &l), 0);
+	RSD_CHECK_OK(rsd_cuda_location(127, &l));
 	ATF_CHECK_EQ(l.device, 127);
-	ATF_REQUIRE_EQ(rsd_location_parse("cuda:127", &p), 0);
+	RSD_REQUIRE_OK(rsd_location_parse("cuda:127", &p));
 	ATF_CHECK(rsd_location_equal(l, p));
 
 	l = RSD_LOC_PAGEABLE_HOST;
@@ -98,17 +99,17 @@ ATF_TC_BODY(make_collapses_cpu_index, tc)
 	struct rsd_location l;
 
 	/* §18.1: pinned-host built from "cpu:7" equals PINNED_HOST. */
-	ATF_REQUIRE_EQ(rsd_location_make(RSD_PINNED_HOST, 7, &l), 0);
+	RSD_REQUIRE_OK(rsd_location_make(RSD_PINNED_HOST, 7, &l));
 	ATF_CHECK(rsd_location_equal(l, RSD_LOC_PINNED_HOST));
-	ATF_REQUIRE_EQ(rsd_location_make(RSD_PINNED_HOST, 0, &l), 0);
+	RSD_REQUIRE_OK(rsd_location_make(RSD_PINNED_HOST, 0, &l));
 	ATF_CHECK(rsd_location_equal(l, RSD_LOC_PINNED_HOST));
-	ATF_REQUIRE_EQ(rsd_location_make(RSD_PAGEABLE_HOST, -1, &l), 0);
+	RSD_REQUIRE_OK(rsd_location_make(RSD_PAGEABLE_HOST, -1, &l));
 	ATF_CHECK(rsd_location_equal(l, RSD_LOC_PAGEABLE_HOST));
-	ATF_REQUIRE_EQ(rsd_location_make(RSD_PAGEABLE_HOST, 3, &l), 0);
+	RSD_REQUIRE_OK(rsd_location_make(RSD_PAGEABLE_HOST, 3, &l));
 	ATF_CHECK(rsd_location_equal(l, RSD_LOC_PAGEABLE_HOST));
 	/* Both host kinds live on the CPU and still differ. */
 	ATF_CHECK(!rsd_location_equal(RSD_LOC_PAGEABLE_HOST, RSD_LOC_PINNED_HOST));
-	ATF_REQUIRE_EQ(rsd_location_make(RSD_CUDA, 5, &l), 0);
+	RSD_REQUIRE_OK(rsd_location_make(RSD_CUDA, 5, &l));
 	ATF_CHECK(rsd_location_equal(l, loc(RSD_CUDA, 5)));
 	ERR(RSD_EINVAL, rsd_location_make(RSD_CUDA, -1, &l));
 	ERR(RSD_EINVAL, rsd_location_make(RSD_CUDA, 128, &l));
@@ -264,7 +265,7 @@ ATF_TC_BODY(runtime_budget_keys, tc)
 	ATF_CHECK(m == NULL);
 
 	/* On a device that has cuda:0 the same key is fine and recorded first. */
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &sd), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &sd));
 	memset(&mc, 0, sizeof(mc));
 	b[0].location = loc(RSD_CUDA, 0);
 	mc.budgets = b;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -66,11 +67,11 @@ ATF_TC_BODY(members_follow_materializations, tc)
 	struct rsd_manager *m;
 	unsigned seed = 7;
 
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &m));
 	for (int i = 0; i < NVAL; i++) {
 		struct rsd_source src = { load, NULL, m };
 
-		ATF_REQUIRE_EQ(rsd_register_source(m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &h[i]), 0);
+		RSD_REQUIRE_OK(rsd_register_source(m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &h[i]));
 	}
 	check_members(m);
 	for (int step = 0; step < 4000; step++) {
@@ -78,19 +79,19 @@ ATF_TC_BODY(members_follow_materializations, tc)
 		struct rsd_location at = rand_r(&seed) % 2 ? RSD_LOC_PINNED_HOST : RSD_LOC_PAGEABLE_HOST;
 
 		if (op < 2)
-			ATF_REQUIRE_EQ(rsd_ensure(m, h[v], at, NULL, NULL), 0);
+			RSD_REQUIRE_OK(rsd_ensure(m, h[v], at, NULL, NULL));
 		else if (op < 4)
-			ATF_REQUIRE_EQ(rsd_drop(m, h[v], at, NULL), 0);
+			RSD_REQUIRE_OK(rsd_drop(m, h[v], at, NULL));
 		else
-			ATF_REQUIRE_EQ(rsd_move(m, h[v], at, NULL, NULL, NULL), 0);
+			RSD_REQUIRE_OK(rsd_move(m, h[v], at, NULL, NULL, NULL));
 		if (step % 500 == 0)
 			check_members(m);
 	}
 	/* A discarded value leaves every row. */
 	for (int v = 0; v < NVAL; v += 3)
-		ATF_REQUIRE_EQ(rsd_discard(m, h[v], NULL), 0);
+		RSD_REQUIRE_OK(rsd_discard(m, h[v], NULL));
 	check_members(m);
-	ATF_REQUIRE_EQ(rsd_manager_close(m, 0), 0);
+	RSD_REQUIRE_OK(rsd_manager_close(m, 0));
 	rsd_manager_destroy(m);
 }
 

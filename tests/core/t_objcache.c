@@ -9,6 +9,7 @@
  * cases check only what still holds there.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,9 +178,9 @@ ATF_TC_BODY(fault_point, tc)
 	ATF_REQUIRE(p);
 	rsd__objcache_free(c, p, 64);
 	/* A cached object is there, and the armed point still fails. */
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 1, RSD_ENOMEM), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 1, RSD_ENOMEM));
 	ATF_CHECK(rsd__objcache_alloc(c, 64) == NULL);
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
 	p = rsd__objcache_alloc(c, 64);
 	ATF_CHECK(p != NULL);
 	rsd__objcache_free(c, p, 64);

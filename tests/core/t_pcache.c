@@ -8,6 +8,7 @@
  * cache starts empty in each.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,8 +109,8 @@ ATF_TC_BODY(managed_spill, tc)
 
 	cfx_host(&f, NULL, 0);
 	r = filled(&f, 0x5a, &p);
-	ATF_REQUIRE_EQ(rsd_adopt(f.m, r, &at, RSD_REPLICABLE, &h), 0);
-	ATF_REQUIRE_EQ(rsd_discard(f.m, h, NULL), 0);
+	RSD_REQUIRE_OK(rsd_adopt(f.m, r, &at, RSD_REPLICABLE, &h));
+	RSD_REQUIRE_OK(rsd_discard(f.m, h, NULL));
 	cfx_fini(&f);
 	ATF_CHECK_EQ(stats().nblocks, 1);
 	cfx_host(&f, NULL, 0);
@@ -214,14 +215,13 @@ ATF_TC_BODY(fault_point, tc)
 	cfx_host(&f, NULL, 0);
 	rsd_resident_free(value(&f, n));
 	ATF_REQUIRE_EQ(stats().nblocks, 1);
-	ATF_REQUIRE_EQ(rsd_fault_inject("resident", "pageable-host", 1, RSD_ENOMEM), 0);
-	ATF_CHECK_EQ(rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL,
-					0, &r),
-		     -RSD_ENOMEM);
+	RSD_REQUIRE_OK(rsd_fault_inject("resident", "pageable-host", 1, RSD_ENOMEM));
+	RSD_CHECK_ERR(RSD_ENOMEM, rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST,
+						     1, &n, NULL, 0, &r));
 	ATF_CHECK(r == NULL);
 	ATF_CHECK_EQ(stats().hits, 0);
 	ATF_CHECK_EQ(stats().nblocks, 1);
-	ATF_REQUIRE_EQ(rsd_fault_inject("resident", NULL, 0, 0), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("resident", NULL, 0, 0));
 	r = value(&f, n);
 	ATF_CHECK_EQ(stats().hits, 1);
 	rsd_resident_free(r);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include "fixture.h"
 
@@ -32,13 +33,13 @@ void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
 	struct rsd_manager_config mc;
 
 	memset(f, 0, sizeof(*f));
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &f->sd), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &f->sd));
 	memset(&mc, 0, sizeof(mc));
 	mc.budgets = b;
 	mc.nbudgets = nb;
 	mc.driver = rsd_simdev_ops();
 	mc.driver_ctx = f->sd;
-	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&mc, &f->m), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_manager_create(&mc, &f->m));
 }
 
 void fx_fini(struct fx *f)
@@ -53,9 +54,8 @@ struct rsd_handle fx_adopt(struct fx *f, struct rsd_location at, enum rsd_replic
 	struct rsd_handle h;
 	uint64_t n = N;
 
-	ATF_REQUIRE_EQ_MSG(rsd_resident_alloc(f->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0,
-			   "%s", rsd_last_error()->message);
-	ATF_REQUIRE_EQ_MSG(rsd_adopt(f->m, r, &at, mode, &h), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_resident_alloc(f->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(f->m, r, &at, mode, &h));
 	return h;
 }
 
@@ -70,21 +70,20 @@ struct rsd_handle fx_sourced(struct fx *f, struct rsd_location src)
 	ATF_REQUIRE(ctx);
 	ctx->f = f;
 	ctx->at = src;
-	ATF_REQUIRE_EQ_MSG(rsd_register_source(f->m, &spec, &s, src, &h), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_register_source(f->m, &spec, &s, src, &h));
 	return h;
 }
 
 void fx_ensure(struct fx *f, struct rsd_handle h, struct rsd_location at)
 {
-	ATF_REQUIRE_EQ_MSG(rsd_ensure(f->m, h, at, NULL, NULL), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_ensure(f->m, h, at, NULL, NULL));
 }
 
 uint64_t fx_version(struct fx *f)
 {
 	uint64_t v = 0;
 
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(f->m, &v), 0);
+	RSD_REQUIRE_OK(rsd_manager_state_version_get(f->m, &v));
 	return v;
 }
 
@@ -102,7 +101,7 @@ bool fx_at(struct fx *f, struct rsd_handle h, struct rsd_location at)
 	const struct rsd_value_snapshot *v;
 	bool found = false;
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f->m, &s));
 	v = find(s, h);
 	ATF_REQUIRE(v);
 	for (size_t i = 0; i < v->nmaterializations; i++)
@@ -116,7 +115,7 @@ size_t fx_nmat(struct fx *f, struct rsd_handle h)
 	struct rsd_snapshot *s;
 	size_t n;
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f->m, &s));
 	ATF_REQUIRE(find(s, h));
 	n = find(s, h)->nmaterializations;
 	rsd_snapshot_free(s);
@@ -128,7 +127,7 @@ static uint64_t loc_field(struct fx *f, struct rsd_location at, bool used)
 	struct rsd_snapshot *s;
 	uint64_t n = 0;
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f->m, &s));
 	for (size_t i = 0; i < s->nlocations; i++)
 		if (rsd_location_equal(s->locations[i].location, at))
 			n = used ? s->locations[i].used_bytes : s->locations[i].reserved_bytes;

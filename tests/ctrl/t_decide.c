@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include "fixture.h"
 
@@ -18,8 +19,7 @@ static struct rsd_controller *ctl(struct fx *f, const struct rsd_policy *p, size
 {
 	struct rsd_controller *c;
 
-	ATF_REQUIRE_EQ_MSG(rsd_controller_create(f->m, p, limit, &c), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_controller_create(f->m, p, limit, &c));
 	return c;
 }
 
@@ -27,7 +27,7 @@ static struct rsd_policy *tiers(const struct rsd_fallback_tier *t, size_t n)
 {
 	struct rsd_policy *p;
 
-	ATF_REQUIRE_EQ_MSG(rsd_tiered_lru_create(t, n, &p), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_tiered_lru_create(t, n, &p));
 	return p;
 }
 
@@ -99,9 +99,8 @@ ATF_TC_BODY(example_a, tc)
 	ATF_CHECK_EQ(fx_version(&f), 4);
 
 	/* enter and close the controller scope */
-	ATF_REQUIRE_EQ_MSG(rsd_controller_scope(c, d, NULL, 0, &s), 0, "%s",
-			   rsd_last_error()->message);
-	ATF_REQUIRE_EQ(rsd_scope_close(s, &rep), 0);
+	RSD_REQUIRE_OK(rsd_controller_scope(c, d, NULL, 0, &s));
+	RSD_REQUIRE_OK(rsd_scope_close(s, &rep));
 	ATF_REQUIRE(rep);
 	ATF_CHECK_EQ(rep->ntransitions, 2);
 	ATF_CHECK(fx_is_drop(&rep->transitions[0].action, v, PINNED));
@@ -403,7 +402,7 @@ ATF_TC_BODY(example_h, tc)
 	a1 = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	fx_ensure(&f, a1, PINNED);
 	a2 = fx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
-	ATF_REQUIRE_EQ(rsd_hold(f.m, &a1, 1, PINNED, &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(f.m, &a1, 1, PINNED, &hd));
 	q[0] = fx_req(a2, PINNED);
 	c = ctl(&f, NULL, 0);
 	ATF_CHECK_EQ(decide(c, "H", q, 1, NULL, 0, &d), -RSD_EPLAN);
@@ -411,12 +410,12 @@ ATF_TC_BODY(example_h, tc)
 							 "satisfies the complete ordered request"),
 		      "%s", rsd_last_error()->message);
 	ATF_CHECK(!strstr(rsd_last_error()->message, "candidate"));
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 	/* a lease protects as well */
-	ATF_REQUIRE_EQ(rsd_acquire(f.m, &a1, 1, PINNED, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(f.m, &a1, 1, PINNED, NULL, &l));
 	ATF_CHECK_EQ(decide(c, "H", q, 1, NULL, 0, &d), -RSD_EPLAN);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	/* unprotected again: the replica is dropped */
 	ATF_REQUIRE_EQ(decide(c, "H", q, 1, NULL, 0, &d), 0);
@@ -496,7 +495,7 @@ ATF_TC_BODY(request_validation, tc)
 	e = fx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
 	r = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	gone = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	ATF_REQUIRE_EQ(rsd_discard(f.m, gone, NULL), 0);
+	RSD_REQUIRE_OK(rsd_discard(f.m, gone, NULL));
 	foreign = fx_adopt(&g, PAGEABLE, RSD_REPLICABLE);
 	c = ctl(&f, NULL, 0);
 	v = fx_version(&f);
@@ -515,8 +514,8 @@ ATF_TC_BODY(request_validation, tc)
 	bad.location.kind = RSD_CUDA;
 	bad.location.device = 500;
 	ATF_CHECK_EQ(decide(c, "baddev", &bad, 1, NULL, 0, &d), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_controller_decide(c, NULL, &d), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_controller_decide(NULL, NULL, &d), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_decide(c, NULL, &d));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_decide(NULL, NULL, &d));
 
 	q[0] = fx_req(e, PINNED);
 	q[1] = fx_req(e, PAGEABLE);
@@ -573,8 +572,8 @@ ATF_TC_BODY(no_side_effects_and_stale, tc)
 	ATF_CHECK(fx_is_ensure(&d->plan->enter[0], h, PINNED));
 
 	/* an intervening 1-byte reservation elsewhere makes it stale */
-	ATF_REQUIRE_EQ(rsd_reserve(f.m, PAGEABLE, 1, "elsewhere", &rv), 0);
-	ATF_CHECK_EQ(rsd_controller_scope(c, d, NULL, 0, &s), -RSD_ESTALE);
+	RSD_REQUIRE_OK(rsd_reserve(f.m, PAGEABLE, 1, "elsewhere", &rv));
+	RSD_CHECK_ERR(RSD_ESTALE, rsd_controller_scope(c, d, NULL, 0, &s));
 	ATF_CHECK(rsd_last_error()->has_versions);
 	ATF_CHECK_EQ(rsd_last_error()->expected_version, v);
 	ATF_CHECK_EQ(fx_nmat(&f, h), 0);
@@ -585,14 +584,13 @@ ATF_TC_BODY(no_side_effects_and_stale, tc)
 
 	/* a fresh decision enters and loads once */
 	ATF_REQUIRE_EQ(decide(c, "load", q, 1, NULL, 0, &d), 0);
-	ATF_REQUIRE_EQ_MSG(rsd_controller_scope(c, d, NULL, 0, &s), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_controller_scope(c, d, NULL, 0, &s));
 	ATF_CHECK_EQ(f.loads, 1);
 	ATF_CHECK(fx_at(&f, h, PINNED));
-	ATF_REQUIRE_EQ(rsd_scope_close(s, NULL), 0);
+	RSD_REQUIRE_OK(rsd_scope_close(s, NULL));
 	rsd_scope_free(s);
 	rsd_decision_free(d);
-	ATF_REQUIRE_EQ(rsd_reservation_release(rv), 0);
+	RSD_REQUIRE_OK(rsd_reservation_release(rv));
 	rsd_reservation_free(rv);
 	rsd_controller_free(c);
 	fx_fini(&f);
@@ -621,9 +619,9 @@ ATF_TC_BODY(foreign_decisions, tc)
 	c2 = ctl(&f, p, 0);
 	c3 = ctl(&g, NULL, 0);
 	ATF_REQUIRE_EQ(decide(c, "x", q, 1, NULL, 0, &d), 0);
-	ATF_CHECK_EQ(rsd_controller_scope(c2, d, NULL, 0, &s), -RSD_EPLAN);
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_controller_scope(c2, d, NULL, 0, &s));
 	ATF_CHECK(strstr(rsd_last_error()->message, "issued under another policy configuration"));
-	ATF_CHECK_EQ(rsd_controller_scope(c3, d, NULL, 0, &s), -RSD_EHANDLE);
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_controller_scope(c3, d, NULL, 0, &s));
 	ATF_CHECK(s == NULL);
 	ATF_CHECK(!fx_at(&f, h, PINNED));
 	rsd_decision_free(d);
@@ -678,7 +676,7 @@ ATF_TC_BODY(protected_move_source, tc)
 
 	fx_init(&f, NULL, 0, 0);
 	r = fx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
-	ATF_REQUIRE_EQ(rsd_hold(f.m, &r, 1, PAGEABLE, &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(f.m, &r, 1, PAGEABLE, &hd));
 	q[0] = fx_req(r, PINNED);
 	c = ctl(&f, NULL, 0);
 	ATF_CHECK_EQ(decide(c, "p", q, 1, NULL, 0, &d), -RSD_EPLAN);
@@ -734,7 +732,7 @@ ATF_TC_BODY(registration_index_gaps, tc)
 
 	fx_init(&f, bud, 1, 0);
 	a = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	ATF_REQUIRE_EQ(rsd_discard(f.m, a, NULL), 0);
+	RSD_REQUIRE_OK(rsd_discard(f.m, a, NULL));
 	b = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	fx_ensure(&f, b, PINNED);
 	v = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);

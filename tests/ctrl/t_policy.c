@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include "fixture.h"
 
@@ -33,7 +34,7 @@ ATF_TC_BODY(ordering_example, tc)
 	struct rsd_eviction_candidate c[6];
 	struct rsd_policy *p;
 
-	ATF_REQUIRE_EQ(rsd_tiered_lru_create(NULL, 0, &p), 0);
+	RSD_REQUIRE_OK(rsd_tiered_lru_create(NULL, 0, &p));
 	c[0] = cand(0, 5, NULL, 3);
 	c[1] = cand(0, 5, "b", 1);
 	c[2] = cand(0, 5, "a", 2);
@@ -64,7 +65,7 @@ ATF_TC_BODY(ordering_keys, tc)
 	struct rsd_policy *p;
 	char keys[40][8];
 
-	ATF_REQUIRE_EQ(rsd_tiered_lru_create(NULL, 0, &p), 0);
+	RSD_REQUIRE_OK(rsd_tiered_lru_create(NULL, 0, &p));
 	c[0] = cand(0, 1, "\xc3\xa9", 0); /* é, U+00E9 */
 	c[1] = cand(0, 1, "z", 1);
 	c[2] = cand(0, 1, "Z", 2);
@@ -93,7 +94,7 @@ ATF_TC_BODY(tiered_lru_config, tc)
 	struct rsd_policy *p;
 	size_t n = 9;
 
-	ATF_REQUIRE_EQ(rsd_tiered_lru_create(NULL, 0, &p), 0);
+	RSD_REQUIRE_OK(rsd_tiered_lru_create(NULL, 0, &p));
 	ATF_CHECK_STREQ(p->ops->name(p->ctx), "deterministic-tiered-lru");
 	e = p->ops->config_identity(p->ctx, &n);
 	ATF_REQUIRE_EQ(n, 1);
@@ -102,7 +103,7 @@ ATF_TC_BODY(tiered_lru_config, tc)
 	ATF_CHECK_EQ(p->ops->fallback_locations(p->ctx, PINNED, out, 4), 0);
 	rsd_policy_free(p);
 
-	ATF_REQUIRE_EQ(rsd_tiered_lru_create(t, 2, &p), 0);
+	RSD_REQUIRE_OK(rsd_tiered_lru_create(t, 2, &p));
 	e = p->ops->config_identity(p->ctx, &n);
 	ATF_CHECK_STREQ(e[0].value, "[(\"pinned-host\", [\"pageable-host\"]), "
 				    "(\"cuda:0\", [\"cuda:1\", \"pageable-host\"])]");
@@ -125,27 +126,27 @@ ATF_TC_BODY(tiered_lru_validation, tc)
 	struct rsd_fallback_tier t;
 	struct rsd_policy *p = NULL;
 
-	ATF_CHECK_EQ(rsd_tiered_lru_create(NULL, 1, &p), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_tiered_lru_create(NULL, 0, NULL), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_tiered_lru_create(NULL, 1, &p));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_tiered_lru_create(NULL, 0, NULL));
 	t = (struct rsd_fallback_tier){ PINNED, self, 2 };
-	ATF_CHECK_EQ(rsd_tiered_lru_create(&t, 1, &p), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_tiered_lru_create(&t, 1, &p));
 	ATF_CHECK(strstr(rsd_last_error()->message, "own source"));
 	t = (struct rsd_fallback_tier){ PINNED, dup, 2 };
-	ATF_CHECK_EQ(rsd_tiered_lru_create(&t, 1, &p), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_tiered_lru_create(&t, 1, &p));
 	ATF_CHECK(strstr(rsd_last_error()->message, "duplicate"));
 	t = (struct rsd_fallback_tier){ badkind, dup, 1 };
-	ATF_CHECK_EQ(rsd_tiered_lru_create(&t, 1, &p), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_tiered_lru_create(&t, 1, &p));
 	t = (struct rsd_fallback_tier){ PINNED, &badkind, 1 };
-	ATF_CHECK_EQ(rsd_tiered_lru_create(&t, 1, &p), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_tiered_lru_create(&t, 1, &p));
 	t = (struct rsd_fallback_tier){ PINNED, &baddev, 1 };
-	ATF_CHECK_EQ(rsd_tiered_lru_create(&t, 1, &p), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_tiered_lru_create(&t, 1, &p));
 	t = (struct rsd_fallback_tier){ PINNED, NULL, 1 };
-	ATF_CHECK_EQ(rsd_tiered_lru_create(&t, 1, &p), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_tiered_lru_create(&t, 1, &p));
 	ATF_CHECK(p == NULL);
 	/* unavailable GPUs are not checked here (statically valid) */
 	baddev.device = 127;
 	t = (struct rsd_fallback_tier){ PINNED, &baddev, 1 };
-	ATF_CHECK_EQ(rsd_tiered_lru_create(&t, 1, &p), 0);
+	RSD_CHECK_OK(rsd_tiered_lru_create(&t, 1, &p));
 	rsd_policy_free(p);
 }
 
@@ -196,15 +197,15 @@ ATF_TC_BODY(controller_create, tc)
 	struct fx f;
 
 	fx_init(&f, NULL, 0, 0);
-	ATF_CHECK_EQ(rsd_controller_create(NULL, NULL, 0, &c), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_controller_create(f.m, NULL, 0, NULL), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_controller_create(f.m, &noops, 0, &c), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_controller_create(f.m, &missing, 0, &c), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_create(NULL, NULL, 0, &c));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_create(f.m, NULL, 0, NULL));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_create(f.m, &noops, 0, &c));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_create(f.m, &missing, 0, &c));
 	mode = 2;
-	ATF_CHECK_EQ(rsd_controller_create(f.m, &good, 0, &c), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_create(f.m, &good, 0, &c));
 	ATF_CHECK(c == NULL);
 	mode = 0;
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, &good, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, &good, 0, &c));
 	rsd_controller_free(c);
 	rsd_controller_free(NULL);
 	fx_fini(&f);
@@ -230,14 +231,14 @@ ATF_TC_BODY(policy_permutation, tc)
 	fx_ensure(&f, b, PINNED);
 	v = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	q[0] = fx_req(v, PINNED);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, &good, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, &good, 0, &c));
 	mode = 1;
-	ATF_CHECK_EQ(rsd_controller_decide(c, &r, &d), -RSD_EUSAGE);
+	RSD_CHECK_ERR(RSD_EUSAGE, rsd_controller_decide(c, &r, &d));
 	ATF_CHECK_STREQ(rsd_last_error()->message, "policy must return every candidate exactly once");
 	mode = 3;
-	ATF_CHECK_EQ(rsd_controller_decide(c, &r, &d), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_decide(c, &r, &d));
 	mode = 0;
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK_STREQ(d->policy_name, "custom");
 	ATF_REQUIRE_EQ(d->npolicy_config, 1);
 	ATF_CHECK_STREQ(d->policy_config[0].value, "v");
@@ -269,34 +270,33 @@ ATF_TC_BODY(policy_metadata, tc)
 	fx_ensure(&f, b, PINNED);
 	v = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	q[0] = fx_req(v, PINNED);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
-	ATF_REQUIRE_EQ(rsd_controller_set_policy_metadata(c, gone, 0, "shared"), 0);
-	ATF_REQUIRE_EQ(rsd_discard(f.m, gone, NULL), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(c, gone, 0, "shared"));
+	RSD_REQUIRE_OK(rsd_discard(f.m, gone, NULL));
 	ver = fx_version(&f);
 	/* a discarded handle's key still counts; the handle itself is refused */
-	ATF_CHECK_EQ(rsd_controller_set_policy_metadata(c, a, 0, "shared"), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_controller_set_policy_metadata(c, gone, 0, NULL), -RSD_EHANDLE);
-	ATF_CHECK_EQ(rsd_controller_set_policy_metadata(c, fx_adopt(&g, PAGEABLE, RSD_REPLICABLE), 0,
-						       NULL),
-		     -RSD_EHANDLE);
-	ATF_CHECK_EQ(rsd_controller_set_policy_metadata(c, a, 0, " "), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_controller_set_policy_metadata(NULL, a, 0, NULL), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_set_policy_metadata(c, a, 0, "shared"));
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_controller_set_policy_metadata(c, gone, 0, NULL));
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_controller_set_policy_metadata(
+					   c, fx_adopt(&g, PAGEABLE, RSD_REPLICABLE), 0, NULL));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_set_policy_metadata(c, a, 0, " "));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_set_policy_metadata(NULL, a, 0, NULL));
 	ATF_CHECK_EQ(fx_version(&f), ver);
 
 	/* keyed candidates go first at equal priority and epoch */
-	ATF_REQUIRE_EQ(rsd_controller_set_policy_metadata(c, b, 0, "kb"), 0);
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(c, b, 0, "kb"));
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], b, PINNED));
 	rsd_decision_free(d);
 	/* the same key again for the same handle is fine; clearing it restores order */
-	ATF_REQUIRE_EQ(rsd_controller_set_policy_metadata(c, b, 0, "kb"), 0);
-	ATF_REQUIRE_EQ(rsd_controller_set_policy_metadata(c, b, 0, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(c, b, 0, "kb"));
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(c, b, 0, NULL));
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], a, PINNED));
 	rsd_decision_free(d);
 	/* the key is free again; higher priority retains a */
-	ATF_REQUIRE_EQ(rsd_controller_set_policy_metadata(c, a, 5, "kb"), 0);
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(c, a, 5, "kb"));
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], b, PINNED));
 	ATF_CHECK_EQ(d->evictions[0].rank, 0);
 	rsd_decision_free(d);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include "core/core.h" /* the manager's list of caller objects */
 #include "fixture.h"
@@ -31,7 +32,7 @@ static void use_and_close(struct rsd_controller *c, struct rsd_requirement q, si
 	ATF_REQUIRE_EQ_MSG(use(c, "u", &q, 1, NULL, 0, NULL, 0, &u), 0, "%s",
 			   rsd_last_error()->message);
 	ATF_CHECK_EQ(rsd_use_decision(u)->explored_states, 1);
-	ATF_REQUIRE_EQ(rsd_use_close(u, &rep), 0);
+	RSD_REQUIRE_OK(rsd_use_close(u, &rep));
 	ATF_REQUIRE(rep);
 	ATF_CHECK_EQ(rep->ntransitions, ntrans);
 	rsd_plan_report_free(rep);
@@ -53,36 +54,113 @@ ATF_TC_BODY(example_i_epochs, tc)
 	fx_init(&f, bud, 1, 0);
 	for (int i = 0; i < 3; i++)
 		v[i] = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	use_and_close(c, fx_req(v[0], PINNED), 1);
 	use_and_close(c, fx_req(v[1], PINNED), 1);
 	/* nothing is evicted at exit; deciding again yields an empty plan */
 	q[0] = fx_req(v[1], PINNED);
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK_EQ(d->plan->nreclaim + d->plan->nenter, 0);
 	ATF_CHECK_EQ(d->explored_states, 1);
 	rsd_decision_free(d);
 	/* a decide is no access: v1 stays the most recent */
 	q[0] = fx_req(v[2], PINNED);
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK_EQ(d->explored_states, 2);
 	ATF_REQUIRE_EQ(d->plan->nreclaim, 1);
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], v[0], PINNED));
 	ATF_CHECK_EQ(d->evictions[0].rank, 0);
-	ATF_CHECK_STREQ(d->evictions[0].reason, "another materialization preserves the logical value");
+	ATF_CHECK_STREQ(d->evictions[0].reason,
+			"another materialization preserves the logical value");
 	ATF_REQUIRE_EQ(d->plan->nenter, 1);
 	ATF_CHECK(fx_is_ensure(&d->plan->enter[0], v[2], PINNED));
 	rsd_decision_free(d);
-	ATF_REQUIRE_EQ(rsd_controller_set_policy_metadata(c, v[1], -1, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(c, v[1], -1, NULL));
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], v[1], PINNED));
 	rsd_decision_free(d);
-	ATF_REQUIRE_EQ(rsd_controller_set_policy_metadata(c, v[1], 0, NULL), 0);
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(c, v[1], 0, NULL));
 	/* using v0 again makes v1 the least recently used */
 	use_and_close(c, fx_req(v[0], PAGEABLE), 0);
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], v[1], PINNED));
 	rsd_decision_free(d);
+	rsd_controller_free(c);
+	fx_fini(&f);
+}
+
+/*
+ * §12.6: decide and scope record no access; a caller that uses them
+ * records its own with rsd_controller_record_access(), which ages values
+ * exactly as use entries do. A failed call records nothing.
+ */
+static void check_victim(struct rsd_controller *c, struct rsd_handle want, struct rsd_handle enter)
+{
+	struct rsd_requirement q = fx_req(enter, PINNED);
+	struct rsd_request r = { "next", &q, 1, NULL, 0 };
+	struct rsd_decision *d;
+
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
+	ATF_REQUIRE_EQ(d->plan->nreclaim, 1);
+	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], want, PINNED));
+	rsd_decision_free(d);
+}
+
+ATF_TC_WITHOUT_HEAD(record_access_ages_like_use);
+ATF_TC_BODY(record_access_ages_like_use, tc)
+{
+	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, 2 * N } };
+	struct rsd_controller *c;
+	struct rsd_handle v[3], two[2];
+	struct rsd_schedule_step step[2];
+	uint64_t pos;
+	struct fx f;
+
+	fx_init(&f, bud, 1, 0);
+	for (int i = 0; i < 3; i++)
+		v[i] = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	fx_ensure(&f, v[0], PINNED);
+	fx_ensure(&f, v[1], PINNED);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[1], 1));
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[0], 1));
+	check_victim(c, v[1], v[2]);
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[1], 1));
+	check_victim(c, v[0], v[2]);
+
+	/* failures record nothing: v0 stays the oldest */
+	two[0] = v[0];
+	two[1] = v[1];
+	two[1].manager_id += 7;
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_controller_record_access(c, two, 2));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_record_access(c, NULL, 1));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_record_access(NULL, v, 1));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_record_access(c, v, 0));
+	check_victim(c, v[0], v[2]);
+	/* an access to v0 twice in one call: v1 is the oldest again */
+	two[1] = v[0];
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, two, 2));
+	check_victim(c, v[1], v[2]);
+
+	/* a declared schedule moves as it would for uses of the same sets */
+	step[0] = (struct rsd_schedule_step){ &v[0], 1 };
+	step[1] = (struct rsd_schedule_step){ &v[1], 1 };
+	RSD_REQUIRE_OK(rsd_controller_set_schedule(c, step, 2, false));
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[2], 1)); /* no step */
+	RSD_REQUIRE_OK(rsd_controller_schedule_position(c, &pos));
+	ATF_CHECK_EQ(pos, 0);
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[0], 1));
+	RSD_REQUIRE_OK(rsd_controller_schedule_position(c, &pos));
+	ATF_CHECK_EQ(pos, 1);
+	/* a failed call moves nothing: [v1, foreign] is refused, still at 1 */
+	two[0] = v[1];
+	two[1].manager_id += 7;
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_controller_record_access(c, two, 2));
+	RSD_REQUIRE_OK(rsd_controller_schedule_position(c, &pos));
+	ATF_CHECK_EQ(pos, 1);
+	RSD_REQUIRE_OK(rsd_controller_record_access(c, &v[1], 1));
+	RSD_REQUIRE_OK(rsd_controller_schedule_position(c, &pos));
+	ATF_CHECK_EQ(pos, 2); /* a finite schedule, complete */
 	rsd_controller_free(c);
 	fx_fini(&f);
 }
@@ -104,14 +182,14 @@ ATF_TC_BODY(failed_use_is_no_access, tc)
 	fx_init(&f, bud, 1, 0);
 	for (int i = 0; i < 3; i++)
 		v[i] = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	use_and_close(c, fx_req(v[0], PINNED), 1);
 	use_and_close(c, fx_req(v[1], PINNED), 1);
 	q[0] = fx_req(v[0], PAGEABLE);
 	ATF_CHECK_EQ(use(c, "fail", q, 1, &huge, 1, NULL, 0, &u), -RSD_EPLAN);
 	ATF_CHECK(u == NULL);
 	q[0] = fx_req(v[2], PINNED);
-	ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
 	ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], v[0], PINNED));
 	rsd_decision_free(d);
 	rsd_controller_free(c);
@@ -136,20 +214,20 @@ ATF_TC_BODY(use_values_and_close, tc)
 	q[0] = fx_req(a, PINNED);
 	q[1] = fx_req(b, PAGEABLE);
 	q[2] = fx_req(a, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	ATF_REQUIRE_EQ_MSG(use(c, "vals", q, 3, &ws, 1, NULL, 0, &u), 0, "%s",
 			   rsd_last_error()->message);
 	ATF_CHECK_EQ(f.loads, 1);
 	ATF_CHECK_EQ(fx_reserved(&f, PINNED), 5);
-	ATF_REQUIRE_EQ(rsd_use_value(u, a, PINNED, &val), 0);
+	RSD_REQUIRE_OK(rsd_use_value(u, a, PINNED, &val));
 	ATF_CHECK(val && rsd_location_equal(rsd_resident_location(val), PINNED));
-	ATF_REQUIRE_EQ(rsd_use_value(u, b, PAGEABLE, &val), 0);
+	RSD_REQUIRE_OK(rsd_use_value(u, b, PAGEABLE, &val));
 	ATF_CHECK(rsd_location_equal(rsd_resident_location(val), PAGEABLE));
-	ATF_REQUIRE_EQ(rsd_use_value(u, a, PAGEABLE, &val), 0);
-	ATF_CHECK_EQ(rsd_use_value(u, b, PINNED, &val), -RSD_ENOTFOUND);
+	RSD_REQUIRE_OK(rsd_use_value(u, a, PAGEABLE, &val));
+	RSD_CHECK_ERR(RSD_ENOTFOUND, rsd_use_value(u, b, PINNED, &val));
 	ATF_CHECK(rsd_use_decision(u) != NULL);
 	ATF_CHECK_EQ(rsd_use_decision(u)->plan->nenter, 2);
-	ATF_REQUIRE_EQ(rsd_use_close(u, &rep), 0);
+	RSD_REQUIRE_OK(rsd_use_close(u, &rep));
 	ATF_REQUIRE(rep);
 	ATF_CHECK_STREQ(rep->plan_name, "vals");
 	ATF_CHECK_EQ(rep->ntransitions, 2);
@@ -157,16 +235,16 @@ ATF_TC_BODY(use_values_and_close, tc)
 	ATF_CHECK_EQ(fx_reserved(&f, PINNED), 0);
 	/* admitted values stay resident */
 	ATF_CHECK(fx_at(&f, a, PINNED) && fx_at(&f, b, PAGEABLE));
-	ATF_CHECK_EQ(rsd_use_value(u, a, PINNED, &val), -RSD_EUSAGE);
-	ATF_CHECK_EQ(rsd_use_value(u, b, PINNED, &val), -RSD_EUSAGE);
+	RSD_CHECK_ERR(RSD_EUSAGE, rsd_use_value(u, a, PINNED, &val));
+	RSD_CHECK_ERR(RSD_EUSAGE, rsd_use_value(u, b, PINNED, &val));
 	rep = (struct rsd_plan_report *)0x1;
-	ATF_CHECK_EQ(rsd_use_close(u, &rep), 0); /* a second close: no report */
+	RSD_CHECK_OK(rsd_use_close(u, &rep)); /* a second close: no report */
 	ATF_CHECK(rep == NULL);
 	rsd_use_free(u);
 	/* freeing an unclosed use closes it: the leases go away */
 	ATF_REQUIRE_EQ(use(c, "vals", q, 3, NULL, 0, NULL, 0, &u), 0);
 	rsd_use_free(u);
-	ATF_CHECK_EQ(rsd_drop(f.m, a, PINNED, NULL), 0);
+	RSD_CHECK_OK(rsd_drop(f.m, a, PINNED, NULL));
 	rsd_controller_free(c);
 	fx_fini(&f);
 }
@@ -185,13 +263,13 @@ ATF_TC_BODY(consumer_stream_coverage, tc)
 	uint64_t v;
 
 	fx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s[0]), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s[0]));
 	s[1] = s[0];
 	h = fx_sourced(&f, PAGEABLE);
 	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	q[0] = fx_req(h, c0);
 	q[1] = fx_req(g, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	v = fx_version(&f);
 	ATF_CHECK_EQ(use(c, "gpu", q, 2, NULL, 0, NULL, 0, &u), -RSD_EINVAL);
 	ATF_CHECK(strstr(rsd_last_error()->message, "missing [cuda:0]"));
@@ -222,24 +300,24 @@ ATF_TC_BODY(gpu_use, tc)
 	struct fx f;
 
 	fx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s));
 	h = fx_sourced(&f, PAGEABLE);
 	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	q[0] = fx_req(h, c0);
 	q[1] = fx_req(g, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	ATF_REQUIRE_EQ_MSG(use(c, "gpu", q, 2, NULL, 0, &s, 1, &u), 0, "%s",
 			   rsd_last_error()->message);
-	ATF_REQUIRE_EQ(rsd_use_value(u, h, c0, &val), 0);
+	RSD_REQUIRE_OK(rsd_use_value(u, h, c0, &val));
 	ATF_CHECK(rsd_location_equal(rsd_resident_location(val), c0));
-	ATF_CHECK_EQ(rsd_drop(f.m, h, c0, NULL), -RSD_EINUSE);
-	ATF_REQUIRE_EQ(rsd_use_close(u, &rep), 0);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(f.m, h, c0, NULL));
+	RSD_REQUIRE_OK(rsd_use_close(u, &rep));
 	ATF_REQUIRE(rep);
 	ATF_CHECK_EQ(rep->ntransitions, 1);
 	rsd_plan_report_free(rep);
 	rsd_use_free(u);
 	rsd_simdev_complete_all(f.sd);
-	ATF_CHECK_EQ_MSG(rsd_drop(f.m, h, c0, NULL), 0, "%s", rsd_last_error()->message);
+	RSD_CHECK_OK(rsd_drop(f.m, h, c0, NULL));
 	rsd_controller_free(c);
 	rsd_simdev_stream_destroy(f.sd, s);
 	fx_fini(&f);
@@ -269,40 +347,40 @@ ATF_TC_BODY(streams_checked_before_decision, tc)
 	struct fx f;
 
 	fx_init(&f, NULL, 0, 2);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s0), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &s1), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s0));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 1, &s1));
 	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	h = fx_sourced(&f, PAGEABLE);
 	q[0] = fx_req(g, PAGEABLE);
 	q[1] = fx_req(h, c0);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	v = fx_version(&f);
 
 	/* a consumer stream of the wrong device */
 	cs[0] = s1;
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, NULL, 0, &u), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_use(c, &r, cs, 1, NULL, 0, &u));
 	ATF_CHECK_MSG(strstr(rsd_last_error()->message, "cuda:1") &&
 			      strstr(rsd_last_error()->message, "cuda:0"),
 		      "%s", rsd_last_error()->message);
 	/* not a stream of the driver */
 	cs[0] = &not_a_stream;
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, NULL, 0, &u), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_use(c, &r, cs, 1, NULL, 0, &u));
 	/* transfer streams: wrong device, unavailable device, a location twice */
 	cs[0] = s0;
 	ts[0] = (struct rsd_transfer_stream){ c0, s1 };
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_use(c, &r, cs, 1, ts, 1, &u));
 	ts[0] = (struct rsd_transfer_stream){ { RSD_CUDA, 5 }, s0 };
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_use(c, &r, cs, 1, ts, 1, &u));
 	ts[0] = (struct rsd_transfer_stream){ c1, s1 };
 	ts[1] = (struct rsd_transfer_stream){ c1, s1 };
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 2, &u), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_use(c, &r, cs, 1, ts, 2, &u));
 	ts[0] = (struct rsd_transfer_stream){ c1, &not_a_stream };
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_use(c, &r, cs, 1, ts, 1, &u));
 	ts[0] = (struct rsd_transfer_stream){ c1, NULL };
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_use(c, &r, cs, 1, ts, 1, &u));
 	ts[0] = (struct rsd_transfer_stream){ PINNED, s0 }; /* a host key */
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, cs, 1, NULL, 1, &u), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_use(c, &r, cs, 1, ts, 1, &u));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_controller_use(c, &r, cs, 1, NULL, 1, &u));
 
 	ATF_CHECK(u == (struct rsd_use *)0x1);
 	ATF_CHECK_EQ(fx_version(&f), v);
@@ -312,15 +390,50 @@ ATF_TC_BODY(streams_checked_before_decision, tc)
 	ATF_CHECK_EQ(fx_reserved(&f, PAGEABLE), 0);
 	/* and the good streams still work */
 	ts[0] = (struct rsd_transfer_stream){ c1, s1 };
-	ATF_REQUIRE_EQ_MSG(rsd_controller_use(c, &r, cs, 1, ts, 1, &u), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_controller_use(c, &r, cs, 1, ts, 1, &u));
 	ATF_CHECK(fx_at(&f, h, c0));
-	ATF_CHECK_EQ(rsd_use_close(u, NULL), 0);
+	RSD_CHECK_OK(rsd_use_close(u, NULL));
 	rsd_use_free(u);
 	rsd_simdev_complete_all(f.sd);
 	rsd_controller_free(c);
 	rsd_simdev_stream_destroy(f.sd, s0);
 	rsd_simdev_stream_destroy(f.sd, s1);
+	fx_fini(&f);
+}
+
+/*
+ * A requirement at a device the process lacks (cuda:2 with two simulated
+ * devices) is refused for the device, before its stream is compared: the
+ * cuda:0 stream given for it is not what is wrong.
+ */
+ATF_TC_WITHOUT_HEAD(absent_device_before_stream);
+ATF_TC_BODY(absent_device_before_stream, tc)
+{
+	struct rsd_location c2 = { RSD_CUDA, 2 };
+	struct rsd_use *u = (struct rsd_use *)0x1;
+	struct rsd_requirement q[1];
+	struct rsd_request r = { "absent", q, 1, NULL, 0 };
+	struct rsd_controller *c;
+	const char *msg;
+	void *s0;
+	uint64_t v;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, 2);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s0));
+	q[0] = fx_req(fx_sourced(&f, PAGEABLE), c2);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
+	v = fx_version(&f);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u));
+	msg = rsd_last_error()->message;
+	ATF_CHECK_MSG(strstr(msg, "cuda:2") && strstr(msg, "not available") &&
+			      !strstr(msg, "does not match"),
+		      "%s", msg);
+	ATF_CHECK(u == (struct rsd_use *)0x1);
+	ATF_CHECK_EQ(fx_version(&f), v);
+	ATF_CHECK_EQ(f.loads, 0);
+	rsd_controller_free(c);
+	rsd_simdev_stream_destroy(f.sd, s0);
 	fx_fini(&f);
 }
 
@@ -345,23 +458,23 @@ ATF_TC_BODY(acquire_failure_unwinds, tc)
 	struct fx f;
 
 	fx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s0), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s0));
 	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	h = fx_sourced(&f, PAGEABLE);
 	q[0] = fx_req(g, PAGEABLE);
 	q[1] = fx_req(h, c0);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	rsd_plan_report_free(rsd_take_partial_report());
-	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", "cuda:0", 1, RSD_EUNAVAILABLE), 0);
-	ATF_CHECK_EQ(rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u), -RSD_EUNAVAILABLE);
+	RSD_REQUIRE_OK(rsd_fault_inject("acquire", "cuda:0", 1, RSD_EUNAVAILABLE));
+	RSD_CHECK_ERR(RSD_EUNAVAILABLE, rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u));
 	ATF_CHECK_EQ(rsd_last_error()->code, RSD_EUNAVAILABLE);
-	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", NULL, 0, 0), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("acquire", NULL, 0, 0));
 	ATF_CHECK(u == (struct rsd_use *)0x1);
 	/* placement stays, the reservation was released, the first lease too */
 	ATF_CHECK(fx_at(&f, h, c0));
 	ATF_CHECK_EQ(f.loads, 1);
 	ATF_CHECK_EQ(fx_reserved(&f, PAGEABLE), 0);
-	ATF_CHECK_EQ(rsd_drop(f.m, g, PAGEABLE, NULL), -RSD_EOWNERSHIP); /* not leased */
+	RSD_CHECK_ERR(RSD_EOWNERSHIP, rsd_drop(f.m, g, PAGEABLE, NULL)); /* not leased */
 	partial = rsd_take_partial_report();
 	ATF_REQUIRE(partial != NULL);
 	ATF_CHECK_STREQ(partial->plan_name, "bad");
@@ -370,9 +483,8 @@ ATF_TC_BODY(acquire_failure_unwinds, tc)
 	rsd_plan_report_free(partial);
 	ATF_CHECK(rsd_take_partial_report() == NULL);
 	/* the same use succeeds once the point is disarmed */
-	ATF_REQUIRE_EQ_MSG(rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u), 0, "%s",
-			   rsd_last_error()->message);
-	ATF_CHECK_EQ(rsd_use_close(u, NULL), 0);
+	RSD_REQUIRE_OK(rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u));
+	RSD_CHECK_OK(rsd_use_close(u, NULL));
 	rsd_use_free(u);
 	rsd_simdev_complete_all(f.sd);
 	rsd_controller_free(c);
@@ -399,17 +511,17 @@ ATF_TC_BODY(value_outside_active_use, tc)
 	fx_init(&f, NULL, 0, 0);
 	a = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	q[0] = fx_req(a, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	ATF_REQUIRE_EQ(use(c, "v", q, 1, NULL, 0, NULL, 0, &u), 0);
-	ATF_REQUIRE_EQ(rsd_use_close(u, NULL), 0);
-	ATF_CHECK_EQ(rsd_use_value(u, a, PAGEABLE, &val), -RSD_EUSAGE);
+	RSD_REQUIRE_OK(rsd_use_close(u, NULL));
+	RSD_CHECK_ERR(RSD_EUSAGE, rsd_use_value(u, a, PAGEABLE, &val));
 	ATF_CHECK_MSG(strstr(rsd_last_error()->message, "not active"), "%s",
 		      rsd_last_error()->message);
-	ATF_CHECK_EQ(rsd_use_value(u, a, PINNED, &val), -RSD_EUSAGE);
+	RSD_CHECK_ERR(RSD_EUSAGE, rsd_use_value(u, a, PINNED, &val));
 	zero = a;
 	zero.id = 0;
-	ATF_CHECK_EQ(rsd_use_value(u, zero, PAGEABLE, &val), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_use_value(u, a, (struct rsd_location){ RSD_CUDA, -1 }, &val), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_use_value(u, zero, PAGEABLE, &val));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_use_value(u, a, (struct rsd_location){ RSD_CUDA, -1 }, &val));
 	ATF_CHECK(val == (const struct rsd_resident *)0x1);
 	rsd_use_free(u);
 	rsd_controller_free(c);
@@ -436,7 +548,7 @@ static size_t quiesced_heap(struct fx *f)
 
 	for (int i = 0; i < 4; i++) {
 		nanosleep(&ms5, NULL);
-		ATF_REQUIRE_EQ(rsd_manager_reap(f->m), 0);
+		RSD_REQUIRE_OK(rsd_manager_reap(f->m));
 	}
 	return heap_in_use();
 }
@@ -459,8 +571,8 @@ static void completed_pending_lease(struct fx *f, struct rsd_handle h, void *st)
 	struct rsd_location c0 = { RSD_CUDA, 0 };
 	struct rsd_lease *l;
 
-	ATF_REQUIRE_EQ(rsd_acquire(f->m, &h, 1, c0, st, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_acquire(f->m, &h, 1, c0, st, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	rsd_simdev_stream_complete(f->sd, st);
 }
@@ -500,30 +612,30 @@ ATF_TC_BODY(failed_entries_leave_nothing, tc)
 	struct fx f;
 
 	fx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &st), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &st));
 	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	h = fx_sourced(&f, PAGEABLE);
 	fx_ensure(&f, h, c0);
 	rsd_simdev_set_auto_complete(f.sd, false);
 	en[0] = rsd_action_ensure(g, PINNED);
 	q[0] = fx_req(g, PINNED);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	for (int i = 0; i < 200 + 1000; i++) {
 		/* after the caches, tables and thread-local records warmed up */
 		if (i == 200)
 			before = quiesced_heap(&f);
 		stale = fx_version(&f) + 1;
-		ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, &stale, &sc), -RSD_ESTALE);
+		RSD_REQUIRE_ERR(RSD_ESTALE, rsd_scope_enter(f.m, &p, NULL, 0, &stale, &sc));
 
-		ATF_REQUIRE_EQ(rsd_controller_decide(c, &r, &d), 0);
-		ATF_REQUIRE_EQ(rsd_reserve(f.m, PAGEABLE, 1, "bump", &bump), 0);
-		ATF_REQUIRE_EQ(rsd_reservation_release(bump), 0);
+		RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
+		RSD_REQUIRE_OK(rsd_reserve(f.m, PAGEABLE, 1, "bump", &bump));
+		RSD_REQUIRE_OK(rsd_reservation_release(bump));
 		rsd_reservation_free(bump);
-		ATF_REQUIRE_EQ(rsd_controller_scope(c, d, NULL, 0, &sc), -RSD_ESTALE);
+		RSD_REQUIRE_ERR(RSD_ESTALE, rsd_controller_scope(c, d, NULL, 0, &sc));
 		rsd_decision_free(d);
 
 		completed_pending_lease(&f, h, st);
-		ATF_REQUIRE_EQ(rsd_controller_use(c, &r, NULL, 0, NULL, 0, &u), -RSD_ESTALE);
+		RSD_REQUIRE_ERR(RSD_ESTALE, rsd_controller_use(c, &r, NULL, 0, NULL, 0, &u));
 	}
 	after = quiesced_heap(&f);
 	ATF_CHECK(sc == (struct rsd_scope *)0x1 && u == (struct rsd_use *)0x1);
@@ -539,7 +651,7 @@ ATF_TC_BODY(failed_entries_leave_nothing, tc)
 	ATF_CHECK_EQ(f.loads, 1);
 	rsd_controller_free(c);
 	rsd_simdev_stream_destroy(f.sd, st);
-	ATF_CHECK_EQ_MSG(rsd_manager_close(f.m, 0), 0, "%s", rsd_last_error()->message);
+	RSD_CHECK_OK(rsd_manager_close(f.m, 0));
 	fx_fini(&f);
 }
 
@@ -547,10 +659,12 @@ ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, example_i_epochs);
 	ATF_TP_ADD_TC(tp, failed_use_is_no_access);
+	ATF_TP_ADD_TC(tp, record_access_ages_like_use);
 	ATF_TP_ADD_TC(tp, use_values_and_close);
 	ATF_TP_ADD_TC(tp, consumer_stream_coverage);
 	ATF_TP_ADD_TC(tp, gpu_use);
 	ATF_TP_ADD_TC(tp, streams_checked_before_decision);
+	ATF_TP_ADD_TC(tp, absent_device_before_stream);
 	ATF_TP_ADD_TC(tp, acquire_failure_unwinds);
 	ATF_TP_ADD_TC(tp, value_outside_active_use);
 	ATF_TP_ADD_TC(tp, failed_entries_leave_nothing);

@@ -5,6 +5,7 @@
  * readable while a policy callback changes the manager underneath.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <stdlib.h>
 
 #include "fixture.h"
@@ -105,23 +106,21 @@ ATF_TC_BODY(candidates_from_members, tc)
 		if (i % 7 && i != NVALUES - 1)
 			continue;
 		if (i % 49 == 0) {
-			ATF_REQUIRE_EQ(rsd_discard(f.m, h[i], NULL), 0);
+			RSD_REQUIRE_OK(rsd_discard(f.m, h[i], NULL));
 			ndiscard++;
 		} else if (i % 3 == 0) {
-			ATF_REQUIRE_EQ_MSG(rsd_hold(f.m, &h[i], 1, PINNED, &holds[nhold]), 0, "%s",
-					   rsd_last_error()->message);
+			RSD_REQUIRE_OK(rsd_hold(f.m, &h[i], 1, PINNED, &holds[nhold]));
 			nhold++;
 		} else {
 			exp[nexp++] = i;
 		}
 	}
 	ATF_REQUIRE(nexp > 64 && nhold > 0 && ndiscard > 0);
-	ATF_REQUIRE_EQ(rsd_reserve(f.m, PINNED, ndiscard * N, "fill", &fill), 0);
+	RSD_REQUIRE_OK(rsd_reserve(f.m, PINNED, ndiscard * N, "fill", &fill));
 	ATF_REQUIRE_EQ(fx_used(&f, PINNED) + fx_reserved(&f, PINNED), npinned * N);
 	v = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	ver = fx_version(&f);
-	ATF_REQUIRE_EQ_MSG(rsd_controller_create(f.m, &p, 0, &c), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, &p, 0, &c));
 	ATF_REQUIRE_EQ_MSG(decide1(c, fx_req(v, PINNED), &d), 0, "%s", rsd_last_error()->message);
 	ATF_REQUIRE(s.recorded);
 	ATF_REQUIRE_EQ(s.n, nexp);
@@ -136,10 +135,10 @@ ATF_TC_BODY(candidates_from_members, tc)
 	ATF_CHECK_EQ(fx_version(&f), ver);
 	rsd_decision_free(d);
 	for (size_t i = 0; i < nhold; i++) {
-		ATF_CHECK_EQ(rsd_hold_release(holds[i]), 0);
+		RSD_CHECK_OK(rsd_hold_release(holds[i]));
 		rsd_hold_free(holds[i]);
 	}
-	ATF_CHECK_EQ(rsd_reservation_release(fill), 0);
+	RSD_CHECK_OK(rsd_reservation_release(fill));
 	rsd_reservation_free(fill);
 	rsd_controller_free(c);
 	fx_fini(&f);
@@ -169,8 +168,7 @@ ATF_TC_BODY(writer_in_callback, tc)
 	}
 	v = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	ver = fx_version(&f);
-	ATF_REQUIRE_EQ_MSG(rsd_controller_create(f.m, &p, 0, &c), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, &p, 0, &c));
 	s.discard_in = f.m;
 	ATF_CHECK_EQ(decide1(c, fx_req(v, PINNED), &d), -RSD_ESTALE);
 	ATF_CHECK(d == NULL);

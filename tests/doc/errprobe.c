@@ -4,8 +4,10 @@
  * "FUNCTION CODE" with the code each call returned (RSD_E* name, or 0 when
  * it unexpectedly succeeded). t_doc's error_paths_listed checks every line
  * against the codes that function's Return: section lists (returns.txt,
- * written by tools/kdoc2man.py), so a page that omits a code a real error
- * path returns fails the suite.
+ * written by tools/build/kdoc2man.py), so a page that omits a code a real error
+ * path returns fails the suite. Each failing call's rsd_last_error()
+ * message goes to stderr, one line each, for t_doc's
+ * error_messages_name_c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -44,7 +46,14 @@ static const char *code_name(int err)
 	return "unknown";
 }
 
-#define PROBE(fn, call) printf("%s %s\n", #fn, code_name(call))
+static void probe(const char *fn, int err)
+{
+	printf("%s %s\n", fn, code_name(err));
+	if (err)
+		fprintf(stderr, "%s: %s\n", fn, rsd_last_error()->message);
+}
+
+#define PROBE(fn, call) probe(#fn, call)
 
 static int load_fails(void *ctx, struct rsd_resident **out)
 {
@@ -181,6 +190,9 @@ int main(void)
 	PROBE(rsd_controller_scope, rsd_controller_scope(c, NULL, NULL, 0, &s));
 	PROBE(rsd_controller_set_policy_metadata,
 	      rsd_controller_set_policy_metadata(c, foreign, 0, NULL));
+	PROBE(rsd_controller_record_access, rsd_controller_record_access(c, &foreign, 1));
+	PROBE(rsd_controller_record_access, rsd_controller_record_access(c, &h, 0));
+	PROBE(rsd_controller_record_access, rsd_controller_record_access(NULL, &h, 1));
 	rsd_controller_free(c);
 	rsd_policy_free(pol);
 	tier.from = pin;

@@ -11,6 +11,7 @@
  * skips: none of this can be provoked on a real GPU on demand.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,27 +119,26 @@ ATF_TC_BODY(pinned_check_refuses_pageable, tc)
 	/* Through a manager: the allocation and the transition fail with
 	 * nothing returned and nothing changed. */
 	cfg.driver = C;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &m));
 	v = rsd_manager_state_version(m);
-	ATF_CHECK_EQ(rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1, &n, NULL, 0,
-					&r),
-		     -RSD_EDEVICE);
+	RSD_CHECK_ERR(RSD_EDEVICE, rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1,
+						      &n, NULL, 0, &r));
 	CHECK_MSG("pinned host storage is unavailable");
 	ATF_CHECK_EQ(r, (struct rsd_resident *)1);
 	r = NULL;
-	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
-	ATF_REQUIRE_EQ(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h), 0);
+	RSD_REQUIRE_OK(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h));
 	v = rsd_manager_state_version(m);
-	ATF_CHECK_EQ(rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, NULL), -RSD_EDEVICE);
+	RSD_CHECK_ERR(RSD_EDEVICE, rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, NULL));
 	CHECK_MSG("pinned host storage is unavailable");
 	ATF_CHECK_EQ(rsd_manager_state_version(m), v);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(m, &s));
 	ATF_CHECK_EQ(s->state_version, v);
 	rsd_snapshot_free(s);
 
 	/* Real pinned memory again: both work. */
 	rsd_cudasim_set_unpinned_host(false);
-	ATF_CHECK_EQ(rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, NULL), 0);
+	RSD_CHECK_OK(rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, NULL));
 	ATF_CHECK(rsd_manager_state_version(m) > v);
 	rsd_manager_destroy(m);
 #endif

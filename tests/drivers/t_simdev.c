@@ -8,6 +8,7 @@
  * syncs, host functions) is t_simdev_streams.c.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ static struct rsd_simdev *make(int ndevices, bool auto_complete, bool pooled)
 
 	S = rsd_simdev_ops();
 	ATF_REQUIRE(S != NULL);
-	ATF_REQUIRE_EQ(rsd_simdev_create(&cfg, &sd), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&cfg, &sd));
 	ATF_REQUIRE(sd != NULL);
 	return sd;
 }
@@ -52,35 +53,35 @@ ATF_TC_BODY(create_validates_config, tc)
 	struct rsd_simdev *sd = (void *)1;
 
 	/* Failures leave *out as it was. */
-	ATF_CHECK_EQ(rsd_simdev_create(NULL, &sd), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_simdev_create(NULL, &sd));
 	ATF_CHECK_EQ(sd, (void *)1);
-	ATF_CHECK_EQ(rsd_simdev_create(&cfg, NULL), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_simdev_create(&cfg, NULL));
 	cfg.ndevices = -1;
-	ATF_CHECK_EQ(rsd_simdev_create(&cfg, &sd), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_simdev_create(&cfg, &sd));
 	ATF_CHECK(msg_has("-1"));
 	ATF_CHECK_EQ(sd, (void *)1);
 	cfg.ndevices = 129;
-	ATF_CHECK_EQ(rsd_simdev_create(&cfg, &sd), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_simdev_create(&cfg, &sd));
 	ATF_CHECK_EQ(sd, (void *)1);
 	cfg.ndevices = 2;
 	cfg.progress = (enum rsd_simdev_progress)3;
-	ATF_CHECK_EQ(rsd_simdev_create(&cfg, &sd), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_simdev_create(&cfg, &sd));
 	ATF_CHECK(msg_has("progress mode 3"));
 	ATF_CHECK_EQ(sd, (void *)1);
 	/* auto_complete wins over progress, as before progress existed. */
 	cfg.auto_complete = true;
-	ATF_REQUIRE_EQ(rsd_simdev_create(&cfg, &sd), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&cfg, &sd));
 	rsd_simdev_destroy(sd);
 	cfg.auto_complete = false;
 	cfg.progress = RSD_SIMDEV_ON_COMMAND;
 	cfg.ndevices = 128;
-	ATF_REQUIRE_EQ(rsd_simdev_create(&cfg, &sd), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&cfg, &sd));
 	ATF_CHECK_EQ(rsd_simdev_ops()->device_count(sd), 128);
 	ATF_CHECK(rsd_simdev_ops()->default_stream(sd, 127) != NULL);
 	ATF_CHECK_EQ(rsd_simdev_ops()->default_stream(sd, 128), NULL);
 	rsd_simdev_destroy(sd);
 	cfg.ndevices = 0;
-	ATF_REQUIRE_EQ(rsd_simdev_create(&cfg, &sd), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&cfg, &sd));
 	ATF_CHECK_EQ(rsd_simdev_ops()->device_count(sd), 0);
 	ATF_CHECK_STREQ(rsd_simdev_ops()->name, "simdev");
 	rsd_simdev_destroy(sd);
@@ -184,7 +185,7 @@ ATF_TC_BODY(copies_run_when_their_work_runs, tc)
 	ATF_REQUIRE_EQ(S->alloc(sd, RSD_LOC_PINNED_HOST, 64, &pin), 0);
 	memset(pin, 0x11, 64);
 	memset(d0, 0x22, 64);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 1, &s1), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 1, &s1));
 	/* Host to host without a stream involves no device: done at once. */
 	ATF_REQUIRE_EQ(S->copy(sd, pin, RSD_LOC_PINNED_HOST, src, RSD_LOC_PAGEABLE_HOST, 64, NULL),
 		       0);
@@ -223,7 +224,7 @@ ATF_TC_BODY(stream_device_identifies_streams, tc)
 	void *s2, *foreign;
 	int dev = -1, local;
 
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 2, &s2), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 2, &s2));
 	ATF_REQUIRE_EQ(S->stream_device(sd, s2, &dev), 0);
 	ATF_CHECK_EQ(dev, 2);
 	ATF_REQUIRE_EQ(S->stream_device(sd, S->default_stream(sd, 1), &dev), 0);
@@ -238,15 +239,15 @@ ATF_TC_BODY(stream_device_identifies_streams, tc)
 	ATF_CHECK_EQ(S->stream_device(sd, NULL, &dev), -RSD_ETYPE);
 	ATF_CHECK_EQ(dev, -1);
 	/* Another simulator's stream is not this one's. */
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(other, 0, &foreign), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(other, 0, &foreign));
 	ATF_CHECK_EQ(S->stream_device(sd, foreign, &dev), -RSD_ETYPE);
 	{
 		void *keep = foreign;
 
 		/* A failed create leaves *stream as it was. */
-		ATF_CHECK_EQ(rsd_simdev_stream_create(sd, 3, &foreign), -RSD_EINVAL);
+		RSD_CHECK_ERR(RSD_EINVAL, rsd_simdev_stream_create(sd, 3, &foreign));
 		ATF_CHECK_EQ(foreign, keep);
-		ATF_CHECK_EQ(rsd_simdev_stream_create(NULL, 0, &foreign), -RSD_ETYPE);
+		RSD_CHECK_ERR(RSD_ETYPE, rsd_simdev_stream_create(NULL, 0, &foreign));
 		ATF_CHECK_EQ(foreign, keep);
 	}
 	rsd_simdev_stream_destroy(sd, s2);
@@ -261,7 +262,7 @@ ATF_TC_BODY(events_pending_until_stream_complete, tc)
 	struct rsd_simdev *sd = make(1, false, true);
 	void *s, *e1, *e2, *e3;
 
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
 	ATF_REQUIRE_EQ(S->event_record(sd, s, &e1), 0);
 	ATF_REQUIRE_EQ(S->event_record(sd, s, &e2), 0);
 	ATF_CHECK(e1 != e2);
@@ -298,8 +299,8 @@ ATF_TC_BODY(syncs_wait_for_their_scope, tc)
 	void *s, *t, *e[3], *f, *g, *d1;
 	struct simwait w;
 
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &t), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &t));
 	for (int i = 0; i < 3; i++)
 		ATF_REQUIRE_EQ(S->event_record(sd, s, &e[i]), 0);
 	ATF_REQUIRE_EQ(S->event_record(sd, t, &f), 0);
@@ -395,7 +396,7 @@ ATF_TC_BODY(stream_destroy_lets_work_finish, tc)
 	void *s, *e;
 	int dev = -1;
 
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
 	ATF_REQUIRE_EQ(S->copy(sd, dst, RSD_LOC_PAGEABLE_HOST, src, RSD_LOC_PAGEABLE_HOST, 16, s),
 		       0);
 	ATF_REQUIRE_EQ(S->event_record(sd, s, &e), 0);
@@ -412,7 +413,7 @@ ATF_TC_BODY(stream_destroy_lets_work_finish, tc)
 	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
 	S->event_destroy(sd, e);
 	/* Destroyed with nothing queued: gone at once; its events complete. */
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
 	ATF_REQUIRE_EQ(S->event_record(sd, s, &e), 0);
 	rsd_simdev_stream_complete(sd, s);
 	rsd_simdev_stream_destroy(sd, s);
@@ -617,7 +618,7 @@ ATF_TC_BODY(threads, tc)
 	pthread_t th[3];
 	void *ret;
 
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &t[0].stream), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &t[0].stream));
 	t[1].stream = S->default_stream(sd, 1);
 	ATF_REQUIRE_EQ(pthread_create(&th[0], NULL, recorder, &t[0]), 0);
 	ATF_REQUIRE_EQ(pthread_create(&th[1], NULL, recorder, &t[1]), 0);

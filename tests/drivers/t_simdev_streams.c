@@ -8,6 +8,7 @@
  * the driver's pinned check refuse pinned allocations.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -33,7 +34,7 @@ static struct rsd_simdev *make_mode(int ndevices, enum rsd_simdev_progress mode,
 	struct rsd_simdev *sd = NULL;
 
 	S = rsd_simdev_ops();
-	ATF_REQUIRE_EQ_MSG(rsd_simdev_create(&cfg, &sd), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_simdev_create(&cfg, &sd));
 	return sd;
 }
 
@@ -105,11 +106,11 @@ ATF_TC_BODY(host_func_on_command, tc)
 	m1 = (struct mark){ &t, 1 };
 	m2 = (struct mark){ &t, 2 };
 	t.watch = &b;
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
 	ATF_REQUIRE_EQ(S->copy(sd, &b, RSD_LOC_PAGEABLE_HOST, &a, RSD_LOC_PAGEABLE_HOST, 1, s), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, s, note_call, &m1), 0);
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, s, note_call, &m1));
 	ATF_REQUIRE_EQ(S->copy(sd, &b, RSD_LOC_PAGEABLE_HOST, &c, RSD_LOC_PAGEABLE_HOST, 1, s), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, s, note_call, &m2), 0);
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, s, note_call, &m2));
 	ATF_REQUIRE_EQ(S->copy(sd, &d, RSD_LOC_PAGEABLE_HOST, &b, RSD_LOC_PAGEABLE_HOST, 1, s), 0);
 	ATF_CHECK_EQ(calls_of(&t), 0);
 	ATF_CHECK_EQ(b, 2);
@@ -137,13 +138,13 @@ ATF_TC_BODY(host_func_errors, tc)
 
 	trail_init(&t);
 	m = (struct mark){ &t, 1 };
-	ATF_CHECK_EQ(rsd_simdev_launch_host_func(NULL, S->default_stream(sd, 0), note_call, &m),
-		     -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_simdev_launch_host_func(sd, S->default_stream(sd, 0), NULL, &m),
-		     -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_simdev_launch_host_func(sd, &x, note_call, &m), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE,
+		      rsd_simdev_launch_host_func(NULL, S->default_stream(sd, 0), note_call, &m));
+	RSD_CHECK_ERR(RSD_ETYPE,
+		      rsd_simdev_launch_host_func(sd, S->default_stream(sd, 0), NULL, &m));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_simdev_launch_host_func(sd, &x, note_call, &m));
 	ATF_CHECK(strstr(rsd_last_error()->message, "not a stream") != NULL);
-	ATF_CHECK_EQ(rsd_simdev_launch_host_func(sd, NULL, note_call, &m), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_simdev_launch_host_func(sd, NULL, note_call, &m));
 	ATF_CHECK_EQ(calls_of(&t), 0);
 	rsd_simdev_destroy(sd);
 }
@@ -167,7 +168,7 @@ ATF_TC_BODY(immediate_mode, tc)
 	ATF_CHECK_STREQ(dst, src);
 	ATF_REQUIRE_EQ(S->event_record(sd, S->default_stream(sd, 0), &e), 0);
 	ATF_CHECK_EQ(S->event_query(sd, e), 1);
-	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, S->default_stream(sd, 0), note_call, &m), 0);
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, S->default_stream(sd, 0), note_call, &m));
 	ATF_REQUIRE_EQ(calls_of(&t), 1);
 	ATF_CHECK(pthread_equal(t.thread[0], pthread_self()));
 	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
@@ -204,7 +205,7 @@ ATF_TC_BODY(host_func_queues_on_own_stream, tc)
 
 	trail_init(&t);
 	n = (struct nested){ sd, S->default_stream(sd, 0), &t, { &t, 9 }, -1, -1 };
-	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, n.stream, queue_more, &n), 0);
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, n.stream, queue_more, &n));
 	ATF_CHECK_EQ(n.rc, 0);
 	ATF_CHECK_EQ(n.calls_inside, 0); /* not run inside the outer function */
 	ATF_REQUIRE_EQ(calls_of(&t), 1); /* run before the launch returned */
@@ -228,7 +229,7 @@ ATF_TC_BODY(background_mode, tc)
 	trail_init(&t);
 	for (int i = 0; i < 3; i++)
 		m[i] = (struct mark){ &t, i };
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 1, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 1, &s));
 	t0 = simwait_now_ns();
 	ATF_REQUIRE_EQ(S->copy(sd, dst, RSD_LOC_PAGEABLE_HOST, src, RSD_LOC_PAGEABLE_HOST, 16, s),
 		       0);
@@ -244,7 +245,7 @@ ATF_TC_BODY(background_mode, tc)
 		      (unsigned long long)(t1 - t0));
 	/* Host functions run in order on the worker. */
 	for (int i = 0; i < 3; i++)
-		ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, s, note_call, &m[i]), 0);
+		RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, s, note_call, &m[i]));
 	ATF_REQUIRE_EQ(S->stream_sync(sd, s), 0);
 	ATF_REQUIRE_EQ(calls_of(&t), 3);
 	for (int i = 0; i < 3; i++) {
@@ -273,7 +274,7 @@ ATF_TC_BODY(switching_mode_releases_queued_work, tc)
 	void *s = NULL, *e, *e2;
 
 	S = rsd_simdev_ops();
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
 	ATF_REQUIRE_EQ(S->event_record(sd, s, &e), 0);
 	usleep(10000);
 	ATF_CHECK_EQ(S->event_query(sd, e), 0);
@@ -308,8 +309,8 @@ ATF_TC_BODY(background_drains_destroyed_stream, tc)
 
 	trail_init(&t);
 	m = (struct mark){ &t, 3 };
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, s, note_call, &m), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, s, note_call, &m));
 	ATF_REQUIRE_EQ(S->event_record(sd, s, &e), 0);
 	rsd_simdev_stream_destroy(sd, s);
 	ATF_REQUIRE_EQ(S->event_sync(sd, e), 0);
@@ -330,9 +331,9 @@ ATF_TC_BODY(destroy_drops_queued_work, tc)
 
 	trail_init(&t);
 	m = (struct mark){ &t, 1 };
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, s, note_call, &m), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, S->default_stream(sd, 0), note_call, &m), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, s, note_call, &m));
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, S->default_stream(sd, 0), note_call, &m));
 	rsd_simdev_destroy(sd);
 	ATF_CHECK_EQ(calls_of(&t), 0);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -18,7 +19,7 @@ static struct rsd_manager *host_manager(void)
 	struct rsd_manager *m = NULL;
 
 	cfg.host_only = true;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &m));
 	return m;
 }
 
@@ -28,8 +29,8 @@ static struct rsd_handle put(struct rsd_manager *m, uint64_t n)
 	struct rsd_resident *r = NULL;
 	struct rsd_handle h;
 
-	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
-	ATF_REQUIRE_EQ(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h), 0);
+	RSD_REQUIRE_OK(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h));
 	return h;
 }
 
@@ -37,7 +38,7 @@ static uint64_t ver(struct rsd_manager *m)
 {
 	uint64_t v = 0;
 
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(m, &v), 0);
+	RSD_REQUIRE_OK(rsd_manager_state_version_get(m, &v));
 	return v;
 }
 
@@ -64,19 +65,19 @@ ATF_TC_BODY(points_listed, tc)
 ATF_TC_WITHOUT_HEAD(bad_arguments);
 ATF_TC_BODY(bad_arguments, tc)
 {
-	ATF_CHECK_EQ(rsd_fault_inject(NULL, NULL, 1, RSD_ENOMEM), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_fault_inject("nosuch", NULL, 1, RSD_ENOMEM), -RSD_ENOTFOUND);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_fault_inject(NULL, NULL, 1, RSD_ENOMEM));
+	RSD_CHECK_ERR(RSD_ENOTFOUND, rsd_fault_inject("nosuch", NULL, 1, RSD_ENOMEM));
 	ATF_CHECK(strstr(rsd_last_error()->message, "'nosuch'") != NULL);
-	ATF_CHECK_EQ(rsd_fault_inject("reserve", NULL, 1, 0), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_fault_inject("reserve", NULL, 1, -RSD_EBUDGET), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_fault_inject("reserve", NULL, 1, RSD_EMAX), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_fault_inject("alloc", NULL, 1, RSD_EDEVICE), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_fault_inject("reserve", NULL, 1, 0));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_fault_inject("reserve", NULL, 1, -RSD_EBUDGET));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_fault_inject("reserve", NULL, 1, RSD_EMAX));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_fault_inject("alloc", NULL, 1, RSD_EDEVICE));
 	ATF_CHECK(strstr(rsd_last_error()->message, "RSD_ENOMEM") != NULL);
-	ATF_CHECK_EQ(rsd_fault_inject("reserve", " ", 1, RSD_EBUDGET), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_fault_inject("reserve", " ", 1, RSD_EBUDGET));
 	/* Nothing above armed anything. */
 	ATF_CHECK(!rsd__fault_on());
 	/* Disarming ignores err, and an unarmed point disarms quietly. */
-	ATF_CHECK_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
+	RSD_CHECK_OK(rsd_fault_inject("alloc", NULL, 0, 0));
 	ATF_CHECK_EQ(rsd_fault_hits(NULL), 0);
 	ATF_CHECK_EQ(rsd_fault_hits("nosuch"), 0);
 }
@@ -90,13 +91,13 @@ ATF_TC_BODY(counts_only_while_armed, tc)
 	put(m, 64);
 	ATF_CHECK_EQ(rsd_fault_hits("alloc"), h0);
 	/* Armed far away: every allocation counts, none fails. */
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, UINT64_MAX, RSD_ENOMEM), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, UINT64_MAX, RSD_ENOMEM));
 	ATF_CHECK(rsd__fault_on());
 	put(m, 64);
 	h1 = rsd_fault_hits("alloc");
 	ATF_CHECK_MSG(h1 > h0, "adopt made no counted allocation (%llu)",
 		      (unsigned long long)(h1 - h0));
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
 	ATF_CHECK(!rsd__fault_on());
 	put(m, 64);
 	ATF_CHECK_EQ(rsd_fault_hits("alloc"), h1);
@@ -112,8 +113,8 @@ ATF_TC_BODY(alloc_fails_once, tc)
 	uint64_t v = ver(m), fired = rsd__fault_fired(NULL, 0);
 	char site[128];
 
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 1, RSD_ENOMEM), 0);
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &r), -RSD_ENOMEM);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 1, RSD_ENOMEM));
+	RSD_CHECK_ERR(RSD_ENOMEM, rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &r));
 	ATF_CHECK(r == NULL);
 	ATF_CHECK_EQ(rsd_last_error()->code, RSD_ENOMEM);
 	ATF_CHECK_EQ(rsd__fault_fired(site, sizeof(site)), fired + 1);
@@ -121,16 +122,16 @@ ATF_TC_BODY(alloc_fails_once, tc)
 	ATF_CHECK_EQ(ver(m), v);
 	/* Fired once, then disarmed: the retry succeeds. */
 	ATF_CHECK(!rsd__fault_on());
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &r), 0);
+	RSD_REQUIRE_OK(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &r));
 	rsd_reservation_free(r);
 	/* A site that never allocates in this call: nothing fails. */
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", "lib/nowhere.c:1", 1, RSD_ENOMEM), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &r), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", "lib/nowhere.c:1", 1, RSD_ENOMEM));
+	RSD_REQUIRE_OK(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &r));
 	rsd_reservation_free(r);
 	/* The site itself fails when matched. */
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", site, 1, RSD_ENOMEM), 0);
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &r), -RSD_ENOMEM);
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", site, 1, RSD_ENOMEM));
+	RSD_CHECK_ERR(RSD_ENOMEM, rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &r));
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
 	(void)h;
 	rsd_manager_destroy(m);
 }
@@ -144,20 +145,20 @@ ATF_TC_BODY(reserve_point, tc)
 	uint64_t v = ver(m);
 
 	/* Only reservations labelled "b" count; the second of them fails. */
-	ATF_REQUIRE_EQ(rsd_fault_inject("reserve", "b", 2, RSD_EBUDGET), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "b", &b), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "a", &a), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("reserve", "b", 2, RSD_EBUDGET));
+	RSD_REQUIRE_OK(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "b", &b));
+	RSD_REQUIRE_OK(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "a", &a));
 	rsd_reservation_free(b);
 	b = NULL;
 	v = ver(m);
-	ATF_CHECK_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "b", &b), -RSD_EBUDGET);
+	RSD_CHECK_ERR(RSD_EBUDGET, rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "b", &b));
 	ATF_CHECK(b == NULL);
 	ATF_CHECK(strstr(rsd_last_error()->message, "'reserve'") != NULL);
 	ATF_CHECK_EQ(ver(m), v);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(m, &s));
 	ATF_CHECK_EQ(s->nreservations, 1);
 	rsd_snapshot_free(s);
-	ATF_REQUIRE_EQ(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "b", &b), 0);
+	RSD_REQUIRE_OK(rsd_reserve(m, RSD_LOC_PAGEABLE_HOST, 8, "b", &b));
 	rsd_reservation_free(a);
 	rsd_reservation_free(b);
 	rsd_manager_destroy(m);
@@ -171,23 +172,23 @@ ATF_TC_BODY(acquire_point, tc)
 	struct rsd_lease *l = NULL;
 	uint64_t v = ver(m), hits = rsd_fault_hits("acquire");
 
-	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", "pinned-host", 1, RSD_EDEVICE), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("acquire", "pinned-host", 1, RSD_EDEVICE));
 	/* A pageable acquire is not the subject: it succeeds. */
-	ATF_REQUIRE_EQ(rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	rsd_lease_free(l);
 	l = NULL;
-	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", NULL, 1, RSD_EDEVICE), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("acquire", NULL, 1, RSD_EDEVICE));
 	v = ver(m);
-	ATF_CHECK_EQ(rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_EDEVICE);
+	RSD_CHECK_ERR(RSD_EDEVICE, rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	ATF_CHECK(l == NULL);
 	ATF_CHECK(strstr(rsd_last_error()->message, "'acquire'") != NULL);
 	ATF_CHECK_EQ(ver(m), v);
 	ATF_CHECK_EQ(rsd_fault_hits("acquire"), hits + 2);
 	/* Argument errors come first: a NULL out never reaches the point. */
-	ATF_REQUIRE_EQ(rsd_fault_inject("acquire", NULL, 1, RSD_EDEVICE), 0);
-	ATF_CHECK_EQ(rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, NULL), -RSD_ETYPE);
-	ATF_REQUIRE_EQ(rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_EDEVICE);
-	ATF_REQUIRE_EQ(rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("acquire", NULL, 1, RSD_EDEVICE));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
+	RSD_REQUIRE_ERR(RSD_EDEVICE, rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
+	RSD_REQUIRE_OK(rsd_acquire(m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	rsd_lease_free(l);
 	rsd_manager_destroy(m);
 }
@@ -202,18 +203,17 @@ ATF_TC_BODY(resident_point, tc)
 	uint64_t n = 8, v;
 
 	/* A value's storage: rsd_resident_alloc itself... */
-	ATF_REQUIRE_EQ(rsd_fault_inject("resident", "pageable-host", 1, RSD_ENOMEM), 0);
-	ATF_CHECK_EQ(rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n, NULL,
-					0, &r),
-		     -RSD_ENOMEM);
+	RSD_REQUIRE_OK(rsd_fault_inject("resident", "pageable-host", 1, RSD_ENOMEM));
+	RSD_CHECK_ERR(RSD_ENOMEM, rsd_resident_alloc(m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST,
+						     1, &n, NULL, 0, &r));
 	ATF_CHECK(r == NULL);
 	/* ...and the copy a transition makes, here as a device would fail. */
-	ATF_REQUIRE_EQ(rsd_fault_inject("resident", NULL, 1, RSD_EDEVICE), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("resident", NULL, 1, RSD_EDEVICE));
 	v = ver(m);
-	ATF_CHECK_EQ(rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, &t), -RSD_EDEVICE);
+	RSD_CHECK_ERR(RSD_EDEVICE, rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, &t));
 	ATF_CHECK(strstr(rsd_last_error()->message, "'resident'") != NULL);
 	ATF_CHECK_EQ(ver(m), v);
-	ATF_REQUIRE_EQ(rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, &t), 0);
+	RSD_REQUIRE_OK(rsd_ensure(m, h, RSD_LOC_PINNED_HOST, NULL, &t));
 	rsd_manager_destroy(m);
 }
 
@@ -240,7 +240,7 @@ ATF_TC_BODY(reserve_point_in_scope, tc)
 	int rc;
 
 	rsd_plan_report_free(rsd_take_partial_report());
-	ATF_REQUIRE_EQ(rsd_fault_inject("reserve", "one", 1, RSD_EBUDGET), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("reserve", "one", 1, RSD_EBUDGET));
 	rc = rsd_scope_enter(m, &p, NULL, 0, NULL, &sc);
 	e = rsd_last_error();
 	ATF_REQUIRE_EQ_MSG(rc, -RSD_EEXEC, "%d: %s", rc, e->message);
@@ -254,7 +254,7 @@ ATF_TC_BODY(reserve_point_in_scope, tc)
 	rsd_plan_report_free(partial);
 	/* The reclaim ensure stays committed; reservation "zero" was released. */
 	ATF_CHECK(ver(m) > v);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(m, &s));
 	ATF_CHECK_EQ(s->nreservations, 0);
 	rsd_snapshot_free(s);
 	ATF_CHECK(!rsd__fault_on());
@@ -287,14 +287,14 @@ static void pub_setup(struct pub *p)
 	struct rsd_handle h;
 	uint64_t n = 64;
 
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &p->sd), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(p->sd, 0, &p->st), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &p->sd));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(p->sd, 0, &p->st));
 	cfg.driver = rsd_simdev_ops();
 	cfg.driver_ctx = p->sd;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &p->m), 0);
-	ATF_REQUIRE_EQ(rsd_resident_alloc(p->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
-	ATF_REQUIRE_EQ(rsd_adopt(p->m, r, &at, RSD_REPLICABLE, &h), 0);
-	ATF_REQUIRE_EQ(rsd_acquire(p->m, &h, 1, at, p->st, &p->l), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &p->m));
+	RSD_REQUIRE_OK(rsd_resident_alloc(p->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(p->m, r, &at, RSD_REPLICABLE, &h));
+	RSD_REQUIRE_OK(rsd_acquire(p->m, &h, 1, at, p->st, &p->l));
 	p->r = NULL;
 }
 
@@ -317,12 +317,12 @@ static uint64_t pub_step(struct pub *p, int step, uint64_t fail)
 {
 	uint64_t h0 = rsd_fault_hits("alloc");
 
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, fail ? fail : UINT64_MAX, RSD_ENOMEM), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, fail ? fail : UINT64_MAX, RSD_ENOMEM));
 	if (step == 0)
-		ATF_REQUIRE_EQ(rsd_reserve(p->m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &p->r), 0);
+		RSD_REQUIRE_OK(rsd_reserve(p->m, RSD_LOC_PAGEABLE_HOST, 8, "ws", &p->r));
 	else
-		ATF_REQUIRE_EQ(rsd_lease_release(p->l, 0), 0);
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
+		RSD_REQUIRE_OK(rsd_lease_release(p->l, 0));
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
 	return rsd_fault_hits("alloc") - h0;
 }
 
@@ -349,7 +349,7 @@ ATF_TC_BODY(failed_publication_keeps_marks, tc)
 	pub_step(&p, 1, nb);
 	ATF_REQUIRE_EQ(rsd__fault_fired(site, sizeof(site)), f0 + 3);
 	ATF_REQUIRE_MSG(!strncmp(site, "lib/core/image.c:", 17), "B failed at %s", site);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(p.m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(p.m, &s));
 	ATF_CHECK_EQ(s->nreservations, 1);
 	rsd_snapshot_free(s);
 	pub_teardown(&p);

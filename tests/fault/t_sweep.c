@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -75,7 +76,7 @@ static void arm(struct w *w, uint64_t k)
 	w->k = k;
 	w->hits0 = rsd_fault_hits("alloc");
 	w->fired_at_arm = fired();
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, k, RSD_ENOMEM), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, k, RSD_ENOMEM));
 }
 
 /* The checks' own snapshots must not count among the workload's
@@ -85,7 +86,7 @@ static bool pause_fault(struct w *w)
 {
 	if (!w->k || fired() != w->fired_at_arm)
 		return false;
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
 	return true;
 }
 
@@ -94,7 +95,7 @@ static void resume_fault(struct w *w)
 	uint64_t used = rsd_fault_hits("alloc") - w->hits0;
 
 	ATF_REQUIRE(used < w->k);
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, w->k - used, RSD_ENOMEM), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, w->k - used, RSD_ENOMEM));
 }
 
 static struct rsd_snapshot *snap(struct w *w)
@@ -102,7 +103,7 @@ static struct rsd_snapshot *snap(struct w *w)
 	struct rsd_snapshot *s = NULL;
 	bool paused = pause_fault(w);
 
-	ATF_REQUIRE_EQ_MSG(rsd_snapshot_take(w->m, &s), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_snapshot_take(w->m, &s));
 	if (paused)
 		resume_fault(w);
 	return s;
@@ -333,7 +334,7 @@ static struct rsd_handle adopt(struct w *w, struct rsd_location at, enum rsd_rep
 	if (post(w, "rsd_adopt", rsd_adopt(w->m, r, &at, mode, &h), STRICT, NULL)) {
 		ATF_REQUIRE_EQ(h.id, 0);
 		pre(w);
-		ATF_REQUIRE_EQ(rsd_adopt(w->m, r, &at, mode, &h), 0);
+		RSD_REQUIRE_OK(rsd_adopt(w->m, r, &at, mode, &h));
 		post(w, "rsd_adopt", 0, STRICT, NULL);
 	}
 	return h;
@@ -498,7 +499,7 @@ static void extras(struct w *w)
 	CALL(w, STRICT, NULL, rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	for (int i = 0; i < 4; i++)
-		ATF_REQUIRE_EQ(rsd_simdev_stream_create(w->sd, 1, &st[i]), 0);
+		RSD_REQUIRE_OK(rsd_simdev_stream_create(w->sd, 1, &st[i]));
 	CALL(w, STRICT, &l, rsd_acquire(w->m, x, 2, CUDA1, st[0], &l));
 	for (int i = 1; i < 4; i++)
 		CALL(w, STRICT, NULL, rsd_lease_add_consumer_stream(l, st[i]));
@@ -545,10 +546,10 @@ static struct rsd_snapshot *workload(struct w *w, uint64_t k)
 	struct rsd_transition t;
 	struct rsd_snapshot *s, *fin;
 
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &w->sd), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(w->sd, 0, &w->cs0), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(w->sd, 0, &w->cs0b), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(w->sd, 1, &w->cs1), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &w->sd));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(w->sd, 0, &w->cs0));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(w->sd, 0, &w->cs0b));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(w->sd, 1, &w->cs1));
 	cfg.budgets = bud;
 	cfg.nbudgets = RSD_ARRAY_SIZE(bud);
 	cfg.driver = rsd_simdev_ops();
@@ -559,7 +560,7 @@ static struct rsd_snapshot *workload(struct w *w, uint64_t k)
 	pre(w);
 	if (post(w, "rsd_manager_create", rsd_manager_create(&cfg, &w->m), STRICT, NULL)) {
 		ATF_REQUIRE(w->m == NULL);
-		ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &w->m), 0);
+		RSD_REQUIRE_OK(rsd_manager_create(&cfg, &w->m));
 	}
 	w->a = adopt(w, RSD_LOC_PAGEABLE_HOST, RSD_EXCLUSIVE);
 	w->b = adopt(w, CUDA0, RSD_REPLICABLE);
@@ -583,7 +584,7 @@ static struct rsd_snapshot *workload(struct w *w, uint64_t k)
 	rsd_simdev_stream_destroy(w->sd, w->cs1);
 	rsd_simdev_destroy(w->sd);
 	/* A run that never reached its kth allocation leaves the point armed. */
-	ATF_REQUIRE_EQ(rsd_fault_inject("alloc", NULL, 0, 0), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
 	return fin;
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include "../simwait.h"
 #include "lfx.h"
@@ -29,7 +30,7 @@ void lfx_setup_with(bool host_only, bool auto_complete, const struct rsd_budget 
 	struct rsd_manager_config cfg = { 0 };
 
 	if (!host_only) {
-		ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &lfx_sd), 0);
+		RSD_REQUIRE_OK(rsd_simdev_create(&sc, &lfx_sd));
 		/* The transfer streams progress on their own, as a GPU's
 		 * would; consumer streams stay the test's to complete. */
 		if (!auto_complete)
@@ -41,7 +42,7 @@ void lfx_setup_with(bool host_only, bool auto_complete, const struct rsd_budget 
 	cfg.budgets = b;
 	cfg.nbudgets = nb;
 	cfg.warn = on_warn;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &lfx_m), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &lfx_m));
 }
 
 void lfx_setup_budgets(bool host_only, const struct rsd_budget *b, size_t nb)
@@ -97,7 +98,7 @@ void *lfx_stream(int device)
 {
 	void *s = NULL;
 
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(lfx_sd, device, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(lfx_sd, device, &s));
 	return s;
 }
 
@@ -106,8 +107,8 @@ struct rsd_handle lfx_put(struct rsd_location at, uint64_t n, struct rsd_residen
 	struct rsd_resident *r = NULL;
 	struct rsd_handle h;
 
-	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
-	ATF_REQUIRE_EQ(rsd_adopt(lfx_m, r, &at, RSD_REPLICABLE, &h), 0);
+	RSD_REQUIRE_OK(rsd_resident_alloc(lfx_m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(lfx_m, r, &at, RSD_REPLICABLE, &h));
 	if (rp)
 		*rp = r;
 	return h;
@@ -117,7 +118,7 @@ uint64_t lfx_ver(void)
 {
 	uint64_t v = 0;
 
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(lfx_m, &v), 0);
+	RSD_REQUIRE_OK(rsd_manager_state_version_get(lfx_m, &v));
 	return v;
 }
 
@@ -130,7 +131,7 @@ struct rsd_snapshot *lfx_snap(void)
 {
 	struct rsd_snapshot *s = NULL;
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(lfx_m, &s));
 	return s;
 }
 
@@ -209,7 +210,7 @@ struct rsd_lease *lfx_pending_lease(struct rsd_handle a, void *s)
 {
 	struct rsd_lease *l = NULL;
 
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	return l;
 }

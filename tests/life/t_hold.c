@@ -7,6 +7,7 @@
  * abandonment.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,47 +41,47 @@ ATF_TC_BODY(hold_blocks_removals, tc)
 
 	lfx_setup(false);
 	a = lfx_put(pg, 64, NULL);
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, a, pin, NULL, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, pg, &hd), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, a, pin, NULL, NULL));
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &a, 1, pg, &hd));
 	ATF_CHECK(rsd_hold_active(hd));
 	CHECK_MAT(a, pg, 0, 1, 0);
 	CHECK_MAT(a, pin, 0, 0, 0);
 	v = lfx_ver();
 
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, pg, NULL), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(lfx_m, a, pg, NULL));
 	/* Move from the held replica, explicitly ... */
-	ATF_CHECK_EQ(rsd_move(lfx_m, a, lfx_cuda(0), &pg, NULL, NULL), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_move(lfx_m, a, lfx_cuda(0), &pg, NULL, NULL));
 	/* ... or implicitly: pageable is the canonical first source. */
-	ATF_CHECK_EQ(rsd_move(lfx_m, a, lfx_cuda(0), NULL, NULL, NULL), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_move(lfx_m, a, lfx_cuda(0), NULL, NULL, NULL));
 	/* Move onto the resident pinned replica removes the best other one,
 	 * the held pageable replica (edge case 24). */
-	ATF_CHECK_EQ(rsd_move(lfx_m, a, pin, NULL, NULL, NULL), -RSD_EINUSE);
-	ATF_CHECK_EQ(rsd_discard(lfx_m, a, NULL), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_move(lfx_m, a, pin, NULL, NULL, NULL));
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_discard(lfx_m, a, NULL));
 	CHECK_VER(v);
 	ATF_CHECK_EQ(nmats(a), 2);
 	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, NULL, 0), 2); /* cuda:0 not recorded */
 
 	/* Not blocked: reading it, leasing it, holding it again. */
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, a, lfx_cuda(0), NULL, &rep), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, a, lfx_cuda(0), NULL, &rep));
 	ATF_CHECK(!rep.no_op);
 	ATF_CHECK(rep.has_source && rsd_location_equal(rep.source, pg));
 	CHECK_VER(v + 2); /* new location, install */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, pg, NULL, &l), 0);
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, pg, &hd2), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, pg, NULL, &l));
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &a, 1, pg, &hd2));
 	CHECK_MAT(a, pg, 1, 2, 0);
 	CHECK_VER(v + 4);
 	/* An unheld replica moves freely. */
-	ATF_REQUIRE_EQ(rsd_move(lfx_m, a, lfx_cuda(1), &pin, NULL, NULL), 0);
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(0), NULL), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd2), 0);
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, pg, NULL), -RSD_EINUSE);
+	RSD_REQUIRE_OK(rsd_move(lfx_m, a, lfx_cuda(1), &pin, NULL, NULL));
+	RSD_CHECK_OK(rsd_drop(lfx_m, a, lfx_cuda(0), NULL));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
+	RSD_REQUIRE_OK(rsd_hold_release(hd2));
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(lfx_m, a, pg, NULL));
 
 	/* Released: the removals go through. */
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	ATF_CHECK(!rsd_hold_active(hd));
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, pg, NULL), 0);
-	ATF_CHECK_EQ(rsd_discard(lfx_m, a, NULL), 0);
+	RSD_CHECK_OK(rsd_drop(lfx_m, a, pg, NULL));
+	RSD_CHECK_OK(rsd_discard(lfx_m, a, NULL));
 	rsd_hold_free(hd);
 	rsd_hold_free(hd2);
 	rsd_lease_free(l);
@@ -99,11 +100,11 @@ ATF_TC_BODY(held_last_copy, tc)
 
 	lfx_setup(true);
 	a = lfx_put(pg, 64, NULL);
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, pg, &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &a, 1, pg, &hd));
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, pg, NULL), -RSD_EINUSE);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, pg, NULL), -RSD_EOWNERSHIP);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(lfx_m, a, pg, NULL));
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
+	RSD_CHECK_ERR(RSD_EOWNERSHIP, rsd_drop(lfx_m, a, pg, NULL));
 	CHECK_VER(v + 1);
 	rsd_hold_free(hd);
 	lfx_teardown();
@@ -126,7 +127,7 @@ ATF_TC_BODY(hold_counts, tc)
 	set[1] = b;
 	set[2] = a;
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, set, 3, pin, &h1), 0);
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, set, 3, pin, &h1));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, pin, 0, 1, 0);
 	CHECK_MAT(b, pin, 0, 1, 0);
@@ -134,17 +135,17 @@ ATF_TC_BODY(hold_counts, tc)
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
 	CHECK_MAT(c, RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
 
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, pin, &h2), 0);
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &a, 1, pin, &h2));
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, pin, 0, 2, 0);
 	CHECK_LOC(pin, 0, 3, 0);
 
-	ATF_REQUIRE_EQ(rsd_hold_release(h1), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(h1));
 	CHECK_VER(v + 3);
 	CHECK_MAT(a, pin, 0, 1, 0);
 	CHECK_MAT(b, pin, 0, 0, 0);
 	CHECK_LOC(pin, 0, 1, 0);
-	ATF_REQUIRE_EQ(rsd_hold_release(h2), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(h2));
 	CHECK_LOC(pin, 0, 0, 0);
 	CHECK_VER(v + 4);
 	rsd_hold_free(h1);
@@ -169,28 +170,28 @@ ATF_TC_BODY(hold_errors, tc)
 	set[1] = b;
 	nlocs = rsd_manager_locations(lfx_m, locs, 8);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_hold(lfx_m, set, 2, lfx_cuda(0), &hd), -RSD_EUNAVAILABLE);
+	RSD_CHECK_ERR(RSD_EUNAVAILABLE, rsd_hold(lfx_m, set, 2, lfx_cuda(0), &hd));
 	ATF_CHECK(lfx_msg_has("cuda:0"));
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
-	ATF_CHECK_EQ(rsd_hold(lfx_m, set, 0, lfx_cuda(0), &hd), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_hold(lfx_m, NULL, 2, lfx_cuda(0), &hd), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_hold(lfx_m, set, 2, lfx_cuda(0), NULL), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_hold(NULL, set, 2, lfx_cuda(0), &hd), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_hold(lfx_m, &a, 1, lfx_cuda(2), &hd), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_hold(lfx_m, &a, 1, RSD_LOC_PINNED_HOST, &hd), -RSD_EUNAVAILABLE);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_hold(lfx_m, set, 0, lfx_cuda(0), &hd));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_hold(lfx_m, NULL, 2, lfx_cuda(0), &hd));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_hold(lfx_m, set, 2, lfx_cuda(0), NULL));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_hold(NULL, set, 2, lfx_cuda(0), &hd));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_hold(lfx_m, &a, 1, lfx_cuda(2), &hd));
+	RSD_CHECK_ERR(RSD_EUNAVAILABLE, rsd_hold(lfx_m, &a, 1, RSD_LOC_PINNED_HOST, &hd));
 	ATF_CHECK(hd == NULL);
 	CHECK_VER(v);
 	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 8), nlocs);
 
 	/* A GPU hold needs no stream. */
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &b, 1, lfx_cuda(1), &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &b, 1, lfx_cuda(1), &hd));
 	CHECK_MAT(b, lfx_cuda(1), 0, 1, 0);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
-	ATF_REQUIRE_EQ(rsd_manager_close(lfx_m, 0), 0);
+	RSD_REQUIRE_OK(rsd_manager_close(lfx_m, 0));
 	hd = NULL;
-	ATF_CHECK_EQ(rsd_hold(lfx_m, &a, 1, lfx_cuda(0), &hd), -RSD_ECLOSED);
+	RSD_CHECK_ERR(RSD_ECLOSED, rsd_hold(lfx_m, &a, 1, lfx_cuda(0), &hd));
 	ATF_CHECK(hd == NULL);
 	lfx_teardown();
 }
@@ -205,16 +206,16 @@ ATF_TC_BODY(hold_release_idempotent, tc)
 
 	lfx_setup(true);
 	a = lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, RSD_LOC_PAGEABLE_HOST, &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &a, 1, RSD_LOC_PAGEABLE_HOST, &hd));
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_hold_release(hd), 0);
+	RSD_CHECK_OK(rsd_hold_release(hd));
 	CHECK_VER(v + 1);
 	ATF_CHECK(!rsd_hold_active(hd));
-	ATF_CHECK_EQ(rsd_hold_release(hd), 0);
-	ATF_CHECK_EQ(rsd_hold_release(hd), 0);
+	RSD_CHECK_OK(rsd_hold_release(hd));
+	RSD_CHECK_OK(rsd_hold_release(hd));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
-	ATF_CHECK_EQ(rsd_hold_release(NULL), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_hold_release(NULL));
 	ATF_CHECK(!rsd_hold_active(NULL));
 	rsd_hold_free(hd);
 	rsd_hold_free(NULL);
@@ -232,14 +233,14 @@ ATF_TC_BODY(abandoned_hold, tc)
 
 	lfx_setup(true);
 	a = lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, RSD_LOC_PAGEABLE_HOST, &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &a, 1, RSD_LOC_PAGEABLE_HOST, &hd));
 	v = lfx_ver();
 	rsd_hold_free(hd);
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(lfx_nwarn, 1);
 	ATF_CHECK(strstr(lfx_lastwarn, "hold") != NULL);
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL), -RSD_EOWNERSHIP);
+	RSD_CHECK_ERR(RSD_EOWNERSHIP, rsd_drop(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL));
 	lfx_teardown();
 }
 

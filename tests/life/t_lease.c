@@ -11,6 +11,7 @@
  * complete only when the test completes their stream.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,22 +38,22 @@ ATF_TC_BODY(acquire_dedup_order_counts, tc)
 	set[1] = b;
 	set[2] = a;
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l));
 	CHECK_VER(v + 1);
 	ATF_CHECK(rsd_lease_active(l));
 	ATF_CHECK_EQ(rsd_lease_count(l), 2);
 	ATF_CHECK(rsd_location_equal(rsd_lease_location(l), lfx_cuda(0)));
-	ATF_REQUIRE_EQ(rsd_lease_handle_at(l, 0, &got), 0);
+	RSD_REQUIRE_OK(rsd_lease_handle_at(l, 0, &got));
 	ATF_CHECK(rsd_handle_equal(got, a));
-	ATF_REQUIRE_EQ(rsd_lease_handle_at(l, 1, &got), 0);
+	RSD_REQUIRE_OK(rsd_lease_handle_at(l, 1, &got));
 	ATF_CHECK(rsd_handle_equal(got, b));
-	ATF_CHECK_EQ(rsd_lease_handle_at(l, 2, &got), -RSD_ENOTFOUND);
+	RSD_CHECK_ERR(RSD_ENOTFOUND, rsd_lease_handle_at(l, 2, &got));
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 0);
 	CHECK_MAT(b, lfx_cuda(0), 1, 0, 0);
 	CHECK_LOC(lfx_cuda(0), 2, 0, 0);
 
 	/* A second lease on b: covered twice, the location sums it. */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b, 1, lfx_cuda(0), s, &l2), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &b, 1, lfx_cuda(0), s, &l2));
 	CHECK_VER(v + 2);
 	CHECK_MAT(b, lfx_cuda(0), 2, 0, 0);
 	CHECK_LOC(lfx_cuda(0), 3, 0, 0);
@@ -82,15 +83,15 @@ ATF_TC_BODY(acquire_dedup_host, tc)
 	set[2] = b;
 	set[3] = a;
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 4, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, set, 4, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(rsd_lease_count(l), 2);
-	ATF_REQUIRE_EQ(rsd_lease_handle_at(l, 0, &got), 0);
+	RSD_REQUIRE_OK(rsd_lease_handle_at(l, 0, &got));
 	ATF_CHECK(rsd_handle_equal(got, b));
-	ATF_REQUIRE_EQ(rsd_lease_handle_at(l, 1, &got), 0);
+	RSD_REQUIRE_OK(rsd_lease_handle_at(l, 1, &got));
 	ATF_CHECK(rsd_handle_equal(got, a));
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 2, 0, 0);
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
 	CHECK_VER(v + 2);
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
 	rsd_lease_free(l);
@@ -114,7 +115,7 @@ ATF_TC_BODY(acquire_not_resident_is_atomic, tc)
 	set[1] = c;
 	set[2] = b;
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l), -RSD_EUNAVAILABLE);
+	RSD_CHECK_ERR(RSD_EUNAVAILABLE, rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l));
 	ATF_CHECK(lfx_msg_has("cuda:0"));
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
@@ -123,13 +124,13 @@ ATF_TC_BODY(acquire_not_resident_is_atomic, tc)
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 
 	/* A discarded or foreign handle fails resolution, also atomically. */
-	ATF_REQUIRE_EQ(rsd_discard(lfx_m, b, NULL), 0);
+	RSD_REQUIRE_OK(rsd_discard(lfx_m, b, NULL));
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l), -RSD_EHANDLE);
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l));
 	ATF_CHECK(lfx_msg_has("discarded"));
 	set[2] = a;
 	set[2].manager_id++;
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l), -RSD_EHANDLE);
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_acquire(lfx_m, set, 3, lfx_cuda(0), s, &l));
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
@@ -146,11 +147,11 @@ ATF_TC_BODY(acquire_empty_and_null, tc)
 	lfx_setup(true);
 	a = lfx_put(RSD_LOC_PAGEABLE_HOST, 8, NULL);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 0, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &a, 0, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	ATF_CHECK(lfx_msg_has("at least one handle"));
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, NULL, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, RSD_LOC_PAGEABLE_HOST, NULL, NULL), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_acquire(NULL, &a, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_acquire(lfx_m, NULL, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_acquire(lfx_m, &a, 1, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_acquire(NULL, &a, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
@@ -178,32 +179,32 @@ ATF_TC_BODY(acquire_stream_rules, tc)
 	v = lfx_ver();
 
 	/* §8.2 step 4: a CUDA lease needs a consumer stream. */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), NULL, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), NULL, &l));
 	/* ... and that check precedes the residency check (step 7). */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(0), NULL, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &b1, 1, lfx_cuda(0), NULL, &l));
 	/* Host lease with a (valid) stream. */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, s0, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, s0, &l));
 	ATF_CHECK(lfx_msg_has("CUDA"));
 	/* Host lease with something that is not a stream: the type check
 	 * comes first (§4.1 step 5 order). */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l),
-		     -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE,
+		      rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, &not_a_stream, &l));
 	/* Stream of another device. */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s1, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s1, &l));
 	ATF_CHECK(lfx_msg_has("does not match"));
 	/* Stream errors precede the residency check too. */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(0), s1, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &b1, 1, lfx_cuda(0), s1, &l));
 	/* Not a stream at all. */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), &not_a_stream, &l), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), &not_a_stream, &l));
 	/* A location the runtime does not have: not recorded. */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(2), s0, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &a, 1, lfx_cuda(2), s0, &l));
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
 	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 8), nlocs);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 
 	/* The right stream works. */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(1), s1, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &b1, 1, lfx_cuda(1), s1, &l));
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(RELEASE_WAIT(l, s1), 0);
 	rsd_lease_free(l);
@@ -227,31 +228,31 @@ ATF_TC_BODY(add_consumer_stream_rules, tc)
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	p = lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
 
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, NULL, &hl), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, NULL, &hl));
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(hl, s0), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_lease_add_consumer_stream(hl, s0));
 
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s0, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s0, &l));
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s1), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, &not_a_stream), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, NULL), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(NULL, s0), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_lease_add_consumer_stream(l, s1));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_add_consumer_stream(l, &not_a_stream));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_add_consumer_stream(l, NULL));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_add_consumer_stream(NULL, s0));
 	/* The identical stream is registered once. */
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s0), 0);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s0b), 0);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s0b), 0);
+	RSD_CHECK_OK(rsd_lease_add_consumer_stream(l, s0));
+	RSD_CHECK_OK(rsd_lease_add_consumer_stream(l, s0b));
+	RSD_CHECK_OK(rsd_lease_add_consumer_stream(l, s0b));
 	CHECK_VER(v); /* add_consumer_stream is not a state change */
 
 	rec0 = rsd_simdev_calls(lfx_sd, RSD_SIMDEV_EVENT_RECORD);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	ATF_CHECK_EQ(rsd_simdev_calls(lfx_sd, RSD_SIMDEV_EVENT_RECORD) - rec0, 2);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s0), 1);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s0b), 1);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s1), 0);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s0), -RSD_ELIFETIME);
-	ATF_CHECK_EQ(rsd_lease_release(hl, 0), 0);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(hl, s0), -RSD_ELIFETIME);
+	RSD_CHECK_ERR(RSD_ELIFETIME, rsd_lease_add_consumer_stream(l, s0));
+	RSD_CHECK_OK(rsd_lease_release(hl, 0));
+	RSD_CHECK_ERR(RSD_ELIFETIME, rsd_lease_add_consumer_stream(hl, s0));
 	rsd_lease_free(l);
 	rsd_lease_free(hl);
 	rsd_simdev_complete_all(lfx_sd);
@@ -276,38 +277,38 @@ ATF_TC_BODY(lookup_and_release_twice, tc)
 	c = lfx_put(RSD_LOC_PAGEABLE_HOST, 8, NULL);
 	set[0] = a;
 	set[1] = b;
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 2, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, set, 2, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	v = lfx_ver();
 
 	/* The exact managed value: no copy, no proxy. */
-	ATF_REQUIRE_EQ(rsd_lease_value(l, a, &got), 0);
+	RSD_REQUIRE_OK(rsd_lease_value(l, a, &got));
 	ATF_CHECK(got == ra);
-	ATF_REQUIRE_EQ(rsd_lease_value(l, b, &got), 0);
+	RSD_REQUIRE_OK(rsd_lease_value(l, b, &got));
 	ATF_CHECK(got == rb);
 	ATF_CHECK_EQ(rsd_resident_nbytes(got), 48);
 	got = NULL;
-	ATF_CHECK_EQ(rsd_lease_value(l, c, &got), -RSD_ENOTFOUND);
+	RSD_CHECK_ERR(RSD_ENOTFOUND, rsd_lease_value(l, c, &got));
 	forged = a;
 	forged.type = &other; /* same ids, another type: not the issued handle */
-	ATF_CHECK_EQ(rsd_lease_value(l, forged, &got), -RSD_ENOTFOUND);
+	RSD_CHECK_ERR(RSD_ENOTFOUND, rsd_lease_value(l, forged, &got));
 	forged.type = NULL; /* no type at all: malformed */
-	ATF_CHECK_EQ(rsd_lease_value(l, forged, &got), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_value(l, forged, &got));
 	ATF_CHECK(got == NULL);
-	ATF_CHECK_EQ(rsd_lease_value(l, a, NULL), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_value(l, a, NULL));
 	CHECK_VER(v); /* lookups change nothing */
 
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
 	CHECK_VER(v + 1);
 	ATF_CHECK(!rsd_lease_active(l));
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
+	RSD_CHECK_OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_lease_value(l, a, &got), -RSD_ELIFETIME);
-	ATF_CHECK_EQ(rsd_lease_value(l, c, &got), -RSD_ELIFETIME);
-	ATF_CHECK_EQ(rsd_lease_handle_at(l, 0, &h), -RSD_ELIFETIME);
+	RSD_CHECK_ERR(RSD_ELIFETIME, rsd_lease_value(l, a, &got));
+	RSD_CHECK_ERR(RSD_ELIFETIME, rsd_lease_value(l, c, &got));
+	RSD_CHECK_ERR(RSD_ELIFETIME, rsd_lease_handle_at(l, 0, &h));
 	ATF_CHECK(got == NULL);
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
-	ATF_CHECK_EQ(rsd_lease_release(NULL, 0), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_release(NULL, 0));
 	rsd_lease_free(l);
 	rsd_lease_free(NULL);
 	ATF_CHECK_EQ(lfx_nwarn, 0);
@@ -332,22 +333,22 @@ ATF_TC_BODY(gpu_release_pending_blocks_drop, tc)
 	st = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	/* A second copy so that dropping cuda:0 is not a last-copy drop. */
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l));
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	CHECK_VER(v + 1);
 	ATF_CHECK(!rsd_lease_active(l));
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 1);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, st), 1);
 
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(0), NULL), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(lfx_m, a, lfx_cuda(0), NULL));
 	CHECK_VER(v + 1);
 	drop = rsd_action_drop(a, lfx_cuda(0));
 	plan.reclaim = &drop;
 	plan.nreclaim = 1;
-	ATF_REQUIRE_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
+	RSD_REQUIRE_OK(rsd_explain(lfx_m, &plan, NULL, &ex));
 	ATF_CHECK(!ex->feasible);
 	rsd_explanation_free(ex);
 
@@ -357,11 +358,11 @@ ATF_TC_BODY(gpu_release_pending_blocks_drop, tc)
 	rsd_simdev_stream_complete(lfx_sd, st);
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
-	ATF_REQUIRE_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
+	RSD_REQUIRE_OK(rsd_explain(lfx_m, &plan, NULL, &ex));
 	ATF_CHECK(ex->feasible);
 	rsd_explanation_free(ex);
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(0), NULL), 0);
+	RSD_CHECK_OK(rsd_drop(lfx_m, a, lfx_cuda(0), NULL));
 	CHECK_VER(v + 3); /* +1 reap, +1 removal */
 	s = lfx_snap();
 	ATF_CHECK(lfx_mat_in(s, a, lfx_cuda(0)) == NULL);
@@ -389,11 +390,11 @@ ATF_TC_BODY(two_streams_count_once, tc)
 	b = lfx_put(lfx_cuda(0), 64, NULL);
 	set[0] = a;
 	set[1] = b;
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 2, lfx_cuda(0), s1, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
-	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, set, 2, lfx_cuda(0), s1, &l));
+	RSD_REQUIRE_OK(rsd_lease_add_consumer_stream(l, s2));
+	RSD_REQUIRE_OK(rsd_lease_add_consumer_stream(l, s2));
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	CHECK_VER(v + 1);
 	/* One lease, two events: counted once per covered materialization. */
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
@@ -404,15 +405,15 @@ ATF_TC_BODY(two_streams_count_once, tc)
 
 	/* All events must complete before the lease is reaped. */
 	rsd_simdev_stream_complete(lfx_sd, s1);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 1);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 2);
 	rsd_simdev_stream_complete(lfx_sd, s2);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 2);
 	rsd_lease_free(l);
 	lfx_teardown();
@@ -430,7 +431,7 @@ ATF_TC_BODY(release_versions, tc)
 	s = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
 	CHECK_VER(v + 1);
 	/* Stream busy: waiting blocks until it has run. active -> pending ->
 	 * gone. */
@@ -440,7 +441,7 @@ ATF_TC_BODY(release_versions, tc)
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
 	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s), 0);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 3);
 	rsd_lease_free(l);
 	lfx_teardown();
@@ -449,12 +450,12 @@ ATF_TC_BODY(release_versions, tc)
 	lfx_setup(true);
 	a = lfx_put(RSD_LOC_PINNED_HOST, 64, NULL);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, RSD_LOC_PINNED_HOST, NULL, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, RSD_LOC_PINNED_HOST, NULL, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	CHECK_VER(v + 2);
 	rsd_lease_free(l);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, RSD_LOC_PINNED_HOST, NULL, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, RSD_LOC_PINNED_HOST, NULL, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
 	CHECK_VER(v + 4);
 	CHECK_LOC(RSD_LOC_PINNED_HOST, 0, 0, 0);
 	rsd_lease_free(l);
@@ -483,7 +484,7 @@ ATF_TC_BODY(reap_points, tc)
 	st = lfx_stream(0);
 	st2 = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st2, &act), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st2, &act));
 
 	/* Not reaping: snapshot, state_version, reserve, releases, lookups. */
 	l = lfx_pending_lease(a, st);
@@ -494,11 +495,11 @@ ATF_TC_BODY(reap_points, tc)
 	ATF_CHECK_EQ(lfx_mat_in(s, a, lfx_cuda(0))->pending_event_count, 1);
 	rsd_snapshot_free(s);
 	CHECK_VER(v);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, lfx_cuda(0), 0, "no-reap", &r), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, lfx_cuda(0), 0, "no-reap", &r));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 1);
-	ATF_REQUIRE_EQ(rsd_lease_value(act, a, &got), 0);
-	ATF_REQUIRE_EQ(rsd_reservation_release(r), 0);
+	RSD_REQUIRE_OK(rsd_lease_value(act, a, &got));
+	RSD_REQUIRE_OK(rsd_reservation_release(r));
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 1);
 	rsd_reservation_free(r);
@@ -509,7 +510,7 @@ ATF_TC_BODY(reap_points, tc)
 	rsd_lease_free(act);
 
 	/* rsd_manager_reap: +1 for the one lease. */
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 5);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
 	rsd_lease_free(l);
@@ -518,7 +519,7 @@ ATF_TC_BODY(reap_points, tc)
 	l = lfx_pending_lease(a, st);
 	rsd_simdev_stream_complete(lfx_sd, st);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_ensure(lfx_m, a, lfx_cuda(0), st, NULL), 0);
+	RSD_CHECK_OK(rsd_ensure(lfx_m, a, lfx_cuda(0), st, NULL));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
 	rsd_lease_free(l);
@@ -527,7 +528,7 @@ ATF_TC_BODY(reap_points, tc)
 	l = lfx_pending_lease(a, st);
 	rsd_simdev_stream_complete(lfx_sd, st);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &act), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &act));
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 0);
 	ATF_REQUIRE_EQ(RELEASE_WAIT(act, st), 0);
@@ -538,18 +539,18 @@ ATF_TC_BODY(reap_points, tc)
 	l = lfx_pending_lease(a, st);
 	rsd_simdev_stream_complete(lfx_sd, st);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &a, 1, lfx_cuda(0), &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &a, 1, lfx_cuda(0), &hd));
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, lfx_cuda(0), 0, 1, 0);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 	rsd_lease_free(l);
 
 	/* An incomplete lease survives every reap point. */
 	l = lfx_pending_lease(a, st);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
-	ATF_CHECK_EQ(rsd_ensure(lfx_m, a, lfx_cuda(0), NULL, NULL), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
+	RSD_CHECK_OK(rsd_ensure(lfx_m, a, lfx_cuda(0), NULL, NULL));
 	CHECK_VER(v);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 	rsd_simdev_stream_complete(lfx_sd, st);

@@ -18,6 +18,7 @@
  * without CUDA (RSD_HAVE_CUDA=0); the bodies compile either way.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -253,14 +254,14 @@ static void lc_setup(void)
 	lfx_sd = NULL;
 	lfx_nwarn = 0;
 	lfx_lastwarn[0] = '\0';
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &lfx_m), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &lfx_m));
 }
 
 static struct rsd_location cuda0(void)
 {
 	struct rsd_location l;
 
-	ATF_REQUIRE_EQ(rsd_cuda_location(0, &l), 0);
+	RSD_REQUIRE_OK(rsd_cuda_location(0, &l));
 	return l;
 }
 
@@ -269,7 +270,7 @@ static struct rsd_handle lc_put_both(uint64_t n)
 {
 	struct rsd_handle h = lfx_put(RSD_LOC_PAGEABLE_HOST, n, NULL);
 
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, h, cuda0(), NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, h, cuda0(), NULL, NULL));
 	return h;
 }
 
@@ -296,22 +297,22 @@ ATF_TC_BODY(cuda_acquire_stream_rules, tc)
 	v = lfx_ver();
 
 	/* §8.2 step 4: a CUDA lease needs a consumer stream ... */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, c0, NULL, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &a, 1, c0, NULL, &l));
 	/* ... and that check precedes the residency check (step 7). */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, c0, NULL, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &p, 1, c0, NULL, &l));
 	/* A host lease with a (valid) CUDA stream. */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, s0, &l), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, s0, &l));
 	ATF_CHECK(lfx_msg_has("CUDA"));
 	/* A device the runtime does not have: rejected, not recorded. */
 	if (ndev <= RSD_CUDA_MAX_DEVICE)
-		ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(ndev), s0, &l), -RSD_EINVAL);
+		RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &a, 1, lfx_cuda(ndev), s0, &l));
 	if (ndev >= 2) {
 		void *s1 = lc_stream(1);
 
 		/* A stream of another device. */
-		ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, c0, s1, &l), -RSD_EINVAL);
+		RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &a, 1, c0, s1, &l));
 		ATF_CHECK(lfx_msg_has("does not match"));
-		ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, c0, s1, &l), -RSD_EINVAL);
+		RSD_CHECK_ERR(RSD_EINVAL, rsd_acquire(lfx_m, &p, 1, c0, s1, &l));
 		lc_stream_free(s1);
 	}
 	ATF_CHECK(l == NULL);
@@ -320,22 +321,22 @@ ATF_TC_BODY(cuda_acquire_stream_rules, tc)
 	CHECK_LOC(c0, 0, 0, 0);
 
 	/* With the stream, residency decides: p is not on cuda:0. */
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &p, 1, c0, s0, &l), -RSD_EUNAVAILABLE);
+	RSD_CHECK_ERR(RSD_EUNAVAILABLE, rsd_acquire(lfx_m, &p, 1, c0, s0, &l));
 	ATF_CHECK(lfx_msg_has("cuda:0"));
 	ATF_CHECK(l == NULL);
 	CHECK_VER(v);
 
 	/* The right stream works; an idle stream releases at once. */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, c0, s0, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, c0, s0, &l));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, c0, 1, 0, 0);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, NULL), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s0), 0);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_add_consumer_stream(l, NULL));
+	RSD_CHECK_OK(rsd_lease_add_consumer_stream(l, s0));
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
 	CHECK_VER(v + 3);
 	CHECK_MAT(a, c0, 0, 0, 0);
-	ATF_CHECK_EQ(rsd_lease_add_consumer_stream(l, s0), -RSD_ELIFETIME);
+	RSD_CHECK_ERR(RSD_ELIFETIME, rsd_lease_add_consumer_stream(l, s0));
 	rsd_lease_free(l);
 	lc_stream_free(s0);
 	ATF_CHECK_EQ(lfx_nwarn, 0);
@@ -364,24 +365,24 @@ ATF_TC_BODY(cuda_release_pending_blocks_drop, tc)
 	st = lc_stream(0);
 	/* Two copies, so that dropping cuda:0 is not a last-copy drop. */
 	a = lc_put_both(64);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, c0, st, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, c0, st, &l));
 	lc_block(st, &g);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	CHECK_VER(v + 1);
 	ATF_CHECK(!rsd_lease_active(l));
 	CHECK_MAT(a, c0, 0, 0, 1);
 	CHECK_LOC(c0, 0, 0, 1);
 
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, c0, NULL), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(lfx_m, a, c0, NULL));
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, c0, 0, 0, 1);
 	drop = rsd_action_drop(a, c0);
 	plan.reclaim = &drop;
 	plan.nreclaim = 1;
-	ATF_REQUIRE_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
+	RSD_REQUIRE_OK(rsd_explain(lfx_m, &plan, NULL, &ex));
 	ATF_CHECK(!ex->feasible);
 	rsd_explanation_free(ex);
 
@@ -392,11 +393,11 @@ ATF_TC_BODY(cuda_release_pending_blocks_drop, tc)
 	lc_sync(st);
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, c0, 0, 0, 1);
-	ATF_REQUIRE_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
+	RSD_REQUIRE_OK(rsd_explain(lfx_m, &plan, NULL, &ex));
 	ATF_CHECK(ex->feasible);
 	rsd_explanation_free(ex);
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, c0, NULL), 0);
+	RSD_CHECK_OK(rsd_drop(lfx_m, a, c0, NULL));
 	CHECK_VER(v + 3); /* +1 reap, +1 removal */
 	s = lfx_snap();
 	ATF_CHECK(lfx_mat_in(s, a, c0) == NULL);
@@ -432,19 +433,19 @@ ATF_TC_BODY(cuda_pending_reaped_by_reap, tc)
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, c0, 0, 0, 1);
 	/* An incomplete lease survives every reap point. */
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
-	ATF_CHECK_EQ(rsd_ensure(lfx_m, a, c0, NULL, NULL), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
+	RSD_CHECK_OK(rsd_ensure(lfx_m, a, c0, NULL, NULL));
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, c0, 0, 0, 1);
 
 	gate_open(&g);
 	lc_sync(st);
 	CHECK_VER(v + 2); /* state_version reads do not reap */
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 3);
 	CHECK_MAT(a, c0, 0, 0, 0);
 	CHECK_LOC(c0, 0, 0, 0);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 3);
 	rsd_lease_free(l);
 	lc_stream_free(st);
@@ -473,13 +474,13 @@ ATF_TC_BODY(cuda_two_streams_count_once, tc)
 	b = lc_put_both(64);
 	set[0] = a;
 	set[1] = b;
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, set, 2, c0, s1, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
-	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, set, 2, c0, s1, &l));
+	RSD_REQUIRE_OK(rsd_lease_add_consumer_stream(l, s2));
+	RSD_REQUIRE_OK(rsd_lease_add_consumer_stream(l, s2));
 	lc_block(s1, &g1);
 	lc_block(s2, &g2);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	CHECK_VER(v + 1);
 	/* One lease, two events: counted once per covered materialization. */
 	CHECK_MAT(a, c0, 0, 0, 1);
@@ -489,18 +490,18 @@ ATF_TC_BODY(cuda_two_streams_count_once, tc)
 	/* All events must complete before the lease is reaped. */
 	gate_open(&g1);
 	lc_sync(s1);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, c0, 0, 0, 1);
 	CHECK_LOC(c0, 0, 0, 2);
 	gate_open(&g2);
 	lc_sync(s2);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, c0, 0, 0, 0);
 	CHECK_MAT(b, c0, 0, 0, 0);
 	CHECK_LOC(c0, 0, 0, 0);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 2);
 	rsd_lease_free(l);
 	lc_stream_free(s1);
@@ -528,7 +529,7 @@ ATF_TC_BODY(cuda_release_wait_versions, tc)
 	s = lc_stream(0);
 	a = lc_put_both(64);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, c0, s, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, c0, s, &l));
 	CHECK_VER(v + 1);
 	lc_block(s, &g);
 	/* Stream busy: waiting blocks until another thread lets it go, then
@@ -536,14 +537,14 @@ ATF_TC_BODY(cuda_release_wait_versions, tc)
 	 * mean the release did not wait. */
 	g.delay_ms = 200;
 	ATF_REQUIRE_EQ(pthread_create(&opener, NULL, gate_opener, &g), 0);
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
 	ATF_CHECK_MSG(gate_is_open(&g), "the waiting release returned while its stream was busy");
 	ATF_REQUIRE_EQ(pthread_join(opener, NULL), 0);
 	CHECK_VER(v + 3);
 	ATF_CHECK(!rsd_lease_active(l));
 	CHECK_MAT(a, c0, 0, 0, 0);
 	CHECK_LOC(c0, 0, 0, 0);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 3);
 	lc_sync(s);
 	rsd_lease_free(l);
@@ -589,19 +590,18 @@ ATF_TC_BODY(cuda_round_trip_keeps_bytes, tc)
 	lc_setup();
 	c0 = cuda0();
 	st = lc_stream(0);
-	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
-					  NULL, 0, &r),
-		       0);
+	RSD_REQUIRE_OK(rsd_resident_alloc(lfx_m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
+					  NULL, 0, &r));
 	buf = rsd_resident_data(r, 0);
 	ATF_REQUIRE(buf != NULL);
 	for (uint64_t i = 0; i < n; i++)
 		buf[i] = rt_byte(i);
 	at = RSD_LOC_PAGEABLE_HOST;
-	ATF_REQUIRE_EQ(rsd_adopt(lfx_m, r, &at, RSD_REPLICABLE, &h), 0);
+	RSD_REQUIRE_OK(rsd_adopt(lfx_m, r, &at, RSD_REPLICABLE, &h));
 
 	/* Upload: a copy whose report samples cuda:0's allocator. */
 	memset(&rep, 0, sizeof(rep));
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, h, c0, NULL, &rep), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, h, c0, NULL, &rep));
 	a = rsd_action_ensure(h, c0);
 	ATF_CHECK(rsd_action_equal(&rep.action, &a));
 	ATF_CHECK(!rep.no_op);
@@ -616,9 +616,9 @@ ATF_TC_BODY(cuda_round_trip_keeps_bytes, tc)
 	ATF_CHECK(rep.completed_at_ns >= rep.started_at_ns);
 
 	/* Only the device copy left: its bytes, read back independently. */
-	ATF_REQUIRE_EQ(rsd_drop(lfx_m, h, RSD_LOC_PAGEABLE_HOST, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &h, 1, c0, st, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_value(l, h, &got), 0);
+	RSD_REQUIRE_OK(rsd_drop(lfx_m, h, RSD_LOC_PAGEABLE_HOST, NULL));
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &h, 1, c0, st, &l));
+	RSD_REQUIRE_OK(rsd_lease_value(l, h, &got));
 	ATF_CHECK(rsd_location_equal(rsd_resident_location(got), c0));
 	ATF_REQUIRE_EQ(rsd_resident_nbytes(got), n);
 	back = malloc((size_t)n);
@@ -627,14 +627,14 @@ ATF_TC_BODY(cuda_round_trip_keeps_bytes, tc)
 	lc_read_device(back, rsd_resident_data(got, 0), n);
 	bad = rt_mismatch(back, n);
 	ATF_CHECK_EQ_MSG(bad, n, "cuda:0 copy differs at byte %llu", (unsigned long long)bad);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
 	rsd_lease_free(l);
 	l = NULL;
 
 	/* Download by a move: the report samples cuda:0 (a current
 	 * materialization), whose copy is gone afterwards. */
 	memset(&rep, 0, sizeof(rep));
-	ATF_REQUIRE_EQ(rsd_move(lfx_m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL, &rep), 0);
+	RSD_REQUIRE_OK(rsd_move(lfx_m, h, RSD_LOC_PAGEABLE_HOST, NULL, NULL, &rep));
 	a = rsd_action_move(h, RSD_LOC_PAGEABLE_HOST, NULL);
 	ATF_CHECK(rsd_action_equal(&rep.action, &a));
 	ATF_CHECK(!rep.no_op);
@@ -649,13 +649,13 @@ ATF_TC_BODY(cuda_round_trip_keeps_bytes, tc)
 	ATF_CHECK(lfx_mat_in(s, h, RSD_LOC_PAGEABLE_HOST) != NULL);
 	rsd_snapshot_free(s);
 
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_value(l, h, &got), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
+	RSD_REQUIRE_OK(rsd_lease_value(l, h, &got));
 	ATF_REQUIRE_EQ(rsd_resident_nbytes(got), n);
 	bad = rt_mismatch(rsd_resident_data(got, 0), n);
 	ATF_CHECK_EQ_MSG(bad, n, "bytes back on the host differ at byte %llu",
 			 (unsigned long long)bad);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	free(back);
 	lc_stream_free(st);

@@ -10,6 +10,7 @@
  * driver calls fail on command.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,21 +41,21 @@ ATF_TC_BODY(reap_query_error_propagates, tc)
 	lfx_setup(false);
 	st = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
 	l = lfx_pending_lease(a, st);
 	rsd_simdev_stream_complete(lfx_sd, st);
 	v = lfx_ver();
 
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), -RSD_EDEVICE);
+	RSD_CHECK_ERR(RSD_EDEVICE, rsd_manager_reap(lfx_m));
 	ATF_CHECK(lfx_msg_has("event_query"));
 	CHECK_VER(v);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l2), -RSD_EDEVICE);
+	RSD_CHECK_ERR(RSD_EDEVICE, rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l2));
 	ATF_CHECK(l2 == NULL);
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(0), NULL), -RSD_EDEVICE);
+	RSD_CHECK_ERR(RSD_EDEVICE, rsd_drop(lfx_m, a, lfx_cuda(0), NULL));
 	CHECK_VER(v);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 
@@ -62,13 +63,13 @@ ATF_TC_BODY(reap_query_error_propagates, tc)
 	plan.reclaim = &drop;
 	plan.nreclaim = 1;
 	rsd_simdev_fail_all(lfx_sd, RSD_SIMDEV_EVENT_QUERY, RSD_EDEVICE);
-	ATF_REQUIRE_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
+	RSD_REQUIRE_OK(rsd_explain(lfx_m, &plan, NULL, &ex));
 	ATF_CHECK(!ex->feasible);
 	rsd_explanation_free(ex);
 	rsd_simdev_fail_all(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 0);
 
 	/* Not stuck: the next writer call on this thread reaps and drops. */
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(0), NULL), 0);
+	RSD_CHECK_OK(rsd_drop(lfx_m, a, lfx_cuda(0), NULL));
 	CHECK_VER(v + 2);
 	rsd_lease_free(l);
 	lfx_teardown();
@@ -91,7 +92,7 @@ ATF_TC_BODY(abandoned_lease_is_released, tc)
 	p = lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
 
 	/* Host lease: released (+1) with one warning. */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &p, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	v = lfx_ver();
 	rsd_lease_free(l);
 	CHECK_VER(v + 1);
@@ -100,7 +101,7 @@ ATF_TC_BODY(abandoned_lease_is_released, tc)
 
 	/* GPU lease, stream busy: released with wait (+2), nothing pending;
 	 * freeing blocks until the consumer stream has run. */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
 	v = lfx_ver();
 	ATF_REQUIRE(simwait_start(&sw, lfx_sd, s, 100));
 	rsd_lease_free(l);
@@ -112,15 +113,15 @@ ATF_TC_BODY(abandoned_lease_is_released, tc)
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s), 0);
 
 	/* Freeing a released lease is quiet. */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	v = lfx_ver();
 	rsd_lease_free(l);
 	CHECK_VER(v);
 	ATF_CHECK_EQ(lfx_nwarn, 2);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1); /* the pending lease stays */
 	rsd_simdev_stream_complete(lfx_sd, s);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 1);
 	lfx_teardown();
 }
@@ -140,18 +141,18 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 	s = lfx_stream(0);
 	s2 = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
 
 	/* Work in flight on the consumer stream. */
 	ATF_REQUIRE_EQ(ops->event_record(lfx_sd, s, &busy), 0);
 	ATF_REQUIRE_EQ(ops->event_query(lfx_sd, busy), 0);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_RECORD, 1, RSD_EDEVICE);
 	v = lfx_ver();
 	w = lfx_nwarn;
 	/* The fallback synchronizes the consumer stream: it blocks. */
 	ATF_REQUIRE(simwait_start(&sw, lfx_sd, s, 100));
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
 	ATF_CHECK_MSG(simwait_blocked(&sw),
 		      "the fallback returned before its stream was completed");
 	ATF_CHECK(!rsd_lease_active(l));
@@ -162,7 +163,7 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 	/* The fallback synchronized the consumer stream. */
 	ATF_CHECK_EQ(ops->event_query(lfx_sd, busy), 1);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, NULL), 0);
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
 	CHECK_VER(v + 1);
 	rsd_lease_free(l);
 	ATF_CHECK_EQ(lfx_nwarn, w + 1);
@@ -170,8 +171,8 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 	/* Second of two recordings fails: the first event is not left behind,
 	 * both streams are synchronized, the lease is gone; same with wait. */
 	ATF_REQUIRE_EQ(ops->event_record(lfx_sd, s2, &busy2), 0);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
+	RSD_REQUIRE_OK(rsd_lease_add_consumer_stream(l, s2));
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_RECORD, 2, RSD_EDEVICE);
 	v = lfx_ver();
 	ATF_CHECK_EQ(RELEASE_WAIT(l, NULL), 0);
@@ -183,7 +184,7 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 	rsd_lease_free(l);
 
 	/* Unprotected now. */
-	ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(0), NULL), 0);
+	RSD_CHECK_OK(rsd_drop(lfx_m, a, lfx_cuda(0), NULL));
 	ops->event_destroy(lfx_sd, busy);
 	ops->event_destroy(lfx_sd, busy2);
 	lfx_teardown();
@@ -205,17 +206,17 @@ ATF_TC_BODY(release_revalidates_streams, tc)
 	s = lfx_stream(0);
 	s2 = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_add_consumer_stream(l, s2), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
+	RSD_REQUIRE_OK(rsd_lease_add_consumer_stream(l, s2));
 	rsd_simdev_stream_destroy(lfx_sd, s2);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_release(l, 0));
 	ATF_CHECK(rsd_lease_active(l));
 	CHECK_VER(v);
 	CHECK_MAT(a, lfx_cuda(0), 1, 0, 0);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s), 0);
-	ATF_REQUIRE_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_FORCE), 0);
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_manager_close(lfx_m, RSD_CLOSE_FORCE));
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	ATF_CHECK_EQ(lfx_nwarn, 0);
 	lfx_teardown();
@@ -241,29 +242,29 @@ ATF_TC_BODY(release_wait_sync_failure, tc)
 	s = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	b = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), -RSD_EDEVICE);
+	RSD_CHECK_ERR(RSD_EDEVICE, rsd_lease_release(l, RSD_RELEASE_WAIT));
 	ATF_CHECK(rsd_lease_active(l));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 
 	rsd_simdev_stream_complete(lfx_sd, s);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
 	CHECK_VER(v + 2);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
 	/* Let grace periods pass so that the reaped record is really freed. */
 	for (i = 0; i < 4; i++) {
-		ATF_REQUIRE_EQ(rsd_ensure(lfx_m, b, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
-		ATF_REQUIRE_EQ(rsd_drop(lfx_m, b, RSD_LOC_PAGEABLE_HOST, NULL), 0);
+		RSD_REQUIRE_OK(rsd_ensure(lfx_m, b, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
+		RSD_REQUIRE_OK(rsd_drop(lfx_m, b, RSD_LOC_PAGEABLE_HOST, NULL));
 	}
 	urcu_memb_barrier();
 	/* A new lease (its record may reuse the freed one's memory) must not
 	 * be touched by releasing the old object. */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b, 1, lfx_cuda(0), s, &l2), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &b, 1, lfx_cuda(0), s, &l2));
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
 	ATF_CHECK(!rsd_lease_active(l));
 	CHECK_VER(v);
 	CHECK_MAT(b, lfx_cuda(0), 1, 0, 0);

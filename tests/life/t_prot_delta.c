@@ -10,6 +10,7 @@
  * explain or state_version reports must equal what it was without it.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -59,12 +60,12 @@ ATF_TC_BODY(leases_beyond_delta, tc)
 	/* One lease per value: the log fills, overflows into a full
 	 * publication and fills again. Each acquire is exactly +1. */
 	for (size_t i = 0; i < NVALS; i++) {
-		ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &h[i], 1, PG, NULL, &l[i]), 0);
+		RSD_REQUIRE_OK(rsd_acquire(lfx_m, &h[i], 1, PG, NULL, &l[i]));
 		CHECK_VER(v + i + 1);
 		check_uses(h, NVALS, i + 1, __LINE__);
 	}
 	for (size_t i = NVALS; i-- > 0;) {
-		ATF_REQUIRE_EQ(rsd_lease_release(l[i], 0), 0);
+		RSD_REQUIRE_OK(rsd_lease_release(l[i], 0));
 		rsd_lease_free(l[i]);
 		CHECK_VER(v + NVALS + (NVALS - i));
 		check_uses(h, NVALS, i, __LINE__);
@@ -84,14 +85,14 @@ ATF_TC_BODY(one_lease_wider_than_delta, tc)
 	for (size_t i = 0; i < NVALS; i++)
 		h[i] = lfx_put(PG, 64, NULL);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, h, NVALS, PG, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, h, NVALS, PG, NULL, &l));
 	CHECK_VER(v + 1);
 	check_uses(h, NVALS, NVALS, __LINE__);
 	/* A handle set beyond the object's inline room keeps every handle. */
 	ATF_CHECK_EQ(rsd_lease_count(l), (size_t)NVALS);
-	ATF_REQUIRE_EQ(rsd_lease_handle_at(l, NVALS - 1, &got), 0);
+	RSD_REQUIRE_OK(rsd_lease_handle_at(l, NVALS - 1, &got));
 	ATF_CHECK(rsd_handle_equal(got, h[NVALS - 1]));
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	CHECK_VER(v + 2);
 	check_uses(h, NVALS, 0, __LINE__);
@@ -106,7 +107,7 @@ static bool drop_feasible(struct rsd_handle h, struct rsd_location at)
 	struct rsd_explanation *e = NULL;
 	bool ok;
 
-	ATF_REQUIRE_EQ_MSG(rsd_explain(lfx_m, &p, NULL, &e), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_explain(lfx_m, &p, NULL, &e));
 	ok = e->feasible;
 	rsd_explanation_free(e);
 	return ok;
@@ -125,11 +126,11 @@ ATF_TC_BODY(delta_folded_by_transition, tc)
 	b = lfx_put(PG, 64, NULL);
 	c = lfx_put(PG, 64, NULL);
 	/* Second replicas, so that only protection can forbid the drops. */
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, a, PIN, NULL, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, b, PIN, NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, a, PIN, NULL, NULL));
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, b, PIN, NULL, NULL));
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, PG, NULL, &l), 0);
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &b, 1, PG, &hd), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, PG, NULL, &l));
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &b, 1, PG, &hd));
 	CHECK_MAT(a, PG, 1, 0, 0);
 	CHECK_MAT(b, PG, 0, 1, 0);
 	CHECK_LOC(PG, 1, 1, 0);
@@ -137,7 +138,7 @@ ATF_TC_BODY(delta_folded_by_transition, tc)
 	ATF_CHECK(!drop_feasible(b, PG));
 	ATF_CHECK(drop_feasible(a, PIN));
 	/* A transition publishes in full: the counts move into the images. */
-	ATF_REQUIRE_EQ(rsd_ensure(lfx_m, c, PIN, NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, c, PIN, NULL, NULL));
 	CHECK_VER(v + 3); /* acquire, hold, install */
 	ATF_CHECK(drop_feasible(c, PG));
 	CHECK_MAT(a, PG, 1, 0, 0);
@@ -147,27 +148,27 @@ ATF_TC_BODY(delta_folded_by_transition, tc)
 	ATF_CHECK(!drop_feasible(a, PG));
 	ATF_CHECK(!drop_feasible(b, PG));
 	/* Releases after the fold are logged again, now negative changes. */
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	CHECK_MAT(a, PG, 0, 0, 0);
 	CHECK_LOC(PG, 0, 1, 0);
 	ATF_CHECK(drop_feasible(a, PG));
 	ATF_CHECK(!drop_feasible(b, PG));
 	/* A lease and a hold on one materialization count separately. */
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &b, 1, PG, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &b, 1, PG, NULL, &l));
 	CHECK_MAT(b, PG, 1, 1, 0);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 	CHECK_MAT(b, PG, 1, 0, 0);
 	ATF_CHECK(!drop_feasible(b, PG));
-	ATF_CHECK_EQ(rsd_drop(lfx_m, b, PG, NULL), -RSD_EINUSE);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(lfx_m, b, PG, NULL));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	CHECK_MAT(b, PG, 0, 0, 0);
 	CHECK_LOC(PG, 0, 0, 0);
 	ATF_CHECK(drop_feasible(b, PG));
 	CHECK_VER(v + 7);
-	ATF_REQUIRE_EQ(rsd_drop(lfx_m, b, PG, NULL), 0);
+	RSD_REQUIRE_OK(rsd_drop(lfx_m, b, PG, NULL));
 	lfx_teardown();
 }
 
@@ -231,8 +232,8 @@ ATF_TC_BODY(reader_sees_counts_with_their_version, tc)
 	for (int i = 0; i < 20000; i++) {
 		struct rsd_lease *l;
 
-		ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &r.h, 1, PG, NULL, &l), 0);
-		ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+		RSD_REQUIRE_OK(rsd_acquire(lfx_m, &r.h, 1, PG, NULL, &l));
+		RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 		rsd_lease_free(l);
 	}
 	atomic_store(&r.stop, true);

@@ -10,6 +10,7 @@
  * first failure, which the main thread checks after joining them.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 
 #include <rsd/rsd.h>
 
@@ -397,7 +399,7 @@ ATF_TC_BODY(concurrent_snapshots_consistent, tc)
 	ATF_CHECK_EQ(wr[1].ops, NOPS);
 
 	/* The final state is exactly the writers' models. */
-	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(lfx_m, &s));
 	ATF_CHECK(check_values(s) && check_locations(s));
 	ATF_CHECK_EQ(s->nreservations, 0);
 	for (int w = 0; w < 2; w++) {
@@ -418,7 +420,7 @@ ATF_TC_BODY(concurrent_snapshots_consistent, tc)
 	}
 	rsd_snapshot_free(s);
 	CHECK_NO_FAILURES();
-	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
 	lfx_teardown();
 }
 
@@ -500,7 +502,7 @@ static void gate_init(struct gate *g, enum gate_mode mode)
 	pthread_cond_init(&g->cv, NULL);
 	g->mode = mode;
 	g->other = lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL);
-	ATF_REQUIRE_EQ(rsd_register_source(lfx_m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &g->h), 0);
+	RSD_REQUIRE_OK(rsd_register_source(lfx_m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &g->h));
 }
 
 static const struct rsd_value_snapshot *value_in(const struct rsd_snapshot *s, struct rsd_handle h)
@@ -553,9 +555,9 @@ ATF_TC_BODY(blocked_load_readers_and_writers_proceed, tc)
 	lfx_setup_with(false, true, NULL, 0);
 	gate_init(&g, GATE_BLOCK);
 	lfx_gate_h = g.h;
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
-	ATF_REQUIRE_EQ(rsd_hold(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 5, "r", &r), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l));
+	RSD_REQUIRE_OK(rsd_hold(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd));
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 5, "r", &r));
 	v = lfx_ver();
 
 	ATF_REQUIRE_EQ(pthread_create(&t, NULL, ensure_main, &g), 0);
@@ -571,7 +573,7 @@ ATF_TC_BODY(blocked_load_readers_and_writers_proceed, tc)
 	t0 = now_ns();
 	/* Readers: lock-free, the pre-load state (the temporary charge is
 	 * never published). */
-	ATF_CHECK_EQ(rsd_snapshot_take(lfx_m, &s), 0);
+	RSD_CHECK_OK(rsd_snapshot_take(lfx_m, &s));
 	if (s) {
 		const struct rsd_value_snapshot *xv = value_in(s, g.h);
 
@@ -580,33 +582,33 @@ ATF_TC_BODY(blocked_load_readers_and_writers_proceed, tc)
 		ATF_CHECK_EQ(s->locations[0].reserved_bytes, 0);
 		rsd_snapshot_free(s);
 	}
-	ATF_CHECK_EQ(rsd_manager_state_version_get(lfx_m, &v2), 0);
+	RSD_CHECK_OK(rsd_manager_state_version_get(lfx_m, &v2));
 	ATF_CHECK_EQ(v2, v);
 	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 4), 2);
 	ens = rsd_action_ensure(g.other, RSD_LOC_PINNED_HOST);
 	plan.enter = &ens;
 	plan.nenter = 1;
-	ATF_CHECK_EQ(rsd_explain(lfx_m, &plan, NULL, &ex), 0);
+	RSD_CHECK_OK(rsd_explain(lfx_m, &plan, NULL, &ex));
 	rsd_explanation_free(ex);
 
 	/* Writers of other values, lifetimes and lookups: they proceed. */
-	ATF_CHECK_EQ(rsd_ensure(lfx_m, g.other, RSD_LOC_PINNED_HOST, NULL, NULL), 0);
+	RSD_CHECK_OK(rsd_ensure(lfx_m, g.other, RSD_LOC_PINNED_HOST, NULL, NULL));
 	ATF_CHECK_EQ(lfx_ver(), v + 1);
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 1, "x", &r2), 0);
-	ATF_CHECK_EQ(rsd_reservation_release(r2), 0);
-	ATF_CHECK_EQ(rsd_acquire(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l2), 0);
-	ATF_CHECK_EQ(rsd_lease_release(l2, 0), 0);
-	ATF_CHECK_EQ(rsd_hold(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd2), 0);
-	ATF_CHECK_EQ(rsd_hold_release(hd2), 0);
-	ATF_CHECK_EQ(rsd_manager_reap(lfx_m), 0);
-	ATF_CHECK_EQ(rsd_lease_value(l, g.other, &got), 0);
+	RSD_CHECK_OK(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 1, "x", &r2));
+	RSD_CHECK_OK(rsd_reservation_release(r2));
+	RSD_CHECK_OK(rsd_acquire(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l2));
+	RSD_CHECK_OK(rsd_lease_release(l2, 0));
+	RSD_CHECK_OK(rsd_hold(lfx_m, &g.other, 1, RSD_LOC_PAGEABLE_HOST, &hd2));
+	RSD_CHECK_OK(rsd_hold_release(hd2));
+	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
+	RSD_CHECK_OK(rsd_lease_value(l, g.other, &got));
 	ATF_CHECK_EQ(lfx_ver(), v + 7);
 	/* The loading value: not resident anywhere yet (a drop finds it
 	 * absent), and not discardable while its load runs. */
-	ATF_CHECK_EQ(rsd_drop(lfx_m, g.h, RSD_LOC_PAGEABLE_HOST, &drep), 0);
+	RSD_CHECK_OK(rsd_drop(lfx_m, g.h, RSD_LOC_PAGEABLE_HOST, &drep));
 	ATF_CHECK(drep.no_op);
 	ATF_CHECK_STREQ(drep.reason, "materialization already absent");
-	ATF_CHECK_EQ(rsd_discard(lfx_m, g.h, NULL), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_discard(lfx_m, g.h, NULL));
 	ATF_CHECK(strstr(rsd_last_error()->message, "a transfer is in flight") != NULL);
 	ATF_CHECK_EQ(lfx_ver(), v + 7);
 	dt = now_ns() - t0;
@@ -630,15 +632,15 @@ ATF_TC_BODY(blocked_load_readers_and_writers_proceed, tc)
 	ATF_CHECK_STREQ(x.rep.reason, "destination already resident");
 	ATF_CHECK_EQ(g.loads, 1);
 	ATF_CHECK_EQ(lfx_ver(), v + 8);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(lfx_m, &s));
 	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 1);
 	ATF_CHECK_EQ(value_in(s, g.h)->materializations[0].arriving, false);
 	ATF_CHECK_EQ(s->locations[0].reserved_bytes, 0);
 	rsd_snapshot_free(s);
 
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
-	ATF_CHECK_EQ(rsd_hold_release(hd), 0);
-	ATF_CHECK_EQ(rsd_reservation_release(r), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
+	RSD_CHECK_OK(rsd_hold_release(hd));
+	RSD_CHECK_OK(rsd_reservation_release(r));
 	ATF_CHECK_EQ(lfx_ver(), v + 11);
 	rsd_lease_free(l);
 	rsd_lease_free(l2);
@@ -646,7 +648,7 @@ ATF_TC_BODY(blocked_load_readers_and_writers_proceed, tc)
 	rsd_hold_free(hd2);
 	rsd_reservation_free(r);
 	rsd_reservation_free(r2);
-	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
 	lfx_teardown();
 }
 
@@ -656,6 +658,53 @@ ATF_TC_BODY(blocked_load_readers_and_writers_proceed, tc)
  * though it raised peak_charged). Readers work inside the loader and see
  * the pre-load state. A loader that swallows the refusal still loads.
  */
+/* Threads of this process (/proc/self/task). */
+static int nthreads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	ATF_REQUIRE(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * librsd's own thread (the reclaimer) runs only while a manager lives: once
+ * the last one is destroyed the process has the threads it had before, so a
+ * leak checker at exit finds no thread of librsd's. Two rounds: a new
+ * manager starts the thread again, and two managers keep it until both are
+ * gone.
+ */
+ATF_TC_WITHOUT_HEAD(last_destroy_ends_threads);
+ATF_TC_BODY(last_destroy_ends_threads, tc)
+{
+	struct rsd_manager *m[2];
+	int before;
+
+	lfx_setup(true); /* whatever a first manager starts besides ours */
+	lfx_put(RSD_LOC_PINNED_HOST, 64, NULL);
+	lfx_teardown();
+	before = nthreads();
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 2; i++) {
+			RSD_REQUIRE_OK(rsd_manager_create(NULL, &m[i]));
+			lfx_m = m[i];
+			for (int k = 0; k < 300; k++)
+				lfx_put(RSD_LOC_PAGEABLE_HOST, 64, NULL); /* publications */
+		}
+		ATF_CHECK(nthreads() > before);
+		rsd_manager_destroy(m[0]);
+		ATF_CHECK(nthreads() > before);
+		rsd_manager_destroy(m[1]);
+		ATF_CHECK_EQ(nthreads(), before);
+	}
+	lfx_m = NULL;
+}
+
 ATF_TC_WITHOUT_HEAD(loader_nested_calls);
 ATF_TC_BODY(loader_nested_calls, tc)
 {
@@ -667,13 +716,13 @@ ATF_TC_BODY(loader_nested_calls, tc)
 	lfx_setup_with(false, true, NULL, 0);
 	gate_init(&g, GATE_NESTED_PROPAGATE);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_ensure(lfx_m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL), -RSD_EREENTRANT);
+	RSD_CHECK_ERR(RSD_EREENTRANT, rsd_ensure(lfx_m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
 	ATF_CHECK_EQ(g.loads, 1);
 	ATF_CHECK_EQ(g.nested_ensure_rc, -RSD_EREENTRANT);
 	ATF_CHECK_EQ(g.nested_snap_rc, 0);
 	ATF_CHECK_EQ(g.nested_snap_version, v);
 	ATF_CHECK_EQ(lfx_ver(), v);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(lfx_m, &s));
 	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 0);
 	ATF_CHECK(value_in(s, g.h)->has_source);
 	ATF_CHECK_EQ(value_in(s, g.other)->nmaterializations, 1);
@@ -685,15 +734,15 @@ ATF_TC_BODY(loader_nested_calls, tc)
 	rsd_snapshot_free(s);
 
 	g.mode = GATE_NESTED_SWALLOW;
-	ATF_CHECK_EQ(rsd_ensure(lfx_m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL), 0);
+	RSD_CHECK_OK(rsd_ensure(lfx_m, g.h, RSD_LOC_PAGEABLE_HOST, NULL, NULL));
 	ATF_CHECK_EQ(g.loads, 2);
 	ATF_CHECK_EQ(g.nested_ensure_rc, -RSD_EREENTRANT);
 	ATF_CHECK_EQ(lfx_ver(), v + 1);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(lfx_m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(lfx_m, &s));
 	ATF_CHECK_EQ(value_in(s, g.h)->nmaterializations, 1);
 	ATF_CHECK_EQ(value_in(s, g.other)->nmaterializations, 1);
 	rsd_snapshot_free(s);
-	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
 	lfx_teardown();
 }
 
@@ -702,5 +751,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, concurrent_snapshots_consistent);
 	ATF_TP_ADD_TC(tp, blocked_load_readers_and_writers_proceed);
 	ATF_TP_ADD_TC(tp, loader_nested_calls);
+	ATF_TP_ADD_TC(tp, last_destroy_ends_threads);
 	return atf_no_error();
 }

@@ -7,6 +7,7 @@
  * zero-byte reservations blocking close, abandonment.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,14 +63,14 @@ ATF_TC_BODY(label_and_argument_rules, tc)
 	lfx_setup(false);
 	nlocs = rsd_manager_locations(lfx_m, locs, 8);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "", &r), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "   ", &r), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, " \t\n", &r), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, NULL, &r), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "x", NULL), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_reserve(NULL, RSD_LOC_PAGEABLE_HOST, 1, "x", &r), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "", &r));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "   ", &r));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, " \t\n", &r));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, NULL, &r));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 1, "x", NULL));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_reserve(NULL, RSD_LOC_PAGEABLE_HOST, 1, "x", &r));
 	/* A cuda location the runtime lacks: ArgumentValueError, unrecorded. */
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, lfx_cuda(2), 1, "x", &r), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_reserve(lfx_m, lfx_cuda(2), 1, "x", &r));
 	ATF_CHECK(r == NULL);
 	CHECK_VER(v);
 	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 8), nlocs);
@@ -77,7 +78,7 @@ ATF_TC_BODY(label_and_argument_rules, tc)
 
 	lfx_setup(true);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, lfx_cuda(0), 1, "x", &r), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_reserve(lfx_m, lfx_cuda(0), 1, "x", &r));
 	ATF_CHECK(r == NULL);
 	CHECK_VER(v);
 	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 8), 0);
@@ -100,10 +101,10 @@ ATF_TC_BODY(budget_admission, tc)
 	b.location = pin;
 	lfx_setup_budgets(true, &b, 1);
 	v = lfx_ver();
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 60, "first", &r1), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, pin, 60, "first", &r1));
 	CHECK_VER(v + 1); /* budgeted locations are known from the start */
 	CHECK_RESERVED(pin, 60, 1);
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, pin, 41, "second", &r2), -RSD_EBUDGET);
+	RSD_CHECK_ERR(RSD_EBUDGET, rsd_reserve(lfx_m, pin, 41, "second", &r2));
 	e = rsd_last_error();
 	ATF_CHECK(e->has_budget);
 	ATF_CHECK_EQ(e->budget_bytes, 100);
@@ -115,32 +116,31 @@ ATF_TC_BODY(budget_admission, tc)
 	CHECK_VER(v + 1);
 	CHECK_RESERVED(pin, 60, 1);
 
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 40, "second", &r2), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, pin, 40, "second", &r2));
 	s = lfx_snap();
 	ATF_CHECK_EQ(lfx_loc_in(s, pin)->remaining_budget_bytes, 0);
 	ATF_CHECK_EQ(lfx_loc_in(s, pin)->peak_charged_bytes, 100);
 	ATF_CHECK_EQ(lfx_loc_in(s, pin)->peak_used_bytes, 0);
 	rsd_snapshot_free(s);
 	/* Zero bytes fit even when full. */
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 0, "zero", &r3), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, pin, 0, "zero", &r3));
 	CHECK_RESERVED(pin, 100, 3);
 	/* A value does not fit either: reservations consume budget. */
-	ATF_REQUIRE_EQ(rsd_resident_alloc(lfx_m, &rsd_resident_type, pin, 1, &one, NULL, 0, &res),
-		       0);
+	RSD_REQUIRE_OK(rsd_resident_alloc(lfx_m, &rsd_resident_type, pin, 1, &one, NULL, 0, &res));
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_adopt(lfx_m, res, &pin, RSD_REPLICABLE, &h), -RSD_EBUDGET);
+	RSD_CHECK_ERR(RSD_EBUDGET, rsd_adopt(lfx_m, res, &pin, RSD_REPLICABLE, &h));
 	ATF_CHECK_EQ(rsd_last_error()->reserved_bytes, 100);
 	CHECK_VER(v);
-	ATF_REQUIRE_EQ(rsd_reservation_release(r1), 0);
+	RSD_REQUIRE_OK(rsd_reservation_release(r1));
 	CHECK_VER(v + 1);
 	CHECK_RESERVED(pin, 40, 2);
-	ATF_REQUIRE_EQ(rsd_adopt(lfx_m, res, &pin, RSD_REPLICABLE, &h), 0);
+	RSD_REQUIRE_OK(rsd_adopt(lfx_m, res, &pin, RSD_REPLICABLE, &h));
 	/* used 1 + reserved 40: 60 more do not fit, 59 do. */
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, pin, 60, "big", &r4), -RSD_EBUDGET);
+	RSD_CHECK_ERR(RSD_EBUDGET, rsd_reserve(lfx_m, pin, 60, "big", &r4));
 	ATF_CHECK_EQ(rsd_last_error()->used_bytes, 1);
 	ATF_CHECK_EQ(rsd_last_error()->reserved_bytes, 40);
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, pin, UINT64_MAX, "huge", &r4), -RSD_EBUDGET);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 59, "big", &r4), 0);
+	RSD_CHECK_ERR(RSD_EBUDGET, rsd_reserve(lfx_m, pin, UINT64_MAX, "huge", &r4));
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, pin, 59, "big", &r4));
 	s = lfx_snap();
 	ATF_CHECK_EQ(lfx_loc_in(s, pin)->used_bytes, 1);
 	ATF_CHECK_EQ(lfx_loc_in(s, pin)->reserved_bytes, 99);
@@ -171,7 +171,7 @@ ATF_TC_BODY(unbudgeted_and_recording, tc)
 	lfx_setup(true);
 	v = lfx_ver();
 	ATF_CHECK_EQ(rsd_manager_locations(lfx_m, locs, 4), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, UINT64_C(1) << 40, "big", &r), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, UINT64_C(1) << 40, "big", &r));
 	CHECK_VER(v + 2); /* the new location, then the reservation */
 	ATF_REQUIRE_EQ(rsd_manager_locations(lfx_m, locs, 4), 1);
 	ATF_CHECK(rsd_location_equal(locs[0], RSD_LOC_PAGEABLE_HOST));
@@ -187,7 +187,7 @@ ATF_TC_BODY(unbudgeted_and_recording, tc)
 	ATF_CHECK_STREQ(s->reservations[0].label, "big");
 	ATF_CHECK_EQ(s->reservations[0].nbytes, UINT64_C(1) << 40);
 	rsd_snapshot_free(s);
-	ATF_CHECK_EQ(rsd_reservation_release(r), 0);
+	RSD_CHECK_OK(rsd_reservation_release(r));
 	CHECK_VER(v + 3);
 	CHECK_RESERVED(RSD_LOC_PAGEABLE_HOST, 0, 0);
 	s = lfx_snap();
@@ -209,7 +209,7 @@ ATF_TC_BODY(unbudgeted_overflow_refused, tc)
 	int err;
 
 	lfx_setup(true);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, UINT64_MAX - 10, "most", &r1), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, UINT64_MAX - 10, "most", &r1));
 	err = rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 11, "wraps", &r2);
 	ATF_CHECK_MSG(err < 0, "a reservation wrapping reserved_bytes past 2^64 succeeded");
 	CHECK_RESERVED(RSD_LOC_PAGEABLE_HOST, UINT64_MAX - 10, 1);
@@ -233,10 +233,10 @@ ATF_TC_BODY(release_order_and_bytes, tc)
 	uint64_t v;
 
 	lfx_setup(false);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 10, "one", &r1), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 5, "page", &rp), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 20, "two", &r2), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, pin, 30, label, &r3), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, pin, 10, "one", &r1));
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 5, "page", &rp));
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, pin, 20, "two", &r2));
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, pin, 30, label, &r3));
 	strcpy(label, "changed"); /* copied on entry */
 	ATF_CHECK_STREQ(rsd_reservation_label(r3), "three");
 	ATF_CHECK_EQ(rsd_reservation_nbytes(r3), 30);
@@ -255,10 +255,10 @@ ATF_TC_BODY(release_order_and_bytes, tc)
 	rsd_snapshot_free(s);
 
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_reservation_release(r2), 0);
+	RSD_CHECK_OK(rsd_reservation_release(r2));
 	CHECK_VER(v + 1);
 	ATF_CHECK(!rsd_reservation_active(r2));
-	ATF_CHECK_EQ(rsd_reservation_release(r2), 0);
+	RSD_CHECK_OK(rsd_reservation_release(r2));
 	CHECK_VER(v + 1);
 	CHECK_RESERVED(pin, 40, 2);
 	s = lfx_snap();
@@ -267,17 +267,17 @@ ATF_TC_BODY(release_order_and_bytes, tc)
 	ATF_CHECK_STREQ(s->reservations[1].label, "page");
 	ATF_CHECK_STREQ(s->reservations[2].label, "three");
 	rsd_snapshot_free(s);
-	ATF_CHECK_EQ(rsd_reservation_release(r1), 0);
+	RSD_CHECK_OK(rsd_reservation_release(r1));
 	CHECK_RESERVED(pin, 30, 1);
-	ATF_CHECK_EQ(rsd_reservation_release(r3), 0);
-	ATF_CHECK_EQ(rsd_reservation_release(rp), 0);
+	RSD_CHECK_OK(rsd_reservation_release(r3));
+	RSD_CHECK_OK(rsd_reservation_release(rp));
 	CHECK_VER(v + 4);
 	CHECK_RESERVED(pin, 0, 0);
 	s = lfx_snap();
 	ATF_CHECK_EQ(s->nreservations, 0);
 	ATF_CHECK_EQ(lfx_loc_in(s, pin)->peak_charged_bytes, 60); /* peaks never decrease */
 	rsd_snapshot_free(s);
-	ATF_CHECK_EQ(rsd_reservation_release(NULL), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_reservation_release(NULL));
 	rsd_reservation_free(r1);
 	rsd_reservation_free(r2);
 	rsd_reservation_free(r3);
@@ -295,22 +295,22 @@ ATF_TC_BODY(zero_byte_blocks_close, tc)
 	uint64_t v;
 
 	lfx_setup(true);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 0, "zero", &r), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 0, "zero", &r));
 	CHECK_RESERVED(RSD_LOC_PAGEABLE_HOST, 0, 1);
 	v = lfx_ver();
-	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_manager_close(lfx_m, 0));
 	ATF_CHECK(lfx_msg_has("reservations=1"));
 	ATF_CHECK(lfx_msg_has("active_leases=0"));
 	ATF_CHECK(lfx_msg_has("pending_leases=0"));
 	ATF_CHECK(lfx_msg_has("holds=0"));
-	ATF_CHECK_EQ(rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_manager_close(lfx_m, RSD_CLOSE_NOWAIT));
 	CHECK_VER(v); /* still open, unchanged */
-	ATF_CHECK_EQ(rsd_reservation_release(r), 0);
+	RSD_CHECK_OK(rsd_reservation_release(r));
 	CHECK_VER(v + 1);
-	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
 	rsd_reservation_free(r);
 	r = NULL;
-	ATF_CHECK_EQ(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 0, "late", &r), -RSD_ECLOSED);
+	RSD_CHECK_ERR(RSD_ECLOSED, rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 0, "late", &r));
 	ATF_CHECK(r == NULL);
 	lfx_teardown();
 }
@@ -323,14 +323,14 @@ ATF_TC_BODY(abandoned_reservation, tc)
 	uint64_t v;
 
 	lfx_setup(true);
-	ATF_REQUIRE_EQ(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 77, "forgotten", &r), 0);
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PINNED_HOST, 77, "forgotten", &r));
 	v = lfx_ver();
 	rsd_reservation_free(r);
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(lfx_nwarn, 1);
 	ATF_CHECK(strstr(lfx_lastwarn, "forgotten") != NULL);
 	CHECK_RESERVED(RSD_LOC_PINNED_HOST, 0, 0);
-	ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
 	lfx_teardown();
 }
 

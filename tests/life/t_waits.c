@@ -15,6 +15,7 @@
  * abort the simulator (it refuses to free memory a queued copy still reads).
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -79,10 +80,10 @@ ATF_TC_BODY(release_wait_blocks, tc)
 		setup(modes[i]);
 		st = lfx_stream(0);
 		a = lfx_put(lfx_cuda(0), 64, NULL);
-		ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
+		RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l));
 		v = lfx_ver();
 		wait_begin(&wt, modes[i], st);
-		ATF_CHECK_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+		RSD_CHECK_OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
 		wait_end(__LINE__, &wt, mode_names[i]);
 		ATF_CHECK(!rsd_lease_active(l));
 		CHECK_VER(v + 2);
@@ -106,12 +107,12 @@ ATF_TC_BODY(waiting_close_blocks, tc)
 		setup(modes[i]);
 		st = lfx_stream(0);
 		a = lfx_put(lfx_cuda(0), 64, NULL);
-		ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l), 0);
+		RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l));
 		/* Timed from before the release: its event is what the close
 		 * waits for (pending now, except in immediate mode). */
 		wait_begin(&wt, modes[i], st);
-		ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
-		ATF_CHECK_EQ(rsd_manager_close(lfx_m, 0), 0);
+		RSD_REQUIRE_OK(rsd_lease_release(l, 0));
+		RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
 		wait_end(__LINE__, &wt, mode_names[i]);
 		ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, st), 0);
 		ATF_CHECK_EQ(rsd_manager_state_version(lfx_m), 0); /* closed */
@@ -130,7 +131,7 @@ static struct rsd_lease *busy_lease(enum rsd_simdev_progress mode, struct rsd_ha
 	setup(mode);
 	*st = lfx_stream(0);
 	*a = lfx_put(lfx_cuda(0), 64, NULL);
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, a, 1, lfx_cuda(0), *st, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, a, 1, lfx_cuda(0), *st, &l));
 	*busy = NULL;
 	ATF_REQUIRE_EQ(rsd_simdev_ops()->event_record(lfx_sd, *st, busy), 0);
 	return l;
@@ -176,7 +177,7 @@ ATF_TC_BODY(record_failure_fallback_blocks, tc)
 		rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_RECORD, 1, RSD_EDEVICE);
 		v = lfx_ver();
 		wait_begin(&wt, modes[i], st);
-		ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+		RSD_CHECK_OK(rsd_lease_release(l, 0));
 		wait_end(__LINE__, &wt, mode_names[i]);
 		ATF_CHECK(!rsd_lease_active(l));
 		CHECK_VER(v + 1);
@@ -199,8 +200,8 @@ static void check_bytes(int line, struct rsd_handle h, struct rsd_location at, v
 	struct rsd_lease *l = NULL;
 	const unsigned char *p;
 
-	ATF_REQUIRE_EQ(rsd_acquire(lfx_m, &h, 1, at, st, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_value(l, h, &r), 0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &h, 1, at, st, &l));
+	RSD_REQUIRE_OK(rsd_lease_value(l, h, &r));
 	p = rsd_resident_data(r, 0);
 	for (uint64_t i = 0; i < rsd_resident_buffer_nbytes(r, 0); i++)
 		if (p[i] != fill) {
@@ -210,10 +211,10 @@ static void check_bytes(int line, struct rsd_handle h, struct rsd_location at, v
 		}
 	/* Nothing waits on st now: the release returns at once in any mode. */
 	rsd_simdev_complete_all(lfx_sd);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	rsd_simdev_complete_all(lfx_sd);
-	ATF_REQUIRE_EQ(rsd_manager_reap(lfx_m), 0);
+	RSD_REQUIRE_OK(rsd_manager_reap(lfx_m));
 }
 
 /* Ensure, copy (its alias) and move on a caller's stream wait for the copy
@@ -237,7 +238,7 @@ ATF_TC_BODY(transitions_on_caller_stream_block, tc)
 		v = lfx_ver();
 
 		wait_begin(&wt, modes[i], st0);
-		ATF_CHECK_EQ(rsd_ensure(lfx_m, a, lfx_cuda(0), st0, &rep), 0);
+		RSD_CHECK_OK(rsd_ensure(lfx_m, a, lfx_cuda(0), st0, &rep));
 		wait_end(__LINE__, &wt, "ensure");
 		ATF_CHECK(!rep.no_op);
 		CHECK_VER(v + 2); /* a new location, then the install */
@@ -246,19 +247,18 @@ ATF_TC_BODY(transitions_on_caller_stream_block, tc)
 		v = lfx_ver();
 
 		wait_begin(&wt, modes[i], st1);
-		ATF_CHECK_EQ(rsd_copy(lfx_m, a, lfx_cuda(1), st1, &rep), 0);
+		RSD_CHECK_OK(rsd_copy(lfx_m, a, lfx_cuda(1), st1, &rep));
 		wait_end(__LINE__, &wt, "copy");
 		CHECK_VER(v + 2); /* cuda:1 is new too */
 		check_bytes(__LINE__, a, lfx_cuda(1), st1, 0xa5);
-		ATF_CHECK_EQ(rsd_drop(lfx_m, a, lfx_cuda(1), NULL), 0);
+		RSD_CHECK_OK(rsd_drop(lfx_m, a, lfx_cuda(1), NULL));
 		v = lfx_ver();
 
 		/* cuda:0 -> cuda:1 on st1: the source is simulated memory, which
 		 * the simulator will not free under a queued copy. */
 		wait_begin(&wt, modes[i], st1);
-		ATF_CHECK_EQ(rsd_move(lfx_m, a, lfx_cuda(1), &(struct rsd_location){ RSD_CUDA, 0 },
-				      st1, &rep),
-			     0);
+		RSD_CHECK_OK(rsd_move(lfx_m, a, lfx_cuda(1), &(struct rsd_location){ RSD_CUDA, 0 },
+				      st1, &rep));
 		wait_end(__LINE__, &wt, "move");
 		CHECK_VER(v + 2); /* the same in every mode */
 		check_bytes(__LINE__, a, lfx_cuda(1), st1, 0xa5);

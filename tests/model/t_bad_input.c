@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -53,28 +54,27 @@ static void fx_init(struct fx *f)
 
 	memset(f, 0, sizeof(*f));
 	memset(&cfg, 0, sizeof(cfg));
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &f->sd), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f->sd, 0, &f->st0), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f->sd, 1, &f->st1), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &f->sd));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f->sd, 0, &f->st0));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f->sd, 1, &f->st1));
 	cfg.budgets = b;
 	cfg.nbudgets = 1;
 	cfg.driver = rsd_simdev_ops();
 	cfg.driver_ctx = f->sd;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &f->m), 0);
-	ATF_REQUIRE_EQ(rsd_resident_alloc(f->m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
-					  NULL, 0, &r),
-		       0);
-	ATF_REQUIRE_EQ(rsd_adopt(f->m, r, NULL, RSD_REPLICABLE, &f->a), 0);
-	ATF_REQUIRE_EQ(rsd_register_source(f->m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &f->s), 0);
-	ATF_REQUIRE_EQ(rsd_register_source(f->m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &f->gone), 0);
-	ATF_REQUIRE_EQ(rsd_discard(f->m, f->gone, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_ensure(f->m, f->s, CUDA0, NULL, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_acquire(f->m, &f->a, 1, RSD_LOC_PAGEABLE_HOST, NULL, &f->released), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(f->released, 0), 0);
-	ATF_REQUIRE_EQ(rsd_hold(f->m, &f->a, 1, RSD_LOC_PAGEABLE_HOST, &f->hreleased), 0);
-	ATF_REQUIRE_EQ(rsd_hold_release(f->hreleased), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(f->m, CUDA0, 8, "r", &f->rreleased), 0);
-	ATF_REQUIRE_EQ(rsd_reservation_release(f->rreleased), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &f->m));
+	RSD_REQUIRE_OK(rsd_resident_alloc(f->m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
+					  NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(f->m, r, NULL, RSD_REPLICABLE, &f->a));
+	RSD_REQUIRE_OK(rsd_register_source(f->m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &f->s));
+	RSD_REQUIRE_OK(rsd_register_source(f->m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &f->gone));
+	RSD_REQUIRE_OK(rsd_discard(f->m, f->gone, NULL));
+	RSD_REQUIRE_OK(rsd_ensure(f->m, f->s, CUDA0, NULL, NULL));
+	RSD_REQUIRE_OK(rsd_acquire(f->m, &f->a, 1, RSD_LOC_PAGEABLE_HOST, NULL, &f->released));
+	RSD_REQUIRE_OK(rsd_lease_release(f->released, 0));
+	RSD_REQUIRE_OK(rsd_hold(f->m, &f->a, 1, RSD_LOC_PAGEABLE_HOST, &f->hreleased));
+	RSD_REQUIRE_OK(rsd_hold_release(f->hreleased));
+	RSD_REQUIRE_OK(rsd_reserve(f->m, CUDA0, 8, "r", &f->rreleased));
+	RSD_REQUIRE_OK(rsd_reservation_release(f->rreleased));
 }
 
 static void fx_fini(struct fx *f)
@@ -95,7 +95,7 @@ static uint64_t digest(struct fx *f)
 	uint64_t d;
 	char why[256];
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f->m, &s));
 	ATF_CHECK_MSG(ip_snapshot_invariants(s, why, sizeof(why)), "%s", why);
 	d = s->state_version * 1000003u + s->nvalues * 101u + s->nreservations;
 	for (size_t i = 0; i < s->nlocations; i++)
@@ -349,10 +349,9 @@ ATF_TC_BODY(closed_manager, tc)
 	uint64_t n = 16, ver;
 
 	fx_init(&f);
-	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
-	ATF_REQUIRE_EQ(rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
-					  NULL, 0, &res),
-		       0);
+	RSD_REQUIRE_OK(rsd_manager_close(f.m, 0));
+	RSD_REQUIRE_OK(rsd_resident_alloc(f.m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &n,
+					  NULL, 0, &res));
 	check_err("adopt", rsd_adopt(f.m, res, NULL, RSD_EXCLUSIVE, &h), RSD_ECLOSED);
 	rsd_resident_free(res);
 	check_err("register_source",
@@ -373,7 +372,7 @@ ATF_TC_BODY(closed_manager, tc)
 		  RSD_ECLOSED);
 	check_err("scope_enter", rsd_scope_enter(f.m, &p, NULL, 0, NULL, &sc), RSD_ECLOSED);
 	rsd_scope_free(sc);
-	ATF_CHECK_EQ(rsd_manager_close(f.m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(f.m, 0));
 	ATF_CHECK(rsd_manager_locations(f.m, locs, 8) >= 2);
 	fx_fini(&f);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -52,8 +53,8 @@ static struct rsd_handle adopt(struct env *e, struct rsd_location at, enum rsd_r
 	struct rsd_handle h;
 	uint64_t n = NB;
 
-	ATF_REQUIRE_EQ(rsd_resident_alloc(e->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0);
-	ATF_REQUIRE_EQ_MSG(rsd_adopt(e->m, r, &at, mode, &h), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_resident_alloc(e->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(e->m, r, &at, mode, &h));
 	return h;
 }
 
@@ -67,17 +68,17 @@ static void env_init(struct env *e)
 	struct rsd_manager_config cfg;
 
 	memset(&cfg, 0, sizeof(cfg));
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &e->sd), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(e->sd, 0, &e->cs0), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &e->sd));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(e->sd, 0, &e->cs0));
 	ATF_REQUIRE(simpump_start(&e->pump, e->sd, &e->cs0, 1, true, false));
 	cfg.budgets = b;
 	cfg.nbudgets = 1;
 	cfg.driver = rsd_simdev_ops();
 	cfg.driver_ctx = e->sd;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &e->m), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &e->m));
 	e->a = adopt(e, RSD_LOC_PAGEABLE_HOST, RSD_EXCLUSIVE);
 	e->b = adopt(e, CUDA0, RSD_REPLICABLE);
-	ATF_REQUIRE_EQ(rsd_register_source(e->m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &e->s), 0);
+	RSD_REQUIRE_OK(rsd_register_source(e->m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &e->s));
 }
 
 static void check_state(struct env *e)
@@ -85,7 +86,7 @@ static void check_state(struct env *e)
 	struct rsd_snapshot *s;
 	char why[256];
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(e->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(e->m, &s));
 	ATF_CHECK_MSG(ip_snapshot_invariants(s, why, sizeof(why)), "%s", why);
 	rsd_snapshot_free(s);
 }
@@ -109,7 +110,7 @@ static uint64_t version(struct env *e)
 {
 	uint64_t v = 0;
 
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(e->m, &v), 0);
+	RSD_REQUIRE_OK(rsd_manager_state_version_get(e->m, &v));
 	return v;
 }
 
@@ -188,7 +189,7 @@ static void no_reservations(struct env *e, unsigned long n)
 {
 	struct rsd_snapshot *s;
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(e->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(e->m, &s));
 	ATF_CHECK_EQ_MSG(s->nreservations, 0, "fault %lu: scope left a reservation", n);
 	rsd_snapshot_free(s);
 }
@@ -227,7 +228,7 @@ static int sc_scope(struct env *e, unsigned long n)
 		if (rc == -RSD_EEXEC) {
 			ATF_CHECK_EQ(le->phase, RSD_PHASE_EXIT);
 			ATF_CHECK(partial && partial->ntransitions == 1);
-			ATF_CHECK_EQ(rsd_scope_exit_error(sc), -RSD_EEXEC);
+			RSD_CHECK_ERR(RSD_EEXEC, rsd_scope_exit_error(sc));
 		} else if (!rc) {
 			ATF_CHECK(rep && rep->ntransitions == 2);
 		}
@@ -249,7 +250,7 @@ static int sc_use(struct env *e, unsigned long n)
 	void *cs[1] = { e->cs0 };
 	int rc;
 
-	ATF_REQUIRE_EQ(rsd_controller_create(e->m, NULL, 0, &c), 0);
+	RSD_REQUIRE_OK(rsd_controller_create(e->m, NULL, 0, &c));
 	rc = rsd_controller_use(c, &r, cs, 1, NULL, 0, &u);
 	partial = rsd_take_partial_report();
 	check_code("controller use", n, rc, true);
@@ -257,7 +258,7 @@ static int sc_use(struct env *e, unsigned long n)
 	if (!rc) {
 		const struct rsd_resident *v;
 
-		ATF_CHECK_EQ(rsd_use_value(u, e->s, CUDA0, &v), 0);
+		RSD_CHECK_OK(rsd_use_value(u, e->s, CUDA0, &v));
 		rc = rsd_use_close(u, &rep);
 		partial = rsd_take_partial_report();
 		check_code("use close", n, rc, true);

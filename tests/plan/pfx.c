@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include "pfx.h"
 
@@ -50,11 +51,11 @@ void pfx_init_pooled(struct pfx *f, const struct rsd_budget *b, size_t nb, int n
 		struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true,
 						.pooled = pooled };
 
-		ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &f->sd), 0);
+		RSD_REQUIRE_OK(rsd_simdev_create(&sc, &f->sd));
 		cfg.driver = rsd_simdev_ops();
 		cfg.driver_ctx = f->sd;
 	}
-	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&cfg, &f->m), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &f->m));
 }
 
 void pfx_init(struct pfx *f, const struct rsd_budget *b, size_t nb, int ndevices)
@@ -73,7 +74,7 @@ struct rsd_location pfx_cuda(int n)
 {
 	struct rsd_location l;
 
-	ATF_REQUIRE_EQ(rsd_cuda_location(n, &l), 0);
+	RSD_REQUIRE_OK(rsd_cuda_location(n, &l));
 	return l;
 }
 
@@ -88,9 +89,8 @@ struct rsd_handle pfx_adopt_n(struct pfx *f, struct rsd_location at, enum rsd_re
 	struct rsd_resident *r;
 	struct rsd_handle h;
 
-	ATF_REQUIRE_EQ_MSG(rsd_resident_alloc(f->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0,
-			   "%s", rsd_last_error()->message);
-	ATF_REQUIRE_EQ_MSG(rsd_adopt(f->m, r, &at, mode, &h), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_resident_alloc(f->m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(f->m, r, &at, mode, &h));
 	return h;
 }
 
@@ -113,8 +113,7 @@ struct rsd_handle pfx_sourced_src(struct pfx *f, struct rsd_location at, uint64_
 	s->at = at;
 	s->nbytes = n;
 	s->fail = fail;
-	ATF_REQUIRE_EQ_MSG(rsd_register_source(f->m, &spec, &source, at, &h), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_register_source(f->m, &spec, &source, at, &h));
 	if (out)
 		*out = s;
 	return h;
@@ -132,14 +131,14 @@ struct rsd_handle pfx_sourced(struct pfx *f, struct rsd_location at)
 
 void pfx_ensure(struct pfx *f, struct rsd_handle h, struct rsd_location at)
 {
-	ATF_REQUIRE_EQ_MSG(rsd_ensure(f->m, h, at, NULL, NULL), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_ensure(f->m, h, at, NULL, NULL));
 }
 
 struct rsd_hold *pfx_hold1(struct pfx *f, struct rsd_handle h, struct rsd_location at)
 {
 	struct rsd_hold *hd;
 
-	ATF_REQUIRE_EQ_MSG(rsd_hold(f->m, &h, 1, at, &hd), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_hold(f->m, &h, 1, at, &hd));
 	return hd;
 }
 
@@ -147,7 +146,7 @@ uint64_t pfx_version(struct pfx *f)
 {
 	uint64_t v = 0;
 
-	ATF_REQUIRE_EQ(rsd_manager_state_version_get(f->m, &v), 0);
+	RSD_REQUIRE_OK(rsd_manager_state_version_get(f->m, &v));
 	return v;
 }
 
@@ -172,7 +171,7 @@ size_t pfx_nmat(struct pfx *f, struct rsd_handle h)
 	struct rsd_snapshot *s;
 	size_t n;
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f->m, &s));
 	v = pfx_snap_value(s, h);
 	ATF_REQUIRE(v);
 	n = v->nmaterializations;
@@ -186,7 +185,7 @@ bool pfx_resident_at(struct pfx *f, struct rsd_handle h, struct rsd_location at)
 	struct rsd_snapshot *s;
 	bool found = false;
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f->m, &s));
 	v = pfx_snap_value(s, h);
 	ATF_REQUIRE(v);
 	for (size_t i = 0; i < v->nmaterializations; i++)
@@ -201,7 +200,7 @@ struct rsd_location_snapshot pfx_loc_snap(struct pfx *f, struct rsd_location at,
 	struct rsd_snapshot *s;
 
 	memset(&out, 0, sizeof(out));
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f->m, &s));
 	for (size_t i = 0; i < s->nlocations; i++)
 		if (pfx_loc_is(s->locations[i].location, at))
 			out = s->locations[i];
@@ -235,7 +234,7 @@ struct rsd_explanation *pfx_explain_enter(struct pfx *f, const char *name,
 	struct rsd_plan p = { .name = name, .enter = a, .nenter = n };
 	struct rsd_explanation *e = NULL;
 
-	ATF_REQUIRE_EQ_MSG(rsd_explain(f->m, &p, NULL, &e), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_explain(f->m, &p, NULL, &e));
 	ATF_REQUIRE(e);
 	return e;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -25,7 +26,7 @@ static void check_consistent(struct pfx *f)
 {
 	struct rsd_snapshot *s;
 
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f->m, &s), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f->m, &s));
 	for (size_t i = 0; i < s->nlocations; i++) {
 		const struct rsd_location_snapshot *l = &s->locations[i];
 		uint64_t used = 0, count = 0;
@@ -87,7 +88,7 @@ ATF_TC_BODY(atomic_preflight, tc)
 	a[0] = rsd_action_ensure(g, PAGEABLE);
 	a[1] = rsd_action_ensure(g, PINNED);
 	a[2] = rsd_action_ensure(x, PINNED);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 3, "atomic", NULL, 0, NULL, &r), -RSD_EPLAN);
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_execute_actions(f.m, a, 3, "atomic", NULL, 0, NULL, &r));
 	ATF_CHECK(r == NULL);
 	err = rsd_last_error();
 	ATF_CHECK_EQ(err->code, RSD_EPLAN);
@@ -103,10 +104,10 @@ ATF_TC_BODY(atomic_preflight, tc)
 	ATF_CHECK(!rsd_err_is_plan_error(-RSD_EEXEC));
 
 	/* The same action directly is an ownership error (§18.26). */
-	ATF_CHECK_EQ(rsd_ensure(f.m, x, PINNED, NULL, NULL), -RSD_EOWNERSHIP);
+	RSD_CHECK_ERR(RSD_EOWNERSHIP, rsd_ensure(f.m, x, PINNED, NULL, NULL));
 	/* EXCLUSIVE at its own location: a no-op through both. */
 	a[0] = rsd_action_ensure(x, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), 0);
+	RSD_REQUIRE_OK(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r));
 	ATF_REQUIRE_EQ(r->ntransitions, 1);
 	check_transition(&r->transitions[0], &a[0], true, NULL, &PAGEABLE,
 			 "destination already resident");
@@ -129,11 +130,11 @@ ATF_TC_BODY(foreign_handle_is_plan_error, tc)
 	pfx_init(&g, NULL, 0, -1);
 	h = pfx_adopt(&g, PAGEABLE, RSD_EXCLUSIVE);
 	a[0] = rsd_action_drop(h, PAGEABLE);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, "foreign", NULL, 0, NULL, NULL), -RSD_EPLAN);
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_execute_actions(f.m, a, 1, "foreign", NULL, 0, NULL, NULL));
 	snprintf(want, sizeof(want), "Handle belongs to manager '%llu', not '%llu'",
 		 (unsigned long long)rsd_manager_id(g.m), (unsigned long long)rsd_manager_id(f.m));
 	ATF_CHECK_STREQ(rsd_last_error()->message, want);
-	ATF_CHECK_EQ(rsd_drop(f.m, h, PAGEABLE, NULL), -RSD_EHANDLE);
+	RSD_CHECK_ERR(RSD_EHANDLE, rsd_drop(f.m, h, PAGEABLE, NULL));
 	ATF_CHECK_EQ(pfx_version(&f), 0);
 	pfx_fini(&g);
 	pfx_fini(&f);
@@ -152,10 +153,10 @@ ATF_TC_BODY(unavailable_device_is_plan_error, tc)
 	h = pfx_sourced(&f, PAGEABLE);
 	v = pfx_version(&f);
 	a[0] = rsd_action_ensure(h, pfx_cuda(1));
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, NULL), -RSD_EPLAN);
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, NULL));
 	ATF_CHECK_STREQ(rsd_last_error()->message,
 			"Residency location cuda:1 is not available in this process");
-	ATF_CHECK_EQ(rsd_ensure(f.m, h, pfx_cuda(1), NULL, NULL), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_ensure(f.m, h, pfx_cuda(1), NULL, NULL));
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(pfx_nlocations(&f), 1);
 	ATF_CHECK_EQ(f.loads, 0);
@@ -183,9 +184,9 @@ ATF_TC_BODY(runtime_failure_partial_report, tc)
 	a[1] = rsd_action_ensure(bad, PAGEABLE);
 	a[2] = rsd_action_drop(g, PAGEABLE);
 	/* The direct call's message is the detail of the plan error. */
-	ATF_REQUIRE_EQ(rsd_ensure(f.m, bad, PAGEABLE, NULL, NULL), -RSD_EDEVICE);
+	RSD_REQUIRE_ERR(RSD_EDEVICE, rsd_ensure(f.m, bad, PAGEABLE, NULL, NULL));
 	snprintf(detail, sizeof(detail), "%s", rsd_last_error()->message);
-	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 3, "w8", NULL, 0, NULL, &r), -RSD_EEXEC);
+	RSD_REQUIRE_ERR(RSD_EEXEC, rsd_execute_actions(f.m, a, 3, "w8", NULL, 0, NULL, &r));
 	err = rsd_last_error();
 	ATF_CHECK_MSG(strstr(err->message, detail) != NULL, "'%s' lacks '%s'", err->message,
 		      detail);
@@ -224,7 +225,7 @@ ATF_TC_BODY(runtime_failure_partial_report, tc)
 
 	/* Without a report pointer the partial report is still taken once. */
 	a[0] = rsd_action_drop(g, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 2, NULL, NULL, 0, NULL, NULL), -RSD_EEXEC);
+	RSD_REQUIRE_ERR(RSD_EEXEC, rsd_execute_actions(f.m, a, 2, NULL, NULL, 0, NULL, NULL));
 	ATF_CHECK_EQ(rsd_last_error()->failed_action_index, 1);
 	ATF_CHECK_STREQ(rsd_last_error()->plan_name, "residency-actions");
 	p = rsd_take_partial_report();
@@ -250,10 +251,10 @@ ATF_TC_BODY(runtime_failure_foreign_code, tc)
 	bad = pfx_sourced_fail(&f, PAGEABLE, 5);
 	pfx_clear_partial();
 	a[0] = rsd_action_ensure(bad, PINNED);
-	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 1, "eio", NULL, 0, NULL, NULL), -RSD_EEXEC);
+	RSD_REQUIRE_ERR(RSD_EEXEC, rsd_execute_actions(f.m, a, 1, "eio", NULL, 0, NULL, NULL));
 	ATF_CHECK_EQ(rsd_last_error()->failed_action_index, 0);
 	ATF_CHECK_EQ(rsd_last_error()->cause, -RSD_ESOURCE);
-	ATF_CHECK_EQ(rsd_ensure(f.m, bad, PINNED, NULL, NULL), -RSD_ESOURCE);
+	RSD_CHECK_ERR(RSD_ESOURCE, rsd_ensure(f.m, bad, PINNED, NULL, NULL));
 	rsd_plan_report_free(rsd_take_partial_report());
 	/* pinned was never recorded; the temporary charge is gone. */
 	ATF_CHECK_EQ(pfx_nlocations(&f), 1);
@@ -314,18 +315,18 @@ ATF_TC_BODY(empty_action_list, tc)
 	pfx_init(&f, NULL, 0, -1);
 	pfx_sourced(&f, PAGEABLE);
 	v = pfx_version(&f);
-	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, NULL, 0, NULL, NULL, 0, NULL, &r), 0);
+	RSD_REQUIRE_OK(rsd_execute_actions(f.m, NULL, 0, NULL, NULL, 0, NULL, &r));
 	ATF_REQUIRE(r != NULL);
 	ATF_CHECK_STREQ(r->plan_name, "residency-actions");
 	ATF_CHECK_EQ(r->ntransitions, 0);
 	ATF_CHECK(r->completed_at_ns >= r->started_at_ns);
 	ATF_CHECK(r->started_at_ns > 0);
 	rsd_plan_report_free(r);
-	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, NULL, 0, "named", NULL, 0, &v, &r), 0);
+	RSD_REQUIRE_OK(rsd_execute_actions(f.m, NULL, 0, "named", NULL, 0, &v, &r));
 	ATF_CHECK_STREQ(r->plan_name, "named");
 	rsd_plan_report_free(r);
 	/* A report is optional. */
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, NULL, 0, NULL, NULL, 0, NULL, NULL), 0);
+	RSD_CHECK_OK(rsd_execute_actions(f.m, NULL, 0, NULL, NULL, 0, NULL, NULL));
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	pfx_fini(&f);
 }
@@ -343,22 +344,22 @@ ATF_TC_BODY(argument_errors, tc)
 	h = pfx_sourced(&f, PAGEABLE);
 	v = pfx_version(&f);
 	a[0] = rsd_action_ensure(h, PAGEABLE);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, "", NULL, 0, NULL, &r), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, " \t\n", NULL, 0, NULL, &r), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_execute_actions(NULL, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, NULL, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_execute_actions(f.m, a, 1, "", NULL, 0, NULL, &r));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_execute_actions(f.m, a, 1, " \t\n", NULL, 0, NULL, &r));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_execute_actions(NULL, a, 1, NULL, NULL, 0, NULL, &r));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_execute_actions(f.m, NULL, 1, NULL, NULL, 0, NULL, &r));
 	a[0].kind = (enum rsd_action_kind)9;
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r));
 	a[0] = rsd_action_ensure(h, PAGEABLE);
 	a[0].location.device = 5; /* a host kind with a device: not a location record */
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r));
 	ATF_CHECK(r == NULL);
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 
-	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
+	RSD_REQUIRE_OK(rsd_manager_close(f.m, 0));
 	a[0] = rsd_action_ensure(h, PAGEABLE);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r), -RSD_ECLOSED);
+	RSD_CHECK_ERR(RSD_ECLOSED, rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, &r));
 	ATF_CHECK(r == NULL);
 	pfx_fini(&f);
 }
@@ -384,8 +385,7 @@ ATF_TC_BODY(report_fields, tc)
 	a[4] = rsd_action_move(x, PINNED, &PAGEABLE); /* copy, install, remove: +2 */
 	a[5] = rsd_action_discard(x);           /* one removal + mark: +2 */
 	before = (uint64_t)0;
-	ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 6, "fields", NULL, 0, &v, &r), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_execute_actions(f.m, a, 6, "fields", NULL, 0, &v, &r));
 	ATF_REQUIRE(r != NULL);
 	ATF_CHECK_STREQ(r->plan_name, "fields");
 	ATF_REQUIRE_EQ(r->ntransitions, 6);
@@ -427,7 +427,7 @@ ATF_TC_BODY(noop_changes_nothing, tc)
 	v = pfx_version(&f);
 	a[0] = rsd_action_drop(x, PINNED);
 	a[1] = rsd_action_move(x, PAGEABLE, NULL);
-	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 2, "noop", NULL, 0, &v, &r), 0);
+	RSD_REQUIRE_OK(rsd_execute_actions(f.m, a, 2, "noop", NULL, 0, &v, &r));
 	ATF_REQUIRE_EQ(r->ntransitions, 2);
 	check_transition(&r->transitions[0], &a[0], true, &PINNED, NULL,
 			 "materialization already absent");
@@ -454,23 +454,23 @@ ATF_TC_BODY(stale_expected_version, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s));
 	h = pfx_sourced(&f, PAGEABLE);
 	v = pfx_version(&f);
 	stale = v - 1;
 	a[0] = rsd_action_ensure(h, PAGEABLE);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &stale, &r), -RSD_ESTALE);
+	RSD_CHECK_ERR(RSD_ESTALE, rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &stale, &r));
 	err = rsd_last_error();
 	ATF_CHECK(err->has_versions);
 	ATF_CHECK_EQ(err->expected_version, v - 1);
 	ATF_CHECK_EQ(err->actual_version, v);
 	/* The version check precedes the stream-map validation. */
 	ts[0].stream = s;
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, ts, 1, &stale, &r), -RSD_ESTALE);
+	RSD_CHECK_ERR(RSD_ESTALE, rsd_execute_actions(f.m, a, 1, NULL, ts, 1, &stale, &r));
 	ATF_CHECK(r == NULL);
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
-	ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r), 0);
+	RSD_REQUIRE_OK(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r));
 	rsd_plan_report_free(r);
 	ATF_CHECK_EQ(pfx_version(&f), v + 1);
 	rsd_simdev_stream_destroy(f.sd, s);
@@ -493,29 +493,28 @@ ATF_TC_BODY(reap_makes_stale, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s));
 	h = pfx_sourced(&f, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_ensure(f.m, h, c0, NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(f.m, h, c0, NULL, NULL));
 	rsd_simdev_set_auto_complete(f.sd, false);
-	ATF_REQUIRE_EQ(rsd_acquire(f.m, &h, 1, c0, s, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_acquire(f.m, &h, 1, c0, s, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	a[0] = rsd_action_drop(h, c0);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, NULL), -RSD_EPLAN);
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, NULL, NULL));
 	ATF_CHECK_STREQ(rsd_last_error()->message, "materialization at cuda:0 is protected");
 	v = pfx_version(&f);
 
 	rsd_simdev_stream_complete(f.sd, s);
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, &v, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, &v, &e));
 	ATF_CHECK(e->feasible);
 	rsd_explanation_free(e);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r), -RSD_ESTALE);
+	RSD_CHECK_ERR(RSD_ESTALE, rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r));
 	ATF_CHECK_EQ(rsd_last_error()->expected_version, v);
 	ATF_CHECK_EQ(rsd_last_error()->actual_version, v + 1);
 	ATF_CHECK(r == NULL);
 	ATF_CHECK_EQ(pfx_version(&f), v + 1);
 	v++;
-	ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_execute_actions(f.m, a, 1, NULL, NULL, 0, &v, &r));
 	ATF_REQUIRE_EQ(r->ntransitions, 1);
 	rsd_plan_report_free(r);
 	ATF_CHECK_EQ(pfx_version(&f), v + 1);
@@ -539,8 +538,8 @@ ATF_TC_BODY(transfer_streams, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, 2);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s0), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &s1), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s0));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 1, &s1));
 	h = pfx_sourced(&f, PAGEABLE);
 	v = pfx_version(&f);
 	a[0] = rsd_action_ensure(h, c0);
@@ -548,22 +547,21 @@ ATF_TC_BODY(transfer_streams, tc)
 
 	ts[0].location = PINNED;
 	ts[0].stream = s0;
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r));
 	ts[0].location = c0;
 	ts[0].stream = &not_a_stream;
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r));
 	ts[0].stream = s1;
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r));
 	ts[0].location = pfx_cuda(2);
-	ATF_CHECK_EQ(rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_execute_actions(f.m, a, 2, NULL, ts, 1, NULL, &r));
 	ATF_CHECK(r == NULL);
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 
 	ts[0].location = c0;
 	ts[0].stream = s0;
-	ATF_REQUIRE_EQ_MSG(rsd_execute_actions(f.m, a, 2, "streams", ts, 1, NULL, &r), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_execute_actions(f.m, a, 2, "streams", ts, 1, NULL, &r));
 	ATF_REQUIRE_EQ(r->ntransitions, 2);
 	check_transition(&r->transitions[0], &a[0], false, &PAGEABLE, &c0, NULL);
 	check_transition(&r->transitions[1], &a[1], false, &c0, &c1, NULL);
@@ -600,7 +598,7 @@ static void fault_at_each_position(enum rsd_simdev_op op)
 	three_values(&f, a);
 	calls[0] = rsd_simdev_calls(f.sd, op);
 	for (int i = 0; i < 3; i++) {
-		ATF_REQUIRE_EQ(rsd_execute_actions(f.m, &a[i], 1, NULL, NULL, 0, NULL, NULL), 0);
+		RSD_REQUIRE_OK(rsd_execute_actions(f.m, &a[i], 1, NULL, NULL, 0, NULL, NULL));
 		calls[i + 1] = rsd_simdev_calls(f.sd, op);
 		ATF_REQUIRE_MSG(calls[i + 1] > calls[i], "action %d made no call of op %d", i,
 				(int)op);
@@ -647,7 +645,7 @@ static void fault_at_each_position(enum rsd_simdev_op op)
 
 		/* Disarmed, the rest of the plan completes. */
 		rsd_simdev_fail_nth(f.sd, op, 0, 0);
-		ATF_REQUIRE_EQ(rsd_execute_actions(f.m, a, 3, NULL, NULL, 0, NULL, NULL), 0);
+		RSD_REQUIRE_OK(rsd_execute_actions(f.m, a, 3, NULL, NULL, 0, NULL, NULL));
 		ATF_CHECK_EQ(rsd_simdev_allocated_bytes(f.sd, 0), 3 * N);
 		check_consistent(&f);
 		pfx_fini(&f);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -30,7 +31,7 @@ static void label_reason(const char *label, const char *quoted)
 	struct pfx f;
 
 	pfx_init(&f, b, 1, -1);
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	snprintf(want, sizeof(want), "Reservation %s exceeds budget at pinned-host", quoted);
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, want);
@@ -90,7 +91,7 @@ ATF_TC_BODY(reservations_after_reclaim, tc)
 	pfx_ensure(&f, a, PINNED);
 	v = pfx_version(&f);
 	reclaim[0] = rsd_action_drop(a, PINNED);
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK_MSG(e->feasible, "reason: %s", e->reason ? e->reason : "(none)");
 	ATF_CHECK(e->reason == NULL);
 	ATF_CHECK_STREQ(e->plan_name, "after-reclaim");
@@ -110,7 +111,7 @@ ATF_TC_BODY(reservations_after_reclaim, tc)
 	enter[0] = rsd_action_ensure(a, PINNED);
 	p.enter = enter;
 	p.nenter = 1;
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "Transition exceeds budget at pinned-host");
 	ATF_REQUIRE_EQ(e->nactions, 2);
@@ -121,7 +122,7 @@ ATF_TC_BODY(reservations_after_reclaim, tc)
 
 	/* A failed admission stops before the enter actions: no entry for them. */
 	r[0].nbytes = 129;
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "Reservation 'ws' exceeds budget at pinned-host");
 	ATF_CHECK_EQ(e->nactions, 1);
@@ -132,7 +133,7 @@ ATF_TC_BODY(reservations_after_reclaim, tc)
 	/* A failing reclaim action: no admission simulated, yet every reservation listed. */
 	reclaim[0] = rsd_action_drop(pfx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE), PAGEABLE);
 	v = pfx_version(&f);
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "cannot drop final MUST_PRESERVE materialization");
 	ATF_CHECK_EQ(e->nactions, 1);
@@ -163,7 +164,7 @@ ATF_TC_BODY(explanation_owns_its_copy, tc)
 	pfx_init(&f, NULL, 0, -1);
 	h = pfx_sourced(&f, PAGEABLE);
 	a[0] = rsd_action_ensure(h, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	memset(label, 'x', sizeof(label) - 1);
 	memset(name, 'y', sizeof(name) - 1);
 	a[0] = rsd_action_discard(h);
@@ -198,7 +199,7 @@ ATF_TC_BODY(reservation_sum_exact, tc)
 	struct pfx f;
 
 	pfx_init(&f, b, 1, -1);
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK_MSG(!e->feasible, "2^64-1 + 1 bytes admitted under a 2^64-1 budget");
 	if (!e->feasible)
 		pfx_check_reason(e->reason, "Reservation 'one' exceeds budget at pageable-host");
@@ -281,7 +282,7 @@ ATF_TC_BODY(unknown_and_discarded_handles, tc)
 	rsd_explanation_free(e);
 
 	/* Discarded in the real manager. */
-	ATF_REQUIRE_EQ(rsd_discard(f.m, h, NULL), 0);
+	RSD_REQUIRE_OK(rsd_discard(f.m, h, NULL));
 	a[0] = rsd_action_ensure(h, PAGEABLE);
 	e = pfx_explain_enter(&f, "discarded", a, 1);
 	snprintf(want, sizeof(want), "Residency value '%llu' has been discarded",
@@ -412,13 +413,13 @@ ATF_TC_BODY(cuda_beyond_device_count, tc)
 	rsd_explanation_free(e);
 
 	/* A reservation at an unavailable device. */
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, want);
 	rsd_explanation_free(e);
 
 	/* Direct calls reject it without recording the location. */
-	ATF_CHECK_EQ(rsd_ensure(f.m, h, c1, NULL, NULL), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_ensure(f.m, h, c1, NULL, NULL));
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(pfx_nlocations(&f), 1);
 	ATF_CHECK_EQ(f.loads, 0);
@@ -476,7 +477,7 @@ ATF_TC_BODY(stale_expected_version, tc)
 	pfx_sourced(&f, PAGEABLE);
 	v = pfx_version(&f);
 	want = v + 7;
-	ATF_CHECK_EQ(rsd_explain(f.m, &p, &want, &e), -RSD_ESTALE);
+	RSD_CHECK_ERR(RSD_ESTALE, rsd_explain(f.m, &p, &want, &e));
 	ATF_CHECK(e == NULL);
 	err = rsd_last_error();
 	ATF_CHECK_EQ(err->code, RSD_ESTALE);
@@ -485,7 +486,7 @@ ATF_TC_BODY(stale_expected_version, tc)
 	ATF_CHECK_EQ(err->actual_version, v);
 	ATF_CHECK(rsd_err_is_plan_error(-RSD_ESTALE));
 
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, &v, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, &v, &e));
 	ATF_CHECK(e->feasible);
 	ATF_CHECK_STREQ(e->plan_name, "stale");
 	ATF_CHECK_EQ(e->nactions, 0);
@@ -507,27 +508,27 @@ ATF_TC_BODY(argument_errors, tc)
 
 	pfx_init(&f, NULL, 0, -1);
 	h = pfx_adopt(&f, PAGEABLE, RSD_EXCLUSIVE);
-	ATF_CHECK_EQ(rsd_explain(f.m, &p, NULL, &e), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_explain(f.m, &p, NULL, &e));
 	p.name = NULL;
-	ATF_CHECK_EQ(rsd_explain(f.m, &p, NULL, &e), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_explain(f.m, NULL, NULL, &e), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_explain(f.m, &p, NULL, &e));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_explain(f.m, NULL, NULL, &e));
 	p.name = "ok";
-	ATF_CHECK_EQ(rsd_explain(NULL, &p, NULL, &e), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_explain(NULL, &p, NULL, &e));
 	p.reservations = &r;
 	p.nreservations = 1;
-	ATF_CHECK_EQ(rsd_explain(f.m, &p, NULL, &e), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_explain(f.m, &p, NULL, &e));
 	p.nreservations = 0;
 	a[0] = rsd_action_ensure(h, PAGEABLE);
 	a[0].kind = (enum rsd_action_kind)42;
 	p.enter = a;
 	p.nenter = 1;
-	ATF_CHECK_EQ(rsd_explain(f.m, &p, NULL, &e), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK(e == NULL);
 
 	/* A closed manager. */
 	p.nenter = 0;
-	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
-	ATF_CHECK_EQ(rsd_explain(f.m, &p, NULL, &e), -RSD_ECLOSED);
+	RSD_REQUIRE_OK(rsd_manager_close(f.m, 0));
+	RSD_CHECK_ERR(RSD_ECLOSED, rsd_explain(f.m, &p, NULL, &e));
 	pfx_fini(&f);
 }
 
@@ -584,7 +585,7 @@ ATF_TC_BODY(lock_free_during_load, tc)
 	b.f = &f;
 	pthread_mutex_init(&b.lock, NULL);
 	pthread_cond_init(&b.cond, NULL);
-	ATF_REQUIRE_EQ(rsd_register_source(f.m, &spec, &src, PAGEABLE, &b.h), 0);
+	RSD_REQUIRE_OK(rsd_register_source(f.m, &spec, &src, PAGEABLE, &b.h));
 	v = pfx_version(&f);
 	ATF_REQUIRE_EQ(pthread_create(&t, NULL, ensure_thread, &b), 0);
 	pthread_mutex_lock(&b.lock);
@@ -609,7 +610,7 @@ ATF_TC_BODY(lock_free_during_load, tc)
 	/* Another thread's writer call proceeds meanwhile (the loading
 	 * thread's alone would be refused): the value is not resident at
 	 * pinned, so the drop is a no-op that changes nothing. */
-	ATF_CHECK_EQ(rsd_drop(f.m, b.h, PINNED, NULL), 0);
+	RSD_CHECK_OK(rsd_drop(f.m, b.h, PINNED, NULL));
 	ATF_CHECK_EQ(rsd_manager_state_version(f.m), v);
 
 	pthread_mutex_lock(&b.lock);
@@ -620,7 +621,7 @@ ATF_TC_BODY(lock_free_during_load, tc)
 	ATF_REQUIRE_EQ_MSG(b.rc, 0, "ensure in the loader thread failed: %d", b.rc);
 
 	e = NULL;
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	pfx_check_act(&e->actions[0], true, true, NULL, &PINNED, N, "destination already resident");
 	rsd_explanation_free(e);
 	pfx_fini(&f);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -167,9 +168,9 @@ ATF_TC_BODY(peak_starts_at_current_charge, tc)
 	pfx_init(&f, b, 1, -1);
 	h = pfx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	pfx_ensure(&f, h, PINNED);
-	ATF_REQUIRE_EQ(rsd_drop(f.m, h, PINNED, NULL), 0);
-	ATF_REQUIRE_EQ(rsd_reserve(f.m, PINNED, 5, "standalone", &standalone), 0);
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_drop(f.m, h, PINNED, NULL));
+	RSD_REQUIRE_OK(rsd_reserve(f.m, PINNED, 5, "standalone", &standalone));
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK(e->feasible);
 	ATF_REQUIRE_EQ(e->npeaks, 2);
 	pfx_check_peak(e, 0, PINNED, 5);
@@ -179,17 +180,17 @@ ATF_TC_BODY(peak_starts_at_current_charge, tc)
 	/* Standalone reservations count against the budget in the simulation. */
 	p.reservations = r;
 	p.nreservations = 1;
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK(e->feasible);
 	pfx_check_peak(e, 0, PINNED, 11);
 	rsd_explanation_free(e);
 	r[0].nbytes = 66;
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, NULL, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, NULL, &e));
 	ATF_CHECK(!e->feasible);
 	pfx_check_reason(e->reason, "Reservation 'x' exceeds budget at pinned-host");
 	pfx_check_peak(e, 0, PINNED, 71);
 	rsd_explanation_free(e);
-	ATF_REQUIRE_EQ(rsd_reservation_release(standalone), 0);
+	RSD_REQUIRE_OK(rsd_reservation_release(standalone));
 	rsd_reservation_free(standalone);
 	pfx_fini(&f);
 }
@@ -236,11 +237,11 @@ ATF_TC_BODY(move_reasons, tc)
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, &PINNED, N,
 		      "source pageable-host is protected");
 	rsd_explanation_free(e);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 
 	/* Only replica moved: no-op with the source absent. */
-	ATF_REQUIRE_EQ(rsd_drop(f.m, h, PAGEABLE, NULL), 0);
+	RSD_REQUIRE_OK(rsd_drop(f.m, h, PAGEABLE, NULL));
 	a[0] = rsd_action_move(h, PINNED, NULL);
 	e = pfx_explain_enter(&f, "move-noop", a, 1);
 	pfx_check_act(&e->actions[0], true, true, NULL, &PINNED, N,
@@ -264,7 +265,7 @@ ATF_TC_BODY(move_reasons, tc)
 	pfx_check_act(&e->actions[0], false, false, &PINNED, &PAGEABLE, N,
 		      "source pinned-host is protected");
 	rsd_explanation_free(e);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 
 	/* Unloaded sourced value: the registered source location, loaded temporarily. */
@@ -307,8 +308,8 @@ ATF_TC_BODY(drop_reasons, tc)
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, NULL, N,
 		      "materialization at pageable-host is protected");
 	rsd_explanation_free(e);
-	ATF_CHECK_EQ(rsd_drop(f.m, x, PAGEABLE, NULL), -RSD_EINUSE);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(f.m, x, PAGEABLE, NULL));
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 
 	e = pfx_explain_enter(&f, "w7", a, 1);
@@ -316,7 +317,7 @@ ATF_TC_BODY(drop_reasons, tc)
 	pfx_check_act(&e->actions[0], false, false, &PAGEABLE, NULL, N,
 		      "cannot drop final MUST_PRESERVE materialization");
 	rsd_explanation_free(e);
-	ATF_CHECK_EQ(rsd_drop(f.m, x, PAGEABLE, NULL), -RSD_EOWNERSHIP);
+	RSD_CHECK_ERR(RSD_EOWNERSHIP, rsd_drop(f.m, x, PAGEABLE, NULL));
 	pfx_fini(&f);
 }
 
@@ -352,15 +353,15 @@ ATF_TC_BODY(discard_protected_list, tc)
 	rsd_explanation_free(e);
 
 	/* Two locations (§18.82). */
-	ATF_REQUIRE_EQ(rsd_hold_release(h1), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(h1));
 	e = pfx_explain_enter(&f, "discard-two", a, 1);
 	pfx_check_reason(e->reason, "discarded value has protected locations [" REPR_PAGEABLE
 				    ", " REPR_CUDA0 "]");
 	rsd_explanation_free(e);
-	ATF_CHECK_EQ(rsd_discard(f.m, h, NULL), -RSD_EINUSE);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_discard(f.m, h, NULL));
 
-	ATF_REQUIRE_EQ(rsd_hold_release(h2), 0);
-	ATF_REQUIRE_EQ(rsd_hold_release(h3), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(h2));
+	RSD_REQUIRE_OK(rsd_hold_release(h3));
 	e = pfx_explain_enter(&f, "discard-free", a, 1);
 	ATF_CHECK(e->feasible);
 	pfx_check_act(&e->actions[0], true, false, NULL, NULL, N, NULL);
@@ -385,13 +386,13 @@ ATF_TC_BODY(pending_lease_protection, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s1), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &s1));
 	h = pfx_sourced(&f, PAGEABLE);
 	pfx_ensure(&f, h, c0);
 	/* From here on s1's work waits for the test: the lease stays pending. */
 	rsd_simdev_set_auto_complete(f.sd, false);
-	ATF_REQUIRE_EQ(rsd_acquire(f.m, &h, 1, c0, s1, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_acquire(f.m, &h, 1, c0, s1, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	v = pfx_version(&f);
 	a[0] = rsd_action_drop(h, c0);
 	e = pfx_explain_enter(&f, "pending", a, 1);
@@ -402,7 +403,7 @@ ATF_TC_BODY(pending_lease_protection, tc)
 	{
 		struct rsd_plan p = { .name = "pending", .enter = a, .nenter = 1 };
 
-		ATF_REQUIRE_EQ(rsd_explain(f.m, &p, &v, &e), 0);
+		RSD_REQUIRE_OK(rsd_explain(f.m, &p, &v, &e));
 	}
 	ATF_CHECK_MSG(e->feasible, "reason: %s", e->reason ? e->reason : "(none)");
 	rsd_explanation_free(e);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -58,7 +59,7 @@ ATF_TC_BODY(fhe_stage, tc)
 	ex[2] = rsd_action_drop(k, c0);
 
 	/* What entry's preflight sees. */
-	ATF_REQUIRE_EQ(rsd_explain(f.m, &p, &v, &e), 0);
+	RSD_REQUIRE_OK(rsd_explain(f.m, &p, &v, &e));
 	ATF_CHECK_MSG(e->feasible, "reason: %s", e->reason ? e->reason : "(none)");
 	ATF_CHECK_EQ(e->nactions, 6);
 	ATF_REQUIRE_EQ(e->npeaks, 3);
@@ -70,8 +71,7 @@ ATF_TC_BODY(fhe_stage, tc)
 	ATF_CHECK_EQ(e->predicted_peak_bytes[2].nbytes, K_BYTES + C_BYTES);
 	rsd_explanation_free(e);
 
-	ATF_REQUIRE_EQ_MSG(rsd_scope_enter(f.m, &p, NULL, 0, &v, &s), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &p, NULL, 0, &v, &s));
 	ATF_REQUIRE(s != NULL);
 	ATF_CHECK(rsd_scope_report(s) == NULL);
 	/* +1 reservation, +1 weight, +1 key, +2 ciphertext move. */
@@ -95,7 +95,7 @@ ATF_TC_BODY(fhe_stage, tc)
 	ATF_CHECK(pfx_resident_at(&f, ct, c0));
 	ATF_CHECK_EQ(pfx_nmat(&f, ct), 1);
 	ATF_CHECK_EQ(pfx_nmat(&f, k), 2);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f.m, &snap), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f.m, &snap));
 	ATF_REQUIRE_EQ(snap->nreservations, 1);
 	ATF_CHECK(pfx_loc_is(snap->reservations[0].location, c0));
 	ATF_CHECK_EQ(snap->reservations[0].nbytes, WS_BYTES);
@@ -105,11 +105,13 @@ ATF_TC_BODY(fhe_stage, tc)
 	{
 		struct rsd_reservation *extra;
 
-		ATF_CHECK_EQ(rsd_reserve(f.m, c0, DEV_BUDGET - WS_BYTES - W_BYTES - K_BYTES - C_BYTES + 1,
-					 "extra", &extra), -RSD_EBUDGET);
+		RSD_CHECK_ERR(RSD_EBUDGET,
+			      rsd_reserve(f.m, c0,
+					  DEV_BUDGET - WS_BYTES - W_BYTES - K_BYTES - C_BYTES + 1,
+					  "extra", &extra));
 	}
 
-	ATF_REQUIRE_EQ_MSG(rsd_scope_close(s, &r), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_scope_close(s, &r));
 	ATF_REQUIRE(r != NULL);
 	ATF_CHECK_STREQ(r->plan_name, "stage");
 	ATF_REQUIRE_EQ(r->ntransitions, 6);
@@ -131,7 +133,7 @@ ATF_TC_BODY(fhe_stage, tc)
 	ATF_CHECK_EQ(kept->ntransitions, 6);
 	ATF_CHECK_EQ(kept->started_at_ns, r->started_at_ns);
 	ATF_CHECK_EQ(kept->completed_at_ns, r->completed_at_ns);
-	ATF_CHECK_EQ(rsd_scope_exit_error(s), 0);
+	RSD_CHECK_OK(rsd_scope_exit_error(s));
 	rsd_plan_report_free(r);
 
 	/* +2 move out, +1 +1 drops, +1 reservation release. */
@@ -152,7 +154,7 @@ ATF_TC_BODY(fhe_stage, tc)
 
 	/* A second close is a silent no-op. */
 	r = NULL;
-	ATF_CHECK_EQ(rsd_scope_close(s, &r), 0);
+	RSD_CHECK_OK(rsd_scope_close(s, &r));
 	ATF_CHECK(r == NULL);
 	ATF_CHECK_EQ(pfx_version(&f), v + 10);
 	rsd_scope_free(s);
@@ -177,7 +179,7 @@ ATF_TC_BODY(stale_entry, tc)
 	enter[0] = rsd_action_ensure(pfx_sourced(&f, PAGEABLE), PAGEABLE);
 	v = pfx_version(&f);
 	stale = v + 1;
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, NULL, 0, &stale, &s), -RSD_ESTALE);
+	RSD_CHECK_ERR(RSD_ESTALE, rsd_scope_enter(f.m, &p, NULL, 0, &stale, &s));
 	err = rsd_last_error();
 	ATF_CHECK(err->has_versions);
 	ATF_CHECK_EQ(err->expected_version, v + 1);
@@ -206,22 +208,22 @@ ATF_TC_BODY(reap_makes_entry_stale, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &st), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &st));
 	h = pfx_sourced(&f, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_ensure(f.m, h, c0, NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(f.m, h, c0, NULL, NULL));
 	rsd_simdev_set_auto_complete(f.sd, false);
-	ATF_REQUIRE_EQ(rsd_acquire(f.m, &h, 1, c0, st, &l), 0);
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_acquire(f.m, &h, 1, c0, st, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	v = pfx_version(&f);
 	rsd_simdev_stream_complete(f.sd, st);
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, NULL, 0, &v, &s), -RSD_ESTALE);
+	RSD_CHECK_ERR(RSD_ESTALE, rsd_scope_enter(f.m, &p, NULL, 0, &v, &s));
 	ATF_CHECK_EQ(rsd_last_error()->expected_version, v);
 	ATF_CHECK_EQ(rsd_last_error()->actual_version, v + 1);
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
 	pfx_check_no_scope(s);
 	v++;
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, &v, &s), 0);
-	ATF_CHECK_EQ(rsd_scope_close(s, NULL), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &p, NULL, 0, &v, &s));
+	RSD_CHECK_OK(rsd_scope_close(s, NULL));
 	rsd_scope_free(s);
 	rsd_lease_free(l);
 	rsd_simdev_stream_destroy(f.sd, st);
@@ -245,16 +247,16 @@ ATF_TC_BODY(preflight_covers_exit, tc)
 	pfx_init(&f, NULL, 0, -1);
 	enter[0] = rsd_action_ensure(pfx_sourced(&f, PAGEABLE), PAGEABLE);
 	x = pfx_adopt_n(&f, PAGEABLE, RSD_REPLICABLE, N);
-	ATF_REQUIRE_EQ(rsd_hold(f.m, &x, 1, PAGEABLE, &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(f.m, &x, 1, PAGEABLE, &hd));
 	ex[0] = rsd_action_move(x, PINNED, NULL);
 	v = pfx_version(&f);
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), -RSD_EPLAN);
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s));
 	ATF_CHECK_STREQ(rsd_last_error()->message, "source pageable-host is protected");
 	ATF_CHECK_EQ(pfx_version(&f), v);
 	ATF_CHECK_EQ(f.loads, 0);
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
 	pfx_check_no_scope(s);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 	pfx_fini(&f);
 }
@@ -273,28 +275,28 @@ ATF_TC_BODY(close_after_forced_manager_close, tc)
 
 	pfx_init(&f, NULL, 0, -1);
 	ex[0] = rsd_action_drop(pfx_sourced(&f, PAGEABLE), PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), 0);
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s2), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s));
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s2));
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 34);
 	/* Without force the reservations block close. */
-	ATF_CHECK_EQ(rsd_manager_close(f.m, 0), -RSD_EINUSE);
-	ATF_REQUIRE_EQ(rsd_manager_close(f.m, RSD_CLOSE_FORCE), 0);
+	RSD_CHECK_ERR(RSD_EINUSE, rsd_manager_close(f.m, 0));
+	RSD_REQUIRE_OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE));
 
 	pfx_clear_partial();
-	ATF_CHECK_EQ(rsd_scope_close(s, &r), -RSD_ECLOSED);
+	RSD_CHECK_ERR(RSD_ECLOSED, rsd_scope_close(s, &r));
 	ATF_CHECK(r == NULL);
-	ATF_CHECK_EQ(rsd_scope_exit_error(s), 0);
+	RSD_CHECK_OK(rsd_scope_exit_error(s));
 	ATF_CHECK(rsd_scope_report(s) == NULL);
 	ATF_CHECK(rsd_take_partial_report() == NULL);
-	ATF_CHECK_EQ(rsd_scope_close(s, &r), 0);
+	RSD_CHECK_OK(rsd_scope_close(s, &r));
 	ATF_CHECK(r == NULL);
 	rsd_scope_free(s);
 
 	/* The other scope outlives its manager: freeing it is still safe. */
 	rsd_manager_destroy(f.m);
 	f.m = NULL;
-	ATF_CHECK_EQ(rsd_scope_close(s2, &r), -RSD_ECLOSED);
-	ATF_CHECK_EQ(rsd_scope_close(s2, &r), 0);
+	RSD_CHECK_ERR(RSD_ECLOSED, rsd_scope_close(s2, &r));
+	RSD_CHECK_OK(rsd_scope_close(s2, &r));
 	rsd_scope_free(s2);
 	ATF_CHECK_EQ(f.nwarn, 0);
 	pfx_fini(&f);
@@ -316,36 +318,36 @@ ATF_TC_BODY(nested_scopes, tc)
 	pfx_init(&f, NULL, 0, -1);
 	pfx_sourced(&f, PAGEABLE);
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 0);
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &outer, NULL, 0, NULL, &so), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &outer, NULL, 0, NULL, &so));
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 17);
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &inner, NULL, 0, NULL, &si), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &inner, NULL, 0, NULL, &si));
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 28);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f.m, &snap), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f.m, &snap));
 	ATF_REQUIRE_EQ(snap->nreservations, 2);
 	ATF_CHECK_STREQ(snap->reservations[0].label, "outer");
 	ATF_CHECK_STREQ(snap->reservations[1].label, "inner");
 	rsd_snapshot_free(snap);
-	ATF_REQUIRE_EQ(rsd_scope_close(si, &r), 0);
+	RSD_REQUIRE_OK(rsd_scope_close(si, &r));
 	ATF_CHECK_STREQ(r->plan_name, "inner");
 	ATF_CHECK_EQ(r->ntransitions, 0);
 	rsd_plan_report_free(r);
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 17);
-	ATF_REQUIRE_EQ(rsd_snapshot_take(f.m, &snap), 0);
+	RSD_REQUIRE_OK(rsd_snapshot_take(f.m, &snap));
 	ATF_REQUIRE_EQ(snap->nreservations, 1);
 	ATF_CHECK_STREQ(snap->reservations[0].label, "outer");
 	rsd_snapshot_free(snap);
-	ATF_REQUIRE_EQ(rsd_scope_close(so, NULL), 0);
+	RSD_REQUIRE_OK(rsd_scope_close(so, NULL));
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 0);
 	ATF_CHECK_STREQ(rsd_scope_report(so)->plan_name, "outer");
 	rsd_scope_free(si);
 	rsd_scope_free(so);
 
 	/* Closed out of order, each still releases only its own. */
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &outer, NULL, 0, NULL, &so), 0);
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &inner, NULL, 0, NULL, &si), 0);
-	ATF_REQUIRE_EQ(rsd_scope_close(so, NULL), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &outer, NULL, 0, NULL, &so));
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &inner, NULL, 0, NULL, &si));
+	RSD_REQUIRE_OK(rsd_scope_close(so, NULL));
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 11);
-	ATF_REQUIRE_EQ(rsd_scope_close(si, NULL), 0);
+	RSD_REQUIRE_OK(rsd_scope_close(si, NULL));
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 0);
 	rsd_scope_free(si);
 	rsd_scope_free(so);
@@ -372,24 +374,24 @@ ATF_TC_BODY(transfer_streams, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, 1);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &st), 0);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &st));
 	h = pfx_sourced(&f, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_ensure(f.m, h, PINNED, NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(f.m, h, PINNED, NULL, NULL));
 	enter[0] = rsd_action_ensure(h, c0);
 	ex[0] = rsd_action_move(h, c0, &PINNED);
 	v = pfx_version(&f);
 
 	ts[0].location = PINNED;
 	ts[0].stream = st;
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, NULL, &s), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_scope_enter(f.m, &p, ts, 1, NULL, &s));
 	pfx_check_no_scope(s);
 	ts[0].location = c0;
 	ts[0].stream = &not_a_stream;
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, NULL, &s), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_scope_enter(f.m, &p, ts, 1, NULL, &s));
 	pfx_check_no_scope(s);
 	/* The version check precedes the stream map. */
 	v++;
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, ts, 1, &v, &s), -RSD_ESTALE);
+	RSD_CHECK_ERR(RSD_ESTALE, rsd_scope_enter(f.m, &p, ts, 1, &v, &s));
 	v--;
 	rsd_scope_free(s);
 	s = NULL;
@@ -397,13 +399,12 @@ ATF_TC_BODY(transfer_streams, tc)
 	ATF_CHECK_EQ(pfx_nreservations(&f), 0);
 
 	ts[0].stream = st;
-	ATF_REQUIRE_EQ_MSG(rsd_scope_enter(f.m, &p, ts, 1, &v, &s), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &p, ts, 1, &v, &s));
 	/* The scope copied its plan and stream map: exit uses the copies. */
 	ts[0].stream = &not_a_stream;
 	ex[0] = rsd_action_drop(h, c0);
 	p.name = "changed";
-	ATF_REQUIRE_EQ_MSG(rsd_scope_close(s, &r), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_scope_close(s, &r));
 	ATF_CHECK_STREQ(r->plan_name, "ts");
 	ex[0] = rsd_action_move(h, c0, &PINNED);
 	ATF_REQUIRE_EQ(r->ntransitions, 2);
@@ -442,15 +443,14 @@ ATF_TC_BODY(close_from_source_callback, tc)
 	pfx_init(&f, NULL, 0, -1);
 	g = pfx_sourced_src(&f, PAGEABLE, N, 0, &gs);
 	x = pfx_adopt_n(&f, PAGEABLE, RSD_REPLICABLE, N);
-	ATF_REQUIRE_EQ(rsd_ensure(f.m, x, PINNED, NULL, NULL), 0);
+	RSD_REQUIRE_OK(rsd_ensure(f.m, x, PINNED, NULL, NULL));
 	ex[0] = rsd_action_drop(x, PINNED);
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s));
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 17);
 
 	gs->scope = s;
 	gs->close_rc = 1;
-	ATF_REQUIRE_EQ_MSG(rsd_ensure(f.m, g, PAGEABLE, NULL, NULL), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_ensure(f.m, g, PAGEABLE, NULL, NULL));
 	gs->scope = NULL;
 	ATF_CHECK_EQ(gs->close_rc, -RSD_EREENTRANT);
 	/* Still open: reservation charged, exit not run. */
@@ -458,10 +458,10 @@ ATF_TC_BODY(close_from_source_callback, tc)
 	ATF_CHECK_EQ(pfx_nreservations(&f), 1);
 	ATF_CHECK(pfx_resident_at(&f, x, PINNED));
 	ATF_CHECK(rsd_scope_report(s) == NULL);
-	ATF_CHECK_EQ(rsd_scope_exit_error(s), 0);
+	RSD_CHECK_OK(rsd_scope_exit_error(s));
 
 	v = pfx_version(&f);
-	ATF_REQUIRE_EQ_MSG(rsd_scope_close(s, &r), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_scope_close(s, &r));
 	ATF_REQUIRE_EQ(r->ntransitions, 1);
 	pfx_check_transition(&r->transitions[0], &ex[0], false, &PINNED, NULL, N);
 	rsd_plan_report_free(r);
@@ -492,7 +492,7 @@ ATF_TC_BODY(free_open_scope, tc)
 	g = pfx_sourced(&f, PAGEABLE);
 	enter[0] = rsd_action_ensure(g, PAGEABLE);
 	ex[0] = rsd_action_drop(g, PAGEABLE);
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s));
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 9);
 	ATF_CHECK_EQ(pfx_reserved(&f, PINNED), 4);
 	v = pfx_version(&f);
@@ -505,7 +505,7 @@ ATF_TC_BODY(free_open_scope, tc)
 	ATF_CHECK_EQ(f.nwarn, 1);
 	ATF_CHECK_MSG(strstr(f.warn, "abandoned") != NULL, "warning: %s", f.warn);
 	/* The manager closes without force: nothing is left. */
-	ATF_CHECK_EQ(rsd_manager_close(f.m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(f.m, 0));
 	pfx_fini(&f);
 }
 
@@ -517,20 +517,20 @@ ATF_TC_BODY(entry_errors, tc)
 	struct pfx f;
 
 	pfx_init(&f, NULL, 0, -1);
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s));
 	ATF_CHECK(s == NULL);
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, NULL, NULL, 0, NULL, &s), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_scope_enter(f.m, NULL, NULL, 0, NULL, &s));
 	p.name = "ok";
-	ATF_CHECK_EQ(rsd_scope_enter(NULL, &p, NULL, 0, NULL, &s), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, NULL, 1, NULL, &s), -RSD_ETYPE);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_scope_enter(NULL, &p, NULL, 0, NULL, &s));
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_scope_enter(f.m, &p, NULL, 1, NULL, &s));
 	ATF_CHECK(s == NULL);
-	ATF_CHECK_EQ(rsd_scope_close(NULL, NULL), -RSD_ETYPE);
-	ATF_CHECK_EQ(rsd_scope_exit_error(NULL), 0);
+	RSD_CHECK_ERR(RSD_ETYPE, rsd_scope_close(NULL, NULL));
+	RSD_CHECK_OK(rsd_scope_exit_error(NULL));
 	ATF_CHECK(rsd_scope_report(NULL) == NULL);
 	rsd_scope_free(NULL);
 
-	ATF_REQUIRE_EQ(rsd_manager_close(f.m, 0), 0);
-	ATF_CHECK_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), -RSD_ECLOSED);
+	RSD_REQUIRE_OK(rsd_manager_close(f.m, 0));
+	RSD_CHECK_ERR(RSD_ECLOSED, rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s));
 	pfx_check_no_scope(s);
 	pfx_fini(&f);
 }

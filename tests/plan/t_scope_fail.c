@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -44,7 +45,7 @@ static void entry_failure(bool pinned_known)
 	enter[0] = rsd_action_ensure(g, PINNED);
 	enter[1] = rsd_action_ensure(bad, PINNED);
 	pfx_clear_partial();
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), -RSD_EEXEC);
+	RSD_REQUIRE_ERR(RSD_EEXEC, rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s));
 	err = rsd_last_error();
 	ATF_CHECK_EQ(err->phase, RSD_PHASE_ENTER);
 	ATF_CHECK_EQ(err->failed_action_index, 1);
@@ -116,7 +117,7 @@ ATF_TC_BODY(reclaim_failure, tc)
 	reclaim[1] = rsd_action_ensure(bad, PAGEABLE);
 	enter[0] = rsd_action_drop(g, PAGEABLE);
 	pfx_clear_partial();
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, &v, &s), -RSD_EEXEC);
+	RSD_REQUIRE_ERR(RSD_EEXEC, rsd_scope_enter(f.m, &p, NULL, 0, &v, &s));
 	err = rsd_last_error();
 	ATF_CHECK_EQ(err->phase, RSD_PHASE_RECLAIM);
 	ATF_CHECK_EQ(err->failed_action_index, 1);
@@ -165,9 +166,9 @@ ATF_TC_BODY(reservation_failure, tc)
 	reclaim[0] = rsd_action_ensure(g, PINNED);
 	enter[0] = rsd_action_drop(g, PINNED);
 	pfx_clear_partial();
-	ATF_REQUIRE_EQ(rsd_fault_inject("reserve", "one", 1, RSD_EBUDGET), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("reserve", "one", 1, RSD_EBUDGET));
 	rc = rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s);
-	ATF_REQUIRE_EQ(rsd_fault_inject("reserve", NULL, 0, 0), 0);
+	RSD_REQUIRE_OK(rsd_fault_inject("reserve", NULL, 0, 0));
 	ATF_REQUIRE_EQ_MSG(rc, -RSD_EEXEC, "entry returned %d", rc);
 	err = rsd_last_error();
 	ATF_CHECK_EQ(err->phase, RSD_PHASE_RESERVE);
@@ -215,14 +216,14 @@ ATF_TC_BODY(exit_failure, tc)
 	ex[0] = rsd_action_drop(g, PAGEABLE);
 	ex[1] = rsd_action_drop(k, PAGEABLE);
 	ex[2] = rsd_action_ensure(g, PINNED); /* would load g and record pinned-host */
-	ATF_REQUIRE_EQ(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &s));
 	ATF_CHECK_EQ(pfx_version(&f), 6);
 	ATF_CHECK_EQ(pfx_reserved(&f, PAGEABLE), 3);
-	ATF_REQUIRE_EQ(rsd_hold(f.m, &k, 1, PAGEABLE, &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(f.m, &k, 1, PAGEABLE, &hd));
 	ATF_CHECK_EQ(pfx_version(&f), 7);
 
 	pfx_clear_partial();
-	ATF_REQUIRE_EQ(rsd_scope_close(s, &r), -RSD_EEXEC);
+	RSD_REQUIRE_ERR(RSD_EEXEC, rsd_scope_close(s, &r));
 	ATF_CHECK(r == NULL);
 	err = rsd_last_error();
 	ATF_CHECK_EQ(err->phase, RSD_PHASE_EXIT);
@@ -230,7 +231,7 @@ ATF_TC_BODY(exit_failure, tc)
 	ATF_CHECK_EQ(err->failed_reservation_index, -1);
 	ATF_CHECK_EQ(err->cause, -RSD_EINUSE);
 	ATF_CHECK_STREQ(err->plan_name, "w10");
-	ATF_CHECK_EQ(rsd_scope_exit_error(s), -RSD_EEXEC);
+	RSD_CHECK_ERR(RSD_EEXEC, rsd_scope_exit_error(s));
 	ATF_CHECK(rsd_scope_report(s) == NULL);
 	partial = rsd_take_partial_report();
 	ATF_REQUIRE(partial != NULL);
@@ -255,12 +256,12 @@ ATF_TC_BODY(exit_failure, tc)
 		ATF_CHECK_EQ(rsd_manager_locations(f.m, l, 4), 1);
 	}
 
-	ATF_CHECK_EQ(rsd_scope_close(s, &r), 0);
+	RSD_CHECK_OK(rsd_scope_close(s, &r));
 	ATF_CHECK(r == NULL);
-	ATF_CHECK_EQ(rsd_scope_exit_error(s), -RSD_EEXEC);
+	RSD_CHECK_ERR(RSD_EEXEC, rsd_scope_exit_error(s));
 	ATF_CHECK_EQ(pfx_version(&f), 9);
 	rsd_scope_free(s);
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 	ATF_CHECK_EQ(f.nwarn, 0);
 	pfx_fini(&f);

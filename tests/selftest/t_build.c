@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -34,11 +35,11 @@ ATF_TC_BODY(location_parse_cuda, tc)
 {
 	struct rsd_location loc = { .kind = RSD_PAGEABLE_HOST, .device = -1 };
 
-	ATF_REQUIRE_EQ(rsd_location_parse("cuda:7", &loc), 0);
+	RSD_REQUIRE_OK(rsd_location_parse("cuda:7", &loc));
 	ATF_CHECK_EQ(loc.kind, RSD_CUDA);
 	ATF_CHECK_EQ(loc.device, 7);
 
-	ATF_REQUIRE_EQ(rsd_location_parse("pageable-host", &loc), 0);
+	RSD_REQUIRE_OK(rsd_location_parse("pageable-host", &loc));
 	ATF_CHECK_EQ(loc.kind, RSD_PAGEABLE_HOST);
 	ATF_CHECK_EQ(loc.device, -1);
 }
@@ -48,11 +49,11 @@ ATF_TC_BODY(location_parse_rejects_noncanonical, tc)
 {
 	struct rsd_location loc = { .kind = RSD_PINNED_HOST, .device = -1 };
 
-	ATF_CHECK_EQ(rsd_location_parse("cuda:07", &loc), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_location_parse("cuda:07", &loc));
 	ATF_CHECK_EQ(rsd_last_error()->code, RSD_EINVAL);
 	ATF_CHECK(strlen(rsd_last_error()->message) > 0);
-	ATF_CHECK_EQ(rsd_location_parse("cuda", &loc), -RSD_EINVAL);
-	ATF_CHECK_EQ(rsd_location_parse("cuda:128", &loc), -RSD_EINVAL);
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_location_parse("cuda", &loc));
+	RSD_CHECK_ERR(RSD_EINVAL, rsd_location_parse("cuda:128", &loc));
 }
 
 /* Tests link librsd.a, so the private helpers are reachable here. */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <atf-c.h>
+#include "../check.h"
 
 #include <rsd/rsd.h>
 
@@ -257,23 +258,22 @@ ATF_TC_BODY(stress, tc)
 
 	memset(&cfg, 0, sizeof(cfg));
 	pthread_mutex_init(&w.why_lock, NULL);
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &w.sd), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(w.sd, 0, &w.cs[0]), 0);
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(w.sd, 1, &w.cs[1]), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &w.sd));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(w.sd, 0, &w.cs[0]));
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(w.sd, 1, &w.cs[1]));
 	cfg.budgets = b;
 	cfg.nbudgets = 2;
 	cfg.driver = rsd_simdev_ops();
 	cfg.driver_ctx = w.sd;
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &w.m), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &w.m));
 	src.ctx = &w;
 	for (int i = 0; i < NVAL; i++)
-		ATF_REQUIRE_EQ(
-			rsd_register_source(w.m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &w.h[i]), 0);
-	ATF_REQUIRE_EQ(rsd_resident_alloc(w.m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1, &n, NULL,
-					  0, &res),
-		       0);
-	ATF_REQUIRE_EQ(rsd_adopt(w.m, res, NULL, RSD_REPLICABLE, &w.pinned_value), 0);
-	ATF_REQUIRE_EQ(rsd_hold(w.m, &w.pinned_value, 1, RSD_LOC_PINNED_HOST, &hd), 0);
+		RSD_REQUIRE_OK(
+			rsd_register_source(w.m, &spec, &src, RSD_LOC_PAGEABLE_HOST, &w.h[i]));
+	RSD_REQUIRE_OK(rsd_resident_alloc(w.m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1, &n, NULL,
+					  0, &res));
+	RSD_REQUIRE_OK(rsd_adopt(w.m, res, NULL, RSD_REPLICABLE, &w.pinned_value));
+	RSD_REQUIRE_OK(rsd_hold(w.m, &w.pinned_value, 1, RSD_LOC_PINNED_HOST, &hd));
 	w.h[NVAL - 1] = w.pinned_value; /* writers try to move/drop it: always EINUSE */
 	for (int i = 0; i < 4; i++)
 		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, i < 2 ? writer : reader, &w), 0);
@@ -290,10 +290,10 @@ ATF_TC_BODY(stress, tc)
 	       (unsigned long)w.reads, (unsigned long)w.failures);
 	ATF_CHECK_EQ_MSG(atomic_load(&w.failures), 0, "%s", w.why);
 	ATF_CHECK(w.writes > 100 && w.reads > 100);
-	ATF_CHECK_EQ(rsd_hold_release(hd), 0);
+	RSD_CHECK_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 	rsd_simdev_complete_all(w.sd);
-	ATF_CHECK_EQ_MSG(rsd_manager_close(w.m, 0), 0, "%s", rsd_last_error()->message);
+	RSD_CHECK_OK(rsd_manager_close(w.m, 0));
 	rsd_manager_destroy(w.m);
 	rsd_simdev_stream_destroy(w.sd, w.cs[0]);
 	rsd_simdev_stream_destroy(w.sd, w.cs[1]);

@@ -24,6 +24,7 @@
  * measured around release and reap.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -143,10 +144,8 @@ static struct rsd_handle adopt(struct rsd_manager *m, struct rsd_location at, ui
 	struct rsd_resident *r = NULL;
 	struct rsd_handle h;
 
-	ATF_REQUIRE_EQ_MSG(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r), 0,
-			   "%s", rsd_last_error()->message);
-	ATF_REQUIRE_EQ_MSG(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h));
 	e_adopt(h, at, n);
 	return h;
 }
@@ -158,21 +157,21 @@ static void gpu_lease(struct rsd_manager *m, struct rsd_simdev *sd, struct rsd_h
 	uint64_t t0;
 	void *s = NULL;
 
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(sd, 0, &s), 0);
-	ATF_REQUIRE_EQ_MSG(rsd_acquire(m, &a, 1, CUDA0, s, &l), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
+	RSD_REQUIRE_OK(rsd_acquire(m, &a, 1, CUDA0, s, &l));
 	e_life("lease_acquire", "lease_id", "<L1>", CUDA0);
 	put(", nhandles = 1 }\n");
 	t0 = unix_ns();
-	ATF_REQUIRE_EQ(rsd_lease_release(l, 0), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	ATF_CHECK(!rsd_lease_active(l));
 	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s), 1);
 	e_life("lease_release", "lease_id", "<L1>", CUDA0);
 	put(", nstreams = 1, wait = 0, pending = 1 }\n");
 	/* Not complete yet: reaping finds nothing. */
-	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(m));
 	rsd_simdev_stream_complete(sd, s);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s), 0);
-	ATF_CHECK_EQ(rsd_manager_reap(m), 0);
+	RSD_CHECK_OK(rsd_manager_reap(m));
 	put("rsd:lease_reap: { manager_id = %" PRIu64 ", lease_id = <L1>, pending_ns = <=%" PRIu64
 	    " }\n",
 	    mid, unix_ns() - t0);
@@ -188,30 +187,30 @@ static void host_lifetimes(struct rsd_manager *m, struct rsd_handle b, struct rs
 	struct rsd_lease *l = NULL;
 	struct rsd_hold *hd = NULL;
 
-	ATF_REQUIRE_EQ(rsd_acquire(m, set, 3, RSD_LOC_PAGEABLE_HOST, NULL, &l), 0);
+	RSD_REQUIRE_OK(rsd_acquire(m, set, 3, RSD_LOC_PAGEABLE_HOST, NULL, &l));
 	ATF_CHECK_EQ(rsd_lease_count(l), 2);
 	e_life("lease_acquire", "lease_id", "<L2>", RSD_LOC_PAGEABLE_HOST);
 	put(", nhandles = 2 }\n");
-	ATF_REQUIRE_EQ(rsd_lease_release(l, RSD_RELEASE_WAIT), 0);
+	RSD_REQUIRE_OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
 	e_life("lease_release", "lease_id", "<L2>", RSD_LOC_PAGEABLE_HOST);
 	put(", nstreams = 0, wait = 1, pending = 0 }\n");
 	/* Released twice: the second is a no-op and fires nothing. */
-	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	RSD_CHECK_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 
-	ATF_REQUIRE_EQ(rsd_hold(m, set + 1, 2, RSD_LOC_PAGEABLE_HOST, &hd), 0);
+	RSD_REQUIRE_OK(rsd_hold(m, set + 1, 2, RSD_LOC_PAGEABLE_HOST, &hd));
 	e_life("hold_acquire", "hold_id", "<H1>", RSD_LOC_PAGEABLE_HOST);
 	put(", nhandles = 2 }\n");
-	ATF_REQUIRE_EQ(rsd_hold_release(hd), 0);
+	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	e_life("hold_release", "hold_id", "<H1>", RSD_LOC_PAGEABLE_HOST);
 	put(", nhandles = 2 }\n");
-	ATF_CHECK_EQ(rsd_hold_release(hd), 0);
+	RSD_CHECK_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 
-	ATF_REQUIRE_EQ(rsd_reserve(m, CUDA0, 65536, "workspace", &r), 0);
+	RSD_REQUIRE_OK(rsd_reserve(m, CUDA0, 65536, "workspace", &r));
 	e_life("reservation_acquire", "reservation_id", "<R1>", CUDA0);
 	put(", nbytes = 65536, label = \"workspace\" }\n");
-	ATF_REQUIRE_EQ(rsd_reservation_release(r), 0);
+	RSD_REQUIRE_OK(rsd_reservation_release(r));
 	e_life("reservation_release", "reservation_id", "<R1>", CUDA0);
 	put(", nbytes = 65536, label = \"workspace\" }\n");
 	rsd_reservation_free(r);
@@ -228,8 +227,7 @@ static void plans(struct rsd_manager *m, struct rsd_simdev *sd, struct rsd_handl
 	struct rsd_plan_report *rep = NULL;
 	int err;
 
-	ATF_REQUIRE_EQ_MSG(rsd_execute_actions(m, ok, 2, "step-1", NULL, 0, NULL, &rep), 0, "%s",
-			   rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_execute_actions(m, ok, 2, "step-1", NULL, 0, NULL, &rep));
 	ATF_REQUIRE_EQ(rep->ntransitions, 2);
 	e_plan_begin("step-1", "execute");
 	e_report(rep, 0, 2);
@@ -272,10 +270,9 @@ static void scope(struct rsd_manager *m, struct rsd_handle c)
 	struct rsd_plan_report *rep = NULL;
 	struct rsd_scope *s = NULL;
 
-	ATF_REQUIRE_EQ_MSG(rsd_scope_enter(m, &p, NULL, 0, NULL, &s), 0, "%s",
-			   rsd_last_error()->message);
-	ATF_REQUIRE_EQ_MSG(rsd_scope_close(s, &rep), 0, "%s", rsd_last_error()->message);
-	ATF_CHECK_EQ(rsd_scope_exit_error(s), 0);
+	RSD_REQUIRE_OK(rsd_scope_enter(m, &p, NULL, 0, NULL, &s));
+	RSD_REQUIRE_OK(rsd_scope_close(s, &rep));
+	RSD_CHECK_OK(rsd_scope_exit_error(s));
 	ATF_REQUIRE_EQ(rep->ntransitions, 2);
 	e_plan_begin("scope-1", "scope-enter");
 	e_life("reservation_acquire", "reservation_id", "<R2>", CUDA0);
@@ -308,8 +305,8 @@ static void decisions(struct rsd_manager *m, struct rsd_handle b)
 	struct rsd_decision *d = NULL;
 	int err;
 
-	ATF_REQUIRE_EQ(rsd_controller_create(m, NULL, 0, &ctl), 0);
-	ATF_REQUIRE_EQ_MSG(rsd_controller_decide(ctl, &ok, &d), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_controller_create(m, NULL, 0, &ctl));
+	RSD_REQUIRE_OK(rsd_controller_decide(ctl, &ok, &d));
 	ATF_CHECK(d->explored_states > 0);
 	e_decision("req-1", d->nevictions, d->explored_states, 0);
 	rsd_decision_free(d);
@@ -336,13 +333,13 @@ ATF_TC_BODY(lifetimes, tc)
 
 	if (expect_path)
 		ATF_REQUIRE((expect = fopen(expect_path, "w")) != NULL);
-	ATF_REQUIRE_EQ(rsd_simdev_create(&sc, &sd), 0);
+	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &sd));
 	/* Transfers progress by themselves, as on a GPU; the consumer stream
 	 * of the lease stays on command. */
 	ATF_REQUIRE(simpump_start(&pump, sd, NULL, 0, true, false));
 	cfg.driver = rsd_simdev_ops();
 	cfg.driver_ctx = sd;
-	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&cfg, &m), 0, "%s", rsd_last_error()->message);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &m));
 	mid = rsd_manager_id(m);
 
 	a = adopt(m, CUDA0, 4096);
@@ -359,10 +356,10 @@ ATF_TC_BODY(lifetimes, tc)
 	hs[1] = b;
 	hs[2] = c;
 	for (int i = 0; i < 3; i++) {
-		ATF_REQUIRE_EQ_MSG(rsd_discard(m, hs[i], &rep), 0, "%s", rsd_last_error()->message);
+		RSD_REQUIRE_OK(rsd_discard(m, hs[i], &rep));
 		e_transition(&rep);
 	}
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(m, 0));
 	rsd_manager_destroy(m);
 	simpump_stop(&pump);
 	rsd_simdev_destroy(sd);

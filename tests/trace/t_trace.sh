@@ -409,7 +409,7 @@ demo_ranks_body()
 	require_recording
 	command -v mpirun >/dev/null 2>&1 || atf_skip "MPI is absent: mpirun is not installed"
 	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
-	script=$(find_tool rsd-demo.sh "") || atf_fail "tools/rsd-demo.sh not found"
+	script=$(find_tool build/rsd-demo.sh "") || atf_fail "tools/build/rsd-demo.sh not found"
 	mpi=$(find_tool rsd-demo-mpi "") ||
 		atf_skip "rsd-demo-mpi is not built (Open MPI was absent when it was built)"
 	# Open MPI's own allocations are never freed; see t_examples:mpi.

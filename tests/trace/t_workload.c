@@ -11,6 +11,7 @@
  * RSD_T_TRACE_COUNT the number of transitions it completed.
  */
 #include <atf-c.h>
+#include "../check.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,10 +94,10 @@ static struct rsd_handle adopt_bytes(struct rsd_manager *m, uint64_t nbytes,
 	struct rsd_resident *r = NULL;
 	struct rsd_handle h;
 
-	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &t_bytes, RSD_LOC_PAGEABLE_HOST, 1, &nbytes, NULL, 0,
-					  &r), 0);
+	RSD_REQUIRE_OK(
+		rsd_resident_alloc(m, &t_bytes, RSD_LOC_PAGEABLE_HOST, 1, &nbytes, NULL, 0, &r));
 	memset(rsd_resident_data(r, 0), 0x5a, nbytes);
-	ATF_REQUIRE_EQ(rsd_adopt(m, r, NULL, mode, &h), 0);
+	RSD_REQUIRE_OK(rsd_adopt(m, r, NULL, mode, &h));
 	expect_adopt(rsd_manager_id(m), h, RSD_LOC_PAGEABLE_HOST, nbytes);
 	return h;
 }
@@ -121,46 +122,46 @@ ATF_TC_BODY(workload, tc)
 
 	if (expect_path)
 		ATF_REQUIRE((expect = fopen(expect_path, "w")) != NULL);
-	ATF_REQUIRE_EQ(rsd_manager_create(&cfg, &m), 0);
+	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &m));
 	mid = rsd_manager_id(m);
 
 	a = adopt_bytes(m, 4096, RSD_REPLICABLE);
 
 	/* A copy to pinned memory, then the same ensure again: a no-op. */
-	ATF_REQUIRE_EQ(rsd_ensure(m, a, pinned, NULL, &rep), 0);
+	RSD_REQUIRE_OK(rsd_ensure(m, a, pinned, NULL, &rep));
 	ATF_CHECK(!rep.no_op && rep.has_source && rep.has_destination);
 	ATF_CHECK(rsd_location_equal(rep.destination, pinned));
 	ATF_CHECK_EQ(rep.storage_nbytes, 4096);
 	expect_transition(mid, &rep);
-	ATF_REQUIRE_EQ(rsd_ensure(m, a, pinned, NULL, &rep), 0);
+	RSD_REQUIRE_OK(rsd_ensure(m, a, pinned, NULL, &rep));
 	ATF_CHECK(rep.no_op);
 	ATF_CHECK(rep.reason != NULL);
 	expect_transition(mid, &rep);
 
-	ATF_REQUIRE_EQ(rsd_drop(m, a, pinned, &rep), 0);
+	RSD_REQUIRE_OK(rsd_drop(m, a, pinned, &rep));
 	ATF_CHECK(!rep.no_op);
 	expect_transition(mid, &rep);
 
-	ATF_REQUIRE_EQ(rsd_move(m, a, pinned, NULL, NULL, &rep), 0);
+	RSD_REQUIRE_OK(rsd_move(m, a, pinned, NULL, NULL, &rep));
 	ATF_CHECK(!rep.no_op && rep.has_source);
 	ATF_CHECK(rsd_location_equal(rep.source, RSD_LOC_PAGEABLE_HOST));
 	expect_transition(mid, &rep);
 
 	/* 4 KiB used of 64 KiB pinned: 62 KiB more does not fit. */
 	b = adopt_bytes(m, 62 << 10, RSD_REPLICABLE);
-	ATF_REQUIRE_EQ(rsd_ensure(m, b, pinned, NULL, &rep), -RSD_EBUDGET);
+	RSD_REQUIRE_ERR(RSD_EBUDGET, rsd_ensure(m, b, pinned, NULL, &rep));
 	ATF_CHECK(rsd_last_error()->has_budget);
 	ATF_CHECK_EQ(rsd_last_error()->budget_bytes, 64 << 10);
 	ATF_CHECK_EQ(rsd_last_error()->used_bytes, 4096);
 	ATF_CHECK_EQ(rsd_last_error()->requested_bytes, 62 << 10);
 	expect_budget_reject(mid, rsd_last_error());
 
-	ATF_REQUIRE_EQ(rsd_discard(m, a, &rep), 0);
+	RSD_REQUIRE_OK(rsd_discard(m, a, &rep));
 	expect_transition(mid, &rep);
-	ATF_REQUIRE_EQ(rsd_discard(m, b, &rep), 0);
+	RSD_REQUIRE_OK(rsd_discard(m, b, &rep));
 	expect_transition(mid, &rep);
 
-	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	RSD_CHECK_OK(rsd_manager_close(m, 0));
 	rsd_manager_destroy(m);
 	ATF_CHECK_EQ(ntransitions, 6);
 

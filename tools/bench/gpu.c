@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * rsd-bench: the GPU cases (group "gpu"), run on the CUDA driver against a
- * real runtime and device; tools/gpu-check runs them and tabulates them.
+ * real runtime and device; tools/build/gpu-check runs them and tabulates them.
  * Without CUDA in the build, or without a device, each figure is skipped
  * with the reason.
  *

@@ -382,7 +382,7 @@ static void case_starpu(void)
 {
 	bench_skip("peer_register", "adopt_ns",
 		   "rsd-bench was built without StarPU (pkg-config starpu-1.3: "
-		   "tools/install-deps installs libstarpu-dev)");
+		   "tools/build/install-deps installs libstarpu-dev)");
 }
 
 #endif

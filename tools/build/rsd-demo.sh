@@ -22,15 +22,12 @@
 # usage: rsd-demo.sh [rsd-demo options]   (make demo [RANKS=N] DEMO_ARGS="...")
 set -u
 
-here=$(cd "$(dirname "$0")" && pwd)
+# This script is tools/build/rsd-demo.sh; rsd-record and rsd-trace are in
+# tools/, the programs in the build directory.
+here=$(cd "$(dirname "$0")/.." && pwd)
 build=${RSD_BUILD_DIR:-$here/../build}
 demo=$build/tools/rsd-demo
 out=${RSD_DEMO_OUT:-$build/demo}
-# Installed: rsd-demo, rsd-record and rsd-trace sit beside this script.
-if [ ! -x "$demo" ] && [ -x "$here/rsd-demo" ]; then
-	demo=$here/rsd-demo
-	out=${RSD_DEMO_OUT:-${TMPDIR:-/tmp}/rsd-demo.$$}
-fi
 
 [ -x "$demo" ] || { echo "rsd-demo.sh: $demo is not built (run make)" >&2; exit 2; }
 
@@ -44,7 +41,7 @@ if [ -n "$ranks" ]; then
 	demo=$(dirname "$demo")/rsd-demo-mpi
 	[ -x "$demo" ] || {
 		echo "rsd-demo.sh: RANKS=$ranks needs $demo, which is built only with Open MPI" \
-			"(libopenmpi-dev; tools/install-deps installs it)" >&2
+			"(libopenmpi-dev; tools/build/install-deps installs it)" >&2
 		exit 2
 	}
 	mpirun=${RSD_MPIRUN:-mpirun}
