@@ -80,7 +80,7 @@ int rsd__batch_flush(struct rsd_manager *m)
 {
 	struct rsd_xfer_batch *b = cur;
 	struct rsd_error first;
-	int err = 0, errs[RSD_BATCH_MAX];
+	int err = 0, errs[RSD_BATCH_MAX] = { 0 };
 
 	memset(&first, 0, sizeof(first));
 	size_t n;
