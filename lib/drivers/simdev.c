@@ -165,6 +165,10 @@ int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **o
 	backing_init(&sd->pinned_backing, sd, &rsd__locked_chunk_ops, false);
 	rsd__pool_init(&sd->pinned, &backing_ops, &sd->pinned_backing,
 		       sd->pooled ? SIM_PINNED_CHUNK : 0, RSD__PAGE_GRANULE);
+	/* Pinned oversize blocks (an evicted value larger than a chunk) are
+	 * kept as device ones are, as the CUDA driver keeps them. */
+	if (sd->pooled)
+		rsd__pool_set_keep(&sd->pinned, sd->lm.oversize_keep);
 	/* Never pooled: each allocation is a fresh, untouched mapping, which
 	 * the pinned check finds not resident, hence not locked. */
 	rsd__pool_init(&sd->pageable, &rsd__anon_chunk_ops, NULL, 0, RSD__PAGE_GRANULE);
