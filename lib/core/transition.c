@@ -520,8 +520,8 @@ static bool may_load(const struct rsd_record *rec, const struct rsd_action *a)
 	       !resident_count(rec);
 }
 
-int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
-		     struct rsd_transition *report)
+static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, void *stream,
+			  struct rsd_transition *report)
 {
 	struct rsd_transition rep;
 	struct rsd_record *rec;
@@ -622,6 +622,18 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 	if (report)
 		*report = rep;
 	return 0;
+}
+
+int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
+		     struct rsd_transition *report)
+{
+	int err;
+
+	/* The test-only section log marks where each action begins and ends. */
+	rsd__lin_note(m, RSD_LIN_ACT_BEGIN);
+	err = exec_action_in(m, a, stream, report);
+	rsd__lin_note(m, RSD_LIN_ACT_END);
+	return err;
 }
 
 /* fn: the public entry point, for messages. */
