@@ -227,9 +227,15 @@ int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct 
 
 void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
-	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+	struct rsd_mat *mat = rsd__rec_mat(rec, at), done;
+	uint32_t i = (uint32_t)(mat - rec->mats);
 
-	mat->arriving = false;
+	/* Insertion order is commit order (§13, §4.10): a destination
+	 * admitted earlier but committed later comes after the others. */
+	done = *mat;
+	done.arriving = false;
+	memmove(mat, mat + 1, (rec->nmats - i - 1) * sizeof(*mat));
+	rec->mats[rec->nmats - 1] = done;
 	rsd__record_location(m, at);
 	rsd__mark_dirty(m, rec);
 	rsd__bump(m);
