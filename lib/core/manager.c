@@ -222,6 +222,18 @@ void rsd__bump(struct rsd_manager *m)
 	m->locs_dirty = true;
 }
 
+/* Take slot out of the registry order. */
+static void order_remove(struct rsd_manager *m, unsigned slot)
+{
+	unsigned i;
+
+	for (i = 0; i < m->nknown && m->order[i] != slot; i++)
+		;
+	for (; i + 1 < m->nknown; i++)
+		m->order[i] = m->order[i + 1];
+	m->nknown--;
+}
+
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
 {
 	unsigned slot = rsd__loc_slot(at);
@@ -229,8 +241,11 @@ void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
 
 	if (a->known && !a->tentative)
 		return;
-	if (!a->known)
-		m->order[m->nknown++] = (uint8_t)slot;
+	/* Registry order is commit order: a location known tentatively since
+	 * an admission takes its place when the transfer commits. */
+	if (a->tentative)
+		order_remove(m, slot);
+	m->order[m->nknown++] = (uint8_t)slot;
 	a->known = true;
 	a->tentative = false;
 	rsd__bump(m);
@@ -250,16 +265,12 @@ void rsd__record_location_tentative(struct rsd_manager *m, struct rsd_location a
 
 void rsd__unrecord_tentative(struct rsd_manager *m, struct rsd_location at)
 {
-	unsigned slot = rsd__loc_slot(at), i;
+	unsigned slot = rsd__loc_slot(at);
 	struct rsd_acct *a = &m->acct[slot];
 
 	if (!a->tentative || a->value_count)
 		return;
-	for (i = 0; i < m->nknown && m->order[i] != slot; i++)
-		;
-	for (; i + 1 < m->nknown; i++)
-		m->order[i] = m->order[i + 1];
-	m->nknown--;
+	order_remove(m, slot);
 	a->known = a->tentative = false;
 	m->locs_dirty = true;
 }
