@@ -17,6 +17,7 @@
 #include "../tests/model/model.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
 #include "../tests/model/model_plan.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
 #include "../tests/model/invariants.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
+#include "../tests/model/compare.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
 #include "../tests/model/interp.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
 
 int main(int argc, char **argv)
