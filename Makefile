@@ -289,7 +289,7 @@ $(B)/.flags: FORCE
 
 # ---------------------------------------------------------------------------
 # Top-level targets.
-.PHONY: all lib tools tests check demo bench soak fuzz lint install uninstall \
+.PHONY: all lib tools tests check demo bench soak soak-threads fuzz lint install uninstall \
 	clean distclean help FORCE
 
 all: lib tools tests
@@ -631,6 +631,10 @@ soak: lib tools
 	elif [ -x $(B)/tools/rsd-soak ]; then $(RUN_ENV) $(B)/tools/rsd-soak $(SOAK_ARGS); \
 	else echo 'soak: no tools/rsd-soak.c or tools/rsd-soak.sh; nothing to run'; fi
 
+# The multi-threaded linearizability check (tests/model/linearize.c), long.
+soak-threads: lib tools
+	$(Q)$(RUN_ENV) $(B)/tools/rsd-soak-threads $(SOAK_ARGS)
+
 # ---------------------------------------------------------------------------
 # make fuzz: each tests/fuzz/<name>.c is a libFuzzer target built with clang
 # against a library instrumented the same way (in $(B)/fuzz/), run for
@@ -827,6 +831,7 @@ help:
 	@echo '  demo           run tools/rsd-demo.sh or tools/rsd-demo (DEMO_ARGS=..., RANKS=N: MPI job)'
 	@echo '  bench          run tools/rsd-bench (BENCH_ARGS=...)'
 	@echo '  soak           run tools/rsd-soak if there is one (SOAK_ARGS=...)'
+	@echo '  soak-threads   run tools/rsd-soak-threads, the multi-threaded model check (SOAK_ARGS=...)'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
 	@echo '  tsan-mutations three TSan builds, each missing one RCU edge, must report'
