@@ -101,7 +101,12 @@ uint64_t rsd__fault_fired(char *subject, size_t len);
  * (of one manager) are totally ordered. A full log sets overflow and drops
  * further entries. Not exported; costs one relaxed load while no log is set.
  */
-enum rsd_lin_kind { RSD_LIN_LOCK, RSD_LIN_UNLOCK, RSD_LIN_ACT_BEGIN, RSD_LIN_ACT_END };
+enum rsd_lin_kind {
+	RSD_LIN_LOCK,
+	RSD_LIN_UNLOCK,
+	RSD_LIN_ACT_BEGIN,
+	RSD_LIN_ACT_END
+};
 struct rsd_lin_ent {
 	enum rsd_lin_kind kind;
 	uint64_t seq; /* RSD_LIN_LOCK: 1, 2, ... in lock order; else 0 */
