@@ -633,7 +633,7 @@ soak: lib tools
 
 # The multi-threaded linearizability check (tests/model/linearize.c), long.
 soak-threads: lib tools
-	$(Q)$(RUN_ENV) $(B)/tools/rsd-soak-threads $(SOAK_ARGS)
+	$(Q)$(RUN_ENV) $(B)/tools/rsd-soak -T 0 $(SOAK_ARGS)
 
 # ---------------------------------------------------------------------------
 # make fuzz: each tests/fuzz/<name>.c is a libFuzzer target built with clang
@@ -831,7 +831,7 @@ help:
 	@echo '  demo           run tools/rsd-demo.sh or tools/rsd-demo (DEMO_ARGS=..., RANKS=N: MPI job)'
 	@echo '  bench          run tools/rsd-bench (BENCH_ARGS=...)'
 	@echo '  soak           run tools/rsd-soak if there is one (SOAK_ARGS=...)'
-	@echo '  soak-threads   run tools/rsd-soak-threads, the multi-threaded model check (SOAK_ARGS=...)'
+	@echo '  soak-threads   rsd-soak -T 0: threads against the model (SOAK_ARGS=...)'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
 	@echo '  tsan-mutations three TSan builds, each missing one RCU edge, must report'

@@ -165,7 +165,7 @@ static _Thread_local enum msrc_fail tl_fail;
 static _Thread_local unsigned tl_loads;
 static _Thread_local uint64_t tl_rng;
 
-static unsigned rnd(uint64_t *s, unsigned n)
+static unsigned lz_rnd(uint64_t *s, unsigned n)
 {
 	uint64_t x;
 
@@ -194,7 +194,7 @@ struct lz_src {
 
 static struct lz_src srcs[MM_VALUES * LZ_THREADS];
 
-static int src_load(void *ctx, struct rsd_resident **out)
+static int lz_load(void *ctx, struct rsd_resident **out)
 {
 	struct lz_src *s = ctx;
 	enum msrc_fail f = tl_fail;
@@ -204,13 +204,13 @@ static int src_load(void *ctx, struct rsd_resident **out)
 	tl_loads++;
 	tl_fail = MSRC_OK;
 	/* The loading thread alone is refused (§20.3). */
-	if (rnd(&tl_rng, 4) == 0 &&
+	if (lz_rnd(&tl_rng, 4) == 0 &&
 	    rsd_reserve(s->z->m, ml_loc(ML_PAGE), 8, "reentry", &r) != -RSD_EREENTRANT) {
 		atomic_store(&s->z->reentry_bad, true);
 		if (r)
 			rsd_reservation_free(r);
 	}
-	sleep_us(rnd(&tl_rng, s->z->o->load_max_us + 1));
+	sleep_us(lz_rnd(&tl_rng, s->z->o->load_max_us + 1));
 	if (f == MSRC_FAIL_POS)
 		return 7;
 	if (f == MSRC_FAIL_NOMEM)
@@ -219,7 +219,7 @@ static int src_load(void *ctx, struct rsd_resident **out)
 				  0, out);
 }
 
-static void src_release(void *ctx)
+static void lz_release(void *ctx)
 {
 	struct lz_src *s = ctx;
 
@@ -275,9 +275,9 @@ static bool pick_val(struct lz_thread *t, uint64_t *hid, struct lz_val **out)
 
 	pthread_mutex_lock(&z->vlock);
 	if (z->npub) {
-		int k = z->pub[rnd(&t->rng, (unsigned)z->npub)];
+		int k = z->pub[lz_rnd(&t->rng, (unsigned)z->npub)];
 
-		if (rnd(&t->rng, 2))
+		if (lz_rnd(&t->rng, 2))
 			for (int i = 0; i < z->npub; i++) {
 				struct lz_val *w = &z->val[z->pub[(k + i) % z->npub]];
 
@@ -297,7 +297,7 @@ static bool pick_val(struct lz_thread *t, uint64_t *hid, struct lz_val **out)
 	return true;
 }
 
-static struct rsd_handle handle_of(struct lz *z, uint64_t hid)
+static struct rsd_handle lz_handle(struct lz *z, uint64_t hid)
 {
 	struct rsd_handle h = { 0 };
 
@@ -309,11 +309,11 @@ static struct rsd_handle handle_of(struct lz *z, uint64_t hid)
 	return h;
 }
 
-static uint64_t pick_size(struct lz_thread *t)
+static uint64_t lz_size(struct lz_thread *t)
 {
 	static const uint64_t sz[] = { 0, 8, 16, 16, 24, 32 };
 
-	return sz[rnd(&t->rng, 6)];
+	return sz[lz_rnd(&t->rng, 6)];
 }
 
 /* A new value's slot, or NULL when the model's table would overflow. */
@@ -346,17 +346,17 @@ static void do_create(struct lz_thread *t, bool source)
 	if (!v)
 		return;
 	v->owner = t->id;
-	v->logical = pick_size(t);
+	v->logical = lz_size(t);
 	if (source) {
 		struct lz_src *s = &srcs[v - z->val];
-		struct rsd_source src = { src_load, src_release, s };
+		struct rsd_source src = { lz_load, lz_release, s };
 		struct rsd_value_spec spec = { &rsd_resident_type, v->logical,
-					       v->logical + (rnd(&t->rng, 3) ? 0 : 8),
+					       v->logical + (lz_rnd(&t->rng, 3) ? 0 : 8),
 					       RSD_REPLICABLE, RSD_RECONSTRUCTIBLE };
 
 		*s = (struct lz_src){ z, v };
 		v->source = true;
-		v->src_loc = (int)rnd(&t->rng, ML_VALID);
+		v->src_loc = (int)lz_rnd(&t->rng, ML_VALID);
 		op = op_begin(t, K_SOURCE);
 		op->n = v->logical;
 		op->charge = spec.storage_nbytes;
@@ -367,9 +367,9 @@ static void do_create(struct lz_thread *t, bool source)
 		struct rsd_location at;
 
 		op = op_begin(t, K_ADOPT);
-		op->rl = (int)rnd(&t->rng, ML_VALID);
-		op->loc = rnd(&t->rng, 4) ? op->rl : -1;
-		op->mode = rnd(&t->rng, 3) ? RSD_REPLICABLE : RSD_EXCLUSIVE;
+		op->rl = (int)lz_rnd(&t->rng, ML_VALID);
+		op->loc = lz_rnd(&t->rng, 4) ? op->rl : -1;
+		op->mode = lz_rnd(&t->rng, 3) ? RSD_REPLICABLE : RSD_EXCLUSIVE;
 		op->n = v->logical;
 		at = ml_loc(op->loc);
 		if (rsd_resident_alloc(z->m, &rsd_resident_type, ml_loc(op->rl), 1, &v->logical,
@@ -390,12 +390,12 @@ static void do_create(struct lz_thread *t, bool source)
 
 static struct lz_act pick_act(struct lz_thread *t, enum rsd_action_kind kind, struct lz_val **v)
 {
-	struct lz_act a = { .kind = kind, .loc = (int)rnd(&t->rng, ML_VALID) };
+	struct lz_act a = { .kind = kind, .loc = (int)lz_rnd(&t->rng, ML_VALID) };
 
 	pick_val(t, &a.hid, v);
-	if (kind == RSD_ACT_MOVE && rnd(&t->rng, 4) == 0) {
+	if (kind == RSD_ACT_MOVE && lz_rnd(&t->rng, 4) == 0) {
 		a.has_from = true;
-		a.from = (int)rnd(&t->rng, ML_VALID);
+		a.from = (int)lz_rnd(&t->rng, ML_VALID);
 	}
 	if (kind == RSD_ACT_DISCARD)
 		a.loc = ML_PAGE;
@@ -404,7 +404,7 @@ static struct lz_act pick_act(struct lz_thread *t, enum rsd_action_kind kind, st
 
 static struct rsd_action real_act(struct lz *z, const struct lz_act *a)
 {
-	struct rsd_handle h = handle_of(z, a->hid);
+	struct rsd_handle h = lz_handle(z, a->hid);
 	struct rsd_location from = ml_loc(a->from);
 
 	switch (a->kind) {
@@ -425,7 +425,7 @@ static void do_transition(struct lz_thread *t)
 	static const enum rsd_action_kind kinds[] = { RSD_ACT_ENSURE, RSD_ACT_ENSURE, RSD_ACT_MOVE,
 						      RSD_ACT_DROP, RSD_ACT_DISCARD };
 	static const unsigned char w[] = { 12, 3, 10, 8, 2 };
-	unsigned r = rnd(&t->rng, 35), call = 0;
+	unsigned r = lz_rnd(&t->rng, 35), call = 0;
 	struct lz *z = t->z;
 	struct lz_val *v = NULL;
 	struct rsd_transition *rep;
@@ -442,10 +442,10 @@ static void do_transition(struct lz_thread *t)
 	op->call = call;
 	op->a[0] = a;
 	op->na = 1;
-	op->want = rnd(&t->rng, 8) != 0;
+	op->want = lz_rnd(&t->rng, 8) != 0;
 	if (v->source && a.kind != RSD_ACT_DROP && a.kind != RSD_ACT_DISCARD &&
-	    rnd(&t->rng, 8) == 0)
-		op->fail = tl_fail = (enum msrc_fail)(1 + rnd(&t->rng, 3));
+	    lz_rnd(&t->rng, 8) == 0)
+		op->fail = tl_fail = (enum msrc_fail)(1 + lz_rnd(&t->rng, 3));
 	rep = op->want ? &op->rep[0] : NULL;
 	switch (call) {
 	case 0:
@@ -481,7 +481,7 @@ static int free_slot(void *const *objs)
 
 static int used_slot(struct lz_thread *t, void *const *objs)
 {
-	int k = (int)rnd(&t->rng, LZ_LIVES);
+	int k = (int)lz_rnd(&t->rng, LZ_LIVES);
 
 	for (int i = 0; i < LZ_LIVES; i++, k = (k + 1) % LZ_LIVES)
 		if (objs[k])
@@ -489,18 +489,18 @@ static int used_slot(struct lz_thread *t, void *const *objs)
 	return -1;
 }
 
-static void pick_handles(struct lz_thread *t, struct lz_op *op, struct rsd_handle *rh)
+static void lz_handles(struct lz_thread *t, struct lz_op *op, struct rsd_handle *rh)
 {
-	int n = 1 + (int)rnd(&t->rng, 3);
+	int n = 1 + (int)lz_rnd(&t->rng, 3);
 
 	op->nh = 0;
 	for (int i = 0; i < n; i++)
 		if (pick_val(t, &op->hid[op->nh], NULL))
 			op->nh++;
-	if (op->nh && rnd(&t->rng, 4) == 0)
+	if (op->nh && lz_rnd(&t->rng, 4) == 0)
 		op->hid[op->nh++] = op->hid[0]; /* a duplicate collapses */
 	for (int i = 0; i < op->nh; i++)
-		rh[i] = handle_of(t->z, op->hid[i]);
+		rh[i] = lz_handle(t->z, op->hid[i]);
 }
 
 static void do_lifetime(struct lz_thread *t, enum lz_kind kind)
@@ -518,7 +518,7 @@ static void do_lifetime(struct lz_thread *t, enum lz_kind kind)
 		if ((k = free_slot(objs)) < 0)
 			return;
 		op = op_begin(t, kind);
-		pick_handles(t, op, rh);
+		lz_handles(t, op, rh);
 		if (!op->nh) {
 			t->nop--;
 			return;
@@ -526,12 +526,12 @@ static void do_lifetime(struct lz_thread *t, enum lz_kind kind)
 		op->e0 = t->log.n;
 		op->life = atomic_fetch_add(&z->next_life, 1);
 		if (kind == K_ACQUIRE) {
-			op->loc = (int)rnd(&t->rng, 2); /* host: no events outlive the call */
+			op->loc = (int)lz_rnd(&t->rng, 2); /* host: no events outlive the call */
 			err = rsd_acquire(z->m, rh, (size_t)op->nh, ml_loc(op->loc), NULL,
 					  &t->lease[k]);
 			t->lease_life[k] = op->life;
 		} else {
-			op->loc = (int)rnd(&t->rng, ML_VALID);
+			op->loc = (int)lz_rnd(&t->rng, ML_VALID);
 			err = rsd_hold(z->m, rh, (size_t)op->nh, ml_loc(op->loc), &t->hold[k]);
 			t->hold_life[k] = op->life;
 		}
@@ -542,8 +542,8 @@ static void do_lifetime(struct lz_thread *t, enum lz_kind kind)
 			return;
 		op = op_begin(t, kind);
 		op->life = atomic_fetch_add(&z->next_life, 1);
-		op->loc = (int)rnd(&t->rng, ML_VALID);
-		op->n = pick_size(t);
+		op->loc = (int)lz_rnd(&t->rng, ML_VALID);
+		op->n = lz_size(t);
 		snprintf(op->label, sizeof(op->label), "t%dr%d", t->id, op->life);
 		err = rsd_reserve(z->m, ml_loc(op->loc), op->n, op->label, &t->resv[k]);
 		t->resv_life[k] = op->life;
@@ -592,16 +592,16 @@ static void do_plan(struct lz_thread *t)
 	struct lz_val *v = NULL;
 	int err;
 
-	op->na = 1 + rnd(&t->rng, LZ_ACTS);
+	op->na = 1 + lz_rnd(&t->rng, LZ_ACTS);
 	for (size_t i = 0; i < op->na; i++) {
-		op->a[i] = pick_act(t, k5[rnd(&t->rng, 5)], &v);
+		op->a[i] = pick_act(t, k5[lz_rnd(&t->rng, 5)], &v);
 		if (!v) {
 			t->nop--;
 			return;
 		}
 		ra[i] = real_act(z, &op->a[i]);
 	}
-	if (rnd(&t->rng, 5) == 0) {
+	if (lz_rnd(&t->rng, 5) == 0) {
 		op->has_expected = true;
 		op->expected = rsd_manager_state_version(z->m);
 	}
@@ -637,7 +637,7 @@ static void *worker(void *arg)
 	for (int k = 0; k < K_N; k++)
 		total += w[k];
 	for (unsigned i = 0; i < t->z->o->ops; i++) {
-		unsigned r = rnd(&t->rng, total);
+		unsigned r = lz_rnd(&t->rng, total);
 		int k = 0;
 
 		while (r >= w[k])

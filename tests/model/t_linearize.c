@@ -5,7 +5,7 @@
  * history, ordered by the writer sections each call took effect in, is
  * replayed against the sequential model (tests/model/linearize.c). A
  * bounded slice; `make soak-threads` runs it for long. A failure prints the
- * seed; replay it with `rsd-soak-threads -s SEED -n 1 -T THREADS -v`
+ * seed; rerun it with `rsd-soak -s SEED -n 1 -T THREADS -v`
  * (timing differs, so a replay may not fail the same way).
  */
 #include <stdio.h>
@@ -35,7 +35,7 @@ static void run_seeds(uint64_t first, unsigned nthreads, unsigned ops, unsigned 
 		if (lz_run(&o, &st, why, sizeof(why))) {
 			fprintf(stderr, "%s\n", why);
 			atf_tc_fail(
-				"divergence, seed %llu (see stderr; rsd-soak-threads -s %llu -n 1 -T %u -k %u)",
+				"divergence, seed %llu (see stderr; rsd-soak -s %llu -n 1 -T %u -k %u)",
 				(unsigned long long)o.seed, (unsigned long long)o.seed, nthreads,
 				ops);
 		}
