@@ -64,6 +64,19 @@ static void bg_join(struct bg *b)
 	OK(b->rc);
 }
 
+/* h's materializations are at l0, l1, l2, in that order. */
+static void check_mats(struct cfx *f, struct rsd_handle h, struct rsd_location l0,
+		       struct rsd_location l1, struct rsd_location l2)
+{
+	struct rsd_location at[4];
+
+	ATF_REQUIRE_EQ(cfx_mats(f, h, at, 4), 3);
+	ATF_CHECK_MSG(rsd_location_equal(at[0], l0) && rsd_location_equal(at[1], l1) &&
+			      rsd_location_equal(at[2], l2),
+		      "materializations at %s %s %s, expected %s %s %s", cfx_name(at[0]),
+		      cfx_name(at[1]), cfx_name(at[2]), cfx_name(l0), cfx_name(l1), cfx_name(l2));
+}
+
 static void on_command(struct cfx *f)
 {
 	cfx_sim(f, NULL, 0, 1);
@@ -73,7 +86,6 @@ static void on_command(struct cfx *f)
 ATF_TC_WITHOUT_HEAD(copy_waits_for_a_copy_reading_a_later_replica);
 ATF_TC_BODY(copy_waits_for_a_copy_reading_a_later_replica, tc)
 {
-	struct rsd_location at[4];
 	struct bg a, b;
 	struct cfx f;
 	struct rsd_handle h;
@@ -93,17 +105,13 @@ ATF_TC_BODY(copy_waits_for_a_copy_reading_a_later_replica, tc)
 	bg_join(&b);
 	ATF_CHECK(a.rep.has_source && rsd_location_equal(a.rep.source, PINNED));
 	ATF_CHECK(b.rep.has_source && rsd_location_equal(b.rep.source, PINNED));
-	ATF_REQUIRE_EQ(cfx_mats(&f, h, at, 4), 3);
-	ATF_CHECK(rsd_location_equal(at[0], PINNED));
-	ATF_CHECK(rsd_location_equal(at[1], cfx_cuda(0)));
-	ATF_CHECK(rsd_location_equal(at[2], PAGEABLE));
+	check_mats(&f, h, PINNED, cfx_cuda(0), PAGEABLE);
 	cfx_fini(&f);
 }
 
 ATF_TC_WITHOUT_HEAD(insertion_and_registry_order_are_commit_order);
 ATF_TC_BODY(insertion_and_registry_order_are_commit_order, tc)
 {
-	struct rsd_location at[4];
 	struct bg a, b;
 	struct cfx f;
 	struct rsd_handle h;
@@ -118,10 +126,7 @@ ATF_TC_BODY(insertion_and_registry_order_are_commit_order, tc)
 	ATF_CHECK(!atomic_load(&a.done));
 	rsd_simdev_set_auto_complete(f.sd, true);
 	bg_join(&a);
-	ATF_REQUIRE_EQ(cfx_mats(&f, h, at, 4), 3);
-	ATF_CHECK(rsd_location_equal(at[0], PAGEABLE));
-	ATF_CHECK(rsd_location_equal(at[1], PINNED));
-	ATF_CHECK(rsd_location_equal(at[2], cfx_cuda(0)));
+	check_mats(&f, h, PAGEABLE, PINNED, cfx_cuda(0));
 	CHECK_LOCATIONS(&f, PAGEABLE, PINNED, cfx_cuda(0));
 	cfx_fini(&f);
 }
