@@ -230,7 +230,7 @@ void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct r
 	struct rsd_mat *mat = rsd__rec_mat(rec, at), done;
 	uint32_t i = (uint32_t)(mat - rec->mats);
 
-	/* Insertion order is commit order (§13, §4.10): a destination
+	/* Insertion order is commit order (§16.3, §4.10): a destination
 	 * admitted earlier but committed later comes after the others. */
 	done = *mat;
 	done.arriving = false;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Calls beside another thread's transfer take effect as if ordered by
- * their commits (reference.md §20.1, §20.2): a copy that would precede the
+ * their commits (reference.md §16.2, §16.3): a copy that would precede the
  * replica a transfer in flight reads waits for its commit, materializations
  * and locations are listed in commit order, and a plan's preflight sees an
  * arriving destination absent. The simulated device runs

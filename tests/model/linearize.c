@@ -21,7 +21,7 @@
  * action: the preflight at the plan's first section, each action at its
  * own point, other threads' calls in between.
  *
- * Concurrent-only outcomes (reference.md §20.2) are accepted only when the
+ * Concurrent-only outcomes (reference.md §16.2) are accepted only when the
  * history confirms them, and must have changed nothing:
  * -RSD_EINUSE "a transfer is in flight" from a drop, move-out or discard
  * that the model would have run, when another call's action on the same
@@ -203,7 +203,7 @@ static int lz_load(void *ctx, struct rsd_resident **out)
 
 	tl_loads++;
 	tl_fail = MSRC_OK;
-	/* The loading thread alone is refused (§20.3). */
+	/* The loading thread alone is refused (§9.1). */
 	if (lz_rnd(&tl_rng, 4) == 0 &&
 	    rsd_reserve(s->z->m, ml_loc(ML_PAGE), 8, "reentry", &r) != -RSD_EREENTRANT) {
 		atomic_store(&s->z->reentry_bad, true);
@@ -610,10 +610,11 @@ static void do_plan(struct lz_thread *t)
 				  op->has_expected ? &op->expected : NULL, &rep);
 	op_end(t, op, err);
 	partial = rsd_take_partial_report();
-	if (err == -RSD_EEXEC)
-		rep = partial;
-	else
-		rsd_plan_report_free(partial);
+	if (!rep) {
+		rep = partial; /* -RSD_EEXEC: the committed prefix */
+		partial = NULL;
+	}
+	rsd_plan_report_free(partial);
 	if (rep) {
 		op->nrep = rep->ntransitions < LZ_ACTS ? rep->ntransitions : LZ_ACTS;
 		memcpy(op->rep, rep->transitions, op->nrep * sizeof(op->rep[0]));
