@@ -94,8 +94,9 @@ uint64_t rsd__fault_fired(char *subject, size_t len);
 /*
  * Test-only history of the calling thread's writer sections, for the
  * multi-threaded model test (tests/model/linearize.c). With a log set,
- * every take and release of a manager's transition lock by this thread and
- * the start and end of every action it executes append an entry holding
+ * every take and release of a manager's transition lock by this thread, the
+ * start and end of every action it executes and the commit of every copy a
+ * plan queued append an entry holding
  * the manager's state_version at that instant; takes also get a number
  * from one process-wide sequence, so the sections of all logging threads
  * (of one manager) are totally ordered. A full log sets overflow and drops
@@ -105,11 +106,16 @@ enum rsd_lin_kind {
 	RSD_LIN_LOCK,
 	RSD_LIN_UNLOCK,
 	RSD_LIN_ACT_BEGIN,
-	RSD_LIN_ACT_END
+	RSD_LIN_ACT_END,
+	/* A plan's queued copy commits (or rolls back) at a flush. */
+	RSD_LIN_SETTLE_BEGIN,
+	RSD_LIN_SETTLE_END
 };
 struct rsd_lin_ent {
 	enum rsd_lin_kind kind;
-	uint64_t seq; /* RSD_LIN_LOCK: 1, 2, ... in lock order; else 0 */
+	/* RSD_LIN_LOCK: 1, 2, ... in lock order; RSD_LIN_SETTLE_*: the
+	 * plan's index of the action whose copy settles; else 0 */
+	uint64_t seq;
 	uint64_t version;
 };
 struct rsd_lin_log {

@@ -23,7 +23,7 @@ void rsd__lin_log_set(struct rsd_lin_log *log)
 	lin_cur = log;
 }
 
-void rsd__lin_note_slow(const struct rsd_manager *m, enum rsd_lin_kind kind)
+void rsd__lin_note_slow(const struct rsd_manager *m, enum rsd_lin_kind kind, uint64_t arg)
 {
 	struct rsd_lin_log *log = lin_cur;
 	struct rsd_lin_ent *e;
@@ -37,6 +37,6 @@ void rsd__lin_note_slow(const struct rsd_manager *m, enum rsd_lin_kind kind)
 	e = &log->ent[log->n++];
 	e->kind = kind;
 	/* Only lock holders take a number: their order is the lock's. */
-	e->seq = kind == RSD_LIN_LOCK ? atomic_fetch_add(&lin_seq, 1) + 1 : 0;
+	e->seq = kind == RSD_LIN_LOCK ? atomic_fetch_add(&lin_seq, 1) + 1 : arg;
 	e->version = m->version;
 }

@@ -648,9 +648,9 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 	int err;
 
 	/* The test-only section log marks where each action begins and ends. */
-	rsd__lin_note(m, RSD_LIN_ACT_BEGIN);
+	rsd__lin_note(m, RSD_LIN_ACT_BEGIN, 0);
 	err = exec_action_in(m, a, stream, report);
-	rsd__lin_note(m, RSD_LIN_ACT_END);
+	rsd__lin_note(m, RSD_LIN_ACT_END, 0);
 	return err;
 }
 

@@ -29,7 +29,9 @@ struct lz_stats {
 	/* Concurrent-only outcomes, each confirmed against the history:
 	 * -RSD_EINUSE "a transfer is in flight", a budget or plan refused for
 	 * charges in flight; calls that waited for another's transfer. */
-	unsigned long inflight_inuse, inflight_budget, inflight_plan, waited;
+	unsigned long inflight_inuse, inflight_budget, inflight_plan;
+	/* Plans whose queued copy committed after a later action of theirs. */
+	unsigned long plan_reordered;
 	unsigned long codes[32]; /* [0] successes, [e] -e */
 };
 

@@ -43,6 +43,8 @@ static void run_seeds(uint64_t first, unsigned nthreads, unsigned ops, unsigned 
 	printf("%u runs, %lu calls, %lu events replayed, 0 divergences\n", i, st.ops, st.events);
 	printf("  concurrent-only, confirmed: %lu EINUSE (transfer in flight), %lu EBUDGET, %lu EPLAN\n",
 	       st.inflight_inuse, st.inflight_budget, st.inflight_plan);
+	printf("  plan actions committed after a later action of their plan: %lu\n",
+	       st.plan_reordered);
 	for (int e = 0; e < 32; e++)
 		if (st.codes[e])
 			printf("  result %-16s %lu\n", e ? rsd_strerror(-e) : "success",
