@@ -278,11 +278,8 @@ static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 	v->has_source = iv->has_source;
 	v->source_loc = iv->source_loc;
 	v->discarded = iv->discarded;
-	/* An arriving destination is not resident before its commit (§16.2):
-	 * execution, linearized at this state, sees it absent too. */
 	for (uint32_t i = 0; i < iv->nmats; i++)
-		if (!iv->mats[i].arriving)
-			set(v, rsd__loc_slot(iv->mats[i].loc), true);
+		set(v, rsd__loc_slot(iv->mats[i].loc), true);
 	return v;
 }
 
