@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Calls beside another thread's transfer take effect as if ordered by
- * their commits (reference.md §16.2, §16.3): a copy that would precede the
+ * their commits (reference.md §21.1, §16.3): a copy that would precede the
  * replica a transfer in flight reads waits for its commit, and
  * materializations and locations are listed in commit order. The simulated device runs
  * copies on command, so the first transfer stays in flight until the test

@@ -21,7 +21,7 @@
  * action: the preflight at the plan's first section, each action at its
  * own point, other threads' calls in between.
  *
- * Concurrent-only outcomes (reference.md §16.2) are accepted only when the
+ * Concurrent-only outcomes (reference.md §21.2) are accepted only when the
  * history confirms them, and must have changed nothing:
  * -RSD_EINUSE "a transfer is in flight" from a drop, move-out or discard
  * that the model would have run, when another call's action on the same

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Linearizability against the model (reference.md §16.2): several threads
+ * Linearizability against the model (reference.md §21): several threads
  * run random operations on one manager whose simulated device progresses in
  * the background, every call is logged with the writer sections it ran in
  * (rsd__lin_log_set), and the history is replayed in the order of those

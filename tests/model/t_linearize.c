@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Linearizability (reference.md §16.2): 2-4 threads run random calls on one
+ * Linearizability (reference.md §21): 2-4 threads run random calls on one
  * manager whose simulated device runs copies in the background, and the
  * history, ordered by the writer sections each call took effect in, is
  * replayed against the sequential model (tests/model/linearize.c). A
