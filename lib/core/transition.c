@@ -571,6 +571,8 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 			err = rsd__batch_flush(m);
 			if (err)
 				return err;
+			/* The flush left the lock: resolve again. */
+			continue;
 		}
 		dev = sample_device(rec, a);
 		if (dev >= 0 && dev < m->ndevices && m->ops->metrics) {

@@ -2,8 +2,10 @@
 /*
  * Calls beside another thread's transfer take effect as if ordered by
  * their commits (reference.md §21.1, §16.3): a copy that would precede the
- * replica a transfer in flight reads waits for its commit, and
- * materializations and locations are listed in commit order. The simulated device runs
+ * replica a transfer in flight reads waits for its commit,
+ * materializations and locations are listed in commit order, and a plan
+ * action that waited for its plan's queued copies sees what other threads
+ * committed meanwhile. The simulated device runs
  * copies on command, so the first transfer stays in flight until the test
  * completes it.
  */
@@ -130,9 +132,62 @@ ATF_TC_BODY(insertion_and_registry_order_are_commit_order, tc)
 	cfx_fini(&f);
 }
 
+struct bg_plan {
+	struct cfx *f;
+	struct rsd_action a[2];
+	int rc, cause;
+	long failed;
+	pthread_t th;
+};
+
+static void *bg_execute(void *arg)
+{
+	struct bg_plan *p = arg;
+
+	p->rc = rsd_execute_actions(p->f->m, p->a, 2, "flush", NULL, 0, NULL, NULL);
+	p->cause = rsd_last_error()->cause;
+	p->failed = rsd_last_error()->failed_action_index;
+	return NULL;
+}
+
+ATF_TC_WITHOUT_HEAD(action_after_a_flush_resolves_again);
+ATF_TC_BODY(action_after_a_flush_resolves_again, tc)
+{
+	struct csrc src = { 0 };
+	struct bg_plan p;
+	struct cfx f;
+	struct rsd_handle x, s;
+
+	on_command(&f);
+	x = cfx_adopt(&f, PAGEABLE, N, RSD_REPLICABLE);
+	s = cfx_sourced(&f, &src, PAGEABLE);
+	/* The plan queues x's copy to cuda:0; s could load, so its action
+	 * first waits (without the lock) for that copy. */
+	p.f = &f;
+	p.a[0] = rsd_action_ensure(x, cfx_cuda(0));
+	p.a[1] = rsd_action_ensure(s, PINNED);
+	ATF_REQUIRE_EQ(pthread_create(&p.th, NULL, bg_execute, &p), 0);
+	for (int i = 0; rsd_simdev_allocated_bytes(f.sd, 0) == 0; i++) {
+		ATF_REQUIRE_MSG(i < 5000, "the plan's copy never started");
+		sleep_ms(1);
+	}
+	sleep_ms(100);
+	/* Meanwhile s is discarded: the action must find it so. */
+	OK(rsd_discard(f.m, s, NULL));
+	rsd_simdev_set_auto_complete(f.sd, true);
+	ATF_REQUIRE_EQ(pthread_join(p.th, NULL), 0);
+	ATF_CHECK_EQ(p.rc, -RSD_EEXEC);
+	ATF_CHECK_EQ(p.failed, 1);
+	ATF_CHECK_EQ_MSG(p.cause, -RSD_EHANDLE, "cause %d (%s)", p.cause, rsd_strerror(p.cause));
+	ATF_CHECK_EQ(src.loads, 0);
+	ATF_CHECK(cfx_resident(&f, x, cfx_cuda(0)));
+	cfx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, copy_waits_for_a_copy_reading_a_later_replica);
 	ATF_TP_ADD_TC(tp, insertion_and_registry_order_are_commit_order);
+	ATF_TP_ADD_TC(tp, action_after_a_flush_resolves_again);
 	return atf_no_error();
 }
