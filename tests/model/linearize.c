@@ -125,6 +125,7 @@ struct lz_thread {
 	struct rsd_hold *hold[LZ_LIVES];
 	struct rsd_reservation *resv[LZ_LIVES];
 	int lease_life[LZ_LIVES], hold_life[LZ_LIVES], resv_life[LZ_LIVES];
+	unsigned long codes[32]; /* summed into lz_stats after the run */
 };
 
 /* One event of the history: a call, a plan's preflight (act -1) or action. */
@@ -264,7 +265,7 @@ static void op_end(struct lz_thread *t, struct lz_op *op, int err)
 		if (e->has_budget && e->has_location)
 			op->bloc = ml_from_loc(e->location);
 	}
-	t->z->st->codes[-err < 32 ? -err : 31]++;
+	t->codes[-err < 32 ? -err : 31]++;
 }
 
 /* A published value: the thread's own (half the time) or anyone's. */
@@ -328,9 +329,10 @@ static struct lz_val *claim_val(struct lz *z)
 	return v;
 }
 
-static void publish_val(struct lz *z, struct lz_val *v)
+static void publish_val(struct lz *z, struct lz_val *v, struct rsd_handle h)
 {
 	pthread_mutex_lock(&z->vlock);
+	v->h = h; /* others look handles up under vlock */
 	z->pub[z->npub++] = (int)(v - z->val);
 	pthread_mutex_unlock(&z->vlock);
 }
@@ -383,8 +385,7 @@ static void do_create(struct lz_thread *t, bool source)
 	op_end(t, op, err);
 	if (!err) {
 		op->out_id = h.id;
-		v->h = h;
-		publish_val(z, v);
+		publish_val(z, v, h);
 	}
 }
 
