@@ -107,6 +107,7 @@ help:
 	@echo '  lint           clang-tidy and cppcheck over lib/ and tools/'
 	@echo 'Fuzz and soak (tools/build/soak.mk)'
 	@echo '  soak           rsd-soak: random operations against the model (SOAK_ARGS=...)'
+	@echo '  soak-threads   rsd-soak -T 0: threads against the model, in commit order'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo 'Clean (Makefile)'
 	@echo '  clean          remove the build directory; distclean: every default one'

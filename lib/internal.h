@@ -127,6 +127,41 @@ static inline int rsd__fault(enum rsd__fault_id id, const char *subject)
 uint64_t rsd__fault_fired(char *subject, size_t len);
 
 /*
+ * Test-only history of the calling thread's writer sections, for the
+ * multi-threaded model test (tests/model/linearize.c). With a log set,
+ * every take and release of a manager's transition lock by this thread, the
+ * start and end of every action it executes and the commit of every copy a
+ * plan queued append an entry holding
+ * the manager's state_version at that instant; takes also get a number
+ * from one process-wide sequence, so the sections of all logging threads
+ * (of one manager) are totally ordered. A full log sets overflow and drops
+ * further entries. Not exported; costs one relaxed load while no log is set.
+ */
+enum rsd_lin_kind {
+	RSD_LIN_LOCK,
+	RSD_LIN_UNLOCK,
+	RSD_LIN_ACT_BEGIN,
+	RSD_LIN_ACT_END,
+	/* A plan's queued copy commits (or rolls back) at a flush. */
+	RSD_LIN_SETTLE_BEGIN,
+	RSD_LIN_SETTLE_END
+};
+struct rsd_lin_ent {
+	enum rsd_lin_kind kind;
+	/* RSD_LIN_LOCK: 1, 2, ... in lock order; RSD_LIN_SETTLE_*: the
+	 * plan's index of the action whose copy settles; else 0 */
+	uint64_t seq;
+	uint64_t version;
+};
+struct rsd_lin_log {
+	struct rsd_lin_ent *ent;
+	size_t n, cap;
+	bool overflow;
+};
+/* Log this thread's sections into log (NULL: stop). */
+void rsd__lin_log_set(struct rsd_lin_log *log);
+
+/*
  * Bookkeeping allocations: every malloc, calloc, realloc and strdup librsd
  * makes for its own records goes through these, which are the "alloc" fault
  * point with the call site as subject. Value storage and device memory do

@@ -1,77 +1,143 @@
 // SPDX-License-Identifier: MIT
 /*
  * rsd-soak: run librsd against the reference model (tests/model/) for many
- * seeds, or replay one. `make soak SOAK_ARGS=...`.
+ * seeds, or replay one. `make soak SOAK_ARGS=...`; `make soak-threads`
+ * runs the multi-threaded check (-T).
  *
  *   rsd-soak [-s FIRST_SEED] [-n RUNS] [-k STEPS] [-t SECONDS] [-v]
+ *            [-T THREADS [-d DELAY_NS] [-l LOAD_US]]
  *
  * Defaults: seeds from the clock, 1000000 runs of 300 steps, no time limit.
  * -v prints every operation (use with -n 1 to replay a failing seed).
- * Exit status 1 on the first divergence, whose seed is printed.
+ * -T runs THREADS threads of STEPS calls each on one manager and replays
+ * them in commit order (tests/model/linearize.c; 0: 2, 3, 4 in turn), the
+ * simulated device delaying each queued item DELAY_NS (default 20000) and
+ * source loads sleeping up to LOAD_US (default 2000); -v prints each run's
+ * replayed history. Exit status 1 on the first divergence, whose seed is
+ * printed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "../tests/model/model.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
+#include "../tests/model/model.c"      /* NOLINT(bugprone-suspicious-include): one shared copy */
 #include "../tests/model/model_plan.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
 #include "../tests/model/invariants.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
-#include "../tests/model/interp.c" /* NOLINT(bugprone-suspicious-include): one shared copy */
+#include "../tests/model/compare.c"    /* NOLINT(bugprone-suspicious-include): one shared copy */
+#include "../tests/model/interp.c"     /* NOLINT(bugprone-suspicious-include): one shared copy */
+#include "../tests/model/linearize.c"  /* NOLINT(bugprone-suspicious-include): one shared copy */
+
+struct soak {
+	uint64_t seed, runs, delay;
+	unsigned steps, load_us;
+	int threads; /* -1: the sequential interpreter */
+	long seconds;
+	bool verbose;
+	struct ip_stats st;
+	struct lz_stats lst;
+};
+
+static char why[16384];
+
+/* Run i; false (after printing it) on a divergence. */
+static bool run(struct soak *s, const char *argv0, uint64_t i)
+{
+	FILE *log = s->verbose ? stdout : NULL;
+
+	if (s->threads < 0) {
+		struct ip_opts o = { .seed = s->seed + i, .steps = s->steps, .log = log };
+
+		if (!ip_run(&o, &s->st, why, sizeof(why)))
+			return true;
+		printf("DIVERGENCE (replay: %s -s %llu -n 1 -k %u -v)\n%s", argv0,
+		       (unsigned long long)o.seed, s->steps, why);
+	} else {
+		struct lz_opts o = { .seed = s->seed + i,
+				     .nthreads = s->threads ? (unsigned)s->threads :
+							      2 + (unsigned)(i % 3),
+				     .ops = s->steps,
+				     .delay_ns = s->delay,
+				     .load_max_us = s->load_us,
+				     .log = log };
+
+		if (!lz_run(&o, &s->lst, why, sizeof(why)))
+			return true;
+		printf("DIVERGENCE (rerun, another interleaving: %s -s %llu -n 1 -T %u -k %u -v)\n%s\n",
+		       argv0, (unsigned long long)o.seed, o.nthreads, s->steps, why);
+	}
+	return false;
+}
 
 int main(int argc, char **argv)
 {
-	uint64_t seed = (uint64_t)time(NULL) * 1000003u, runs = 1000000;
-	unsigned steps = 300;
-	long seconds = 0;
-	bool verbose = false;
-	struct ip_stats st = { 0 };
-	static char why[16384];
+	struct soak s = { .seed = (uint64_t)time(NULL) * 1000003u,
+			  .runs = 1000000,
+			  .delay = 20000,
+			  .steps = 300,
+			  .load_us = 2000,
+			  .threads = -1 };
 	time_t t0 = time(NULL), last = t0;
 	int c;
 
-	while ((c = getopt(argc, argv, "s:n:k:t:vh")) != -1) {
+	while ((c = getopt(argc, argv, "s:n:k:t:T:d:l:vh")) != -1) {
 		switch (c) {
 		case 's':
-			seed = strtoull(optarg, NULL, 0);
+			s.seed = strtoull(optarg, NULL, 0);
 			break;
 		case 'n':
-			runs = strtoull(optarg, NULL, 0);
+			s.runs = strtoull(optarg, NULL, 0);
 			break;
 		case 'k':
-			steps = (unsigned)strtoul(optarg, NULL, 0);
+			s.steps = (unsigned)strtoul(optarg, NULL, 0);
 			break;
 		case 't':
-			seconds = strtol(optarg, NULL, 0);
+			s.seconds = strtol(optarg, NULL, 0);
+			break;
+		case 'T':
+			s.threads = (int)strtol(optarg, NULL, 0);
+			break;
+		case 'd':
+			s.delay = strtoull(optarg, NULL, 0);
+			break;
+		case 'l':
+			s.load_us = (unsigned)strtoul(optarg, NULL, 0);
 			break;
 		case 'v':
-			verbose = true;
+			s.verbose = true;
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-s SEED] [-n RUNS] [-k STEPS] [-t SECONDS] [-v]\n",
+			fprintf(stderr,
+				"usage: %s [-s SEED] [-n RUNS] [-k STEPS] [-t SECONDS] [-v] [-T THREADS [-d DELAY_NS] [-l LOAD_US]]\n",
 				argv[0]);
 			return c == 'h' ? 0 : 2;
 		}
 	}
-	printf("rsd-soak: seeds %llu.., %llu runs of %u steps\n", (unsigned long long)seed,
-	       (unsigned long long)runs, steps);
-	for (uint64_t i = 0; i < runs; i++) {
-		struct ip_opts o = { .seed = seed + i, .steps = steps, .log = verbose ? stdout : NULL };
-
-		if (ip_run(&o, &st, why, sizeof(why))) {
-			printf("DIVERGENCE (replay: %s -s %llu -n 1 -k %u -v)\n%s", argv[0],
-			       (unsigned long long)o.seed, steps, why);
+	if (s.threads > 4) {
+		fprintf(stderr, "%s: -T takes 0 to 4\n", argv[0]);
+		return 2;
+	}
+	printf("rsd-soak: seeds %llu.., %llu runs of %u %s\n", (unsigned long long)s.seed,
+	       (unsigned long long)s.runs, s.steps, s.threads < 0 ? "steps" : "calls per thread");
+	for (uint64_t i = 0; i < s.runs; i++) {
+		if (!run(&s, argv[0], i))
 			return 1;
-		}
-		if (seconds && time(NULL) - t0 >= seconds)
+		if (s.seconds && time(NULL) - t0 >= s.seconds)
 			break;
 		if (time(NULL) - last >= 10) {
 			last = time(NULL);
-			printf("  %lu runs, %lu operations, 0 divergences\n", st.runs, st.ops);
+			printf("  %lu runs, %lu operations, 0 divergences\n",
+			       s.st.runs + s.lst.runs, s.st.ops + s.lst.ops);
 			fflush(stdout);
 		}
 	}
-	printf("rsd-soak: %lu runs, %lu operations, %lu snapshots compared, 0 divergences\n",
-	       st.runs, st.ops, st.snapshots);
+	if (s.threads < 0)
+		printf("rsd-soak: %lu runs, %lu operations, %lu snapshots compared, 0 divergences\n",
+		       s.st.runs, s.st.ops, s.st.snapshots);
+	else
+		printf("rsd-soak: %lu runs, %lu calls, %lu events replayed in commit order, 0 divergences; "
+		       "confirmed concurrent-only: %lu EINUSE, %lu EBUDGET, %lu EPLAN\n",
+		       s.lst.runs, s.lst.ops, s.lst.events, s.lst.inflight_inuse,
+		       s.lst.inflight_budget, s.lst.inflight_plan);
 	return 0;
 }

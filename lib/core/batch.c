@@ -108,7 +108,9 @@ int rsd__batch_flush(struct rsd_manager *m)
 			b->failed = true;
 			b->failed_index = d->index;
 		}
+		rsd__lin_note(m, RSD_LIN_SETTLE_BEGIN, d->index);
 		rsd__xfer_settle(m, d->rec, &d->from, d->to, d->leave ? &d->from : NULL, err);
+		rsd__lin_note(m, RSD_LIN_SETTLE_END, d->index);
 		if (err)
 			continue;
 		if (d->stamp)

@@ -622,6 +622,16 @@ void rsd__writer_wait(struct rsd_manager *m);
 /* Wake every thread in rsd__writer_wait(); m->lock held. */
 void rsd__xfer_wake(struct rsd_manager *m);
 
+/* The test-only section log (internal.h, linlog.c); m->lock held. */
+extern atomic_uint rsd__lin_on;
+void rsd__lin_note_slow(const struct rsd_manager *m, enum rsd_lin_kind kind, uint64_t arg);
+/* arg: the action index of RSD_LIN_SETTLE_*, else 0. */
+static inline void rsd__lin_note(const struct rsd_manager *m, enum rsd_lin_kind kind, uint64_t arg)
+{
+	if (rsd__unlikely(atomic_load_explicit(&rsd__lin_on, memory_order_relaxed) != 0))
+		rsd__lin_note_slow(m, kind, arg);
+}
+
 /*
  * A source callback of m runs on this thread: the thread's own calls into
  * m are refused with RSD_EREENTRANT until it returns (§9.1); other

@@ -226,7 +226,17 @@ int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct 
 void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+	uint32_t i = (uint32_t)(mat - rec->mats);
 
+	/* Insertion order is commit order (§16.3, §4.10): a destination
+	 * admitted earlier but committed later comes after the others. */
+	if (i + 1 < rec->nmats) {
+		struct rsd_mat done = *mat;
+
+		memmove(mat, mat + 1, (rec->nmats - i - 1) * sizeof(*mat));
+		mat = &rec->mats[rec->nmats - 1];
+		*mat = done;
+	}
 	mat->arriving = false;
 	rsd__record_location(m, at);
 	rsd__mark_dirty(m, rec);

@@ -298,10 +298,12 @@ static void writer_lock_raw(struct rsd_manager *m)
 	pthread_mutex_lock(&m->lock);
 	/* Only this thread compares the token with its own: no ordering. */
 	atomic_store_explicit(&m->owner, self_token(), memory_order_relaxed);
+	rsd__lin_note(m, RSD_LIN_LOCK, 0);
 }
 
 static void writer_unlock(struct rsd_manager *m)
 {
+	rsd__lin_note(m, RSD_LIN_UNLOCK, 0);
 	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
 	pthread_mutex_unlock(&m->lock);
 }
@@ -396,9 +398,11 @@ void rsd__writer_wait(struct rsd_manager *m)
 		publish_now(m);
 		*rsd__err_record() = saved;
 	}
+	rsd__lin_note(m, RSD_LIN_UNLOCK, 0);
 	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
 	pthread_cond_wait(&m->xfer_cond, &m->lock);
 	atomic_store_explicit(&m->owner, self_token(), memory_order_relaxed);
+	rsd__lin_note(m, RSD_LIN_LOCK, 0);
 }
 
 void rsd__xfer_wake(struct rsd_manager *m)

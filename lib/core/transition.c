@@ -76,6 +76,20 @@ static bool arriving_before(const struct rsd_record *rec, struct rsd_location sr
 	return false;
 }
 
+/*
+ * Whether a copy in flight reads from a replica that a new one at d would
+ * precede in the implicit order (§4.2): committing d first would leave that
+ * copy's report naming a source no sequential order gives it, so the new
+ * transfer waits for its commit.
+ */
+static bool busy_after(const struct rsd_record *rec, struct rsd_location d)
+{
+	for (uint32_t i = 0; i < rec->nmats; i++)
+		if (rec->mats[i].busy && rsd_location_cmp(d, rec->mats[i].loc) < 0)
+			return true;
+	return false;
+}
+
 static uint32_t resident_count(const struct rsd_record *rec)
 {
 	uint32_t n = 0;
@@ -338,6 +352,8 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 		return rsd__err(RSD_EOWNERSHIP,
 				"rsd_ensure would replicate RSD_EXCLUSIVE value %llu; use rsd_move",
 				(unsigned long long)rec->handle.id);
+	if (busy_after(rec, d))
+		return XFER_RETRY;
 	err = transfer_source(m, rec, &x);
 	if (err)
 		return err;
@@ -389,6 +405,8 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		rsd__remove(m, rec, s);
 		return 0;
 	}
+	if (busy_after(rec, d))
+		return XFER_RETRY;
 	if (have_src) {
 		err = rsd__removable(rec, rsd__rec_mat(rec, s));
 		if (err)
@@ -520,8 +538,8 @@ static bool may_load(const struct rsd_record *rec, const struct rsd_action *a)
 	       !resident_count(rec);
 }
 
-int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
-		     struct rsd_transition *report)
+static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, void *stream,
+			  struct rsd_transition *report)
 {
 	struct rsd_transition rep;
 	struct rsd_record *rec;
@@ -553,6 +571,8 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 			err = rsd__batch_flush(m);
 			if (err)
 				return err;
+			/* The flush left the lock: resolve again. */
+			continue;
 		}
 		dev = sample_device(rec, a);
 		if (dev >= 0 && dev < m->ndevices && m->ops->metrics) {
@@ -622,6 +642,18 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 	if (report)
 		*report = rep;
 	return 0;
+}
+
+int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
+		     struct rsd_transition *report)
+{
+	int err;
+
+	/* The test-only section log marks where each action begins and ends. */
+	rsd__lin_note(m, RSD_LIN_ACT_BEGIN, 0);
+	err = exec_action_in(m, a, stream, report);
+	rsd__lin_note(m, RSD_LIN_ACT_END, 0);
+	return err;
 }
 
 /* fn: the public entry point, for messages. */

@@ -11,6 +11,7 @@
 
 #include "internal.h" /* rsd__fault_fired() */
 #include "../simwait.h"
+#include "compare.h"
 #include "interp.h"
 #include "model.h"
 
@@ -328,126 +329,21 @@ static int nlive(void *const *objs)
 
 /* ---- comparisons -------------------------------------------------------------- */
 
-static bool loc_eq(bool ha, struct rsd_location a, bool hb, struct rsd_location b)
-{
-	return ha == hb && (!ha || rsd_location_equal(a, b));
-}
-
 static bool cmp_report(struct ip *ip, const char *what, const struct rsd_transition *got,
 		       const struct rsd_transition *exp, const struct mact *a)
 {
-	struct rsd_handle h = handle_of(ip, a->h);
+	char why[512];
 
-	if (got->action.kind != a->kind || !rsd_handle_equal(got->action.handle, h))
-		return diverge(ip, "%s: report action kind/handle differ", what);
-	if (a->kind != RSD_ACT_DISCARD && !rsd_location_equal(got->action.location, ml_loc(a->loc)))
-		return diverge(ip, "%s: report action location differs", what);
-	if (a->kind == RSD_ACT_MOVE &&
-	    !loc_eq(got->action.has_from, got->action.from, a->has_from, ml_loc(a->from)))
-		return diverge(ip, "%s: report action from differs", what);
-	if (got->no_op != exp->no_op)
-		return diverge(ip, "%s: report no_op %d, model %d", what, got->no_op, exp->no_op);
-	if (!loc_eq(got->has_source, got->source, exp->has_source, exp->source))
-		return diverge(ip, "%s: report source %s, model %s", what,
-			       got->has_source ? ml_name(ml_from_loc(got->source)) : "absent",
-			       exp->has_source ? ml_name(ml_from_loc(exp->source)) : "absent");
-	if (!loc_eq(got->has_destination, got->destination, exp->has_destination, exp->destination))
-		return diverge(ip, "%s: report destination differs", what);
-	if (got->logical_nbytes != exp->logical_nbytes ||
-	    got->storage_nbytes != exp->storage_nbytes)
-		return diverge(ip, "%s: report bytes %llu/%llu, model %llu/%llu", what,
-			       (unsigned long long)got->logical_nbytes,
-			       (unsigned long long)got->storage_nbytes,
-			       (unsigned long long)exp->logical_nbytes,
-			       (unsigned long long)exp->storage_nbytes);
-	if ((got->reason == NULL) != (exp->reason == NULL) ||
-	    (got->reason && strcmp(got->reason, exp->reason)))
-		return diverge(ip, "%s: report reason '%s', model '%s'", what,
-			       got->reason ? got->reason : "(null)",
-			       exp->reason ? exp->reason : "(null)");
-	if (got->completed_at_ns < got->started_at_ns)
-		return diverge(ip, "%s: completed_at_ns before started_at_ns", what);
-	return true;
-}
-
-static bool cmp_value(struct ip *ip, int v, const struct rsd_value_snapshot *g)
-{
-	struct mval *x = &ip->md.val[v];
-
-	if (!rsd_handle_equal(g->handle, ip->h[v]))
-		return diverge(ip, "snapshot value %d: handle differs", v);
-	if (g->spec.logical_nbytes != x->logical || g->spec.storage_nbytes != x->charge ||
-	    g->spec.replica_mode != x->mode ||
-	    g->spec.recoverability != (x->ever_source ? RSD_RECONSTRUCTIBLE : RSD_MUST_PRESERVE))
-		return diverge(ip, "snapshot value %d: spec differs", v);
-	if (g->has_source != x->has_source ||
-	    !loc_eq(g->has_source_location, g->source_location, x->has_source,
-		    ml_loc(x->src_loc)) ||
-	    g->discarded != x->discarded)
-		return diverge(ip, "snapshot value %d: source/discarded differ (got %d/%d/%d)", v,
-			       g->has_source, g->has_source_location, g->discarded);
-	if (g->nmaterializations != (size_t)x->nmat)
-		return diverge(ip, "snapshot value %d: %zu materializations, model %d", v,
-			       g->nmaterializations, x->nmat);
-	for (int i = 0; i < x->nmat; i++) {
-		const struct rsd_materialization_snapshot *m = &g->materializations[i];
-		const struct mmat *e = &x->mat[i];
-
-		if (!rsd_location_equal(m->location, ml_loc(e->loc)))
-			return diverge(ip, "snapshot value %d mat %d: at %s, model %s", v, i,
-				       ml_name(ml_from_loc(m->location)), ml_name(e->loc));
-		if (m->logical_nbytes != x->logical || m->charged_nbytes != x->charge ||
-		    m->storage_nbytes != x->logical)
-			return diverge(ip, "snapshot value %d mat %d: bytes %llu/%llu/%llu", v, i,
-				       (unsigned long long)m->logical_nbytes,
-				       (unsigned long long)m->storage_nbytes,
-				       (unsigned long long)m->charged_nbytes);
-		if (m->use_count != e->use || m->hold_count != e->hold ||
-		    m->pending_event_count != e->pend)
-			return diverge(
-				ip,
-				"snapshot value %d mat %s: use/hold/pending %llu/%llu/%llu, model %u/%u/%u",
-				v, ml_name(e->loc), (unsigned long long)m->use_count,
-				(unsigned long long)m->hold_count,
-				(unsigned long long)m->pending_event_count, e->use, e->hold,
-				e->pend);
-	}
-	return true;
-}
-
-static bool cmp_location(struct ip *ip, int l, const struct rsd_location_snapshot *g)
-{
-	struct mlocrec *r = &ip->md.loc[l];
-	uint64_t nv = 0, nr = 0;
-
-	for (int v = 0; v < ip->md.nval; v++)
-		nv += model_mat(&ip->md, v, l) != NULL;
-	for (int i = 0; i < MM_LIFETIMES; i++)
-		nr += ip->md.resv[i].live && ip->md.resv[i].active && ip->md.resv[i].loc == l;
-	if (g->has_budget != r->has_budget || (r->has_budget && g->budget_bytes != r->budget))
-		return diverge(ip, "snapshot %s: budget differs", ml_name(l));
-	if (g->used_bytes != r->used || g->reserved_bytes != r->reserved ||
-	    g->peak_used_bytes != r->peak_used || g->peak_charged_bytes != r->peak_charged)
-		return diverge(
-			ip,
-			"snapshot %s: used/reserved/peak_used/peak_charged %llu/%llu/%llu/%llu, model %llu/%llu/%llu/%llu",
-			ml_name(l), (unsigned long long)g->used_bytes,
-			(unsigned long long)g->reserved_bytes,
-			(unsigned long long)g->peak_used_bytes,
-			(unsigned long long)g->peak_charged_bytes, (unsigned long long)r->used,
-			(unsigned long long)r->reserved, (unsigned long long)r->peak_used,
-			(unsigned long long)r->peak_charged);
-	if (g->value_count != nv || g->reservation_count != nr)
-		return diverge(ip, "snapshot %s: value/reservation counts differ", ml_name(l));
-	return true;
+	return mc_report(what, got, exp, a, handle_of(ip, a->h), why, sizeof(why)) ||
+	       diverge(ip, "%s", why);
 }
 
 static bool cmp_snapshot(struct ip *ip)
 {
 	struct rsd_snapshot *s = NULL;
-	char why[256];
+	char why[512];
 	uint64_t ver = 0;
-	int err, k;
+	int err;
 	bool ok = false;
 
 	err = rsd_snapshot_take(ip->m, &s);
@@ -486,49 +382,12 @@ static bool cmp_snapshot(struct ip *ip)
 		diverge(ip, "snapshot invariant: %s", why);
 		goto out;
 	}
-	if (s->manager_id != rsd_manager_id(ip->m) || s->nvalues != (size_t)ip->md.nval) {
-		diverge(ip, "snapshot: %zu values, model %d", s->nvalues, ip->md.nval);
+	if (s->manager_id != rsd_manager_id(ip->m)) {
+		diverge(ip, "snapshot: manager id differs");
 		goto out;
 	}
-	for (int v = 0; v < ip->md.nval; v++)
-		if (!cmp_value(ip, v, &s->values[v]))
-			goto out;
-	if (s->nlocations != (size_t)ip->md.nknown) {
-		diverge(ip, "snapshot: %zu locations, model %d", s->nlocations, ip->md.nknown);
-		goto out;
-	}
-	for (int i = 0; i < ip->md.nknown; i++) {
-		if (!rsd_location_equal(s->locations[i].location, ml_loc(ip->md.known[i]))) {
-			diverge(ip, "snapshot location %d is %s, model %s", i,
-				ml_name(ml_from_loc(s->locations[i].location)),
-				ml_name(ip->md.known[i]));
-			goto out;
-		}
-		if (!cmp_location(ip, ip->md.known[i], &s->locations[i]))
-			goto out;
-	}
-	k = 0;
-	for (uint64_t o = 1; o <= ip->md.order; o++)
-		for (int i = 0; i < MM_LIFETIMES; i++) {
-			struct mresv *r = &ip->md.resv[i];
-			const struct rsd_reservation_snapshot *g;
-
-			if (!r->live || !r->active || r->order != o)
-				continue;
-			if ((size_t)k >= s->nreservations) {
-				diverge(ip, "snapshot lacks reservation %s", r->label);
-				goto out;
-			}
-			g = &s->reservations[k++];
-			if (!rsd_location_equal(g->location, ml_loc(r->loc)) ||
-			    g->nbytes != r->nbytes || strcmp(g->label, r->label)) {
-				diverge(ip, "snapshot reservation %d differs (%s)", k - 1,
-					g->label);
-				goto out;
-			}
-		}
-	if ((size_t)k != s->nreservations) {
-		diverge(ip, "snapshot has %zu reservations, model %d", s->nreservations, k);
+	if (!mc_state(&ip->md, ip->h, s, 0, why, sizeof(why))) {
+		diverge(ip, "%s", why);
 		goto out;
 	}
 	ok = true;

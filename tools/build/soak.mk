@@ -9,6 +9,11 @@
 soak: lib tools
 	$(Q)$(RUN_ENV) $(B)/tools/rsd-soak $(SOAK_ARGS)
 
+# The multi-threaded linearizability check (tests/model/linearize.c), long.
+.PHONY: soak-threads
+soak-threads: lib tools
+	$(Q)$(RUN_ENV) $(B)/tools/rsd-soak -T 0 $(SOAK_ARGS)
+
 # ---------------------------------------------------------------------------
 # make fuzz: each tests/fuzz/<name>.c is a libFuzzer target built with clang
 # against a library instrumented the same way (in $(B)/fuzz/), run for
