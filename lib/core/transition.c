@@ -524,18 +524,24 @@ static int check_action_locations(struct rsd_manager *m, const struct rsd_action
 }
 
 /*
- * Whether the action may load its value. A plan's queued copies are
- * committed before such an action (so a load never runs twice for a
- * retried action), and before a move, drop or discard of a value they
- * copy, which would see the copies resident had the actions run one by
- * one. An ensure of that value needs no flush: a copy queued for its
- * destination, or one that would be its source, makes it XFER_RETRY,
- * which flushes.
+ * Whether the action can join a plan's queued copies: an ensure whose
+ * device copy place() will queue (a resident source, a destination not
+ * there yet, a device at one end, room in the batch). Any other action is
+ * preceded by a flush of the queued copies, so that commits, their
+ * version steps and their trace events come in action order, a load never
+ * runs twice for a retried action, and a move, drop or discard sees the
+ * copies before it resident. A queued copy that decides this ensure's
+ * outcome (its destination, a source it would precede) makes it
+ * XFER_RETRY, which flushes too.
  */
-static bool may_load(const struct rsd_record *rec, const struct rsd_action *a)
+static bool may_queue(struct rsd_record *rec, const struct rsd_action *a)
 {
-	return (a->kind == RSD_ACT_ENSURE || a->kind == RSD_ACT_MOVE) && rec->has_source &&
-	       !resident_count(rec);
+	struct rsd_location src;
+
+	if (a->kind != RSD_ACT_ENSURE || !rsd__batch_room() || rsd__rec_mat(rec, a->location) ||
+	    !min_resident(rec, NULL, &src))
+		return false;
+	return a->location.kind == RSD_CUDA || src.kind == RSD_CUDA;
 }
 
 static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, void *stream,
@@ -566,8 +572,7 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 		err = check_action_locations(m, a, stream);
 		if (err)
 			return err;
-		if (rsd__batch_pending() &&
-		    ((rec->inflight && a->kind != RSD_ACT_ENSURE) || may_load(rec, a))) {
+		if (rsd__batch_pending() && !may_queue(rec, a)) {
 			err = rsd__batch_flush(m);
 			if (err)
 				return err;
