@@ -49,6 +49,9 @@ struct rsd__pstate *rsd__ps_initial(const struct rsd_image *img)
 		s->acct[k].used = l->acct.used;
 		s->acct[k].reserved = l->acct.reserved;
 	}
+	s->hash = 0;
+	for (uint32_t i = 0; i < s->nacct; i++)
+		s->hash += rsd__acct_hash(&s->acct[i]);
 	return s;
 }
 
@@ -59,6 +62,7 @@ struct rsd__pstate *rsd__ps_copy(const struct rsd__pstate *s)
 
 	if (!t)
 		return NULL;
+	t->hash = s->hash;
 	t->tail = s->tail;
 	if (t->tail)
 		t->tail->refs++;
@@ -99,6 +103,7 @@ static struct rsd__pstate *ps_grow(struct rsd__pstate *s, uint32_t need_acct, ui
 		     need_delta > s->cap_delta ? need_delta * 2 : s->cap_delta);
 	if (!t)
 		return NULL;
+	t->hash = s->hash;
 	t->tail = s->tail;
 	t->nreclaim = s->nreclaim;
 	t->nacct = s->nacct;
@@ -163,6 +168,7 @@ struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__ps
 	if (ls_eq(&base, locs)) {
 		/* Back to the image's set: keep the delta normalized. */
 		if (found) {
+			s->hash -= rsd__vdelta_hash(v, &s->delta[i].locs);
 			memmove(&s->delta[i], &s->delta[i + 1],
 				(s->ndelta - i - 1) * sizeof(*s->delta));
 			s->ndelta--;
@@ -170,6 +176,8 @@ struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__ps
 		return s;
 	}
 	if (found) {
+		s->hash -= rsd__vdelta_hash(v, &s->delta[i].locs);
+		s->hash += rsd__vdelta_hash(v, locs);
 		s->delta[i].locs = *locs;
 		return s;
 	}
@@ -180,6 +188,7 @@ struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__ps
 	s->delta[i].vidx = v;
 	s->delta[i].locs = *locs;
 	s->ndelta++;
+	s->hash += rsd__vdelta_hash(v, locs);
 	return s;
 }
 
@@ -207,9 +216,12 @@ struct rsd__pstate *rsd__ps_used(struct rsd__pstate *s, unsigned slot, uint64_t 
 		s->acct[i].used = 0;
 		s->acct[i].reserved = 0;
 		s->nacct++;
+		s->hash += rsd__acct_hash(&s->acct[i]);
 	}
+	s->hash -= rsd__acct_hash(&s->acct[i]);
 	s->acct[i].used += add;
 	s->acct[i].used = s->acct[i].used >= sub ? s->acct[i].used - sub : 0;
+	s->hash += rsd__acct_hash(&s->acct[i]);
 	return s;
 }
 

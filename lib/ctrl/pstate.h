@@ -96,7 +96,45 @@ struct rsd__act_node {
 	struct rsd__evict ev;
 };
 
+/*
+ * A strong 64-bit mix (the finalizer of MurmurHash3, a published
+ * constant pair): the state hash below sums one mix per entry.
+ */
+static inline uint64_t rsd__mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static inline uint64_t rsd__vdelta_hash(uint32_t vidx, const struct rsd__locset *l)
+{
+	uint64_t h = rsd__mix64(vidx + 0x9e3779b97f4a7c15ull);
+
+	for (unsigned i = 0; i < RSD__LS_WORDS; i++)
+		h = rsd__mix64(h ^ l->w[i]) + i;
+	return h;
+}
+
+static inline uint64_t rsd__acct_hash(const struct rsd__acct *a)
+{
+	uint64_t h = rsd__mix64(a->slot + 0x632be59bd9b4e019ull);
+
+	h = rsd__mix64(h ^ a->used);
+	return rsd__mix64(h ^ (a->reserved + 0x85ebca77c2b2ae63ull));
+}
+
 struct rsd__pstate {
+	/*
+	 * The sum of rsd__vdelta_hash() of every delta entry and
+	 * rsd__acct_hash() of every accounting entry (mod 2^64): a function
+	 * of SIG(S) kept up to date by every change, so a memo lookup needs
+	 * no pass over the state (search.c).
+	 */
+	uint64_t hash;
 	struct rsd__act_node *tail; /* last reclaim action, NULL when none */
 	size_t nreclaim;
 	uint32_t nacct, cap_acct;

@@ -50,7 +50,8 @@ enum pc {
 	PC_AFTER_DROP,
 	PC_AFTER_MOVE,
 	PC_FIT,
-	PC_FORWARD
+	PC_FORWARD,
+	PC_CHECKED /* SEARCH: its consumer found its state in no memo */
 };
 
 struct msg {
@@ -68,38 +69,51 @@ struct out {
 	struct rsd__pstate *final; /* A_SUCCESS */
 };
 
-/* Failure narratives are capped; the recorded message holds 511 bytes of
- * the outermost one, which depends only on the first bytes of the inner. */
+/*
+ * Failure narratives are capped: the recorded message holds 511 bytes, so
+ * no level's text matters past the bytes that can still reach it. Each
+ * SEARCH level knows that number (room): the root 511, a nested level what
+ * is left of its parent's room after the parent's own text before it. A
+ * level formats only its first room bytes, and nothing at all when room
+ * is 0, which is what keeps a deep failing search from spending its time
+ * in vsnprintf; the message comes out the same.
+ */
 #define NOTE_CAP 1024
+#define EXHAUSTED "equivalent ordered-request state is already exhausted"
+#define MSG_ROOM (sizeof(((struct rsd_error *)0)->message) - 1)
 
 static void note_add(struct frame *f, const char *fmt, ...) rsd__printf(2, 3);
 
 static void note_add(struct frame *f, const char *fmt, ...)
 {
+	size_t cap = f->u.s.ncap;
 	va_list ap;
 	int n;
 
+	f->u.s.any = true; /* a note exists, whether or not its bytes are kept */
+	if (!cap)
+		return;
 	if (!f->u.s.notes) {
-		f->u.s.notes = rsd__malloc(NOTE_CAP + 1);
+		f->u.s.notes = rsd__malloc(cap + 1);
 		if (!f->u.s.notes)
 			return; /* a lost note only shortens a diagnostic */
 		f->u.s.nlen = 0;
 		f->u.s.notes[0] = '\0';
-	} else if (f->u.s.nlen < NOTE_CAP) {
-		f->u.s.nlen += (size_t)snprintf(f->u.s.notes + f->u.s.nlen,
-						NOTE_CAP + 1 - f->u.s.nlen, "; ");
+	} else if (f->u.s.nlen < cap) {
+		f->u.s.nlen += (size_t)snprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen,
+						"; ");
 	}
-	if (f->u.s.nlen >= NOTE_CAP) {
-		f->u.s.nlen = NOTE_CAP;
+	if (f->u.s.nlen >= cap) {
+		f->u.s.nlen = cap;
 		return;
 	}
 	va_start(ap, fmt);
-	n = vsnprintf(f->u.s.notes + f->u.s.nlen, NOTE_CAP + 1 - f->u.s.nlen, fmt, ap);
+	n = vsnprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen, fmt, ap);
 	va_end(ap);
 	if (n > 0)
 		f->u.s.nlen += (size_t)n;
-	if (f->u.s.nlen > NOTE_CAP)
-		f->u.s.nlen = NOTE_CAP;
+	if (f->u.s.nlen > cap)
+		f->u.s.nlen = cap;
 }
 
 /* Index of the new frame, or the negative error code (also left in x->err). */
@@ -144,11 +158,23 @@ static void frame_fini(struct frame *f)
 /* Remember x->key as failed; a failure becomes the search's (x->err). */
 static int memo_add(struct search *x, struct rsd__memo *m)
 {
-	int err = rsd__memo_add(m, x->key, x->keylen);
+	int err = rsd__key_build(x);
 
+	if (!err)
+		err = rsd__memo_add(m, x->key, x->keylen, x->keyhash);
 	if (err)
 		x->err = err;
 	return err;
+}
+
+/* 1: x->key failed before; 0: not; < 0: error. Bytes only on a hash match. */
+static int memo_lookup(struct search *x, const struct rsd__memo *m)
+{
+	if (!rsd__memo_has_hash(m, x->keyhash))
+		return 0;
+	if (rsd__key_build(x))
+		return x->err;
+	return rsd__memo_has(m, x->key, x->keylen, x->keyhash);
 }
 
 static enum act nomem(struct search *x, const char *what)
@@ -196,24 +222,47 @@ static const char *stage_text(struct search *x, const struct shortfall *sh, char
 	return buf;
 }
 
-static char *fail_text(struct search *x, const struct frame *f)
+/* The failure text before its notes; with buf NULL only its length. */
+static int fail_head(struct search *x, const struct frame *f, char *buf, size_t len)
 {
 	char name[RSD_LOCATION_NAME_MAX], stage[300];
-	char *s = rsd__malloc(NOTE_CAP + 1);
-	bool notes = f->u.s.notes && f->u.s.nlen;
 
+	return snprintf(buf, len,
+			"location %s cannot admit %llu bytes during %s; budget=%llu, used=%llu, "
+			"reserved=%llu, but no invariant-valid victim sequence satisfies the "
+			"complete ordered request",
+			rsd_location_name(rsd__slot_loc(f->u.s.sh.slot), name, sizeof(name)),
+			(unsigned long long)f->u.s.sh.n,
+			stage_text(x, &f->u.s.sh, stage, sizeof(stage)),
+			(unsigned long long)f->u.s.budget, (unsigned long long)f->u.s.used,
+			(unsigned long long)f->u.s.reserved);
+}
+
+/* The level's failure text, its first room bytes; NULL when room is 0. */
+static char *fail_text(struct search *x, const struct frame *f)
+{
+	size_t cap = f->u.s.room < NOTE_CAP ? f->u.s.room : NOTE_CAP;
+	char *s;
+	int n;
+
+	if (!cap)
+		return NULL;
+	s = rsd__malloc(cap + 1);
 	if (!s)
 		return NULL;
-	snprintf(s, NOTE_CAP + 1,
-		 "location %s cannot admit %llu bytes during %s; budget=%llu, used=%llu, "
-		 "reserved=%llu, but no invariant-valid victim sequence satisfies the complete "
-		 "ordered request%s%s%s",
-		 rsd_location_name(rsd__slot_loc(f->u.s.sh.slot), name, sizeof(name)),
-		 (unsigned long long)f->u.s.sh.n, stage_text(x, &f->u.s.sh, stage, sizeof(stage)),
-		 (unsigned long long)f->u.s.budget, (unsigned long long)f->u.s.used,
-		 (unsigned long long)f->u.s.reserved, notes ? " (" : "", notes ? f->u.s.notes : "",
-		 notes ? ")" : "");
+	n = fail_head(x, f, s, cap + 1);
+	if (n >= 0 && (size_t)n < cap && f->u.s.any)
+		snprintf(s + n, cap + 1 - (size_t)n, " (%s)", f->u.s.notes ? f->u.s.notes : "");
 	return s;
+}
+
+/* A failure note; NULL is an empty one, when room is 0. */
+static enum act search_fail_note(struct search *x, struct frame *f, struct out *o, const char *s)
+{
+	if (!f->u.s.room)
+		return A_FAIL;
+	o->note = s ? rsd__strdup(s) : fail_text(x, f);
+	return o->note ? A_FAIL : nomem(x, "failure text");
 }
 
 static enum act search_next(struct search *x, int32_t i, struct out *o)
@@ -223,13 +272,23 @@ static enum act search_next(struct search *x, int32_t i, struct out *o)
 	if (f->ci == f->ncands) {
 		if (rsd__key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
 			return A_ERROR;
-		o->note = fail_text(x, f);
-		if (!o->note)
-			return nomem(x, "failure text");
-		return A_FAIL;
+		return search_fail_note(x, f, o, NULL);
 	}
 	f->flag = false;
 	return push_reclaim(x, i, f->u.s.sh.slot, NULL);
+}
+
+/* The room of a nested level pushed for candidate ci of SEARCH frame f. */
+static size_t child_room(const struct frame *f)
+{
+	size_t off;
+	int n;
+
+	if (f->u.s.room <= f->u.s.head)
+		return 0;
+	n = snprintf(NULL, 0, "candidate %u: ", f->cands[f->ci].vidx);
+	off = f->u.s.head + f->u.s.nlen + (f->u.s.any ? 2 : 0) + (size_t)(n > 0 ? n : 0);
+	return f->u.s.room > off ? f->u.s.room - off : 0;
 }
 
 static enum act step_search(struct search *x, int32_t i, struct msg *m, struct out *o)
@@ -241,12 +300,15 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 
 	switch (m->ev) {
 	case EV_START:
-		if (rsd__key_sig(x, 'R', f->S))
-			return A_ERROR;
-		if (rsd__memo_has(&x->failed_req, x->key, x->keylen)) {
-			o->note = rsd__strdup(
-				"equivalent ordered-request state is already exhausted");
-			return o->note ? A_FAIL : nomem(x, "failure text");
+		/* a nested level's state was looked up by its consumer */
+		if (f->pc != PC_CHECKED) {
+			if (rsd__key_sig(x, 'R', f->S))
+				return A_ERROR;
+			err = memo_lookup(x, &x->failed_req);
+			if (err < 0)
+				return A_ERROR;
+			if (err)
+				return search_fail_note(x, f, o, EXHAUSTED);
 		}
 		if (rsd__count(x, "ordered request", -1))
 			return A_ERROR;
@@ -265,21 +327,48 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		f->u.s.budget = x->budget[f->u.s.sh.slot];
 		f->u.s.used = a ? a->used : 0;
 		f->u.s.reserved = a ? a->reserved : 0;
+		if (f->u.s.room) {
+			int n = fail_head(x, f, NULL, 0);
+
+			f->u.s.head = (size_t)(n > 0 ? n : 0) + 2; /* and " (" */
+			f->u.s.ncap = f->u.s.room > f->u.s.head ? f->u.s.room - f->u.s.head : 0;
+			if (f->u.s.ncap > NOTE_CAP)
+				f->u.s.ncap = NOTE_CAP;
+		}
 		if (rsd__rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands, &f->ncands))
 			return A_ERROR;
 		f->ci = 0;
 		return search_next(x, i, o);
 	case EV_YIELD: /* a successor T from the RECLAIM producer: try SEARCH(T) */
 		f->flag = true;
+		/*
+		 * SEARCH(T) of a state that failed before fails at once,
+		 * uncounted, with the note below: say so here without a frame
+		 * (most successors of an exhausting search are such states).
+		 */
+		if (rsd__key_sig(x, 'R', m->st))
+			err = x->err;
+		else
+			err = memo_lookup(x, &x->failed_req);
+		if (err) {
+			rsd__ps_free(m->st);
+			if (err < 0)
+				return A_ERROR;
+			note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
+			o->resume = f->child;
+			return A_RESUME;
+		}
 		j = push(x, F_SEARCH, i);
 		if (j < 0) {
 			rsd__ps_free(m->st);
 			return A_ERROR;
 		}
 		x->fr[j].S = m->st;
+		x->fr[j].pc = PC_CHECKED;
+		x->fr[j].u.s.room = child_room(&x->fr[i]);
 		return A_PUSH;
 	case EV_FAIL:
-		note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, m->note);
+		note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, m->note ? m->note : "");
 		free(m->note);
 		o->resume = f->child;
 		return A_RESUME;
@@ -520,8 +609,14 @@ static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct
 		}
 		if (rsd__key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act))
 			return A_ERROR;
-		if (rsd__memo_has(&x->failed_cap, x->key, x->keylen))
+		switch (memo_lookup(x, &x->failed_cap)) {
+		case 0:
+			break;
+		case 1:
 			return A_DONE;
+		default:
+			return A_ERROR;
+		}
 		if (rsd__count(x, "capacity at", (int)f->u.k.x))
 			return A_ERROR;
 		if (rsd__rank(x, f->S, f->u.k.x, f->u.k.act, &f->cands, &f->ncands))
@@ -579,6 +674,7 @@ static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **
 		return cur;
 	}
 	x->fr[cur].S = S0;
+	x->fr[cur].u.s.room = MSG_ROOM;
 	for (;;) {
 		struct out o = { NULL, NULL, -1, NULL };
 		int32_t parent = x->fr[cur].parent;

@@ -392,7 +392,8 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 
 /* ---- memo keys: SIG(S) (§13.4) plus the objective's parameters ---- */
 
-static int key_put(struct search *x, const void *p, size_t n)
+/* Room for n more key bytes; the key so far is kept. */
+static int key_reserve(struct search *x, size_t n)
 {
 	if (x->keylen + n > x->keycap) {
 		size_t cap = 2 * (x->keylen + n) + 64;
@@ -403,33 +404,75 @@ static int key_put(struct search *x, const void *p, size_t n)
 		x->key = k;
 		x->keycap = cap;
 	}
+	return 0;
+}
+
+static int key_put(struct search *x, const void *p, size_t n)
+{
+	if (key_reserve(x, n))
+		return x->err;
 	memcpy(x->key + x->keylen, p, n);
 	x->keylen += n;
 	return 0;
 }
+
+/* Append a field of a reserved key (no capacity check). */
+#define KEY_PUT(q, v) (memcpy((q), &(v), sizeof(v)), (q) += sizeof(v))
 
 /*
  * SIG(S): the planned locations of every value, then (name, used, reserved)
  * of every location in the maps, both in canonical order. Values are
  * serialized as their normalized delta from the image, which is equal
  * for two states of one search exactly when their location sets are.
+ * Written in one pass into a key reserved once.
+ */
+static int key_serialize(struct search *x, char tag, const struct rsd__pstate *S)
+{
+	size_t n = 1 + 2 * sizeof(uint32_t) +
+		   S->ndelta * (sizeof(S->delta->vidx) + sizeof(S->delta->locs)) +
+		   S->nacct * (sizeof(S->acct->slot) + 2 * sizeof(uint64_t));
+	unsigned char *q;
+
+	x->keylen = 0;
+	if (key_reserve(x, n))
+		return x->err;
+	q = x->key;
+	*q++ = (unsigned char)tag;
+	KEY_PUT(q, S->ndelta);
+	for (uint32_t i = 0; i < S->ndelta; i++) {
+		KEY_PUT(q, S->delta[i].vidx);
+		KEY_PUT(q, S->delta[i].locs);
+	}
+	KEY_PUT(q, S->nacct);
+	for (uint32_t i = 0; i < S->nacct; i++) {
+		KEY_PUT(q, S->acct[i].slot);
+		KEY_PUT(q, S->acct[i].used);
+		KEY_PUT(q, S->acct[i].reserved);
+	}
+	x->keylen = (size_t)(q - x->key);
+	return 0;
+}
+
+/*
+ * The request key of S: its hash at once, from the state's running hash
+ * (a function of SIG(S), pstate.h); its bytes when rsd__key_build() asks.
  */
 int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S)
 {
-	x->keylen = 0;
-	if (key_put(x, &tag, 1) || key_put(x, &S->ndelta, sizeof(S->ndelta)))
+	x->keyhash = rsd__mix64(S->hash ^ (uint64_t)(unsigned char)tag ^
+				((uint64_t)S->ndelta << 8) ^ ((uint64_t)S->nacct << 40));
+	x->keyS = S;
+	x->key_built = false;
+	return 0;
+}
+
+int rsd__key_build(struct search *x)
+{
+	if (x->key_built)
+		return 0;
+	if (key_serialize(x, 'R', x->keyS))
 		return x->err;
-	for (uint32_t i = 0; i < S->ndelta; i++)
-		if (key_put(x, &S->delta[i].vidx, sizeof(S->delta[i].vidx)) ||
-		    key_put(x, &S->delta[i].locs, sizeof(S->delta[i].locs)))
-			return x->err;
-	if (key_put(x, &S->nacct, sizeof(S->nacct)))
-		return x->err;
-	for (uint32_t i = 0; i < S->nacct; i++)
-		if (key_put(x, &S->acct[i].slot, sizeof(S->acct[i].slot)) ||
-		    key_put(x, &S->acct[i].used, sizeof(S->acct[i].used)) ||
-		    key_put(x, &S->acct[i].reserved, sizeof(S->acct[i].reserved)))
-			return x->err;
+	x->key_built = true;
 	return 0;
 }
 
@@ -440,7 +483,7 @@ int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
 	uint32_t slot = X;
 	int err;
 
-	if (rsd__key_sig(x, 'C', S) || key_put(x, &slot, sizeof(slot)) ||
+	if (key_serialize(x, 'C', S) || key_put(x, &slot, sizeof(slot)) ||
 	    key_put(x, &amount, sizeof(amount)))
 		return x->err;
 	/* active pairs (and so blocked handles), sorted by registration index */
@@ -470,5 +513,9 @@ int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
 	err = key_put(x, &n, sizeof(n)) || key_put(x, p, 2 * (size_t)n * sizeof(*p));
 	if (p != pairs)
 		free(p);
-	return err ? x->err : 0;
+	if (err)
+		return x->err;
+	x->keyhash = rsd__memo_hash(x->key, x->keylen);
+	x->key_built = true;
+	return 0;
 }

@@ -56,6 +56,13 @@ struct frame {
 			uint64_t budget, used, reserved; /* of S at the shortfall location */
 			char *notes;
 			size_t nlen;
+			/*
+			 * Leading bytes of this level's failure text that can
+			 * still reach the recorded message (run.c); its notes
+			 * stop at ncap and nothing is formatted when room is 0.
+			 */
+			size_t room, head, ncap;
+			bool any; /* a note was added (its bytes may be cut) */
 		} s;
 		struct {
 			uint32_t vidx, src;
@@ -102,6 +109,14 @@ struct search {
 	size_t nfr, capfr;
 	unsigned char *key;
 	size_t keylen, keycap;
+	/*
+	 * The key's hash, set by the key builders. A request key ('R') is
+	 * only hashed (from its state's running hash) until rsd__key_build()
+	 * writes its bytes: most lookups find no key of that hash.
+	 */
+	uint64_t keyhash;
+	const struct rsd__pstate *keyS; /* of an unbuilt request key */
+	bool key_built;
 	/* RANK scratch */
 	struct rsd_eviction_candidate *cbuf;
 	uint32_t *cvidx, *creq;
@@ -125,6 +140,7 @@ void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
 int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
 	      struct ranked **out, uint32_t *nout);
 int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S);
+int rsd__key_build(struct search *x);
 int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
 		      const struct active *act);
 
