@@ -100,8 +100,8 @@ static void note_add(struct frame *f, const char *fmt, ...)
 		f->u.s.nlen = 0;
 		f->u.s.notes[0] = '\0';
 	} else if (f->u.s.nlen < cap) {
-		f->u.s.nlen += (size_t)snprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen,
-						"; ");
+		f->u.s.nlen +=
+			(size_t)snprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen, "; ");
 	}
 	if (f->u.s.nlen >= cap) {
 		f->u.s.nlen = cap;
@@ -327,6 +327,12 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		f->u.s.budget = x->budget[f->u.s.sh.slot];
 		f->u.s.used = a ? a->used : 0;
 		f->u.s.reserved = a ? a->reserved : 0;
+		if (f->parent < 0) {
+			x->has_root_sh = true;
+			x->root_sh = f->u.s.sh;
+			x->root_used = f->u.s.used;
+			x->root_reserved = f->u.s.reserved;
+		}
 		if (f->u.s.room) {
 			int n = fail_head(x, f, NULL, 0);
 
@@ -780,6 +786,74 @@ static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__sear
 	return 0;
 }
 
+/* The blockers at the root's shortfall, for the failure just recorded. */
+static void record_blockers(struct search *x)
+{
+	const struct shortfall *sh = &x->root_sh;
+	struct rsd_blockers b;
+	uint64_t need;
+
+	if (!x->has_root_sh)
+		return;
+	memset(&b, 0, sizeof(b));
+	rsd__blockers_collect(x->view, rsd__slot_loc(sh->slot), &b);
+	need = sh->used + sh->reserved + sh->n;
+	b.requested_bytes = sh->n;
+	b.short_bytes = need > x->budget[sh->slot] ? need - x->budget[sh->slot] : 0;
+	b.budget_bytes = x->budget[sh->slot];
+	b.used_bytes = x->root_used;
+	b.reserved_bytes = x->root_reserved;
+	rsd__blockers_set(&b);
+}
+
+/*
+ * RSD_CTRL_PRECHECK: simulate the request on the image; at the first
+ * location that does not fit, evictions and spills can free at most the
+ * charges of the candidates there (reclaim only removes candidates from a
+ * location, and nothing else lowers what a stage needs there), so when
+ * those do not cover the shortfall every state the search could reach
+ * fails at the same stage or earlier. Fail at once then, counting nothing.
+ */
+static int precheck(struct search *x, const struct rsd__pstate *S0)
+{
+	struct shortfall sh;
+	uint64_t need, freeable, shortb;
+	char name[RSD_LOCATION_NAME_MAX], stage[300], q[160];
+	struct rsd_error *e;
+	int err = rsd__simulate(x, S0, &sh);
+
+	if (err <= 0)
+		return err;
+	if (rsd__freeable(x, sh.slot, &freeable))
+		return x->err;
+	need = sh.used + sh.reserved + sh.n;
+	shortb = need - x->budget[sh.slot];
+	if (freeable >= shortb)
+		return 0;
+	x->has_root_sh = true;
+	x->root_sh = sh;
+	x->root_used = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->used : 0;
+	x->root_reserved = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->reserved : 0;
+	err = rsd__err(RSD_EPLAN,
+		       "Automatic residency request %s is infeasible: location %s cannot admit "
+		       "%llu bytes during %s; budget=%llu, used=%llu, reserved=%llu, and evicting "
+		       "every candidate there frees %llu of the %llu bytes short (checked before "
+		       "searching)",
+		       rsd__quote(x->req->name, q, sizeof(q)),
+		       rsd_location_name(rsd__slot_loc(sh.slot), name, sizeof(name)),
+		       (unsigned long long)sh.n, stage_text(x, &sh, stage, sizeof(stage)),
+		       (unsigned long long)x->budget[sh.slot], (unsigned long long)x->root_used,
+		       (unsigned long long)x->root_reserved, (unsigned long long)freeable,
+		       (unsigned long long)shortb);
+	e = rsd__err_record();
+	e->has_search = true;
+	e->state_limit = x->limit;
+	e->explored_states = 0;
+	snprintf(e->plan_name, sizeof(e->plan_name), "%s", x->req->name);
+	record_blockers(x);
+	return err;
+}
+
 int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const struct rsd_request *r,
 		struct rsd__search_result *res)
 {
@@ -825,6 +899,13 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 	for (size_t i = 0; i < r->nrequirements; i++)
 		x->req_vidx[i] = (uint32_t)rsd__img_index(img, r->requirements[i].handle);
 
+	if (c->flags & RSD_CTRL_PRECHECK) {
+		err = precheck(x, S0);
+		if (err) {
+			rsd__ps_free(S0);
+			goto out;
+		}
+	}
 	err = drive(x, S0, &final, &note);
 	res->explored = x->count;
 	rsd__quote(r->name, q, sizeof(q));
@@ -835,9 +916,17 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 			rsd__search_result_fini(res);
 		res->explored = x->count;
 	} else if (err == 1) {
+		struct rsd_error *e;
+
 		err = rsd__err(RSD_EPLAN, "Automatic residency request %s is infeasible: %s", q,
 			       note);
 		free(note);
+		e = rsd__err_record();
+		e->has_search = true;
+		e->state_limit = x->limit;
+		e->explored_states = x->count;
+		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
+		record_blockers(x);
 	} else if (err == -RSD_ESEARCHLIMIT) {
 		struct rsd_error *e;
 
@@ -858,6 +947,7 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 		e->state_limit = x->limit;
 		e->explored_states = x->count;
 		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
+		record_blockers(x);
 	}
 out:
 	search_fini(x);

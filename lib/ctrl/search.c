@@ -73,7 +73,8 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 		uint64_t n = r->reservations[i].nbytes;
 
 		if (over(x, used[slot], reserved[slot], slot, n)) {
-			*sh = (struct shortfall){ slot, n, ST_RESERVATION, i };
+			*sh = (struct shortfall){ slot,		  n, used[slot], reserved[slot],
+						  ST_RESERVATION, i };
 			return 1;
 		}
 		reserved[slot] = sat_add(reserved[slot], n);
@@ -102,7 +103,8 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 			src = rsd__loc_slot(vs->source_loc);
 			temp = true;
 			if (over(x, used[src], reserved[src], src, C)) {
-				*sh = (struct shortfall){ src, C, ST_SOURCE, qi };
+				*sh = (struct shortfall){ src,		 C,	    used[src],
+							  reserved[src], ST_SOURCE, qi };
 				return 1;
 			}
 			reserved[src] = sat_add(reserved[src], C);
@@ -110,7 +112,7 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 		if (temp && src == D)
 			reserved[src] -= C; /* load and install share one charge */
 		if (over(x, used[D], reserved[D], D, C)) {
-			*sh = (struct shortfall){ D, C, ST_MATERIALIZE, qi };
+			*sh = (struct shortfall){ D, C, used[D], reserved[D], ST_MATERIALIZE, qi };
 			return 1;
 		}
 		used[D] = sat_add(used[D], C);
@@ -198,6 +200,18 @@ static int build_base(struct search *x, unsigned slot)
 	x->base_cands[slot] = list;
 	x->nbase_cands[slot] = n;
 	x->built[slot] = true;
+	return 0;
+}
+
+int rsd__freeable(struct search *x, unsigned slot, uint64_t *out)
+{
+	uint64_t n = 0;
+
+	if (build_base(x, slot))
+		return x->err;
+	for (uint32_t i = 0; i < x->nbase_cands[slot]; i++)
+		n += rsd__charge(x, x->base_cands[slot][i]);
+	*out = n;
 	return 0;
 }
 

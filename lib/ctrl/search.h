@@ -37,6 +37,7 @@ enum stage_kind {
 struct shortfall {
 	unsigned slot;
 	uint64_t n;
+	uint64_t used, reserved; /* at the slot when the stage did not fit */
 	enum stage_kind kind;
 	size_t index; /* reservation or requirement index */
 };
@@ -105,6 +106,9 @@ struct search {
 	uint32_t nbase_cands[RSD_NSLOTS];
 	bool built[RSD_NSLOTS];
 	struct rsd__memo failed_req, failed_cap;
+	bool has_root_sh;	     /* the root SEARCH found the request short */
+	struct shortfall root_sh;    /* there */
+	uint64_t root_used, root_reserved; /* of the image at root_sh.slot */
 	struct frame *fr;
 	size_t nfr, capfr;
 	unsigned char *key;
@@ -137,6 +141,8 @@ bool rsd__active_has(const struct active *a, uint32_t v, int slot);
 /* The candidate record of value v at slot, as the policy sees it. */
 void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
 		    struct rsd_eviction_candidate *c);
+/* The charges of the candidates at slot before any planning. */
+int rsd__freeable(struct search *x, unsigned slot, uint64_t *out);
 int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
 	      struct ranked **out, uint32_t *nout);
 int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S);

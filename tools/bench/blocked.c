@@ -32,7 +32,8 @@ static double blk_decide_ms(struct rsd_controller *c, const struct rsd_request *
 		ms[i] = (double)(bench_now_ns() - t0) / 1e6;
 		if (rc != want) {
 			rsd_decision_free(d);
-			bench_fail("rsd_controller_decide (unexpected outcome)", rc ? rc : -RSD_EUSAGE);
+			bench_fail("rsd_controller_decide (unexpected outcome)",
+				   rc ? rc : -RSD_EUSAGE);
 		}
 		*explored = rsd_last_error()->explored_states;
 	}
