@@ -807,29 +807,32 @@ static void record_blockers(struct search *x)
 }
 
 /*
- * RSD_CTRL_PRECHECK: simulate the request on the image; at the first
- * location that does not fit, evictions and spills can free at most the
- * charges of the candidates there (reclaim only removes candidates from a
- * location, and nothing else lowers what a stage needs there), so when
- * those do not cover the shortfall every state the search could reach
- * fails at the same stage or earlier. Fail at once then, counting nothing.
+ * RSD_CTRL_PRECHECK: simulate the request on the image as if every stage
+ * fitted. Before any stage, evictions and spills can have lowered what its
+ * location holds by at most the charges of the candidates there: reclaim
+ * removes only candidates, a state the search reaches differs from the
+ * image by reclaim alone, and reclaim never lowers what an earlier stage
+ * of the request adds there. So when a stage is short by more than those
+ * charges, every state the search could reach fails at that stage or
+ * earlier. Fail at once then, counting nothing.
  */
 static int precheck(struct search *x, const struct rsd__pstate *S0)
 {
 	struct shortfall sh;
-	uint64_t need, freeable, shortb;
+	uint64_t freeable, shortb;
 	char name[RSD_LOCATION_NAME_MAX], stage[300], q[160];
 	struct rsd_error *e;
-	int err = rsd__simulate(x, S0, &sh);
+	int err;
 
+	x->precheck = true;
+	err = rsd__simulate(x, S0, &sh);
+	x->precheck = false;
+	if (x->err)
+		return x->err;
 	if (err <= 0)
 		return err;
-	if (rsd__freeable(x, sh.slot, &freeable))
-		return x->err;
-	need = sh.used + sh.reserved + sh.n;
-	shortb = need - x->budget[sh.slot];
-	if (freeable >= shortb)
-		return 0;
+	freeable = x->freeable[sh.slot];
+	shortb = sh.used + sh.reserved + sh.n - x->budget[sh.slot];
 	x->has_root_sh = true;
 	x->root_sh = sh;
 	x->root_used = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->used : 0;

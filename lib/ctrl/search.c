@@ -54,7 +54,38 @@ static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *
 	return &x->simv[(*nv)++].locs;
 }
 
-/* 0: feasible, enter actions in x->enter; 1: *sh describes the shortfall. */
+/*
+ * Stage idx (of kind) needs n more bytes at slot, which do not fit: record
+ * the shortfall in *sh and say whether to stop there. The precheck does not
+ * stop: it simulates past every shortfall as if the stage fitted and stops
+ * only at one whose bytes short exceed what evicting every candidate at
+ * that location could free (or when listing them fails: x->err).
+ */
+static bool stop_at(struct search *x, struct shortfall *sh, unsigned slot, uint64_t n,
+		    const uint64_t *used, const uint64_t *reserved, enum stage_kind kind, size_t idx)
+{
+	uint64_t need = sat_add(sat_add(used[slot], reserved[slot]), n);
+
+	sh->slot = slot;
+	sh->n = n;
+	sh->used = used[slot];
+	sh->reserved = reserved[slot];
+	sh->kind = kind;
+	sh->index = idx;
+	if (!x->precheck)
+		return true;
+	if (!x->has_freeable[slot]) {
+		if (rsd__freeable(x, slot, &x->freeable[slot]))
+			return true;
+		x->has_freeable[slot] = true;
+	}
+	return need - x->budget[slot] > x->freeable[slot];
+}
+
+/*
+ * 0: feasible, enter actions in x->enter; 1: *sh describes the shortfall
+ * (with x->precheck: one that evictions cannot cover, see stop_at()).
+ */
 int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh)
 {
 	const struct rsd_request *r = x->req;
@@ -73,9 +104,8 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 		uint64_t n = r->reservations[i].nbytes;
 
 		if (over(x, used[slot], reserved[slot], slot, n)) {
-			*sh = (struct shortfall){ slot,		  n, used[slot], reserved[slot],
-						  ST_RESERVATION, i };
-			return 1;
+			if (stop_at(x, sh, slot, n, used, reserved, ST_RESERVATION, i))
+				return 1;
 		}
 		reserved[slot] = sat_add(reserved[slot], n);
 	}
@@ -103,17 +133,16 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 			src = rsd__loc_slot(vs->source_loc);
 			temp = true;
 			if (over(x, used[src], reserved[src], src, C)) {
-				*sh = (struct shortfall){ src,		 C,	    used[src],
-							  reserved[src], ST_SOURCE, qi };
-				return 1;
+				if (stop_at(x, sh, src, C, used, reserved, ST_SOURCE, qi))
+					return 1;
 			}
 			reserved[src] = sat_add(reserved[src], C);
 		}
 		if (temp && src == D)
 			reserved[src] -= C; /* load and install share one charge */
 		if (over(x, used[D], reserved[D], D, C)) {
-			*sh = (struct shortfall){ D, C, used[D], reserved[D], ST_MATERIALIZE, qi };
-			return 1;
+			if (stop_at(x, sh, D, C, used, reserved, ST_MATERIALIZE, qi))
+				return 1;
 		}
 		used[D] = sat_add(used[D], C);
 		ls_add(L, D);

@@ -26,9 +26,11 @@ static void src_release(void *ctx)
 	free(ctx);
 }
 
-void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
+static void init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices, bool immediate)
 {
-	struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true, .pooled = true };
+	struct rsd_simdev_config sc = { .ndevices = ndevices,
+					.auto_complete = immediate,
+					.pooled = true };
 	struct rsd_manager_config mc;
 
 	memset(f, 0, sizeof(*f));
@@ -39,6 +41,16 @@ void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
 	mc.driver = rsd_simdev_ops();
 	mc.driver_ctx = f->sd;
 	ATF_REQUIRE_EQ_MSG(rsd_manager_create(&mc, &f->m), 0, "%s", rsd_last_error()->message);
+}
+
+void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
+{
+	init(f, b, nb, ndevices, true);
+}
+
+void fx_init_on_command(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
+{
+	init(f, b, nb, ndevices, false);
 }
 
 void fx_fini(struct fx *f)
