@@ -62,7 +62,8 @@ static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *
  * that location could free (or when listing them fails: x->err).
  */
 static bool stop_at(struct search *x, struct shortfall *sh, unsigned slot, uint64_t n,
-		    const uint64_t *used, const uint64_t *reserved, enum stage_kind kind, size_t idx)
+		    const uint64_t *used, const uint64_t *reserved, enum stage_kind kind,
+		    size_t idx)
 {
 	uint64_t need = sat_add(sat_add(used[slot], reserved[slot]), n);
 

@@ -109,9 +109,9 @@ struct search {
 	/* RSD_CTRL_PRECHECK (run.c): simulating past shortfalls */
 	bool precheck;
 	bool has_freeable[RSD_NSLOTS];
-	uint64_t freeable[RSD_NSLOTS]; /* rsd__freeable() of each slot */
-	bool has_root_sh;	     /* the root SEARCH found the request short */
-	struct shortfall root_sh;    /* there */
+	uint64_t freeable[RSD_NSLOTS];	   /* rsd__freeable() of each slot */
+	bool has_root_sh;		   /* the root SEARCH found the request short */
+	struct shortfall root_sh;	   /* there */
 	uint64_t root_used, root_reserved; /* of the image at root_sh.slot */
 	struct frame *fr;
 	size_t nfr, capfr;

@@ -235,12 +235,13 @@ ATF_TC_BODY(precheck_fails_at_once, tc)
 	ATF_CHECK_EQ(b->freeable_bytes, 2 * N);
 	ATF_CHECK_EQ(b->blocked_bytes, 3 * N);
 	rsd_blockers_describe(b, text, sizeof(text));
-	ATF_CHECK_MSG(!strncmp(text,
-			       "cuda:0 short 192 bytes, 128 freeable, 192 bytes blocked in 3 "
-			       "materializations (leased 64, pending 64, held 64, arriving 0): ",
-			       strlen("cuda:0 short 192 bytes, 128 freeable, 192 bytes blocked in 3 "
-				      "materializations (leased 64, pending 64, held 64, arriving 0): ")),
-		      "%s", text);
+	ATF_CHECK_MSG(
+		!strncmp(text,
+			 "cuda:0 short 192 bytes, 128 freeable, 192 bytes blocked in 3 "
+			 "materializations (leased 64, pending 64, held 64, arriving 0): ",
+			 strlen("cuda:0 short 192 bytes, 128 freeable, 192 bytes blocked in 3 "
+				"materializations (leased 64, pending 64, held 64, arriving 0): ")),
+		"%s", text);
 
 	/* a request the evictions can serve is decided as without the precheck */
 	ws.nbytes = N;

@@ -8,6 +8,15 @@
  *    values, a request that reserves 18 values there. Every subset of the
  *    17 drops is one counted state, so the search stops at the limit with
  *    -RSD_ESEARCHLIMIT; the figure is the time of that decide.
+ *  - blocked_K (K = 4, 8, 12, 16, 64): the pipeline's next step blocked
+ *    by the previous one's pending GPU lease. On the simulated device
+ *    (on-command: the consumer stream's event never completes here),
+ *    cuda:0 holds 2K values of 4 KiB, its budget: K under a pending lease
+ *    and K older ones the tiered LRU may spill to pageable host. The
+ *    request needs K new values there and reserves one more for an
+ *    output: infeasible. With RSD_CTRL_PRECHECK decide fails at once;
+ *    the baseline is the same decide without it, which searches every
+ *    subset of the K spills (2^K states, the limit from K = 17 on).
  */
 #include <stdlib.h>
 
@@ -69,7 +78,114 @@ static void case_search_limit(void)
 	bench_manager_end(m);
 }
 
+struct blk_env {
+	struct rsd_simdev *sd;
+	struct rsd_manager *m;
+	struct rsd_policy *pol;
+	void *st;
+	struct rsd_handle *w;
+	struct rsd_requirement *q;
+	struct rsd_reservation_spec out;
+	struct rsd_request r;
+};
+
+static struct rsd_handle blk_adopt(struct rsd_manager *m, struct rsd_location at)
+{
+	struct rsd_resident *res;
+	struct rsd_handle h;
+	uint64_t n = BLK_VAL;
+
+	CK(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &res));
+	CK(rsd_adopt(m, res, &at, RSD_REPLICABLE, &h));
+	return h;
+}
+
+static void blk_setup(struct blk_env *e, unsigned k)
+{
+	const struct rsd_location c0 = { RSD_CUDA, 0 }, host = RSD_LOC_PAGEABLE_HOST;
+	struct rsd_budget b = { c0, 2ull * k * BLK_VAL };
+	struct rsd_simdev_config sc = { .ndevices = 1, .pooled = true };
+	struct rsd_manager_config mc = { .budgets = &b, .nbudgets = 1 };
+	struct rsd_fallback_tier t = { c0, &host, 1 };
+	struct rsd_handle *prev = calloc(k, sizeof(*prev));
+	struct rsd_lease *l;
+
+	e->w = calloc(k, sizeof(*e->w));
+	e->q = calloc(k, sizeof(*e->q));
+	if (!prev || !e->w || !e->q)
+		bench_fail("calloc", -RSD_ENOMEM);
+	CK(rsd_simdev_create(&sc, &e->sd));
+	mc.driver = rsd_simdev_ops();
+	mc.driver_ctx = e->sd;
+	CK(rsd_manager_create(&mc, &e->m));
+	CK(rsd_simdev_stream_create(e->sd, 0, &e->st));
+	CK(rsd_tiered_lru_create(&t, 1, &e->pol));
+	for (unsigned i = 0; i < k; i++)
+		prev[i] = blk_adopt(e->m, c0);
+	for (unsigned i = 0; i < k; i++)
+		blk_adopt(e->m, c0);
+	for (unsigned i = 0; i < k; i++) {
+		e->w[i] = blk_adopt(e->m, host);
+		e->q[i] = (struct rsd_requirement){ e->w[i], c0 };
+	}
+	CK(rsd_acquire(e->m, prev, k, c0, e->st, &l));
+	CK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	free(prev);
+	e->out = (struct rsd_reservation_spec){ c0, BLK_VAL, "out" };
+	e->r = (struct rsd_request){ "next", e->q, k, &e->out, 1 };
+}
+
+static void blk_end(struct blk_env *e)
+{
+	rsd_simdev_stream_complete(e->sd, e->st);
+	CK(rsd_manager_close(e->m, RSD_CLOSE_FORCE));
+	rsd_manager_destroy(e->m);
+	rsd_simdev_stream_destroy(e->sd, e->st);
+	rsd_simdev_destroy(e->sd);
+	rsd_policy_free(e->pol);
+	free(e->w);
+	free(e->q);
+}
+
+static void case_blocked_k(unsigned k)
+{
+	struct blk_env e;
+	struct rsd_controller *c;
+	uint64_t states = 0, zero = 0;
+	double base, us;
+	struct bench_fig *f;
+	char cs[32];
+
+	blk_setup(&e, k);
+	CK(rsd_controller_create(e.m, e.pol, 0, &c));
+	base = blk_decide_ms(c, &e.r, k >= 17 ? -RSD_ESEARCHLIMIT : -RSD_EPLAN, QF(1, 3), &states) *
+	       1e3;
+	CK(rsd_controller_set_flags(c, RSD_CTRL_PRECHECK));
+	us = blk_decide_ms(c, &e.r, -RSD_EPLAN, QF(5, 15), &zero) * 1e3;
+	if (!rsd_last_blockers() || zero)
+		bench_fail("blocked decide: no blockers or states counted", -RSD_EUSAGE);
+	snprintf(cs, sizeof(cs), "blocked_%u", k);
+	f = bench_fig(cs, "decide_us", us, "us");
+	bench_fig_base(f, "search decide_us", base);
+	bench_fig_target(f, TGT_MAX, 1000);
+	bench_line(cs, "search_explored_states", (double)states, "count");
+	rsd_controller_free(c);
+	blk_end(&e);
+}
+
 static void case_blocked(void)
 {
+	static const unsigned ks[] = { 4, 8, 12, 16, 64 };
+
 	case_search_limit();
+	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++)
+		case_blocked_k(ks[i]);
+	bench_note("blocked_K: decide with RSD_CTRL_PRECHECK of K new 4 KiB values plus a "
+		   "4 KiB output reservation at cuda:0, whose budget (2K values) K values under a "
+		   "pending GPU lease and K spillable ones fill; baseline: the same decide "
+		   "without it (2^K states, at most the default limit)");
+	bench_note("search_limit: example D with 17 values; before the per-state work was cut "
+		   "(commit 4f732d2's parent) the same decide took 1719 ms (17.2 us a state) "
+		   "on the machine of Documentation/performance.md");
 }
