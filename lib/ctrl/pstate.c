@@ -114,14 +114,22 @@ static struct rsd__pstate *ps_grow(struct rsd__pstate *s, uint32_t need_acct, ui
 	return t;
 }
 
-struct rsd__locset rsd__ps_base_locs(const struct rsd_image *img, uint32_t v)
+struct rsd__locset rsd__ps_base_locs(struct rsd__basecache *bc, uint32_t v)
 {
-	const struct rsd_img_value *iv = rsd__iv(img, v);
+	struct rsd__bl_slot *sl = bc->tab ? &bc->tab[v % RSD__BL_SLOTS] : NULL;
+	const struct rsd_img_value *iv;
 	struct rsd__locset l;
 
+	if (sl && sl->tag == v + 1)
+		return sl->l;
+	iv = rsd__iv(bc->img, v);
 	memset(&l, 0, sizeof(l));
 	for (uint32_t i = 0; i < iv->nmats; i++)
 		ls_add(&l, rsd__loc_slot(iv->mats[i].loc));
+	if (sl) {
+		sl->tag = v + 1;
+		sl->l = l;
+	}
 	return l;
 }
 
@@ -150,18 +158,17 @@ const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v)
 	return found ? &s->delta[i] : NULL;
 }
 
-struct rsd__locset rsd__ps_locs(const struct rsd_image *img, const struct rsd__pstate *s,
-				uint32_t v)
+struct rsd__locset rsd__ps_locs(struct rsd__basecache *bc, const struct rsd__pstate *s, uint32_t v)
 {
 	const struct rsd__vdelta *d = rsd__ps_find(s, v);
 
-	return d ? d->locs : rsd__ps_base_locs(img, v);
+	return d ? d->locs : rsd__ps_base_locs(bc, v);
 }
 
-struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s, uint32_t v,
+struct rsd__pstate *rsd__ps_set_locs(struct rsd__basecache *bc, struct rsd__pstate *s, uint32_t v,
 				     const struct rsd__locset *locs)
 {
-	struct rsd__locset base = rsd__ps_base_locs(img, v);
+	struct rsd__locset base = rsd__ps_base_locs(bc, v);
 	bool found;
 	uint32_t i = delta_pos(s, v, &found);
 

@@ -143,16 +143,33 @@ struct rsd__pstate {
 	struct rsd__vdelta *delta; /* sorted by vidx; inside this allocation */
 };
 
+/*
+ * The image's location set of each value, as the search keeps asking for
+ * it: a direct-mapped cache by registration index (tag: index + 1), so a
+ * lookup is one probe instead of a walk of the value vector and its
+ * materializations. tab NULL: no cache, every lookup computes.
+ */
+#define RSD__BL_SLOTS 2048u
+
+struct rsd__bl_slot {
+	uint32_t tag;
+	struct rsd__locset l;
+};
+
+struct rsd__basecache {
+	const struct rsd_image *img;
+	struct rsd__bl_slot *tab;
+};
+
 struct rsd__pstate *rsd__ps_initial(const struct rsd_image *img);
 struct rsd__pstate *rsd__ps_copy(const struct rsd__pstate *s);
 void rsd__ps_free(struct rsd__pstate *s);
-struct rsd__locset rsd__ps_base_locs(const struct rsd_image *img, uint32_t v);
-struct rsd__locset rsd__ps_locs(const struct rsd_image *img, const struct rsd__pstate *s,
-				uint32_t v);
+struct rsd__locset rsd__ps_base_locs(struct rsd__basecache *bc, uint32_t v);
+struct rsd__locset rsd__ps_locs(struct rsd__basecache *bc, const struct rsd__pstate *s, uint32_t v);
 const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v);
 /* May reallocate: returns the state to use from now on, NULL on ENOMEM
  * (the old state is then still valid). Only on unshared states. */
-struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s, uint32_t v,
+struct rsd__pstate *rsd__ps_set_locs(struct rsd__basecache *bc, struct rsd__pstate *s, uint32_t v,
 				     const struct rsd__locset *locs);
 const struct rsd__acct *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot);
 /* used[slot] += add - sub, creating the entry when absent. */

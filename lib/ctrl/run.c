@@ -456,7 +456,7 @@ static enum act reclaim_next(struct search *x, int32_t i)
 	if (f->u.r.di == f->u.r.ndests)
 		return A_DONE;
 	d = f->u.r.dests[f->u.r.di];
-	L = rsd__ps_locs(x->img, f->S, v);
+	L = rsd__ps_locs(&x->bc, f->S, v);
 	if (!f->u.r.mine) {
 		f->u.r.mine = rsd__malloc(sizeof(*f->u.r.mine));
 		if (!f->u.r.mine)
@@ -499,7 +499,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 	case EV_START:
 		if (rsd__active_has(f->u.r.in, v, (int)src))
 			return A_DONE;
-		L = rsd__ps_locs(x->img, f->S, v);
+		L = rsd__ps_locs(&x->bc, f->S, v);
 		ls_del(&L, src);
 		f->flag = !ls_empty(&L); /* another replica preserves the value */
 		if (f->flag || rsd__iv(x->img, v)->has_source) {
@@ -510,7 +510,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 			a.location = rsd__slot_loc(src);
 			ev.reason = f->flag ? RSD__R_OTHER_REPLICA : RSD__R_SOURCE;
 			if (!rsd__ps_append(T, &a, &ev) ||
-			    !(U = rsd__ps_set_locs(x->img, T, v, &L)))
+			    !(U = rsd__ps_set_locs(&x->bc, T, v, &L)))
 				goto nomem_T;
 			T = U;
 			if (!(U = rsd__ps_used(T, src, 0, C)))
@@ -532,7 +532,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 		break;
 	case EV_YIELD: /* Cst from CAPACITY(copy(S), d, ...) */
 		T = m->st;
-		L = rsd__ps_locs(x->img, T, v);
+		L = rsd__ps_locs(&x->bc, T, v);
 		if (!ls_has(&L, src)) { /* defensive */
 			rsd__ps_free(T);
 			o->resume = f->child;
@@ -553,7 +553,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 		if (!rsd__ps_append(T, &a, &ev))
 			goto nomem_T;
 		ls_del(&L, src);
-		if (!(U = rsd__ps_set_locs(x->img, T, v, &L)))
+		if (!(U = rsd__ps_set_locs(&x->bc, T, v, &L)))
 			goto nomem_T;
 		T = U;
 		if (!(U = rsd__ps_used(T, src, 0, C)))
@@ -747,8 +747,11 @@ static void search_fini(struct search *x)
 	free(x->fr);
 	rsd__memo_fini(&x->failed_req);
 	rsd__memo_fini(&x->failed_cap);
-	for (unsigned s = 0; s < RSD_NSLOTS; s++)
+	for (unsigned s = 0; s < RSD_NSLOTS; s++) {
 		free(x->base_cands[s]);
+		free(x->base_pos[s]);
+	}
+	free(x->bc.tab);
 	free(x->req_vidx);
 	free(x->simv);
 	free(x->key);
@@ -871,8 +874,12 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 		return rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
 	x->c = c;
 	x->pol = c->policy;
+	x->cmp = rsd__policy_cmp(c->policy);
 	x->img = img;
 	x->view = view;
+	x->bc.img = img;
+	/* without the cache the search only runs slower */
+	x->bc.tab = rsd__calloc(RSD__BL_SLOTS, sizeof(*x->bc.tab));
 	x->req = r;
 	x->limit = c->limit;
 	if (c->sched.nsteps) {
@@ -901,6 +908,11 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 	}
 	for (size_t i = 0; i < r->nrequirements; i++)
 		x->req_vidx[i] = (uint32_t)rsd__img_index(img, r->requirements[i].handle);
+	err = rsd__sim_init(x);
+	if (err) {
+		rsd__ps_free(S0);
+		goto out;
+	}
 
 	if (c->flags & RSD_CTRL_PRECHECK) {
 		err = precheck(x, S0);

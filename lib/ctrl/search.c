@@ -43,15 +43,50 @@ static bool over(const struct search *x, uint64_t used, uint64_t reserved, unsig
 
 /* ---- SIMULATE (§13.2) ---- */
 
-static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *S, uint32_t v,
-				    size_t *nv)
+static int cmp_pair(const void *a, const void *b)
 {
-	for (size_t i = 0; i < *nv; i++)
-		if (x->simv[i].vidx == v)
-			return &x->simv[i].locs;
-	x->simv[*nv].vidx = v;
-	x->simv[*nv].locs = rsd__ps_locs(x->img, S, v);
-	return &x->simv[(*nv)++].locs;
+	const uint32_t *p = a, *q = b;
+
+	if (p[0] != q[0])
+		return p[0] < q[0] ? -1 : 1;
+	return p[1] < q[1] ? -1 : p[1] > q[1];
+}
+
+int rsd__sim_init(struct search *x)
+{
+	size_t n = x->req->nrequirements;
+	uint32_t *pairs = rsd__malloc((n ? n : 1) * 2 * sizeof(*pairs));
+
+	if (!pairs)
+		return x->err = rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
+	for (size_t i = 0; i < n; i++) {
+		pairs[2 * i] = x->req_vidx[i];
+		pairs[2 * i + 1] = (uint32_t)i;
+	}
+	qsort(pairs, n, 2 * sizeof(*pairs), cmp_pair);
+	for (size_t i = 0; i < n; i++) {
+		struct simv *sv = &x->simv[pairs[2 * i + 1]];
+
+		sv->vidx = pairs[2 * i];
+		sv->first = i && pairs[2 * i - 2] == pairs[2 * i] ?
+				    x->simv[pairs[2 * i - 1]].first :
+				    pairs[2 * i + 1];
+		sv->gen = 0;
+	}
+	free(pairs);
+	return 0;
+}
+
+/* The simulation's location set of requirement qi's value. */
+static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *S, size_t qi)
+{
+	struct simv *sv = &x->simv[x->simv[qi].first];
+
+	if (sv->gen != x->simgen) {
+		sv->gen = x->simgen;
+		sv->locs = rsd__ps_locs(&x->bc, S, sv->vidx);
+	}
+	return &sv->locs;
 }
 
 /*
@@ -91,7 +126,6 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 {
 	const struct rsd_request *r = x->req;
 	uint64_t used[RSD_NSLOTS], reserved[RSD_NSLOTS];
-	size_t nv = 0;
 
 	memset(used, 0, sizeof(used));
 	memset(reserved, 0, sizeof(reserved));
@@ -100,6 +134,7 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 		reserved[S->acct[i].slot] = S->acct[i].reserved;
 	}
 	x->nenter = 0;
+	x->simgen++;
 	for (size_t i = 0; i < r->nreservations; i++) {
 		unsigned slot = rsd__loc_slot(r->reservations[i].location);
 		uint64_t n = r->reservations[i].nbytes;
@@ -114,7 +149,7 @@ int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfal
 		const struct rsd_requirement *q = &r->requirements[qi];
 		uint32_t v = x->req_vidx[qi];
 		const struct rsd_img_value *vs = rsd__iv(x->img, v);
-		struct rsd__locset *L = sim_locs(x, S, v, &nv);
+		struct rsd__locset *L = sim_locs(x, S, qi);
 		unsigned D = rsd__loc_slot(q->location), src;
 		uint64_t C = vs->spec.storage_nbytes;
 		struct rsd_action *a = &x->enter[x->nenter];
@@ -366,6 +401,7 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 {
 	uint32_t nb, bi = 0, di = 0, n = 0, nord = 0;
 	const uint32_t *base;
+	bool projected = false;
 	struct ranked *r;
 
 	if (build_base(x, X))
@@ -394,12 +430,13 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 			 * analyzer assumes S->delta NULL with ndelta > 0.
 			 */
 			/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-			struct rsd__locset bl = rsd__ps_base_locs(x->img, d->vidx);
+			struct rsd__locset bl = rsd__ps_base_locs(&x->bc, d->vidx);
 
 			v = d->vidx;
 			di++;
 			/* projected here by planning (a protected original is not) */
 			cand = ls_has(&d->locs, X) && !ls_has(&bl, X);
+			projected |= cand;
 		}
 		if (cand && !rsd__active_has(act, v, -1))
 			x->cvidx[n++] = v;
@@ -419,11 +456,20 @@ int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const s
 		}
 		memcpy(x->cvidx + nord, x->creq, nreq * sizeof(*x->creq));
 	}
-	for (uint32_t k = 0; k < n; k++)
-		fill_candidate(x, k, X);
 	r = rsd__malloc((n ? n : 1) * sizeof(*r));
 	if (!r)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
+	if (x->cmp && !projected) {
+		if (rsd__order_cached(x, X, nord, n, r)) {
+			free(r);
+			return x->err;
+		}
+		*out = r;
+		*nout = n;
+		return 0;
+	}
+	for (uint32_t k = 0; k < n; k++)
+		fill_candidate(x, k, X);
 	/* Two policy calls, even when one side is empty (§13.3). */
 	if (order_part(x, 0, nord, X, r) || order_part(x, nord, n, X, r)) {
 		free(r);

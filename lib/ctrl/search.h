@@ -81,8 +81,12 @@ struct frame {
 	} u;
 };
 
+/* SIMULATE's location set of requirement q's value, shared by every
+ * requirement of that value: the one at index first holds it, valid while
+ * its gen is the simulation's. */
 struct simv {
-	uint32_t vidx;
+	uint32_t vidx, first;
+	uint64_t gen;
 	struct rsd__locset locs;
 };
 
@@ -92,6 +96,7 @@ struct search {
 	const struct rsd_image *img; /* read section held by decide */
 	const struct rsd_view *view; /* of img: its protection counts */
 	const struct rsd_request *req;
+	struct rsd__basecache bc; /* of img */
 	uint64_t limit, count;
 	bool has_sched;	       /* a schedule is declared: candidates get next uses */
 	uint32_t sched_pos;    /* from this step */
@@ -101,9 +106,14 @@ struct search {
 	uint64_t budget[RSD_NSLOTS];
 	uint32_t *req_vidx; /* value index of each requirement */
 	struct simv *simv;  /* SIMULATE scratch, one per requirement */
+	uint64_t simgen;    /* simulations run, for simv[].gen */
 	/* values with an unprotected image materialization, per slot */
 	uint32_t *base_cands[RSD_NSLOTS];
 	uint32_t nbase_cands[RSD_NSLOTS];
+	/* A shipped policy's comparison (order.c), NULL for the caller's;
+	 * with it, each base candidate's position in its order, per slot. */
+	int (*cmp)(const struct rsd_eviction_candidate *, const struct rsd_eviction_candidate *);
+	uint32_t *base_pos[RSD_NSLOTS];
 	bool built[RSD_NSLOTS];
 	struct rsd__memo failed_req, failed_cap;
 	/* RSD_CTRL_PRECHECK (run.c): simulating past shortfalls */
@@ -140,6 +150,8 @@ struct search {
 
 int rsd__count(struct search *x, const char *objective, int slot);
 uint64_t rsd__charge(const struct search *x, uint32_t v);
+/* Index the requirements by value for SIMULATE; records -RSD_ENOMEM. */
+int rsd__sim_init(struct search *x);
 int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh);
 bool rsd__active_has(const struct active *a, uint32_t v, int slot);
 /* The candidate record of value v at slot, as the policy sees it. */
@@ -147,6 +159,9 @@ void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
 		    struct rsd_eviction_candidate *c);
 /* The charges of the candidates at slot before any planning. */
 int rsd__freeable(struct search *x, unsigned slot, uint64_t *out);
+/* Order cvidx[0..nord) and [nord..n) of base candidates of slot by x->cmp
+ * into r (order.c); the policy is not called. */
+int rsd__order_cached(struct search *x, unsigned slot, uint32_t nord, uint32_t n, struct ranked *r);
 int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
 	      struct ranked **out, uint32_t *nout);
 int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S);
