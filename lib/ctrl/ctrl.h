@@ -158,9 +158,9 @@ int rsd__cand_sort(struct rsd_eviction_candidate *c, size_t n,
  * tiered LRU's; nextuse.c: the next-use policy's), NULL for any other.
  */
 int (*rsd__policy_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
-						  const struct rsd_eviction_candidate *);
+						   const struct rsd_eviction_candidate *);
 int (*rsd__next_use_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
-						    const struct rsd_eviction_candidate *);
+						     const struct rsd_eviction_candidate *);
 
 /* Frees p when rsd_next_use_create made it (nextuse.c); otherwise nothing. */
 void rsd__next_use_free(struct rsd_policy *p);

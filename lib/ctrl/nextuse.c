@@ -105,7 +105,7 @@ static const struct rsd_policy_ops nu_ops = {
 };
 
 int (*rsd__next_use_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
-						    const struct rsd_eviction_candidate *)
+						     const struct rsd_eviction_candidate *)
 {
 	return p->ops == &nu_ops ? nu_cmp : NULL;
 }

@@ -63,8 +63,12 @@ static int base_positions(struct search *x, unsigned slot)
 		free(c);
 		return x->err = err;
 	}
-	for (uint32_t p = 0; p < nb; p++)
-		pos[base_index(x, slot, (uint32_t)c[p].registration_index)] = p;
+	for (uint32_t p = 0; p < nb; p++) {
+		long i = base_index(x, slot, (uint32_t)c[p].registration_index);
+
+		if (i >= 0) /* the sort permutes the list it was given */
+			pos[i] = p;
+	}
 	free(c);
 	x->base_pos[slot] = pos;
 	return 0;
@@ -82,8 +86,10 @@ static void order_run(struct search *x, unsigned slot, uint32_t *v, uint32_t n, 
 {
 	for (uint32_t k = 0; k < n; k++) {
 		long i = base_index(x, slot, v[k]);
+		/* every value here is a base candidate (rsd__rank) */
+		uint64_t p = i < 0 ? UINT32_MAX : x->base_pos[slot][i];
 
-		key[k] = (uint64_t)x->base_pos[slot][i] << 32 | v[k];
+		key[k] = p << 32 | v[k];
 	}
 	qsort(key, n, sizeof(*key), cmp_u64);
 	for (uint32_t k = 0; k < n; k++)

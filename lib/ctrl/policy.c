@@ -155,7 +155,7 @@ static const struct rsd_policy_ops lru_ops = {
 };
 
 int (*rsd__policy_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
-						  const struct rsd_eviction_candidate *)
+						   const struct rsd_eviction_candidate *)
 {
 	if (p->ops == &lru_ops)
 		return rsd__lru_cmp;

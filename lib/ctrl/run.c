@@ -222,7 +222,7 @@ static const char *stage_text(struct search *x, const struct shortfall *sh, char
 	return buf;
 }
 
-/* The failure text before its notes; with buf NULL only its length. */
+/* The failure text before its notes (truncated to len - 1); its length. */
 static int fail_head(struct search *x, const struct frame *f, char *buf, size_t len)
 {
 	char name[RSD_LOCATION_NAME_MAX], stage[300];
@@ -334,7 +334,8 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 			x->root_reserved = f->u.s.reserved;
 		}
 		if (f->u.s.room) {
-			int n = fail_head(x, f, NULL, 0);
+			char one[1]; /* only the length is wanted */
+			int n = fail_head(x, f, one, sizeof(one));
 
 			f->u.s.head = (size_t)(n > 0 ? n : 0) + 2; /* and " (" */
 			f->u.s.ncap = f->u.s.room > f->u.s.head ? f->u.s.room - f->u.s.head : 0;

@@ -185,7 +185,8 @@ static void case_blocked(void)
 		   "4 KiB output reservation at cuda:0, whose budget (2K values) K values under a "
 		   "pending GPU lease and K spillable ones fill; baseline: the same decide "
 		   "without it (2^K states, at most the default limit)");
-	bench_note("search_limit: example D with 17 values; before the per-state work was cut "
-		   "(commit 4f732d2's parent) the same decide took 1719 ms (17.2 us a state) "
-		   "on the machine of Documentation/performance.md");
+	bench_note(
+		"search_limit: example D with 17 values; before the per-state work was cut "
+		"(the tree before it, commit eccc21e) the same decide took 1719 ms (17.2 us a state) "
+		"on the machine of Documentation/performance.md");
 }
