@@ -7,8 +7,10 @@
  * explored_states 0 while the search without it counts as before.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <atf-c.h>
 
@@ -294,6 +296,89 @@ ATF_TC_BODY(precheck_keeps_feasible, tc)
 	fx_fini(&f);
 }
 
+struct ensure_arg {
+	struct fx *f;
+	struct rsd_handle h;
+	int err;
+};
+
+static void *ensure_main(void *p)
+{
+	struct ensure_arg *a = p;
+
+	a->err = rsd_ensure(a->f->m, a->h, C0, NULL, NULL);
+	return NULL;
+}
+
+/*
+ * A copy to cuda:0 that another thread is waiting for (its destination
+ * arriving) and a held value fill cuda:0: both are named, with their
+ * bytes; once the copy completes, the value is resident and a candidate.
+ */
+ATF_TC_WITHOUT_HEAD(arriving_named);
+ATF_TC_BODY(arriving_named, tc)
+{
+	static const struct rsd_budget bud[] = { { { RSD_CUDA, 0 }, 2 * N } };
+	struct timespec ms = { 0, 1000000 };
+	struct ensure_arg ea;
+	struct rsd_handle a, w;
+	struct rsd_requirement q[1];
+	const struct rsd_blockers *b = NULL;
+	struct rsd_controller *c;
+	struct rsd_hold *hold;
+	pthread_t th;
+	struct fx f;
+
+	fx_init_on_command(&f, bud, 1, 1);
+	a = fx_adopt(&f, C0, RSD_REPLICABLE);
+	ea.f = &f;
+	ea.h = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	w = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	ATF_REQUIRE_EQ(rsd_hold(f.m, &a, 1, C0, &hold), 0);
+	q[0] = fx_req(w, C0);
+	c = ctl(&f, RSD_CTRL_PRECHECK);
+	ATF_REQUIRE_EQ(pthread_create(&th, NULL, ensure_main, &ea), 0);
+	/*
+	 * Until the copy is admitted: its destination is then arriving, and
+	 * the next full publication (an adoption here) shows it. Before the
+	 * admission the request fits.
+	 */
+	for (int i = 0; i < 5000; i++) {
+		(void)fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+		if (decide(c, "next", q, 1, NULL, 0) == -RSD_EPLAN) {
+			b = rsd_last_blockers();
+			ATF_REQUIRE(b != NULL);
+			if (b->arriving_bytes)
+				break;
+		}
+		b = NULL;
+		nanosleep(&ms, NULL);
+	}
+	ATF_REQUIRE_MSG(b != NULL, "the copy's destination never showed as arriving");
+	ATF_CHECK_EQ(rsd_last_error()->explored_states, 0);
+	ATF_CHECK_EQ(b->short_bytes, N);
+	ATF_CHECK_EQ(b->freeable_bytes, 0);
+	ATF_CHECK_EQ(b->blocked_bytes, 2 * N);
+	ATF_CHECK_EQ(b->hold_bytes, N);
+	ATF_CHECK_EQ(b->arriving_bytes, N);
+	ATF_CHECK_EQ(b->nblocked, 2);
+	ATF_REQUIRE_EQ(b->nvalues, 2);
+	check_value(&b->values[0], a, 0, 1, 0);
+	ATF_CHECK_EQ(b->values[1].handle_id, ea.h.id);
+	ATF_CHECK(b->values[1].arriving);
+	ATF_CHECK_EQ(b->npending, 0);
+
+	rsd_simdev_stream_complete(f.sd, NULL);
+	ATF_REQUIRE_EQ(pthread_join(th, NULL), 0);
+	ATF_CHECK_EQ_MSG(ea.err, 0, "%s", rsd_last_error()->message);
+	/* resident now, with its pageable replica: dropping it makes room */
+	ATF_CHECK_EQ_MSG(decide(c, "next", q, 1, NULL, 0), 0, "%s", rsd_last_error()->message);
+	ATF_REQUIRE_EQ(rsd_hold_release(hold), 0);
+	rsd_hold_free(hold);
+	rsd_controller_free(c);
+	fx_fini(&f);
+}
+
 ATF_TC_WITHOUT_HEAD(set_flags_checks);
 ATF_TC_BODY(set_flags_checks, tc)
 {
@@ -306,6 +391,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, pending_lease_named);
 	ATF_TP_ADD_TC(tp, precheck_fails_at_once);
 	ATF_TP_ADD_TC(tp, precheck_keeps_feasible);
+	ATF_TP_ADD_TC(tp, arriving_named);
 	ATF_TP_ADD_TC(tp, set_flags_checks);
 	return 0;
 }
