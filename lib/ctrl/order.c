@@ -86,7 +86,7 @@ static void order_run(struct search *x, unsigned slot, uint32_t *v, uint32_t n, 
 {
 	for (uint32_t k = 0; k < n; k++) {
 		long i = base_index(x, slot, v[k]);
-		/* every value here is a base candidate (rsd__rank) */
+		/* every value here is a base candidate (rsd__search_rank) */
 		uint64_t p = i < 0 ? UINT32_MAX : x->base_pos[slot][i];
 
 		key[k] = p << 32 | v[k];
@@ -110,7 +110,7 @@ int rsd__order_cached(struct search *x, unsigned slot, uint32_t nord, uint32_t n
 	free(key);
 	for (uint32_t k = 0; k < n; k++) {
 		r[k].vidx = x->cvidx[k];
-		r[k].charged = rsd__charge(x, x->cvidx[k]);
+		r[k].charged = rsd__search_charge(x, x->cvidx[k]);
 	}
 	return 0;
 }

@@ -7,7 +7,7 @@
 
 static size_t ps_size(uint32_t cap_acct, uint32_t cap_delta)
 {
-	return sizeof(struct rsd__pstate) + cap_acct * sizeof(struct rsd__acct) +
+	return sizeof(struct rsd__pstate) + cap_acct * sizeof(struct rsd__ps_bytes) +
 	       cap_delta * sizeof(struct rsd__vdelta);
 }
 
@@ -20,7 +20,7 @@ static struct rsd__pstate *ps_alloc(uint32_t cap_acct, uint32_t cap_delta)
 	s->cap_acct = cap_acct;
 	s->cap_delta = cap_delta;
 	/* Both arrays hold 8-byte aligned records: no padding is needed. */
-	s->acct = (struct rsd__acct *)(s + 1);
+	s->acct = (struct rsd__ps_bytes *)(s + 1);
 	s->delta = (struct rsd__vdelta *)(s->acct + cap_acct);
 	return s;
 }
@@ -199,7 +199,7 @@ struct rsd__pstate *rsd__ps_set_locs(struct rsd__basecache *bc, struct rsd__psta
 	return s;
 }
 
-const struct rsd__acct *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot)
+const struct rsd__ps_bytes *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot)
 {
 	for (uint32_t i = 0; i < s->nacct; i++)
 		if (s->acct[i].slot == slot)

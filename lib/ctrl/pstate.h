@@ -83,7 +83,7 @@ struct rsd__vdelta {
 	struct rsd__locset locs;
 };
 
-struct rsd__acct {
+struct rsd__ps_bytes {
 	uint64_t used, reserved;
 	uint32_t slot;
 };
@@ -119,7 +119,7 @@ static inline uint64_t rsd__vdelta_hash(uint32_t vidx, const struct rsd__locset 
 	return h;
 }
 
-static inline uint64_t rsd__acct_hash(const struct rsd__acct *a)
+static inline uint64_t rsd__acct_hash(const struct rsd__ps_bytes *a)
 {
 	uint64_t h = rsd__mix64(a->slot + 0x632be59bd9b4e019ull);
 
@@ -139,7 +139,7 @@ struct rsd__pstate {
 	size_t nreclaim;
 	uint32_t nacct, cap_acct;
 	uint32_t ndelta, cap_delta;
-	struct rsd__acct *acct;	   /* sorted by slot; inside this allocation */
+	struct rsd__ps_bytes *acct;	   /* sorted by slot; inside this allocation */
 	struct rsd__vdelta *delta; /* sorted by vidx; inside this allocation */
 };
 
@@ -171,7 +171,7 @@ const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v);
  * (the old state is then still valid). Only on unshared states. */
 struct rsd__pstate *rsd__ps_set_locs(struct rsd__basecache *bc, struct rsd__pstate *s, uint32_t v,
 				     const struct rsd__locset *locs);
-const struct rsd__acct *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot);
+const struct rsd__ps_bytes *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot);
 /* used[slot] += add - sub, creating the entry when absent. */
 struct rsd__pstate *rsd__ps_used(struct rsd__pstate *s, unsigned slot, uint64_t add, uint64_t sub);
 /* Append a reclaim action; false on ENOMEM. */

@@ -1,611 +1,980 @@
 // SPDX-License-Identifier: MIT
 /*
- * Building blocks of the controller search (reference.md §13.2-13.4):
- * SIMULATE, CANDIDATES + RANK, COUNT and the memo keys built from SIG(S).
- * The generator machine that strings them together is in run.c.
+ * The controller search machine (reference.md §13.3-13.4).
+ *
+ * SEARCH, RECLAIM and CAPACITY are generators: each produces successor
+ * states one at a time and does the work for the next successor (including
+ * its COUNT) only after its consumer rejected the previous one. Two-way
+ * fallback tiers make SEARCH nest up to search_state_limit levels (example
+ * J), so the generators are not native calls but frames on one
+ * heap-allocated stack. A loop passes messages between a frame and the
+ * frame that created it (its consumer):
+ *
+ *   START   a frame begins               YIELD  a producer hands up a state
+ *   RESUME  the consumer wants the next  DONE   a producer is exhausted (popped)
+ *   FAIL    a SEARCH level failed, with its PlanningFailure text (popped)
+ *
+ * A consumer finishes whatever it pushed for one successor before asking
+ * its producer for the next; the producer passes RESUME on to its own
+ * suspended producer, and so on up to the top of the stack. A producer is
+ * exhausted only while it runs with nothing above it, so the frame popped
+ * is always the top. Success of any SEARCH level ends the whole search (every
+ * producer above it is abandoned, none records a memo entry); reaching the
+ * state limit aborts it from any depth.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "memo.h"
-#include "pstate.h"
 #include "search.h"
 
-int rsd__count(struct search *x, const char *objective, int slot)
-{
-	if (x->count >= x->limit) {
-		x->objective = objective;
-		x->objective_slot = slot;
-		x->err = -RSD_ESEARCHLIMIT;
-		return x->err;
-	}
-	x->count++;
-	return 0;
-}
+enum act {
+	A_PUSH,
+	A_YIELD,
+	A_DONE,
+	A_FAIL,
+	A_RESUME,
+	A_SUCCESS,
+	A_ERROR
+};
+enum ev {
+	EV_START,
+	EV_RESUME,
+	EV_YIELD,
+	EV_DONE,
+	EV_FAIL
+};
+enum pc {
+	PC_NONE,
+	PC_AFTER_DROP,
+	PC_AFTER_MOVE,
+	PC_FIT,
+	PC_FORWARD,
+	PC_CHECKED /* SEARCH: its consumer found its state in no memo */
+};
 
-uint64_t rsd__charge(const struct search *x, uint32_t v)
-{
-	return rsd__iv(x->img, v)->spec.storage_nbytes;
-}
+struct msg {
+	enum ev ev;
+	int32_t from;
+	struct rsd__pstate *st; /* EV_YIELD: ownership passes to the receiver */
+	char *note;		/* EV_FAIL: ownership passes to the receiver */
+};
 
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	return a + b < a ? UINT64_MAX : a + b;
-}
-
-/* Would n more bytes at slot exceed its budget? */
-static bool over(const struct search *x, uint64_t used, uint64_t reserved, unsigned slot,
-		 uint64_t n)
-{
-	return x->has_budget[slot] && sat_add(sat_add(used, reserved), n) > x->budget[slot];
-}
-
-/* ---- SIMULATE (§13.2) ---- */
-
-static int cmp_pair(const void *a, const void *b)
-{
-	const uint32_t *p = a, *q = b;
-
-	if (p[0] != q[0])
-		return p[0] < q[0] ? -1 : 1;
-	return p[1] < q[1] ? -1 : p[1] > q[1];
-}
-
-int rsd__sim_init(struct search *x)
-{
-	size_t n = x->req->nrequirements;
-	uint32_t *pairs = rsd__malloc((n ? n : 1) * 2 * sizeof(*pairs));
-
-	if (!pairs)
-		return x->err = rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
-	for (size_t i = 0; i < n; i++) {
-		pairs[2 * i] = x->req_vidx[i];
-		pairs[2 * i + 1] = (uint32_t)i;
-	}
-	qsort(pairs, n, 2 * sizeof(*pairs), cmp_pair);
-	for (size_t i = 0; i < n; i++) {
-		struct simv *sv = &x->simv[pairs[2 * i + 1]];
-
-		sv->vidx = pairs[2 * i];
-		sv->first = i && pairs[2 * i - 2] == pairs[2 * i] ?
-				    x->simv[pairs[2 * i - 1]].first :
-				    pairs[2 * i + 1];
-		sv->gen = 0;
-	}
-	free(pairs);
-	return 0;
-}
-
-/* The simulation's location set of requirement qi's value. */
-static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *S, size_t qi)
-{
-	struct simv *sv = &x->simv[x->simv[qi].first];
-
-	if (sv->gen != x->simgen) {
-		sv->gen = x->simgen;
-		sv->locs = rsd__ps_locs(&x->bc, S, sv->vidx);
-	}
-	return &sv->locs;
-}
+/* What a step asks the driver to do next. */
+struct out {
+	struct rsd__pstate *yield;
+	char *note;
+	int32_t resume;
+	struct rsd__pstate *final; /* A_SUCCESS */
+};
 
 /*
- * Stage idx (of kind) needs n more bytes at slot, which do not fit: record
- * the shortfall in *sh and say whether to stop there. The precheck does not
- * stop: it simulates past every shortfall as if the stage fitted and stops
- * only at one whose bytes short exceed what evicting every candidate at
- * that location could free (or when listing them fails: x->err).
+ * Failure narratives are capped: the recorded message holds 511 bytes, so
+ * no level's text matters past the bytes that can still reach it. Each
+ * SEARCH level knows that number (room): the root 511, a nested level what
+ * is left of its parent's room after the parent's own text before it. A
+ * level formats only its first room bytes, and nothing at all when room
+ * is 0, which is what keeps a deep failing search from spending its time
+ * in vsnprintf; the message comes out the same.
  */
-static bool stop_at(struct search *x, struct shortfall *sh, unsigned slot, uint64_t n,
-		    const uint64_t *used, const uint64_t *reserved, enum stage_kind kind,
-		    size_t idx)
-{
-	uint64_t need = sat_add(sat_add(used[slot], reserved[slot]), n);
+#define NOTE_CAP 1024
+#define EXHAUSTED "equivalent ordered-request state is already exhausted"
+#define MSG_ROOM (sizeof(((struct rsd_error *)0)->message) - 1)
 
-	sh->slot = slot;
-	sh->n = n;
-	sh->used = used[slot];
-	sh->reserved = reserved[slot];
-	sh->kind = kind;
-	sh->index = idx;
-	if (!x->precheck)
-		return true;
-	if (!x->has_freeable[slot]) {
-		if (rsd__freeable(x, slot, &x->freeable[slot]))
-			return true;
-		x->has_freeable[slot] = true;
+static void note_add(struct frame *f, const char *fmt, ...) rsd__printf(2, 3);
+
+static void note_add(struct frame *f, const char *fmt, ...)
+{
+	size_t cap = f->u.s.ncap;
+	va_list ap;
+	int n;
+
+	f->u.s.any = true; /* a note exists, whether or not its bytes are kept */
+	if (!cap)
+		return;
+	if (!f->u.s.notes) {
+		f->u.s.notes = rsd__malloc(cap + 1);
+		if (!f->u.s.notes)
+			return; /* a lost note only shortens a diagnostic */
+		f->u.s.nlen = 0;
+		f->u.s.notes[0] = '\0';
+	} else if (f->u.s.nlen < cap) {
+		f->u.s.nlen +=
+			(size_t)snprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen, "; ");
 	}
-	return need - x->budget[slot] > x->freeable[slot];
+	if (f->u.s.nlen >= cap) {
+		f->u.s.nlen = cap;
+		return;
+	}
+	va_start(ap, fmt);
+	n = vsnprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		f->u.s.nlen += (size_t)n;
+	if (f->u.s.nlen > cap)
+		f->u.s.nlen = cap;
 }
 
-/*
- * 0: feasible, enter actions in x->enter; 1: *sh describes the shortfall
- * (with x->precheck: one that evictions cannot cover, see stop_at()).
- */
-int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh)
+/* Index of the new frame, or the negative error code (also left in x->err). */
+static int32_t push(struct search *x, enum ftype type, int32_t parent)
 {
-	const struct rsd_request *r = x->req;
-	uint64_t used[RSD_NSLOTS], reserved[RSD_NSLOTS];
+	struct frame *f;
 
-	memset(used, 0, sizeof(used));
-	memset(reserved, 0, sizeof(reserved));
-	for (uint32_t i = 0; i < S->nacct; i++) {
-		used[S->acct[i].slot] = S->acct[i].used;
-		reserved[S->acct[i].slot] = S->acct[i].reserved;
-	}
-	x->nenter = 0;
-	x->simgen++;
-	for (size_t i = 0; i < r->nreservations; i++) {
-		unsigned slot = rsd__loc_slot(r->reservations[i].location);
-		uint64_t n = r->reservations[i].nbytes;
+	if (x->nfr == x->capfr) {
+		size_t cap = x->capfr ? 2 * x->capfr : 64;
+		struct frame *fr = rsd__realloc(x->fr, cap * sizeof(*fr));
 
-		if (over(x, used[slot], reserved[slot], slot, n)) {
-			if (stop_at(x, sh, slot, n, used, reserved, ST_RESERVATION, i))
-				return 1;
-		}
-		reserved[slot] = sat_add(reserved[slot], n);
-	}
-	for (size_t qi = 0; qi < r->nrequirements; qi++) {
-		const struct rsd_requirement *q = &r->requirements[qi];
-		uint32_t v = x->req_vidx[qi];
-		const struct rsd_img_value *vs = rsd__iv(x->img, v);
-		struct rsd__locset *L = sim_locs(x, S, qi);
-		unsigned D = rsd__loc_slot(q->location), src;
-		uint64_t C = vs->spec.storage_nbytes;
-		struct rsd_action *a = &x->enter[x->nenter];
-		bool temp;
-
-		if (ls_has(L, D))
-			continue; /* satisfied, possibly by an earlier requirement */
-		if (!ls_empty(L)) {
-			src = (unsigned)ls_min(L);
-			temp = false;
-		} else {
-			if (!vs->has_source)
-				return rsd__err(
-					RSD_EUNAVAILABLE,
-					"Residency value '%llu' has no materialization or source",
-					(unsigned long long)q->handle.id);
-			src = rsd__loc_slot(vs->source_loc);
-			temp = true;
-			if (over(x, used[src], reserved[src], src, C)) {
-				if (stop_at(x, sh, src, C, used, reserved, ST_SOURCE, qi))
-					return 1;
-			}
-			reserved[src] = sat_add(reserved[src], C);
-		}
-		if (temp && src == D)
-			reserved[src] -= C; /* load and install share one charge */
-		if (over(x, used[D], reserved[D], D, C)) {
-			if (stop_at(x, sh, D, C, used, reserved, ST_MATERIALIZE, qi))
-				return 1;
-		}
-		used[D] = sat_add(used[D], C);
-		ls_add(L, D);
-		if (temp && src != D)
-			reserved[src] -= C;
-		memset(a, 0, sizeof(*a));
-		a->handle = q->handle;
-		a->location = q->location;
-		if (vs->spec.replica_mode == RSD_EXCLUSIVE) {
-			a->kind = RSD_ACT_MOVE;
-			if (!temp) {
-				a->has_from = true;
-				a->from = rsd__slot_loc(src);
-				ls_del(L, src);
-				used[src] -= C;
-			}
-		} else {
-			a->kind = RSD_ACT_ENSURE;
-		}
-		x->nenter++;
-	}
-	return 0;
-}
-
-/* ---- CANDIDATES and RANK (§13.3) ---- */
-
-bool rsd__active_has(const struct active *a, uint32_t v, int slot)
-{
-	for (; a; a = a->prev)
-		if (a->vidx == v && (slot < 0 || a->slot == (uint32_t)slot))
-			return true;
-	return false;
-}
-
-static bool is_required(const struct search *x, uint32_t v, unsigned slot)
-{
-	for (size_t i = 0; i < x->req->nrequirements; i++)
-		if (x->req_vidx[i] == v && rsd__loc_slot(x->req->requirements[i].location) == slot)
-			return true;
-	return false;
-}
-
-/*
- * Values whose image materialization at slot is unprotected, in
- * registration order; protected ones can never become candidates because
- * planning never removes them. Built once per slot and decide from the
- * location's member bitmap, so it costs the values present at slot, not
- * every registered value. A slot outside the location table holds none.
- */
-static int build_base(struct search *x, unsigned slot)
-{
-	const struct rsd_img_loc *row = rsd__img_loc(x->img, rsd__slot_loc(slot));
-	uint32_t *list = NULL, n = 0, cap = 0;
-	uint64_t v = 0;
-
-	if (x->built[slot])
-		return 0;
-	while (row && rsd__img_loc_next(row, &v)) {
-		const struct rsd_img_value *iv = rsd__iv(x->img, (uint32_t)v);
-
-		for (uint32_t k = 0; iv && !iv->discarded && k < iv->nmats; k++) {
-			if (rsd__loc_slot(iv->mats[k].loc) != slot)
-				continue;
-			if (iv->mats[k].arriving ||
-			    rsd__prot_any(rsd__view_mat_prot(x->view, iv, k)))
-				break;
-			if (n == cap) {
-				uint32_t *nl = rsd__realloc(list, (cap = cap ? 2 * cap : 16) *
-									  sizeof(*nl));
-
-				if (!nl) {
-					free(list);
-					return x->err =
-						       rsd__err(RSD_ENOMEM,
-								"out of memory listing candidates");
-				}
-				list = nl;
-			}
-			list[n++] = (uint32_t)v;
-			break;
-		}
-		v++;
-	}
-	x->base_cands[slot] = list;
-	x->nbase_cands[slot] = n;
-	x->built[slot] = true;
-	return 0;
-}
-
-int rsd__freeable(struct search *x, unsigned slot, uint64_t *out)
-{
-	uint64_t n = 0;
-
-	if (build_base(x, slot))
-		return x->err;
-	for (uint32_t i = 0; i < x->nbase_cands[slot]; i++)
-		n += rsd__charge(x, x->base_cands[slot][i]);
-	*out = n;
-	return 0;
-}
-
-static int scratch_reserve(struct search *x, size_t n)
-{
-	void *a, *b, *c, *d, *e, *f;
-
-	if (n <= x->ccap)
-		return 0;
-	n = n < 16 ? 16 : 2 * n;
-	a = rsd__realloc(x->cbuf, n * sizeof(*x->cbuf));
-	if (a)
-		x->cbuf = a;
-	b = rsd__realloc(x->cvidx, n * sizeof(*x->cvidx));
-	if (b)
-		x->cvidx = b;
-	c = rsd__realloc(x->cused, n);
-	if (c)
-		x->cused = c;
-	d = rsd__realloc(x->creq, n * sizeof(*x->creq));
-	if (d)
-		x->creq = d;
-	e = rsd__realloc(x->chandle, n * sizeof(*x->chandle));
-	if (e)
-		x->chandle = e;
-	f = rsd__realloc(x->ccharge, n * sizeof(*x->ccharge));
-	if (f)
-		x->ccharge = f;
-	if (!a || !b || !c || !d || !e || !f)
-		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
-	x->ccap = n;
-	return 0;
-}
-
-void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
-		    struct rsd_eviction_candidate *c)
-{
-	const struct rsd_img_value *iv = rsd__iv(x->img, v);
-	const struct rsd__meta *md = rsd__meta_find(x->c, iv->handle.id);
-
-	memset(c, 0, sizeof(*c));
-	c->handle = iv->handle;
-	c->location = rsd__slot_loc(slot);
-	c->charged_nbytes = iv->spec.storage_nbytes;
-	c->registration_index = v;
-	if (md) {
-		c->has_last_access_epoch = md->has_epoch;
-		c->last_access_epoch = md->epoch;
-		c->metadata.priority = md->priority;
-		c->metadata.stable_key = md->key;
-	}
-	if (x->has_sched)
-		c->has_next_use = rsd__sched_next_use(x->c, md, x->sched_pos, &c->next_use);
-}
-
-/* Candidate k (cbuf[k], value cvidx[k]); keeps its handle and charge aside
- * in chandle[k] and ccharge[k], whatever the policy does to cbuf. */
-static void fill_candidate(struct search *x, size_t k, unsigned slot)
-{
-	rsd__candidate(x, x->cvidx[k], slot, &x->cbuf[k]);
-	x->chandle[k] = x->cbuf[k].handle;
-	x->ccharge[k] = x->cbuf[k].charged_nbytes;
-}
-
-/* Find the input position of an ordered candidate (positions lo..hi). */
-static long find_input(struct search *x, const struct rsd_eviction_candidate *c, size_t lo,
-		       size_t hi, unsigned slot)
-{
-	if (!rsd_location_equal(c->location, rsd__slot_loc(slot)))
-		return -1;
-	/* Ids grow with registration order, so binary search first. */
-	for (size_t a = lo, b = hi; a < b;) {
-		size_t mid = a + (b - a) / 2;
-		const struct rsd_handle *h = &x->chandle[mid];
-
-		if (h->id == c->handle.id) {
-			if (rsd_handle_equal(*h, c->handle))
-				return (long)mid;
-			break;
-		}
-		if (h->id < c->handle.id)
-			a = mid + 1;
-		else
-			b = mid;
-	}
-	for (size_t k = lo; k < hi; k++)
-		if (rsd_handle_equal(x->chandle[k], c->handle))
-			return (long)k;
-	return -1;
-}
-
-/* One policy call on cbuf[lo..hi), then the permutation check; the
- * ranked order goes to out[lo..hi). */
-static int order_part(struct search *x, size_t lo, size_t hi, unsigned slot, struct ranked *out)
-{
-	const struct rsd_policy *p = x->pol;
-	int err = p->ops->order_candidates(p->ctx, x->cbuf + lo, hi - lo);
-
-	if (err) {
-		if (err > 0 || rsd_last_error()->code != -err)
-			err = rsd__err(err < 0 ? -err : RSD_EUSAGE,
-				       "policy order_candidates failed with %d", err);
-		return x->err = err;
-	}
-	memset(x->cused + lo, 0, hi - lo);
-	for (size_t j = lo; j < hi; j++) {
-		long k = find_input(x, &x->cbuf[j], lo, hi, slot);
-
-		if (k < 0 || x->cused[k])
-			return x->err = rsd__err(RSD_EUSAGE,
-						 "policy must return every candidate exactly once");
-		x->cused[k] = 1;
-		out[j].vidx = x->cvidx[k];
-		out[j].charged = x->ccharge[k];
-	}
-	return 0;
-}
-
-/* RANK(CANDIDATES(S, X, blocked)), blocked being the handles of act. */
-int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
-	      struct ranked **out, uint32_t *nout)
-{
-	uint32_t nb, bi = 0, di = 0, n = 0, nord = 0;
-	const uint32_t *base;
-	bool projected = false;
-	struct ranked *r;
-
-	if (build_base(x, X))
-		return x->err;
-	base = x->base_cands[X];
-	nb = x->nbase_cands[X];
-	if (scratch_reserve(x, (size_t)nb + S->ndelta + 1))
-		return x->err;
-	/* Merge the image list with the delta, both in registration order. */
-	while (bi < nb || di < S->ndelta) {
-		const struct rsd__vdelta *d = di < S->ndelta ? &S->delta[di] : NULL;
-		uint32_t v;
-		bool cand;
-
-		if (bi < nb && (!d || base[bi] < d->vidx)) {
-			v = base[bi++];
-			cand = true;
-		} else if (bi < nb && base[bi] == d->vidx) {
-			v = base[bi++];
-			di++;
-			cand = ls_has(&d->locs, X);
-		} else {
-			/*
-			 * d is not NULL here: without a delta entry left, bi < nb
-			 * (loop condition) and the first branch was taken. The
-			 * analyzer assumes S->delta NULL with ndelta > 0.
-			 */
-			/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-			struct rsd__locset bl = rsd__ps_base_locs(&x->bc, d->vidx);
-
-			v = d->vidx;
-			di++;
-			/* projected here by planning (a protected original is not) */
-			cand = ls_has(&d->locs, X) && !ls_has(&bl, X);
-			projected |= cand;
-		}
-		if (cand && !rsd__active_has(act, v, -1))
-			x->cvidx[n++] = v;
-	}
-	/* Ordinary candidates first, then required endpoints, each stable:
-	 * required ones are parked in cused-marked order, then appended. */
-	{
-		uint32_t nreq = 0;
-
-		for (uint32_t k = 0; k < n; k++) {
-			uint32_t v = x->cvidx[k];
-
-			if (is_required(x, v, X))
-				x->creq[nreq++] = v;
-			else
-				x->cvidx[nord++] = v;
-		}
-		memcpy(x->cvidx + nord, x->creq, nreq * sizeof(*x->creq));
-	}
-	r = rsd__malloc((n ? n : 1) * sizeof(*r));
-	if (!r)
-		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
-	if (x->cmp && !projected) {
-		if (rsd__order_cached(x, X, nord, n, r)) {
-			free(r);
+		if (!fr) {
+			x->err = rsd__err(RSD_ENOMEM, "out of memory: search stack of %zu frames",
+					  x->nfr);
 			return x->err;
 		}
-		*out = r;
-		*nout = n;
+		x->fr = fr;
+		x->capfr = cap;
+	}
+	f = &x->fr[x->nfr];
+	memset(f, 0, sizeof(*f));
+	f->type = (uint8_t)type;
+	f->parent = parent;
+	f->child = -1;
+	f->sub = -1;
+	return (int32_t)x->nfr++;
+}
+
+static void frame_fini(struct frame *f)
+{
+	free(f->cands);
+	if (f->type != F_RECLAIM)
+		rsd__ps_free(f->S);
+	if (f->type == F_SEARCH)
+		free(f->u.s.notes);
+	if (f->type == F_RECLAIM) {
+		free(f->u.r.dests);
+		free(f->u.r.mine);
+	}
+}
+
+/* Remember x->key as failed; a failure becomes the search's (x->err). */
+static int memo_add(struct search *x, struct rsd__memo *m)
+{
+	int err = rsd__key_build(x);
+
+	if (!err)
+		err = rsd__memo_add(m, x->key, x->keylen, x->keyhash);
+	if (err)
+		x->err = err;
+	return err;
+}
+
+/* 1: x->key failed before; 0: not; < 0: error. Bytes only on a hash match. */
+static int memo_lookup(struct search *x, const struct rsd__memo *m)
+{
+	if (!rsd__memo_has_hash(m, x->keyhash))
 		return 0;
-	}
-	for (uint32_t k = 0; k < n; k++)
-		fill_candidate(x, k, X);
-	/* Two policy calls, even when one side is empty (§13.3). */
-	if (order_part(x, 0, nord, X, r) || order_part(x, nord, n, X, r)) {
-		free(r);
+	if (rsd__key_build(x))
 		return x->err;
+	return rsd__memo_has(m, x->key, x->keylen, x->keyhash);
+}
+
+static enum act nomem(struct search *x, const char *what)
+{
+	x->err = rsd__err(RSD_ENOMEM, "out of memory during the residency search (%s)", what);
+	return A_ERROR;
+}
+
+/* A RECLAIM for the ci-th ranked candidate of frame i, at slot src. */
+static enum act push_reclaim(struct search *x, int32_t i, unsigned src, const struct active *in)
+{
+	int32_t j = push(x, F_RECLAIM, i);
+	struct frame *f, *g;
+
+	if (j < 0)
+		return A_ERROR;
+	f = &x->fr[i];
+	g = &x->fr[j];
+	g->S = f->S;
+	g->u.r.vidx = f->cands[f->ci].vidx;
+	g->u.r.charged = f->cands[f->ci].charged;
+	g->u.r.rank = f->ci;
+	g->u.r.src = src;
+	g->u.r.in = in;
+	f->child = j;
+	return A_PUSH;
+}
+
+/* ---- SEARCH ---- */
+
+static const char *stage_text(struct search *x, const struct shortfall *sh, char *buf, size_t len)
+{
+	char q[256], id[32];
+
+	if (sh->kind == ST_RESERVATION) {
+		snprintf(buf, len, "reservation %s",
+			 rsd__quote(x->req->reservations[sh->index].label, q, sizeof(q)));
+		return buf;
 	}
-	*out = r;
-	*nout = n;
-	return 0;
+	snprintf(id, sizeof(id), "%llu",
+		 (unsigned long long)x->req->requirements[sh->index].handle.id);
+	snprintf(buf, len, "%s %s",
+		 sh->kind == ST_SOURCE ? "source reconstruction for" : "materialization of",
+		 rsd__quote(id, q, sizeof(q)));
+	return buf;
 }
 
-/* ---- memo keys: SIG(S) (§13.4) plus the objective's parameters ---- */
-
-/* Room for n more key bytes; the key so far is kept. */
-static int key_reserve(struct search *x, size_t n)
+/* The failure text before its notes (truncated to len - 1); its length. */
+static int fail_head(struct search *x, const struct frame *f, char *buf, size_t len)
 {
-	if (x->keylen + n > x->keycap) {
-		size_t cap = 2 * (x->keylen + n) + 64;
-		unsigned char *k = rsd__realloc(x->key, cap);
+	char name[RSD_LOCATION_NAME_MAX], stage[300];
 
-		if (!k)
-			return x->err = rsd__err(RSD_ENOMEM, "out of memory building a search key");
-		x->key = k;
-		x->keycap = cap;
+	return snprintf(buf, len,
+			"location %s cannot admit %llu bytes during %s; budget=%llu, used=%llu, "
+			"reserved=%llu, but no invariant-valid victim sequence satisfies the "
+			"complete ordered request",
+			rsd_location_name(rsd__slot_loc(f->u.s.sh.slot), name, sizeof(name)),
+			(unsigned long long)f->u.s.sh.n,
+			stage_text(x, &f->u.s.sh, stage, sizeof(stage)),
+			(unsigned long long)f->u.s.budget, (unsigned long long)f->u.s.used,
+			(unsigned long long)f->u.s.reserved);
+}
+
+/* The level's failure text, its first room bytes; NULL when room is 0. */
+static char *fail_text(struct search *x, const struct frame *f)
+{
+	size_t cap = f->u.s.room < NOTE_CAP ? f->u.s.room : NOTE_CAP;
+	char *s;
+	int n;
+
+	if (!cap)
+		return NULL;
+	s = rsd__malloc(cap + 1);
+	if (!s)
+		return NULL;
+	n = fail_head(x, f, s, cap + 1);
+	if (n >= 0 && (size_t)n < cap && f->u.s.any)
+		snprintf(s + n, cap + 1 - (size_t)n, " (%s)", f->u.s.notes ? f->u.s.notes : "");
+	return s;
+}
+
+/* A failure note; NULL is an empty one, when room is 0. */
+static enum act search_fail_note(struct search *x, struct frame *f, struct out *o, const char *s)
+{
+	if (!f->u.s.room)
+		return A_FAIL;
+	o->note = s ? rsd__strdup(s) : fail_text(x, f);
+	return o->note ? A_FAIL : nomem(x, "failure text");
+}
+
+static enum act search_next(struct search *x, int32_t i, struct out *o)
+{
+	struct frame *f = &x->fr[i];
+
+	if (f->ci == f->ncands) {
+		if (rsd__search_key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
+			return A_ERROR;
+		return search_fail_note(x, f, o, NULL);
 	}
-	return 0;
+	f->flag = false;
+	return push_reclaim(x, i, f->u.s.sh.slot, NULL);
 }
 
-static int key_put(struct search *x, const void *p, size_t n)
+/* The room of a nested level pushed for candidate ci of SEARCH frame f. */
+static size_t child_room(const struct frame *f)
 {
-	if (key_reserve(x, n))
-		return x->err;
-	memcpy(x->key + x->keylen, p, n);
-	x->keylen += n;
-	return 0;
-}
+	size_t off;
+	int n;
 
-/* Append a field of a reserved key (no capacity check). */
-#define KEY_PUT(q, v) (memcpy((q), &(v), sizeof(v)), (q) += sizeof(v))
-
-/*
- * SIG(S): the planned locations of every value, then (name, used, reserved)
- * of every location in the maps, both in canonical order. Values are
- * serialized as their normalized delta from the image, which is equal
- * for two states of one search exactly when their location sets are.
- * Written in one pass into a key reserved once.
- */
-static int key_serialize(struct search *x, char tag, const struct rsd__pstate *S)
-{
-	size_t n = 1 + 2 * sizeof(uint32_t) +
-		   S->ndelta * (sizeof(S->delta->vidx) + sizeof(S->delta->locs)) +
-		   S->nacct * (sizeof(S->acct->slot) + 2 * sizeof(uint64_t));
-	unsigned char *q;
-
-	x->keylen = 0;
-	if (key_reserve(x, n))
-		return x->err;
-	q = x->key;
-	*q++ = (unsigned char)tag;
-	KEY_PUT(q, S->ndelta);
-	for (uint32_t i = 0; i < S->ndelta; i++) {
-		KEY_PUT(q, S->delta[i].vidx);
-		KEY_PUT(q, S->delta[i].locs);
-	}
-	KEY_PUT(q, S->nacct);
-	for (uint32_t i = 0; i < S->nacct; i++) {
-		KEY_PUT(q, S->acct[i].slot);
-		KEY_PUT(q, S->acct[i].used);
-		KEY_PUT(q, S->acct[i].reserved);
-	}
-	x->keylen = (size_t)(q - x->key);
-	return 0;
-}
-
-/*
- * The request key of S: its hash at once, from the state's running hash
- * (a function of SIG(S), pstate.h); its bytes when rsd__key_build() asks.
- */
-int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S)
-{
-	x->keyhash = rsd__mix64(S->hash ^ (uint64_t)(unsigned char)tag ^
-				((uint64_t)S->ndelta << 8) ^ ((uint64_t)S->nacct << 40));
-	x->keyS = S;
-	x->key_built = false;
-	return 0;
-}
-
-int rsd__key_build(struct search *x)
-{
-	if (x->key_built)
+	if (f->u.s.room <= f->u.s.head)
 		return 0;
-	if (key_serialize(x, 'R', x->keyS))
-		return x->err;
-	x->key_built = true;
-	return 0;
+	n = snprintf(NULL, 0, "candidate %u: ", f->cands[f->ci].vidx);
+	off = f->u.s.head + f->u.s.nlen + (f->u.s.any ? 2 : 0) + (size_t)(n > 0 ? n : 0);
+	return f->u.s.room > off ? f->u.s.room - off : 0;
 }
 
-int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
-		      const struct active *act)
+static enum act step_search(struct search *x, int32_t i, struct msg *m, struct out *o)
 {
-	uint32_t pairs[2 * 64], *p = pairs, n = 0, cap = 64;
-	uint32_t slot = X;
+	struct frame *f = &x->fr[i];
+	const struct rsd__ps_bytes *a;
+	int32_t j;
 	int err;
 
-	if (key_serialize(x, 'C', S) || key_put(x, &slot, sizeof(slot)) ||
-	    key_put(x, &amount, sizeof(amount)))
-		return x->err;
-	/* active pairs (and so blocked handles), sorted by registration index */
-	for (const struct active *a = act; a; a = a->prev) {
-		size_t k;
-
-		if (n == cap) {
-			uint32_t *np = rsd__malloc(4 * (size_t)cap * sizeof(*np));
-
-			if (!np)
-				return x->err = rsd__err(RSD_ENOMEM,
-							 "out of memory building a search key");
-			memcpy(np, p, 2 * (size_t)n * sizeof(*np));
-			if (p != pairs)
-				free(p);
-			p = np;
-			cap *= 2;
+	switch (m->ev) {
+	case EV_START:
+		/* a nested level's state was looked up by its consumer */
+		if (f->pc != PC_CHECKED) {
+			if (rsd__search_key_sig(x, 'R', f->S))
+				return A_ERROR;
+			err = memo_lookup(x, &x->failed_req);
+			if (err < 0)
+				return A_ERROR;
+			if (err)
+				return search_fail_note(x, f, o, EXHAUSTED);
 		}
-		for (k = n; k && p[2 * (k - 1)] > a->vidx; k--) {
-			p[2 * k] = p[2 * (k - 1)];
-			p[2 * k + 1] = p[2 * (k - 1) + 1];
+		if (rsd__search_count(x, "ordered request", -1))
+			return A_ERROR;
+		err = rsd__search_simulate(x, f->S, &f->u.s.sh);
+		if (err < 0) {
+			x->err = err;
+			return A_ERROR;
 		}
-		p[2 * k] = a->vidx;
-		p[2 * k + 1] = a->slot;
-		n++;
+		if (!err) {
+			/* SEARCH returns S itself, not the simulation's scratch */
+			o->final = f->S;
+			f->S = NULL;
+			return A_SUCCESS;
+		}
+		a = rsd__ps_acct(f->S, f->u.s.sh.slot);
+		f->u.s.budget = x->budget[f->u.s.sh.slot];
+		f->u.s.used = a ? a->used : 0;
+		f->u.s.reserved = a ? a->reserved : 0;
+		if (f->parent < 0) {
+			x->has_root_sh = true;
+			x->root_sh = f->u.s.sh;
+			x->root_used = f->u.s.used;
+			x->root_reserved = f->u.s.reserved;
+		}
+		if (f->u.s.room) {
+			char one[1]; /* only the length is wanted */
+			int n = fail_head(x, f, one, sizeof(one));
+
+			f->u.s.head = (size_t)(n > 0 ? n : 0) + 2; /* and " (" */
+			f->u.s.ncap = f->u.s.room > f->u.s.head ? f->u.s.room - f->u.s.head : 0;
+			if (f->u.s.ncap > NOTE_CAP)
+				f->u.s.ncap = NOTE_CAP;
+		}
+		if (rsd__search_rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands, &f->ncands))
+			return A_ERROR;
+		f->ci = 0;
+		return search_next(x, i, o);
+	case EV_YIELD: /* a successor T from the RECLAIM producer: try SEARCH(T) */
+		f->flag = true;
+		/*
+		 * SEARCH(T) of a state that failed before fails at once,
+		 * uncounted, with the note below: say so here without a frame
+		 * (most successors of an exhausting search are such states).
+		 */
+		if (rsd__search_key_sig(x, 'R', m->st))
+			err = x->err;
+		else
+			err = memo_lookup(x, &x->failed_req);
+		if (err) {
+			rsd__ps_free(m->st);
+			if (err < 0)
+				return A_ERROR;
+			note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
+			o->resume = f->child;
+			return A_RESUME;
+		}
+		j = push(x, F_SEARCH, i);
+		if (j < 0) {
+			rsd__ps_free(m->st);
+			return A_ERROR;
+		}
+		x->fr[j].S = m->st;
+		x->fr[j].pc = PC_CHECKED;
+		x->fr[j].u.s.room = child_room(&x->fr[i]);
+		return A_PUSH;
+	case EV_FAIL:
+		note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, m->note ? m->note : "");
+		free(m->note);
+		o->resume = f->child;
+		return A_RESUME;
+	case EV_DONE:
+		if (!f->flag)
+			note_add(f, "candidate %u: no legal drop or fallback transition",
+				 f->cands[f->ci].vidx);
+		f->ci++;
+		return search_next(x, i, o);
+	default:
+		break;
 	}
-	err = key_put(x, &n, sizeof(n)) || key_put(x, p, 2 * (size_t)n * sizeof(*p));
-	if (p != pairs)
-		free(p);
-	if (err)
-		return x->err;
-	x->keyhash = rsd__memo_hash(x->key, x->keylen);
-	x->key_built = true;
+	x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency (SEARCH event %d)", m->ev);
+	return A_ERROR;
+}
+
+/* ---- RECLAIM ---- */
+
+static int reclaim_dests(struct search *x, struct frame *f)
+{
+	struct rsd_location buf[RSD_NSLOTS];
+	struct rsd__locset seen;
+	const struct rsd_policy *p = x->pol;
+	uint32_t v = f->u.r.vidx, src = f->u.r.src, n = 0;
+	size_t k;
+
+	f->u.r.dests = rsd__malloc(2 * (size_t)RSD_NSLOTS * sizeof(*f->u.r.dests));
+	if (!f->u.r.dests)
+		return x->err = rsd__err(RSD_ENOMEM, "out of memory listing spill destinations");
+	memset(&seen, 0, sizeof(seen));
+	/* requested endpoints of this handle, canonical order, then fallbacks */
+	for (size_t i = 0; i < x->req->nrequirements; i++) {
+		unsigned s = rsd__loc_slot(x->req->requirements[i].location);
+
+		if (x->req_vidx[i] == v && s != src)
+			ls_add(&seen, s);
+	}
+	for (unsigned s = 0; s < RSD_NSLOTS; s++)
+		if (ls_has(&seen, s))
+			f->u.r.dests[n++] = (uint8_t)s;
+	if (p->ops->spill_locations) {
+		struct rsd_eviction_candidate cand;
+
+		rsd__candidate(x, v, src, &cand);
+		k = p->ops->spill_locations(p->ctx, &cand, buf, RSD_NSLOTS);
+	} else {
+		k = p->ops->fallback_locations(p->ctx, rsd__slot_loc(src), buf, RSD_NSLOTS);
+	}
+	if (k > RSD_NSLOTS)
+		k = RSD_NSLOTS;
+	for (size_t i = 0; i < k; i++) {
+		unsigned s;
+
+		if (!rsd_location_valid(buf[i]))
+			return x->err = rsd__err(RSD_ETYPE,
+						 "policy %s returned an invalid location",
+						 p->ops->spill_locations ? "spill_locations" :
+									   "fallback_locations");
+		s = rsd__loc_slot(buf[i]);
+		if (!ls_has(&seen, s)) {
+			ls_add(&seen, s);
+			f->u.r.dests[n++] = (uint8_t)s;
+		}
+	}
+	f->u.r.ndests = n;
+	f->u.r.di = 0;
 	return 0;
+}
+
+static enum act reclaim_next(struct search *x, int32_t i)
+{
+	struct frame *f = &x->fr[i];
+	uint32_t v = f->u.r.vidx;
+	struct rsd__locset L;
+	struct rsd__pstate *T;
+	unsigned d;
+	int32_t j;
+
+	if (f->u.r.di == f->u.r.ndests)
+		return A_DONE;
+	d = f->u.r.dests[f->u.r.di];
+	L = rsd__ps_locs(&x->bc, f->S, v);
+	if (!f->u.r.mine) {
+		f->u.r.mine = rsd__malloc(sizeof(*f->u.r.mine));
+		if (!f->u.r.mine)
+			return nomem(x, "active pair");
+		f->u.r.mine->prev = f->u.r.in;
+		f->u.r.mine->vidx = v;
+		f->u.r.mine->slot = f->u.r.src;
+	}
+	T = rsd__ps_copy(f->S);
+	if (!T)
+		return nomem(x, "state copy");
+	j = push(x, F_CAPACITY, i);
+	if (j < 0) {
+		rsd__ps_free(T);
+		return A_ERROR;
+	}
+	f = &x->fr[i];
+	x->fr[j].S = T;
+	x->fr[j].u.k.x = d;
+	x->fr[j].u.k.amount = ls_has(&L, d) ? 0 : rsd__search_charge(x, v);
+	x->fr[j].u.k.act = f->u.r.mine;
+	f->child = j;
+	return A_PUSH;
+}
+
+static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct out *o)
+{
+	struct frame *f = &x->fr[i];
+	uint32_t v = f->u.r.vidx, src = f->u.r.src;
+	struct rsd__evict ev = { f->u.r.rank, rsd__slot_loc(src), f->u.r.charged, RSD__R_SOURCE,
+				 rsd__slot_loc(src) };
+	struct rsd_action a;
+	struct rsd__locset L;
+	struct rsd__pstate *T, *U;
+	uint64_t C = rsd__search_charge(x, v);
+
+	memset(&a, 0, sizeof(a));
+	a.handle = rsd__iv(x->img, v)->handle;
+	switch (m->ev) {
+	case EV_START:
+		if (rsd__search_active_has(f->u.r.in, v, (int)src))
+			return A_DONE;
+		L = rsd__ps_locs(&x->bc, f->S, v);
+		ls_del(&L, src);
+		f->flag = !ls_empty(&L); /* another replica preserves the value */
+		if (f->flag || rsd__iv(x->img, v)->has_source) {
+			T = rsd__ps_copy(f->S);
+			if (!T)
+				return nomem(x, "state copy");
+			a.kind = RSD_ACT_DROP;
+			a.location = rsd__slot_loc(src);
+			ev.reason = f->flag ? RSD__R_OTHER_REPLICA : RSD__R_SOURCE;
+			if (!rsd__ps_append(T, &a, &ev) ||
+			    !(U = rsd__ps_set_locs(&x->bc, T, v, &L)))
+				goto nomem_T;
+			T = U;
+			if (!(U = rsd__ps_used(T, src, 0, C)))
+				goto nomem_T;
+			T = U;
+			f->pc = PC_AFTER_DROP;
+			o->yield = T;
+			return A_YIELD;
+		}
+		break;
+	case EV_RESUME:
+		if (f->pc == PC_AFTER_MOVE) {
+			o->resume = f->child;
+			return A_RESUME;
+		}
+		/* after the drop: never spill a value that has another replica */
+		if (f->flag)
+			return A_DONE;
+		break;
+	case EV_YIELD: /* Cst from CAPACITY(copy(S), d, ...) */
+		T = m->st;
+		L = rsd__ps_locs(&x->bc, T, v);
+		if (!ls_has(&L, src)) { /* defensive */
+			rsd__ps_free(T);
+			o->resume = f->child;
+			return A_RESUME;
+		}
+		a.kind = RSD_ACT_MOVE;
+		a.location = rsd__slot_loc(f->u.r.dests[f->u.r.di]);
+		a.has_from = true;
+		a.from = rsd__slot_loc(src);
+		ev.reason = RSD__R_MOVED;
+		ev.moved_to = a.location;
+		if (!ls_has(&L, f->u.r.dests[f->u.r.di])) {
+			ls_add(&L, f->u.r.dests[f->u.r.di]);
+			if (!(U = rsd__ps_used(T, f->u.r.dests[f->u.r.di], C, 0)))
+				goto nomem_T;
+			T = U;
+		}
+		if (!rsd__ps_append(T, &a, &ev))
+			goto nomem_T;
+		ls_del(&L, src);
+		if (!(U = rsd__ps_set_locs(&x->bc, T, v, &L)))
+			goto nomem_T;
+		T = U;
+		if (!(U = rsd__ps_used(T, src, 0, C)))
+			goto nomem_T;
+		T = U;
+		f->pc = PC_AFTER_MOVE;
+		o->yield = T;
+		return A_YIELD;
+	case EV_DONE: /* CAPACITY for this destination exhausted */
+		f->u.r.di++;
+		return reclaim_next(x, i);
+	default:
+		x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency (RECLAIM event %d)",
+				  m->ev);
+		return A_ERROR;
+	}
+	if (reclaim_dests(x, f))
+		return A_ERROR;
+	return reclaim_next(x, i);
+nomem_T:
+	rsd__ps_free(T);
+	return nomem(x, "reclaim action");
+}
+
+/* ---- CAPACITY ---- */
+
+static enum act capacity_next(struct search *x, int32_t i)
+{
+	struct frame *f = &x->fr[i];
+
+	while (f->ci < f->ncands &&
+	       rsd__search_active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
+		f->ci++;
+	if (f->ci == f->ncands) {
+		if (!f->flag && (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
+				 memo_add(x, &x->failed_cap)))
+			return A_ERROR;
+		return A_DONE;
+	}
+	return push_reclaim(x, i, f->u.k.x, f->u.k.act);
+}
+
+static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct out *o)
+{
+	struct frame *f = &x->fr[i];
+	const struct rsd__ps_bytes *a;
+	int32_t j;
+
+	switch (m->ev) {
+	case EV_START:
+		a = rsd__ps_acct(f->S, f->u.k.x);
+		if (!x->has_budget[f->u.k.x] ||
+		    (a ? a->used + a->reserved : 0) + f->u.k.amount <= x->budget[f->u.k.x]) {
+			/* fits: produce S, uncounted, without a memo lookup */
+			f->pc = PC_FIT;
+			o->yield = f->S;
+			f->S = NULL;
+			return A_YIELD;
+		}
+		if (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act))
+			return A_ERROR;
+		switch (memo_lookup(x, &x->failed_cap)) {
+		case 0:
+			break;
+		case 1:
+			return A_DONE;
+		default:
+			return A_ERROR;
+		}
+		if (rsd__search_count(x, "capacity at", (int)f->u.k.x))
+			return A_ERROR;
+		if (rsd__search_rank(x, f->S, f->u.k.x, f->u.k.act, &f->cands, &f->ncands))
+			return A_ERROR;
+		f->flag = false;
+		f->ci = 0;
+		return capacity_next(x, i);
+	case EV_RESUME:
+		if (f->pc == PC_FIT)
+			return A_DONE;
+		o->resume = f->sub;
+		return A_RESUME;
+	case EV_YIELD:
+		if (m->from == f->child) { /* R from RECLAIM: CAPACITY(R, X, ...) */
+			j = push(x, F_CAPACITY, i);
+			if (j < 0) {
+				rsd__ps_free(m->st);
+				return A_ERROR;
+			}
+			f = &x->fr[i];
+			x->fr[j].S = m->st;
+			x->fr[j].u.k = f->u.k;
+			f->sub = j;
+			return A_PUSH;
+		}
+		f->flag = true; /* produced */
+		f->pc = PC_FORWARD;
+		o->yield = m->st;
+		return A_YIELD;
+	case EV_DONE:
+		if (m->from == f->sub) {
+			f->sub = -1;
+			o->resume = f->child;
+			return A_RESUME;
+		}
+		f->ci++;
+		return capacity_next(x, i);
+	default:
+		break;
+	}
+	x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency (CAPACITY event %d)", m->ev);
+	return A_ERROR;
+}
+
+/* ---- the driver ---- */
+
+/* 0: success (*final set); 1: the root SEARCH failed (*note set); <0: error. */
+static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **final, char **note)
+{
+	struct msg m = { EV_START, -1, NULL, NULL };
+	int32_t cur = push(x, F_SEARCH, -1);
+
+	if (cur < 0) {
+		rsd__ps_free(S0);
+		return cur;
+	}
+	x->fr[cur].S = S0;
+	x->fr[cur].u.s.room = MSG_ROOM;
+	for (;;) {
+		struct out o = { NULL, NULL, -1, NULL };
+		int32_t parent = x->fr[cur].parent;
+		enum act a;
+
+		switch (x->fr[cur].type) {
+		case F_SEARCH:
+			a = step_search(x, cur, &m, &o);
+			break;
+		case F_RECLAIM:
+			a = step_reclaim(x, cur, &m, &o);
+			break;
+		default:
+			a = step_capacity(x, cur, &m, &o);
+			break;
+		}
+		m = (struct msg){ EV_START, cur, NULL, NULL };
+		switch (a) {
+		case A_PUSH:
+			cur = (int32_t)x->nfr - 1;
+			break;
+		case A_YIELD:
+			m.ev = EV_YIELD;
+			m.st = o.yield;
+			cur = parent;
+			break;
+		case A_DONE:
+		case A_FAIL:
+			if ((size_t)cur != x->nfr - 1) {
+				free(o.note);
+				goto broken;
+			}
+			frame_fini(&x->fr[cur]);
+			x->nfr--;
+			if (a == A_FAIL && parent < 0) {
+				*note = o.note;
+				return 1;
+			}
+			m.ev = a == A_DONE ? EV_DONE : EV_FAIL;
+			m.note = o.note;
+			cur = parent;
+			break;
+		case A_RESUME:
+			if (o.resume < 0 || (size_t)o.resume >= x->nfr)
+				goto broken;
+			m.ev = EV_RESUME;
+			cur = o.resume;
+			break;
+		case A_SUCCESS:
+			*final = o.final;
+			return 0;
+		default:
+			return x->err;
+		}
+	}
+broken:
+	return x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency: frame order");
+}
+
+static void search_fini(struct search *x)
+{
+	for (size_t i = x->nfr; i-- > 0;)
+		frame_fini(&x->fr[i]);
+	free(x->fr);
+	rsd__memo_fini(&x->failed_req);
+	rsd__memo_fini(&x->failed_cap);
+	for (unsigned s = 0; s < RSD_NSLOTS; s++) {
+		free(x->base_cands[s]);
+		free(x->base_pos[s]);
+	}
+	free(x->bc.tab);
+	free(x->req_vidx);
+	free(x->simv);
+	free(x->key);
+	free(x->cbuf);
+	free(x->cvidx);
+	free(x->chandle);
+	free(x->ccharge);
+	free(x->creq);
+	free(x->cused);
+	free(x->enter);
+}
+
+static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__search_result *res)
+{
+	/*
+	 * S is drive()'s *final, set whenever drive() returns 0; the analyzer
+	 * cannot see that the codes its error paths return (rsd__err()) are < 0.
+	 */
+	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
+	size_t n = S->nreclaim, k = n;
+
+	res->reclaim = rsd__malloc((n ? n : 1) * sizeof(*res->reclaim));
+	res->evict = rsd__malloc((n ? n : 1) * sizeof(*res->evict));
+	res->enter = rsd__malloc((x->nenter ? x->nenter : 1) * sizeof(*res->enter));
+	if (!res->reclaim || !res->evict || !res->enter)
+		return rsd__err(RSD_ENOMEM, "out of memory copying the search result");
+	for (const struct rsd__act_node *a = S->tail; a && k; a = a->prev) {
+		k--;
+		res->reclaim[k] = a->action;
+		res->evict[k] = a->ev;
+	}
+	res->nreclaim = n;
+	memcpy(res->enter, x->enter, x->nenter * sizeof(*x->enter));
+	res->nenter = x->nenter;
+	return 0;
+}
+
+/* The blockers at the root's shortfall, for the failure just recorded. */
+static void record_blockers(struct search *x)
+{
+	const struct shortfall *sh = &x->root_sh;
+	struct rsd_blockers b;
+	uint64_t need;
+
+	if (!x->has_root_sh)
+		return;
+	memset(&b, 0, sizeof(b));
+	rsd__blockers_collect(x->view, rsd__slot_loc(sh->slot), &b);
+	need = sh->used + sh->reserved + sh->n;
+	b.requested_bytes = sh->n;
+	b.short_bytes = need > x->budget[sh->slot] ? need - x->budget[sh->slot] : 0;
+	b.budget_bytes = x->budget[sh->slot];
+	b.used_bytes = x->root_used;
+	b.reserved_bytes = x->root_reserved;
+	rsd__blockers_set(&b);
+}
+
+/*
+ * RSD_CTRL_PRECHECK: simulate the request on the image as if every stage
+ * fitted. Before any stage, evictions and spills can have lowered what its
+ * location holds by at most the charges of the candidates there: reclaim
+ * removes only candidates, a state the search reaches differs from the
+ * image by reclaim alone, and reclaim never lowers what an earlier stage
+ * of the request adds there. So when a stage is short by more than those
+ * charges, every state the search could reach fails at that stage or
+ * earlier. Fail at once then, counting nothing.
+ */
+static int precheck(struct search *x, const struct rsd__pstate *S0)
+{
+	struct shortfall sh;
+	uint64_t freeable, shortb;
+	char name[RSD_LOCATION_NAME_MAX], stage[300], q[160];
+	struct rsd_error *e;
+	int err;
+
+	x->precheck = true;
+	err = rsd__search_simulate(x, S0, &sh);
+	x->precheck = false;
+	if (x->err)
+		return x->err;
+	if (err <= 0)
+		return err;
+	freeable = x->freeable[sh.slot];
+	shortb = sh.used + sh.reserved + sh.n - x->budget[sh.slot];
+	x->has_root_sh = true;
+	x->root_sh = sh;
+	x->root_used = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->used : 0;
+	x->root_reserved = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->reserved : 0;
+	err = rsd__err(RSD_EPLAN,
+		       "Automatic residency request %s is infeasible: location %s cannot admit "
+		       "%llu bytes during %s; budget=%llu, used=%llu, reserved=%llu, and evicting "
+		       "every candidate there frees %llu of the %llu bytes short (checked before "
+		       "searching)",
+		       rsd__quote(x->req->name, q, sizeof(q)),
+		       rsd_location_name(rsd__slot_loc(sh.slot), name, sizeof(name)),
+		       (unsigned long long)sh.n, stage_text(x, &sh, stage, sizeof(stage)),
+		       (unsigned long long)x->budget[sh.slot], (unsigned long long)x->root_used,
+		       (unsigned long long)x->root_reserved, (unsigned long long)freeable,
+		       (unsigned long long)shortb);
+	e = rsd__err_record();
+	e->has_search = true;
+	e->state_limit = x->limit;
+	e->explored_states = 0;
+	snprintf(e->plan_name, sizeof(e->plan_name), "%s", x->req->name);
+	record_blockers(x);
+	return err;
+}
+
+int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const struct rsd_request *r,
+		struct rsd__search_result *res)
+{
+	const struct rsd_image *img = view->img;
+	struct search *x = rsd__calloc(1, sizeof(*x));
+	struct rsd__pstate *S0, *final = NULL;
+	char *note = NULL, q[160], name[RSD_LOCATION_NAME_MAX + 1];
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	if (!x)
+		return rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
+	x->c = c;
+	x->pol = c->policy;
+	x->cmp = rsd__policy_cmp(c->policy);
+	x->img = img;
+	x->view = view;
+	x->bc.img = img;
+	/* without the cache the search only runs slower */
+	x->bc.tab = rsd__calloc(RSD__BL_SLOTS, sizeof(*x->bc.tab));
+	x->req = r;
+	x->limit = c->limit;
+	if (c->sched.nsteps) {
+		x->has_sched = true;
+		res->has_schedule = true;
+		res->on_schedule = rsd__sched_locate(c, r, &x->sched_pos);
+		res->schedule_position = x->sched_pos;
+	}
+	rsd__memo_init(&x->failed_req);
+	rsd__memo_init(&x->failed_cap);
+	for (uint32_t i = 0; i < img->nlocs; i++) {
+		const struct rsd_acct *a = &img->locs[i].acct;
+		unsigned s = rsd__loc_slot(img->locs[i].loc);
+
+		x->has_budget[s] = a->has_budget;
+		x->budget[s] = a->has_budget ? a->budget : 0;
+	}
+	x->req_vidx = rsd__malloc(r->nrequirements * sizeof(*x->req_vidx));
+	x->simv = rsd__malloc(r->nrequirements * sizeof(*x->simv));
+	x->enter = rsd__malloc(r->nrequirements * sizeof(*x->enter));
+	S0 = rsd__ps_initial(img);
+	if (!x->req_vidx || !x->simv || !x->enter || !S0) {
+		rsd__ps_free(S0);
+		err = rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
+		goto out;
+	}
+	for (size_t i = 0; i < r->nrequirements; i++)
+		x->req_vidx[i] = (uint32_t)rsd__img_index(img, r->requirements[i].handle);
+	err = rsd__sim_init(x);
+	if (err) {
+		rsd__ps_free(S0);
+		goto out;
+	}
+
+	if (c->flags & RSD_CTRL_PRECHECK) {
+		err = precheck(x, S0);
+		if (err) {
+			rsd__ps_free(S0);
+			goto out;
+		}
+	}
+	err = drive(x, S0, &final, &note);
+	res->explored = x->count;
+	rsd__quote(r->name, q, sizeof(q));
+	if (err == 0) {
+		err = take_result(x, final, res);
+		rsd__ps_free(final);
+		if (err)
+			rsd__search_result_fini(res);
+		res->explored = x->count;
+	} else if (err == 1) {
+		struct rsd_error *e;
+
+		err = rsd__err(RSD_EPLAN, "Automatic residency request %s is infeasible: %s", q,
+			       note);
+		free(note);
+		e = rsd__err_record();
+		e->has_search = true;
+		e->state_limit = x->limit;
+		e->explored_states = x->count;
+		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
+		record_blockers(x);
+	} else if (err == -RSD_ESEARCHLIMIT) {
+		struct rsd_error *e;
+
+		name[0] = ' ';
+		name[1] = '\0';
+		if (x->objective_slot >= 0)
+			rsd_location_name(rsd__slot_loc((unsigned)x->objective_slot), name + 1,
+					  sizeof(name) - 1);
+		rsd__err(
+			RSD_ESEARCHLIMIT,
+			"Automatic residency request %s is inconclusive (not infeasible): automatic "
+			"residency search exceeded its deterministic state limit during %s%s: "
+			"limit=%llu; explored_states=%llu",
+			q, x->objective, x->objective_slot >= 0 ? name : "",
+			(unsigned long long)x->limit, (unsigned long long)x->count);
+		e = rsd__err_record();
+		e->has_search = true;
+		e->state_limit = x->limit;
+		e->explored_states = x->count;
+		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
+		record_blockers(x);
+	}
+out:
+	search_fini(x);
+	free(x);
+	return err;
+}
+
+void rsd__search_result_fini(struct rsd__search_result *res)
+{
+	free(res->reclaim);
+	free(res->evict);
+	free(res->enter);
+	memset(res, 0, sizeof(*res));
 }

@@ -148,12 +148,12 @@ struct search {
 	int err;
 };
 
-int rsd__count(struct search *x, const char *objective, int slot);
-uint64_t rsd__charge(const struct search *x, uint32_t v);
+int rsd__search_count(struct search *x, const char *objective, int slot);
+uint64_t rsd__search_charge(const struct search *x, uint32_t v);
 /* Index the requirements by value for SIMULATE; records -RSD_ENOMEM. */
 int rsd__sim_init(struct search *x);
-int rsd__simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh);
-bool rsd__active_has(const struct active *a, uint32_t v, int slot);
+int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh);
+bool rsd__search_active_has(const struct active *a, uint32_t v, int slot);
 /* The candidate record of value v at slot, as the policy sees it. */
 void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
 		    struct rsd_eviction_candidate *c);
@@ -162,11 +162,11 @@ int rsd__freeable(struct search *x, unsigned slot, uint64_t *out);
 /* Order cvidx[0..nord) and [nord..n) of base candidates of slot by x->cmp
  * into r (order.c); the policy is not called. */
 int rsd__order_cached(struct search *x, unsigned slot, uint32_t nord, uint32_t n, struct ranked *r);
-int rsd__rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
+int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
 	      struct ranked **out, uint32_t *nout);
-int rsd__key_sig(struct search *x, char tag, const struct rsd__pstate *S);
+int rsd__search_key_sig(struct search *x, char tag, const struct rsd__pstate *S);
 int rsd__key_build(struct search *x);
-int rsd__key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
+int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
 		      const struct active *act);
 
 #endif
