@@ -25,6 +25,8 @@
  *   rsd_trace_budget_reject    where the admission rule refuses a charge
  *   rsd_trace_plan_begin/end   around execute and scope entry/exit
  *   rsd_trace_decision         after the controller decides
+ *   rsd_trace_decision_blocked after it, when a location could not admit
+ *                              the request (rsd_last_blockers())
  *   rsd_trace_state            after a commit, once per location whose used
  *                              or reserved bytes changed, and once when a
  *                              location first appears (its starting point)
@@ -214,6 +216,20 @@ static inline void rsd_trace_decision(uint64_t manager_id, const char *request,
 			     explored_states, outcome);
 }
 
+static inline void rsd_trace_decision_blocked(uint64_t manager_id, const char *request,
+					      int outcome, uint64_t explored_states,
+					      const struct rsd_blockers *b)
+{
+	char name[RSD_LOCATION_NAME_MAX], detail[1024];
+
+	if (!b || !lttng_ust_tracepoint_enabled(rsd, decision_blocked))
+		return;
+	rsd_blockers_describe(b, detail, sizeof(detail));
+	lttng_ust_tracepoint(rsd, decision_blocked, manager_id, rsd__trace_str(request), outcome,
+			     explored_states, b, rsd_location_name(b->location, name, sizeof(name)),
+			     detail);
+}
+
 static inline void rsd_trace_state(uint64_t manager_id, uint64_t state_version,
 				   struct rsd_location at, uint64_t used, uint64_t reserved)
 {
@@ -311,6 +327,13 @@ static inline void rsd_trace_decision(uint64_t manager_id, const char *request,
 				      uint32_t nevictions, uint64_t explored_states, int outcome)
 {
 	(void)manager_id, (void)request, (void)nevictions, (void)explored_states, (void)outcome;
+}
+
+static inline void rsd_trace_decision_blocked(uint64_t manager_id, const char *request,
+					      int outcome, uint64_t explored_states,
+					      const struct rsd_blockers *b)
+{
+	(void)manager_id, (void)request, (void)outcome, (void)explored_states, (void)b;
 }
 
 static inline void rsd_trace_state(uint64_t manager_id, uint64_t state_version,

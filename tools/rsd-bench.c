@@ -36,6 +36,7 @@
 #include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/node.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/blocked.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -61,6 +62,7 @@ static const struct bench_case cases[] = {
 	{ "ctrl", "controller", case_controller, false },
 	{ "dataplane", "controller", case_dataplane, false },
 	{ "schedule", "controller", case_schedule, false },
+	{ "blocked", "controller", case_blocked, false },
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
 	{ "fault", "fault", case_fault, false },
 	{ "scaling", "scaling", case_scaling, false },

@@ -38,6 +38,7 @@
 #include <lttng/tracepoint.h>
 
 #include <rsd/action.h>
+#include <rsd/controller.h>
 #include <rsd/location.h>
 
 /* The three fields of a location passed as a pointer plus its name. */
@@ -281,6 +282,39 @@ LTTNG_UST_TRACEPOINT_EVENT(rsd, decision,
 	)
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, decision, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/*
+ * A decision that failed because a location could not admit its request
+ * (fired after rsd:decision): what protects the bytes there, as
+ * struct rsd_blockers has it; detail is rsd_blockers_describe()'s text.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, decision_blocked,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const char *, request, int, outcome,
+			  uint64_t, explored_states, const struct rsd_blockers *, b,
+			  const char *, at_name, const char *, detail),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_string(request, request)
+		lttng_ust_field_integer(int, outcome, outcome)
+		lttng_ust_field_integer(uint64_t, explored_states, explored_states)
+		RSD_TP_LOC_FIELDS(at, &b->location, at_name)
+		lttng_ust_field_integer(uint64_t, requested, b->requested_bytes)
+		lttng_ust_field_integer(uint64_t, short_bytes, b->short_bytes)
+		lttng_ust_field_integer(uint64_t, budget, b->budget_bytes)
+		lttng_ust_field_integer(uint64_t, used, b->used_bytes)
+		lttng_ust_field_integer(uint64_t, reserved, b->reserved_bytes)
+		lttng_ust_field_integer(uint64_t, freeable, b->freeable_bytes)
+		lttng_ust_field_integer(uint64_t, blocked, b->blocked_bytes)
+		lttng_ust_field_integer(uint64_t, leased, b->lease_bytes)
+		lttng_ust_field_integer(uint64_t, pending, b->pending_bytes)
+		lttng_ust_field_integer(uint64_t, held, b->hold_bytes)
+		lttng_ust_field_integer(uint64_t, arriving, b->arriving_bytes)
+		lttng_ust_field_integer(uint64_t, nblocked, b->nblocked)
+		lttng_ust_field_integer(uint64_t, npending_leases, b->npending)
+		lttng_ust_field_string(detail, detail)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, decision_blocked, LTTNG_UST_TRACEPOINT_LOGLEVEL_WARNING)
 
 /*
  * Accounting at one location after the commit that produced state_version,

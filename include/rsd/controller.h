@@ -416,13 +416,165 @@ int rsd_controller_schedule_position(struct rsd_controller *c, uint64_t *out);
  *   locations.
  * * -RSD_EUNAVAILABLE - a value has nothing to read it from.
  * * -RSD_ESTALE - the state changed while deciding.
- * * -RSD_EPLAN - no plan fits (the search was exhausted).
+ * * -RSD_EPLAN - no plan fits (the search was exhausted, or with
+ *   RSD_CTRL_PRECHECK freeing every candidate could not make room).
  * * -RSD_ESEARCHLIMIT - the search reached @search_state_limit first.
+ *
+ * On -RSD_EPLAN and -RSD_ESEARCHLIMIT from the search, rsd_last_error()
+ * has has_search set with explored_states, and has_blockers set when a
+ * location could not admit the request: rsd_last_blockers() then names
+ * what protects the bytes there.
  * * -RSD_EUSAGE - the policy did not return a permutation.
  * * -RSD_ENOMEM - memory for the search or the decision ran out.
  */
 int rsd_controller_decide(struct rsd_controller *c, const struct rsd_request *r,
 			  struct rsd_decision **out);
+
+/**
+ * DOC: rsd_blockers - Why a decision found no room: what protects the bytes
+ *
+ * When rsd_controller_decide() (or rsd_controller_use()) fails with
+ * -RSD_EPLAN or -RSD_ESEARCHLIMIT because a location could not admit the
+ * request, rsd_last_error() has has_blockers set and rsd_last_blockers()
+ * names what kept the controller from freeing bytes there, taken from the
+ * same published image the search read: materializations under active
+ * leases, pending GPU leases with their events and consumer streams, holds,
+ * and arriving materializations, with their bytes. The message text is the
+ * one reference.md §13 fixes; this detail stands beside it. See
+ * Documentation/controller.md, "Blocked decisions".
+ */
+
+/* Entries kept in struct rsd_blockers' arrays; the counts say how many exist. */
+#define RSD_BLOCKERS_MAX 8
+#define RSD_BLOCKER_STREAMS_MAX 4
+
+/**
+ * struct rsd_blocked_value - One materialization at the short location the controller cannot free.
+ * @handle_id: the value's handle id.
+ * @nbytes: the bytes it is charged there.
+ * @leases: active leases on it there.
+ * @holds: holds on it there.
+ * @pending: pending GPU leases on it there (their events may still run).
+ * @arriving: a transfer still writes it (an arriving materialization).
+ */
+struct rsd_blocked_value {
+	uint64_t handle_id;
+	uint64_t nbytes;
+	uint32_t leases, holds, pending;
+	bool arriving;
+};
+
+/**
+ * struct rsd_blocked_lease - One pending GPU lease at the short location.
+ * @lease_id: the lease's id (the lease_id of its rsd:lease_* trace events).
+ * @nbytes: the charges of the values it covers.
+ * @nvalues: the values it covers.
+ * @nevents: its completion events, one per consumer stream.
+ * @nstreams: consumer streams whose event a reap has not yet seen complete.
+ * @streams: the first RSD_BLOCKER_STREAMS_MAX of them, in recording order.
+ */
+struct rsd_blocked_lease {
+	uint64_t lease_id;
+	uint64_t nbytes;
+	uint32_t nvalues, nevents, nstreams;
+	void *streams[RSD_BLOCKER_STREAMS_MAX];
+};
+
+/**
+ * struct rsd_blockers - What excluded the eviction candidates at the location a request did not fit.
+ * @location: the location the search found short first (its shortfall).
+ * @requested_bytes: the bytes the failing stage asked for there.
+ * @short_bytes: by how many bytes it did not fit (used + reserved +
+ *	requested - budget, at that stage of the request).
+ * @budget_bytes: the location's budget.
+ * @used_bytes: its charged bytes in the image.
+ * @reserved_bytes: its reserved bytes in the image.
+ * @freeable_bytes: the charges of the materializations there that the
+ *	controller may evict or spill (no protection, not arriving).
+ * @blocked_bytes: the charges of those it may not (each counted once).
+ * @lease_bytes: of @blocked_bytes, under at least one active lease.
+ * @pending_bytes: of @blocked_bytes, under at least one pending GPU lease.
+ * @hold_bytes: of @blocked_bytes, under at least one hold.
+ * @arriving_bytes: of @blocked_bytes, arriving.
+ * @nblocked: the materializations behind @blocked_bytes.
+ * @nvalues: entries in @values: the first RSD_BLOCKERS_MAX of them in
+ *	registration order.
+ * @values: those materializations.
+ * @npending: pending GPU leases at the location.
+ * @nleases: entries in @leases: the first RSD_BLOCKERS_MAX, oldest first.
+ * @leases: those leases.
+ *
+ * A materialization under several protections counts toward each of
+ * @lease_bytes, @pending_bytes, @hold_bytes and @arriving_bytes.
+ */
+struct rsd_blockers {
+	struct rsd_location location;
+	uint64_t requested_bytes, short_bytes;
+	uint64_t budget_bytes, used_bytes, reserved_bytes;
+	uint64_t freeable_bytes, blocked_bytes;
+	uint64_t lease_bytes, pending_bytes, hold_bytes, arriving_bytes;
+	uint64_t nblocked;
+	uint32_t nvalues;
+	struct rsd_blocked_value values[RSD_BLOCKERS_MAX];
+	uint64_t npending;
+	uint32_t nleases;
+	struct rsd_blocked_lease leases[RSD_BLOCKERS_MAX];
+};
+
+/**
+ * rsd_last_blockers() - What blocked the last failed decision on the calling thread.
+ *
+ * Context: Any thread; callable from a source callback.
+ * Return: the detail of the failure rsd_last_error() describes when its
+ * has_blockers is set (valid until the next librsd call on this thread),
+ * NULL otherwise.
+ */
+const struct rsd_blockers *rsd_last_blockers(void);
+
+/**
+ * rsd_blockers_describe() - The blockers as one line of text.
+ * @b: the blockers.
+ * @buf: receives the text, NUL-terminated (truncated to @len - 1 bytes).
+ * @len: the size of @buf.
+ *
+ * For example "cuda:0 short 64 bytes, 0 freeable, 128 bytes blocked in 2
+ * materializations (leased 0, pending 128, held 0, arriving 0): value 1 (64
+ * bytes, pending 1), value 2 (64 bytes, pending 1); pending lease 3 (2 values,
+ * 128 bytes, 1 event, streams 0x5581c0a0)". The rsd:decision_blocked trace
+ * event carries the same text.
+ *
+ * Context: Any thread; callable from a source callback.
+ * Return: the length of the whole text (as snprintf), or -RSD_ETYPE when @b
+ * is NULL or @buf is NULL with a nonzero @len.
+ */
+int rsd_blockers_describe(const struct rsd_blockers *b, char *buf, size_t len);
+
+/**
+ * RSD_CTRL_PRECHECK - rsd_controller_set_flags() flag: fail at once when no eviction can make room.
+ *
+ * Before searching, the controller simulates the request on the image and,
+ * at the first location that does not fit, adds up the bytes of every
+ * materialization there it may evict or spill. When those cannot cover the
+ * shortfall no sequence of evictions can, and decide fails at once with
+ * -RSD_EPLAN, explored_states 0 and the blockers named (rsd_last_blockers()).
+ * This deviates from the reference's counting (reference.md §13.4), which
+ * searches every subset first and reports -RSD_EPLAN after 2^k counted states
+ * or -RSD_ESEARCHLIMIT when the limit comes first; decisions that the search
+ * would accept are unchanged. Off by default.
+ */
+#define RSD_CTRL_PRECHECK (1u << 0)
+
+/**
+ * rsd_controller_set_flags() - Set a controller's options.
+ * @c: the controller.
+ * @flags: RSD_CTRL_PRECHECK or 0; replaces the flags set before.
+ *
+ * Context: Takes the controller's lock.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @c is NULL.
+ * * -RSD_EINVAL - @flags has a bit that is not a flag of this function.
+ */
+int rsd_controller_set_flags(struct rsd_controller *c, unsigned flags);
 
 /**
  * rsd_decision_free() - Free a decision.

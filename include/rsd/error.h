@@ -152,9 +152,11 @@ const char *rsd_phase_name(enum rsd_plan_phase phase);
  * @has_versions: the two version fields are set (RSD_ESTALE).
  * @expected_version: the state_version the caller expected.
  * @actual_version: the state_version found.
- * @has_search: the search fields are set (RSD_ESEARCHLIMIT).
+ * @has_search: the search fields are set (RSD_ESEARCHLIMIT, and RSD_EPLAN
+ *	of a controller's search).
  * @state_limit: the controller's search_state_limit.
- * @explored_states: the states explored (equal to @state_limit).
+ * @explored_states: the states explored (equal to @state_limit for
+ *	RSD_ESEARCHLIMIT).
  * @phase: the plan phase of an RSD_EEXEC, RSD_PHASE_NONE otherwise.
  * @failed_action_index: the phase-local index of the failed action, -1
  *	when absent (a reservation failed, or not a plan execution).
@@ -164,6 +166,9 @@ const char *rsd_phase_name(enum rsd_plan_phase phase);
  *	a source's own non-RSD return value behind an RSD_ESOURCE; 0 when absent.
  * @plan_name: the plan or request name of a plan-execution or search-limit
  *	failure.
+ * @has_blockers: a controller decision failed because a location could not
+ *	admit its request; rsd_last_blockers() (rsd/controller.h) names what
+ *	protects the bytes there.
  *
  * Fields that do not apply are absent: has_* false, indices -1, cause 0,
  * phase RSD_PHASE_NONE.
@@ -184,6 +189,7 @@ struct rsd_error {
 	long failed_reservation_index;
 	int cause;
 	char plan_name[128];
+	bool has_blockers;
 };
 
 /**

@@ -153,6 +153,8 @@ struct rsd_acct {
 	uint64_t peak_used, peak_charged;
 	uint64_t value_count, reservation_count;
 	uint64_t use_count, hold_count, pending_count;
+	/* Arriving materializations here (transfers admitted, not committed). */
+	uint32_t arriving;
 	/* Temporary source charges of loads in flight (§7.2): admitted and
 	 * counted in peak_charged like reservations, never shown as such. */
 	uint64_t temp;
@@ -402,8 +404,11 @@ struct rsd_lease_rec {
 	uint64_t *ids;		  /* their handle ids (for readers) */
 	size_t nevents;
 	void **events;
-	/* One queue link per event (same block as events): the consumer
-	 * stream's queue of released events, recording order (§21.5). */
+	/* The consumer stream of each event (immutable, for readers), and
+	 * one queue link per event (the writer's: the consumer stream's queue
+	 * of released events, recording order, §21.5); both in the events'
+	 * block. */
+	void **streams;
 	struct rsd_pend_link *links;
 	size_t nleft;	  /* events not yet seen complete by a reap */
 	unsigned waiters; /* threads waiting for its events without m->lock */

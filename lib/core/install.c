@@ -192,10 +192,12 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 		a->peak_used = a->used;
 	rsd__acct_peak(a);
 	rsd__mark_dirty(m, rec);
-	if (arriving)
+	if (arriving) {
+		a->arriving++;
 		m->locs_dirty = true;
-	else
+	} else {
 		rsd__bump(m);
+	}
 	return 0;
 unwind:
 	for (size_t i = 0; i < added; i++) {
@@ -238,6 +240,7 @@ void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct r
 		*mat = done;
 	}
 	mat->arriving = false;
+	m->acct[rsd__loc_slot(at)].arriving--;
 	rsd__record_location(m, at);
 	rsd__mark_dirty(m, rec);
 	rsd__bump(m);
@@ -315,5 +318,6 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
  * (no version step; the peaks it raised stay, §9.2). */
 void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
+	m->acct[rsd__loc_slot(at)].arriving--;
 	pop(m, rec, at);
 }

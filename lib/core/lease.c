@@ -563,7 +563,8 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	 * by synchronizing the streams, so that a release never fails for
 	 * want of memory (rsd_lease_free relies on it). One block holds the
 	 * events and their queue links. */
-	events = rsd__calloc(obj->nstreams, sizeof(*events) + sizeof(struct rsd_pend_link));
+	events = rsd__calloc(obj->nstreams,
+			     2 * sizeof(*events) + sizeof(struct rsd_pend_link));
 	if (!events)
 		rsd__err(RSD_ENOMEM, "out of memory for %zu event(s)", obj->nstreams);
 	for (i = 0; events && i < obj->nstreams; i++)
@@ -585,7 +586,9 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 		lease_delete(m, l);
 		return 0;
 	}
-	l->links = (struct rsd_pend_link *)(events + obj->nstreams);
+	l->streams = events + obj->nstreams;
+	l->links = (struct rsd_pend_link *)(events + 2 * obj->nstreams);
+	memcpy(l->streams, obj->streams, obj->nstreams * sizeof(*l->streams));
 	l->nleft = obj->nstreams;
 	for (i = 0; i < obj->nstreams; i++) {
 		l->links[i].l = l;

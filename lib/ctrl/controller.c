@@ -140,6 +140,19 @@ int rsd_controller_create(struct rsd_manager *m, const struct rsd_policy *policy
 	return 0;
 }
 
+int rsd_controller_set_flags(struct rsd_controller *c, unsigned flags)
+{
+	if (!c)
+		return rsd__err(RSD_ETYPE, "rsd_controller_set_flags: controller is NULL");
+	if (flags & ~RSD_CTRL_PRECHECK)
+		return rsd__err(RSD_EINVAL, "rsd_controller_set_flags: unknown flags %#x",
+				flags & ~RSD_CTRL_PRECHECK);
+	pthread_mutex_lock(&c->lock);
+	c->flags = flags;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 void rsd_controller_free(struct rsd_controller *c)
 {
 	if (!c)

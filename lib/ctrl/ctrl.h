@@ -59,6 +59,7 @@ struct rsd_controller {
 	struct rsd__meta *meta;
 	size_t meta_cap, meta_n;
 	uint64_t epoch;		 /* protected by lock; advanced by each successful use entry */
+	unsigned flags;		 /* RSD_CTRL_*; protected by lock */
 	struct rsd__sched sched; /* protected by lock */
 };
 
@@ -156,8 +157,27 @@ int rsd__cand_sort(struct rsd_eviction_candidate *c, size_t n,
 		   int (*cmp)(const struct rsd_eviction_candidate *,
 			      const struct rsd_eviction_candidate *));
 
+/*
+ * The comparison a shipped policy sorts candidates by (policy.c: the
+ * tiered LRU's; nextuse.c: the next-use policy's), NULL for any other.
+ */
+int (*rsd__policy_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
+						   const struct rsd_eviction_candidate *);
+int (*rsd__next_use_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
+						     const struct rsd_eviction_candidate *);
+
 /* Frees p when rsd_next_use_create made it (nextuse.c); otherwise nothing. */
 void rsd__next_use_free(struct rsd_policy *p);
+
+/*
+ * Blocked decisions (blockers.c): collect adds what protects the
+ * materializations at `at` in view's image to *b (location, freeable and
+ * blocked bytes, values, pending leases); set records *b as the detail of
+ * the failure just recorded on this thread (has_blockers).
+ */
+void rsd__blockers_collect(const struct rsd_view *view, struct rsd_location at,
+			   struct rsd_blockers *b);
+void rsd__blockers_set(const struct rsd_blockers *b);
 
 /* VALIDATE of §12.7 against an image of manager manager_id (controller.c). */
 int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct rsd_request *r);

@@ -237,6 +237,9 @@ int rsd_controller_decide(struct rsd_controller *c, const struct rsd_request *r,
 	pthread_mutex_unlock(&c->lock);
 	rsd_trace_decision(c->manager_id, r->name, err ? 0 : (uint32_t)(*out)->nevictions,
 			   err ? rsd_last_error()->explored_states : (*out)->explored_states, err);
+	if (err)
+		rsd_trace_decision_blocked(c->manager_id, r->name, err,
+					   rsd_last_error()->explored_states, rsd_last_blockers());
 	return err;
 }
 

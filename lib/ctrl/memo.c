@@ -11,13 +11,13 @@
 #include "memo.h"
 
 struct memo_key {
-	uint64_t hash;
 	size_t len;
 	unsigned char bytes[];
 };
 
-static uint64_t key_hash(const unsigned char *p, size_t len)
+uint64_t rsd__memo_hash(const void *key, size_t len)
 {
+	const unsigned char *p = key;
 	uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
 
 	while (len >= 8) {
@@ -49,53 +49,60 @@ void rsd__memo_init(struct rsd__memo *m)
 void rsd__memo_fini(struct rsd__memo *m)
 {
 	for (size_t i = 0; i < m->cap; i++)
-		free(m->tab[i]);
+		free(m->tab[i].k);
 	free(m->tab);
 	rsd__memo_init(m);
 }
 
-bool rsd__memo_has(const struct rsd__memo *m, const void *key, size_t len)
+bool rsd__memo_has(const struct rsd__memo *m, const void *key, size_t len, uint64_t h)
 {
-	uint64_t h;
-
 	if (!m->n)
 		return false;
-	h = key_hash(key, len);
 	for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		const struct memo_key *k = m->tab[i];
+		const struct memo_slot *sl = &m->tab[i];
 
-		if (!k)
+		if (!sl->k)
 			return false;
-		if (k->hash == h && k->len == len && !memcmp(k->bytes, key, len))
+		if (sl->hash == h && sl->k->len == len && !memcmp(sl->k->bytes, key, len))
 			return true;
 	}
 }
 
-static void place(struct memo_key **tab, size_t cap, struct memo_key *k)
+bool rsd__memo_has_hash(const struct rsd__memo *m, uint64_t h)
 {
-	size_t i = k->hash & (cap - 1);
-
-	while (tab[i])
-		i = (i + 1) & (cap - 1);
-	tab[i] = k;
+	if (!m->n)
+		return false;
+	for (size_t i = h & (m->cap - 1); m->tab[i].k; i = (i + 1) & (m->cap - 1))
+		if (m->tab[i].hash == h)
+			return true;
+	return false;
 }
 
-int rsd__memo_add(struct rsd__memo *m, const void *key, size_t len)
+static void place(struct memo_slot *tab, size_t cap, uint64_t h, struct memo_key *k)
+{
+	size_t i = h & (cap - 1);
+
+	while (tab[i].k)
+		i = (i + 1) & (cap - 1);
+	tab[i].hash = h;
+	tab[i].k = k;
+}
+
+int rsd__memo_add(struct rsd__memo *m, const void *key, size_t len, uint64_t h)
 {
 	struct memo_key *k;
 
-	if (rsd__memo_has(m, key, len))
+	if (rsd__memo_has(m, key, len, h))
 		return 0;
 	if (2 * (m->n + 1) > m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 64;
-		/* NOLINTNEXTLINE(bugprone-sizeof-expression): a table of pointers */
-		struct memo_key **tab = rsd__calloc(cap, sizeof(*tab));
+		struct memo_slot *tab = rsd__calloc(cap, sizeof(*tab));
 
 		if (!tab)
 			return rsd__err(RSD_ENOMEM, "out of memory growing the search memo");
 		for (size_t i = 0; i < m->cap; i++)
-			if (m->tab[i])
-				place(tab, cap, m->tab[i]);
+			if (m->tab[i].k)
+				place(tab, cap, m->tab[i].hash, m->tab[i].k);
 		free(m->tab);
 		m->tab = tab;
 		m->cap = cap;
@@ -103,10 +110,9 @@ int rsd__memo_add(struct rsd__memo *m, const void *key, size_t len)
 	k = rsd__malloc(sizeof(*k) + len);
 	if (!k)
 		return rsd__err(RSD_ENOMEM, "out of memory recording a search memo key");
-	k->hash = key_hash(key, len);
 	k->len = len;
 	memcpy(k->bytes, key, len);
-	place(m->tab, m->cap, k);
+	place(m->tab, m->cap, h, k);
 	m->n++;
 	return 0;
 }

@@ -104,6 +104,12 @@ static const struct rsd_policy_ops nu_ops = {
 	.spill_locations = nu_spill,
 };
 
+int (*rsd__next_use_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
+						     const struct rsd_eviction_candidate *)
+{
+	return p->ops == &nu_ops ? nu_cmp : NULL;
+}
+
 void rsd__next_use_free(struct rsd_policy *pub)
 {
 	struct next_use *p;

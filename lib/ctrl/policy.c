@@ -154,6 +154,14 @@ static const struct rsd_policy_ops lru_ops = {
 	.order_candidates = lru_order,
 };
 
+int (*rsd__policy_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
+						   const struct rsd_eviction_candidate *)
+{
+	if (p->ops == &lru_ops)
+		return rsd__lru_cmp;
+	return rsd__next_use_cmp(p);
+}
+
 void rsd__tiers_free(struct rsd__tier *t, size_t n)
 {
 	for (size_t i = 0; t && i < n; i++)

@@ -49,6 +49,9 @@ struct rsd__pstate *rsd__ps_initial(const struct rsd_image *img)
 		s->acct[k].used = l->acct.used;
 		s->acct[k].reserved = l->acct.reserved;
 	}
+	s->hash = 0;
+	for (uint32_t i = 0; i < s->nacct; i++)
+		s->hash += rsd__acct_hash(&s->acct[i]);
 	return s;
 }
 
@@ -59,6 +62,7 @@ struct rsd__pstate *rsd__ps_copy(const struct rsd__pstate *s)
 
 	if (!t)
 		return NULL;
+	t->hash = s->hash;
 	t->tail = s->tail;
 	if (t->tail)
 		t->tail->refs++;
@@ -99,6 +103,7 @@ static struct rsd__pstate *ps_grow(struct rsd__pstate *s, uint32_t need_acct, ui
 		     need_delta > s->cap_delta ? need_delta * 2 : s->cap_delta);
 	if (!t)
 		return NULL;
+	t->hash = s->hash;
 	t->tail = s->tail;
 	t->nreclaim = s->nreclaim;
 	t->nacct = s->nacct;
@@ -109,14 +114,22 @@ static struct rsd__pstate *ps_grow(struct rsd__pstate *s, uint32_t need_acct, ui
 	return t;
 }
 
-struct rsd__locset rsd__ps_base_locs(const struct rsd_image *img, uint32_t v)
+struct rsd__locset rsd__ps_base_locs(struct rsd__basecache *bc, uint32_t v)
 {
-	const struct rsd_img_value *iv = rsd__iv(img, v);
+	struct rsd__bl_slot *sl = bc->tab ? &bc->tab[v % RSD__BL_SLOTS] : NULL;
+	const struct rsd_img_value *iv;
 	struct rsd__locset l;
 
+	if (sl && sl->tag == v + 1)
+		return sl->l;
+	iv = rsd__iv(bc->img, v);
 	memset(&l, 0, sizeof(l));
 	for (uint32_t i = 0; i < iv->nmats; i++)
 		ls_add(&l, rsd__loc_slot(iv->mats[i].loc));
+	if (sl) {
+		sl->tag = v + 1;
+		sl->l = l;
+	}
 	return l;
 }
 
@@ -145,24 +158,24 @@ const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v)
 	return found ? &s->delta[i] : NULL;
 }
 
-struct rsd__locset rsd__ps_locs(const struct rsd_image *img, const struct rsd__pstate *s,
-				uint32_t v)
+struct rsd__locset rsd__ps_locs(struct rsd__basecache *bc, const struct rsd__pstate *s, uint32_t v)
 {
 	const struct rsd__vdelta *d = rsd__ps_find(s, v);
 
-	return d ? d->locs : rsd__ps_base_locs(img, v);
+	return d ? d->locs : rsd__ps_base_locs(bc, v);
 }
 
-struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s, uint32_t v,
+struct rsd__pstate *rsd__ps_set_locs(struct rsd__basecache *bc, struct rsd__pstate *s, uint32_t v,
 				     const struct rsd__locset *locs)
 {
-	struct rsd__locset base = rsd__ps_base_locs(img, v);
+	struct rsd__locset base = rsd__ps_base_locs(bc, v);
 	bool found;
 	uint32_t i = delta_pos(s, v, &found);
 
 	if (ls_eq(&base, locs)) {
 		/* Back to the image's set: keep the delta normalized. */
 		if (found) {
+			s->hash -= rsd__vdelta_hash(v, &s->delta[i].locs);
 			memmove(&s->delta[i], &s->delta[i + 1],
 				(s->ndelta - i - 1) * sizeof(*s->delta));
 			s->ndelta--;
@@ -170,6 +183,8 @@ struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__ps
 		return s;
 	}
 	if (found) {
+		s->hash -= rsd__vdelta_hash(v, &s->delta[i].locs);
+		s->hash += rsd__vdelta_hash(v, locs);
 		s->delta[i].locs = *locs;
 		return s;
 	}
@@ -180,6 +195,7 @@ struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__ps
 	s->delta[i].vidx = v;
 	s->delta[i].locs = *locs;
 	s->ndelta++;
+	s->hash += rsd__vdelta_hash(v, locs);
 	return s;
 }
 
@@ -207,9 +223,12 @@ struct rsd__pstate *rsd__ps_used(struct rsd__pstate *s, unsigned slot, uint64_t 
 		s->acct[i].used = 0;
 		s->acct[i].reserved = 0;
 		s->nacct++;
+		s->hash += rsd__acct_hash(&s->acct[i]);
 	}
+	s->hash -= rsd__acct_hash(&s->acct[i]);
 	s->acct[i].used += add;
 	s->acct[i].used = s->acct[i].used >= sub ? s->acct[i].used - sub : 0;
+	s->hash += rsd__acct_hash(&s->acct[i]);
 	return s;
 }
 

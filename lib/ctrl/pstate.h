@@ -98,25 +98,80 @@ struct rsd__act_node {
 	struct rsd__evict ev;
 };
 
+/*
+ * A strong 64-bit mix (the finalizer of MurmurHash3, a published
+ * constant pair): the state hash below sums one mix per entry.
+ */
+static inline uint64_t rsd__mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static inline uint64_t rsd__vdelta_hash(uint32_t vidx, const struct rsd__locset *l)
+{
+	uint64_t h = rsd__mix64(vidx + 0x9e3779b97f4a7c15ull);
+
+	for (unsigned i = 0; i < RSD__LS_WORDS; i++)
+		h = rsd__mix64(h ^ l->w[i]) + i;
+	return h;
+}
+
+static inline uint64_t rsd__acct_hash(const struct rsd__ps_bytes *a)
+{
+	uint64_t h = rsd__mix64(a->slot + 0x632be59bd9b4e019ull);
+
+	h = rsd__mix64(h ^ a->used);
+	return rsd__mix64(h ^ (a->reserved + 0x85ebca77c2b2ae63ull));
+}
+
 struct rsd__pstate {
+	/*
+	 * The sum of rsd__vdelta_hash() of every delta entry and
+	 * rsd__acct_hash() of every accounting entry (mod 2^64): a function
+	 * of SIG(S) kept up to date by every change, so a memo lookup needs
+	 * no pass over the state (search.c).
+	 */
+	uint64_t hash;
 	struct rsd__act_node *tail; /* last reclaim action, NULL when none */
 	size_t nreclaim;
 	uint32_t nacct, cap_acct;
 	uint32_t ndelta, cap_delta;
-	struct rsd__ps_bytes *acct; /* sorted by slot; inside this allocation */
+	struct rsd__ps_bytes *acct;	   /* sorted by slot; inside this allocation */
 	struct rsd__vdelta *delta; /* sorted by vidx; inside this allocation */
+};
+
+/*
+ * The image's location set of each value, as the search keeps asking for
+ * it: a direct-mapped cache by registration index (tag: index + 1), so a
+ * lookup is one probe instead of a walk of the value vector and its
+ * materializations. tab NULL: no cache, every lookup computes.
+ */
+#define RSD__BL_SLOTS 2048u
+
+struct rsd__bl_slot {
+	uint32_t tag;
+	struct rsd__locset l;
+};
+
+struct rsd__basecache {
+	const struct rsd_image *img;
+	struct rsd__bl_slot *tab;
 };
 
 struct rsd__pstate *rsd__ps_initial(const struct rsd_image *img);
 struct rsd__pstate *rsd__ps_copy(const struct rsd__pstate *s);
 void rsd__ps_free(struct rsd__pstate *s);
-struct rsd__locset rsd__ps_base_locs(const struct rsd_image *img, uint32_t v);
-struct rsd__locset rsd__ps_locs(const struct rsd_image *img, const struct rsd__pstate *s,
-				uint32_t v);
+struct rsd__locset rsd__ps_base_locs(struct rsd__basecache *bc, uint32_t v);
+struct rsd__locset rsd__ps_locs(struct rsd__basecache *bc, const struct rsd__pstate *s, uint32_t v);
 const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v);
 /* May reallocate: returns the state to use from now on, NULL on ENOMEM
  * (the old state is then still valid). Only on unshared states. */
-struct rsd__pstate *rsd__ps_set_locs(const struct rsd_image *img, struct rsd__pstate *s, uint32_t v,
+struct rsd__pstate *rsd__ps_set_locs(struct rsd__basecache *bc, struct rsd__pstate *s, uint32_t v,
 				     const struct rsd__locset *locs);
 const struct rsd__ps_bytes *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot);
 /* used[slot] += add - sub, creating the entry when absent. */

@@ -50,7 +50,8 @@ enum pc {
 	PC_AFTER_DROP,
 	PC_AFTER_MOVE,
 	PC_FIT,
-	PC_FORWARD
+	PC_FORWARD,
+	PC_CHECKED /* SEARCH: its consumer found its state in no memo */
 };
 
 struct msg {
@@ -68,38 +69,51 @@ struct out {
 	struct rsd__pstate *final; /* A_SUCCESS */
 };
 
-/* Failure narratives are capped; the recorded message holds 511 bytes of
- * the outermost one, which depends only on the first bytes of the inner. */
+/*
+ * Failure narratives are capped: the recorded message holds 511 bytes, so
+ * no level's text matters past the bytes that can still reach it. Each
+ * SEARCH level knows that number (room): the root 511, a nested level what
+ * is left of its parent's room after the parent's own text before it. A
+ * level formats only its first room bytes, and nothing at all when room
+ * is 0, which is what keeps a deep failing search from spending its time
+ * in vsnprintf; the message comes out the same.
+ */
 #define NOTE_CAP 1024
+#define EXHAUSTED "equivalent ordered-request state is already exhausted"
+#define MSG_ROOM (sizeof(((struct rsd_error *)0)->message) - 1)
 
 static void note_add(struct frame *f, const char *fmt, ...) rsd__printf(2, 3);
 
 static void note_add(struct frame *f, const char *fmt, ...)
 {
+	size_t cap = f->u.s.ncap;
 	va_list ap;
 	int n;
 
+	f->u.s.any = true; /* a note exists, whether or not its bytes are kept */
+	if (!cap)
+		return;
 	if (!f->u.s.notes) {
-		f->u.s.notes = rsd__malloc(NOTE_CAP + 1);
+		f->u.s.notes = rsd__malloc(cap + 1);
 		if (!f->u.s.notes)
 			return; /* a lost note only shortens a diagnostic */
 		f->u.s.nlen = 0;
 		f->u.s.notes[0] = '\0';
-	} else if (f->u.s.nlen < NOTE_CAP) {
-		f->u.s.nlen += (size_t)snprintf(f->u.s.notes + f->u.s.nlen,
-						NOTE_CAP + 1 - f->u.s.nlen, "; ");
+	} else if (f->u.s.nlen < cap) {
+		f->u.s.nlen +=
+			(size_t)snprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen, "; ");
 	}
-	if (f->u.s.nlen >= NOTE_CAP) {
-		f->u.s.nlen = NOTE_CAP;
+	if (f->u.s.nlen >= cap) {
+		f->u.s.nlen = cap;
 		return;
 	}
 	va_start(ap, fmt);
-	n = vsnprintf(f->u.s.notes + f->u.s.nlen, NOTE_CAP + 1 - f->u.s.nlen, fmt, ap);
+	n = vsnprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen, fmt, ap);
 	va_end(ap);
 	if (n > 0)
 		f->u.s.nlen += (size_t)n;
-	if (f->u.s.nlen > NOTE_CAP)
-		f->u.s.nlen = NOTE_CAP;
+	if (f->u.s.nlen > cap)
+		f->u.s.nlen = cap;
 }
 
 /* Index of the new frame, or the negative error code (also left in x->err). */
@@ -144,11 +158,23 @@ static void frame_fini(struct frame *f)
 /* Remember x->key as failed; a failure becomes the search's (x->err). */
 static int memo_add(struct search *x, struct rsd__memo *m)
 {
-	int err = rsd__memo_add(m, x->key, x->keylen);
+	int err = rsd__key_build(x);
 
+	if (!err)
+		err = rsd__memo_add(m, x->key, x->keylen, x->keyhash);
 	if (err)
 		x->err = err;
 	return err;
+}
+
+/* 1: x->key failed before; 0: not; < 0: error. Bytes only on a hash match. */
+static int memo_lookup(struct search *x, const struct rsd__memo *m)
+{
+	if (!rsd__memo_has_hash(m, x->keyhash))
+		return 0;
+	if (rsd__key_build(x))
+		return x->err;
+	return rsd__memo_has(m, x->key, x->keylen, x->keyhash);
 }
 
 static enum act nomem(struct search *x, const char *what)
@@ -196,24 +222,47 @@ static const char *stage_text(struct search *x, const struct shortfall *sh, char
 	return buf;
 }
 
-static char *fail_text(struct search *x, const struct frame *f)
+/* The failure text before its notes (truncated to len - 1); its length. */
+static int fail_head(struct search *x, const struct frame *f, char *buf, size_t len)
 {
 	char name[RSD_LOCATION_NAME_MAX], stage[300];
-	char *s = rsd__malloc(NOTE_CAP + 1);
-	bool notes = f->u.s.notes && f->u.s.nlen;
 
+	return snprintf(buf, len,
+			"location %s cannot admit %llu bytes during %s; budget=%llu, used=%llu, "
+			"reserved=%llu, but no invariant-valid victim sequence satisfies the "
+			"complete ordered request",
+			rsd_location_name(rsd__slot_loc(f->u.s.sh.slot), name, sizeof(name)),
+			(unsigned long long)f->u.s.sh.n,
+			stage_text(x, &f->u.s.sh, stage, sizeof(stage)),
+			(unsigned long long)f->u.s.budget, (unsigned long long)f->u.s.used,
+			(unsigned long long)f->u.s.reserved);
+}
+
+/* The level's failure text, its first room bytes; NULL when room is 0. */
+static char *fail_text(struct search *x, const struct frame *f)
+{
+	size_t cap = f->u.s.room < NOTE_CAP ? f->u.s.room : NOTE_CAP;
+	char *s;
+	int n;
+
+	if (!cap)
+		return NULL;
+	s = rsd__malloc(cap + 1);
 	if (!s)
 		return NULL;
-	snprintf(s, NOTE_CAP + 1,
-		 "location %s cannot admit %llu bytes during %s; budget=%llu, used=%llu, "
-		 "reserved=%llu, but no invariant-valid victim sequence satisfies the complete "
-		 "ordered request%s%s%s",
-		 rsd_location_name(rsd__slot_loc(f->u.s.sh.slot), name, sizeof(name)),
-		 (unsigned long long)f->u.s.sh.n, stage_text(x, &f->u.s.sh, stage, sizeof(stage)),
-		 (unsigned long long)f->u.s.budget, (unsigned long long)f->u.s.used,
-		 (unsigned long long)f->u.s.reserved, notes ? " (" : "", notes ? f->u.s.notes : "",
-		 notes ? ")" : "");
+	n = fail_head(x, f, s, cap + 1);
+	if (n >= 0 && (size_t)n < cap && f->u.s.any)
+		snprintf(s + n, cap + 1 - (size_t)n, " (%s)", f->u.s.notes ? f->u.s.notes : "");
 	return s;
+}
+
+/* A failure note; NULL is an empty one, when room is 0. */
+static enum act search_fail_note(struct search *x, struct frame *f, struct out *o, const char *s)
+{
+	if (!f->u.s.room)
+		return A_FAIL;
+	o->note = s ? rsd__strdup(s) : fail_text(x, f);
+	return o->note ? A_FAIL : nomem(x, "failure text");
 }
 
 static enum act search_next(struct search *x, int32_t i, struct out *o)
@@ -223,13 +272,23 @@ static enum act search_next(struct search *x, int32_t i, struct out *o)
 	if (f->ci == f->ncands) {
 		if (rsd__search_key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
 			return A_ERROR;
-		o->note = fail_text(x, f);
-		if (!o->note)
-			return nomem(x, "failure text");
-		return A_FAIL;
+		return search_fail_note(x, f, o, NULL);
 	}
 	f->flag = false;
 	return push_reclaim(x, i, f->u.s.sh.slot, NULL);
+}
+
+/* The room of a nested level pushed for candidate ci of SEARCH frame f. */
+static size_t child_room(const struct frame *f)
+{
+	size_t off;
+	int n;
+
+	if (f->u.s.room <= f->u.s.head)
+		return 0;
+	n = snprintf(NULL, 0, "candidate %u: ", f->cands[f->ci].vidx);
+	off = f->u.s.head + f->u.s.nlen + (f->u.s.any ? 2 : 0) + (size_t)(n > 0 ? n : 0);
+	return f->u.s.room > off ? f->u.s.room - off : 0;
 }
 
 static enum act step_search(struct search *x, int32_t i, struct msg *m, struct out *o)
@@ -241,12 +300,15 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 
 	switch (m->ev) {
 	case EV_START:
-		if (rsd__search_key_sig(x, 'R', f->S))
-			return A_ERROR;
-		if (rsd__memo_has(&x->failed_req, x->key, x->keylen)) {
-			o->note = rsd__strdup(
-				"equivalent ordered-request state is already exhausted");
-			return o->note ? A_FAIL : nomem(x, "failure text");
+		/* a nested level's state was looked up by its consumer */
+		if (f->pc != PC_CHECKED) {
+			if (rsd__search_key_sig(x, 'R', f->S))
+				return A_ERROR;
+			err = memo_lookup(x, &x->failed_req);
+			if (err < 0)
+				return A_ERROR;
+			if (err)
+				return search_fail_note(x, f, o, EXHAUSTED);
 		}
 		if (rsd__search_count(x, "ordered request", -1))
 			return A_ERROR;
@@ -265,21 +327,55 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		f->u.s.budget = x->budget[f->u.s.sh.slot];
 		f->u.s.used = a ? a->used : 0;
 		f->u.s.reserved = a ? a->reserved : 0;
+		if (f->parent < 0) {
+			x->has_root_sh = true;
+			x->root_sh = f->u.s.sh;
+			x->root_used = f->u.s.used;
+			x->root_reserved = f->u.s.reserved;
+		}
+		if (f->u.s.room) {
+			char one[1]; /* only the length is wanted */
+			int n = fail_head(x, f, one, sizeof(one));
+
+			f->u.s.head = (size_t)(n > 0 ? n : 0) + 2; /* and " (" */
+			f->u.s.ncap = f->u.s.room > f->u.s.head ? f->u.s.room - f->u.s.head : 0;
+			if (f->u.s.ncap > NOTE_CAP)
+				f->u.s.ncap = NOTE_CAP;
+		}
 		if (rsd__search_rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands, &f->ncands))
 			return A_ERROR;
 		f->ci = 0;
 		return search_next(x, i, o);
 	case EV_YIELD: /* a successor T from the RECLAIM producer: try SEARCH(T) */
 		f->flag = true;
+		/*
+		 * SEARCH(T) of a state that failed before fails at once,
+		 * uncounted, with the note below: say so here without a frame
+		 * (most successors of an exhausting search are such states).
+		 */
+		if (rsd__search_key_sig(x, 'R', m->st))
+			err = x->err;
+		else
+			err = memo_lookup(x, &x->failed_req);
+		if (err) {
+			rsd__ps_free(m->st);
+			if (err < 0)
+				return A_ERROR;
+			note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
+			o->resume = f->child;
+			return A_RESUME;
+		}
 		j = push(x, F_SEARCH, i);
 		if (j < 0) {
 			rsd__ps_free(m->st);
 			return A_ERROR;
 		}
 		x->fr[j].S = m->st;
+		x->fr[j].pc = PC_CHECKED;
+		x->fr[j].u.s.room = child_room(&x->fr[i]);
 		return A_PUSH;
 	case EV_FAIL:
-		note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, m->note);
+		note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, m->note ? m->note : "");
 		free(m->note);
 		o->resume = f->child;
 		return A_RESUME;
@@ -361,7 +457,7 @@ static enum act reclaim_next(struct search *x, int32_t i)
 	if (f->u.r.di == f->u.r.ndests)
 		return A_DONE;
 	d = f->u.r.dests[f->u.r.di];
-	L = rsd__ps_locs(x->img, f->S, v);
+	L = rsd__ps_locs(&x->bc, f->S, v);
 	if (!f->u.r.mine) {
 		f->u.r.mine = rsd__malloc(sizeof(*f->u.r.mine));
 		if (!f->u.r.mine)
@@ -404,7 +500,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 	case EV_START:
 		if (rsd__search_active_has(f->u.r.in, v, (int)src))
 			return A_DONE;
-		L = rsd__ps_locs(x->img, f->S, v);
+		L = rsd__ps_locs(&x->bc, f->S, v);
 		ls_del(&L, src);
 		f->flag = !ls_empty(&L); /* another replica preserves the value */
 		if (f->flag || rsd__iv(x->img, v)->has_source) {
@@ -415,7 +511,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 			a.location = rsd__slot_loc(src);
 			ev.reason = f->flag ? RSD__R_OTHER_REPLICA : RSD__R_SOURCE;
 			if (!rsd__ps_append(T, &a, &ev) ||
-			    !(U = rsd__ps_set_locs(x->img, T, v, &L)))
+			    !(U = rsd__ps_set_locs(&x->bc, T, v, &L)))
 				goto nomem_T;
 			T = U;
 			if (!(U = rsd__ps_used(T, src, 0, C)))
@@ -437,7 +533,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 		break;
 	case EV_YIELD: /* Cst from CAPACITY(copy(S), d, ...) */
 		T = m->st;
-		L = rsd__ps_locs(x->img, T, v);
+		L = rsd__ps_locs(&x->bc, T, v);
 		if (!ls_has(&L, src)) { /* defensive */
 			rsd__ps_free(T);
 			o->resume = f->child;
@@ -458,7 +554,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 		if (!rsd__ps_append(T, &a, &ev))
 			goto nomem_T;
 		ls_del(&L, src);
-		if (!(U = rsd__ps_set_locs(x->img, T, v, &L)))
+		if (!(U = rsd__ps_set_locs(&x->bc, T, v, &L)))
 			goto nomem_T;
 		T = U;
 		if (!(U = rsd__ps_used(T, src, 0, C)))
@@ -493,9 +589,8 @@ static enum act capacity_next(struct search *x, int32_t i)
 	       rsd__search_active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
 		f->ci++;
 	if (f->ci == f->ncands) {
-		if (!f->flag &&
-		    (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
-		     memo_add(x, &x->failed_cap)))
+		if (!f->flag && (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
+				 memo_add(x, &x->failed_cap)))
 			return A_ERROR;
 		return A_DONE;
 	}
@@ -521,8 +616,14 @@ static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct
 		}
 		if (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act))
 			return A_ERROR;
-		if (rsd__memo_has(&x->failed_cap, x->key, x->keylen))
+		switch (memo_lookup(x, &x->failed_cap)) {
+		case 0:
+			break;
+		case 1:
 			return A_DONE;
+		default:
+			return A_ERROR;
+		}
 		if (rsd__search_count(x, "capacity at", (int)f->u.k.x))
 			return A_ERROR;
 		if (rsd__search_rank(x, f->S, f->u.k.x, f->u.k.act, &f->cands, &f->ncands))
@@ -580,6 +681,7 @@ static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **
 		return cur;
 	}
 	x->fr[cur].S = S0;
+	x->fr[cur].u.s.room = MSG_ROOM;
 	for (;;) {
 		struct out o = { NULL, NULL, -1, NULL };
 		int32_t parent = x->fr[cur].parent;
@@ -646,8 +748,11 @@ static void search_fini(struct search *x)
 	free(x->fr);
 	rsd__memo_fini(&x->failed_req);
 	rsd__memo_fini(&x->failed_cap);
-	for (unsigned s = 0; s < RSD_NSLOTS; s++)
+	for (unsigned s = 0; s < RSD_NSLOTS; s++) {
 		free(x->base_cands[s]);
+		free(x->base_pos[s]);
+	}
+	free(x->bc.tab);
 	free(x->req_vidx);
 	free(x->simv);
 	free(x->key);
@@ -685,6 +790,77 @@ static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__sear
 	return 0;
 }
 
+/* The blockers at the root's shortfall, for the failure just recorded. */
+static void record_blockers(struct search *x)
+{
+	const struct shortfall *sh = &x->root_sh;
+	struct rsd_blockers b;
+	uint64_t need;
+
+	if (!x->has_root_sh)
+		return;
+	memset(&b, 0, sizeof(b));
+	rsd__blockers_collect(x->view, rsd__slot_loc(sh->slot), &b);
+	need = sh->used + sh->reserved + sh->n;
+	b.requested_bytes = sh->n;
+	b.short_bytes = need > x->budget[sh->slot] ? need - x->budget[sh->slot] : 0;
+	b.budget_bytes = x->budget[sh->slot];
+	b.used_bytes = x->root_used;
+	b.reserved_bytes = x->root_reserved;
+	rsd__blockers_set(&b);
+}
+
+/*
+ * RSD_CTRL_PRECHECK: simulate the request on the image as if every stage
+ * fitted. Before any stage, evictions and spills can have lowered what its
+ * location holds by at most the charges of the candidates there: reclaim
+ * removes only candidates, a state the search reaches differs from the
+ * image by reclaim alone, and reclaim never lowers what an earlier stage
+ * of the request adds there. So when a stage is short by more than those
+ * charges, every state the search could reach fails at that stage or
+ * earlier. Fail at once then, counting nothing.
+ */
+static int precheck(struct search *x, const struct rsd__pstate *S0)
+{
+	struct shortfall sh;
+	uint64_t freeable, shortb;
+	char name[RSD_LOCATION_NAME_MAX], stage[300], q[160];
+	struct rsd_error *e;
+	int err;
+
+	x->precheck = true;
+	err = rsd__search_simulate(x, S0, &sh);
+	x->precheck = false;
+	if (x->err)
+		return x->err;
+	if (err <= 0)
+		return err;
+	freeable = x->freeable[sh.slot];
+	shortb = sh.used + sh.reserved + sh.n - x->budget[sh.slot];
+	x->has_root_sh = true;
+	x->root_sh = sh;
+	x->root_used = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->used : 0;
+	x->root_reserved = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->reserved : 0;
+	err = rsd__err(RSD_EPLAN,
+		       "Automatic residency request %s is infeasible: location %s cannot admit "
+		       "%llu bytes during %s; budget=%llu, used=%llu, reserved=%llu, and evicting "
+		       "every candidate there frees %llu of the %llu bytes short (checked before "
+		       "searching)",
+		       rsd__quote(x->req->name, q, sizeof(q)),
+		       rsd_location_name(rsd__slot_loc(sh.slot), name, sizeof(name)),
+		       (unsigned long long)sh.n, stage_text(x, &sh, stage, sizeof(stage)),
+		       (unsigned long long)x->budget[sh.slot], (unsigned long long)x->root_used,
+		       (unsigned long long)x->root_reserved, (unsigned long long)freeable,
+		       (unsigned long long)shortb);
+	e = rsd__err_record();
+	e->has_search = true;
+	e->state_limit = x->limit;
+	e->explored_states = 0;
+	snprintf(e->plan_name, sizeof(e->plan_name), "%s", x->req->name);
+	record_blockers(x);
+	return err;
+}
+
 int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const struct rsd_request *r,
 		struct rsd__search_result *res)
 {
@@ -699,8 +875,12 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 		return rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
 	x->c = c;
 	x->pol = c->policy;
+	x->cmp = rsd__policy_cmp(c->policy);
 	x->img = img;
 	x->view = view;
+	x->bc.img = img;
+	/* without the cache the search only runs slower */
+	x->bc.tab = rsd__calloc(RSD__BL_SLOTS, sizeof(*x->bc.tab));
 	x->req = r;
 	x->limit = c->limit;
 	if (c->sched.nsteps) {
@@ -729,7 +909,19 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 	}
 	for (size_t i = 0; i < r->nrequirements; i++)
 		x->req_vidx[i] = (uint32_t)rsd__img_index(img, r->requirements[i].handle);
+	err = rsd__sim_init(x);
+	if (err) {
+		rsd__ps_free(S0);
+		goto out;
+	}
 
+	if (c->flags & RSD_CTRL_PRECHECK) {
+		err = precheck(x, S0);
+		if (err) {
+			rsd__ps_free(S0);
+			goto out;
+		}
+	}
 	err = drive(x, S0, &final, &note);
 	res->explored = x->count;
 	rsd__quote(r->name, q, sizeof(q));
@@ -740,9 +932,17 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 			rsd__search_result_fini(res);
 		res->explored = x->count;
 	} else if (err == 1) {
+		struct rsd_error *e;
+
 		err = rsd__err(RSD_EPLAN, "Automatic residency request %s is infeasible: %s", q,
 			       note);
 		free(note);
+		e = rsd__err_record();
+		e->has_search = true;
+		e->state_limit = x->limit;
+		e->explored_states = x->count;
+		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
+		record_blockers(x);
 	} else if (err == -RSD_ESEARCHLIMIT) {
 		struct rsd_error *e;
 
@@ -763,6 +963,7 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 		e->state_limit = x->limit;
 		e->explored_states = x->count;
 		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
+		record_blockers(x);
 	}
 out:
 	search_fini(x);

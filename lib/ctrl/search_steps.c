@@ -2,7 +2,7 @@
 /*
  * Building blocks of the controller search (reference.md §13.2-13.4):
  * SIMULATE, CANDIDATES + RANK, COUNT and the memo keys built from SIG(S).
- * The generator machine that strings them together is in search.c.
+ * The generator machine that strings them together is in run.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,23 +43,89 @@ static bool over(const struct search *x, uint64_t used, uint64_t reserved, unsig
 
 /* ---- SIMULATE (§13.2) ---- */
 
-static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *S, uint32_t v,
-				    size_t *nv)
+static int cmp_pair(const void *a, const void *b)
 {
-	for (size_t i = 0; i < *nv; i++)
-		if (x->simv[i].vidx == v)
-			return &x->simv[i].locs;
-	x->simv[*nv].vidx = v;
-	x->simv[*nv].locs = rsd__ps_locs(x->img, S, v);
-	return &x->simv[(*nv)++].locs;
+	const uint32_t *p = a, *q = b;
+
+	if (p[0] != q[0])
+		return p[0] < q[0] ? -1 : 1;
+	return p[1] < q[1] ? -1 : p[1] > q[1];
 }
 
-/* 0: feasible, enter actions in x->enter; 1: *sh describes the shortfall. */
+int rsd__sim_init(struct search *x)
+{
+	size_t n = x->req->nrequirements;
+	uint32_t *pairs = rsd__malloc((n ? n : 1) * 2 * sizeof(*pairs));
+
+	if (!pairs)
+		return x->err = rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
+	for (size_t i = 0; i < n; i++) {
+		pairs[2 * i] = x->req_vidx[i];
+		pairs[2 * i + 1] = (uint32_t)i;
+	}
+	qsort(pairs, n, 2 * sizeof(*pairs), cmp_pair);
+	for (size_t i = 0; i < n; i++) {
+		struct simv *sv = &x->simv[pairs[2 * i + 1]];
+
+		sv->vidx = pairs[2 * i];
+		sv->first = i && pairs[2 * i - 2] == pairs[2 * i] ?
+				    x->simv[pairs[2 * i - 1]].first :
+				    pairs[2 * i + 1];
+		sv->gen = 0;
+	}
+	free(pairs);
+	return 0;
+}
+
+/* The simulation's location set of requirement qi's value. */
+static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *S, size_t qi)
+{
+	struct simv *sv = &x->simv[x->simv[qi].first];
+
+	if (sv->gen != x->simgen) {
+		sv->gen = x->simgen;
+		sv->locs = rsd__ps_locs(&x->bc, S, sv->vidx);
+	}
+	return &sv->locs;
+}
+
+/*
+ * Stage idx (of kind) needs n more bytes at slot, which do not fit: record
+ * the shortfall in *sh and say whether to stop there. The precheck does not
+ * stop: it simulates past every shortfall as if the stage fitted and stops
+ * only at one whose bytes short exceed what evicting every candidate at
+ * that location could free (or when listing them fails: x->err).
+ */
+static bool stop_at(struct search *x, struct shortfall *sh, unsigned slot, uint64_t n,
+		    const uint64_t *used, const uint64_t *reserved, enum stage_kind kind,
+		    size_t idx)
+{
+	uint64_t need = sat_add(sat_add(used[slot], reserved[slot]), n);
+
+	sh->slot = slot;
+	sh->n = n;
+	sh->used = used[slot];
+	sh->reserved = reserved[slot];
+	sh->kind = kind;
+	sh->index = idx;
+	if (!x->precheck)
+		return true;
+	if (!x->has_freeable[slot]) {
+		if (rsd__freeable(x, slot, &x->freeable[slot]))
+			return true;
+		x->has_freeable[slot] = true;
+	}
+	return need - x->budget[slot] > x->freeable[slot];
+}
+
+/*
+ * 0: feasible, enter actions in x->enter; 1: *sh describes the shortfall
+ * (with x->precheck: one that evictions cannot cover, see stop_at()).
+ */
 int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh)
 {
 	const struct rsd_request *r = x->req;
 	uint64_t used[RSD_NSLOTS], reserved[RSD_NSLOTS];
-	size_t nv = 0;
 
 	memset(used, 0, sizeof(used));
 	memset(reserved, 0, sizeof(reserved));
@@ -68,13 +134,14 @@ int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct s
 		reserved[S->acct[i].slot] = S->acct[i].reserved;
 	}
 	x->nenter = 0;
+	x->simgen++;
 	for (size_t i = 0; i < r->nreservations; i++) {
 		unsigned slot = rsd__loc_slot(r->reservations[i].location);
 		uint64_t n = r->reservations[i].nbytes;
 
 		if (over(x, used[slot], reserved[slot], slot, n)) {
-			*sh = (struct shortfall){ slot, n, ST_RESERVATION, i };
-			return 1;
+			if (stop_at(x, sh, slot, n, used, reserved, ST_RESERVATION, i))
+				return 1;
 		}
 		reserved[slot] = sat_add(reserved[slot], n);
 	}
@@ -82,7 +149,7 @@ int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct s
 		const struct rsd_requirement *q = &r->requirements[qi];
 		uint32_t v = x->req_vidx[qi];
 		const struct rsd_img_value *vs = rsd__iv(x->img, v);
-		struct rsd__locset *L = sim_locs(x, S, v, &nv);
+		struct rsd__locset *L = sim_locs(x, S, qi);
 		unsigned D = rsd__loc_slot(q->location), src;
 		uint64_t C = vs->spec.storage_nbytes;
 		struct rsd_action *a = &x->enter[x->nenter];
@@ -102,16 +169,16 @@ int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct s
 			src = rsd__loc_slot(vs->source_loc);
 			temp = true;
 			if (over(x, used[src], reserved[src], src, C)) {
-				*sh = (struct shortfall){ src, C, ST_SOURCE, qi };
-				return 1;
+				if (stop_at(x, sh, src, C, used, reserved, ST_SOURCE, qi))
+					return 1;
 			}
 			reserved[src] = sat_add(reserved[src], C);
 		}
 		if (temp && src == D)
 			reserved[src] -= C; /* load and install share one charge */
 		if (over(x, used[D], reserved[D], D, C)) {
-			*sh = (struct shortfall){ D, C, ST_MATERIALIZE, qi };
-			return 1;
+			if (stop_at(x, sh, D, C, used, reserved, ST_MATERIALIZE, qi))
+				return 1;
 		}
 		used[D] = sat_add(used[D], C);
 		ls_add(L, D);
@@ -198,6 +265,18 @@ static int build_base(struct search *x, unsigned slot)
 	x->base_cands[slot] = list;
 	x->nbase_cands[slot] = n;
 	x->built[slot] = true;
+	return 0;
+}
+
+int rsd__freeable(struct search *x, unsigned slot, uint64_t *out)
+{
+	uint64_t n = 0;
+
+	if (build_base(x, slot))
+		return x->err;
+	for (uint32_t i = 0; i < x->nbase_cands[slot]; i++)
+		n += rsd__search_charge(x, x->base_cands[slot][i]);
+	*out = n;
 	return 0;
 }
 
@@ -317,11 +396,12 @@ static int order_part(struct search *x, size_t lo, size_t hi, unsigned slot, str
 }
 
 /* RANK(CANDIDATES(S, X, blocked)), blocked being the handles of act. */
-int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
-		     const struct active *act, struct ranked **out, uint32_t *nout)
+int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
+	      struct ranked **out, uint32_t *nout)
 {
 	uint32_t nb, bi = 0, di = 0, n = 0, nord = 0;
 	const uint32_t *base;
+	bool projected = false;
 	struct ranked *r;
 
 	if (build_base(x, X))
@@ -350,12 +430,13 @@ int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
 			 * analyzer assumes S->delta NULL with ndelta > 0.
 			 */
 			/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-			struct rsd__locset bl = rsd__ps_base_locs(x->img, d->vidx);
+			struct rsd__locset bl = rsd__ps_base_locs(&x->bc, d->vidx);
 
 			v = d->vidx;
 			di++;
 			/* projected here by planning (a protected original is not) */
 			cand = ls_has(&d->locs, X) && !ls_has(&bl, X);
+			projected |= cand;
 		}
 		if (cand && !rsd__search_active_has(act, v, -1))
 			x->cvidx[n++] = v;
@@ -375,11 +456,20 @@ int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
 		}
 		memcpy(x->cvidx + nord, x->creq, nreq * sizeof(*x->creq));
 	}
-	for (uint32_t k = 0; k < n; k++)
-		fill_candidate(x, k, X);
 	r = rsd__malloc((n ? n : 1) * sizeof(*r));
 	if (!r)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
+	if (x->cmp && !projected) {
+		if (rsd__order_cached(x, X, nord, n, r)) {
+			free(r);
+			return x->err;
+		}
+		*out = r;
+		*nout = n;
+		return 0;
+	}
+	for (uint32_t k = 0; k < n; k++)
+		fill_candidate(x, k, X);
 	/* Two policy calls, even when one side is empty (§13.3). */
 	if (order_part(x, 0, nord, X, r) || order_part(x, nord, n, X, r)) {
 		free(r);
@@ -392,7 +482,8 @@ int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
 
 /* ---- memo keys: SIG(S) (§13.4) plus the objective's parameters ---- */
 
-static int key_put(struct search *x, const void *p, size_t n)
+/* Room for n more key bytes; the key so far is kept. */
+static int key_reserve(struct search *x, size_t n)
 {
 	if (x->keylen + n > x->keycap) {
 		size_t cap = 2 * (x->keylen + n) + 64;
@@ -403,44 +494,86 @@ static int key_put(struct search *x, const void *p, size_t n)
 		x->key = k;
 		x->keycap = cap;
 	}
+	return 0;
+}
+
+static int key_put(struct search *x, const void *p, size_t n)
+{
+	if (key_reserve(x, n))
+		return x->err;
 	memcpy(x->key + x->keylen, p, n);
 	x->keylen += n;
 	return 0;
 }
+
+/* Append a field of a reserved key (no capacity check). */
+#define KEY_PUT(q, v) (memcpy((q), &(v), sizeof(v)), (q) += sizeof(v))
 
 /*
  * SIG(S): the planned locations of every value, then (name, used, reserved)
  * of every location in the maps, both in canonical order. Values are
  * serialized as their normalized delta from the image, which is equal
  * for two states of one search exactly when their location sets are.
+ * Written in one pass into a key reserved once.
  */
-int rsd__search_key_sig(struct search *x, char tag, const struct rsd__pstate *S)
+static int key_serialize(struct search *x, char tag, const struct rsd__pstate *S)
 {
+	size_t n = 1 + 2 * sizeof(uint32_t) +
+		   S->ndelta * (sizeof(S->delta->vidx) + sizeof(S->delta->locs)) +
+		   S->nacct * (sizeof(S->acct->slot) + 2 * sizeof(uint64_t));
+	unsigned char *q;
+
 	x->keylen = 0;
-	if (key_put(x, &tag, 1) || key_put(x, &S->ndelta, sizeof(S->ndelta)))
+	if (key_reserve(x, n))
 		return x->err;
-	for (uint32_t i = 0; i < S->ndelta; i++)
-		if (key_put(x, &S->delta[i].vidx, sizeof(S->delta[i].vidx)) ||
-		    key_put(x, &S->delta[i].locs, sizeof(S->delta[i].locs)))
-			return x->err;
-	if (key_put(x, &S->nacct, sizeof(S->nacct)))
-		return x->err;
-	for (uint32_t i = 0; i < S->nacct; i++)
-		if (key_put(x, &S->acct[i].slot, sizeof(S->acct[i].slot)) ||
-		    key_put(x, &S->acct[i].used, sizeof(S->acct[i].used)) ||
-		    key_put(x, &S->acct[i].reserved, sizeof(S->acct[i].reserved)))
-			return x->err;
+	q = x->key;
+	*q++ = (unsigned char)tag;
+	KEY_PUT(q, S->ndelta);
+	for (uint32_t i = 0; i < S->ndelta; i++) {
+		KEY_PUT(q, S->delta[i].vidx);
+		KEY_PUT(q, S->delta[i].locs);
+	}
+	KEY_PUT(q, S->nacct);
+	for (uint32_t i = 0; i < S->nacct; i++) {
+		KEY_PUT(q, S->acct[i].slot);
+		KEY_PUT(q, S->acct[i].used);
+		KEY_PUT(q, S->acct[i].reserved);
+	}
+	x->keylen = (size_t)(q - x->key);
 	return 0;
 }
 
-int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
-			     uint64_t amount, const struct active *act)
+/*
+ * The request key of S: its hash at once, from the state's running hash
+ * (a function of SIG(S), pstate.h); its bytes when rsd__key_build() asks.
+ */
+int rsd__search_key_sig(struct search *x, char tag, const struct rsd__pstate *S)
+{
+	x->keyhash = rsd__mix64(S->hash ^ (uint64_t)(unsigned char)tag ^
+				((uint64_t)S->ndelta << 8) ^ ((uint64_t)S->nacct << 40));
+	x->keyS = S;
+	x->key_built = false;
+	return 0;
+}
+
+int rsd__key_build(struct search *x)
+{
+	if (x->key_built)
+		return 0;
+	if (key_serialize(x, 'R', x->keyS))
+		return x->err;
+	x->key_built = true;
+	return 0;
+}
+
+int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
+		      const struct active *act)
 {
 	uint32_t pairs[2 * 64], *p = pairs, n = 0, cap = 64;
 	uint32_t slot = X;
 	int err;
 
-	if (rsd__search_key_sig(x, 'C', S) || key_put(x, &slot, sizeof(slot)) ||
+	if (key_serialize(x, 'C', S) || key_put(x, &slot, sizeof(slot)) ||
 	    key_put(x, &amount, sizeof(amount)))
 		return x->err;
 	/* active pairs (and so blocked handles), sorted by registration index */
@@ -470,5 +603,9 @@ int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsi
 	err = key_put(x, &n, sizeof(n)) || key_put(x, p, 2 * (size_t)n * sizeof(*p));
 	if (p != pairs)
 		free(p);
-	return err ? x->err : 0;
+	if (err)
+		return x->err;
+	x->keyhash = rsd__memo_hash(x->key, x->keylen);
+	x->key_built = true;
+	return 0;
 }

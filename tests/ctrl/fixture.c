@@ -27,9 +27,11 @@ static void src_release(void *ctx)
 	free(ctx);
 }
 
-void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
+static void init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices, bool immediate)
 {
-	struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true, .pooled = true };
+	struct rsd_simdev_config sc = { .ndevices = ndevices,
+					.auto_complete = immediate,
+					.pooled = true };
 	struct rsd_manager_config mc;
 
 	memset(f, 0, sizeof(*f));
@@ -40,6 +42,16 @@ void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
 	mc.driver = rsd_simdev_ops();
 	mc.driver_ctx = f->sd;
 	RSD_REQUIRE_OK(rsd_manager_create(&mc, &f->m));
+}
+
+void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
+{
+	init(f, b, nb, ndevices, true);
+}
+
+void fx_init_on_command(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices)
+{
+	init(f, b, nb, ndevices, false);
 }
 
 void fx_fini(struct fx *f)

@@ -21,6 +21,9 @@ struct fx {
 
 /* Budgets as (location, bytes) pairs, in map order; ndevices simulated GPUs. */
 void fx_init(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices);
+/* The same with the simulated device in on-command mode: stream work (a
+ * released GPU lease's event) runs only at rsd_simdev_stream_complete(). */
+void fx_init_on_command(struct fx *f, const struct rsd_budget *b, size_t nb, int ndevices);
 void fx_fini(struct fx *f);
 struct rsd_handle fx_adopt(struct fx *f, struct rsd_location at, enum rsd_replica_mode mode);
 /* REPLICABLE, RECONSTRUCTIBLE, 64/64, loader returns a fresh value at src. */

@@ -131,6 +131,29 @@ static void e_decision(const char *request, size_t nevictions, uint64_t explored
 	    mid, request, nevictions, explored, outcome);
 }
 
+/* rsd:decision_blocked of the failure just recorded (rsd_last_blockers()). */
+static void e_decision_blocked(const char *request, int outcome)
+{
+	const struct rsd_error *e = rsd_last_error();
+	const struct rsd_blockers *b = rsd_last_blockers();
+	char name[RSD_LOCATION_NAME_MAX], detail[1024];
+
+	ATF_REQUIRE(b != NULL);
+	rsd_blockers_describe(b, detail, sizeof(detail));
+	put("rsd:decision_blocked: { manager_id = %" PRIu64 ", request = \"%s\", outcome = %d"
+	    ", explored_states = %" PRIu64 ", at_kind = %d, at_device = %d, at = \"%s\""
+	    ", requested = %" PRIu64 ", short_bytes = %" PRIu64 ", budget = %" PRIu64
+	    ", used = %" PRIu64 ", reserved = %" PRIu64 ", freeable = %" PRIu64
+	    ", blocked = %" PRIu64 ", leased = %" PRIu64 ", pending = %" PRIu64 ", held = %" PRIu64
+	    ", arriving = %" PRIu64 ", nblocked = %" PRIu64 ", npending_leases = %" PRIu64
+	    ", detail = \"%s\" }\n",
+	    mid, request, outcome, e->explored_states, (int)b->location.kind, b->location.device,
+	    rsd_location_name(b->location, name, sizeof(name)), b->requested_bytes, b->short_bytes,
+	    b->budget_bytes, b->used_bytes, b->reserved_bytes, b->freeable_bytes, b->blocked_bytes,
+	    b->lease_bytes, b->pending_bytes, b->hold_bytes, b->arriving_bytes, b->nblocked,
+	    b->npending, detail);
+}
+
 static uint64_t unix_ns(void)
 {
 	struct timespec ts;
@@ -315,6 +338,7 @@ static void decisions(struct rsd_manager *m, struct rsd_handle b)
 	err = rsd_controller_decide(ctl, &no, &d);
 	ATF_CHECK_MSG(err < 0, "a 2 MiB reservation under a 1 MiB budget was granted");
 	e_decision("req-2", 0, rsd_last_error()->explored_states, err);
+	e_decision_blocked("req-2", err);
 	rsd_controller_free(ctl);
 }
 
