@@ -133,6 +133,7 @@ static void drop_everything(struct rsd_manager *m)
 int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 {
 	size_t active = 0, pending = 0, holds = 0, resv = 0;
+	struct rsd_reservation *r;
 	int err;
 
 	if (!m)
@@ -154,7 +155,7 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	}
 	for (struct rsd_hold *h = m->holds; h; h = h->next)
 		holds++;
-	for (struct rsd_reservation *r = m->resv_head; r; r = r->next)
+	rsd__list_for_each_entry(r, &m->resv, node)
 		resv++;
 	if ((active || pending || holds || resv) && !(flags & RSD_CLOSE_FORCE)) {
 		err = rsd__err(

@@ -38,6 +38,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "../internal.h"
+#include "../list.h"
 #include "objcache.h"
 
 /*
@@ -489,7 +490,7 @@ struct rsd_reservation {
 	struct rsd_location loc;
 	uint64_t nbytes;
 	char *label;
-	struct rsd_reservation *next, *prev; /* m->resv_head, creation order */
+	struct rsd__list_node node; /* on m->resv while tracked */
 };
 
 /* ---- the manager ----------------------------------------------------------- */
@@ -574,7 +575,7 @@ struct rsd_manager {
 	struct rsd_lease_rec *lease_rec_cache;
 	unsigned nlease_rec_cache;
 	struct rsd_hold *holds;
-	struct rsd_reservation *resv_head, *resv_tail;
+	struct rsd__list resv; /* tracked reservations, creation order */
 	uint64_t next_lifetime_id;
 	/* The manager must never free its storage: an abandoned GPU lease
 	 * could not be waited for (§8.9). */

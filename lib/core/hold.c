@@ -167,12 +167,7 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	r->active = r->tracked = true;
 	r->loc = at;
 	r->nbytes = nbytes;
-	r->prev = m->resv_tail;
-	if (m->resv_tail)
-		m->resv_tail->next = r;
-	else
-		m->resv_head = r;
-	m->resv_tail = r;
+	rsd__list_add_tail(&m->resv, &r->node);
 	a = &m->acct[rsd__loc_slot(at)];
 	a->reserved += nbytes;
 	a->reservation_count++;
@@ -193,15 +188,7 @@ void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservati
 	a = &m->acct[rsd__loc_slot(r->loc)];
 	a->reserved -= r->nbytes;
 	a->reservation_count--;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		m->resv_head = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	else
-		m->resv_tail = r->prev;
-	r->next = r->prev = NULL;
+	rsd__list_del(&m->resv, &r->node);
 	r->tracked = false;
 	m->resv_dirty = true;
 	rsd__bump(m);
@@ -304,15 +291,14 @@ void rsd_reservation_free(struct rsd_reservation *r)
 /* Forced close: every lifetime stops counting; caller objects survive. */
 void rsd__lifetimes_drop(struct rsd_manager *m)
 {
+	struct rsd_reservation *r;
+
 	while (m->holds)
 		hold_untrack(m, m->holds);
-	while (m->resv_head) {
-		struct rsd_reservation *r = m->resv_head;
 
-		m->resv_head = r->next;
-		r->next = r->prev = NULL;
+	while ((r = rsd__list_first_entry(&m->resv, struct rsd_reservation, node))) {
+		rsd__list_del(&m->resv, &r->node);
 		r->tracked = false;
 	}
-	m->resv_tail = NULL;
 	m->resv_dirty = true;
 }
