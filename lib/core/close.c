@@ -134,6 +134,7 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 {
 	size_t active = 0, pending = 0, holds = 0, resv = 0;
 	struct rsd_reservation *r;
+	struct rsd_hold *h;
 	int err;
 
 	if (!m)
@@ -153,7 +154,7 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		active += l->state == RSD_LEASE_ACTIVE;
 		pending += l->state == RSD_LEASE_PENDING;
 	}
-	for (struct rsd_hold *h = m->holds; h; h = h->next)
+	rsd__list_for_each_entry(h, &m->holds, node)
 		holds++;
 	rsd__list_for_each_entry(r, &m->resv, node)
 		resv++;

@@ -478,7 +478,7 @@ struct rsd_hold {
 	struct rsd_location loc;
 	size_t n;
 	struct rsd_record **recs;
-	struct rsd_hold *next, *prev; /* m->holds; protected by m->lock */
+	struct rsd__list_node node; /* on m->holds while tracked; m->lock */
 };
 
 struct rsd_reservation {
@@ -574,7 +574,7 @@ struct rsd_manager {
 	 * freed through retirement). */
 	struct rsd_lease_rec *lease_rec_cache;
 	unsigned nlease_rec_cache;
-	struct rsd_hold *holds;
+	struct rsd__list holds; /* tracked holds, newest first */
 	struct rsd__list resv; /* tracked reservations, creation order */
 	uint64_t next_lifetime_id;
 	/* The manager must never free its storage: an abandoned GPU lease

@@ -49,10 +49,7 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	hd->active = hd->tracked = true;
 	hd->loc = at;
 	hd->n = k;
-	hd->next = m->holds;
-	if (m->holds)
-		m->holds->prev = hd;
-	m->holds = hd;
+	rsd__list_add_head(&m->holds, &hd->node);
 	rsd__commit_prot(m, at, hd->recs, k, 0, +1, 0);
 	rsd__obj_link(m, &hd->link);
 	rsd_trace_hold(m->id, hd->id, at, (uint32_t)k, true);
@@ -73,13 +70,7 @@ out_free:
 /* Stop counting a hold; m->lock held. */
 static void hold_untrack(struct rsd_manager *m, struct rsd_hold *hd)
 {
-	if (hd->prev)
-		hd->prev->next = hd->next;
-	else
-		m->holds = hd->next;
-	if (hd->next)
-		hd->next->prev = hd->prev;
-	hd->next = hd->prev = NULL;
+	rsd__list_del(&m->holds, &hd->node);
 	hd->tracked = false;
 }
 
@@ -292,9 +283,10 @@ void rsd_reservation_free(struct rsd_reservation *r)
 void rsd__lifetimes_drop(struct rsd_manager *m)
 {
 	struct rsd_reservation *r;
+	struct rsd_hold *hd;
 
-	while (m->holds)
-		hold_untrack(m, m->holds);
+	while ((hd = rsd__list_first_entry(&m->holds, struct rsd_hold, node)))
+		hold_untrack(m, hd);
 
 	while ((r = rsd__list_first_entry(&m->resv, struct rsd_reservation, node))) {
 		rsd__list_del(&m->resv, &r->node);
