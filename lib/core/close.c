@@ -78,8 +78,9 @@ static int wait_pending(struct rsd_manager *m)
 	int err;
 
 	for (;;) {
-		for (l = m->leases; l && l->state != RSD_LEASE_PENDING; l = l->next)
-			;
+		rsd__list_for_each_entry(l, &m->leases, node)
+			if (l->state == RSD_LEASE_PENDING)
+				break;
 		if (!l)
 			return 0;
 		err = rsd__lease_wait(m, l);
@@ -100,8 +101,7 @@ static void drop_everything(struct rsd_manager *m)
 {
 	struct rsd_lease_rec *l, *next;
 
-	for (l = m->leases; l; l = next) {
-		next = l->next;
+	rsd__list_for_each_entry_safe(l, next, &m->leases, node) {
 		if (l->obj)
 			l->obj->rec = NULL;
 		rsd__lease_retire(m, l);
@@ -133,6 +133,7 @@ static void drop_everything(struct rsd_manager *m)
 int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 {
 	size_t active = 0, pending = 0, holds = 0, resv = 0;
+	struct rsd_lease_rec *l;
 	struct rsd_reservation *r;
 	struct rsd_hold *h;
 	int err;
@@ -150,7 +151,7 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		wait_inflight(m);
 	if (err)
 		goto out;
-	for (struct rsd_lease_rec *l = m->leases; l; l = l->next) {
+	rsd__list_for_each_entry(l, &m->leases, node) {
 		active += l->state == RSD_LEASE_ACTIVE;
 		pending += l->state == RSD_LEASE_PENDING;
 	}

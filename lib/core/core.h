@@ -410,8 +410,10 @@ struct rsd_lease_rec {
 	unsigned waiters; /* threads waiting for its events without m->lock */
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj; /* the caller's object while active */
-	/* m->leases list, creation order */
-	struct rsd_lease_rec *next, *prev;
+	union {
+		struct rsd__list_node node;	 /* on m->leases until deleted */
+		struct rsd_lease_rec *free_next; /* then on m->lease_rec_cache */
+	};
 };
 
 /* A released GPU lease's event on its consumer stream's queue. */
@@ -563,8 +565,8 @@ struct rsd_manager {
 	uint8_t order[RSD_NSLOTS]; /* registry order of known slots */
 	unsigned nknown;
 	struct rsd_keymap owners;
-	/* Creation order, active and pending; appended at leases_tail. */
-	struct rsd_lease_rec *leases, *leases_tail;
+	/* Creation order, active and pending. */
+	struct rsd__list leases;
 	/* Released events per consumer stream (lease.c). */
 	struct rsd_pend_stream *pstreams;
 	size_t npstreams, cappstreams;

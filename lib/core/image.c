@@ -420,17 +420,17 @@ static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, st
 
 static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
 {
+	struct rsd_lease_rec **tbl, *l;
 	size_t n = 0;
-	struct rsd_lease_rec **tbl;
 
-	for (struct rsd_lease_rec *l = m->leases; l; l = l->next)
+	rsd__list_for_each_entry(l, &m->leases, node)
 		n += l->state == RSD_LEASE_PENDING;
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	tbl = rsd__malloc((n ? n : 1) * sizeof(*tbl));
 	if (!tbl)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the pending-lease table");
 	n = 0;
-	for (struct rsd_lease_rec *l = m->leases; l; l = l->next)
+	rsd__list_for_each_entry(l, &m->leases, node)
 		if (l->state == RSD_LEASE_PENDING)
 			tbl[n++] = l;
 	if (old->pending && rsd__retire(old, rsd__retire_free, (void *)old->pending)) {

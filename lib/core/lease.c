@@ -103,7 +103,7 @@ static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
 
 	if (cap == RSD_HANDLES_INLINE && m->lease_rec_cache) {
 		l = m->lease_rec_cache;
-		m->lease_rec_cache = l->next;
+		m->lease_rec_cache = l->free_next;
 		m->nlease_rec_cache--;
 	} else {
 		/* Per handle: one record pointer and one id. */
@@ -130,7 +130,7 @@ static void lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
 		lease_rec_free(m, l);
 		return;
 	}
-	l->next = m->lease_rec_cache;
+	l->free_next = m->lease_rec_cache;
 	m->lease_rec_cache = l;
 	m->nlease_rec_cache++;
 }
@@ -201,7 +201,7 @@ void rsd__lease_caches_free(struct rsd_manager *m)
 	while (m->lease_rec_cache) {
 		struct rsd_lease_rec *l = m->lease_rec_cache;
 
-		m->lease_rec_cache = l->next;
+		m->lease_rec_cache = l->free_next;
 		free(l);
 	}
 	m->nlease_rec_cache = 0;
@@ -214,41 +214,17 @@ void rsd__lease_caches_free(struct rsd_manager *m)
 	m->nlease_obj_cache = 0;
 }
 
-static void link_rec(struct rsd_manager *m, struct rsd_lease_rec *l)
-{
-	l->next = NULL;
-	l->prev = m->leases_tail;
-	if (m->leases_tail)
-		m->leases_tail->next = l;
-	else
-		m->leases = l;
-	m->leases_tail = l;
-}
-
-static void unlink_rec(struct rsd_manager *m, struct rsd_lease_rec *l)
-{
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		m->leases = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
-	else
-		m->leases_tail = l->prev;
-	l->next = l->prev = NULL;
-}
-
 /* Delete an active lease outright (host release, fallbacks): +1. */
 static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0, 0);
-	unlink_rec(m, l);
+	rsd__list_del(&m->leases, &l->node);
 	lease_rec_put(m, l);
 }
 
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	unlink_rec(m, l);
+	rsd__list_del(&m->leases, &l->node);
 	m->pending_dirty = true;
 	/* Readers may be asking its events right now: free it after a grace
 	 * period, through the image it is published in. */
@@ -474,7 +450,7 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	l->n = k;
 	l->state = RSD_LEASE_ACTIVE;
 	l->obj = obj;
-	link_rec(m, l);
+	rsd__list_add_tail(&m->leases, &l->node);
 	rsd__commit_prot(m, at, l->recs, k, +1, 0, 0);
 	obj->ops = m->ops;
 	obj->ops_ctx = m->ops_ctx;
