@@ -422,7 +422,7 @@ struct rsd_pend_link {
 	size_t k;	/* l->events[k] */
 	void *stream;	/* the queue it is on; NULL once seen complete */
 	bool unordered; /* on m->pend_unordered instead */
-	struct rsd_pend_link *prev, *next;
+	struct rsd__list_node node;
 };
 
 /* One consumer stream's released events in recording order: an in-order
@@ -430,7 +430,7 @@ struct rsd_pend_link {
  * still running. Protected by m->lock. */
 struct rsd_pend_stream {
 	void *stream;
-	struct rsd_pend_link *head, *tail;
+	struct rsd__list q; /* of struct rsd_pend_link */
 };
 
 /*

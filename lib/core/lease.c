@@ -261,15 +261,7 @@ static struct rsd_pend_stream *pend_queue(struct rsd_manager *m, void *stream)
 
 static void pend_unlink(struct rsd_pend_stream *ps, struct rsd_pend_link *k)
 {
-	if (k->prev)
-		k->prev->next = k->next;
-	else
-		ps->head = k->next;
-	if (k->next)
-		k->next->prev = k->prev;
-	else
-		ps->tail = k->prev;
-	k->prev = k->next = NULL;
+	rsd__list_del(&ps->q, &k->node);
 	k->stream = NULL;
 }
 
@@ -300,13 +292,7 @@ static void pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link 
 	ps = i < m->npstreams ? &m->pstreams[i] : &m->pend_unordered;
 	k->stream = stream;
 	k->unordered = ps == &m->pend_unordered;
-	k->next = NULL;
-	k->prev = ps->tail;
-	if (ps->tail)
-		ps->tail->next = k;
-	else
-		ps->head = k;
-	ps->tail = k;
+	rsd__list_add_tail(&ps->q, &k->node);
 }
 
 /*
@@ -325,7 +311,7 @@ int rsd__reap(struct rsd_manager *m)
 	while (i < m->npstreams) {
 		struct rsd_pend_stream *ps = &m->pstreams[i];
 
-		while ((k = ps->head)) {
+		while ((k = rsd__list_first_entry(&ps->q, struct rsd_pend_link, node))) {
 			q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 			if (q < 0)
 				return q;
@@ -334,13 +320,12 @@ int rsd__reap(struct rsd_manager *m)
 			pend_unlink(ps, k);
 			event_seen(m, k->l);
 		}
-		if (ps->head)
+		if (!rsd__list_empty(&ps->q))
 			i++;
 		else
 			*ps = m->pstreams[--m->npstreams];
 	}
-	for (k = m->pend_unordered.head; k; k = next) {
-		next = k->next;
+	rsd__list_for_each_entry_safe(k, next, &m->pend_unordered.q, node) {
 		q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 		if (q < 0)
 			return q;
@@ -355,7 +340,7 @@ int rsd__reap(struct rsd_manager *m)
 void rsd__pend_clear(struct rsd_manager *m)
 {
 	m->npstreams = 0;
-	m->pend_unordered.head = m->pend_unordered.tail = NULL;
+	rsd__list_init(&m->pend_unordered.q);
 }
 
 int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
