@@ -185,6 +185,8 @@ out:
 
 void rsd_manager_destroy(struct rsd_manager *m)
 {
+	struct rsd_objlink *o;
+
 	if (!m)
 		return;
 	if (!m->closed && rsd_manager_close(m, RSD_CLOSE_FORCE))
@@ -192,9 +194,9 @@ void rsd_manager_destroy(struct rsd_manager *m)
 			  (unsigned long long)m->id, rsd_last_error()->message);
 	/* Caller objects outliving the manager become inert. */
 	pthread_mutex_lock(&m->objs_lock);
-	for (struct rsd_objlink *o = m->objs.next; o; o = o->next)
+	rsd__list_for_each_entry(o, &m->objs, node)
 		o->m = NULL;
-	m->objs.next = NULL;
+	rsd__list_init(&m->objs);
 	pthread_mutex_unlock(&m->objs_lock);
 	if (m->keep_alive) {
 		rsd__warn(

@@ -440,8 +440,8 @@ struct rsd_pend_stream {
  * The list is protected by m->objs_lock, never held across a manager call.
  */
 struct rsd_objlink {
-	struct rsd_manager *m;
-	struct rsd_objlink *prev, *next;
+	struct rsd_manager *m; /* NULL: on no list */
+	struct rsd__list_node node;
 };
 
 void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link);
@@ -539,7 +539,7 @@ struct rsd_manager {
 	 * m->lock. Close waits for it to drop to zero. */
 	uint64_t inflight;
 	pthread_mutex_t objs_lock; /* m->objs and lease_obj_cache only */
-	struct rsd_objlink objs;   /* caller lifetime objects, list head */
+	struct rsd__list objs;	   /* caller lifetime objects (struct rsd_objlink) */
 	/* Lease objects freed by their callers, ready for the next acquire. */
 	struct rsd_lease *lease_obj_cache;
 	unsigned nlease_obj_cache;

@@ -17,18 +17,12 @@
 static void obj_link_locked(struct rsd_manager *m, struct rsd_objlink *link)
 {
 	link->m = m;
-	link->prev = &m->objs;
-	link->next = m->objs.next;
-	if (link->next)
-		link->next->prev = link;
-	m->objs.next = link;
+	rsd__list_add_head(&m->objs, &link->node);
 }
 
 static void obj_unlink_locked(struct rsd_objlink *link)
 {
-	link->prev->next = link->next;
-	if (link->next)
-		link->next->prev = link->prev;
+	rsd__list_del(&link->m->objs, &link->node);
 	link->m = NULL;
 }
 
