@@ -444,8 +444,32 @@ struct rsd_objlink {
 	struct rsd__list_node node;
 };
 
+/* List and unlist an object (lifetime.c); the _locked forms (after struct
+ * rsd_manager) with m->objs_lock held, unlink only while link->m is set. */
 void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link);
 void rsd__obj_unlink(struct rsd_objlink *link);
+
+/*
+ * What a lifetime object's *_free() does when its caller never released it
+ * (abandonment, §8.9): the same for leases, holds and reservations, told
+ * apart by their kind.
+ */
+struct rsd_lifetime_kind {
+	const char *noun;	   /* how warnings name it: "hold" */
+	const char *retained;	   /* what a failed release keeps, for the warning */
+	int (*release)(void *obj); /* its *_release() */
+};
+
+/*
+ * Called by *_free() after rsd__guard_free(). An object still active and
+ * listed by a manager is released (kind->release) with a warning; the
+ * warnings name it "<noun> '<label>'", or without a label "<noun>" and
+ * "<noun> on <n> value(s)". True: the caller goes on to unlink and free it.
+ * False: the release failed and the manager still lists the object, so
+ * both are kept (m->keep_alive) and the caller returns without freeing.
+ */
+bool rsd__free_release(const struct rsd_lifetime_kind *kind, void *obj,
+		       const struct rsd_objlink *link, bool active, const char *label, size_t n);
 
 /* Handles kept without an allocation: in a lease object, a lease record,
  * and the handle set rsd_hold() validates. */
@@ -589,6 +613,19 @@ struct rsd_manager {
 	bool locs_dirty, resv_dirty, pending_dirty;
 	bool republish_all; /* the dirty list could not grow: re-image every record */
 };
+
+/* See rsd__obj_link(): m->objs_lock held. */
+static inline void rsd__obj_link_locked(struct rsd_manager *m, struct rsd_objlink *link)
+{
+	link->m = m;
+	rsd__list_add_head(&m->objs, &link->node);
+}
+
+static inline void rsd__obj_unlink_locked(struct rsd_objlink *link)
+{
+	rsd__list_del(&link->m->objs, &link->node);
+	link->m = NULL;
+}
 
 /* Process-unique, never 0: manager, handle and lifetime ids. */
 uint64_t rsd__next_id(void);

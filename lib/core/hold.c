@@ -106,28 +106,24 @@ bool rsd_hold_active(const struct rsd_hold *hd)
 	return hd && hd->active;
 }
 
+static int hold_release(void *hd)
+{
+	return rsd_hold_release(hd);
+}
+
+static const struct rsd_lifetime_kind hold_kind = {
+	.noun = "hold",
+	.retained = "the manager was retained",
+	.release = hold_release,
+};
+
 void rsd_hold_free(struct rsd_hold *hd)
 {
-	struct rsd_manager *m;
-
 	if (!hd)
 		return;
 	rsd__guard_free(&hd->guard, __func__, "struct rsd_hold", hd);
-	m = hd->link.m;
-	if (hd->active && m) {
-		if (rsd_hold_release(hd)) {
-			/* The manager still lists the hold: keep both. */
-			m->keep_alive = true;
-			rsd__warn(
-				m,
-				"abandoned hold could not be released (%s): the manager was retained",
-				rsd_last_error()->message);
-			return;
-		} else {
-			rsd__warn(m, "hold on %zu value(s) was freed without release: released it",
-				  hd->n);
-		}
-	}
+	if (!rsd__free_release(&hold_kind, hd, &hd->link, hd->active, NULL, hd->n))
+		return;
 	rsd__obj_unlink(&hd->link);
 	free(hd->recs);
 	free(hd);
@@ -251,29 +247,24 @@ const char *rsd_reservation_label(const struct rsd_reservation *r)
 	return r ? r->label : NULL;
 }
 
+static int reservation_release(void *r)
+{
+	return rsd_reservation_release(r);
+}
+
+static const struct rsd_lifetime_kind reservation_kind = {
+	.noun = "reservation",
+	.retained = "the manager was retained",
+	.release = reservation_release,
+};
+
 void rsd_reservation_free(struct rsd_reservation *r)
 {
-	struct rsd_manager *m;
-
 	if (!r)
 		return;
 	rsd__guard_free(&r->guard, __func__, "struct rsd_reservation", r);
-	m = r->link.m;
-	if (r->active && m) {
-		if (rsd_reservation_release(r)) {
-			/* The manager still lists the reservation: keep both. */
-			m->keep_alive = true;
-			rsd__warn(
-				m,
-				"abandoned reservation '%s' could not be released (%s): the manager "
-				"was retained",
-				r->label, rsd_last_error()->message);
-			return;
-		} else {
-			rsd__warn(m, "reservation '%s' was freed without release: released it",
-				  r->label);
-		}
-	}
+	if (!rsd__free_release(&reservation_kind, r, &r->link, r->active, r->label, 0))
+		return;
 	rsd__obj_unlink(&r->link);
 	free(r->label);
 	free(r);

@@ -14,36 +14,6 @@
 #include "core.h"
 #include "../trace.h"
 
-static void obj_link_locked(struct rsd_manager *m, struct rsd_objlink *link)
-{
-	link->m = m;
-	rsd__list_add_head(&m->objs, &link->node);
-}
-
-static void obj_unlink_locked(struct rsd_objlink *link)
-{
-	rsd__list_del(&link->m->objs, &link->node);
-	link->m = NULL;
-}
-
-void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link)
-{
-	pthread_mutex_lock(&m->objs_lock);
-	obj_link_locked(m, link);
-	pthread_mutex_unlock(&m->objs_lock);
-}
-
-void rsd__obj_unlink(struct rsd_objlink *link)
-{
-	struct rsd_manager *m = link->m;
-
-	if (!m)
-		return;
-	pthread_mutex_lock(&m->objs_lock);
-	obj_unlink_locked(link);
-	pthread_mutex_unlock(&m->objs_lock);
-}
-
 int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf, size_t cap,
 		    struct rsd_handle **out, size_t *nout)
 {
@@ -139,7 +109,7 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 	if (obj) {
 		m->lease_obj_cache = obj->free_next;
 		m->nlease_obj_cache--;
-		obj_link_locked(m, &obj->link);
+		rsd__obj_link_locked(m, &obj->link);
 	}
 	pthread_mutex_unlock(&m->objs_lock);
 	if (!obj) {
@@ -176,7 +146,7 @@ static void lease_obj_put(struct rsd_lease *obj)
 
 	if (m) {
 		pthread_mutex_lock(&m->objs_lock);
-		obj_unlink_locked(&obj->link);
+		rsd__obj_unlink_locked(&obj->link);
 		if (obj->handles == obj->inline_handles &&
 		    m->nlease_obj_cache < RSD_LEASE_CACHE_MAX) {
 			obj->free_next = m->lease_obj_cache;
@@ -678,29 +648,25 @@ bool rsd_lease_active(const struct rsd_lease *l)
 	return l && l->active;
 }
 
+/* Abandonment (§8.9) waits for the consumers. */
+static int lease_release_wait(void *obj)
+{
+	return rsd_lease_release(obj, RSD_RELEASE_WAIT);
+}
+
+/* A failed release leaves the manager pointing at the object, and GPU work
+ * may still read the memory: both are kept, for ever. */
+static const struct rsd_lifetime_kind lease_kind = {
+	.noun = "lease",
+	.retained = "the manager and its storage are retained",
+	.release = lease_release_wait,
+};
+
 void rsd_lease_free(struct rsd_lease *obj)
 {
-	struct rsd_manager *m;
-
 	if (!obj)
 		return;
 	rsd__guard_free(&obj->guard, __func__, "struct rsd_lease", obj);
-	m = obj->link.m;
-	if (obj->active && m) {
-		/* Abandonment (§8.9): wait for the consumers, then warn. */
-		if (rsd_lease_release(obj, RSD_RELEASE_WAIT)) {
-			/* The manager may still point at the object (and GPU work
-			 * may still read the memory): keep both, for ever. */
-			m->keep_alive = true;
-			rsd__warn(m,
-				  "abandoned lease could not be released (%s): the manager and its "
-				  "storage are retained",
-				  rsd_last_error()->message);
-			return;
-		} else {
-			rsd__warn(m, "lease on %zu value(s) was freed without release: released it",
-				  obj->n);
-		}
-	}
-	lease_obj_put(obj);
+	if (rsd__free_release(&lease_kind, obj, &obj->link, obj->active, NULL, obj->n))
+		lease_obj_put(obj);
 }
