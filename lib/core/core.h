@@ -22,6 +22,53 @@
  * one value copies its image and the nodes on one root-to-leaf path (four
  * nodes for a million values); the location table (at most 130 rows),
  * reservation and pending-lease tables are rebuilt only when they change.
+ *
+ * Lock ordering, outermost first (Documentation/design.md, "Locking
+ * rules", says what each lock protects):
+ *
+ *   lease->lock, scope->lock          one lifetime object's own state
+ *     c->lock                         a controller (lib/ctrl, recursive)
+ *       m->lock                       the transition lock: writer state
+ *         m->objs_lock                m->objs, the lease object cache
+ *         pool->lock                  a driver pool (lib/drivers/pool.c)
+ *           sd->lock                  the simulated device (chunk calls)
+ *         cuda.lock                   the CUDA driver's streams and events
+ *         rq.lock                     the reclaimer's queue (reclaim.c)
+ *         kept_lock, pc.lock          close.c's kept values, pcache.c
+ *   fault_lock                        innermost: the "alloc" fault point
+ *                                     that bookkeeping allocations pass
+ *                                     under m->lock, a pool's lock, ...
+ *
+ * A lock is taken only under locks above it; nothing is taken under
+ * m->objs_lock, rq.lock, kept_lock, pc.lock or fault_lock. Nothing in the
+ * manager takes a lease, scope or controller lock while holding m->lock,
+ * and the manager never calls into the controller. The drivers' locks are
+ * also taken without m->lock, by callers of the drivers
+ * (rsd_resident_alloc()).
+ *
+ * What may be held across what:
+ *  - m->lock is held across no copy, no source load and no wait for a
+ *    lease's events: a transfer admits under it, drops it for the transfer
+ *    (rsd__writer_pause) and takes it back to commit; rsd__lease_wait()
+ *    drops it the same way. rsd__writer_wait() sleeps on m->xfer_cond,
+ *    which releases m->lock for the sleep; the thread's outer locks
+ *    (lease, scope, controller) stay held meanwhile, so no commit may need
+ *    one of them. Under m->lock the device is only asked, never waited for
+ *    (event_record, event_query, allocation), except three fallbacks that
+ *    hold it across a device wait: releasing a GPU lease that named no
+ *    consumer stream (device_sync) or whose event could not be recorded
+ *    (stream_sync), and a forced close that waits (device_sync).
+ *  - A writer may wait for an RCU grace period holding m->lock (when the
+ *    reclaimer thread cannot start, rsd__gp_request() waits itself): no
+ *    reader takes m->lock inside rcu_read_lock() (rsd__read_fresh() takes
+ *    and drops it first).
+ *  - rq.lock is held only to queue and count batches: the reclaimer drops
+ *    it for the grace period and for freeing (which may call the driver).
+ *  - m->objs_lock is held across no manager call; rsd_hold() and
+ *    rsd_reserve() take it under m->lock to list their object.
+ *  - Source callbacks run without m->lock (the writer guard refuses their
+ *    own thread's re-entry, §9.1); the warning callback may run with it
+ *    held, so its calls into the same manager are refused (RSD_EREENTRANT).
  */
 #ifndef RSD_CORE_H
 #define RSD_CORE_H
