@@ -171,11 +171,25 @@ LTTNG_UST_TRACEPOINT_EVENT(rsd, lease_reap,
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, lease_reap, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
-/* Holds: one class, two events, so "rsd:hold_*" or either one can be enabled. */
+/*
+ * Events with the same fields share a class (holds, reservations: one
+ * class, two events each, so "rsd:hold_*" or either one can be enabled).
+ * The class and each of its instances take the same argument list, named
+ * once here.
+ */
+#undef RSD_TP_HOLD_ARGS
+#define RSD_TP_HOLD_ARGS							\
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, hold_id,		\
+			  const struct rsd_location *, at, const char *, at_name,	\
+			  uint32_t, nhandles)
+#undef RSD_TP_RESV_ARGS
+#define RSD_TP_RESV_ARGS							\
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, reservation_id,	\
+			  const struct rsd_location *, at, const char *, at_name,	\
+			  uint64_t, nbytes, const char *, label)
+
 LTTNG_UST_TRACEPOINT_EVENT_CLASS(rsd, hold_class,
-	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, hold_id,
-			  const struct rsd_location *, at, const char *, at_name,
-			  uint32_t, nhandles),
+	RSD_TP_HOLD_ARGS,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
 		lttng_ust_field_integer(uint64_t, hold_id, hold_id)
@@ -184,20 +198,14 @@ LTTNG_UST_TRACEPOINT_EVENT_CLASS(rsd, hold_class,
 	)
 )
 LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, hold_class, rsd, hold_acquire,
-	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, hold_id,
-			  const struct rsd_location *, at, const char *, at_name,
-			  uint32_t, nhandles))
+	RSD_TP_HOLD_ARGS)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, hold_acquire, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, hold_class, rsd, hold_release,
-	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, hold_id,
-			  const struct rsd_location *, at, const char *, at_name,
-			  uint32_t, nhandles))
+	RSD_TP_HOLD_ARGS)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, hold_release, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
 LTTNG_UST_TRACEPOINT_EVENT_CLASS(rsd, reservation_class,
-	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, reservation_id,
-			  const struct rsd_location *, at, const char *, at_name,
-			  uint64_t, nbytes, const char *, label),
+	RSD_TP_RESV_ARGS,
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
 		lttng_ust_field_integer(uint64_t, reservation_id, reservation_id)
@@ -207,14 +215,10 @@ LTTNG_UST_TRACEPOINT_EVENT_CLASS(rsd, reservation_class,
 	)
 )
 LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, reservation_class, rsd, reservation_acquire,
-	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, reservation_id,
-			  const struct rsd_location *, at, const char *, at_name,
-			  uint64_t, nbytes, const char *, label))
+	RSD_TP_RESV_ARGS)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, reservation_acquire, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(rsd, reservation_class, rsd, reservation_release,
-	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, reservation_id,
-			  const struct rsd_location *, at, const char *, at_name,
-			  uint64_t, nbytes, const char *, label))
+	RSD_TP_RESV_ARGS)
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, reservation_release, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
 /*

@@ -78,8 +78,9 @@ static int wait_pending(struct rsd_manager *m)
 	int err;
 
 	for (;;) {
-		for (l = m->leases; l && l->state != RSD_LEASE_PENDING; l = l->next)
-			;
+		rsd__list_for_each_entry(l, &m->leases, node)
+			if (l->state == RSD_LEASE_PENDING)
+				break;
 		if (!l)
 			return 0;
 		err = rsd__lease_wait(m, l);
@@ -100,8 +101,7 @@ static void drop_everything(struct rsd_manager *m)
 {
 	struct rsd_lease_rec *l, *next;
 
-	for (l = m->leases; l; l = next) {
-		next = l->next;
+	rsd__list_for_each_entry_safe(l, next, &m->leases, node) {
 		if (l->obj)
 			l->obj->rec = NULL;
 		rsd__lease_retire(m, l);
@@ -133,6 +133,9 @@ static void drop_everything(struct rsd_manager *m)
 int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 {
 	size_t active = 0, pending = 0, holds = 0, resv = 0;
+	struct rsd_lease_rec *l;
+	struct rsd_reservation *r;
+	struct rsd_hold *h;
 	int err;
 
 	if (!m)
@@ -148,13 +151,13 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		wait_inflight(m);
 	if (err)
 		goto out;
-	for (struct rsd_lease_rec *l = m->leases; l; l = l->next) {
+	rsd__list_for_each_entry(l, &m->leases, node) {
 		active += l->state == RSD_LEASE_ACTIVE;
 		pending += l->state == RSD_LEASE_PENDING;
 	}
-	for (struct rsd_hold *h = m->holds; h; h = h->next)
+	rsd__list_for_each_entry(h, &m->holds, node)
 		holds++;
-	for (struct rsd_reservation *r = m->resv_head; r; r = r->next)
+	rsd__list_for_each_entry(r, &m->resv, node)
 		resv++;
 	if ((active || pending || holds || resv) && !(flags & RSD_CLOSE_FORCE)) {
 		err = rsd__err(
@@ -182,6 +185,8 @@ out:
 
 void rsd_manager_destroy(struct rsd_manager *m)
 {
+	struct rsd_objlink *o;
+
 	if (!m)
 		return;
 	if (!m->closed && rsd_manager_close(m, RSD_CLOSE_FORCE))
@@ -189,9 +194,9 @@ void rsd_manager_destroy(struct rsd_manager *m)
 			  (unsigned long long)m->id, rsd_last_error()->message);
 	/* Caller objects outliving the manager become inert. */
 	pthread_mutex_lock(&m->objs_lock);
-	for (struct rsd_objlink *o = m->objs.next; o; o = o->next)
+	rsd__list_for_each_entry(o, &m->objs, node)
 		o->m = NULL;
-	m->objs.next = NULL;
+	rsd__list_init(&m->objs);
 	pthread_mutex_unlock(&m->objs_lock);
 	if (m->keep_alive) {
 		rsd__warn(

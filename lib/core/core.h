@@ -22,6 +22,53 @@
  * one value copies its image and the nodes on one root-to-leaf path (four
  * nodes for a million values); the location table (at most 130 rows),
  * reservation and pending-lease tables are rebuilt only when they change.
+ *
+ * Lock ordering, outermost first (Documentation/design.md, "Locking
+ * rules", says what each lock protects):
+ *
+ *   lease->lock, scope->lock          one lifetime object's own state
+ *     c->lock                         a controller (lib/ctrl, recursive)
+ *       m->lock                       the transition lock: writer state
+ *         m->objs_lock                m->objs, the lease object cache
+ *         pool->lock                  a driver pool (lib/drivers/pool.c)
+ *           sd->lock                  the simulated device (chunk calls)
+ *         cuda.lock                   the CUDA driver's streams and events
+ *         rq.lock                     the reclaimer's queue (reclaim.c)
+ *         kept_lock, pc.lock          close.c's kept values, pcache.c
+ *   fault_lock                        innermost: the "alloc" fault point
+ *                                     that bookkeeping allocations pass
+ *                                     under m->lock, a pool's lock, ...
+ *
+ * A lock is taken only under locks above it; nothing is taken under
+ * m->objs_lock, rq.lock, kept_lock, pc.lock or fault_lock. Nothing in the
+ * manager takes a lease, scope or controller lock while holding m->lock,
+ * and the manager never calls into the controller. The drivers' locks are
+ * also taken without m->lock, by callers of the drivers
+ * (rsd_resident_alloc()).
+ *
+ * What may be held across what:
+ *  - m->lock is held across no copy, no source load and no wait for a
+ *    lease's events: a transfer admits under it, drops it for the transfer
+ *    (rsd__writer_pause) and takes it back to commit; rsd__lease_wait()
+ *    drops it the same way. rsd__writer_wait() sleeps on m->xfer_cond,
+ *    which releases m->lock for the sleep; the thread's outer locks
+ *    (lease, scope, controller) stay held meanwhile, so no commit may need
+ *    one of them. Under m->lock the device is only asked, never waited for
+ *    (event_record, event_query, allocation), except three fallbacks that
+ *    hold it across a device wait: releasing a GPU lease that named no
+ *    consumer stream (device_sync) or whose event could not be recorded
+ *    (stream_sync), and a forced close that waits (device_sync).
+ *  - A writer may wait for an RCU grace period holding m->lock (when the
+ *    reclaimer thread cannot start, rsd__gp_request() waits itself): no
+ *    reader takes m->lock inside rcu_read_lock() (rsd__read_fresh() takes
+ *    and drops it first).
+ *  - rq.lock is held only to queue and count batches: the reclaimer drops
+ *    it for the grace period and for freeing (which may call the driver).
+ *  - m->objs_lock is held across no manager call; rsd_hold() and
+ *    rsd_reserve() take it under m->lock to list their object.
+ *  - Source callbacks run without m->lock (the writer guard refuses their
+ *    own thread's re-entry, §9.1); the warning callback may run with it
+ *    held, so its calls into the same manager are refused (RSD_EREENTRANT).
  */
 #ifndef RSD_CORE_H
 #define RSD_CORE_H
@@ -38,6 +85,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "../internal.h"
+#include "../list.h"
 #include "objcache.h"
 
 /*
@@ -414,8 +462,10 @@ struct rsd_lease_rec {
 	unsigned waiters; /* threads waiting for its events without m->lock */
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj; /* the caller's object while active */
-	/* m->leases list, creation order */
-	struct rsd_lease_rec *next, *prev;
+	union {
+		struct rsd__list_node node;	 /* on m->leases until deleted */
+		struct rsd_lease_rec *free_next; /* then on m->lease_rec_cache */
+	};
 };
 
 /* A released GPU lease's event on its consumer stream's queue. */
@@ -424,7 +474,7 @@ struct rsd_pend_link {
 	size_t k;	/* l->events[k] */
 	void *stream;	/* the queue it is on; NULL once seen complete */
 	bool unordered; /* on m->pend_unordered instead */
-	struct rsd_pend_link *prev, *next;
+	struct rsd__list_node node;
 };
 
 /* One consumer stream's released events in recording order: an in-order
@@ -432,7 +482,7 @@ struct rsd_pend_link {
  * still running. Protected by m->lock. */
 struct rsd_pend_stream {
 	void *stream;
-	struct rsd_pend_link *head, *tail;
+	struct rsd__list q; /* of struct rsd_pend_link */
 };
 
 /*
@@ -442,12 +492,36 @@ struct rsd_pend_stream {
  * The list is protected by m->objs_lock, never held across a manager call.
  */
 struct rsd_objlink {
-	struct rsd_manager *m;
-	struct rsd_objlink *prev, *next;
+	struct rsd_manager *m; /* NULL: on no list */
+	struct rsd__list_node node;
 };
 
+/* List and unlist an object (lifetime.c); the _locked forms (after struct
+ * rsd_manager) with m->objs_lock held, unlink only while link->m is set. */
 void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link);
 void rsd__obj_unlink(struct rsd_objlink *link);
+
+/*
+ * What a lifetime object's *_free() does when its caller never released it
+ * (abandonment, §8.9): the same for leases, holds and reservations, told
+ * apart by their kind.
+ */
+struct rsd_lifetime_kind {
+	const char *noun;	   /* how warnings name it: "hold" */
+	const char *retained;	   /* what a failed release keeps, for the warning */
+	int (*release)(void *obj); /* its *_release() */
+};
+
+/*
+ * Called by *_free() after rsd__guard_free(). An object still active and
+ * listed by a manager is released (kind->release) with a warning; the
+ * warnings name it "<noun> '<label>'", or without a label "<noun>" and
+ * "<noun> on <n> value(s)". True: the caller goes on to unlink and free it.
+ * False: the release failed and the manager still lists the object, so
+ * both are kept (m->keep_alive) and the caller returns without freeing.
+ */
+bool rsd__free_release(const struct rsd_lifetime_kind *kind, void *obj,
+		       const struct rsd_objlink *link, bool active, const char *label, size_t n);
 
 /* Handles kept without an allocation: in a lease object, a lease record,
  * and the handle set rsd_hold() validates. */
@@ -482,7 +556,7 @@ struct rsd_hold {
 	struct rsd_location loc;
 	size_t n;
 	struct rsd_record **recs;
-	struct rsd_hold *next, *prev; /* m->holds; protected by m->lock */
+	struct rsd__list_node node; /* on m->holds while tracked; m->lock */
 };
 
 struct rsd_reservation {
@@ -494,7 +568,7 @@ struct rsd_reservation {
 	struct rsd_location loc;
 	uint64_t nbytes;
 	char *label;
-	struct rsd_reservation *next, *prev; /* m->resv_head, creation order */
+	struct rsd__list_node node; /* on m->resv while tracked */
 };
 
 /* ---- the manager ----------------------------------------------------------- */
@@ -541,7 +615,7 @@ struct rsd_manager {
 	 * m->lock. Close waits for it to drop to zero. */
 	uint64_t inflight;
 	pthread_mutex_t objs_lock; /* m->objs and lease_obj_cache only */
-	struct rsd_objlink objs;   /* caller lifetime objects, list head */
+	struct rsd__list objs;	   /* caller lifetime objects (struct rsd_objlink) */
 	/* Lease objects freed by their callers, ready for the next acquire. */
 	struct rsd_lease *lease_obj_cache;
 	unsigned nlease_obj_cache;
@@ -567,8 +641,8 @@ struct rsd_manager {
 	uint8_t order[RSD_NSLOTS]; /* registry order of known slots */
 	unsigned nknown;
 	struct rsd_keymap owners;
-	/* Creation order, active and pending; appended at leases_tail. */
-	struct rsd_lease_rec *leases, *leases_tail;
+	/* Creation order, active and pending. */
+	struct rsd__list leases;
 	/* Released events per consumer stream (lease.c). */
 	struct rsd_pend_stream *pstreams;
 	size_t npstreams, cappstreams;
@@ -578,8 +652,8 @@ struct rsd_manager {
 	 * freed through retirement). */
 	struct rsd_lease_rec *lease_rec_cache;
 	unsigned nlease_rec_cache;
-	struct rsd_hold *holds;
-	struct rsd_reservation *resv_head, *resv_tail;
+	struct rsd__list holds; /* tracked holds, newest first */
+	struct rsd__list resv; /* tracked reservations, creation order */
 	uint64_t next_lifetime_id;
 	/* The manager must never free its storage: an abandoned GPU lease
 	 * could not be waited for (§8.9). */
@@ -591,6 +665,19 @@ struct rsd_manager {
 	bool locs_dirty, resv_dirty, pending_dirty;
 	bool republish_all; /* the dirty list could not grow: re-image every record */
 };
+
+/* See rsd__obj_link(): m->objs_lock held. */
+static inline void rsd__obj_link_locked(struct rsd_manager *m, struct rsd_objlink *link)
+{
+	link->m = m;
+	rsd__list_add_head(&m->objs, &link->node);
+}
+
+static inline void rsd__obj_unlink_locked(struct rsd_objlink *link)
+{
+	rsd__list_del(&link->m->objs, &link->node);
+	link->m = NULL;
+}
 
 /* Process-unique, never 0: manager, handle and lifetime ids. */
 uint64_t rsd__next_id(void);

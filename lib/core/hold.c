@@ -49,10 +49,7 @@ int rsd_hold(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct
 	hd->active = hd->tracked = true;
 	hd->loc = at;
 	hd->n = k;
-	hd->next = m->holds;
-	if (m->holds)
-		m->holds->prev = hd;
-	m->holds = hd;
+	rsd__list_add_head(&m->holds, &hd->node);
 	rsd__commit_prot(m, at, hd->recs, k, 0, +1, 0);
 	rsd__obj_link(m, &hd->link);
 	rsd_trace_hold(m->id, hd->id, at, (uint32_t)k, true);
@@ -73,13 +70,7 @@ out_free:
 /* Stop counting a hold; m->lock held. */
 static void hold_untrack(struct rsd_manager *m, struct rsd_hold *hd)
 {
-	if (hd->prev)
-		hd->prev->next = hd->next;
-	else
-		m->holds = hd->next;
-	if (hd->next)
-		hd->next->prev = hd->prev;
-	hd->next = hd->prev = NULL;
+	rsd__list_del(&m->holds, &hd->node);
 	hd->tracked = false;
 }
 
@@ -115,28 +106,24 @@ bool rsd_hold_active(const struct rsd_hold *hd)
 	return hd && hd->active;
 }
 
+static int hold_release(void *hd)
+{
+	return rsd_hold_release(hd);
+}
+
+static const struct rsd_lifetime_kind hold_kind = {
+	.noun = "hold",
+	.retained = "the manager was retained",
+	.release = hold_release,
+};
+
 void rsd_hold_free(struct rsd_hold *hd)
 {
-	struct rsd_manager *m;
-
 	if (!hd)
 		return;
 	rsd__guard_free(&hd->guard, __func__, "struct rsd_hold", hd);
-	m = hd->link.m;
-	if (hd->active && m) {
-		if (rsd_hold_release(hd)) {
-			/* The manager still lists the hold: keep both. */
-			m->keep_alive = true;
-			rsd__warn(
-				m,
-				"abandoned hold could not be released (%s): the manager was retained",
-				rsd_last_error()->message);
-			return;
-		} else {
-			rsd__warn(m, "hold on %zu value(s) was freed without release: released it",
-				  hd->n);
-		}
-	}
+	if (!rsd__free_release(&hold_kind, hd, &hd->link, hd->active, NULL, hd->n))
+		return;
 	rsd__obj_unlink(&hd->link);
 	free(hd->recs);
 	free(hd);
@@ -167,12 +154,7 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	r->active = r->tracked = true;
 	r->loc = at;
 	r->nbytes = nbytes;
-	r->prev = m->resv_tail;
-	if (m->resv_tail)
-		m->resv_tail->next = r;
-	else
-		m->resv_head = r;
-	m->resv_tail = r;
+	rsd__list_add_tail(&m->resv, &r->node);
 	a = &m->acct[rsd__loc_slot(at)];
 	a->reserved += nbytes;
 	a->reservation_count++;
@@ -193,15 +175,7 @@ void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservati
 	a = &m->acct[rsd__loc_slot(r->loc)];
 	a->reserved -= r->nbytes;
 	a->reservation_count--;
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		m->resv_head = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	else
-		m->resv_tail = r->prev;
-	r->next = r->prev = NULL;
+	rsd__list_del(&m->resv, &r->node);
 	r->tracked = false;
 	m->resv_dirty = true;
 	rsd__bump(m);
@@ -273,29 +247,24 @@ const char *rsd_reservation_label(const struct rsd_reservation *r)
 	return r ? r->label : NULL;
 }
 
+static int reservation_release(void *r)
+{
+	return rsd_reservation_release(r);
+}
+
+static const struct rsd_lifetime_kind reservation_kind = {
+	.noun = "reservation",
+	.retained = "the manager was retained",
+	.release = reservation_release,
+};
+
 void rsd_reservation_free(struct rsd_reservation *r)
 {
-	struct rsd_manager *m;
-
 	if (!r)
 		return;
 	rsd__guard_free(&r->guard, __func__, "struct rsd_reservation", r);
-	m = r->link.m;
-	if (r->active && m) {
-		if (rsd_reservation_release(r)) {
-			/* The manager still lists the reservation: keep both. */
-			m->keep_alive = true;
-			rsd__warn(
-				m,
-				"abandoned reservation '%s' could not be released (%s): the manager "
-				"was retained",
-				r->label, rsd_last_error()->message);
-			return;
-		} else {
-			rsd__warn(m, "reservation '%s' was freed without release: released it",
-				  r->label);
-		}
-	}
+	if (!rsd__free_release(&reservation_kind, r, &r->link, r->active, r->label, 0))
+		return;
 	rsd__obj_unlink(&r->link);
 	free(r->label);
 	free(r);
@@ -304,15 +273,15 @@ void rsd_reservation_free(struct rsd_reservation *r)
 /* Forced close: every lifetime stops counting; caller objects survive. */
 void rsd__lifetimes_drop(struct rsd_manager *m)
 {
-	while (m->holds)
-		hold_untrack(m, m->holds);
-	while (m->resv_head) {
-		struct rsd_reservation *r = m->resv_head;
+	struct rsd_reservation *r;
+	struct rsd_hold *hd;
 
-		m->resv_head = r->next;
-		r->next = r->prev = NULL;
+	while ((hd = rsd__list_first_entry(&m->holds, struct rsd_hold, node)))
+		hold_untrack(m, hd);
+
+	while ((r = rsd__list_first_entry(&m->resv, struct rsd_reservation, node))) {
+		rsd__list_del(&m->resv, &r->node);
 		r->tracked = false;
 	}
-	m->resv_tail = NULL;
 	m->resv_dirty = true;
 }

@@ -387,10 +387,11 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
 {
 	size_t n = 0, bytes = 0;
+	struct rsd_reservation *r;
 	struct rsd_img_resv *tbl;
 	char *labels;
 
-	for (struct rsd_reservation *r = m->resv_head; r; r = r->next) {
+	rsd__list_for_each_entry(r, &m->resv, node) {
 		n++;
 		bytes += strlen(r->label) + 1;
 	}
@@ -399,13 +400,14 @@ static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, st
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the reservation table");
 	labels = (char *)(tbl + n);
 	n = 0;
-	for (struct rsd_reservation *r = m->resv_head; r; r = r->next, n++) {
+	rsd__list_for_each_entry(r, &m->resv, node) {
 		size_t len = strlen(r->label) + 1;
 
 		tbl[n].loc = r->loc;
 		tbl[n].nbytes = r->nbytes;
 		tbl[n].label = memcpy(labels, r->label, len);
 		labels += len;
+		n++;
 	}
 	if (old->resv && rsd__retire(old, rsd__retire_free, (void *)old->resv)) {
 		free(tbl);
@@ -418,17 +420,17 @@ static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, st
 
 static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
 {
+	struct rsd_lease_rec **tbl, *l;
 	size_t n = 0;
-	struct rsd_lease_rec **tbl;
 
-	for (struct rsd_lease_rec *l = m->leases; l; l = l->next)
+	rsd__list_for_each_entry(l, &m->leases, node)
 		n += l->state == RSD_LEASE_PENDING;
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	tbl = rsd__malloc((n ? n : 1) * sizeof(*tbl));
 	if (!tbl)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the pending-lease table");
 	n = 0;
-	for (struct rsd_lease_rec *l = m->leases; l; l = l->next)
+	rsd__list_for_each_entry(l, &m->leases, node)
 		if (l->state == RSD_LEASE_PENDING)
 			tbl[n++] = l;
 	if (old->pending && rsd__retire(old, rsd__retire_free, (void *)old->pending)) {

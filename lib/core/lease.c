@@ -14,42 +14,6 @@
 #include "core.h"
 #include "../trace.h"
 
-static void obj_link_locked(struct rsd_manager *m, struct rsd_objlink *link)
-{
-	link->m = m;
-	link->prev = &m->objs;
-	link->next = m->objs.next;
-	if (link->next)
-		link->next->prev = link;
-	m->objs.next = link;
-}
-
-static void obj_unlink_locked(struct rsd_objlink *link)
-{
-	link->prev->next = link->next;
-	if (link->next)
-		link->next->prev = link->prev;
-	link->m = NULL;
-}
-
-void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link)
-{
-	pthread_mutex_lock(&m->objs_lock);
-	obj_link_locked(m, link);
-	pthread_mutex_unlock(&m->objs_lock);
-}
-
-void rsd__obj_unlink(struct rsd_objlink *link)
-{
-	struct rsd_manager *m = link->m;
-
-	if (!m)
-		return;
-	pthread_mutex_lock(&m->objs_lock);
-	obj_unlink_locked(link);
-	pthread_mutex_unlock(&m->objs_lock);
-}
-
 int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf, size_t cap,
 		    struct rsd_handle **out, size_t *nout)
 {
@@ -103,7 +67,7 @@ static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
 
 	if (cap == RSD_HANDLES_INLINE && m->lease_rec_cache) {
 		l = m->lease_rec_cache;
-		m->lease_rec_cache = l->next;
+		m->lease_rec_cache = l->free_next;
 		m->nlease_rec_cache--;
 	} else {
 		/* Per handle: one record pointer and one id. */
@@ -130,7 +94,7 @@ static void lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
 		lease_rec_free(m, l);
 		return;
 	}
-	l->next = m->lease_rec_cache;
+	l->free_next = m->lease_rec_cache;
 	m->lease_rec_cache = l;
 	m->nlease_rec_cache++;
 }
@@ -145,7 +109,7 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 	if (obj) {
 		m->lease_obj_cache = obj->free_next;
 		m->nlease_obj_cache--;
-		obj_link_locked(m, &obj->link);
+		rsd__obj_link_locked(m, &obj->link);
 	}
 	pthread_mutex_unlock(&m->objs_lock);
 	if (!obj) {
@@ -182,7 +146,7 @@ static void lease_obj_put(struct rsd_lease *obj)
 
 	if (m) {
 		pthread_mutex_lock(&m->objs_lock);
-		obj_unlink_locked(&obj->link);
+		rsd__obj_unlink_locked(&obj->link);
 		if (obj->handles == obj->inline_handles &&
 		    m->nlease_obj_cache < RSD_LEASE_CACHE_MAX) {
 			obj->free_next = m->lease_obj_cache;
@@ -201,7 +165,7 @@ void rsd__lease_caches_free(struct rsd_manager *m)
 	while (m->lease_rec_cache) {
 		struct rsd_lease_rec *l = m->lease_rec_cache;
 
-		m->lease_rec_cache = l->next;
+		m->lease_rec_cache = l->free_next;
 		free(l);
 	}
 	m->nlease_rec_cache = 0;
@@ -214,41 +178,17 @@ void rsd__lease_caches_free(struct rsd_manager *m)
 	m->nlease_obj_cache = 0;
 }
 
-static void link_rec(struct rsd_manager *m, struct rsd_lease_rec *l)
-{
-	l->next = NULL;
-	l->prev = m->leases_tail;
-	if (m->leases_tail)
-		m->leases_tail->next = l;
-	else
-		m->leases = l;
-	m->leases_tail = l;
-}
-
-static void unlink_rec(struct rsd_manager *m, struct rsd_lease_rec *l)
-{
-	if (l->prev)
-		l->prev->next = l->next;
-	else
-		m->leases = l->next;
-	if (l->next)
-		l->next->prev = l->prev;
-	else
-		m->leases_tail = l->prev;
-	l->next = l->prev = NULL;
-}
-
 /* Delete an active lease outright (host release, fallbacks): +1. */
 static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0, 0);
-	unlink_rec(m, l);
+	rsd__list_del(&m->leases, &l->node);
 	lease_rec_put(m, l);
 }
 
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	unlink_rec(m, l);
+	rsd__list_del(&m->leases, &l->node);
 	m->pending_dirty = true;
 	/* Readers may be asking its events right now: free it after a grace
 	 * period, through the image it is published in. */
@@ -285,15 +225,7 @@ static struct rsd_pend_stream *pend_queue(struct rsd_manager *m, void *stream)
 
 static void pend_unlink(struct rsd_pend_stream *ps, struct rsd_pend_link *k)
 {
-	if (k->prev)
-		k->prev->next = k->next;
-	else
-		ps->head = k->next;
-	if (k->next)
-		k->next->prev = k->prev;
-	else
-		ps->tail = k->prev;
-	k->prev = k->next = NULL;
+	rsd__list_del(&ps->q, &k->node);
 	k->stream = NULL;
 }
 
@@ -324,13 +256,7 @@ static void pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link 
 	ps = i < m->npstreams ? &m->pstreams[i] : &m->pend_unordered;
 	k->stream = stream;
 	k->unordered = ps == &m->pend_unordered;
-	k->next = NULL;
-	k->prev = ps->tail;
-	if (ps->tail)
-		ps->tail->next = k;
-	else
-		ps->head = k;
-	ps->tail = k;
+	rsd__list_add_tail(&ps->q, &k->node);
 }
 
 /*
@@ -349,7 +275,7 @@ int rsd__reap(struct rsd_manager *m)
 	while (i < m->npstreams) {
 		struct rsd_pend_stream *ps = &m->pstreams[i];
 
-		while ((k = ps->head)) {
+		while ((k = rsd__list_first_entry(&ps->q, struct rsd_pend_link, node))) {
 			q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 			if (q < 0)
 				return q;
@@ -358,13 +284,12 @@ int rsd__reap(struct rsd_manager *m)
 			pend_unlink(ps, k);
 			event_seen(m, k->l);
 		}
-		if (ps->head)
+		if (!rsd__list_empty(&ps->q))
 			i++;
 		else
 			*ps = m->pstreams[--m->npstreams];
 	}
-	for (k = m->pend_unordered.head; k; k = next) {
-		next = k->next;
+	rsd__list_for_each_entry_safe(k, next, &m->pend_unordered.q, node) {
 		q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 		if (q < 0)
 			return q;
@@ -379,7 +304,7 @@ int rsd__reap(struct rsd_manager *m)
 void rsd__pend_clear(struct rsd_manager *m)
 {
 	m->npstreams = 0;
-	m->pend_unordered.head = m->pend_unordered.tail = NULL;
+	rsd__list_init(&m->pend_unordered.q);
 }
 
 int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
@@ -474,7 +399,7 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	l->n = k;
 	l->state = RSD_LEASE_ACTIVE;
 	l->obj = obj;
-	link_rec(m, l);
+	rsd__list_add_tail(&m->leases, &l->node);
 	rsd__commit_prot(m, at, l->recs, k, +1, 0, 0);
 	obj->ops = m->ops;
 	obj->ops_ctx = m->ops_ctx;
@@ -726,29 +651,25 @@ bool rsd_lease_active(const struct rsd_lease *l)
 	return l && l->active;
 }
 
+/* Abandonment (§8.9) waits for the consumers. */
+static int lease_release_wait(void *obj)
+{
+	return rsd_lease_release(obj, RSD_RELEASE_WAIT);
+}
+
+/* A failed release leaves the manager pointing at the object, and GPU work
+ * may still read the memory: both are kept, for ever. */
+static const struct rsd_lifetime_kind lease_kind = {
+	.noun = "lease",
+	.retained = "the manager and its storage are retained",
+	.release = lease_release_wait,
+};
+
 void rsd_lease_free(struct rsd_lease *obj)
 {
-	struct rsd_manager *m;
-
 	if (!obj)
 		return;
 	rsd__guard_free(&obj->guard, __func__, "struct rsd_lease", obj);
-	m = obj->link.m;
-	if (obj->active && m) {
-		/* Abandonment (§8.9): wait for the consumers, then warn. */
-		if (rsd_lease_release(obj, RSD_RELEASE_WAIT)) {
-			/* The manager may still point at the object (and GPU work
-			 * may still read the memory): keep both, for ever. */
-			m->keep_alive = true;
-			rsd__warn(m,
-				  "abandoned lease could not be released (%s): the manager and its "
-				  "storage are retained",
-				  rsd_last_error()->message);
-			return;
-		} else {
-			rsd__warn(m, "lease on %zu value(s) was freed without release: released it",
-				  obj->n);
-		}
-	}
-	lease_obj_put(obj);
+	if (rsd__free_release(&lease_kind, obj, &obj->link, obj->active, NULL, obj->n))
+		lease_obj_put(obj);
 }

@@ -556,10 +556,11 @@ static size_t quiesced_heap(struct fx *f)
 /* Caller objects (leases, holds, reservations, scopes) the manager lists. */
 static size_t listed_objects(struct rsd_manager *m)
 {
+	const struct rsd_objlink *o;
 	size_t n = 0;
 
 	pthread_mutex_lock(&m->objs_lock);
-	for (const struct rsd_objlink *o = m->objs.next; o; o = o->next)
+	rsd__list_for_each_entry(o, &m->objs, node)
 		n++;
 	pthread_mutex_unlock(&m->objs_lock);
 	return n;

@@ -238,7 +238,7 @@ ATF_TC_BODY(abandoned_hold, tc)
 	rsd_hold_free(hd);
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(lfx_nwarn, 1);
-	ATF_CHECK(strstr(lfx_lastwarn, "hold") != NULL);
+	ATF_CHECK_STREQ(lfx_lastwarn, "hold on 1 value(s) was freed without release: released it");
 	CHECK_LOC(RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
 	RSD_CHECK_ERR(RSD_EOWNERSHIP, rsd_drop(lfx_m, a, RSD_LOC_PAGEABLE_HOST, NULL));
 	lfx_teardown();

@@ -97,6 +97,7 @@ ATF_TC_BODY(abandoned_lease_is_released, tc)
 	rsd_lease_free(l);
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(lfx_nwarn, 1);
+	ATF_CHECK_STREQ(lfx_lastwarn, "lease on 1 value(s) was freed without release: released it");
 	CHECK_MAT(p, RSD_LOC_PAGEABLE_HOST, 0, 0, 0);
 
 	/* GPU lease, stream busy: released with wait (+2), nothing pending;

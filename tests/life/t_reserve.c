@@ -328,7 +328,8 @@ ATF_TC_BODY(abandoned_reservation, tc)
 	rsd_reservation_free(r);
 	CHECK_VER(v + 1);
 	ATF_CHECK_EQ(lfx_nwarn, 1);
-	ATF_CHECK(strstr(lfx_lastwarn, "forgotten") != NULL);
+	ATF_CHECK_STREQ(lfx_lastwarn,
+			"reservation 'forgotten' was freed without release: released it");
 	CHECK_RESERVED(RSD_LOC_PINNED_HOST, 0, 0);
 	RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
 	lfx_teardown();
