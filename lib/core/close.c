@@ -15,7 +15,7 @@
  */
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsd_resident **kept; /* under kept_lock */
-static size_t nkept, capkept;      /* under kept_lock */
+static size_t nkept, capkept;	   /* under kept_lock */
 
 static void keep_forever(struct rsd_resident *r)
 {
@@ -64,11 +64,12 @@ static void keep_streamed(struct rsd_manager *m)
 		}
 	}
 	if (n)
-		rsd__warn(m,
-			  "forced close of manager %llu without waiting: %zu value(s) of %llu bytes "
-			  "that GPU streams may still use (last at %s) are kept allocated for the life "
-			  "of the process, not freed",
-			  (unsigned long long)m->id, n, (unsigned long long)nbytes, name);
+		rsd__warn(
+			m,
+			"forced close of manager %llu without waiting: %zu value(s) of %llu bytes "
+			"that GPU streams may still use (last at %s) are kept allocated for the life "
+			"of the process, not freed",
+			(unsigned long long)m->id, n, (unsigned long long)nbytes, name);
 }
 
 /* Wait for every pending lease, each without the lock. */
@@ -130,6 +131,27 @@ static void drop_everything(struct rsd_manager *m)
 	m->locs_dirty = true;
 }
 
+/* A forced close waits for every device it used, without the lock (other
+ * threads' calls go on meanwhile; what they start is waited for after). */
+static void sync_devices(struct rsd_manager *m)
+{
+	int dev[RSD_NSLOTS], n = 0;
+
+	for (unsigned i = 0; i < m->nknown; i++)
+		if (m->order[i] >= 2 && m->order[i] - 2u < (unsigned)m->ndevices)
+			dev[n++] = (int)m->order[i] - 2;
+	if (!n)
+		return;
+	m->inflight++;
+	rsd__writer_pause(m);
+	for (int i = 0; i < n; i++)
+		m->ops->device_sync(m->ops_ctx, dev[i]);
+	rsd__writer_resume(m);
+	m->inflight--;
+	rsd__xfer_wake(m);
+	wait_inflight(m);
+}
+
 int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 {
 	size_t active = 0, pending = 0, holds = 0, resv = 0;
@@ -172,9 +194,9 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	if ((flags & RSD_CLOSE_FORCE) && (flags & RSD_CLOSE_NOWAIT))
 		keep_streamed(m);
 	else if (flags & RSD_CLOSE_FORCE)
-		for (unsigned i = 0; i < m->nknown; i++)
-			if (m->order[i] >= 2 && m->order[i] - 2u < (unsigned)m->ndevices)
-				m->ops->device_sync(m->ops_ctx, (int)m->order[i] - 2);
+		sync_devices(m);
+	if (m->closed)
+		goto out; /* another thread closed it while this one waited */
 	drop_everything(m);
 	m->closed = true;
 	rsd__bump(m);

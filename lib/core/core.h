@@ -54,10 +54,12 @@
  *    which releases m->lock for the sleep; the thread's outer locks
  *    (lease, scope, controller) stay held meanwhile, so no commit may need
  *    one of them. Under m->lock the device is only asked, never waited for
- *    (event_record, event_query, allocation), except three fallbacks that
- *    hold it across a device wait: releasing a GPU lease that named no
- *    consumer stream (device_sync) or whose event could not be recorded
- *    (stream_sync), and a forced close that waits (device_sync).
+ *    (event_record, event_query, allocation); releasing a GPU lease that
+ *    named no consumer stream and a forced close wait for the device
+ *    without it (counted in m->inflight). One fallback holds it across a
+ *    device wait: a GPU lease whose completion event could not be
+ *    recorded synchronizes its streams (stream_sync) before it goes, a
+ *    failure path that must not fail.
  *  - A writer may wait for an RCU grace period holding m->lock (when the
  *    reclaimer thread cannot start, rsd__gp_request() waits itself): no
  *    reader takes m->lock inside rcu_read_lock() (rsd__read_fresh() takes

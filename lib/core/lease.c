@@ -472,7 +472,14 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	int err;
 
 	if (!obj->nstreams) {
+		/* The lease protects its values while the device drains:
+		 * wait without the lock (close waits for it, as for a copy). */
+		m->inflight++;
+		rsd__writer_pause(m);
 		m->ops->device_sync(m->ops_ctx, l->loc.device);
+		rsd__writer_resume(m);
+		m->inflight--;
+		rsd__xfer_wake(m);
 		rsd__warn(m,
 			  "lease %llu on cuda:%d had no consumer stream: synchronized the device",
 			  (unsigned long long)l->id, l->loc.device);
@@ -488,8 +495,7 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	 * by synchronizing the streams, so that a release never fails for
 	 * want of memory (rsd_lease_free relies on it). One block holds the
 	 * events and their queue links. */
-	events = rsd__calloc(obj->nstreams,
-			     2 * sizeof(*events) + sizeof(struct rsd_pend_link));
+	events = rsd__calloc(obj->nstreams, 2 * sizeof(*events) + sizeof(struct rsd_pend_link));
 	if (!events)
 		rsd__err(RSD_ENOMEM, "out of memory for %zu event(s)", obj->nstreams);
 	for (i = 0; events && i < obj->nstreams; i++)
