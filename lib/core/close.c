@@ -142,13 +142,10 @@ static void sync_devices(struct rsd_manager *m)
 			dev[n++] = (int)m->order[i] - 2;
 	if (!n)
 		return;
-	m->inflight++;
-	rsd__writer_pause(m);
+	rsd__device_wait_begin(m);
 	for (int i = 0; i < n; i++)
 		m->ops->device_sync(m->ops_ctx, dev[i]);
-	rsd__writer_resume(m);
-	m->inflight--;
-	rsd__xfer_wake(m);
+	rsd__device_wait_end(m);
 	wait_inflight(m);
 }
 

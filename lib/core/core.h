@@ -715,6 +715,11 @@ void rsd__writer_resume(struct rsd_manager *m);
 void rsd__writer_wait(struct rsd_manager *m);
 /* Wake every thread in rsd__writer_wait(); m->lock held. */
 void rsd__xfer_wake(struct rsd_manager *m);
+/* Leave the lock for a wait on the device, counted in m->inflight (close
+ * waits for it, as for a transfer); end takes the lock back and wakes
+ * the waiters. */
+void rsd__device_wait_begin(struct rsd_manager *m);
+void rsd__device_wait_end(struct rsd_manager *m);
 
 /* The test-only section log (internal.h, linlog.c); m->lock held. */
 extern atomic_uint rsd__lin_on;

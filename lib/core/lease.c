@@ -314,18 +314,15 @@ int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 	/* Pending records are immutable: its events can be waited for
 	 * without the lock, and waiters keep reaps from finalizing it. */
 	l->waiters++;
-	m->inflight++;
-	rsd__writer_pause(m);
+	rsd__device_wait_begin(m);
 	for (size_t i = 0; i < l->nevents; i++) {
 		int e = m->ops->event_sync(m->ops_ctx, l->events[i]);
 
 		if (e && !err)
 			err = e;
 	}
-	rsd__writer_resume(m);
+	rsd__device_wait_end(m);
 	l->waiters--;
-	m->inflight--;
-	rsd__xfer_wake(m);
 	if (err)
 		return err;
 	/* Only this lease is folded in: a release is no reap point for
@@ -474,12 +471,9 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	if (!obj->nstreams) {
 		/* The lease protects its values while the device drains:
 		 * wait without the lock (close waits for it, as for a copy). */
-		m->inflight++;
-		rsd__writer_pause(m);
+		rsd__device_wait_begin(m);
 		m->ops->device_sync(m->ops_ctx, l->loc.device);
-		rsd__writer_resume(m);
-		m->inflight--;
-		rsd__xfer_wake(m);
+		rsd__device_wait_end(m);
 		rsd__warn(m,
 			  "lease %llu on cuda:%d had no consumer stream: synchronized the device",
 			  (unsigned long long)l->id, l->loc.device);

@@ -414,6 +414,19 @@ void rsd__xfer_wake(struct rsd_manager *m)
 	pthread_cond_broadcast(&m->xfer_cond);
 }
 
+void rsd__device_wait_begin(struct rsd_manager *m)
+{
+	m->inflight++;
+	rsd__writer_pause(m);
+}
+
+void rsd__device_wait_end(struct rsd_manager *m)
+{
+	rsd__writer_resume(m);
+	m->inflight--;
+	rsd__xfer_wake(m);
+}
+
 void rsd__writer_exit(struct rsd_manager *m)
 {
 	if (rsd__unpublished(m)) {
