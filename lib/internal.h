@@ -221,4 +221,10 @@ int rsd__type_check(const struct rsd_type *type, const char *what);
 /* "ResidencyLocation(kind='...', device=device(type='...'))" of §10.3. */
 const char *rsd__loc_repr(struct rsd_location loc, char *buf, size_t len);
 
+/* The calling thread's queue mode (lib/core/queued.c): while set, device
+ * copies of transitions are committed once queued instead of waited for.
+ * rsd__queue_mode_set returns the previous mode. */
+bool rsd__queue_mode(void);
+bool rsd__queue_mode_set(bool on);
+
 #endif

@@ -145,6 +145,17 @@ static inline void rsd_trace_lease_reap(uint64_t manager_id, uint64_t lease_id,
 	lttng_ust_tracepoint(rsd, lease_reap, manager_id, lease_id, pending_ns);
 }
 
+static inline void rsd_trace_copy_complete(uint64_t manager_id, uint64_t handle_id,
+					   struct rsd_location at, uint64_t queued_ns, int error)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, copy_complete))
+		return;
+	lttng_ust_tracepoint(rsd, copy_complete, manager_id, handle_id, &at,
+			     rsd_location_name(at, name, sizeof(name)), queued_ns, (int32_t)error);
+}
+
 static inline void rsd_trace_hold(uint64_t manager_id, uint64_t hold_id, struct rsd_location at,
 				  uint32_t nhandles, bool acquire)
 {
@@ -288,6 +299,12 @@ static inline void rsd_trace_lease_reap(uint64_t manager_id, uint64_t lease_id,
 					uint64_t pending_ns)
 {
 	(void)manager_id, (void)lease_id, (void)pending_ns;
+}
+
+static inline void rsd_trace_copy_complete(uint64_t manager_id, uint64_t handle_id,
+					   struct rsd_location at, uint64_t queued_ns, int error)
+{
+	(void)manager_id, (void)handle_id, (void)at, (void)queued_ns, (void)error;
 }
 
 static inline void rsd_trace_hold(uint64_t manager_id, uint64_t hold_id, struct rsd_location at,

@@ -172,6 +172,25 @@ LTTNG_UST_TRACEPOINT_EVENT(rsd, lease_reap,
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, lease_reap, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
 /*
+ * A copy a not-waiting call queued was seen complete at a reap point (or by
+ * a wait); queued_ns: queued to seen; error: 0, or the device's negative
+ * RSD_E* code when the copy failed (it was undone).
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, copy_complete,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, handle_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint64_t, queued_ns, int32_t, error),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, handle_id, handle_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint64_t, queued_ns, queued_ns)
+		lttng_ust_field_integer(int32_t, error, error)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, copy_complete, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
+/*
  * Events with the same fields share a class (holds, reservations: one
  * class, two events each, so "rsd:hold_*" or either one can be enabled).
  * The class and each of its instances take the same argument list, named

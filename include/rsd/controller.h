@@ -617,6 +617,27 @@ int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 			 const struct rsd_transfer_stream *ts, size_t nts, struct rsd_scope **out);
 
 /**
+ * rsd_controller_scope_async() - rsd_controller_scope() that does not wait for copies.
+ * @c: the controller.
+ * @d: the decision.
+ * @ts: transfer streams (@nts entries), or NULL.
+ * @nts: their number.
+ * @out: receives the entered scope on success only.
+ *
+ * rsd_scope_enter_async() with the decision's plan and expected version:
+ * the copies of its spills and ensures are queued (DOC: rsd_async in
+ * <rsd/manager.h>). Decisions count values still arriving as resident, so
+ * the next request can be decided and entered while this one's copies
+ * and the previous one's kernels run.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: exactly what rsd_controller_scope() returns.
+ */
+int rsd_controller_scope_async(struct rsd_controller *c, const struct rsd_decision *d,
+			       const struct rsd_transfer_stream *ts, size_t nts,
+			       struct rsd_scope **out);
+
+/**
  * DOC: rsd_controller_use - Use: decide, enter and lease a request in one call
  *
  * A use object is a decision entered as a scope with one lease per distinct
@@ -661,6 +682,32 @@ int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		       void *const *consumer_streams, size_t ncs,
 		       const struct rsd_transfer_stream *ts, size_t nts, struct rsd_use **out);
+
+/**
+ * rsd_controller_use_async() - rsd_controller_use() that does not wait for copies.
+ * @c: the controller.
+ * @r: the request.
+ * @consumer_streams: as for rsd_controller_use().
+ * @ncs: their number.
+ * @ts: transfer streams (@nts entries, CUDA locations only), or NULL.
+ * @nts: their number.
+ * @out: receives the use on success only.
+ *
+ * Decides, enters with rsd_controller_scope_async() and leases: each CUDA
+ * requirement's consumer stream waits on the device for the copies that
+ * bring its values, so the call returns without waiting for them and work
+ * queued on those streams afterwards reads complete bytes. A host
+ * requirement whose copy is still queued is waited for (rsd_acquire_flags()
+ * without RSD_ACQUIRE_NOWAIT). This is how a pipeline prefetches: use the
+ * next request while the current one computes.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: exactly what rsd_controller_use() returns.
+ */
+int rsd_controller_use_async(struct rsd_controller *c, const struct rsd_request *r,
+			     void *const *consumer_streams, size_t ncs,
+			     const struct rsd_transfer_stream *ts, size_t nts,
+			     struct rsd_use **out);
 
 /**
  * rsd_use_value() - The resident a use leases for one requirement.

@@ -69,6 +69,44 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 		void *consumer_stream, struct rsd_lease **out);
 
 /**
+ * RSD_ACQUIRE_NOWAIT - rsd_acquire_flags() flag: never wait for a queued copy.
+ *
+ * At a host location a value a not-waiting call is still copying there
+ * makes the acquire fail with -RSD_EUNAVAILABLE instead of waiting.
+ */
+#define RSD_ACQUIRE_NOWAIT 1u
+
+/**
+ * rsd_acquire_flags() - rsd_acquire() with flags.
+ * @m: the manager.
+ * @h: the handles (@n entries).
+ * @n: the number of handles, at least 1.
+ * @at: where every value must be resident.
+ * @consumer_stream: as for rsd_acquire().
+ * @flags: 0 or RSD_ACQUIRE_NOWAIT.
+ * @out: receives the lease on success.
+ *
+ * A value that a not-waiting call (DOC: rsd_async) is still copying to @at
+ * can be leased: at a CUDA location @consumer_stream, and every stream
+ * added later with rsd_lease_add_consumer_stream(), waits for the copy on
+ * the device and the call returns at once; at a host location the call
+ * waits for the copy without the transition lock (other threads go on),
+ * or with RSD_ACQUIRE_NOWAIT fails at once. rsd_acquire() is this with
+ * @flags 0.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: what rsd_acquire() returns, and
+ * * -RSD_EINVAL - @flags has an unknown bit.
+ * * -RSD_EUNAVAILABLE - with RSD_ACQUIRE_NOWAIT, a value at the host
+ *   location @at is still being written by a queued copy.
+ * * -RSD_EDEVICE - a queued copy of a value failed on the device, or
+ *   ordering the consumer stream after a queued copy failed.
+ */
+int rsd_acquire_flags(struct rsd_manager *m, const struct rsd_handle *h, size_t n,
+		      struct rsd_location at, void *consumer_stream, unsigned flags,
+		      struct rsd_lease **out);
+
+/**
  * rsd_lease_add_consumer_stream() - Add a stream that reads a CUDA lease.
  * @l: the lease.
  * @stream: the stream; release records an event on it too.

@@ -392,6 +392,74 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
 	     const struct rsd_location *from, void *stream, struct rsd_transition *report);
 
 /**
+ * DOC: rsd_async - Calls that do not wait for their copies
+ *
+ * rsd_ensure_async(), rsd_move_async(), rsd_execute_actions_async(),
+ * rsd_scope_enter_async(), rsd_controller_scope_async() and
+ * rsd_controller_use_async() do what their waiting counterparts do, with
+ * the same checks, reports and errors, but return as soon as each device
+ * copy is queued on its transfer stream with a completion event. The
+ * destination is resident from then on (state_version steps as for a
+ * completed copy; a snapshot shows it with arriving set) and protected
+ * from removal while the copy writes it (-RSD_EINUSE); the copy's source
+ * counts a pending event until the copy has read it. Completion is folded
+ * in at the next reap point without a version step. Consumers are ordered
+ * for you: rsd_acquire() at a CUDA location makes its consumer stream wait
+ * for the copy on the device, and at a host location waits for it on the
+ * host (or fails with RSD_ACQUIRE_NOWAIT). A copy that fails on the device
+ * is undone at the reap point that sees it (the destination removed, a
+ * moved source put back, state_version stepped, rsd:copy_complete names
+ * the error), and the next call that needs the value, and the next
+ * rsd_manager_reap(), return the device's error. Host-to-host copies and
+ * source loads still complete before the call returns. See
+ * Documentation/reference.md §22.
+ */
+
+/**
+ * rsd_ensure_async() - rsd_ensure() that returns once its copy is queued.
+ * @m: the manager.
+ * @h: the value.
+ * @at: where it must be resident.
+ * @stream: the CUDA stream for the copy (NULL: the driver's transfer
+ *	stream); only for a CUDA @at.
+ * @report: receives the transition report on success; its completed_at_ns
+ *	is when the copy was queued, not done. NULL when not wanted.
+ *
+ * What rsd_ensure() does; a copy to or from a device is queued and the
+ * call returns (see DOC: rsd_async). A copy whose source is itself still
+ * being filled by a queued copy first waits for that one on the host.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: exactly what rsd_ensure() returns; -RSD_EDEVICE also when a
+ * queued copy of the value failed on the device since the last call that
+ * needed it.
+ */
+int rsd_ensure_async(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
+		     void *stream, struct rsd_transition *report);
+
+/**
+ * rsd_move_async() - rsd_move() that returns once its copy is queued.
+ * @m: the manager.
+ * @h: the value.
+ * @to: the destination.
+ * @from: the explicit source, or NULL.
+ * @stream: the CUDA stream for the copy, or NULL.
+ * @report: receives the report on success; may be NULL.
+ *
+ * What rsd_move() does; a copy to or from a device is queued and the call
+ * returns (see DOC: rsd_async). The source leaves the value at once; its
+ * bytes stay allocated, charged as a temporary charge of their location,
+ * until the copy has read them.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: exactly what rsd_move() returns; -RSD_EDEVICE also when a
+ * queued copy of the value failed on the device since the last call that
+ * needed it.
+ */
+int rsd_move_async(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
+		   const struct rsd_location *from, void *stream, struct rsd_transition *report);
+
+/**
  * rsd_drop() - Remove a value's materialization at a location.
  * @m: the manager.
  * @h: the value.

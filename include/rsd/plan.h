@@ -255,9 +255,33 @@ struct rsd_plan_report *rsd_take_partial_report(void);
  * * -RSD_ENOMEM - the reports could not be allocated.
  * * -RSD_EDEVICE - reaping a pending lease's event failed.
  */
-int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_t n, const char *name,
-			const struct rsd_transfer_stream *ts, size_t nts, const uint64_t *expected_version,
-			struct rsd_plan_report **report);
+int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_t n,
+			const char *name, const struct rsd_transfer_stream *ts, size_t nts,
+			const uint64_t *expected_version, struct rsd_plan_report **report);
+
+/**
+ * rsd_execute_actions_async() - rsd_execute_actions() that does not wait for copies.
+ * @m: the manager.
+ * @a: the actions (@n entries), copied.
+ * @n: their number.
+ * @name: the plan's name; NULL means "residency-actions".
+ * @ts: transfer streams (@nts entries), or NULL.
+ * @nts: their number.
+ * @expected_version: the state_version planned against, or NULL.
+ * @report: as for rsd_execute_actions().
+ *
+ * What rsd_execute_actions() does, with each device copy queued on its
+ * transfer stream and committed at once (DOC: rsd_async in
+ * <rsd/manager.h>): the call returns when every action is admitted and
+ * its copy queued; the reports, version steps and errors are those of the
+ * waiting call.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: exactly what rsd_execute_actions() returns.
+ */
+int rsd_execute_actions_async(struct rsd_manager *m, const struct rsd_action *a, size_t n,
+			      const char *name, const struct rsd_transfer_stream *ts, size_t nts,
+			      const uint64_t *expected_version, struct rsd_plan_report **report);
 
 struct rsd_scope;
 
@@ -302,8 +326,29 @@ struct rsd_scope;
  * * -RSD_ENOMEM - the scope could not be allocated.
  * * -RSD_EDEVICE - reaping a pending lease's event failed.
  */
-int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p, const struct rsd_transfer_stream *ts,
-		    size_t nts, const uint64_t *expected_version, struct rsd_scope **out);
+int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p,
+		    const struct rsd_transfer_stream *ts, size_t nts,
+		    const uint64_t *expected_version, struct rsd_scope **out);
+
+/**
+ * rsd_scope_enter_async() - rsd_scope_enter() that does not wait for copies.
+ * @m: the manager.
+ * @p: the plan, copied.
+ * @ts: transfer streams (@nts entries), or NULL.
+ * @nts: their number.
+ * @expected_version: the state_version planned against, or NULL.
+ * @out: receives the entered scope on success only.
+ *
+ * What rsd_scope_enter() does, with the device copies of its reclaim and
+ * enter actions queued and committed at once (DOC: rsd_async in
+ * <rsd/manager.h>). Its exit actions, run by rsd_scope_close(), wait.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: exactly what rsd_scope_enter() returns.
+ */
+int rsd_scope_enter_async(struct rsd_manager *m, const struct rsd_plan *p,
+			  const struct rsd_transfer_stream *ts, size_t nts,
+			  const uint64_t *expected_version, struct rsd_scope **out);
 
 /**
  * rsd_scope_close() - Leave a scope.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Closing (§15) and destroying a manager. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsd_resident **kept; /* under kept_lock */
 static size_t nkept, capkept;	   /* under kept_lock */
 
-static void keep_forever(struct rsd_resident *r)
+void rsd__keep_forever(struct rsd_resident *r)
 {
 	pthread_mutex_lock(&kept_lock);
 	if (nkept == capkept) {
@@ -44,6 +45,7 @@ static void keep_forever(struct rsd_resident *r)
 static void keep_streamed(struct rsd_manager *m)
 {
 	char name[RSD_LOCATION_NAME_MAX];
+	struct rsd_lease_rec *l;
 	uint64_t nbytes = 0;
 	size_t n = 0;
 
@@ -54,15 +56,18 @@ static void keep_streamed(struct rsd_manager *m)
 			struct rsd_mat *mat = &rec->mats[j];
 
 			if (mat->loc.kind != RSD_CUDA || !mat->value ||
-			    !(mat->use_count || mat->pending_count))
+			    !(mat->use_count || mat->pending_count || mat->fill))
 				continue;
-			keep_forever(mat->value);
+			rsd__keep_forever(mat->value);
 			mat->value = NULL;
 			nbytes += mat->storage_nbytes;
 			n++;
 			rsd_location_name(mat->loc, name, sizeof(name));
 		}
 	}
+	/* What queued copies still read belongs to no value any more. */
+	rsd__list_for_each_entry(l, &m->leases, node)
+		rsd__qcopy_abandon(m, l, true);
 	if (n)
 		rsd__warn(
 			m,
@@ -105,6 +110,7 @@ static void drop_everything(struct rsd_manager *m)
 	rsd__list_for_each_entry_safe(l, next, &m->leases, node) {
 		if (l->obj)
 			l->obj->rec = NULL;
+		rsd__qcopy_abandon(m, l, false);
 		rsd__lease_retire(m, l);
 	}
 	rsd__pend_clear(m);
@@ -151,7 +157,7 @@ static void sync_devices(struct rsd_manager *m)
 
 int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 {
-	size_t active = 0, pending = 0, holds = 0, resv = 0;
+	size_t active = 0, pending = 0, queued = 0, holds = 0, resv = 0;
 	struct rsd_lease_rec *l;
 	struct rsd_reservation *r;
 	struct rsd_hold *h;
@@ -172,18 +178,23 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		goto out;
 	rsd__list_for_each_entry(l, &m->leases, node) {
 		active += l->state == RSD_LEASE_ACTIVE;
-		pending += l->state == RSD_LEASE_PENDING;
+		pending += l->state == RSD_LEASE_PENDING && !l->qc;
+		queued += !!l->qc;
 	}
 	rsd__list_for_each_entry(h, &m->holds, node)
 		holds++;
 	rsd__list_for_each_entry(r, &m->resv, node)
 		resv++;
-	if ((active || pending || holds || resv) && !(flags & RSD_CLOSE_FORCE)) {
+	if ((active || pending || queued || holds || resv) && !(flags & RSD_CLOSE_FORCE)) {
+		char more[48] = "";
+
+		if (queued)
+			snprintf(more, sizeof(more), ", queued_copies=%zu", queued);
 		err = rsd__err(
 			RSD_EINUSE,
 			"residency manager %llu is in use: active_leases=%zu, pending_leases=%zu, "
-			"holds=%zu, reservations=%zu",
-			(unsigned long long)m->id, active, pending, holds, resv);
+			"holds=%zu, reservations=%zu%s",
+			(unsigned long long)m->id, active, pending, holds, resv, more);
 		goto out;
 	}
 	/* Forced: wait for the devices, unless told not to wait at all (a

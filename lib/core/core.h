@@ -150,6 +150,12 @@ struct rsd_mat {
 	uint32_t busy;
 	bool leaving;
 	bool arriving;
+	/*
+	 * A copy a not-waiting call queued into it (queued.c, §22): the
+	 * materialization is resident, its bytes are complete only once the
+	 * record's event is; cleared when a reap (or a wait) sees it.
+	 */
+	struct rsd_lease_rec *fill;
 };
 
 static inline bool rsd__mat_protected(const struct rsd_mat *mat)
@@ -178,6 +184,10 @@ struct rsd_record {
 	uint32_t nmats, capmats;
 	struct rsd_mat *mats; /* insertion order; inline_mats until it grows */
 	struct rsd_mat inline_mats[2];
+	/* A queued copy of it that failed on the device (queued.c): the next
+	 * call that needs the value returns it, once. 0: none. */
+	int copy_err;
+	struct rsd_location copy_err_at;
 };
 
 struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
@@ -464,10 +474,31 @@ struct rsd_lease_rec {
 	unsigned waiters; /* threads waiting for its events without m->lock */
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj; /* the caller's object while active */
+	struct rsd_qcopy *qc;  /* a queued copy's record (queued.c), else NULL */
 	union {
 		struct rsd__list_node node;	 /* on m->leases until deleted */
 		struct rsd_lease_rec *free_next; /* then on m->lease_rec_cache */
 	};
+};
+
+/*
+ * A copy a not-waiting call queued (queued.c, §22), as the pending lease
+ * record that carries its event: the record protects the copy's source
+ * (recs[0] at loc, when n is 1) as a released GPU lease would, and the
+ * destination points back at it (struct rsd_mat.fill). Writer path.
+ */
+struct rsd_qcopy {
+	struct rsd_record *rec;
+	struct rsd_location to; /* the destination being filled */
+	/* Bytes the copy reads that no materialization owns any more (a
+	 * move's source, a loaded value), freed with their temporary charge
+	 * at leftover_at once the copy completed. */
+	struct rsd_resident *leftover;
+	struct rsd_location leftover_at;
+	bool leftover_charged;
+	bool restore; /* leftover is a move's source: reinstated on failure */
+	int err;      /* the device's error, once an event reported one */
+	uint64_t queued_ns;
 };
 
 /* A released GPU lease's event on its consumer stream's queue. */
@@ -534,7 +565,7 @@ bool rsd__free_release(const struct rsd_lifetime_kind *kind, void *obj,
 /* The caller's lease object. */
 struct rsd_lease {
 	struct rsd_objlink link;
-	uint32_t guard; /* RSD__LIVE from lease_obj_get to rsd_lease_free */
+	uint32_t guard;	      /* RSD__LIVE from lease_obj_get to rsd_lease_free */
 	pthread_mutex_t lock; /* active flag and streams; taken before m->lock */
 	const struct rsd_device_ops *ops;
 	void *ops_ctx;
@@ -547,6 +578,10 @@ struct rsd_lease {
 	void **streams;
 	struct rsd_handle inline_handles[RSD_HANDLES_INLINE];
 	struct rsd_lease *free_next; /* m->lease_obj_cache; under objs_lock */
+	/* Recorded on the first consumer stream after it was ordered behind
+	 * queued copies of the leased bytes (queued.c): streams added later
+	 * wait for it too. NULL: nothing to wait for. Under lock. */
+	void *after_event;
 };
 
 struct rsd_hold {
@@ -655,11 +690,16 @@ struct rsd_manager {
 	struct rsd_lease_rec *lease_rec_cache;
 	unsigned nlease_rec_cache;
 	struct rsd__list holds; /* tracked holds, newest first */
-	struct rsd__list resv; /* tracked reservations, creation order */
+	struct rsd__list resv;	/* tracked reservations, creation order */
 	uint64_t next_lifetime_id;
 	/* The manager must never free its storage: an abandoned GPU lease
 	 * could not be waited for (§8.9). */
 	bool keep_alive;
+	/* The last queued copy that failed on the device, for an explicit
+	 * rsd_manager_reap() (queued.c); 0: none since the last one. */
+	int copy_err;
+	uint64_t copy_err_value;
+	struct rsd_location copy_err_at;
 	/* Publication bookkeeping. */
 	struct rsd_objcache oc; /* freed publication objects for the next ones */
 	struct rsd_record **dirty;
@@ -946,5 +986,57 @@ int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struc
 		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event);
 int rsd__copy_wait(struct rsd_manager *m, void *stream, void *event);
 void rsd__copy_drain(struct rsd_manager *m, void *stream);
+
+/*
+ * Not-waiting calls (queued.c, reference.md §22). The public *_async entry
+ * points run in queue mode, a flag of the calling thread: place() then
+ * commits a device copy as soon as it is queued, with its event kept in a
+ * pending lease record (struct rsd_qcopy), instead of waiting for it.
+ */
+/* rsd__queue_mode() and rsd__queue_mode_set() are in internal.h: the
+ * controller's not-waiting calls set it too. */
+/* A queued copy's record, allocated before its transfer phase so that the
+ * commit cannot fail (NULL: out of memory; the copy is then waited for). */
+struct rsd_lease_rec *rsd__qcopy_new(struct rsd_manager *m);
+/* Give back a record that was not used (NULL is ignored). */
+void rsd__qcopy_discard(struct rsd_manager *m, struct rsd_lease_rec *l);
+/*
+ * Commit a queued copy from src (a materialization when from is set, else
+ * `loaded`, a value a source load made, charged temporarily when
+ * loaded_charged) to `to`, a move's source at *leave: +1 as a waited
+ * commit, `to` filling until l's event completes.
+ */
+void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+		       const struct rsd_location *from, struct rsd_location src,
+		       struct rsd_location to, const struct rsd_location *leave,
+		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event);
+/* The record's event completed (or failed: l->qc->err): fold it in. */
+void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* Close without finishing it: free what it reads, or keep it for ever
+ * (keep: the device may still read it). */
+void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool keep);
+/* The recorded failure of a queued copy of rec (rec->copy_err set), as
+ * the error of the call that needed the value; cleared. */
+int rsd__copy_error(struct rsd_record *rec);
+/* The last queued copy's failure since the previous one, for
+ * rsd_manager_reap(): 0, or the error (cleared). */
+int rsd__copy_error_reap(struct rsd_manager *m);
+/* Keep waiting on l's events possible without the lock: a pinned record
+ * is finalized by its last unpinner, not by a reap. */
+static inline void rsd__lease_pin(struct rsd_lease_rec *l)
+{
+	l->waiters++;
+}
+void rsd__lease_unpin(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* Lease records and event queues, shared with queued copies. */
+struct rsd_lease_rec *rsd__lease_rec_new(struct rsd_manager *m, size_t k);
+void rsd__lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k);
+/* Take the materialization at `at` out of rec without freeing its value
+ * (its charge refunded, +1); the caller owns the value. */
+struct rsd_resident *rsd__detach(struct rsd_manager *m, struct rsd_record *rec,
+				 struct rsd_location at);
+/* Keep a resident allocated for the life of the process (close.c). */
+void rsd__keep_forever(struct rsd_resident *r);
 
 #endif

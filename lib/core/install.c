@@ -250,7 +250,7 @@ int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
-	if (mat->busy || mat->arriving)
+	if (mat->busy || mat->arriving || mat->fill)
 		return rsd__err(RSD_EINUSE,
 				"materialization of %llu at %s is in use: a transfer is in flight",
 				(unsigned long long)rec->handle.id,
@@ -264,9 +264,11 @@ int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat)
 		mat->use_count, mat->hold_count, mat->pending_count);
 }
 
-/* Pop the materialization at `at` and free its value, refunding its
- * charge; state_version is the caller's. */
-static void pop(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+/* Pop the materialization at `at`, refunding its charge, and free its
+ * value unless `keep` (then it is returned); state_version is the
+ * caller's. */
+static struct rsd_resident *pop(struct rsd_manager *m, struct rsd_record *rec,
+				struct rsd_location at, bool keep)
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
 	struct rsd_resident *v;
@@ -274,7 +276,7 @@ static void pop(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locati
 	uint32_t i;
 
 	if (!mat)
-		return;
+		return NULL;
 	v = mat->value;
 	for (size_t b = 0; b < v->nbuf; b++) {
 		struct rsd_keymap_slot *s;
@@ -293,6 +295,10 @@ static void pop(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locati
 	for (; i + 1 < rec->nmats; i++)
 		rec->mats[i] = rec->mats[i + 1];
 	rec->nmats--;
+	rsd__mark_dirty(m, rec);
+	m->locs_dirty = true;
+	if (keep)
+		return v;
 	/*
 	 * Pageable memory the library allocated is returned after a grace
 	 * period, off the caller's path (unmapping a large value costs as
@@ -303,15 +309,23 @@ static void pop(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locati
 	    !rsd__retire(m->img, rsd__retire_resident, v))
 		v = NULL;
 	rsd__resident_destroy(v);
-	rsd__mark_dirty(m, rec);
-	m->locs_dirty = true;
+	return NULL;
 }
 
 /* Remove the materialization at `at` (it exists and is unprotected): +1. */
 void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
-	pop(m, rec, at);
+	pop(m, rec, at, false);
 	rsd__bump(m);
+}
+
+struct rsd_resident *rsd__detach(struct rsd_manager *m, struct rsd_record *rec,
+				 struct rsd_location at)
+{
+	struct rsd_resident *v = pop(m, rec, at, true);
+
+	rsd__bump(m);
+	return v;
 }
 
 /* A transfer failed: its arriving destination goes as if it never came
@@ -319,5 +333,5 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
 	m->acct[rsd__loc_slot(at)].arriving--;
-	pop(m, rec, at);
+	pop(m, rec, at, false);
 }

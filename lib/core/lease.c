@@ -60,7 +60,7 @@ static void lease_rec_free(struct rsd_manager *m, void *p)
  * most once; records with room for RSD_HANDLES_INLINE handles are recycled
  * through m->lease_rec_cache (m->lock) and allocate nothing.
  */
-static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
+struct rsd_lease_rec *rsd__lease_rec_new(struct rsd_manager *m, size_t k)
 {
 	size_t cap = k > RSD_HANDLES_INLINE ? k : RSD_HANDLES_INLINE;
 	struct rsd_lease_rec *l = NULL;
@@ -87,7 +87,7 @@ static struct rsd_lease_rec *lease_rec_new(struct rsd_manager *m, size_t k)
 }
 
 /* Writer path: a record no reader can see (never published as pending). */
-static void lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
+void rsd__lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	if (l->cap != RSD_HANDLES_INLINE || l->nevents ||
 	    m->nlease_rec_cache >= RSD_LEASE_CACHE_MAX) {
@@ -126,6 +126,7 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 	obj->n = 0;
 	obj->handles = obj->inline_handles;
 	obj->nstreams = 0;
+	obj->after_event = NULL;
 	return obj;
 }
 
@@ -183,7 +184,7 @@ static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0, 0);
 	rsd__list_del(&m->leases, &l->node);
-	lease_rec_put(m, l);
+	rsd__lease_rec_put(m, l);
 }
 
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
@@ -199,6 +200,10 @@ void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
+	if (l->qc) {
+		rsd__qcopy_finish(m, l);
+		return;
+	}
 	rsd__commit_prot(m, l->loc, l->recs, l->n, 0, 0, -1);
 	rsd_trace_lease_reap(m->id, l->id, rsd__now_ns() - l->pending_since_ns);
 	rsd__lease_retire(m, l);
@@ -211,6 +216,29 @@ static void event_seen(struct rsd_manager *m, struct rsd_lease_rec *l)
 	 * itself once back under the lock. */
 	if (!--l->nleft && !l->waiters)
 		rsd__lease_finalize(m, l);
+}
+
+void rsd__lease_unpin(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	if (!--l->waiters && !l->nleft)
+		rsd__lease_finalize(m, l);
+}
+
+/*
+ * An event query's answer: 1 when it completed, 0 when it still runs, or
+ * the driver's error. A queued copy's event reporting an error is that
+ * copy's failure (queued.c), folded in as its completion; any other
+ * error is the reap's.
+ */
+static int query(struct rsd_manager *m, struct rsd_pend_link *k)
+{
+	int q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
+
+	if (q >= 0 || !k->l->qc)
+		return q;
+	if (!k->l->qc->err)
+		k->l->qc->err = q;
+	return 1;
 }
 
 /* The queue of a stream's released events (the unordered list when the
@@ -230,7 +258,7 @@ static void pend_unlink(struct rsd_pend_stream *ps, struct rsd_pend_link *k)
 }
 
 /* Queue a released event on its stream's queue (§21.5). */
-static void pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k)
+void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k)
 {
 	struct rsd_pend_stream *ps;
 	size_t i;
@@ -276,7 +304,7 @@ int rsd__reap(struct rsd_manager *m)
 		struct rsd_pend_stream *ps = &m->pstreams[i];
 
 		while ((k = rsd__list_first_entry(&ps->q, struct rsd_pend_link, node))) {
-			q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
+			q = query(m, k);
 			if (q < 0)
 				return q;
 			if (!q)
@@ -290,7 +318,7 @@ int rsd__reap(struct rsd_manager *m)
 			*ps = m->pstreams[--m->npstreams];
 	}
 	rsd__list_for_each_entry_safe(k, next, &m->pend_unordered.q, node) {
-		q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
+		q = query(m, k);
 		if (q < 0)
 			return q;
 		if (q) {
@@ -323,6 +351,12 @@ int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 	}
 	rsd__device_wait_end(m);
 	l->waiters--;
+	/* A queued copy's failure is its own, folded in below (queued.c). */
+	if (err && l->qc) {
+		if (!l->qc->err)
+			l->qc->err = err;
+		err = 0;
+	}
 	if (err)
 		return err;
 	/* Only this lease is folded in: a release is no reap point for
@@ -338,17 +372,56 @@ int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 	return 0;
 }
 
-int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct rsd_location at,
-		void *consumer_stream, struct rsd_lease **out)
+/* The first queued copy still filling one of the leased materializations. */
+static struct rsd_lease_rec *first_fill(struct rsd_record *const *recs, size_t k,
+					struct rsd_location at)
+{
+	for (size_t i = 0; i < k; i++) {
+		struct rsd_mat *mat = rsd__rec_mat(recs[i], at);
+
+		if (mat && mat->fill)
+			return mat->fill;
+	}
+	return NULL;
+}
+
+/*
+ * §22: a consumer stream reads what queued copies are still writing only
+ * after them: the stream waits for each copy's event on the device, and an
+ * event recorded after those waits orders the streams added later.
+ */
+static int order_after_fills(struct rsd_manager *m, struct rsd_lease *obj,
+			     struct rsd_record *const *recs, size_t k, struct rsd_location at,
+			     void *stream)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < k && !err; i++) {
+		struct rsd_mat *mat = rsd__rec_mat(recs[i], at);
+
+		if (mat && mat->fill)
+			err = m->ops->stream_wait_event(m->ops_ctx, stream, mat->fill->events[0]);
+	}
+	if (!err)
+		err = m->ops->event_record(m->ops_ctx, stream, &obj->after_event);
+	return err;
+}
+
+int rsd_acquire_flags(struct rsd_manager *m, const struct rsd_handle *h, size_t n,
+		      struct rsd_location at, void *consumer_stream, unsigned flags,
+		      struct rsd_lease **out)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	struct rsd_lease_rec *l = NULL;
+	struct rsd_lease_rec *l = NULL, *fill;
 	struct rsd_lease *obj;
 	size_t k = 0;
 	int err;
 
 	if (!m || !out)
 		return rsd__err(RSD_ETYPE, "rsd_acquire: NULL argument");
+	if (flags & ~RSD_ACQUIRE_NOWAIT)
+		return rsd__err(RSD_EINVAL, "rsd_acquire: unknown flags %#x",
+				flags & ~RSD_ACQUIRE_NOWAIT);
 	obj = lease_obj_get(m);
 	if (!obj)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a lease");
@@ -369,12 +442,14 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 			       rsd_location_name(at, name, sizeof(name)));
 		goto out;
 	}
+again:
 	err = rsd__reap(m);
 	if (!err && consumer_stream)
 		err = rsd__check_stream(m, consumer_stream, at);
 	if (err)
 		goto out;
-	l = lease_rec_new(m, k);
+	if (!l)
+		l = rsd__lease_rec_new(m, k);
 	if (!l || (consumer_stream && !obj->capstreams &&
 		   !(obj->streams = rsd__malloc(4 * sizeof(void *))))) {
 		err = rsd__err(RSD_ENOMEM, "out of memory creating a lease");
@@ -385,12 +460,37 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	err = rsd__resolve_resident(m, obj->handles, k, at, l->recs);
 	if (err)
 		goto out;
+	fill = first_fill(l->recs, k, at);
+	if (fill && at.kind != RSD_CUDA) {
+		/* The host reads these bytes: wait for the queued copy
+		 * without the lock (it is folded in then), and look again. */
+		if (flags & RSD_ACQUIRE_NOWAIT) {
+			err = rsd__err(RSD_EUNAVAILABLE,
+				       "value %llu at %s is arriving: a queued copy is still "
+				       "writing it (RSD_ACQUIRE_NOWAIT)",
+				       (unsigned long long)fill->qc->rec->handle.id,
+				       rsd_location_name(at, name, sizeof(name)));
+			goto out;
+		}
+		err = rsd__lease_wait(m, fill);
+		if (!err && m->closed)
+			err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+				       (unsigned long long)m->id);
+		if (err)
+			goto out;
+		goto again;
+	}
 	for (size_t i = 0; i < k; i++)
 		l->ids[i] = obj->handles[i].id;
 	/* Every handle passed: the "acquire" fault point, then commit atomically. */
 	if (rsd__fault_on() &&
 	    (err = rsd__fault_hit(RSD__FAULT_ACQUIRE, rsd_location_name(at, name, sizeof(name)))))
 		goto out;
+	if (fill) {
+		err = order_after_fills(m, obj, l->recs, k, at, consumer_stream);
+		if (err)
+			goto out;
+	}
 	l->id = rsd__next_id();
 	l->loc = at;
 	l->n = k;
@@ -412,12 +512,18 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	obj = NULL;
 out:
 	if (l)
-		lease_rec_put(m, l);
+		rsd__lease_rec_put(m, l);
 	rsd__writer_exit(m);
 out_free:
 	if (obj)
 		lease_obj_put(obj);
 	return err;
+}
+
+int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, struct rsd_location at,
+		void *consumer_stream, struct rsd_lease **out)
+{
+	return rsd_acquire_flags(m, h, n, at, consumer_stream, 0, out);
 }
 
 int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
@@ -443,6 +549,12 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 	for (size_t i = 0; i < l->nstreams; i++)
 		if (l->streams[i] == stream)
 			goto out;
+	/* Behind the queued copies the first stream was ordered after. */
+	if (l->after_event) {
+		err = l->ops->stream_wait_event(l->ops_ctx, stream, l->after_event);
+		if (err)
+			goto out;
+	}
 	if (l->nstreams == l->capstreams) {
 		size_t cap = l->capstreams ? l->capstreams * 2 : 4;
 		void **s = rsd__realloc(l->streams, cap * sizeof(*s));
@@ -518,7 +630,7 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	for (i = 0; i < obj->nstreams; i++) {
 		l->links[i].l = l;
 		l->links[i].k = i;
-		pend_push(m, obj->streams[i], &l->links[i]);
+		rsd__pend_push(m, obj->streams[i], &l->links[i]);
 	}
 	l->events = events;
 	l->nevents = obj->nstreams;
@@ -572,6 +684,10 @@ int rsd_lease_release(struct rsd_lease *obj, unsigned flags)
 	if (!err) {
 		obj->rec = NULL;
 		obj->active = false;
+		if (obj->after_event) {
+			m->ops->event_destroy(m->ops_ctx, obj->after_event);
+			obj->after_event = NULL;
+		}
 	}
 	rsd__writer_exit(m);
 out:

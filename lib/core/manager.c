@@ -122,6 +122,9 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
 	if (rec->discarded)
 		return rsd__err(RSD_EHANDLE, "Residency value '%llu' has been discarded",
 				(unsigned long long)h.id);
+	/* A queued copy of it failed on the device since (queued.c). */
+	if (rsd__unlikely(rec->copy_err))
+		return rsd__copy_error(rec);
 	*out = rec;
 	return 0;
 }
@@ -554,6 +557,7 @@ int rsd_manager_reap(struct rsd_manager *m)
 
 	if (err)
 		return err;
+	err = rsd__copy_error_reap(m);
 	rsd__writer_exit(m);
-	return 0;
+	return err;
 }

@@ -267,16 +267,18 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
  * busy, and leaving when `leave` names it for a move), transferred without
  * the lock and committed (or rolled back) when the lock is back. Inside a
  * plan's batch a device copy is only queued: the batch commits it later
- * (*deferred set).
+ * (*deferred set). In queue mode (a not-waiting call, queued.c) a device
+ * copy is committed as soon as it is queued.
  */
 static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		 struct rsd_location to, void *stream, bool allow_exclusive,
 		 const struct rsd_location *leave, bool *deferred)
 {
+	struct rsd_lease_rec *queued = NULL, *fill = NULL;
 	struct rsd_resident *copy = NULL;
 	struct rsd_mat *smat;
 	void *ev = NULL;
-	bool defer;
+	bool defer, device = to.kind == RSD_CUDA || x->src.kind == RSD_CUDA;
 	int err;
 
 	if (x->temporary && rsd_location_equal(x->src, to)) {
@@ -287,31 +289,57 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			x->value = NULL;
 		return err;
 	}
+	/* Without memory for its record a queued copy is waited for. */
+	if (device && rsd__queue_mode())
+		queued = rsd__qcopy_new(m);
 	err = rsd__admit(m, to, rec->spec.storage_nbytes);
-	if (err)
-		return err;
-	err = rsd__copy_alloc(m, x->value, to, stream, &copy);
-	if (err)
-		return err;
-	err = rsd__install_arriving(m, rec, to, copy, allow_exclusive);
+	if (!err)
+		err = rsd__copy_alloc(m, x->value, to, stream, &copy);
+	if (!err) {
+		err = rsd__install_arriving(m, rec, to, copy, allow_exclusive);
+		if (err)
+			rsd__resident_destroy(copy);
+	}
 	if (err) {
-		rsd__resident_destroy(copy);
+		rsd__qcopy_discard(m, queued);
 		return err;
 	}
 	smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
 	if (smat) {
 		smat->busy++;
 		smat->leaving = leave != NULL;
+		fill = smat->fill;
+		if (fill)
+			rsd__lease_pin(fill);
 	}
 	/* Copies only: a queued move would keep its source charged past the
 	 * next action's admission, which changes that location's peaks. */
-	defer = smat && !leave && rsd__batch_room() &&
-		(to.kind == RSD_CUDA || x->src.kind == RSD_CUDA);
+	defer = !queued && !fill && smat && !leave && rsd__batch_room() && device;
 	xfer_begin(m, rec);
-	err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev);
-	if (!err && !defer)
+	/* A queued copy still fills the source (§22): the host waits for it,
+	 * so this copy reads complete bytes (and fails if that one did). */
+	if (fill)
+		err = m->ops->event_sync(m->ops_ctx, fill->events[0]);
+	if (!err)
+		err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev);
+	if (!err && !defer && !queued)
 		err = rsd__copy_wait(m, stream, ev);
 	rsd__writer_resume(m);
+	if (fill) {
+		if (!err && fill->qc->err)
+			err = fill->qc->err;
+		rsd__lease_unpin(m, fill);
+	}
+	if (!err && queued) {
+		rsd__qcopy_commit(m, queued, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
+				  x->temporary ? x->value : NULL, x->charged, stream, ev);
+		if (x->temporary) {
+			x->value = NULL;
+			x->charged = false;
+		}
+		return 0;
+	}
+	rsd__qcopy_discard(m, queued);
 	if (!err && defer) {
 		rsd__batch_add(rec, x->src, to, leave != NULL, stream, ev);
 		*deferred = true;
@@ -704,6 +732,33 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
 	struct rsd_action a = rsd_action_move(h, to, from);
 
 	return run_one(m, "rsd_move", &a, stream, report);
+}
+
+/* The not-waiting calls run as the waiting ones in queue mode (queued.c). */
+static int run_one_queued(struct rsd_manager *m, const char *fn, const struct rsd_action *a,
+			  void *stream, struct rsd_transition *report)
+{
+	bool was = rsd__queue_mode_set(true);
+	int err = run_one(m, fn, a, stream, report);
+
+	rsd__queue_mode_set(was);
+	return err;
+}
+
+int rsd_ensure_async(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
+		     void *stream, struct rsd_transition *report)
+{
+	struct rsd_action a = rsd_action_ensure(h, at);
+
+	return run_one_queued(m, "rsd_ensure_async", &a, stream, report);
+}
+
+int rsd_move_async(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
+		   const struct rsd_location *from, void *stream, struct rsd_transition *report)
+{
+	struct rsd_action a = rsd_action_move(h, to, from);
+
+	return run_one_queued(m, "rsd_move_async", &a, stream, report);
 }
 
 int rsd_drop(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,

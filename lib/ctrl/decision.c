@@ -283,3 +283,14 @@ int rsd_controller_scope(struct rsd_controller *c, const struct rsd_decision *d,
 				d->plan->name);
 	return rsd_scope_enter(c->m, d->plan, ts, nts, &d->expected_state_version, out);
 }
+
+int rsd_controller_scope_async(struct rsd_controller *c, const struct rsd_decision *d,
+			       const struct rsd_transfer_stream *ts, size_t nts,
+			       struct rsd_scope **out)
+{
+	bool was = rsd__queue_mode_set(true);
+	int err = rsd_controller_scope(c, d, ts, nts, out);
+
+	rsd__queue_mode_set(was);
+	return err;
+}

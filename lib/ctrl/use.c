@@ -366,3 +366,14 @@ void rsd_use_free(struct rsd_use *u)
 	free(u->req);
 	free(u);
 }
+
+int rsd_controller_use_async(struct rsd_controller *c, const struct rsd_request *r,
+			     void *const *consumer_streams, size_t ncs,
+			     const struct rsd_transfer_stream *ts, size_t nts, struct rsd_use **out)
+{
+	bool was = rsd__queue_mode_set(true);
+	int err = rsd_controller_use(c, r, consumer_streams, ncs, ts, nts, out);
+
+	rsd__queue_mode_set(was);
+	return err;
+}

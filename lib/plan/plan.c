@@ -310,3 +310,14 @@ out_free:
 	free(done);
 	return err;
 }
+
+int rsd_execute_actions_async(struct rsd_manager *m, const struct rsd_action *a, size_t n,
+			      const char *name, const struct rsd_transfer_stream *ts, size_t nts,
+			      const uint64_t *expected_version, struct rsd_plan_report **report)
+{
+	bool was = rsd__queue_mode_set(true);
+	int err = rsd_execute_actions(m, a, n, name, ts, nts, expected_version, report);
+
+	rsd__queue_mode_set(was);
+	return err;
+}

@@ -358,3 +358,14 @@ void rsd_scope_free(struct rsd_scope *s)
 	free(s->ts);
 	free(s);
 }
+
+int rsd_scope_enter_async(struct rsd_manager *m, const struct rsd_plan *p,
+			  const struct rsd_transfer_stream *ts, size_t nts,
+			  const uint64_t *expected_version, struct rsd_scope **out)
+{
+	bool was = rsd__queue_mode_set(true);
+	int err = rsd_scope_enter(m, p, ts, nts, expected_version, out);
+
+	rsd__queue_mode_set(was);
+	return err;
+}

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Copies that the calling thread does not wait for (reference.md §22).
+ *
+ * A not-waiting call (rsd_ensure_async(), rsd_execute_actions_async(), ...)
+ * runs its actions in queue mode, a flag of the calling thread. In queue
+ * mode place() admits a device copy as usual, queues it on its transfer
+ * stream with a completion event, and commits it at once instead of
+ * waiting: the destination is resident from then on (state_version steps
+ * as for a waited copy) and merely *filling* until its event completes.
+ *
+ * The event lives in a pending lease record (struct rsd_qcopy hangs off
+ * it), which is what makes the rest follow without new machinery:
+ *  - the record sits on its transfer stream's queue of released events, so
+ *    the reap points fold its completion in, in stream order, at the cost
+ *    of a released GPU lease;
+ *  - when the copy read a materialization, the record protects it as a
+ *    released GPU lease protects what it covered (pending_count): nothing
+ *    drops or evicts it before the copy has read it, and explain, decisions
+ *    and their blockers see it as a pending lease on the transfer stream;
+ *  - close waits for it as for any pending lease.
+ * What is different from a lease: completion does not step state_version
+ * (the placement did not change), and a device error reported by the event
+ * is the copy's failure, not the reap's: the destination is removed, a
+ * move's source reinstated, and the error kept for the next call that
+ * needs the value (struct rsd_record.copy_err) and for an explicit reap.
+ *
+ * Bytes a move's copy still reads, and a value a source loaded for the
+ * copy, belong to no materialization once the call returns: the record
+ * keeps them (leftover), with their charge as a temporary charge of their
+ * location (admitted, counted in peak_charged, never shown as a value),
+ * and frees both when the copy completes.
+ *
+ * Everything here runs with m->lock held.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "../trace.h"
+
+static _Thread_local bool queue_mode;
+
+bool rsd__queue_mode(void)
+{
+	return queue_mode;
+}
+
+bool rsd__queue_mode_set(bool on)
+{
+	bool was = queue_mode;
+
+	queue_mode = on;
+	return was;
+}
+
+struct rsd_lease_rec *rsd__qcopy_new(struct rsd_manager *m)
+{
+	struct rsd_lease_rec *l = rsd__lease_rec_new(m, 1);
+	/* One block: the event, its stream, its queue link and the copy. */
+	void **events;
+
+	if (!l)
+		return NULL;
+	events = rsd__calloc(1, 2 * sizeof(void *) + sizeof(struct rsd_pend_link) +
+					sizeof(struct rsd_qcopy));
+	if (!events) {
+		rsd__lease_rec_put(m, l);
+		return NULL;
+	}
+	l->events = events;
+	l->streams = events + 1;
+	l->links = (struct rsd_pend_link *)(events + 2);
+	l->qc = (struct rsd_qcopy *)(l->links + 1);
+	return l;
+}
+
+void rsd__qcopy_discard(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	if (!l)
+		return;
+	free(l->events);
+	l->events = NULL;
+	l->streams = NULL;
+	l->links = NULL;
+	l->qc = NULL;
+	rsd__lease_rec_put(m, l);
+}
+
+static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t c, bool add)
+{
+	struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
+
+	if (add) {
+		a->temp += c;
+		rsd__acct_peak(a);
+	} else {
+		a->temp -= c;
+	}
+	m->locs_dirty = true;
+}
+
+void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+		       const struct rsd_location *from, struct rsd_location src,
+		       struct rsd_location to, const struct rsd_location *leave,
+		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event)
+{
+	struct rsd_qcopy *qc = l->qc;
+	struct rsd_mat *mat;
+
+	memset(qc, 0, sizeof(*qc));
+	qc->rec = rec;
+	qc->to = to;
+	qc->queued_ns = rsd__now_ns();
+	/* The commit of a waited copy, except that a move's source is taken
+	 * out of the record instead of freed. */
+	rsd__xfer_settle(m, rec, from, to, NULL, 0);
+	rsd__rec_mat(rec, to)->fill = l;
+	if (leave) {
+		qc->leftover = rsd__detach(m, rec, *leave);
+		qc->leftover_at = *leave;
+		qc->restore = true;
+	} else if (loaded) {
+		qc->leftover = loaded;
+		qc->leftover_at = src;
+	}
+	if (qc->leftover) {
+		/* The source's charge becomes a temporary one (a load's
+		 * already is) until the copy has read the bytes. */
+		if (qc->restore || !loaded_charged)
+			charge_temp(m, qc->leftover_at, rec->spec.storage_nbytes, true);
+		qc->leftover_charged = true;
+	}
+	l->id = rsd__next_id();
+	l->loc = from ? *from : to;
+	l->n = 0;
+	mat = from && !leave ? rsd__rec_mat(rec, *from) : NULL;
+	if (mat) {
+		/* Protected like a released GPU lease's value; no version
+		 * step of its own: the commit above made it. */
+		l->n = 1;
+		l->recs[0] = rec;
+		l->ids[0] = rec->handle.id;
+		mat->pending_count++;
+		m->acct[rsd__loc_slot(*from)].pending_count++;
+		rsd__mark_dirty(m, rec);
+	}
+	l->events[0] = event;
+	l->streams[0] = stream;
+	l->nevents = 1;
+	l->nleft = 1;
+	l->links[0].l = l;
+	l->links[0].k = 0;
+	l->state = RSD_LEASE_PENDING;
+	l->pending_since_ns = qc->queued_ns;
+	rsd__list_add_tail(&m->leases, &l->node);
+	rsd__pend_push(m, stream, &l->links[0]);
+	m->pending_dirty = true;
+}
+
+/* Free what the copy read and no materialization owns, with its charge. */
+static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
+{
+	if (!qc->leftover)
+		return;
+	if (qc->leftover_charged)
+		charge_temp(m, qc->leftover_at, qc->rec->spec.storage_nbytes, false);
+	rsd__resident_destroy(qc->leftover);
+	qc->leftover = NULL;
+	qc->leftover_charged = false;
+}
+
+/* The copy failed: undo it as if it had never been queued, and keep the
+ * error for whoever needs the value next. */
+static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	struct rsd_qcopy *qc = l->qc;
+	struct rsd_record *rec = qc->rec;
+
+	if (rsd__rec_mat(rec, qc->to))
+		rsd__remove(m, rec, qc->to);
+	if (qc->restore && !rsd__rec_mat(rec, qc->leftover_at)) {
+		struct rsd_resident *v = qc->leftover;
+		struct rsd_error saved = *rsd_last_error();
+
+		charge_temp(m, qc->leftover_at, rec->spec.storage_nbytes, false);
+		qc->leftover_charged = false;
+		v->managed = false;
+		if (!rsd__install(m, rec, qc->leftover_at, v, true))
+			qc->leftover = NULL;
+		else
+			rsd__warn(m,
+				  "value %llu: reinstating the source of a failed move at %s "
+				  "failed: %s",
+				  (unsigned long long)rec->handle.id,
+				  rsd_location_name(qc->leftover_at, name, sizeof(name)),
+				  rsd_last_error()->message);
+		*rsd__err_record() = saved;
+	}
+	rec->copy_err = qc->err;
+	rec->copy_err_at = qc->to;
+	m->copy_err = qc->err;
+	m->copy_err_value = rec->handle.id;
+	m->copy_err_at = qc->to;
+}
+
+void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	struct rsd_qcopy *qc = l->qc;
+	struct rsd_record *rec = qc->rec;
+	struct rsd_mat *mat = rsd__rec_mat(rec, qc->to);
+
+	if (mat && mat->fill == l)
+		mat->fill = NULL;
+	if (l->n) {
+		struct rsd_mat *src = rsd__rec_mat(rec, l->loc);
+
+		if (src) {
+			src->pending_count--;
+			m->acct[rsd__loc_slot(l->loc)].pending_count--;
+		}
+	}
+	if (qc->err)
+		undo(m, l);
+	drop_leftover(m, qc);
+	rsd__mark_dirty(m, rec);
+	m->locs_dirty = true;
+	rsd_trace_copy_complete(m->id, rec->handle.id, qc->to, rsd__now_ns() - qc->queued_ns,
+				qc->err);
+	rsd__lease_retire(m, l);
+}
+
+void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool keep)
+{
+	struct rsd_qcopy *qc = l->qc;
+
+	if (!qc || !qc->leftover)
+		return;
+	if (keep) {
+		rsd__keep_forever(qc->leftover);
+		qc->leftover = NULL;
+	}
+	drop_leftover(m, qc);
+}
+
+static int copy_failure(int code, uint64_t value, struct rsd_location at)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	return rsd__err(-code > 0 && -code < RSD_EMAX ? -code : RSD_EDEVICE,
+			"a queued copy of value %llu to %s failed on the device: %s",
+			(unsigned long long)value, rsd_location_name(at, name, sizeof(name)),
+			rsd_strerror(code));
+}
+
+int rsd__copy_error(struct rsd_record *rec)
+{
+	int code = rec->copy_err;
+
+	rec->copy_err = 0;
+	return copy_failure(code, rec->handle.id, rec->copy_err_at);
+}
+
+int rsd__copy_error_reap(struct rsd_manager *m)
+{
+	int code = m->copy_err;
+
+	if (!code)
+		return 0;
+	m->copy_err = 0;
+	return copy_failure(code, m->copy_err_value, m->copy_err_at);
+}

@@ -1,0 +1,579 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Calls that do not wait for their copies (reference.md §22): exact state,
+ * reports and versions while a queued copy runs and after a reap folds it
+ * in; protections of its source and destination; consumers ordered on the
+ * device or waited for on the host; device failures undone; close.
+ *
+ * The simulated device runs on command here unless a test says otherwise:
+ * a queued copy stays queued until the test completes the device's work.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <atf-c.h>
+
+#include "cfx.h"
+
+static const struct rsd_location CUDA0 = { RSD_CUDA, 0 };
+static const struct rsd_location CUDA1 = { RSD_CUDA, 1 };
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+static void setup(struct cfx *f, const struct rsd_budget *b, size_t nb, int ndev)
+{
+	cfx_sim(f, b, nb, ndev);
+	rsd_simdev_set_progress(f->sd, RSD_SIMDEV_ON_COMMAND, 0);
+}
+
+/* Fill a value's one buffer with a pattern, through a host lease. */
+static void fill_pattern(struct cfx *f, struct rsd_handle h, struct rsd_location at, int seed)
+{
+	const struct rsd_resident *r;
+	struct rsd_lease *l;
+
+	OK(rsd_acquire(f->m, &h, 1, at, NULL, &l));
+	OK(rsd_lease_value(l, h, &r));
+	memset(rsd_resident_data(r, 0), seed, (size_t)rsd_resident_buffer_nbytes(r, 0));
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+}
+
+/* The bytes of h's materialization at `at` all equal seed (simulated
+ * device memory is host memory: the test may read it once complete). */
+static bool has_pattern(struct cfx *f, struct rsd_handle h, struct rsd_location at, int seed)
+{
+	const struct rsd_resident *r;
+	struct rsd_lease *l;
+	void *stream = NULL;
+	bool same = true;
+
+	if (at.kind == RSD_CUDA)
+		stream = rsd_simdev_ops()->default_stream(f->sd, at.device);
+	OK(rsd_acquire(f->m, &h, 1, at, stream, &l));
+	OK(rsd_lease_value(l, h, &r));
+	for (uint64_t i = 0; i < rsd_resident_buffer_nbytes(r, 0); i++)
+		same &= ((const unsigned char *)rsd_resident_data(r, 0))[i] == (unsigned char)seed;
+	OK(rsd_lease_release(l, at.kind == RSD_CUDA ? RSD_RELEASE_WAIT : 0));
+	rsd_lease_free(l);
+	return same;
+}
+
+static const struct rsd_materialization_snapshot *
+snap_mat(struct rsd_snapshot *s, struct rsd_handle h, struct rsd_location at)
+{
+	const struct rsd_value_snapshot *v = cfx_val(s, h);
+
+	ATF_REQUIRE(v);
+	return cfx_mat(v, at);
+}
+
+#define MSG_HAS(text)                                                           \
+	ATF_CHECK_MSG(strstr(rsd_last_error()->message, (text)), "message: %s", \
+		      rsd_last_error()->message)
+
+/*
+ * The call returns with the copy queued: the destination is resident and
+ * arriving, state_version stepped once as for the waited copy, the source
+ * counts a pending event; neither can be dropped. The reap that sees the
+ * event clears both marks without a version step.
+ */
+ATF_TC_WITHOUT_HEAD(ensure_returns_queued);
+ATF_TC_BODY(ensure_returns_queued, tc)
+{
+	const struct rsd_materialization_snapshot *d, *s;
+	struct rsd_action a = { 0 };
+	struct rsd_transition rep;
+	struct rsd_snapshot *snap;
+	struct rsd_handle h;
+	uint64_t v;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	fill_pattern(&f, h, PINNED, 0x5a);
+	v = cfx_version(&f);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, &rep));
+	a = rsd_action_ensure(h, CUDA0);
+	CHECK_REPORT(&rep, &a, false, &PINNED, &CUDA0, N, N, NULL);
+	/* As the waited copy: the commit, and cuda:0 recorded at it. */
+	v += 2;
+	CHECK_VERSION(&f, v);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, NULL) > 0, true);
+	snap = cfx_snap(&f);
+	d = snap_mat(snap, h, CUDA0);
+	s = snap_mat(snap, h, PINNED);
+	ATF_REQUIRE(d && s);
+	ATF_CHECK(d->arriving);
+	ATF_CHECK_EQ(d->pending_event_count, 0);
+	ATF_CHECK(!s->arriving);
+	ATF_CHECK_EQ(s->pending_event_count, 1);
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->pending_event_count, 1);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), N);
+	rsd_snapshot_free(snap);
+
+	/* Neither end can go while the copy runs; nothing changes. */
+	ERR(RSD_EINUSE, rsd_drop(f.m, h, CUDA0, NULL));
+	MSG_HAS("a transfer is in flight");
+	ERR(RSD_EINUSE, rsd_drop(f.m, h, PINNED, NULL));
+	MSG_HAS("1 pending events");
+	ERR(RSD_EINUSE, rsd_discard(f.m, h, NULL));
+	/* A second ensure sees it resident. */
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, &rep));
+	ATF_CHECK(rep.no_op);
+	ATF_CHECK_STREQ(rep.reason, R_DEST_RESIDENT);
+	CHECK_VERSION(&f, v);
+
+	/* A reap before completion changes nothing. */
+	OK(rsd_manager_reap(f.m));
+	snap = cfx_snap(&f);
+	ATF_CHECK(snap_mat(snap, h, CUDA0)->arriving);
+	rsd_snapshot_free(snap);
+
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m));
+	CHECK_VERSION(&f, v);
+	snap = cfx_snap(&f);
+	ATF_CHECK(!snap_mat(snap, h, CUDA0)->arriving);
+	ATF_CHECK_EQ(snap_mat(snap, h, PINNED)->pending_event_count, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->pending_event_count, 0);
+	rsd_snapshot_free(snap);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(has_pattern(&f, h, CUDA0, 0x5a));
+	OK(rsd_drop(f.m, h, PINNED, NULL));
+	cfx_fini(&f);
+}
+
+/* Run the same actions waiting and not waiting: once complete, the two
+ * managers' reports and snapshots agree exactly. */
+ATF_TC_WITHOUT_HEAD(same_outcome_as_waiting);
+ATF_TC_BODY(same_outcome_as_waiting, tc)
+{
+	const struct rsd_budget b[] = { { CUDA0, 4 * N }, { CUDA1, 4 * N } };
+	struct rsd_plan_report *ra, *rb;
+	struct rsd_snapshot *sa, *sb;
+	struct rsd_handle ha[3], hb[3];
+	struct rsd_action acts[5];
+	struct cfx fa, fb;
+
+	cfx_sim(&fa, b, 2, 2);
+	cfx_sim(&fb, b, 2, 2);
+	for (int i = 0; i < 3; i++) {
+		ha[i] = cfx_adopt(&fa, PINNED, N, RSD_REPLICABLE);
+		hb[i] = cfx_adopt(&fb, PINNED, N, RSD_REPLICABLE);
+	}
+	rsd_simdev_set_progress(fb.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	for (int w = 0; w < 2; w++) {
+		const struct rsd_handle *h = w ? hb : ha;
+
+		acts[0] = rsd_action_ensure(h[0], CUDA0);
+		acts[1] = rsd_action_ensure(h[1], CUDA1);
+		acts[2] = rsd_action_move(h[2], CUDA0, NULL);
+		acts[3] = rsd_action_ensure(h[0], CUDA1);
+		acts[4] = rsd_action_drop(h[1], PAGEABLE);
+		if (w)
+			OK(rsd_execute_actions_async(fb.m, acts, 5, "q", NULL, 0, NULL, &rb));
+		else
+			OK(rsd_execute_actions(fa.m, acts, 5, "q", NULL, 0, NULL, &ra));
+	}
+	ATF_REQUIRE_EQ(ra->ntransitions, rb->ntransitions);
+	for (size_t i = 0; i < ra->ntransitions; i++) {
+		const struct rsd_transition *x = &ra->transitions[i], *y = &rb->transitions[i];
+
+		ATF_CHECK_EQ(x->no_op, y->no_op);
+		ATF_CHECK_EQ(x->has_source, y->has_source);
+		ATF_CHECK(!x->has_source || rsd_location_equal(x->source, y->source));
+		ATF_CHECK_EQ(x->has_destination, y->has_destination);
+	}
+	/* The third action's move queued a copy reading h[2]'s pinned bytes,
+	 * which no materialization owns now: charged, not shown. */
+	ATF_CHECK_EQ(cfx_used(&fb, PINNED), 2 * N);
+	ATF_CHECK_EQ(cfx_used(&fa, PINNED), 2 * N);
+	ATF_CHECK_EQ(cfx_version(&fa), cfx_version(&fb));
+	rsd_simdev_complete_all(fb.sd);
+	OK(rsd_manager_reap(fb.m));
+	for (int i = 0; i < 3; i++) {
+		struct rsd_location la[4], lb[4];
+		size_t na = cfx_mats(&fa, ha[i], la, 4), nb = cfx_mats(&fb, hb[i], lb, 4);
+
+		ATF_CHECK_EQ(na, nb);
+		for (size_t k = 0; k < na && k < nb; k++)
+			ATF_CHECK(rsd_location_equal(la[k], lb[k]));
+	}
+	sa = cfx_snap(&fa);
+	sb = cfx_snap(&fb);
+	ATF_CHECK_EQ(sa->state_version, sb->state_version);
+	ATF_REQUIRE_EQ(sa->nlocations, sb->nlocations);
+	for (size_t i = 0; i < sa->nlocations; i++) {
+		ATF_CHECK(rsd_location_equal(sa->locations[i].location, sb->locations[i].location));
+		ATF_CHECK_EQ(sa->locations[i].used_bytes, sb->locations[i].used_bytes);
+		ATF_CHECK_EQ(sa->locations[i].value_count, sb->locations[i].value_count);
+		ATF_CHECK_EQ(sb->locations[i].pending_event_count, 0);
+	}
+	rsd_snapshot_free(sa);
+	rsd_snapshot_free(sb);
+	rsd_plan_report_free(ra);
+	rsd_plan_report_free(rb);
+	cfx_fini(&fa);
+	cfx_fini(&fb);
+}
+
+struct probe {
+	const struct rsd_resident *r; /* the leased destination */
+	int seed;
+	atomic_int seen; /* 1: the consumer read the copied bytes; -1: not */
+};
+
+/* A consumer's work on its stream: are the copied bytes there? */
+static void consumer_reads(void *arg)
+{
+	struct probe *p = arg;
+	const unsigned char *b = rsd_resident_data(p->r, 0);
+	bool same = true;
+
+	for (uint64_t i = 0; i < rsd_resident_buffer_nbytes(p->r, 0); i++)
+		same &= b[i] == (unsigned char)p->seed;
+	atomic_store(&p->seen, same ? 1 : -1);
+}
+
+/*
+ * §22: an acquire at a CUDA location with a consumer stream succeeds at
+ * once and the stream waits for the copy on the device: work queued on it
+ * afterwards runs after the copy (the device proves it by refusing to run
+ * it first), and so does work on a stream added to the lease later.
+ */
+ATF_TC_WITHOUT_HEAD(consumer_ordered_on_device);
+ATF_TC_BODY(consumer_ordered_on_device, tc)
+{
+	unsigned long waits;
+	struct rsd_lease *l;
+	struct probe p = { 0 };
+	void *cs, *cs2;
+	struct rsd_handle h;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	fill_pattern(&f, h, PINNED, 0x33);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs2), 0);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	waits = rsd_simdev_calls(f.sd, RSD_SIMDEV_STREAM_WAIT);
+	OK(rsd_acquire(f.m, &h, 1, CUDA0, cs, &l));
+	ATF_CHECK_EQ(rsd_simdev_calls(f.sd, RSD_SIMDEV_STREAM_WAIT) - waits, 1);
+	OK(rsd_lease_add_consumer_stream(l, cs2));
+	ATF_CHECK_EQ(rsd_simdev_calls(f.sd, RSD_SIMDEV_STREAM_WAIT) - waits, 2);
+	/* Work queued on a consumer stream runs after the copy: running
+	 * only that stream runs the copy first (unordered, the consumer
+	 * would run at once, on bytes not yet copied). */
+	OK(rsd_lease_value(l, h, &p.r));
+	p.seed = 0x33;
+	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(f.sd, cs2, consumer_reads, &p), 0);
+	rsd_simdev_stream_complete(f.sd, cs2);
+	ATF_CHECK_EQ_MSG(atomic_load(&p.seen), 1, "seen %d", atomic_load(&p.seen));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
+	rsd_lease_free(l);
+	ATF_CHECK(has_pattern(&f, h, CUDA0, 0x33));
+	rsd_simdev_stream_destroy(f.sd, cs);
+	rsd_simdev_stream_destroy(f.sd, cs2);
+	cfx_fini(&f);
+}
+
+struct waiter {
+	struct cfx *f;
+	struct rsd_handle h;
+	struct rsd_location at;
+	int rc;
+	atomic_bool done;
+	struct rsd_lease *l;
+};
+
+static void *acquire_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = rsd_acquire(w->f->m, &w->h, 1, w->at, NULL, &w->l);
+	atomic_store(&w->done, true);
+	return NULL;
+}
+
+/*
+ * A host acquire of bytes a queued copy still writes waits for the copy
+ * (without the lock: another thread's call goes on), or fails at once
+ * with RSD_ACQUIRE_NOWAIT.
+ */
+ATF_TC_WITHOUT_HEAD(host_acquire_waits_or_fails);
+ATF_TC_BODY(host_acquire_waits_or_fails, tc)
+{
+	struct rsd_snapshot *snap;
+	struct waiter w = { 0 };
+	struct rsd_handle h, other;
+	struct rsd_lease *l;
+	pthread_t th;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	other = cfx_adopt(&f, PAGEABLE, N, RSD_REPLICABLE);
+	fill_pattern(&f, h, PINNED, 0x21);
+	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL));
+	ERR(RSD_EUNAVAILABLE, rsd_acquire_flags(f.m, &h, 1, PINNED, NULL, RSD_ACQUIRE_NOWAIT, &l));
+	MSG_HAS("queued copy");
+	ERR(RSD_EINVAL, rsd_acquire_flags(f.m, &h, 1, PINNED, NULL, 4u, &l));
+
+	w.f = &f;
+	w.h = h;
+	w.at = PINNED;
+	atomic_init(&w.done, false);
+	ATF_REQUIRE_EQ(pthread_create(&th, NULL, acquire_main, &w), 0);
+	sleep_ms(50);
+	ATF_CHECK_MSG(!atomic_load(&w.done), "the host acquire returned before the copy ran");
+	/* The waiter holds no lock: this thread's calls go on. */
+	OK(rsd_ensure(f.m, other, PINNED, NULL, NULL));
+	rsd_simdev_complete_all(f.sd);
+	pthread_join(th, NULL);
+	OK(w.rc);
+	/* The wait folded the copy in: no reap needed. */
+	snap = cfx_snap(&f);
+	ATF_CHECK(!snap_mat(snap, h, PINNED)->arriving);
+	ATF_CHECK_EQ(snap_mat(snap, h, CUDA0)->pending_event_count, 0);
+	rsd_snapshot_free(snap);
+	OK(rsd_lease_release(w.l, 0));
+	rsd_lease_free(w.l);
+	ATF_CHECK(has_pattern(&f, h, PINNED, 0x21));
+	cfx_fini(&f);
+}
+
+/*
+ * A copy that fails on the device is undone at the reap point that sees
+ * it: the destination goes (state_version steps, its charge refunded),
+ * the source's protection ends; the explicit reap and the next call that
+ * needs the value each return the device's error once.
+ */
+ATF_TC_WITHOUT_HEAD(device_failure_undone);
+ATF_TC_BODY(device_failure_undone, tc)
+{
+	struct rsd_snapshot *snap;
+	struct rsd_handle h;
+	struct rsd_lease *l;
+	uint64_t v;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	v = cfx_version(&f);
+	rsd_simdev_complete_all(f.sd);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	MSG_HAS("a queued copy of value");
+	CHECK_VERSION(&f, v + 1);
+	snap = cfx_snap(&f);
+	ATF_CHECK(!snap_mat(snap, h, CUDA0));
+	ATF_CHECK_EQ(snap_mat(snap, h, PINNED)->pending_event_count, 0);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), 0);
+	rsd_snapshot_free(snap);
+	OK(rsd_manager_reap(f.m));
+	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, PINNED, NULL, &l));
+	CHECK_VERSION(&f, v + 1);
+	OK(rsd_acquire(f.m, &h, 1, PINNED, NULL, &l));
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	/* The value is whole: it can be copied again. */
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_ensure(f.m, h, CUDA0, NULL, NULL));
+	cfx_fini(&f);
+}
+
+/*
+ * A not-waiting move: the source leaves the value at once but its bytes
+ * stay charged (a temporary charge: not shown, still admitted against)
+ * until the copy read them. A device failure puts the source back.
+ */
+ATF_TC_WITHOUT_HEAD(move_keeps_source_bytes);
+ATF_TC_BODY(move_keeps_source_bytes, tc)
+{
+	const struct rsd_budget b[] = { { CUDA0, N } };
+	struct rsd_snapshot *snap;
+	struct rsd_handle h, g;
+	uint64_t v;
+	struct cfx f;
+
+	setup(&f, b, 1, 1);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	h = cfx_adopt(&f, PINNED, N, RSD_EXCLUSIVE);
+	g = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	fill_pattern(&f, h, PINNED, 0x44);
+	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	v = cfx_version(&f);
+	OK(rsd_move_async(f.m, h, PINNED, NULL, NULL, NULL));
+	CHECK_VERSION(&f, v + 2); /* as the waited move: commit, then removal */
+	snap = cfx_snap(&f);
+	ATF_CHECK(!snap_mat(snap, h, CUDA0));
+	ATF_CHECK(snap_mat(snap, h, PINNED)->arriving);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 0);
+	rsd_snapshot_free(snap);
+	/* cuda:0's budget still holds the bytes the copy reads. */
+	ERR(RSD_EBUDGET, rsd_ensure(f.m, g, CUDA0, NULL, NULL));
+	ATF_CHECK_EQ(cfx_peak_charged(&f, CUDA0), N);
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m));
+	CHECK_VERSION(&f, v + 2);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(has_pattern(&f, h, PINNED, 0x44));
+	OK(rsd_ensure(f.m, g, CUDA0, NULL, NULL));
+	OK(rsd_drop(f.m, g, CUDA0, NULL));
+
+	/* Back to the device, then a move out that fails on the device. */
+	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	OK(rsd_move_async(f.m, h, PINNED, NULL, NULL, NULL));
+	v = cfx_version(&f);
+	rsd_simdev_complete_all(f.sd);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	CHECK_VERSION(&f, v + 2); /* destination removed, source reinstated */
+	snap = cfx_snap(&f);
+	ATF_CHECK(snap_mat(snap, h, CUDA0) && !snap_mat(snap, h, CUDA0)->arriving);
+	ATF_CHECK(!snap_mat(snap, h, PINNED));
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, N);
+	rsd_snapshot_free(snap);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ERR(RSD_EDEVICE, rsd_ensure(f.m, h, CUDA0, NULL, NULL)); /* reported once */
+	ATF_CHECK(has_pattern(&f, h, CUDA0, 0x44));
+	cfx_fini(&f);
+}
+
+/* A copy from bytes a queued copy still fills waits for that one first,
+ * on the host, and reads complete bytes. */
+ATF_TC_WITHOUT_HEAD(copy_from_filling_source);
+ATF_TC_BODY(copy_from_filling_source, tc)
+{
+	struct rsd_transition rep;
+	struct rsd_handle h;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 1);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_BACKGROUND, 2000000);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	fill_pattern(&f, h, PINNED, 0x6c);
+	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL));
+	/* pinned comes first in canonical order: it is the source. */
+	OK(rsd_ensure(f.m, h, PAGEABLE, NULL, &rep));
+	ATF_CHECK(rsd_location_equal(rep.source, PINNED));
+	ATF_CHECK(has_pattern(&f, h, PAGEABLE, 0x6c));
+	cfx_fini(&f);
+}
+
+/* Close: a close that must not wait refuses queued copies (naming them);
+ * one that may wait waits for them; a forced one without waiting keeps
+ * their storage. */
+ATF_TC_WITHOUT_HEAD(close_and_queued_copies);
+ATF_TC_BODY(close_and_queued_copies, tc)
+{
+	struct rsd_handle h;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	ERR(RSD_EINUSE, rsd_manager_close(f.m, RSD_CLOSE_NOWAIT));
+	MSG_HAS("pending_leases=0, holds=0, reservations=0, queued_copies=1");
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_BACKGROUND, 1000000);
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT));
+	cfx_fini(&f);
+}
+
+/* Scope entry and a controller use return with their copies queued; the
+ * use's consumer stream is ordered after them. */
+ATF_TC_WITHOUT_HEAD(scope_and_use_async);
+ATF_TC_BODY(scope_and_use_async, tc)
+{
+	struct rsd_requirement req;
+	struct rsd_request r = { 0 };
+	struct rsd_controller *c;
+	struct rsd_snapshot *snap;
+	struct rsd_plan p = { 0 };
+	struct rsd_policy *pol;
+	struct rsd_action act;
+	struct rsd_scope *s;
+	struct rsd_use *u;
+	unsigned long waits;
+	struct rsd_handle h, g;
+	void *cs;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	g = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	act = rsd_action_ensure(h, CUDA0);
+	p.name = "enter";
+	p.enter = &act;
+	p.nenter = 1;
+	OK(rsd_scope_enter_async(f.m, &p, NULL, 0, NULL, &s));
+	snap = cfx_snap(&f);
+	ATF_CHECK(snap_mat(snap, h, CUDA0)->arriving);
+	rsd_snapshot_free(snap);
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_scope_close(s, NULL));
+	rsd_scope_free(s);
+
+	OK(rsd_tiered_lru_create(NULL, 0, &pol));
+	OK(rsd_controller_create(f.m, pol, 0, &c));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	memset(&req, 0, sizeof(req));
+	req.handle = g;
+	req.location = CUDA0;
+	r.name = "next";
+	r.requirements = &req;
+	r.nrequirements = 1;
+	waits = rsd_simdev_calls(f.sd, RSD_SIMDEV_STREAM_WAIT);
+	OK(rsd_controller_use_async(c, &r, &cs, 1, NULL, 0, &u));
+	ATF_CHECK_EQ(rsd_simdev_calls(f.sd, RSD_SIMDEV_STREAM_WAIT) - waits, 1);
+	snap = cfx_snap(&f);
+	ATF_CHECK(snap_mat(snap, g, CUDA0)->arriving);
+	rsd_snapshot_free(snap);
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+	rsd_simdev_complete_all(f.sd);
+	rsd_controller_free(c);
+	rsd_policy_free(pol);
+	rsd_simdev_stream_destroy(f.sd, cs);
+	cfx_fini(&f);
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, ensure_returns_queued);
+	ATF_TP_ADD_TC(tp, same_outcome_as_waiting);
+	ATF_TP_ADD_TC(tp, consumer_ordered_on_device);
+	ATF_TP_ADD_TC(tp, host_acquire_waits_or_fails);
+	ATF_TP_ADD_TC(tp, device_failure_undone);
+	ATF_TP_ADD_TC(tp, move_keeps_source_bytes);
+	ATF_TP_ADD_TC(tp, copy_from_filling_source);
+	ATF_TP_ADD_TC(tp, close_and_queued_copies);
+	ATF_TP_ADD_TC(tp, scope_and_use_async);
+	return 0;
+}
