@@ -92,6 +92,11 @@ struct rsd_transfer_stream {
  *	fixed texts (reference.md §17.3), word for word those of the Python
  *	residency manager, so some name its API ("EnsureResident would
  *	replicate an EXCLUSIVE value"); error messages name C things.
+ * @source_arriving: @source is a materialization still arriving (a
+ *	transfer in flight, or a copy a not-waiting call queued that has not
+ *	been seen complete): the action would read it once it is complete.
+ * @destination_arriving: @destination already holds such a
+ *	materialization (an ensure to it is then a no-op).
  */
 struct rsd_action_explanation {
 	struct rsd_action action;
@@ -102,6 +107,7 @@ struct rsd_action_explanation {
 	struct rsd_location destination;
 	uint64_t logical_nbytes, storage_nbytes;
 	const char *reason;
+	bool source_arriving, destination_arriving;
 };
 
 /**

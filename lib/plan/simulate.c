@@ -455,6 +455,22 @@ static void sim_discard(struct sim *s, struct sim_val *v)
 	v->has_source = false;
 }
 
+/*
+ * Whether v's materialization at `at` is one the published state shows
+ * arriving (a transfer in flight, or a queued copy still filling it). The
+ * simulation never removes such a one (it is protected), so it is still
+ * that materialization whenever v is simulated resident there.
+ */
+static bool arriving_at(const struct sim_val *v, struct rsd_location at)
+{
+	if (!has(v, rsd__loc_slot(at)))
+		return false;
+	for (uint32_t k = 0; k < v->iv->nmats; k++)
+		if (rsd_location_equal(v->iv->mats[k].loc, at))
+			return v->iv->mats[k].arriving;
+	return false;
+}
+
 /* One action; returns false when the simulation must stop. */
 static bool sim_action(struct sim *s, const struct rsd_action *a, struct rsd_action_explanation *x)
 {
@@ -497,6 +513,8 @@ static bool sim_action(struct sim *s, const struct rsd_action *a, struct rsd_act
 	x->source = o.source;
 	x->has_destination = o.has_dest;
 	x->destination = o.dest;
+	x->source_arriving = o.has_source && arriving_at(v, o.source);
+	x->destination_arriving = o.has_dest && arriving_at(v, o.dest);
 out:
 	x->reason = s->reason;
 	x->executable = !s->reason || x->no_op;

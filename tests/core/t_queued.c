@@ -564,6 +564,46 @@ ATF_TC_BODY(scope_and_use_async, tc)
 	cfx_fini(&f);
 }
 
+/* Explain names sources and destinations still arriving as such. */
+ATF_TC_WITHOUT_HEAD(explain_names_arriving);
+ATF_TC_BODY(explain_names_arriving, tc)
+{
+	struct rsd_explanation *e;
+	struct rsd_action acts[3];
+	struct rsd_plan p = { 0 };
+	struct rsd_handle h;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL));
+	acts[0] = rsd_action_ensure(h, PINNED);	  /* no-op: arriving there */
+	acts[1] = rsd_action_ensure(h, PAGEABLE); /* reads the arriving copy */
+	acts[2] = rsd_action_drop(h, PINNED);	  /* refused: still filling */
+	p.name = "x";
+	p.enter = acts;
+	p.nenter = 3;
+	OK(rsd_explain(f.m, &p, NULL, &e));
+	ATF_REQUIRE_EQ(e->nactions, 3);
+	ATF_CHECK(e->actions[0].no_op && e->actions[0].destination_arriving);
+	ATF_CHECK(!e->actions[0].source_arriving);
+	ATF_CHECK(rsd_location_equal(e->actions[1].source, PINNED));
+	ATF_CHECK(e->actions[1].source_arriving && !e->actions[1].destination_arriving);
+	ATF_CHECK(!e->actions[2].executable);
+	ATF_CHECK(!e->feasible);
+	rsd_explanation_free(e);
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m));
+	OK(rsd_explain(f.m, &p, NULL, &e));
+	ATF_CHECK(!e->actions[1].source_arriving);
+	ATF_CHECK(e->feasible);
+	rsd_explanation_free(e);
+	cfx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, ensure_returns_queued);
@@ -575,5 +615,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, copy_from_filling_source);
 	ATF_TP_ADD_TC(tp, close_and_queued_copies);
 	ATF_TP_ADD_TC(tp, scope_and_use_async);
+	ATF_TP_ADD_TC(tp, explain_names_arriving);
 	return 0;
 }
