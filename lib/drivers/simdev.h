@@ -94,12 +94,12 @@ struct sim_fault {
 struct sim_work {
 	struct sim_work *next; /* the stream's queue */
 	enum sim_work_kind kind;
-	uint64_t ticket; /* from sd->tickets */
-	uint64_t due_ns; /* modelled end once started; 0: none */
-	struct sim_stream *stream;		 /* its stream (set at enqueue) */
+	uint64_t ticket;			/* from sd->tickets */
+	uint64_t due_ns;			/* modelled end once started; 0: none */
+	struct sim_stream *stream;		/* its stream (set at enqueue) */
 	struct sim_work *pend_prev, *pend_next; /* sd->pending, while listed */
-	bool listed;				 /* on sd->pending */
-	bool skip;				 /* not executed: its stream failed */
+	bool listed;				/* on sd->pending */
+	bool skip;				/* not executed: its stream failed */
 	union {
 		struct {
 			void *dst;
@@ -121,7 +121,7 @@ struct sim_work {
 			struct sim_fault fault;
 		} wait;
 		struct {
-			uint64_t ns; /* duration, time scale applied */
+			uint64_t ns;		       /* duration, time scale applied */
 			struct rsd_simdev_access *acc; /* allocated with the item */
 			size_t nacc;
 			void (*fn)(void *arg);

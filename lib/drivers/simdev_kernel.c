@@ -120,12 +120,12 @@ static void describe(const struct sim_work *w, char *buf, size_t len)
 		snprintf(buf, len,
 			 "a copy of %" PRIu64 " bytes from %p (%s) to %p (%s) on stream %p "
 			 "(cuda:%d)",
-			 w->copy.nbytes, w->copy.src, rsd_location_name(w->copy.src_at, src, sizeof(src)),
-			 w->copy.dst, rsd_location_name(w->copy.dst_at, dst, sizeof(dst)), (void *)s,
-			 s->device);
+			 w->copy.nbytes, w->copy.src,
+			 rsd_location_name(w->copy.src_at, src, sizeof(src)), w->copy.dst,
+			 rsd_location_name(w->copy.dst_at, dst, sizeof(dst)), (void *)s, s->device);
 	else
-		snprintf(buf, len, "a kernel of %" PRIu64 " ns on stream %p (cuda:%d)", w->kernel.ns,
-			 (void *)s, s->device);
+		snprintf(buf, len, "a kernel of %" PRIu64 " ns on stream %p (cuda:%d)",
+			 w->kernel.ns, (void *)s, s->device);
 }
 
 static void report_unordered(const struct sim_work *w, const struct range *a,
@@ -233,13 +233,13 @@ int rsd_simdev_launch_kernel(struct rsd_simdev *sd, void *stream, uint64_t durat
 	if (rc)
 		return rc;
 	if (nacc > (SIZE_MAX - sizeof(*w)) / sizeof(*acc))
-		return rsd__err(RSD_ENOMEM, "rsd_simdev_launch_kernel: %zu ranges do not fit in memory",
-				nacc);
+		return rsd__err(RSD_ENOMEM,
+				"rsd_simdev_launch_kernel: %zu ranges do not fit in memory", nacc);
 	/* The ranges live right after the item, freed with it. */
 	w = calloc(1, sizeof(*w) + nacc * sizeof(*acc));
 	if (!w)
-		return rsd__err(RSD_ENOMEM, "rsd_simdev_launch_kernel: out of memory for %zu ranges",
-				nacc);
+		return rsd__err(RSD_ENOMEM,
+				"rsd_simdev_launch_kernel: out of memory for %zu ranges", nacc);
 	w->kind = SIM_WORK_KERNEL;
 	w->kernel.acc = (struct rsd_simdev_access *)(w + 1);
 	w->kernel.nacc = nacc;
