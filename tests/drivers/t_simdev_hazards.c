@@ -75,6 +75,7 @@ static void expect_abort(struct fix *f, void (*scene)(struct fix *), const char 
 	pid_t pid;
 
 	ATF_REQUIRE_EQ(pipe(fd), 0);
+	fflush(NULL);
 	pid = fork();
 	ATF_REQUIRE(pid >= 0);
 	if (pid == 0) {
@@ -195,6 +196,29 @@ ATF_TC_BODY(unordered_readers_and_writers_abort, tc)
 	expect_abort(&f, scene_copy_overwrites_pending_read, want, 3);
 
 	snprintf(w[0], sizeof(w[0]),
+		 "free of %p (64 bytes) at cuda:0 while a queued copy or kernel still reads or "
+		 "writes it",
+		 (void *)f.d);
+	expect_abort(&f, scene_free_under_kernel, want, 1);
+	fix_fini(&f);
+}
+
+/* A kernel parked in flight by a background worker is unfinished work. */
+ATF_TC_WITHOUT_HEAD(reader_of_a_running_kernel_aborts);
+ATF_TC_BODY(reader_of_a_running_kernel_aborts, tc)
+{
+	char w[3][256];
+	const char *want[3] = { w[0], w[1], w[2] };
+	struct fix f;
+
+#if defined(__SANITIZE_THREAD__)
+	/* The child starts the simulator's worker after forking a process
+	 * that has threads (LTTng-UST's), which ThreadSanitizer refuses. */
+	atf_tc_skip("a thread started after fork in a threaded process: unsupported under "
+		    "ThreadSanitizer");
+#endif
+	fix_init(&f);
+	snprintf(w[0], sizeof(w[0]),
 		 "a copy of 64 bytes from %p (cuda:0) to %p (pinned-host) on stream %p (cuda:0) "
 		 "reads 64 bytes at %p",
 		 (void *)f.o, (void *)f.h, f.s2, (void *)f.o);
@@ -204,12 +228,6 @@ ATF_TC_BODY(unordered_readers_and_writers_abort, tc)
 		 f.s1, (void *)f.o);
 	snprintf(w[2], sizeof(w[2]), "a GPU would read bytes not written yet");
 	expect_abort(&f, scene_copy_reads_running_kernel, want, 3);
-
-	snprintf(w[0], sizeof(w[0]),
-		 "free of %p (64 bytes) at cuda:0 while a queued copy or kernel still reads or "
-		 "writes it",
-		 (void *)f.d);
-	expect_abort(&f, scene_free_under_kernel, want, 1);
 	fix_fini(&f);
 }
 
@@ -403,6 +421,7 @@ ATF_TC_BODY(copy_exec_fail_all, tc)
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, unordered_readers_and_writers_abort);
+	ATF_TP_ADD_TC(tp, reader_of_a_running_kernel_aborts);
 	ATF_TP_ADD_TC(tp, ordered_readers_do_not_abort);
 	ATF_TP_ADD_TC(tp, copy_exec_fault_fails_the_stream);
 	ATF_TP_ADD_TC(tp, copy_exec_fail_all);
