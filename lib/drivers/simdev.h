@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include "../internal.h"
+#include "../list.h"
 #include "pool.h"
 
 #define SIM_STREAM_MAGIC 0x7273642d7374726dull /* "rsd-strm" */
@@ -94,12 +95,12 @@ struct sim_fault {
 struct sim_work {
 	struct sim_work *next; /* the stream's queue */
 	enum sim_work_kind kind;
-	uint64_t ticket;			/* from sd->tickets */
-	uint64_t due_ns;			/* modelled end once started; 0: none */
-	struct sim_stream *stream;		/* its stream (set at enqueue) */
-	struct sim_work *pend_prev, *pend_next; /* sd->pending, while listed */
-	bool listed;				/* on sd->pending */
-	bool skip;				/* not executed: its stream failed */
+	uint64_t ticket;	    /* from sd->tickets */
+	uint64_t due_ns;	    /* modelled end once started; 0: none */
+	struct sim_stream *stream;  /* its stream (set at enqueue) */
+	struct rsd__list_node pend; /* on sd->pending, while listed */
+	bool listed;		    /* on sd->pending */
+	bool skip;		    /* not executed: its stream failed */
 	union {
 		struct {
 			void *dst;
@@ -215,7 +216,7 @@ struct rsd_simdev {
 	bool stopping;				  /* protected by lock; destroy under way */
 	bool unpinned_host;			  /* protected by lock */
 	struct sim_stream *streams;		  /* protected by lock */
-	struct sim_work *pending, *pending_last;  /* protected by lock; by ticket */
+	struct rsd__list pending;		  /* protected by lock; sim_work, by ticket */
 	struct sim_event *free_events;		  /* protected by lock */
 	struct sim_event *all_events;		  /* protected by lock */
 	unsigned long calls[RSD_SIMDEV_NOPS];	  /* protected by lock */

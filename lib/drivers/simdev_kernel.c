@@ -73,36 +73,23 @@ void rsd__sim_pending_add(struct rsd_simdev *sd, struct sim_work *w)
 	/* Tickets are issued under sd->lock as items are queued: appending
 	 * keeps the list in ticket order. */
 	w->listed = true;
-	w->pend_next = NULL;
-	w->pend_prev = sd->pending_last;
-	if (sd->pending_last)
-		sd->pending_last->pend_next = w;
-	else
-		sd->pending = w;
-	sd->pending_last = w;
+	rsd__list_add_tail(&sd->pending, &w->pend);
 }
 
 void rsd__sim_pending_del(struct rsd_simdev *sd, struct sim_work *w)
 {
 	if (!w->listed)
 		return;
-	if (w->pend_prev)
-		w->pend_prev->pend_next = w->pend_next;
-	else
-		sd->pending = w->pend_next;
-	if (w->pend_next)
-		w->pend_next->pend_prev = w->pend_prev;
-	else
-		sd->pending_last = w->pend_prev;
+	rsd__list_del(&sd->pending, &w->pend);
 	w->listed = false;
-	w->pend_prev = w->pend_next = NULL;
 }
 
 bool rsd__sim_pending_touches(struct rsd_simdev *sd, const void *p, uint64_t n)
 {
+	const struct sim_work *w;
 	struct range r;
 
-	for (const struct sim_work *w = sd->pending; w; w = w->pend_next)
+	rsd__list_for_each_entry(w, &sd->pending, pend)
 		for (size_t i = 0; range_of(w, i, &r); i++)
 			if (overlap(r.p, r.n, p, n))
 				return true;
@@ -147,15 +134,19 @@ static void report_unordered(const struct sim_work *w, const struct range *a,
 
 void rsd__sim_check_order(struct rsd_simdev *sd, const struct sim_work *w)
 {
+	const struct sim_work *v;
 	struct range a, b;
 
-	for (const struct sim_work *v = sd->pending; v && v->ticket < w->ticket; v = v->pend_next)
+	rsd__list_for_each_entry(v, &sd->pending, pend) {
+		if (v->ticket >= w->ticket)
+			return; /* the rest was queued after w */
 		for (size_t i = 0; range_of(w, i, &a); i++)
 			for (size_t j = 0; range_of(v, j, &b); j++)
 				if (a.write != b.write && overlap(a.p, a.n, b.p, b.n)) {
 					report_unordered(w, &a, v, &b);
 					abort();
 				}
+	}
 }
 
 uint64_t rsd__sim_kernel_start(struct rsd_simdev *sd, const struct sim_work *w, uint64_t now)

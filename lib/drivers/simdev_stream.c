@@ -139,7 +139,7 @@ void rsd__sim_streams_destroy(struct rsd_simdev *sd)
 			free(s);
 	}
 	sd->streams = NULL;
-	sd->pending = sd->pending_last = NULL;
+	rsd__list_init(&sd->pending);
 	for (ev = sd->all_events; ev; ev = enext) {
 		enext = ev->all_next;
 		free(ev);
