@@ -132,8 +132,11 @@ bool rsd_cuda_built(void);
  * awaited work has run, by whatever makes progress; in on-command mode a sync
  * that nobody will complete (no other thread calling
  * rsd_simdev_stream_complete()) never returns: that is the caller's bug.
- * Freeing simulated memory that a queued copy still reads or writes aborts
- * the process with a message (a GPU would corrupt it silently).
+ * Freeing simulated memory that a queued copy or kernel still reads or
+ * writes aborts the process with a message (a GPU would corrupt it
+ * silently), and so does a copy or kernel that reads bytes a copy or kernel
+ * queued before it (on any stream) has not finished writing, or writes bytes
+ * one has not finished reading: it is not ordered after that work.
  */
 struct rsd_simdev;
 
@@ -340,6 +343,66 @@ void rsd_simdev_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mod
  */
 int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(void *arg),
 				void *arg);
+
+/**
+ * struct rsd_simdev_access - A byte range a simulated kernel reads or writes.
+ * @ptr: its first byte, in any memory (simulated device, pinned, pageable).
+ * @nbytes: its length; 0 names no byte.
+ * @write: true: the kernel writes the range; false: it reads it.
+ * @fill: with @write, the kernel fills the range with @pattern when it
+ *	finishes; false leaves the bytes to the kernel's function.
+ * @pattern: the byte @fill writes.
+ */
+struct rsd_simdev_access {
+	void *ptr;
+	uint64_t nbytes;
+	bool write;
+	bool fill;
+	unsigned char pattern;
+};
+
+/**
+ * rsd_simdev_launch_kernel() - Queue a kernel of known length on a stream.
+ * @sd: the simulated device.
+ * @stream: one of its live streams (not NULL); the kernel runs on that
+ *	stream's device.
+ * @duration_ns: how long the kernel occupies its device's compute engine,
+ *	multiplied by the time scale when the link model is on.
+ * @acc: the byte ranges the kernel reads and writes (copied: the array
+ *	need not outlive the call); NULL when @nacc is 0.
+ * @nacc: the number of ranges.
+ * @fn: optional; called with @arg when the kernel finishes, after its fills,
+ *	on whichever thread finishes it: the kernel's computation on its
+ *	ranges. Like a host function it may call the simulator but must not
+ *	wait for its own stream.
+ * @arg: passed to @fn.
+ *
+ * A work item like a copy: it runs when the stream's work before it has
+ * run. It then takes its device's compute engine from when the engine is
+ * free for @duration_ns (kernels of one device follow one another, across
+ * streams; kernels and copies, and kernels of different devices, overlap)
+ * and finishes at that modelled end, with the link model on or off: a
+ * background worker parks it meanwhile and runs the device's other streams,
+ * a thread completing its stream (on-command or immediate mode) sleeps
+ * until then. Its fills and @fn take effect when it finishes.
+ *
+ * When it starts, a copy or kernel queued before it (on any stream) that
+ * has not finished and writes a byte the kernel reads, or reads a byte it
+ * writes, is not ordered before it: the simulator prints both and aborts.
+ * On a stream whose copy failed on the device (RSD_SIMDEV_COPY_EXEC) the
+ * kernel is skipped: no fill, no @fn.
+ *
+ * Context: Any thread.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @sd is NULL, @stream is not a live stream of @sd, @acc is
+ *   NULL with @nacc > 0, or a range of @nbytes > 0 has a NULL @ptr.
+ * * -RSD_EINVAL - a range asks for a fill without @write, or runs past the
+ *   end of the address space.
+ * * -RSD_ENOMEM - the work item could not be allocated.
+ */
+int rsd_simdev_launch_kernel(struct rsd_simdev *sd, void *stream, uint64_t duration_ns,
+			     const struct rsd_simdev_access *acc, size_t nacc,
+			     void (*fn)(void *arg), void *arg);
 /**
  * rsd_simdev_set_unpinned_host() - Make pinned-host allocations pageable.
  * @sd: the simulated device (NULL: nothing happens).
@@ -375,6 +438,14 @@ unsigned rsd_simdev_pending_events(struct rsd_simdev *sd, void *stream);
  * @RSD_SIMDEV_BACKING_FREE: a backing free (cudaFree, cudaFreeHost).
  *	Counted only; an injection has no effect.
  * @RSD_SIMDEV_STREAM_WAIT: stream_wait_event.
+ * @RSD_SIMDEV_COPY_EXEC: a copy running on its stream (not the copy call,
+ *	which queues it). An injected failure makes the copy fail on the
+ *	device: it writes nothing, the copies and kernels queued after it on
+ *	its stream are skipped, and every event recorded on that stream after
+ *	it (and on a stream that waits on such an event, after the wait)
+ *	reports the failure from then on: event_query and event_sync return
+ *	-err, as a CUDA stream's error does. The syncs and other streams are
+ *	not affected. Skipped copies are not counted.
  * @RSD_SIMDEV_NOPS: the number of operations; not an operation.
  */
 enum rsd_simdev_op {
@@ -387,6 +458,7 @@ enum rsd_simdev_op {
 	RSD_SIMDEV_BACKING_ALLOC,
 	RSD_SIMDEV_BACKING_FREE,
 	RSD_SIMDEV_STREAM_WAIT,
+	RSD_SIMDEV_COPY_EXEC,
 	RSD_SIMDEV_NOPS
 };
 

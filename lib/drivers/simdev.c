@@ -33,22 +33,31 @@ static const char *const op_names[RSD_SIMDEV_NOPS] = {
 	[RSD_SIMDEV_BACKING_ALLOC] = "backing alloc",
 	[RSD_SIMDEV_BACKING_FREE] = "backing free",
 	[RSD_SIMDEV_STREAM_WAIT] = "stream_wait_event",
+	[RSD_SIMDEV_COPY_EXEC] = "copy_exec",
 };
+
+const char *rsd__sim_op_name(enum rsd_simdev_op op)
+{
+	return op_names[op];
+}
+
+int rsd__sim_fire(struct rsd_simdev *sd, enum rsd_simdev_op op)
+{
+	++sd->calls[op];
+	/* The countdown advances on every call, even one fail_all fails. */
+	if (sd->fail_countdown[op] && --sd->fail_countdown[op] == 0)
+		return sd->fail_nth_err[op];
+	return sd->fail_all_err[op];
+}
 
 int rsd__sim_enter(struct rsd_simdev *sd, enum rsd_simdev_op op)
 {
-	unsigned long n = ++sd->calls[op];
-	int err = 0;
+	int err = rsd__sim_fire(sd, op);
 
-	/* The countdown advances on every call, even one fail_all fails. */
-	if (sd->fail_countdown[op] && --sd->fail_countdown[op] == 0)
-		err = sd->fail_nth_err[op];
-	else if (sd->fail_all_err[op])
-		err = sd->fail_all_err[op];
 	if (!err)
 		return 0;
 	return rsd__err(err, "simulated device: injected failure of %s call %lu (%s)", op_names[op],
-			n, rsd_strerror(err));
+			sd->calls[op], rsd_strerror(err));
 }
 
 /* Injected codes are positive RSD_E* codes; either sign is accepted and
@@ -242,27 +251,6 @@ static struct rsd__pool *pool_of(struct rsd_simdev *sd, struct rsd_location at)
 	return at.kind == RSD_CUDA ? &sd->dev[at.device].pool : &sd->pinned;
 }
 
-/* Does queued or running work of some stream read or write [p, p + n)? */
-static bool work_touches(struct rsd_simdev *sd, const void *p, uint64_t n)
-{
-	const char *lo = p, *hi = lo + n;
-
-	for (struct sim_stream *s = sd->streams; s; s = s->next) {
-		struct sim_work *w = s->running ? s->current : s->head;
-
-		for (; w; w = w == s->current ? s->head : w->next) {
-			const char *d = w->copy.dst, *src = w->copy.src;
-			uint64_t k = w->copy.nbytes;
-
-			if (w->kind != SIM_WORK_COPY || !k)
-				continue;
-			if ((d < hi && lo < d + k) || (src < hi && lo < src + k))
-				return true;
-		}
-	}
-	return false;
-}
-
 static int sim_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **ptr)
 {
 	struct rsd_simdev *sd = ctx;
@@ -318,12 +306,12 @@ static void sim_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbyt
 	if (!ptr)
 		return;
 	pthread_mutex_lock(&sd->lock);
-	busy = work_touches(sd, ptr, nbytes);
+	busy = rsd__sim_pending_touches(sd, ptr, nbytes);
 	pthread_mutex_unlock(&sd->lock);
 	if (busy) {
 		fprintf(stderr,
 			"librsd: simulated device: free of %p (%" PRIu64 " bytes) at %s while a "
-			"queued copy still reads or writes it; a GPU would corrupt it\n",
+			"queued copy or kernel still reads or writes it; a GPU would corrupt it\n",
 			ptr, nbytes, rsd_location_name(at, name, sizeof(name)));
 		abort();
 	}

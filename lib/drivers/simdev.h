@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private layout of the simulated device, shared by simdev.c (life cycle,
- * memory, copies, fault injection), simdev_stream.c (streams, events) and
- * simdev_progress.c (work queues, progress modes, waiting).
+ * memory, copies, fault injection), simdev_stream.c (streams, events),
+ * simdev_progress.c (work queues, progress modes, waiting), simdev_links.c
+ * (the link model) and simdev_kernel.c (kernels, the ordering check).
  *
  * Stream model: every stream is a FIFO of work items (copies, event
- * records, host functions). An item takes effect when it runs, never when it
+ * records, host functions, kernels). An item takes effect when it runs, never when it
  * is queued: a copy reads its source and writes its destination then, an
  * event record marks its event complete then. Items of one stream run one at
  * a time in queue order; a running item executes outside sd->lock (so a
@@ -34,6 +35,22 @@
  * then sleeps until its modelled end; a background worker instead parks it
  * (stream still running, inflight set) and goes on with other streams, and
  * whoever sees it due finishes it.
+ *
+ * Kernels (simdev_kernel.c) use their device's compute engine the same way,
+ * with the link model on or off: kernels of one device follow one another,
+ * and a kernel overlaps copies and other devices' kernels. A kernel's effects
+ * (its fills, its function) happen when it finishes, at its modelled end.
+ *
+ * Ordering check: every copy and kernel that touches memory is on
+ * sd->pending, in ticket order, from its enqueue until it finishes. When one
+ * starts, a listed item with a smaller ticket that writes what it reads, or
+ * reads what it writes, is not ordered before it (ordered work has
+ * finished): the simulator reports both and aborts.
+ *
+ * Device failure: a copy that fails when it runs (RSD_SIMDEV_COPY_EXEC)
+ * leaves a fault on its stream: the copies and kernels queued after it are
+ * skipped, and every event recorded after it reports the fault, as does every
+ * stream that waits on such an event (from its wait item on).
  */
 #ifndef RSD_DRIVERS_SIMDEV_H
 #define RSD_DRIVERS_SIMDEV_H
@@ -43,6 +60,7 @@
 #include <stdint.h>
 
 #include "../internal.h"
+#include "../list.h"
 #include "pool.h"
 
 #define SIM_STREAM_MAGIC 0x7273642d7374726dull /* "rsd-strm" */
@@ -63,13 +81,26 @@ enum sim_work_kind {
 	SIM_WORK_EVENT,
 	SIM_WORK_HOST_FUNC,
 	SIM_WORK_WAIT,
+	SIM_WORK_KERNEL,
+};
+
+/* A failure that sticks to a stream (or to an event whose stream is gone):
+ * every event numbered after `after` reports it. err 0: none. */
+struct sim_fault {
+	int err;	    /* positive RSD_E* code */
+	unsigned long call; /* the failed copy_exec call */
+	uint64_t after;	    /* the last event number not affected */
 };
 
 struct sim_work {
 	struct sim_work *next; /* the stream's queue */
 	enum sim_work_kind kind;
-	uint64_t ticket; /* from sd->tickets */
-	uint64_t due_ns; /* link model: modelled end once started; 0: none */
+	uint64_t ticket;	    /* from sd->tickets */
+	uint64_t due_ns;	    /* modelled end once started; 0: none */
+	struct sim_stream *stream;  /* its stream (set at enqueue) */
+	struct rsd__list_node pend; /* on sd->pending, while listed */
+	bool listed;		    /* on sd->pending */
+	bool skip;		    /* not executed: its stream failed */
 	union {
 		struct {
 			void *dst;
@@ -86,7 +117,17 @@ struct sim_work {
 			struct sim_stream *stream; /* the event's; referenced */
 			uint64_t seq;		   /* the event's number on it */
 			uint64_t ticket;	   /* the event record's ticket */
+			/* NULL stream: the event was complete and failed, and
+			 * its stream gone; its fault. */
+			struct sim_fault fault;
 		} wait;
+		struct {
+			uint64_t ns;		       /* duration, time scale applied */
+			struct rsd_simdev_access *acc; /* allocated with the item */
+			size_t nacc;
+			void (*fn)(void *arg);
+			void *arg;
+		} kernel;
 	};
 };
 
@@ -109,6 +150,7 @@ struct sim_stream {
 	struct sim_work *current;      /* that item (freed when it finishes) */
 	pthread_t runner;	       /* the thread executing it */
 	uint64_t ready_ns;	       /* when head became runnable (background) */
+	struct sim_fault fault;	       /* a copy of it failed on the device */
 };
 
 struct sim_event {
@@ -117,11 +159,12 @@ struct sim_event {
 	uint64_t seq;
 	uint64_t ticket;	       /* of its record item */
 	bool done;		       /* complete regardless of the stream */
+	struct sim_fault fault;	       /* the stream's, kept once it is gone */
 	struct sim_event *prev, *next; /* stream->events, or sd->free_events */
 	struct sim_event *all_next;    /* sd->all_events: every object, for destroy */
 };
 
-/* A copy engine or peer link of the link model. */
+/* A copy engine or peer link of the link model, or a compute engine. */
 struct sim_engine {
 	uint64_t busy_until; /* protected by sd->lock; CLOCK_MONOTONIC ns */
 };
@@ -148,6 +191,7 @@ struct sim_device {
 	struct sim_stream transfer; /* what a NULL stream stands for */
 	struct sim_stream h2d, d2h; /* transfer_stream's per direction */
 	struct sim_engine h2d_eng, d2h_eng;
+	struct sim_engine compute_eng; /* kernels, with the link model on or off */
 	struct sim_backing backing;
 	struct rsd__pool pool; /* own lock */
 	pthread_t worker;      /* background progress; valid if sd->workers */
@@ -172,6 +216,7 @@ struct rsd_simdev {
 	bool stopping;				  /* protected by lock; destroy under way */
 	bool unpinned_host;			  /* protected by lock */
 	struct sim_stream *streams;		  /* protected by lock */
+	struct rsd__list pending;		  /* protected by lock; sim_work, by ticket */
 	struct sim_event *free_events;		  /* protected by lock */
 	struct sim_event *all_events;		  /* protected by lock */
 	unsigned long calls[RSD_SIMDEV_NOPS];	  /* protected by lock */
@@ -194,6 +239,11 @@ struct rsd_simdev {
 /* With sd->lock held: count a call of op and fire an armed injection
  * (recorded, naming the op and the call number). */
 int rsd__sim_enter(struct rsd_simdev *sd, enum rsd_simdev_op op);
+/* With sd->lock held: count a call of op; the positive code of an armed
+ * injection it fires, else 0. Nothing is recorded. */
+int rsd__sim_fire(struct rsd_simdev *sd, enum rsd_simdev_op op);
+/* The name of op in messages. */
+const char *rsd__sim_op_name(enum rsd_simdev_op op);
 /* With sd->lock held: the registered, not destroyed stream p, or NULL (p is
  * never read). */
 struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p);
@@ -240,6 +290,21 @@ bool rsd__sim_link_holds(struct rsd_simdev *sd, struct rsd_location dst, struct 
 /* Sleep until CLOCK_MONOTONIC reaches ns. */
 void rsd__sim_sleep_until(uint64_t ns);
 uint64_t rsd__sim_now_ns(void);
+
+/* Kernels and the ordering check (simdev_kernel.c). All with sd->lock held. */
+/* Put w on sd->pending if it touches memory (at enqueue). */
+void rsd__sim_pending_add(struct rsd_simdev *sd, struct sim_work *w);
+/* Take w off sd->pending if it is there (when it finishes). */
+void rsd__sim_pending_del(struct rsd_simdev *sd, struct sim_work *w);
+/* Whether a listed item reads or writes some byte of [p, p + n). */
+bool rsd__sim_pending_touches(struct rsd_simdev *sd, const void *p, uint64_t n);
+/* w is starting: abort, naming both, if an item queued before it and not
+ * finished writes what it reads or reads what it writes. */
+void rsd__sim_check_order(struct rsd_simdev *sd, const struct sim_work *w);
+/* Reserve the compute engine of kernel w's device from now; its end. */
+uint64_t rsd__sim_kernel_start(struct rsd_simdev *sd, const struct sim_work *w, uint64_t now);
+/* Kernel w's effects: its fills, then its function (sd->lock not held). */
+void rsd__sim_kernel_effects(const struct sim_work *w);
 
 /* Stream and event ops (simdev_stream.c). */
 int rsd__sim_stream_device(void *ctx, void *stream, int *device);

@@ -43,7 +43,8 @@ static void wait_until(struct rsd_simdev *sd, uint64_t due)
 
 bool rsd__sim_blocked(const struct sim_work *w)
 {
-	return w && w->kind == SIM_WORK_WAIT && w->wait.stream->completed < w->wait.seq;
+	return w && w->kind == SIM_WORK_WAIT && w->wait.stream &&
+	       w->wait.stream->completed < w->wait.seq;
 }
 
 void rsd__sim_wait(struct rsd_simdev *sd)
@@ -59,8 +60,12 @@ bool rsd__sim_stream_done(const struct sim_stream *s, uint64_t upto)
 	return !s->head || s->head->ticket > upto;
 }
 
+/* Run w's start-time effects (sd->lock not held). A kernel's come when it
+ * finishes. */
 static void execute(struct sim_work *w)
 {
+	if (w->skip)
+		return;
 	switch (w->kind) {
 	case SIM_WORK_COPY:
 		if (w->copy.nbytes)
@@ -71,8 +76,49 @@ static void execute(struct sim_work *w)
 		break;
 	case SIM_WORK_EVENT:
 	case SIM_WORK_WAIT:
+	case SIM_WORK_KERNEL:
 		break;
 	}
+}
+
+/*
+ * With sd->lock held, w popped from s and starting: decide whether it
+ * executes. Copies and kernels of a failed stream are skipped; the others
+ * are checked for order (which aborts on a violation), and a copy may fail
+ * now on the device (RSD_SIMDEV_COPY_EXEC), leaving its fault on s. Every
+ * event recorded before it has completed (items run in order) and none
+ * after it has, so s->completed is the last event the fault spares.
+ */
+static void admit(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w)
+{
+	int err;
+
+	if (w->kind != SIM_WORK_COPY && w->kind != SIM_WORK_KERNEL)
+		return;
+	if (s->fault.err) {
+		w->skip = true;
+		return;
+	}
+	rsd__sim_check_order(sd, w);
+	if (w->kind != SIM_WORK_COPY)
+		return;
+	err = rsd__sim_fire(sd, RSD_SIMDEV_COPY_EXEC);
+	if (!err)
+		return;
+	w->skip = true;
+	s->fault.err = err;
+	s->fault.call = sd->calls[RSD_SIMDEV_COPY_EXEC];
+	s->fault.after = s->completed;
+}
+
+/* With sd->lock held: the modelled end of w, starting now (0: none). */
+static uint64_t item_start(struct rsd_simdev *sd, const struct sim_work *w, uint64_t now)
+{
+	if (w->skip)
+		return 0;
+	if (w->kind == SIM_WORK_KERNEL)
+		return rsd__sim_kernel_start(sd, w, now);
+	return rsd__sim_link_start(sd, w, now);
 }
 
 /* With sd->lock held, s not running and non-empty: start its front item.
@@ -88,26 +134,51 @@ static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 	s->running = true;
 	s->current = w;
 	s->runner = pthread_self();
-	w->due_ns = rsd__sim_link_start(sd, w, mono_ns());
+	admit(sd, s, w);
+	w->due_ns = item_start(sd, w, mono_ns());
 	pthread_mutex_unlock(&sd->lock);
 	execute(w);
 	pthread_mutex_lock(&sd->lock);
 	return w->due_ns;
 }
 
+/* With sd->lock held, s's wait item w has run: a fault of the awaited
+ * stream that covers the awaited event becomes s's from here on. */
+static void inherit_fault(struct sim_stream *s, const struct sim_work *w)
+{
+	const struct sim_fault *f = w->wait.stream ? &w->wait.stream->fault : &w->wait.fault;
+
+	if (s->fault.err || !f->err || w->wait.seq <= f->after)
+		return;
+	s->fault = *f;
+	s->fault.after = s->completed;
+}
+
 /* With sd->lock held: end s's running item. s may be freed on return (a
  * destroyed stream whose last item this was), and so may a stream a wait
- * item referenced. */
+ * item referenced. A kernel's effects run first, without the lock, with s
+ * still running by this thread (no longer parked, so nobody else finishes
+ * it). */
 static void finish_one(struct rsd_simdev *sd, struct sim_stream *s)
 {
 	struct sim_work *w = s->current;
 
+	if (w->kind == SIM_WORK_KERNEL && !w->skip) {
+		s->inflight = false;
+		s->runner = pthread_self();
+		pthread_mutex_unlock(&sd->lock);
+		rsd__sim_kernel_effects(w);
+		pthread_mutex_lock(&sd->lock);
+	}
+	rsd__sim_pending_del(sd, w);
 	s->running = false;
 	s->inflight = false;
 	s->current = NULL;
 	if (w->kind == SIM_WORK_EVENT && w->event_seq > s->completed)
 		s->completed = w->event_seq;
-	if (w->kind == SIM_WORK_WAIT) {
+	if (w->kind == SIM_WORK_WAIT)
+		inherit_fault(s, w);
+	if (w->kind == SIM_WORK_WAIT && w->wait.stream) {
 		w->wait.stream->refs--;
 		rsd__sim_stream_put(sd, w->wait.stream);
 	}
@@ -186,7 +257,9 @@ void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfe
 void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w)
 {
 	w->next = NULL;
+	w->stream = s;
 	w->ticket = ++sd->tickets;
+	rsd__sim_pending_add(sd, w);
 	if (!s->head && !s->running)
 		s->ready_ns = mono_ns();
 	*s->tail = w;

@@ -54,6 +54,27 @@ static bool event_complete(const struct sim_event *ev)
 	return ev->done || (ev->stream && ev->seq <= ev->stream->completed);
 }
 
+/* The device failure ev reports (recorded after a failed copy on its
+ * stream, or after a wait that inherited one), or NULL. */
+static const struct sim_fault *event_fault(const struct sim_event *ev)
+{
+	const struct sim_fault *f = ev->stream ? &ev->stream->fault : &ev->fault;
+
+	return f->err && ev->seq > f->after ? f : NULL;
+}
+
+/* With sd->lock held: event_query's and event_sync's answer for a failed
+ * event, recorded. */
+static int event_failed(const struct sim_event *ev, const struct sim_fault *f)
+{
+	return rsd__err(f->err,
+			"simulated device: event %p comes after a copy that failed on the device "
+			"(on its stream, or on one its stream waited for): injected failure of "
+			"%s call %lu (%s)",
+			(const void *)ev, rsd__sim_op_name(RSD_SIMDEV_COPY_EXEC), f->call,
+			rsd_strerror(f->err));
+}
+
 static void event_unlink(struct sim_event *ev)
 {
 	if (ev->stream) {
@@ -83,12 +104,14 @@ void rsd__sim_stream_put(struct rsd_simdev *sd, struct sim_stream *s)
 {
 	if (!s->retired || s->head || s->running || s->refs)
 		return;
-	/* Its work has all run: its events stay valid, and complete. */
+	/* Its work has all run: its events stay valid, and complete, and
+	 * keep reporting its fault. */
 	while (s->events) {
 		struct sim_event *ev = s->events;
 
 		event_unlink(ev);
 		ev->done = true;
+		ev->fault = s->fault;
 	}
 	stream_unlink(sd, s);
 	free(s);
@@ -116,6 +139,7 @@ void rsd__sim_streams_destroy(struct rsd_simdev *sd)
 			free(s);
 	}
 	sd->streams = NULL;
+	rsd__list_init(&sd->pending);
 	for (ev = sd->all_events; ev; ev = enext) {
 		enext = ev->all_next;
 		free(ev);
@@ -378,6 +402,7 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 	}
 	ev->magic = SIM_EVENT_LIVE;
 	ev->done = false;
+	ev->fault = (struct sim_fault){ 0 };
 	ev->seq = ++s->recorded;
 	ev->ticket = sd->tickets + 1; /* what rsd__sim_enqueue gives w */
 	ev->stream = s;
@@ -413,13 +438,22 @@ static struct sim_event *live_event(void *event)
 int rsd__sim_event_query(void *ctx, void *event)
 {
 	struct rsd_simdev *sd = ctx;
+	const struct sim_fault *f;
 	struct sim_event *ev;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_EVENT_QUERY);
-	if (!rc)
-		rc = (ev = live_event(event)) ? event_complete(ev) : -RSD_ETYPE;
+	if (rc)
+		goto out;
+	ev = live_event(event);
+	if (!ev)
+		rc = -RSD_ETYPE;
+	else if ((f = event_fault(ev)))
+		rc = event_failed(ev, f);
+	else
+		rc = event_complete(ev);
+out:
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
@@ -435,9 +469,11 @@ int rsd__sim_event_sync(void *ctx, void *event)
 	if (!rc && !(ev = live_event(event)))
 		rc = -RSD_ETYPE;
 	/* Event objects are never freed while the simulator lives, so ev may
-	 * be read after every wake-up. */
-	while (!rc && !event_complete(ev))
+	 * be read after every wake-up. A failure is reported once known. */
+	while (!rc && !event_fault(ev) && !event_complete(ev))
 		rsd__sim_wait(sd);
+	if (!rc && event_fault(ev))
+		rc = event_failed(ev, event_fault(ev));
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
@@ -481,9 +517,10 @@ int rsd__sim_stream_wait_event(void *ctx, void *stream, void *event)
 		rc = -RSD_ETYPE;
 		goto out;
 	}
-	/* Complete already, or on s itself (in order anyway): nothing to
-	 * wait for, as cudaStreamWaitEvent on a completed event. */
-	if (event_complete(ev) || ev->stream == s)
+	/* Complete already (and not failed), or on s itself (in order
+	 * anyway): nothing to wait for, as cudaStreamWaitEvent on a completed
+	 * event. A failed one still passes its failure on to s's later work. */
+	if ((event_complete(ev) && !event_fault(ev)) || ev->stream == s)
 		goto out;
 	w = calloc(1, sizeof(*w));
 	if (!w) {
@@ -494,7 +531,10 @@ int rsd__sim_stream_wait_event(void *ctx, void *stream, void *event)
 	w->wait.stream = ev->stream;
 	w->wait.seq = ev->seq;
 	w->wait.ticket = ev->ticket;
-	ev->stream->refs++;
+	if (ev->stream)
+		ev->stream->refs++;
+	else
+		w->wait.fault = ev->fault;
 	rsd__sim_enqueue(sd, s, w);
 out:
 	pthread_mutex_unlock(&sd->lock);
