@@ -37,6 +37,8 @@
 #include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/node.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/blocked.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/gpu_pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -69,6 +71,8 @@ static const struct bench_case cases[] = {
 	{ "starpu", "peer", case_starpu, false },
 	{ "gpu", "gpu", case_gpu, false },
 	{ "node", "node", case_node, false },
+	{ "prefetch", "pipeline", case_prefetch, false },
+	{ "gpu_pipeline", "gpu", case_gpu_pipeline, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

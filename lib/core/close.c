@@ -114,6 +114,7 @@ static void drop_everything(struct rsd_manager *m)
 		rsd__lease_retire(m, l);
 	}
 	rsd__pend_clear(m);
+	atomic_store_explicit(&m->nqueued, 0, memory_order_relaxed);
 	rsd__lifetimes_drop(m);
 	for (size_t i = 0; i < m->nrecs; i++) {
 		struct rsd_record *rec = m->recs[i];

@@ -631,6 +631,9 @@ struct rsd_manager {
 	 * writer state until a later call publishes. Written under m->lock;
 	 * readers test it first (rsd__read_fresh). */
 	atomic_bool unpublished;
+	/* Copies not-waiting calls queued that no reap has seen complete
+	 * (queued.c); written under the lock, read by deciders without it. */
+	atomic_uint nqueued;
 	char reader_pad[RSD_CACHELINE];
 
 	/*
@@ -795,6 +798,17 @@ bool rsd__unpublished(const struct rsd_manager *m);
  * writer guard's refusal (a source load is running, same-thread re-entry).
  */
 int rsd__read_fresh(struct rsd_manager *m);
+/*
+ * For a decision, before rsd__read_fresh(): while copies not-waiting calls
+ * queued are outstanding, reap (a writer section), so that the copies that
+ * completed count as complete and their destinations can be evicted. No
+ * lock when none is queued. 0, or the reap's or the writer guard's error.
+ */
+int rsd__reap_queued(struct rsd_manager *m);
+/* A writer section that only reaps (rsd_manager_reap() without reporting
+ * a queued copy's failure): a use reaps before it decides, so that its own
+ * entry's reap cannot make the decision stale. */
+int rsd__reap_now(struct rsd_manager *m);
 int rsd__publish_first(struct rsd_manager *m);
 /* Append a batch head to a queue linked through gp_next. */
 static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_image **tail,

@@ -156,6 +156,7 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 	rsd__list_add_tail(&m->leases, &l->node);
 	rsd__pend_push(m, stream, &l->links[0]);
 	m->pending_dirty = true;
+	atomic_fetch_add_explicit(&m->nqueued, 1, memory_order_relaxed);
 }
 
 /* Free what the copy read and no materialization owns, with its charge. */
@@ -224,6 +225,7 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 	if (qc->err)
 		undo(m, l);
 	drop_leftover(m, qc);
+	atomic_fetch_sub_explicit(&m->nqueued, 1, memory_order_relaxed);
 	rsd__mark_dirty(m, rec);
 	m->locs_dirty = true;
 	rsd_trace_copy_complete(m->id, rec->handle.id, qc->to, rsd__now_ns() - qc->queued_ns,
@@ -270,4 +272,20 @@ int rsd__copy_error_reap(struct rsd_manager *m)
 		return 0;
 	m->copy_err = 0;
 	return copy_failure(code, m->copy_err_value, m->copy_err_at);
+}
+
+int rsd__reap_now(struct rsd_manager *m)
+{
+	int err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
+
+	if (!err)
+		rsd__writer_exit(m);
+	return err;
+}
+
+int rsd__reap_queued(struct rsd_manager *m)
+{
+	if (rsd__likely(!atomic_load_explicit(&m->nqueued, memory_order_relaxed)))
+		return 0;
+	return rsd__reap_now(m);
 }

@@ -172,7 +172,9 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 	 * nest their own sections; the version check below still catches a
 	 * writer that ran in between.
 	 */
-	err = rsd__read_fresh(c->m);
+	err = rsd__reap_queued(c->m);
+	if (!err)
+		err = rsd__read_fresh(c->m);
 	if (err)
 		return err;
 	img = rsd__read_begin(c->m);
