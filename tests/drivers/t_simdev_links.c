@@ -202,7 +202,10 @@ ATF_TC_BODY(three_engines_overlap_in_wall_time, tc)
 		ATF_REQUIRE_EQ(ops->event_sync(sd, ev[i]), 0);
 	el = now_ns() - t0;
 	ATF_CHECK(el >= t);
-	ATF_CHECK_MSG(el < t * 17 / 10, "three overlapping 200 ms copies took %llu ms",
+	/* One after another they take 3 t: anything clearly below is overlap.
+	 * The margin is wide because a loaded machine (sanitizers, parallel
+	 * builds) delays the worker that lands each parked copy. */
+	ATF_CHECK_MSG(el < t * 27 / 10, "three overlapping 200 ms copies took %llu ms",
 		      (unsigned long long)(el / MB));
 	for (int i = 0; i < 3; i++)
 		ops->event_destroy(sd, ev[i]);
