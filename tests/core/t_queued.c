@@ -399,6 +399,39 @@ ATF_TC_BODY(device_failure_undone, tc)
 }
 
 /*
+ * The same through the device: the queued copy itself fails when it runs
+ * (RSD_SIMDEV_COPY_EXEC, a sticky stream error as CUDA's), its event then
+ * reports it, and the reap undoes the copy.
+ */
+ATF_TC_WITHOUT_HEAD(copy_failing_on_the_device);
+ATF_TC_BODY(copy_failing_on_the_device, tc)
+{
+	struct rsd_snapshot *snap;
+	struct rsd_handle h;
+	uint64_t v;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	fill_pattern(&f, h, PINNED, 0x17);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	v = cfx_version(&f);
+	rsd_simdev_complete_all(f.sd);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	CHECK_VERSION(&f, v + 1);
+	snap = cfx_snap(&f);
+	ATF_CHECK(!snap_mat(snap, h, CUDA0));
+	ATF_CHECK_EQ(snap_mat(snap, h, PINNED)->pending_event_count, 0);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), 0);
+	rsd_snapshot_free(snap);
+	ERR(RSD_EDEVICE, rsd_drop(f.m, h, CUDA0, NULL)); /* the next call on it */
+	OK(rsd_drop(f.m, h, CUDA0, NULL));		 /* reported once */
+	ATF_CHECK(has_pattern(&f, h, PINNED, 0x17));	 /* nothing else lost */
+	cfx_fini(&f);
+}
+
+/*
  * A not-waiting move: the source leaves the value at once but its bytes
  * stay charged (a temporary charge: not shown, still admitted against)
  * until the copy read them. A device failure puts the source back.
@@ -611,6 +644,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, consumer_ordered_on_device);
 	ATF_TP_ADD_TC(tp, host_acquire_waits_or_fails);
 	ATF_TP_ADD_TC(tp, device_failure_undone);
+	ATF_TP_ADD_TC(tp, copy_failing_on_the_device);
 	ATF_TP_ADD_TC(tp, move_keeps_source_bytes);
 	ATF_TP_ADD_TC(tp, copy_from_filling_source);
 	ATF_TP_ADD_TC(tp, close_and_queued_copies);
