@@ -56,6 +56,16 @@ struct rsd_budget {
  * @warn: receives warnings (abandoned lifetimes, refused releases); NULL
  *	prints them to stderr.
  * @warn_ctx: passed to @warn.
+ * @staging_nbytes: the size of each of the two pinned staging buffers
+ *	every CUDA device gets for copies between pageable host memory and
+ *	the device, which move through them chunk by chunk at the pinned
+ *	rate instead of the driver's pageable rate. 0: the RSD_STAGING
+ *	environment variable ("off", or bytes with an optional K, M or G
+ *	suffix), else 8 MiB. RSD_STAGING_OFF: no staging, such copies go
+ *	straight to the driver. The buffers are allocated at a device's
+ *	first staged copy, freed at close, and are librsd's own memory:
+ *	charged to no budget, shown in no snapshot. When they cannot be
+ *	allocated, that device's copies go unstaged with one warning.
  */
 struct rsd_manager_config {
 	const struct rsd_budget *budgets;
@@ -65,7 +75,17 @@ struct rsd_manager_config {
 	bool host_only;
 	void (*warn)(void *ctx, const char *message);
 	void *warn_ctx;
+	uint64_t staging_nbytes;
 };
+
+/**
+ * RSD_STAGING_OFF - struct rsd_manager_config.staging_nbytes value: no staging.
+ *
+ * Copies between pageable host memory and a CUDA device go straight to the
+ * driver's copy (for the CUDA runtime, a pageable cudaMemcpyAsync, which
+ * holds the calling thread).
+ */
+#define RSD_STAGING_OFF UINT64_MAX
 
 /**
  * rsd_manager_create() - Create a manager.

@@ -30,7 +30,15 @@
  *                       stream at once (the node's ceiling);
  *   gpu_peer            an ensure at cuda:1 of a 256 MiB value resident at
  *                       cuda:0 (and its drop), against a bare
- *                       cudaMemcpyPeerAsync loop with peer access enabled.
+ *                       cudaMemcpyPeerAsync loop with peer access enabled;
+ *   gpu_staged_h2d /    an ensure pageable -> cuda:0 of 256 MiB, and
+ *   gpu_staged_d2h      cuda:0 -> pageable of 64 MiB (a size whose pageable
+ *                       destination the block cache keeps warm), through
+ *                       the device's staging pair, against the same ensure
+ *                       of a pinned value (target: 0.8 of its rate); and
+ *                       the unstaged copy (a manager with staging off, the
+ *                       runtime's pageable cudaMemcpyAsync) against the
+ *                       same (pipeline.c's pipe_measure()).
  *
  * gpu_k and gpu_peer need two GPUs (gpu_peer also peer access between
  * cuda:0 and cuda:1); with fewer they are skipped with a reason that
@@ -521,6 +529,32 @@ static void gpu_peer(int ndev)
 		gbps(nb, bare), TGT_RATIO_MIN, 0.9);
 	bench_manager_end(m);
 }
+
+static void gpu_staging_pair(void)
+{
+	const uint64_t h2d_nb = 256ull << 20, d2h_nb = 64ull << 20;
+	struct rsd_manager_config cfg = { .driver = rsd_cuda_driver(),
+					  .staging_nbytes = RSD_STAGING_OFF };
+	double h2d[PIPE_NWAYS], d2h[PIPE_NWAYS];
+	struct rsd_manager *m = gpu_manager(), *direct;
+	size_t reps = QF(3, 9);
+	struct rsd_location dev0;
+
+	CK(rsd_cuda_location(0, &dev0));
+	CK(rsd_manager_create(&cfg, &direct));
+	pipe_measure(m, direct, dev0, h2d_nb, reps, h2d, NULL);
+	pipe_measure(m, direct, dev0, d2h_nb, reps, NULL, d2h);
+	gpu_fig("gpu_staged_h2d", "pageable_256MiB_GBps", gbps(h2d_nb, h2d[PIPE_STAGED]), "GB/s",
+		"pinned ensure", gbps(h2d_nb, h2d[PIPE_PINNED]), TGT_RATIO_MIN, 0.8);
+	gpu_fig("gpu_staged_h2d", "unstaged_256MiB_GBps", gbps(h2d_nb, h2d[PIPE_UNSTAGED]), "GB/s",
+		"pinned ensure", gbps(h2d_nb, h2d[PIPE_PINNED]), TGT_NONE, 0);
+	gpu_fig("gpu_staged_d2h", "pageable_64MiB_GBps", gbps(d2h_nb, d2h[PIPE_STAGED]), "GB/s",
+		"pinned ensure", gbps(d2h_nb, d2h[PIPE_PINNED]), TGT_RATIO_MIN, 0.8);
+	gpu_fig("gpu_staged_d2h", "unstaged_64MiB_GBps", gbps(d2h_nb, d2h[PIPE_UNSTAGED]), "GB/s",
+		"pinned ensure", gbps(d2h_nb, d2h[PIPE_PINNED]), TGT_NONE, 0);
+	bench_manager_end(direct);
+	bench_manager_end(m);
+}
 #endif
 
 static void case_gpu(void)
@@ -535,6 +569,8 @@ static void case_gpu(void)
 		bench_skip("gpu_ensure256", "ensure_drop_GBps", "%s", why);
 		bench_skip("gpu_k", "k2_GBps", "%s", why);
 		bench_skip("gpu_peer", "peer_256MiB_GBps", "%s", why);
+		bench_skip("gpu_staged_h2d", "pageable_256MiB_GBps", "%s", why);
+		bench_skip("gpu_staged_d2h", "pageable_64MiB_GBps", "%s", why);
 		return;
 	}
 #if RSD_HAVE_CUDA
@@ -544,12 +580,15 @@ static void case_gpu(void)
 	gpu_ensure256();
 	gpu_k(rsd_cuda_driver()->device_count(NULL));
 	gpu_peer(rsd_cuda_driver()->device_count(NULL));
+	gpu_staging_pair();
 	bench_note("gpu: rsd_move pinned<->cuda:0 of 256 MiB, a pageable->cuda:0 ensure of 64 MiB "
 		   "and a pinned->cuda:0 ensure+drop of 256 MiB vs bare "
 		   "cudaMemcpyAsync+cudaStreamSynchronize on buffers of the same pools; "
 		   "cuda:0 lease acquire+release with pooled events vs one event "
 		   "create+record+destroy; K threads x K GPUs, 64 MiB ensure+drop each through "
 		   "one manager, vs K bare H2D loops at once; a cuda:0->cuda:1 ensure of 256 MiB "
-		   "vs bare cudaMemcpyPeerAsync with peer access enabled");
+		   "vs bare cudaMemcpyPeerAsync with peer access enabled; staged pageable "
+		   "ensures (256 MiB to cuda:0, 64 MiB back) and unstaged ones vs the same of a "
+		   "pinned value");
 #endif
 }
