@@ -196,6 +196,26 @@ static unsigned long chunks(uint64_t n)
 	return (unsigned long)((n + CHUNK - 1) / CHUNK);
 }
 
+/* Ensure h (n bytes) at `to` from its only other replica: exact bytes,
+ * through the pair in chunks when staged, else in one direct copy. */
+static void one_way(struct stx *x, struct rsd_handle h, struct rsd_location to, uint64_t n,
+		    unsigned seed, bool staged)
+{
+	const bool in = to.kind == RSD_CUDA;
+	const enum rsd_location_kind from = in ? RSD_PAGEABLE_HOST : RSD_CUDA;
+	const enum rsd_location_kind src = in ? RSD_PINNED_HOST : RSD_CUDA;
+	const enum rsd_location_kind dst = in ? RSD_CUDA : RSD_PINNED_HOST;
+
+	counts_reset();
+	OK(rsd_ensure(x->f.m, h, to, NULL, NULL));
+	check_bytes(x, h, to, seed);
+	ATF_CHECK_EQ_MSG(ncopies(src, dst), staged ? chunks(n) : 0,
+			 "%llu bytes to %s: %lu copies through the pair", (unsigned long long)n,
+			 cfx_name(to), ncopies(src, dst));
+	ATF_CHECK_EQ(atomic_load(&copied_bytes[src][dst]), staged ? n : 0);
+	ATF_CHECK_EQ(ncopies(from, to.kind), staged ? 0 : 1);
+}
+
 /* pageable -> cuda:0 -> (pageable dropped) -> pageable, checked at each
  * step; the value ends where it began. */
 static void round_trip(struct stx *x, uint64_t n, unsigned seed, bool staged)
@@ -203,22 +223,9 @@ static void round_trip(struct stx *x, uint64_t n, unsigned seed, bool staged)
 	struct rsd_location dev = cfx_cuda(0);
 	struct rsd_handle h = adopt_pageable(x, n, seed);
 
-	counts_reset();
-	OK(rsd_ensure(x->f.m, h, dev, NULL, NULL));
-	check_bytes(x, h, dev, seed);
-	ATF_CHECK_EQ_MSG(ncopies(RSD_PINNED_HOST, RSD_CUDA), staged ? chunks(n) : 0,
-			 "%llu bytes: %lu pinned -> cuda copies", (unsigned long long)n,
-			 ncopies(RSD_PINNED_HOST, RSD_CUDA));
-	ATF_CHECK_EQ(ncopies(RSD_PAGEABLE_HOST, RSD_CUDA), staged ? 0 : 1);
+	one_way(x, h, dev, n, seed, staged);
 	OK(rsd_drop(x->f.m, h, PAGEABLE, NULL));
-	OK(rsd_ensure(x->f.m, h, PAGEABLE, NULL, NULL));
-	check_bytes(x, h, PAGEABLE, seed);
-	ATF_CHECK_EQ_MSG(ncopies(RSD_CUDA, RSD_PINNED_HOST), staged ? chunks(n) : 0,
-			 "%llu bytes: %lu cuda -> pinned copies", (unsigned long long)n,
-			 ncopies(RSD_CUDA, RSD_PINNED_HOST));
-	ATF_CHECK_EQ(ncopies(RSD_CUDA, RSD_PAGEABLE_HOST), staged ? 0 : 1);
-	ATF_CHECK_EQ(copied_bytes[RSD_PINNED_HOST][RSD_CUDA], staged ? n : 0);
-	ATF_CHECK_EQ(copied_bytes[RSD_CUDA][RSD_PINNED_HOST], staged ? n : 0);
+	one_way(x, h, PAGEABLE, n, seed, staged);
 	OK(rsd_drop(x->f.m, h, dev, NULL));
 	OK(rsd_discard(x->f.m, h, NULL));
 }
@@ -229,17 +236,22 @@ static const uint64_t sizes[] = {
 	3 * CHUNK, 3 * CHUNK + 7, 97 * CHUNK + 13,
 };
 
-ATF_TC_WITHOUT_HEAD(bytes_exact_both_ways);
-ATF_TC_BODY(bytes_exact_both_ways, tc)
+/* Every size there and back on a new manager; staging as given. */
+static void all_sizes(uint64_t staging, unsigned seed, bool staged)
 {
 	struct stx x;
 
-	stx_make(&x, CHUNK, NULL, 0);
+	stx_make(&x, staging, NULL, 0);
 	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++)
-		round_trip(&x, sizes[i], (unsigned)i + 1, true);
-	/* The pair is allocated once, at the first staged copy. */
+		round_trip(&x, sizes[i], seed + (unsigned)i, staged);
 	ATF_CHECK_EQ(x.warnings, 0);
 	stx_fini(&x);
+}
+
+ATF_TC_WITHOUT_HEAD(bytes_exact_both_ways);
+ATF_TC_BODY(bytes_exact_both_ways, tc)
+{
+	all_sizes(CHUNK, 1, true);
 }
 
 /* ---- values of several buffers ---------------------------------------------- */
@@ -291,52 +303,55 @@ static void dev_release(void *ctx, struct rsd_resident *r)
 	free(d);
 }
 
-ATF_TC_WITHOUT_HEAD(several_buffers_both_ways);
-ATF_TC_BODY(several_buffers_both_ways, tc)
+/*
+ * base's three buffers at `from` wrapped, adopted there and ensured at
+ * `to` (released through release(ctx)): exact bytes, 6 pieces through the
+ * pair, no direct copy.
+ */
+static void three_buffers(struct stx *x, char *base, uint64_t base_n, struct rsd_location from,
+			  struct rsd_location to, void (*release)(void *, struct rsd_resident *),
+			  void *ctx, unsigned seed)
 {
-	const uint64_t total = MB_N0 + MB_N1 + MB_N2, base_n = 16384;
-	struct rsd_location dev = cfx_cuda(0);
+	const enum rsd_location_kind src = to.kind == RSD_CUDA ? RSD_PINNED_HOST : RSD_CUDA;
+	const enum rsd_location_kind dst = to.kind == RSD_CUDA ? RSD_CUDA : RSD_PINNED_HOST;
 	struct rsd_buffer_view v[3];
 	struct rsd_resident *r;
 	struct rsd_handle h;
+
+	three_views(base, base_n, from, v);
+	fill_views(v, seed);
+	RSD_REQUIRE_OK(rsd_resident_wrap(&rsd_resident_type, 3, v, NULL, 0, release, ctx, &r));
+	OK(rsd_adopt(x->f.m, r, &from, RSD_REPLICABLE, &h));
+	counts_reset();
+	OK(rsd_ensure(x->f.m, h, to, NULL, NULL));
+	check_bytes(x, h, to, seed);
+	ATF_CHECK_EQ(ncopies(src, dst), MB_PIECES);
+	ATF_CHECK_EQ(atomic_load(&copied_bytes[src][dst]), MB_N0 + MB_N1 + MB_N2);
+	ATF_CHECK_EQ(ncopies(from.kind, to.kind), 0);
+	OK(rsd_discard(x->f.m, h, NULL));
+}
+
+ATF_TC_WITHOUT_HEAD(several_buffers_both_ways);
+ATF_TC_BODY(several_buffers_both_ways, tc)
+{
+	const uint64_t base_n = 16384;
+	struct rsd_location dev = cfx_cuda(0);
 	struct dev_mem *d;
 	struct stx x;
 	char *host;
 
-	ATF_REQUIRE_EQ(chunks(total), 4);
+	ATF_REQUIRE_EQ(chunks(MB_N0 + MB_N1 + MB_N2), 4);
 	stx_make(&x, CHUNK, NULL, 0);
 	/* Pageable buffers to the device: pieces packed into chunks. */
 	host = malloc(base_n);
 	ATF_REQUIRE(host);
-	three_views(host, base_n, PAGEABLE, v);
-	fill_views(v, 3);
-	RSD_REQUIRE_OK(
-		rsd_resident_wrap(&rsd_resident_type, 3, v, NULL, 0, free_release, host, &r));
-	OK(rsd_adopt(x.f.m, r, NULL, RSD_REPLICABLE, &h));
-	counts_reset();
-	OK(rsd_ensure(x.f.m, h, dev, NULL, NULL));
-	check_bytes(&x, h, dev, 3);
-	ATF_CHECK_EQ(ncopies(RSD_PINNED_HOST, RSD_CUDA), MB_PIECES);
-	ATF_CHECK_EQ(copied_bytes[RSD_PINNED_HOST][RSD_CUDA], total);
-	ATF_CHECK_EQ(ncopies(RSD_PAGEABLE_HOST, RSD_CUDA), 0);
-	OK(rsd_discard(x.f.m, h, NULL));
-
+	three_buffers(&x, host, base_n, PAGEABLE, dev, free_release, host, 3);
 	/* Device buffers to pageable memory: chunks unpacked into pieces. */
 	d = malloc(sizeof(*d));
 	ATF_REQUIRE(d);
 	*d = (struct dev_mem){ x.f.sd, NULL, base_n };
 	RSD_REQUIRE_OK(rsd_simdev_ops()->alloc(x.f.sd, dev, base_n, &d->p));
-	three_views(d->p, base_n, dev, v);
-	fill_views(v, 4);
-	RSD_REQUIRE_OK(rsd_resident_wrap(&rsd_resident_type, 3, v, NULL, 0, dev_release, d, &r));
-	OK(rsd_adopt(x.f.m, r, &dev, RSD_REPLICABLE, &h));
-	counts_reset();
-	OK(rsd_ensure(x.f.m, h, PAGEABLE, NULL, NULL));
-	check_bytes(&x, h, PAGEABLE, 4);
-	ATF_CHECK_EQ(ncopies(RSD_CUDA, RSD_PINNED_HOST), MB_PIECES);
-	ATF_CHECK_EQ(copied_bytes[RSD_CUDA][RSD_PINNED_HOST], total);
-	ATF_CHECK_EQ(ncopies(RSD_CUDA, RSD_PAGEABLE_HOST), 0);
-	OK(rsd_discard(x.f.m, h, NULL));
+	three_buffers(&x, d->p, base_n, dev, PAGEABLE, dev_release, d, 4);
 	stx_fini(&x);
 }
 
@@ -381,12 +396,7 @@ ATF_TC_BODY(budgets_never_show_staging, tc)
 ATF_TC_WITHOUT_HEAD(staging_off_copies_directly);
 ATF_TC_BODY(staging_off_copies_directly, tc)
 {
-	struct stx x;
-
-	stx_make(&x, RSD_STAGING_OFF, NULL, 0);
-	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++)
-		round_trip(&x, sizes[i], (unsigned)i + 20, false);
-	stx_fini(&x);
+	all_sizes(RSD_STAGING_OFF, 20, false);
 }
 
 ATF_TC_WITHOUT_HEAD(environment_sets_staging);

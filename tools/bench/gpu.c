@@ -143,24 +143,6 @@ static double bare_copy_ns(const struct gpu_copy *c, size_t reps)
 	return bench_median(t, reps);
 }
 
-/* Median ns of reps ensures of h at at (each followed by its drop; the
- * first round warms the pools). */
-static double gpu_ensure_ns(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
-			    size_t reps)
-{
-	double t[32];
-
-	for (size_t i = 0; i < reps + 1; i++) {
-		uint64_t t0 = bench_now_ns();
-
-		CK(rsd_ensure(m, h, at, NULL, NULL));
-		if (i)
-			t[i - 1] = (double)(bench_now_ns() - t0);
-		CK(rsd_drop(m, h, at, NULL));
-	}
-	return bench_median(t, reps);
-}
-
 /* A stream of device d (the thread's current device is left at 0). */
 static cudaStream_t gpu_stream(int d)
 {
@@ -288,7 +270,7 @@ static void gpu_ensure_pageable(void)
 	CK(rsd_resident_alloc(m, &rsd_resident_type, page, 1, &nb, NULL, 0, &r));
 	memset(rsd_resident_data(r, 0), 0x3c, (size_t)nb);
 	CK(rsd_adopt(m, r, &page, RSD_REPLICABLE, &h));
-	ens = gpu_ensure_ns(m, h, dev0, reps);
+	ens = bench_ensure_ns(m, h, dev0, reps);
 	CK(rsd_resident_alloc(m, &rsd_resident_type, dev0, 1, &nb, NULL, 0, &dr));
 	s = gpu_stream(0);
 	bare = bare_copy_ns(&(struct gpu_copy){ .dst = rsd_resident_data(dr, 0),
@@ -328,7 +310,7 @@ static void gpu_ensure256(void)
 	cudaStream_t s;
 
 	CK(rsd_cuda_location(0, &dev0));
-	ens = gpu_ensure_ns(m, gpu_value(m, pin, nb), dev0, reps);
+	ens = bench_ensure_ns(m, gpu_value(m, pin, nb), dev0, reps);
 	CK(rsd_resident_alloc(m, &rsd_resident_type, pin, 1, &nb, NULL, 0, &pr));
 	CK(rsd_resident_alloc(m, &rsd_resident_type, dev0, 1, &nb, NULL, 0, &dr));
 	s = gpu_stream(0);
@@ -508,7 +490,7 @@ static void gpu_peer(int ndev)
 	m = gpu_manager();
 	CK(rsd_cuda_location(0, &dev0));
 	CK(rsd_cuda_location(1, &dev1));
-	ens = gpu_ensure_ns(m, gpu_value(m, dev0, nb), dev1, reps);
+	ens = bench_ensure_ns(m, gpu_value(m, dev0, nb), dev1, reps);
 	gpu_peer_enable(0, 1);
 	gpu_peer_enable(1, 0);
 	CK(rsd_resident_alloc(m, &rsd_resident_type, dev0, 1, &nb, NULL, 0, &sr));

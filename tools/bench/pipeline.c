@@ -45,26 +45,6 @@ static struct rsd_handle pipe_value(struct rsd_manager *m, struct rsd_location a
 	return h;
 }
 
-/* Median ns of reps ensures of h at `to` (each followed by its drop; one
- * more round first warms the pools and the staging pair). */
-static double pipe_ensure_ns(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
-			     size_t reps)
-{
-	double t[16];
-
-	if (reps > 16)
-		reps = 16;
-	for (size_t i = 0; i < reps + 1; i++) {
-		uint64_t t0 = bench_now_ns();
-
-		CK(rsd_ensure(m, h, to, NULL, NULL));
-		if (i)
-			t[i - 1] = (double)(bench_now_ns() - t0);
-		CK(rsd_drop(m, h, to, NULL));
-	}
-	return bench_median(t, reps);
-}
-
 /*
  * The three ways of a copy of nb bytes, reps rounds each: host to dev
  * (h2d) or dev to host (d2h, when h2d is NULL) of a pageable value
@@ -87,12 +67,12 @@ static void pipe_measure(struct rsd_manager *staged, struct rsd_manager *unstage
 		struct rsd_handle h = pipe_value(m, host[w], nb);
 
 		if (h2d) {
-			h2d[w] = pipe_ensure_ns(m, h, dev, reps);
+			h2d[w] = bench_ensure_ns(m, h, dev, reps);
 		} else {
 			/* Only on the device: the ensure back copies it. */
 			CK(rsd_ensure(m, h, dev, NULL, NULL));
 			CK(rsd_drop(m, h, host[w], NULL));
-			d2h[w] = pipe_ensure_ns(m, h, host[w], reps);
+			d2h[w] = bench_ensure_ns(m, h, host[w], reps);
 		}
 		CK(rsd_discard(m, h, NULL));
 	}
