@@ -627,7 +627,8 @@ struct rsd_manager {
 	/* Pinned staging of the copies between pageable memory and each
 	 * device (staging.c, which says how it is locked): one per device, or
 	 * NULL when staging is off or there is no device; staging_chunk is
-	 * the bytes of each of a device's two buffers. Both fixed at create. */
+	 * the most bytes each of a device's two buffers grows to. Both fixed
+	 * at create. */
 	struct rsd_staging *staging;
 	uint64_t staging_chunk;
 

@@ -22,11 +22,16 @@
  * sides) flows through the pair as one stream of bytes: chunks pack the
  * buffers' pieces, one DMA per piece and one event per chunk.
  *
- * The staging memory is librsd's own: allocated on a device's first staged
- * copy through the driver's alloc op at pinned host, freed when the manager
- * closes (or is destroyed), charged to no budget and shown in no snapshot.
- * When it cannot be allocated, that device's copies go direct (the
- * driver's own pageable copy), with one warning.
+ * The staging memory is librsd's own: allocated through the driver's
+ * alloc op at pinned host on a device's first staged copy, freed when the
+ * manager closes (or is destroyed), charged to no budget and shown in no
+ * snapshot. A pair is as large as the copies so far needed: its buffers
+ * start at STAGING_MIN (or the copy's size, rounded up to a power of two)
+ * and double, up to m->staging_chunk, when a larger copy comes, so a
+ * manager of small values never locks megabytes it does not use. When the
+ * first allocation fails, that device's copies go direct (the driver's
+ * own pageable copy); when growing fails, the pair keeps its size (larger
+ * copies move in more chunks); either is said once.
  */
 #include <ctype.h>
 #include <inttypes.h>
@@ -39,13 +44,14 @@
 #include "core.h"
 
 #define STAGING_DEFAULT (8ull << 20)
+#define STAGING_MIN (64ull << 10)
 
 /*
  * One device's staging pair.
  *
  * Locking: lock is held for the whole of a staged copy, from the first
  * chunk to the last one queued (host to device) or copied out (device to
- * host), and by release; whoever holds it owns base, failed and ev[].
+ * host), and by release; whoever holds it owns every field below it.
  * It is taken without m->lock (copies run in a transfer's phase without
  * the transition lock, and never under it) and never with another
  * device's staging lock; the driver's locks are taken under it.
@@ -56,9 +62,11 @@
  */
 struct rsd_staging {
 	pthread_mutex_t lock;
-	char *base;  /* 2 x m->staging_chunk bytes at pinned host; NULL until used */
-	bool failed; /* the allocation failed: this device's copies go direct */
-	void *ev[2]; /* the last work queued on buffer 0 and 1; NULL: none */
+	char *base;    /* 2 x size bytes at pinned host; NULL until used */
+	uint64_t size; /* of each buffer: the chunk a copy moves per step */
+	bool failed;   /* the first allocation failed: copies go direct */
+	bool capped;   /* growing failed: the pair keeps its size */
+	void *ev[2];   /* the last work queued on buffer 0 and 1; NULL: none */
 };
 
 /*
@@ -200,40 +208,70 @@ static int buffer_wait(struct rsd_manager *m, struct rsd_staging *st, unsigned b
 	return 0;
 }
 
-/*
- * With st->lock held: 1 when the pair is there (allocated on first use),
- * 0 when it could not be allocated before, -1 when it could not be now
- * (the failure in *why, for the warning made once the lock is dropped).
- */
-static int pair_get(struct rsd_manager *m, struct rsd_staging *st, struct rsd_error *why)
+/* The buffer size a copy of n bytes wants: a power of two from
+ * STAGING_MIN, at least n, at most m->staging_chunk. */
+static uint64_t pair_want(const struct rsd_manager *m, uint64_t n)
 {
+	uint64_t want = STAGING_MIN;
+
+	while (want < n && want < m->staging_chunk && want <= UINT64_MAX / 4)
+		want <<= 1;
+	return want < m->staging_chunk ? want : m->staging_chunk;
+}
+
+/*
+ * With st->lock held: make the pair fit a copy of n bytes, allocating it
+ * on first use or growing it. An allocation failure is no error: the copy
+ * goes direct (first use) or moves through the pair as it is (growing);
+ * *said is set and the failure copied to *why, for the warning made once
+ * the lock is dropped. Returns 0, or a device failure waiting for the old
+ * pair's work before it is freed.
+ */
+static int pair_get(struct rsd_manager *m, struct rsd_staging *st, uint64_t n,
+		    struct rsd_error *why, bool *said)
+{
+	uint64_t want = pair_want(m, n);
 	struct rsd_error saved;
 	void *p = NULL;
 	int err;
 
-	if (st->base)
-		return 1;
-	if (st->failed)
+	*said = false;
+	if (st->failed || (st->base && (st->size >= want || st->capped)))
 		return 0;
 	saved = *rsd_last_error();
-	if (m->staging_chunk > UINT64_MAX / 2)
-		err = rsd__err(RSD_ENOMEM, "2 x %" PRIu64 " bytes do not fit in memory",
-			       m->staging_chunk);
+	if (want > UINT64_MAX / 2)
+		err = rsd__err(RSD_ENOMEM, "2 x %" PRIu64 " bytes do not fit in memory", want);
 	else
-		err = m->ops->alloc(m->ops_ctx, RSD_LOC_PINNED_HOST, 2 * m->staging_chunk, &p);
+		err = m->ops->alloc(m->ops_ctx, RSD_LOC_PINNED_HOST, 2 * want, &p);
 	if (err) {
 		*why = *rsd_last_error();
 		*rsd__err_record() = saved; /* the copy goes on without it */
-		st->failed = true;
-		return -1;
+		*said = true;
+		if (st->base)
+			st->capped = true;
+		else
+			st->failed = true;
+		return 0;
+	}
+	if (st->base) {
+		/* Grown: the old pair goes once nothing reads or writes it. */
+		err = buffer_wait(m, st, 0);
+		if (!err)
+			err = buffer_wait(m, st, 1);
+		if (err) {
+			m->ops->free(m->ops_ctx, RSD_LOC_PINNED_HOST, p, 2 * want);
+			return err;
+		}
+		m->ops->free(m->ops_ctx, RSD_LOC_PINNED_HOST, st->base, 2 * st->size);
 	}
 	st->base = p;
-	return 1;
+	st->size = want;
+	return 0;
 }
 
-static char *buffer(struct rsd_manager *m, struct rsd_staging *st, unsigned b)
+static char *buffer(struct rsd_staging *st, unsigned b)
 {
-	return st->base + (uint64_t)b * m->staging_chunk;
+	return st->base + (uint64_t)b * st->size;
 }
 
 /* ---- the two directions ------------------------------------------------------ */
@@ -242,7 +280,7 @@ static char *buffer(struct rsd_manager *m, struct rsd_staging *st, unsigned b)
 static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
 		    struct rsd_location to, void *stream, void **event)
 {
-	const uint64_t chunk = m->staging_chunk;
+	const uint64_t chunk = st->size;
 	uint64_t fill = 0, n;
 	unsigned b = 0;
 	const char *s;
@@ -250,7 +288,7 @@ static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor
 	int err;
 
 	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
-		char *p = buffer(m, st, b) + fill;
+		char *p = buffer(st, b) + fill;
 
 		if (!fill) {
 			err = buffer_wait(m, st, b);
@@ -283,7 +321,7 @@ static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor
 static int fill_out(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
 		    struct rsd_location from, void *stream, unsigned b, uint64_t *filled)
 {
-	const uint64_t chunk = m->staging_chunk;
+	const uint64_t chunk = st->size;
 	uint64_t fill = 0, n;
 	const char *s;
 	char *d;
@@ -296,8 +334,8 @@ static int fill_out(struct rsd_manager *m, struct rsd_staging *st, struct cursor
 			if (err)
 				return err;
 		}
-		err = m->ops->copy(m->ops_ctx, buffer(m, st, b) + fill, RSD_LOC_PINNED_HOST, s,
-				   from, n, stream);
+		err = m->ops->copy(m->ops_ctx, buffer(st, b) + fill, RSD_LOC_PINNED_HOST, s, from,
+				   n, stream);
 		if (err)
 			return err;
 		fill += n;
@@ -311,10 +349,9 @@ static int fill_out(struct rsd_manager *m, struct rsd_staging *st, struct cursor
 }
 
 /* Copy n bytes of buffer b out to the pieces the cursor hands out next. */
-static void drain_out(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c, unsigned b,
-		      uint64_t n)
+static void drain_out(struct rsd_staging *st, struct cursor *c, unsigned b, uint64_t n)
 {
-	const char *p = buffer(m, st, b), *s;
+	const char *p = buffer(st, b), *s;
 	uint64_t k;
 	char *d;
 
@@ -350,7 +387,7 @@ static int stage_out(struct rsd_manager *m, struct rsd_staging *st, struct curso
 		err = m->ops->event_sync(m->ops_ctx, st->ev[oldest]);
 		if (err)
 			return err;
-		drain_out(m, st, &out, oldest, filled[oldest]);
+		drain_out(st, &out, oldest, filled[oldest]);
 		if (pending == 1) {
 			/* The last chunk: its event is the copy's (complete). */
 			*event = st->ev[oldest];
@@ -366,49 +403,79 @@ static int stage_out(struct rsd_manager *m, struct rsd_staging *st, struct curso
 
 /* ---- entry points ------------------------------------------------------------ */
 
+/* The bytes a copy moves. */
+static uint64_t copy_nbytes(const struct rsd_resident *src, uint64_t span)
+{
+	uint64_t n = span;
+
+	for (size_t i = 0; !span && i < src->nbuf; i++)
+		n += src->bufs[i].nbytes;
+	return n;
+}
+
+/* After the pair's lock is dropped: what pair_get() could not allocate
+ * (size: the pair's buffers then, 0 when there is none). */
+static void pair_warn(struct rsd_manager *m, struct rsd_location dev, uint64_t size, uint64_t want,
+		      const struct rsd_error *why)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	rsd_location_name(dev, name, sizeof(name));
+	if (!size)
+		rsd__warn(m,
+			  "copies between pageable memory and %s are not staged (the driver's "
+			  "pageable copy runs instead): its 2 x %" PRIu64
+			  " bytes of pinned staging could not be allocated: %s",
+			  name, want, why->message);
+	else
+		rsd__warn(m,
+			  "the pinned staging of %s stays at 2 x %" PRIu64
+			  " bytes (larger copies move in more chunks): growing it to 2 x %" PRIu64
+			  " bytes failed: %s",
+			  name, size, want, why->message);
+}
+
 int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,
 		      uint64_t span, void *stream, void **event)
 {
-	struct cursor c = { .src = src, .dst = dst, .span = span }, probe = c;
-	char name[RSD_LOCATION_NAME_MAX];
-	struct rsd_error why;
+	struct cursor c = { .src = src, .dst = dst, .span = span };
 	struct rsd_location dev;
 	struct rsd_staging *st;
-	const char *s;
-	char *d;
-	bool in;
+	struct rsd_error why;
+	uint64_t n, size;
+	bool in, said;
 	int err;
 
 	in = from.kind == RSD_PAGEABLE_HOST && to.kind == RSD_CUDA;
 	if (!m->staging || !(in || (from.kind == RSD_CUDA && to.kind == RSD_PAGEABLE_HOST)))
 		return RSD__UNSTAGED;
 	dev = in ? to : from;
+	n = copy_nbytes(src, span);
 	/* A device the manager does not see is the driver's to refuse; a
 	 * copy of no bytes has nothing to stage. */
-	if (dev.device < 0 || dev.device >= m->ndevices || !cursor_next(&probe, 1, &s, &d))
+	if (dev.device < 0 || dev.device >= m->ndevices || !n)
 		return RSD__UNSTAGED;
 	st = &m->staging[dev.device];
 	pthread_mutex_lock(&st->lock);
-	err = pair_get(m, st, &why);
-	if (err <= 0) {
+	err = pair_get(m, st, n, &why, &said);
+	size = st->size;
+	if (!err && !st->base) {
 		pthread_mutex_unlock(&st->lock);
-		if (err)
-			rsd__warn(m,
-				  "copies between pageable memory and %s are not staged (the "
-				  "driver's pageable copy runs instead): its 2 x %" PRIu64
-				  " bytes of pinned staging could not be allocated: %s",
-				  rsd_location_name(dev, name, sizeof(name)), m->staging_chunk,
-				  why.message);
+		if (said)
+			pair_warn(m, dev, 0, pair_want(m, n), &why);
 		return RSD__UNSTAGED;
 	}
-	err = in ? stage_in(m, st, &c, to, stream, event) :
-		   stage_out(m, st, &c, from, stream, event);
+	if (!err)
+		err = in ? stage_in(m, st, &c, to, stream, event) :
+			   stage_out(m, st, &c, from, stream, event);
 	if (err)
 		/* Before the pair goes to the next copy: nothing this one
 		 * queued may still read or write it. */
 		rsd__copy_drain(m, stream);
 	pthread_mutex_unlock(&st->lock);
+	if (said)
+		pair_warn(m, dev, size, pair_want(m, n), &why);
 	return err;
 }
 
@@ -429,9 +496,9 @@ void rsd__staging_release(struct rsd_manager *m)
 			st->ev[b] = NULL;
 		}
 		if (st->base)
-			m->ops->free(m->ops_ctx, RSD_LOC_PINNED_HOST, st->base,
-				     2 * m->staging_chunk);
+			m->ops->free(m->ops_ctx, RSD_LOC_PINNED_HOST, st->base, 2 * st->size);
 		st->base = NULL;
+		st->size = 0;
 		pthread_mutex_unlock(&st->lock);
 		*rsd__err_record() = saved;
 	}

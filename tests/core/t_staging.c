@@ -42,6 +42,28 @@ static int counting_copy(void *ctx, void *dst, struct rsd_location dst_at, const
 	return rsd_simdev_ops()->copy(ctx, dst, dst_at, src, src_at, nbytes, stream);
 }
 
+/* Pinned allocations asked for (the pairs), their frees, the last sizes. */
+static atomic_ulong pinned_allocs, pinned_frees;
+static atomic_ullong pinned_alloc_last, pinned_free_last;
+
+static int counting_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **ptr)
+{
+	if (at.kind == RSD_PINNED_HOST) {
+		atomic_fetch_add(&pinned_allocs, 1);
+		atomic_store(&pinned_alloc_last, nbytes);
+	}
+	return rsd_simdev_ops()->alloc(ctx, at, nbytes, ptr);
+}
+
+static void counting_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbytes)
+{
+	if (at.kind == RSD_PINNED_HOST) {
+		atomic_fetch_add(&pinned_frees, 1);
+		atomic_store(&pinned_free_last, nbytes);
+	}
+	rsd_simdev_ops()->free(ctx, at, ptr, nbytes);
+}
+
 static struct rsd_device_ops counting_ops;
 
 static unsigned long ncopies(enum rsd_location_kind from, enum rsd_location_kind to)
@@ -84,6 +106,8 @@ static void stx_make(struct stx *x, uint64_t staging, const struct rsd_budget *b
 	memset(x, 0, sizeof(*x));
 	counting_ops = *rsd_simdev_ops();
 	counting_ops.copy = counting_copy;
+	counting_ops.alloc = counting_alloc;
+	counting_ops.free = counting_free;
 	RSD_REQUIRE_OK(rsd_simdev_create(&sc, &x->f.sd));
 	mc.budgets = b;
 	mc.nbudgets = nb;
@@ -94,6 +118,8 @@ static void stx_make(struct stx *x, uint64_t staging, const struct rsd_budget *b
 	mc.staging_nbytes = staging;
 	RSD_REQUIRE_OK(rsd_manager_create(&mc, &x->f.m));
 	counts_reset();
+	atomic_store(&pinned_allocs, 0);
+	atomic_store(&pinned_frees, 0);
 }
 
 static void stx_fini(struct stx *x)
@@ -197,10 +223,11 @@ static unsigned long chunks(uint64_t n)
 }
 
 /* Ensure h (n bytes) at `to` from its only other replica: exact bytes,
- * through the pair in chunks when staged, else in one direct copy. */
+ * through the pair in nchunks chunks, or (0) in one direct copy. */
 static void one_way(struct stx *x, struct rsd_handle h, struct rsd_location to, uint64_t n,
-		    unsigned seed, bool staged)
+		    unsigned seed, unsigned long nchunks)
 {
+	const bool staged = nchunks != 0;
 	const bool in = to.kind == RSD_CUDA;
 	const enum rsd_location_kind from = in ? RSD_PAGEABLE_HOST : RSD_CUDA;
 	const enum rsd_location_kind src = in ? RSD_PINNED_HOST : RSD_CUDA;
@@ -209,7 +236,7 @@ static void one_way(struct stx *x, struct rsd_handle h, struct rsd_location to, 
 	counts_reset();
 	OK(rsd_ensure(x->f.m, h, to, NULL, NULL));
 	check_bytes(x, h, to, seed);
-	ATF_CHECK_EQ_MSG(ncopies(src, dst), staged ? chunks(n) : 0,
+	ATF_CHECK_EQ_MSG(ncopies(src, dst), nchunks,
 			 "%llu bytes to %s: %lu copies through the pair", (unsigned long long)n,
 			 cfx_name(to), ncopies(src, dst));
 	ATF_CHECK_EQ(atomic_load(&copied_bytes[src][dst]), staged ? n : 0);
@@ -223,9 +250,9 @@ static void round_trip(struct stx *x, uint64_t n, unsigned seed, bool staged)
 	struct rsd_location dev = cfx_cuda(0);
 	struct rsd_handle h = adopt_pageable(x, n, seed);
 
-	one_way(x, h, dev, n, seed, staged);
+	one_way(x, h, dev, n, seed, staged ? chunks(n) : 0);
 	OK(rsd_drop(x->f.m, h, PAGEABLE, NULL));
-	one_way(x, h, PAGEABLE, n, seed, staged);
+	one_way(x, h, PAGEABLE, n, seed, staged ? chunks(n) : 0);
 	OK(rsd_drop(x->f.m, h, dev, NULL));
 	OK(rsd_discard(x->f.m, h, NULL));
 }
@@ -355,6 +382,82 @@ ATF_TC_BODY(several_buffers_both_ways, tc)
 	stx_fini(&x);
 }
 
+/* ---- the pair's size --------------------------------------------------------------- */
+
+#define KIB 1024ull
+#define MIB (1024ull * KIB)
+
+/* A pageable value of n bytes to cuda:0 in nchunks chunks; then dropped. */
+static void to_device(struct stx *x, uint64_t n, unsigned seed, unsigned long nchunks)
+{
+	struct rsd_handle h = adopt_pageable(x, n, seed);
+
+	one_way(x, h, cfx_cuda(0), n, seed, nchunks);
+	OK(rsd_discard(x->f.m, h, NULL));
+}
+
+/*
+ * With 1 MiB allowed: a 100-byte copy makes a pair of 64 KiB buffers, a
+ * 300 KiB one grows it to 512 KiB (the old pair freed), a copy of 3 MiB and
+ * a bit to the 1 MiB limit (4 chunks); smaller copies then reuse it, and
+ * close frees it.
+ */
+ATF_TC_WITHOUT_HEAD(pair_grows_with_copies);
+ATF_TC_BODY(pair_grows_with_copies, tc)
+{
+	struct rsd_handle h;
+	struct stx x;
+
+	stx_make(&x, MIB, NULL, 0);
+	to_device(&x, 100, 1, 1);
+	ATF_CHECK_EQ(pinned_allocs, 1);
+	ATF_CHECK_EQ(pinned_alloc_last, 2 * 64 * KIB);
+	to_device(&x, 300 * KIB, 2, 1);
+	ATF_CHECK_EQ(pinned_allocs, 2);
+	ATF_CHECK_EQ(pinned_alloc_last, 2 * 512 * KIB);
+	ATF_CHECK_EQ(pinned_frees, 1);
+	ATF_CHECK_EQ(pinned_free_last, 2 * 64 * KIB);
+	h = adopt_pageable(&x, 3 * MIB + 5, 3);
+	one_way(&x, h, cfx_cuda(0), 3 * MIB + 5, 3, 4);
+	ATF_CHECK_EQ(pinned_allocs, 3);
+	ATF_CHECK_EQ(pinned_alloc_last, 2 * MIB);
+	OK(rsd_drop(x.f.m, h, PAGEABLE, NULL));
+	one_way(&x, h, PAGEABLE, 3 * MIB + 5, 3, 4);
+	to_device(&x, 100, 4, 1);
+	ATF_CHECK_EQ(pinned_allocs, 3);
+	ATF_CHECK_EQ(pinned_frees, 2);
+	OK(rsd_manager_close(x.f.m, 0));
+	ATF_CHECK_EQ(pinned_frees, 3);
+	ATF_CHECK_EQ(pinned_free_last, 2 * MIB);
+	ATF_CHECK_EQ(x.warnings, 0);
+	stx_fini(&x);
+}
+
+/* Growing fails: the 64 KiB pair stays and takes the larger copies in more
+ * chunks, said once, tried once. */
+ATF_TC_WITHOUT_HEAD(pair_growth_failure_keeps_it);
+ATF_TC_BODY(pair_growth_failure_keeps_it, tc)
+{
+	const uint64_t n = 3 * MIB + 5;
+	const unsigned long nchunks = (unsigned long)((n + 64 * KIB - 1) / (64 * KIB));
+	struct stx x;
+
+	stx_make(&x, MIB, NULL, 0);
+	to_device(&x, 100, 1, 1);
+	rsd_simdev_fail_location(x.f.sd, PINNED, RSD_ENOMEM);
+	to_device(&x, n, 2, nchunks);
+	ATF_CHECK_EQ(pinned_allocs, 2);
+	ATF_CHECK_EQ(x.warnings, 1);
+	ATF_CHECK_MSG(strstr(x.warning, "pinned staging of cuda:0 stays at 2 x 65536 bytes"),
+		      "warning: %s", x.warning);
+	ATF_CHECK_MSG(strstr(x.warning, "growing it to 2 x 1048576 bytes failed"), "warning: %s",
+		      x.warning);
+	to_device(&x, n, 3, nchunks);
+	ATF_CHECK_EQ(pinned_allocs, 2);
+	ATF_CHECK_EQ(x.warnings, 1);
+	stx_fini(&x);
+}
+
 /* ---- the staging memory is librsd's own ------------------------------------- */
 
 ATF_TC_WITHOUT_HEAD(budgets_never_show_staging);
@@ -448,7 +551,8 @@ static void fallback(bool unpinned)
 		rsd_simdev_fail_location(x.f.sd, PINNED, RSD_ENOMEM);
 	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++)
 		round_trip(&x, sizes[i], (unsigned)i + 40, false);
-	/* Said once, naming the device and the driver's reason. */
+	/* Tried once, said once, naming the device and the driver's reason. */
+	ATF_CHECK_EQ(pinned_allocs, 1);
 	ATF_CHECK_EQ(x.warnings, 1);
 	ATF_CHECK_MSG(strstr(x.warning, "pageable memory and cuda:0 are not staged"), "warning: %s",
 		      x.warning);
@@ -622,6 +726,8 @@ ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, bytes_exact_both_ways);
 	ATF_TP_ADD_TC(tp, several_buffers_both_ways);
+	ATF_TP_ADD_TC(tp, pair_grows_with_copies);
+	ATF_TP_ADD_TC(tp, pair_growth_failure_keeps_it);
 	ATF_TP_ADD_TC(tp, budgets_never_show_staging);
 	ATF_TP_ADD_TC(tp, staging_off_copies_directly);
 	ATF_TP_ADD_TC(tp, environment_sets_staging);
