@@ -341,7 +341,7 @@ void bench_cycle(struct rsd_manager *m, struct rsd_handle h)
 
 double bench_cycle_ns(struct rsd_manager *m, struct rsd_handle h, size_t iters, size_t reps)
 {
-	double v[64];
+	double v[64] = { 0 };
 
 	if (reps > 64)
 		reps = 64;
@@ -360,7 +360,7 @@ double bench_cycle_ns(struct rsd_manager *m, struct rsd_handle h, size_t iters, 
 double bench_ensure_ns(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
 		       size_t reps)
 {
-	double t[32];
+	double t[32] = { 0 };
 
 	if (reps > 32)
 		reps = 32;
