@@ -32,6 +32,7 @@
 #include "bench/schedule.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/scaling.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/fault.c"    /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/gpu.c"	    /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
@@ -73,6 +74,7 @@ static const struct bench_case cases[] = {
 	{ "node", "node", case_node, false },
 	{ "prefetch", "pipeline", case_prefetch, false },
 	{ "gpu_pipeline", "gpu", case_gpu_pipeline, false },
+	{ "staging", "pipeline", case_pipeline_staging, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

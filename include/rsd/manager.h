@@ -56,6 +56,19 @@ struct rsd_budget {
  * @warn: receives warnings (abandoned lifetimes, refused releases); NULL
  *	prints them to stderr.
  * @warn_ctx: passed to @warn.
+ * @staging_nbytes: the largest size of each of the two pinned staging
+ *	buffers every CUDA device gets for copies between pageable host
+ *	memory and the device, which move through them chunk by chunk at the
+ *	pinned rate instead of the driver's pageable rate. 0: the RSD_STAGING
+ *	environment variable ("off", or bytes with an optional K, M or G
+ *	suffix), else 8 MiB. RSD_STAGING_OFF: no staging, such copies go
+ *	straight to the driver. The buffers are allocated at a device's
+ *	first staged copy (64 KiB, or that copy's size rounded up to a power
+ *	of two), doubled when a larger copy needs it, up to this size, and
+ *	freed at close; they are librsd's own memory: charged to no budget,
+ *	shown in no snapshot. When they cannot be allocated, that device's
+ *	copies go unstaged; when they cannot grow, they keep their size;
+ *	either is warned about once.
  */
 struct rsd_manager_config {
 	const struct rsd_budget *budgets;
@@ -65,7 +78,17 @@ struct rsd_manager_config {
 	bool host_only;
 	void (*warn)(void *ctx, const char *message);
 	void *warn_ctx;
+	uint64_t staging_nbytes;
 };
+
+/**
+ * RSD_STAGING_OFF - struct rsd_manager_config.staging_nbytes value: no staging.
+ *
+ * Copies between pageable host memory and a CUDA device go straight to the
+ * driver's copy (for the CUDA runtime, a pageable cudaMemcpyAsync, which
+ * holds the calling thread).
+ */
+#define RSD_STAGING_OFF UINT64_MAX
 
 /**
  * rsd_manager_create() - Create a manager.
@@ -86,8 +109,9 @@ struct rsd_manager_config {
  *   device_count, alloc, free or copy.
  * * -RSD_EINVAL - two budgets name one location; a budget names a CUDA
  *   device outside 0..127 or one the driver does not see.
- * * -RSD_ENOMEM - the manager or its first published image could not be
- *   allocated, or its lock could not be initialized.
+ * * -RSD_ENOMEM - the manager, its devices' staging records or its first
+ *   published image could not be allocated, or a lock could not be
+ *   initialized.
  */
 int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager **out);
 

@@ -162,6 +162,7 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	struct rsd_lease_rec *l;
 	struct rsd_reservation *r;
 	struct rsd_hold *h;
+	bool closing = false;
 	int err;
 
 	if (!m)
@@ -208,9 +209,14 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		goto out; /* another thread closed it while this one waited */
 	drop_everything(m);
 	m->closed = true;
+	closing = true;
 	rsd__bump(m);
 out:
 	rsd__writer_exit(m);
+	/* No copy runs now (none was in flight, none starts on a closed
+	 * manager): the staging memory goes, waited for without the lock. */
+	if (closing)
+		rsd__staging_release(m);
 	return err;
 }
 
@@ -248,6 +254,7 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	free(m->dirty);
 	free(m->pstreams);
 	rsd__keymap_free(&m->owners);
+	rsd__staging_destroy(m);
 	pthread_mutex_destroy(&m->objs_lock);
 	pthread_cond_destroy(&m->xfer_cond);
 	pthread_mutex_destroy(&m->lock);

@@ -7,7 +7,8 @@
  * Host-to-host copies are plain memcpy (pinned memory is host memory);
  * anything touching a device goes through the driver on a stream, then
  * waits for an event on that stream, so a transition's destination bytes
- * are complete when it commits. A value the library allocated is one block
+ * are complete when it commits; one between pageable memory and a device
+ * runs through the device's pinned staging pair (staging.c). A value the library allocated is one block
  * holding every buffer: when both ends have the same layout the whole span
  * moves in one copy instead of one per buffer, which is what a copy engine
  * rewards (a 64-buffer value is one DMA, not 64).
@@ -106,6 +107,9 @@ int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struc
 	}
 	if (!*stream)
 		*stream = pick_stream(m, from, to);
+	err = rsd__staging_copy(m, src, from, dst, to, span, *stream, event);
+	if (err != RSD__UNSTAGED)
+		return err; /* staged (pageable <-> device): drained on failure */
 	if (span) {
 		err = m->ops->copy(m->ops_ctx, dst->block, to, src->block, from, span, *stream);
 	} else {

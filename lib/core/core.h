@@ -35,6 +35,9 @@
  *         cuda.lock                   the CUDA driver's streams and events
  *         rq.lock                     the reclaimer's queue (reclaim.c)
  *         kept_lock, pc.lock          close.c's kept values, pcache.c
+ *   staging->lock                     a device's staging pair (staging.c),
+ *                                     never under m->lock; the drivers'
+ *                                     locks are taken under it
  *   fault_lock                        innermost: the "alloc" fault point
  *                                     that bookkeeping allocations pass
  *                                     under m->lock, a pool's lock, ...
@@ -659,6 +662,13 @@ struct rsd_manager {
 	/* Lease objects freed by their callers, ready for the next acquire. */
 	struct rsd_lease *lease_obj_cache;
 	unsigned nlease_obj_cache;
+	/* Pinned staging of the copies between pageable memory and each
+	 * device (staging.c, which says how it is locked): one per device, or
+	 * NULL when staging is off or there is no device; staging_chunk is
+	 * the most bytes each of a device's two buffers grows to. Both fixed
+	 * at create. */
+	struct rsd_staging *staging;
+	uint64_t staging_chunk;
 
 	uint64_t gen; /* current publication generation; protected by m->lock */
 	/* Replaced images not yet handed to the reclaimer; protected by m->lock. */
@@ -1052,5 +1062,26 @@ struct rsd_resident *rsd__detach(struct rsd_manager *m, struct rsd_record *rec,
 				 struct rsd_location at);
 /* Keep a resident allocated for the life of the process (close.c). */
 void rsd__keep_forever(struct rsd_resident *r);
+
+/*
+ * Staged copies (staging.c): a copy between pageable host memory and a
+ * device runs through the device's pinned staging pair. rsd__staging_copy
+ * returns RSD__UNSTAGED, having done nothing, for any other copy, with
+ * staging off, or when the pair cannot be allocated (the caller copies
+ * directly); else 0 with the copy's completion event in *event, or a
+ * negative code with the stream drained. span is the copy's common span
+ * (0: buffer by buffer). Called without m->lock.
+ */
+#define RSD__UNSTAGED 1
+int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
+		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,
+		      uint64_t span, void *stream, void **event);
+/* At create: nbytes is the config's staging_nbytes (0: RSD_STAGING, else
+ * the default). Allocates nothing but the per-device locks. */
+int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes);
+/* Free the staging memory (at close, without m->lock); destroy frees the
+ * rest. */
+void rsd__staging_release(struct rsd_manager *m);
+void rsd__staging_destroy(struct rsd_manager *m);
 
 #endif

@@ -521,6 +521,9 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 		a->budget = cfg->budgets[i].nbytes;
 		m->order[m->nknown++] = (uint8_t)rsd__loc_slot(at);
 	}
+	err = rsd__staging_init(m, cfg->staging_nbytes);
+	if (err)
+		goto fail;
 	m->id = rsd__next_id();
 	err = pthread_mutex_init(&m->lock, NULL);
 	if (!err)
@@ -542,6 +545,7 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 	*out = m;
 	return 0;
 fail:
+	rsd__staging_destroy(m);
 	free(m);
 	return err;
 }

@@ -3,7 +3,8 @@
  * The CUDA runtime driver. Without a usable GPU (or without CUDA at build
  * time) it must report zero devices and refuse cleanly, never crash; with a
  * GPU, memory, copies, streams and pooled events work and the pools stop
- * calling cudaMalloc once warm.
+ * calling cudaMalloc once warm, and a manager stages copies between
+ * pageable memory and a device.
  */
 #include <atf-c.h>
 #include <stdio.h>
@@ -221,6 +222,73 @@ ATF_TC_BODY(gpu_peer_copy, tc)
 	C->free(NULL, RSD_LOC_PINNED_HOST, pin, n);
 }
 
+/* Calls of cudaMemcpyAsync so far (the double counts them; -1 on a GPU). */
+static long memcpy_calls(void)
+{
+#if RSD_CUDASIM
+	return (long)rsd_cudasim_calls("cudaMemcpyAsync");
+#else
+	return -1;
+#endif
+}
+
+/*
+ * Through a manager: a pageable value to cuda:0 and back, staged in 64 KiB
+ * chunks (6 copies each way for 5 chunks and a bit) and unstaged (one
+ * copy each way), the bytes exact both times.
+ */
+ATF_TC_WITHOUT_HEAD(gpu_pageable_copies_are_staged);
+ATF_TC_BODY(gpu_pageable_copies_are_staged, tc)
+{
+	const uint64_t chunk = 64 << 10, n = 5 * chunk + 321;
+	struct rsd_location page = RSD_LOC_PAGEABLE_HOST;
+
+	need_devices(1);
+	for (int off = 0; off < 2; off++) {
+		struct rsd_manager_config mc = { .driver = C,
+						 .staging_nbytes = off ? RSD_STAGING_OFF : chunk };
+		const struct rsd_resident *back;
+		const unsigned char *b;
+		struct rsd_manager *m;
+		struct rsd_resident *r;
+		struct rsd_lease *l;
+		struct rsd_handle h;
+		unsigned char *p;
+		long c0, c1, c2;
+
+		ATF_REQUIRE_EQ(rsd_manager_create(&mc, &m), 0);
+		ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, page, 1, &n, NULL, 0, &r),
+			       0);
+		p = rsd_resident_data(r, 0);
+		for (uint64_t i = 0; i < n; i++)
+			p[i] = (unsigned char)(i * 13 + off + (i >> 16));
+		ATF_REQUIRE_EQ(rsd_adopt(m, r, NULL, RSD_REPLICABLE, &h), 0);
+		c0 = memcpy_calls();
+		ATF_REQUIRE_EQ_MSG(rsd_ensure(m, h, cuda(0), NULL, NULL), 0, "%s",
+				   rsd_last_error()->message);
+		c1 = memcpy_calls();
+		ATF_REQUIRE_EQ(rsd_drop(m, h, page, NULL), 0);
+		ATF_REQUIRE_EQ_MSG(rsd_ensure(m, h, page, NULL, NULL), 0, "%s",
+				   rsd_last_error()->message);
+		c2 = memcpy_calls();
+		if (c0 >= 0) {
+			ATF_CHECK_EQ(c1 - c0, off ? 1 : 6);
+			ATF_CHECK_EQ(c2 - c1, off ? 1 : 6);
+		}
+		ATF_REQUIRE_EQ(rsd_acquire(m, &h, 1, page, NULL, &l), 0);
+		ATF_REQUIRE_EQ(rsd_lease_value(l, h, &back), 0);
+		b = rsd_resident_data(back, 0);
+		for (uint64_t i = 0; i < n; i++)
+			if (b[i] != (unsigned char)(i * 13 + off + (i >> 16)))
+				atf_tc_fail("staging %s: byte %llu differs", off ? "off" : "on",
+					    (unsigned long long)i);
+		ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+		rsd_lease_free(l);
+		ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+		rsd_manager_destroy(m);
+	}
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, no_device_fails_cleanly);
@@ -228,5 +296,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, gpu_roundtrip_and_pool_reuse);
 	ATF_TP_ADD_TC(tp, gpu_streams_and_events);
 	ATF_TP_ADD_TC(tp, gpu_peer_copy);
+	ATF_TP_ADD_TC(tp, gpu_pageable_copies_are_staged);
 	return atf_no_error();
 }

@@ -341,7 +341,7 @@ void bench_cycle(struct rsd_manager *m, struct rsd_handle h)
 
 double bench_cycle_ns(struct rsd_manager *m, struct rsd_handle h, size_t iters, size_t reps)
 {
-	double v[64];
+	double v[64] = { 0 };
 
 	if (reps > 64)
 		reps = 64;
@@ -355,4 +355,22 @@ double bench_cycle_ns(struct rsd_manager *m, struct rsd_handle h, size_t iters, 
 		v[r] = (double)(bench_now_ns() - t0) / (double)iters;
 	}
 	return bench_median(v, reps);
+}
+
+double bench_ensure_ns(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
+		       size_t reps)
+{
+	double t[32] = { 0 };
+
+	if (reps > 32)
+		reps = 32;
+	for (size_t i = 0; i < reps + 1; i++) {
+		uint64_t t0 = bench_now_ns();
+
+		CK(rsd_ensure(m, h, at, NULL, NULL));
+		if (i)
+			t[i - 1] = (double)(bench_now_ns() - t0);
+		CK(rsd_drop(m, h, at, NULL));
+	}
+	return bench_median(t, reps);
 }

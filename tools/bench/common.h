@@ -104,5 +104,9 @@ void bench_sources(struct rsd_manager *m, size_t n, uint64_t nbytes, struct rsd_
 void bench_cycle(struct rsd_manager *m, struct rsd_handle h);
 /* Median ns of one bench_cycle over reps batches of iters cycles. */
 double bench_cycle_ns(struct rsd_manager *m, struct rsd_handle h, size_t iters, size_t reps);
+/* Median ns of reps ensures of h at `at`, each followed by its drop (one
+ * more round first warms the pools); at most 32 reps. */
+double bench_ensure_ns(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
+		       size_t reps);
 
 #endif

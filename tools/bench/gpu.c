@@ -30,7 +30,15 @@
  *                       stream at once (the node's ceiling);
  *   gpu_peer            an ensure at cuda:1 of a 256 MiB value resident at
  *                       cuda:0 (and its drop), against a bare
- *                       cudaMemcpyPeerAsync loop with peer access enabled.
+ *                       cudaMemcpyPeerAsync loop with peer access enabled;
+ *   gpu_staged_h2d /    an ensure pageable -> cuda:0 of 256 MiB, and
+ *   gpu_staged_d2h      cuda:0 -> pageable of 64 MiB (a size whose pageable
+ *                       destination the block cache keeps warm), through
+ *                       the device's staging pair, against the same ensure
+ *                       of a pinned value (target: 0.8 of its rate); and
+ *                       the unstaged copy (a manager with staging off, the
+ *                       runtime's pageable cudaMemcpyAsync) against the
+ *                       same (pipeline.c's pipe_measure()).
  *
  * gpu_k and gpu_peer need two GPUs (gpu_peer also peer access between
  * cuda:0 and cuda:1); with fewer they are skipped with a reason that
@@ -131,24 +139,6 @@ static double bare_copy_ns(const struct gpu_copy *c, size_t reps)
 		gpu_copy_once(c);
 		if (i)
 			t[i - 1] = (double)(bench_now_ns() - t0);
-	}
-	return bench_median(t, reps);
-}
-
-/* Median ns of reps ensures of h at at (each followed by its drop; the
- * first round warms the pools). */
-static double gpu_ensure_ns(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
-			    size_t reps)
-{
-	double t[32];
-
-	for (size_t i = 0; i < reps + 1; i++) {
-		uint64_t t0 = bench_now_ns();
-
-		CK(rsd_ensure(m, h, at, NULL, NULL));
-		if (i)
-			t[i - 1] = (double)(bench_now_ns() - t0);
-		CK(rsd_drop(m, h, at, NULL));
 	}
 	return bench_median(t, reps);
 }
@@ -280,7 +270,7 @@ static void gpu_ensure_pageable(void)
 	CK(rsd_resident_alloc(m, &rsd_resident_type, page, 1, &nb, NULL, 0, &r));
 	memset(rsd_resident_data(r, 0), 0x3c, (size_t)nb);
 	CK(rsd_adopt(m, r, &page, RSD_REPLICABLE, &h));
-	ens = gpu_ensure_ns(m, h, dev0, reps);
+	ens = bench_ensure_ns(m, h, dev0, reps);
 	CK(rsd_resident_alloc(m, &rsd_resident_type, dev0, 1, &nb, NULL, 0, &dr));
 	s = gpu_stream(0);
 	bare = bare_copy_ns(&(struct gpu_copy){ .dst = rsd_resident_data(dr, 0),
@@ -320,7 +310,7 @@ static void gpu_ensure256(void)
 	cudaStream_t s;
 
 	CK(rsd_cuda_location(0, &dev0));
-	ens = gpu_ensure_ns(m, gpu_value(m, pin, nb), dev0, reps);
+	ens = bench_ensure_ns(m, gpu_value(m, pin, nb), dev0, reps);
 	CK(rsd_resident_alloc(m, &rsd_resident_type, pin, 1, &nb, NULL, 0, &pr));
 	CK(rsd_resident_alloc(m, &rsd_resident_type, dev0, 1, &nb, NULL, 0, &dr));
 	s = gpu_stream(0);
@@ -500,7 +490,7 @@ static void gpu_peer(int ndev)
 	m = gpu_manager();
 	CK(rsd_cuda_location(0, &dev0));
 	CK(rsd_cuda_location(1, &dev1));
-	ens = gpu_ensure_ns(m, gpu_value(m, dev0, nb), dev1, reps);
+	ens = bench_ensure_ns(m, gpu_value(m, dev0, nb), dev1, reps);
 	gpu_peer_enable(0, 1);
 	gpu_peer_enable(1, 0);
 	CK(rsd_resident_alloc(m, &rsd_resident_type, dev0, 1, &nb, NULL, 0, &sr));
@@ -521,6 +511,32 @@ static void gpu_peer(int ndev)
 		gbps(nb, bare), TGT_RATIO_MIN, 0.9);
 	bench_manager_end(m);
 }
+
+static void gpu_staging_pair(void)
+{
+	const uint64_t h2d_nb = 256ull << 20, d2h_nb = 64ull << 20;
+	struct rsd_manager_config cfg = { .driver = rsd_cuda_driver(),
+					  .staging_nbytes = RSD_STAGING_OFF };
+	double h2d[PIPE_NWAYS], d2h[PIPE_NWAYS];
+	struct rsd_manager *m = gpu_manager(), *direct;
+	size_t reps = QF(3, 9);
+	struct rsd_location dev0;
+
+	CK(rsd_cuda_location(0, &dev0));
+	CK(rsd_manager_create(&cfg, &direct));
+	pipe_measure(m, direct, dev0, h2d_nb, reps, h2d, NULL);
+	pipe_measure(m, direct, dev0, d2h_nb, reps, NULL, d2h);
+	gpu_fig("gpu_staged_h2d", "pageable_256MiB_GBps", gbps(h2d_nb, h2d[PIPE_STAGED]), "GB/s",
+		"pinned ensure", gbps(h2d_nb, h2d[PIPE_PINNED]), TGT_RATIO_MIN, 0.8);
+	gpu_fig("gpu_staged_h2d", "unstaged_256MiB_GBps", gbps(h2d_nb, h2d[PIPE_UNSTAGED]), "GB/s",
+		"pinned ensure", gbps(h2d_nb, h2d[PIPE_PINNED]), TGT_NONE, 0);
+	gpu_fig("gpu_staged_d2h", "pageable_64MiB_GBps", gbps(d2h_nb, d2h[PIPE_STAGED]), "GB/s",
+		"pinned ensure", gbps(d2h_nb, d2h[PIPE_PINNED]), TGT_RATIO_MIN, 0.8);
+	gpu_fig("gpu_staged_d2h", "unstaged_64MiB_GBps", gbps(d2h_nb, d2h[PIPE_UNSTAGED]), "GB/s",
+		"pinned ensure", gbps(d2h_nb, d2h[PIPE_PINNED]), TGT_NONE, 0);
+	bench_manager_end(direct);
+	bench_manager_end(m);
+}
 #endif
 
 static void case_gpu(void)
@@ -535,6 +551,8 @@ static void case_gpu(void)
 		bench_skip("gpu_ensure256", "ensure_drop_GBps", "%s", why);
 		bench_skip("gpu_k", "k2_GBps", "%s", why);
 		bench_skip("gpu_peer", "peer_256MiB_GBps", "%s", why);
+		bench_skip("gpu_staged_h2d", "pageable_256MiB_GBps", "%s", why);
+		bench_skip("gpu_staged_d2h", "pageable_64MiB_GBps", "%s", why);
 		return;
 	}
 #if RSD_HAVE_CUDA
@@ -544,12 +562,15 @@ static void case_gpu(void)
 	gpu_ensure256();
 	gpu_k(rsd_cuda_driver()->device_count(NULL));
 	gpu_peer(rsd_cuda_driver()->device_count(NULL));
+	gpu_staging_pair();
 	bench_note("gpu: rsd_move pinned<->cuda:0 of 256 MiB, a pageable->cuda:0 ensure of 64 MiB "
 		   "and a pinned->cuda:0 ensure+drop of 256 MiB vs bare "
 		   "cudaMemcpyAsync+cudaStreamSynchronize on buffers of the same pools; "
 		   "cuda:0 lease acquire+release with pooled events vs one event "
 		   "create+record+destroy; K threads x K GPUs, 64 MiB ensure+drop each through "
 		   "one manager, vs K bare H2D loops at once; a cuda:0->cuda:1 ensure of 256 MiB "
-		   "vs bare cudaMemcpyPeerAsync with peer access enabled");
+		   "vs bare cudaMemcpyPeerAsync with peer access enabled; staged pageable "
+		   "ensures (256 MiB to cuda:0, 64 MiB back) and unstaged ones vs the same of a "
+		   "pinned value");
 #endif
 }

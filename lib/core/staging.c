@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Staged copies between pageable host memory and a CUDA device.
+ *
+ * A copy whose host side is pageable cannot use a copy engine directly:
+ * the CUDA runtime stages it itself and holds the caller until it is done,
+ * at about half the pinned rate. librsd stages it instead, through two
+ * pinned host buffers per device (its staging pair), chunk by chunk, so
+ * that the host's memcpy of one chunk overlaps the DMA of the other:
+ *
+ *  - host to device: chunk k is copied into buffer k % 2 on the calling
+ *    thread, its DMA queued on the copy's stream and an event recorded on
+ *    it; a buffer is refilled only once its previous event completed. The
+ *    copy returns with its last DMA still queued: its completion event,
+ *    recorded after the last chunk, is what the caller waits for.
+ *  - device to host: the DMA of chunk k into buffer k % 2 is queued with
+ *    its event, then the oldest chunk in flight is waited for and copied
+ *    out while the next one's DMA runs. It returns once the last chunk is
+ *    in the destination; its completion event is the last chunk's (done).
+ *
+ * A copy made of several buffers (a value that is not one block on both
+ * sides) flows through the pair as one stream of bytes: chunks pack the
+ * buffers' pieces, one DMA per piece and one event per chunk.
+ *
+ * The staging memory is librsd's own: allocated through the driver's
+ * alloc op at pinned host on a device's first staged copy, freed when the
+ * manager closes (or is destroyed), charged to no budget and shown in no
+ * snapshot. A pair is as large as the copies so far needed: its buffers
+ * start at STAGING_MIN (or the copy's size, rounded up to a power of two)
+ * and double, up to m->staging_chunk, when a larger copy comes, so a
+ * manager of small values never locks megabytes it does not use. When the
+ * first allocation fails, that device's copies go direct (the driver's
+ * own pageable copy); when growing fails, the pair keeps its size (larger
+ * copies move in more chunks); either is said once.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core.h"
+
+#define STAGING_DEFAULT (8ull << 20)
+#define STAGING_MIN (64ull << 10)
+
+/*
+ * One device's staging pair.
+ *
+ * Locking: lock is held for the whole of a staged copy, from the first
+ * chunk to the last one queued (host to device) or copied out (device to
+ * host), and by release; whoever holds it owns every field below it.
+ * It is taken without m->lock (copies run in a transfer's phase without
+ * the transition lock, and never under it) and never with another
+ * device's staging lock; the driver's locks are taken under it.
+ * Staged copies to one device are serialized by it: they would share
+ * that device's copy engine anyway. A copy returning with its DMA queued
+ * leaves its event in ev[], and the next holder waits for it before it
+ * touches that buffer.
+ */
+struct rsd_staging {
+	pthread_mutex_t lock;
+	char *base;    /* 2 x size bytes at pinned host; NULL until used */
+	uint64_t size; /* of each buffer: the chunk a copy moves per step */
+	bool failed;   /* the first allocation failed: copies go direct */
+	bool capped;   /* growing failed: the pair keeps its size */
+	void *ev[2];   /* the last work queued on buffer 0 and 1; NULL: none */
+};
+
+/*
+ * The bytes a copy moves, piece by piece: the common span of two blocks,
+ * else each nonempty buffer in order.
+ */
+struct cursor {
+	const struct rsd_resident *src, *dst;
+	uint64_t span;
+	size_t i;     /* the buffer (0 for the span) */
+	uint64_t off; /* bytes of it already handed out */
+};
+
+/* The next piece of at most max bytes (0 when none is left). */
+static uint64_t cursor_next(struct cursor *c, uint64_t max, const char **src, char **dst)
+{
+	const char *s;
+	char *d;
+	uint64_t len, n;
+
+	for (;; c->i++, c->off = 0) {
+		if (c->span) {
+			if (c->i)
+				return 0;
+			s = c->src->block;
+			d = c->dst->block;
+			len = c->span;
+		} else {
+			if (c->i >= c->src->nbuf)
+				return 0;
+			s = c->src->bufs[c->i].data;
+			d = c->dst->bufs[c->i].data;
+			len = c->src->bufs[c->i].nbytes;
+		}
+		if (c->off < len)
+			break;
+	}
+	n = len - c->off < max ? len - c->off : max;
+	*src = s + c->off;
+	*dst = d + c->off;
+	c->off += n;
+	return n;
+}
+
+/* ---- configuration -------------------------------------------------------- */
+
+/* RSD_STAGING: "off", or a byte count with an optional K, M or G suffix
+ * (binary). 0 when unset or unreadable (then *bad). */
+static uint64_t env_chunk(bool *bad)
+{
+	const char *s = getenv("RSD_STAGING");
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	*bad = false;
+	if (!s || !*s)
+		return 0;
+	if (!strcasecmp(s, "off"))
+		return RSD_STAGING_OFF;
+	if (!isdigit((unsigned char)*s))
+		goto bad;
+	v = strtoull(s, &end, 10);
+	switch (toupper((unsigned char)*end)) {
+	case 'K':
+		shift = 10;
+		break;
+	case 'M':
+		shift = 20;
+		break;
+	case 'G':
+		shift = 30;
+		break;
+	default:
+		break;
+	}
+	if (shift)
+		end++;
+	if (*end || !v || v > (UINT64_MAX >> 1) >> shift)
+		goto bad;
+	return (uint64_t)v << shift;
+bad:
+	*bad = true;
+	return 0;
+}
+
+int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes)
+{
+	bool bad = false;
+	int i, err;
+
+	if (!nbytes)
+		nbytes = env_chunk(&bad);
+	if (bad)
+		rsd__warn(m,
+			  "RSD_STAGING=%s is neither 'off' nor a byte count (K, M or G suffix); "
+			  "staging buffers of %llu bytes are used",
+			  getenv("RSD_STAGING"), STAGING_DEFAULT);
+	if (!nbytes)
+		nbytes = STAGING_DEFAULT;
+	m->staging = NULL;
+	m->staging_chunk = 0;
+	if (nbytes == RSD_STAGING_OFF || !m->ndevices)
+		return 0;
+	m->staging = rsd__calloc((size_t)m->ndevices, sizeof(*m->staging));
+	if (!m->staging)
+		return rsd__err(RSD_ENOMEM, "out of memory for the staging of %d device(s)",
+				m->ndevices);
+	for (i = 0; i < m->ndevices; i++) {
+		err = pthread_mutex_init(&m->staging[i].lock, NULL);
+		if (err)
+			break;
+	}
+	if (i < m->ndevices) {
+		while (i--)
+			pthread_mutex_destroy(&m->staging[i].lock);
+		free(m->staging);
+		m->staging = NULL;
+		return rsd__err(RSD_ENOMEM, "cannot initialize a staging lock: %s", strerror(err));
+	}
+	m->staging_chunk = nbytes;
+	return 0;
+}
+
+/* ---- the pair --------------------------------------------------------------- */
+
+/* With st->lock held: wait for what the buffer's last user queued. */
+static int buffer_wait(struct rsd_manager *m, struct rsd_staging *st, unsigned b)
+{
+	int err;
+
+	if (!st->ev[b])
+		return 0;
+	err = m->ops->event_sync(m->ops_ctx, st->ev[b]);
+	if (err)
+		return err; /* kept: the next holder waits for it again */
+	m->ops->event_destroy(m->ops_ctx, st->ev[b]);
+	st->ev[b] = NULL;
+	return 0;
+}
+
+/* The buffer size a copy of n bytes wants: a power of two from
+ * STAGING_MIN, at least n, at most m->staging_chunk. */
+static uint64_t pair_want(const struct rsd_manager *m, uint64_t n)
+{
+	uint64_t want = STAGING_MIN;
+
+	while (want < n && want < m->staging_chunk && want <= UINT64_MAX / 4)
+		want <<= 1;
+	return want < m->staging_chunk ? want : m->staging_chunk;
+}
+
+/*
+ * With st->lock held: make the pair fit a copy of n bytes, allocating it
+ * on first use or growing it. An allocation failure is no error: the copy
+ * goes direct (first use) or moves through the pair as it is (growing);
+ * *said is set and the failure copied to *why, for the warning made once
+ * the lock is dropped. Returns 0, or a device failure waiting for the old
+ * pair's work before it is freed.
+ */
+static int pair_get(struct rsd_manager *m, struct rsd_staging *st, uint64_t n,
+		    struct rsd_error *why, bool *said)
+{
+	uint64_t want = pair_want(m, n);
+	struct rsd_error saved;
+	void *p = NULL;
+	int err;
+
+	*said = false;
+	if (st->failed || (st->base && (st->size >= want || st->capped)))
+		return 0;
+	saved = *rsd_last_error();
+	if (want > UINT64_MAX / 2)
+		err = rsd__err(RSD_ENOMEM, "2 x %" PRIu64 " bytes do not fit in memory", want);
+	else
+		err = m->ops->alloc(m->ops_ctx, RSD_LOC_PINNED_HOST, 2 * want, &p);
+	if (err) {
+		*why = *rsd_last_error();
+		*rsd__err_record() = saved; /* the copy goes on without it */
+		*said = true;
+		if (st->base)
+			st->capped = true;
+		else
+			st->failed = true;
+		return 0;
+	}
+	if (st->base) {
+		/* Grown: the old pair goes once nothing reads or writes it. */
+		err = buffer_wait(m, st, 0);
+		if (!err)
+			err = buffer_wait(m, st, 1);
+		if (err) {
+			m->ops->free(m->ops_ctx, RSD_LOC_PINNED_HOST, p, 2 * want);
+			return err;
+		}
+		m->ops->free(m->ops_ctx, RSD_LOC_PINNED_HOST, st->base, 2 * st->size);
+	}
+	st->base = p;
+	st->size = want;
+	return 0;
+}
+
+static char *buffer(struct rsd_staging *st, unsigned b)
+{
+	return st->base + (uint64_t)b * st->size;
+}
+
+/* ---- the two directions ------------------------------------------------------ */
+
+/* Host to device: fill a buffer, queue its DMA, alternate. */
+static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
+		    struct rsd_location to, void *stream, void **event)
+{
+	const uint64_t chunk = st->size;
+	uint64_t fill = 0, n;
+	unsigned b = 0;
+	const char *s;
+	char *d;
+	int err;
+
+	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
+		char *p = buffer(st, b) + fill;
+
+		if (!fill) {
+			err = buffer_wait(m, st, b);
+			if (err)
+				return err;
+		}
+		memcpy(p, s, (size_t)n);
+		err = m->ops->copy(m->ops_ctx, d, to, p, RSD_LOC_PINNED_HOST, n, stream);
+		if (err)
+			return err;
+		fill += n;
+		if (fill == chunk) {
+			err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
+			if (err)
+				return err;
+			b ^= 1;
+			fill = 0;
+		}
+	}
+	if (fill) {
+		err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
+		if (err)
+			return err;
+	}
+	return m->ops->event_record(m->ops_ctx, stream, event);
+}
+
+/* Device to host: queue up to a chunk of DMAs into buffer b and record its
+ * event; *filled gets the bytes (0: nothing was left). */
+static int fill_out(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
+		    struct rsd_location from, void *stream, unsigned b, uint64_t *filled)
+{
+	const uint64_t chunk = st->size;
+	uint64_t fill = 0, n;
+	const char *s;
+	char *d;
+	int err;
+
+	*filled = 0;
+	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
+		if (!fill) {
+			err = buffer_wait(m, st, b);
+			if (err)
+				return err;
+		}
+		err = m->ops->copy(m->ops_ctx, buffer(st, b) + fill, RSD_LOC_PINNED_HOST, s, from,
+				   n, stream);
+		if (err)
+			return err;
+		fill += n;
+	}
+	if (!fill)
+		return 0;
+	err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
+	if (!err)
+		*filled = fill;
+	return err;
+}
+
+/* Copy n bytes of buffer b out to the pieces the cursor hands out next. */
+static void drain_out(struct rsd_staging *st, struct cursor *c, unsigned b, uint64_t n)
+{
+	const char *p = buffer(st, b), *s;
+	uint64_t k;
+	char *d;
+
+	while (n && (k = cursor_next(c, n, &s, &d))) {
+		/* s is where the piece came from on the device: only d counts. */
+		memcpy(d, p, (size_t)k);
+		p += k;
+		n -= k;
+	}
+}
+
+static int stage_out(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
+		     struct rsd_location from, void *stream, void **event)
+{
+	struct cursor out = *c; /* the pieces, again, as chunks come back */
+	uint64_t filled[2] = { 0, 0 };
+	unsigned next = 0, oldest = 0, pending = 0;
+	int err;
+
+	for (;;) {
+		/* Keep both buffers' DMAs in flight. */
+		while (pending < 2) {
+			err = fill_out(m, st, c, from, stream, next, &filled[next]);
+			if (err)
+				return err;
+			if (!filled[next])
+				break;
+			next ^= 1;
+			pending++;
+		}
+		if (!pending)
+			return 0;
+		err = m->ops->event_sync(m->ops_ctx, st->ev[oldest]);
+		if (err)
+			return err;
+		drain_out(st, &out, oldest, filled[oldest]);
+		if (pending == 1) {
+			/* The last chunk: its event is the copy's (complete). */
+			*event = st->ev[oldest];
+			st->ev[oldest] = NULL;
+			return 0;
+		}
+		m->ops->event_destroy(m->ops_ctx, st->ev[oldest]);
+		st->ev[oldest] = NULL;
+		oldest ^= 1;
+		pending--;
+	}
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+/* The bytes a copy moves. */
+static uint64_t copy_nbytes(const struct rsd_resident *src, uint64_t span)
+{
+	uint64_t n = span;
+
+	for (size_t i = 0; !span && i < src->nbuf; i++)
+		n += src->bufs[i].nbytes;
+	return n;
+}
+
+/* After the pair's lock is dropped: what pair_get() could not allocate
+ * (size: the pair's buffers then, 0 when there is none). */
+static void pair_warn(struct rsd_manager *m, struct rsd_location dev, uint64_t size, uint64_t want,
+		      const struct rsd_error *why)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	rsd_location_name(dev, name, sizeof(name));
+	if (!size)
+		rsd__warn(m,
+			  "copies between pageable memory and %s are not staged (the driver's "
+			  "pageable copy runs instead): its 2 x %" PRIu64
+			  " bytes of pinned staging could not be allocated: %s",
+			  name, want, why->message);
+	else
+		rsd__warn(m,
+			  "the pinned staging of %s stays at 2 x %" PRIu64
+			  " bytes (larger copies move in more chunks): growing it to 2 x %" PRIu64
+			  " bytes failed: %s",
+			  name, size, want, why->message);
+}
+
+int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
+		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,
+		      uint64_t span, void *stream, void **event)
+{
+	struct cursor c = { .src = src, .dst = dst, .span = span };
+	struct rsd_location dev;
+	struct rsd_staging *st;
+	struct rsd_error why;
+	uint64_t n, size;
+	bool in, said;
+	int err;
+
+	in = from.kind == RSD_PAGEABLE_HOST && to.kind == RSD_CUDA;
+	if (!m->staging || !(in || (from.kind == RSD_CUDA && to.kind == RSD_PAGEABLE_HOST)))
+		return RSD__UNSTAGED;
+	dev = in ? to : from;
+	n = copy_nbytes(src, span);
+	/* A device the manager does not see is the driver's to refuse; a
+	 * copy of no bytes has nothing to stage. */
+	if (dev.device < 0 || dev.device >= m->ndevices || !n)
+		return RSD__UNSTAGED;
+	st = &m->staging[dev.device];
+	pthread_mutex_lock(&st->lock);
+	err = pair_get(m, st, n, &why, &said);
+	size = st->size;
+	if (!err && !st->base) {
+		pthread_mutex_unlock(&st->lock);
+		if (said)
+			pair_warn(m, dev, 0, pair_want(m, n), &why);
+		return RSD__UNSTAGED;
+	}
+	if (!err)
+		err = in ? stage_in(m, st, &c, to, stream, event) :
+			   stage_out(m, st, &c, from, stream, event);
+	if (err)
+		/* Before the pair goes to the next copy: nothing this one
+		 * queued may still read or write it. */
+		rsd__copy_drain(m, stream);
+	pthread_mutex_unlock(&st->lock);
+	if (said)
+		pair_warn(m, dev, size, pair_want(m, n), &why);
+	return err;
+}
+
+void rsd__staging_release(struct rsd_manager *m)
+{
+	for (int i = 0; m->staging && i < m->ndevices; i++) {
+		struct rsd_staging *st = &m->staging[i];
+		struct rsd_error saved = *rsd_last_error();
+
+		pthread_mutex_lock(&st->lock);
+		for (unsigned b = 0; b < 2; b++) {
+			if (!st->ev[b])
+				continue;
+			/* Best effort: a failure was reported by the copy that
+			 * queued the work. */
+			m->ops->event_sync(m->ops_ctx, st->ev[b]);
+			m->ops->event_destroy(m->ops_ctx, st->ev[b]);
+			st->ev[b] = NULL;
+		}
+		if (st->base)
+			m->ops->free(m->ops_ctx, RSD_LOC_PINNED_HOST, st->base, 2 * st->size);
+		st->base = NULL;
+		st->size = 0;
+		pthread_mutex_unlock(&st->lock);
+		*rsd__err_record() = saved;
+	}
+}
+
+void rsd__staging_destroy(struct rsd_manager *m)
+{
+	rsd__staging_release(m);
+	for (int i = 0; m->staging && i < m->ndevices; i++)
+		pthread_mutex_destroy(&m->staging[i].lock);
+	free(m->staging);
+	m->staging = NULL;
+}
