@@ -704,6 +704,39 @@ ATF_TC_BODY(two_threads_one_device, tc)
 	stx_fini(&x);
 }
 
+/* ---- calls that do not wait for their copies --------------------------------------- */
+
+/* Host to device returns with the copy queued through the pair (a reap
+ * completes it), device to host once its bytes are there. */
+ATF_TC_WITHOUT_HEAD(async_calls_stage_too);
+ATF_TC_BODY(async_calls_stage_too, tc)
+{
+	const uint64_t n = 7 * CHUNK + 5;
+	struct rsd_location dev = cfx_cuda(0);
+	struct rsd_snapshot *s;
+	struct rsd_handle h;
+	struct stx x;
+
+	stx_make(&x, CHUNK, NULL, 0);
+	h = adopt_pageable(&x, n, 70);
+	OK(rsd_ensure_async(x.f.m, h, dev, NULL, NULL));
+	ATF_CHECK_EQ(ncopies(RSD_PINNED_HOST, RSD_CUDA), chunks(n));
+	ATF_CHECK_EQ(ncopies(RSD_PAGEABLE_HOST, RSD_CUDA), 0);
+	OK(rsd_simdev_ops()->stream_sync(x.f.sd, NULL));
+	OK(rsd_manager_reap(x.f.m));
+	s = cfx_snap(&x.f);
+	ATF_CHECK(!cfx_mat(cfx_val(s, h), dev)->arriving);
+	rsd_snapshot_free(s);
+	check_bytes(&x, h, dev, 70);
+	OK(rsd_drop(x.f.m, h, PAGEABLE, NULL));
+	counts_reset();
+	OK(rsd_ensure_async(x.f.m, h, PAGEABLE, NULL, NULL));
+	ATF_CHECK_EQ(ncopies(RSD_CUDA, RSD_PINNED_HOST), chunks(n));
+	ATF_CHECK_EQ(ncopies(RSD_CUDA, RSD_PAGEABLE_HOST), 0);
+	check_bytes(&x, h, PAGEABLE, 70);
+	stx_fini(&x);
+}
+
 /* ---- host-only managers ------------------------------------------------------------ */
 
 ATF_TC_WITHOUT_HEAD(host_only_unaffected);
@@ -735,6 +768,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, unpinned_host_falls_back);
 	ATF_TP_ADD_TC(tp, device_failure_mid_chunk);
 	ATF_TP_ADD_TC(tp, two_threads_one_device);
+	ATF_TP_ADD_TC(tp, async_calls_stage_too);
 	ATF_TP_ADD_TC(tp, host_only_unaffected);
 	return atf_no_error();
 }
