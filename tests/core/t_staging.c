@@ -473,11 +473,9 @@ ATF_TC_BODY(budgets_never_show_staging, tc)
 
 	stx_make(&x, CHUNK, b, 2);
 	h = adopt_pageable(&x, n, 9);
-	OK(rsd_ensure(x.f.m, h, dev, NULL, NULL));
+	one_way(&x, h, dev, n, 9, chunks(n));
 	OK(rsd_drop(x.f.m, h, PAGEABLE, NULL));
-	OK(rsd_ensure(x.f.m, h, PAGEABLE, NULL, NULL));
-	check_bytes(&x, h, PAGEABLE, 9);
-	ATF_REQUIRE_EQ(ncopies(RSD_PINNED_HOST, RSD_CUDA), chunks(n));
+	one_way(&x, h, PAGEABLE, n, 9, chunks(n));
 	s = cfx_snap(&x.f);
 	ls = cfx_loc(s, PINNED);
 	ATF_REQUIRE(ls);
