@@ -789,3 +789,72 @@ void rsd_lease_free(struct rsd_lease *obj)
 	if (rsd__free_release(&lease_kind, obj, &obj->link, obj->active, NULL, obj->n))
 		lease_obj_put(obj);
 }
+
+/*
+ * A producer's protection (rsd_adopt_reserved() and the calls built on it):
+ * a record that is born pending, over the one materialization a kernel on
+ * `stream` is still writing, with one event recorded on that stream. It is
+ * reaped, waited for at close and shown in snapshots exactly like a
+ * released GPU lease, and has no caller object.
+ */
+int rsd__producer_prepare(struct rsd_manager *m, void *stream, struct rsd_lease_rec **out)
+{
+	struct rsd_lease_rec *l = lease_rec_new(m, 1);
+	void **events = NULL;
+	int err;
+
+	/* The event, its stream and its queue link in one block, as release
+	 * lays them out (lease_rec_free frees it with the record). */
+	if (l)
+		events = rsd__calloc(1, 2 * sizeof(*events) + sizeof(struct rsd_pend_link));
+	if (!events) {
+		err = rsd__err(RSD_ENOMEM, "out of memory protecting an output");
+		goto fail;
+	}
+	err = m->ops->event_record(m->ops_ctx, stream, &events[0]);
+	if (err)
+		goto fail;
+	l->events = events;
+	l->nevents = 1;
+	l->streams = events + 1;
+	l->streams[0] = stream;
+	l->links = (struct rsd_pend_link *)(events + 2);
+	*out = l;
+	return 0;
+fail:
+	free(events);
+	if (l)
+		lease_rec_put(m, l);
+	return err;
+}
+
+void rsd__producer_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+			  struct rsd_location at)
+{
+	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+
+	l->id = rsd__next_id();
+	l->loc = at;
+	l->n = 1;
+	l->recs[0] = rec;
+	l->ids[0] = rec->handle.id;
+	l->state = RSD_LEASE_PENDING;
+	l->pending_since_ns = rsd__now_ns();
+	l->nleft = 1;
+	l->links[0].l = l;
+	l->links[0].k = 0;
+	pend_push(m, l->streams[0], &l->links[0]);
+	rsd__list_add_tail(&m->leases, &l->node);
+	/* The install's version step publishes these counts too. */
+	mat->pending_count++;
+	m->acct[rsd__loc_slot(at)].pending_count++;
+	m->pending_dirty = true;
+	m->locs_dirty = true;
+	rsd__mark_dirty(m, rec);
+}
+
+void rsd__producer_abort(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	/* Never published: its event goes back now, not after a grace period. */
+	lease_rec_free(m, l);
+}
