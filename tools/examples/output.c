@@ -19,13 +19,13 @@
 
 #define NBYTES 4096
 
-#define CHECK(call)                                                                   \
-	do {                                                                          \
-		int err_ = (call);                                                    \
-		if (err_) {                                                           \
+#define CHECK(call)                                                                    \
+	do {                                                                           \
+		int err_ = (call);                                                     \
+		if (err_) {                                                            \
 			fprintf(stderr, "%s: %s\n", #call, rsd_last_error()->message); \
-			return 1;                                                     \
-		}                                                                     \
+			return 1;                                                      \
+		}                                                                      \
 	} while (0)
 
 struct kernel {
