@@ -81,8 +81,11 @@ int rsd__adopt_install(struct rsd_manager *m, struct rsd_resident *value, struct
 	int err;
 
 	rec = record_new(m, value->type, spec);
-	if (!rec)
-		return rsd__err(RSD_ENOMEM, "out of memory creating a value record");
+	if (!rec) {
+		/* The code spelled out: callers use *out whenever 0 comes back. */
+		rsd__err(RSD_ENOMEM, "out of memory creating a value record");
+		return -RSD_ENOMEM;
+	}
 	err = counted ? rsd__install_counted(m, rec, at, value) :
 			rsd__install(m, rec, at, value, false);
 	if (err) {

@@ -313,7 +313,7 @@ static struct rsd_reservation *output_reservation(struct rsd_scope *s, const cha
 	for (size_t i = 0; i < s->nresv; i++) {
 		struct rsd_reservation *r = s->resv[i];
 
-		if (strcmp(r->label, label))
+		if (strcmp(r->label, label) != 0)
 			continue;
 		if (!first)
 			first = r;

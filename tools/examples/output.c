@@ -66,7 +66,7 @@ int main(void)
 {
 	struct rsd_location c0 = { RSD_CUDA, 0 };
 	/* Exactly the input and the output fit on the device. */
-	struct rsd_budget budget = { { RSD_CUDA, 0 }, 2 * NBYTES };
+	struct rsd_budget budget = { { RSD_CUDA, 0 }, 2 * (uint64_t)NBYTES };
 	struct rsd_simdev_config sc = { .ndevices = 1, .pooled = true };
 	struct rsd_manager_config cfg = { .budgets = &budget, .nbudgets = 1 };
 	uint64_t n = NBYTES;
