@@ -473,6 +473,63 @@ ATF_TC_BODY(scope_adopt, tc)
 	cfx_fini(&f);
 }
 
+/* What a source load tries: adopting into a reservation from inside it. */
+struct inner {
+	struct rsd_reservation *r;
+	struct rsd_scope *s;
+	struct rsd_resident *v;
+	int rc_resv, rc_scope;
+};
+
+static int adopt_hook(struct csrc *src)
+{
+	struct inner *in = src->arg;
+	struct rsd_handle h;
+
+	in->rc_resv = rsd_adopt_reserved(in->r, in->v, RSD_EXCLUSIVE, NULL, &h);
+	in->rc_scope = rsd_scope_adopt(in->s, "out", in->v, RSD_EXCLUSIVE, NULL, &h);
+	return 0;
+}
+
+/* §9.1: a source callback's own thread cannot adopt into a reservation;
+ * the refusal changes nothing, and the same calls work afterwards. */
+ATF_TC_WITHOUT_HEAD(refused_from_a_source_load);
+ATF_TC_BODY(refused_from_a_source_load, tc)
+{
+	const struct rsd_reservation_spec rs = { PAGEABLE, N, "out" };
+	const struct rsd_plan p = { .name = "step", .reservations = &rs, .nreservations = 1 };
+	struct csrc src = { 0 };
+	struct inner in = { 0 };
+	struct rsd_handle h, x;
+	uint64_t v;
+	struct cfx f;
+
+	cfx_host(&f, NULL, 0);
+	h = cfx_sourced(&f, &src, PAGEABLE);
+	OK(rsd_reserve(f.m, PAGEABLE, N, "out", &in.r));
+	OK(rsd_scope_enter(f.m, &p, NULL, 0, NULL, &in.s));
+	in.v = cfx_alloc(&f, PAGEABLE, N);
+	src.hook = adopt_hook;
+	src.arg = &in;
+	v = cfx_version(&f);
+	CHECK_ACCT(&f, PAGEABLE, 0, 2 * N, 2, v);
+	OK(rsd_ensure(f.m, h, PAGEABLE, NULL, NULL));
+	ATF_CHECK_EQ(in.rc_resv, -RSD_EREENTRANT);
+	ATF_CHECK_EQ(in.rc_scope, -RSD_EREENTRANT);
+	/* Only the load's install happened. */
+	CHECK_ACCT(&f, PAGEABLE, N, 2 * N, 2, v + 1);
+	OK(rsd_adopt_reserved(in.r, in.v, RSD_EXCLUSIVE, NULL, &x));
+	CHECK_ACCT(&f, PAGEABLE, 2 * N, N, 2, v + 2);
+	in.v = cfx_alloc(&f, PAGEABLE, N);
+	OK(rsd_scope_adopt(in.s, "out", in.v, RSD_EXCLUSIVE, NULL, &x));
+	CHECK_ACCT(&f, PAGEABLE, 3 * N, 0, 2, v + 3);
+	OK(rsd_scope_close(in.s, NULL));
+	OK(rsd_reservation_release(in.r));
+	rsd_scope_free(in.s);
+	rsd_reservation_free(in.r);
+	cfx_fini(&f);
+}
+
 /*
  * Two threads at one location. The budget holds the values, a reservation
  * R and slack S. One thread adopts R/K-byte outputs into the reservation,
@@ -591,6 +648,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, producer_stream);
 	ATF_TP_ADD_TC(tp, close_waits_for_producer);
 	ATF_TP_ADD_TC(tp, scope_adopt);
+	ATF_TP_ADD_TC(tp, refused_from_a_source_load);
 	ATF_TP_ADD_TC(tp, concurrent_admission);
 	return atf_no_error();
 }
