@@ -105,7 +105,7 @@ static inline void rsd_trace_adopt(uint64_t manager_id, uint64_t handle_id, stru
 static inline void rsd_trace_adopt_reserved(uint64_t manager_id, uint64_t handle_id,
 					    struct rsd_location at, uint64_t charged_nbytes,
 					    uint64_t reservation_id, const char *label,
-					    uint64_t remaining_nbytes, uint64_t producer_lease_id)
+					    uint64_t remaining_nbytes, bool filling)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
@@ -114,7 +114,7 @@ static inline void rsd_trace_adopt_reserved(uint64_t manager_id, uint64_t handle
 	lttng_ust_tracepoint(rsd, adopt_reserved, manager_id, handle_id, &at,
 			     rsd_location_name(at, name, sizeof(name)), charged_nbytes,
 			     reservation_id, rsd__trace_str(label), remaining_nbytes,
-			     producer_lease_id);
+			     (uint8_t)filling);
 }
 
 static inline void rsd_trace_register_source(uint64_t manager_id, uint64_t handle_id,
@@ -293,10 +293,10 @@ static inline void rsd_trace_adopt(uint64_t manager_id, uint64_t handle_id, stru
 static inline void rsd_trace_adopt_reserved(uint64_t manager_id, uint64_t handle_id,
 					    struct rsd_location at, uint64_t charged_nbytes,
 					    uint64_t reservation_id, const char *label,
-					    uint64_t remaining_nbytes, uint64_t producer_lease_id)
+					    uint64_t remaining_nbytes, bool filling)
 {
 	(void)manager_id, (void)handle_id, (void)at, (void)charged_nbytes, (void)reservation_id,
-		(void)label, (void)remaining_nbytes, (void)producer_lease_id;
+		(void)label, (void)remaining_nbytes, (void)filling;
 }
 
 static inline void rsd_trace_register_source(uint64_t manager_id, uint64_t handle_id,

@@ -401,12 +401,14 @@ const char *rsd_reservation_label(const struct rsd_reservation *r);
  * until released. state_version steps once, as for rsd_adopt().
  *
  * With @producer_stream an event is recorded on it, and until a reap sees
- * that event complete the new materialization is protected as a released
- * GPU lease's values are (a pending lease in snapshots): drop, move and
- * discard of it are -RSD_EINUSE and a non-forced close waits for it. Its
- * end is one more version step, as a reap of a lease is. Copies from it
- * (rsd_ensure() elsewhere) are not ordered after the producer's work:
- * read it elsewhere only after that work completed.
+ * that event complete the new materialization is *filling*, as the
+ * destination of a copy a not-waiting call queued (reference.md §22):
+ * drop, move and discard of it are -RSD_EINUSE; a lease on another CUDA
+ * stream orders that stream after the event on the device; a host lease,
+ * and a copy of it to another location, wait for the event first; a
+ * waiting close waits for it. Its completion does not step state_version.
+ * If the event reports a device error, the output is removed as a failed
+ * queued copy's destination is, and the error is returned once.
  *
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or

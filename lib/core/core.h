@@ -987,26 +987,14 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservation *r);
 /*
  * rsd_adopt_reserved() under the lock (output.c), for it, scopes and uses:
- * the value's charge moves out of r into the value in one step, its
- * producer stream (or NULL) protects the new materialization. Writer path,
- * the manager open; state unchanged on failure.
+ * the value's charge moves out of r into the value in one step; with a
+ * producer stream the new materialization is filling until an event
+ * recorded on it completes (queued.c). Writer path, the manager open;
+ * state unchanged on failure.
  */
 int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 			       struct rsd_resident *value, enum rsd_replica_mode mode,
 			       void *producer_stream, struct rsd_handle *out);
-
-/*
- * A producer's protection (lease.c): a lease record born pending over one
- * new materialization, whose one event is recorded on the stream that
- * still writes it, then reaped as a released GPU lease is. prepare records
- * the event and changes no state; commit (which cannot fail) makes the
- * record pending over rec's materialization at `at` without a version step
- * (the install's step publishes it); abort gives back what prepare made.
- */
-int rsd__producer_prepare(struct rsd_manager *m, void *stream, struct rsd_lease_rec **out);
-void rsd__producer_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
-			  struct rsd_location at);
-void rsd__producer_abort(struct rsd_manager *m, struct rsd_lease_rec *l);
 
 /*
  * Copying a value (§4.4), in two steps so that only the first runs under
@@ -1048,6 +1036,15 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 		       const struct rsd_location *from, struct rsd_location src,
 		       struct rsd_location to, const struct rsd_location *leave,
 		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event);
+/*
+ * Make l the record of a write into rec's materialization at `to` that
+ * event, recorded on stream, completes: `to` is filling until then, and
+ * the record is queued on the stream as a pending lease. No version step
+ * (the caller's commit makes it). rsd__qcopy_commit() uses it for a copy;
+ * rsd_adopt_reserved() for the output a producer stream still writes.
+ */
+void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+		     struct rsd_location to, void *stream, void *event);
 /* The record's event completed (or failed: l->qc->err): fold it in. */
 void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Close without finishing it: free what it reads, or keep it for ever

@@ -7,26 +7,50 @@
  * output moves the output's charge out of the reservation and onto the new
  * value in one hold of the transition lock, so no reader, admission or
  * snapshot ever sees the bytes counted twice or free in between, and
- * nothing is admitted: the location's total does not change. When a stream
- * still writes the output, an event recorded on it keeps the new
- * materialization protected as a released GPU lease keeps its values, until
- * a reap sees the event complete.
+ * nothing is admitted: the location's total does not change.
+ *
+ * When a stream still writes the output, the new materialization is
+ * *filling*, exactly as the destination of a copy a not-waiting call queued
+ * (queued.c, §22): an event recorded on the producer stream is kept in a
+ * pending lease record, removal is refused until a reap sees it, consumers
+ * on other streams are ordered after it, host readers and copies from it
+ * wait for it. Its completion is folded in without a version step.
  */
 #include <string.h>
 
 #include "core.h"
 #include "../trace.h"
 
+/* The record and the event of a producer stream's write (nothing on
+ * failure). */
+static int producer_prepare(struct rsd_manager *m, void *stream, struct rsd_lease_rec **out,
+			    void **event)
+{
+	struct rsd_lease_rec *l = rsd__qcopy_new(m);
+	int err;
+
+	if (!l)
+		return rsd__err(RSD_ENOMEM, "out of memory for an output's producer event");
+	err = m->ops->event_record(m->ops_ctx, stream, event);
+	if (err) {
+		rsd__qcopy_discard(m, l);
+		return err;
+	}
+	*out = l;
+	return 0;
+}
+
 int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 			       struct rsd_resident *value, enum rsd_replica_mode mode,
 			       void *producer_stream, struct rsd_handle *out)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	struct rsd_lease_rec *guard = NULL;
+	struct rsd_lease_rec *fill = NULL;
 	struct rsd_location at = r->loc;
 	struct rsd_value_spec spec;
 	struct rsd_record *rec;
 	struct rsd_acct *a;
+	void *event = NULL;
 	int err;
 
 	if (!r->active || !r->tracked)
@@ -47,7 +71,7 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 				rsd_location_name(at, name, sizeof(name)),
 				(unsigned long long)r->nbytes);
 	if (producer_stream) {
-		err = rsd__producer_prepare(m, producer_stream, &guard);
+		err = producer_prepare(m, producer_stream, &fill, &event);
 		if (err)
 			return err;
 	}
@@ -60,15 +84,17 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 	if (err) {
 		r->nbytes += spec.storage_nbytes;
 		a->reserved += spec.storage_nbytes;
-		if (guard)
-			rsd__producer_abort(m, guard);
+		if (fill) {
+			m->ops->event_destroy(m->ops_ctx, event);
+			rsd__qcopy_discard(m, fill);
+		}
 		return err;
 	}
 	m->resv_dirty = true;
-	if (guard)
-		rsd__producer_commit(m, guard, rec, at);
+	if (fill)
+		rsd__qcopy_fill(m, fill, rec, at, producer_stream, event);
 	rsd_trace_adopt_reserved(m->id, rec->handle.id, at, spec.storage_nbytes, r->id, r->label,
-				 r->nbytes, guard ? guard->id : 0);
+				 r->nbytes, fill != NULL);
 	*out = rec->handle;
 	return 0;
 }

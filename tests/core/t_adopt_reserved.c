@@ -4,19 +4,22 @@
  * rsd_adopt_reserved() and rsd_scope_adopt() move a value's charge out of a
  * reservation in one step (exact snapshots, one version step, never over
  * budget with the location full), every failure changes nothing, a
- * producer stream protects the new materialization until its event is
- * reaped, and another thread admitting at the location meanwhile never sees
- * the bytes counted twice or free.
+ * producer stream keeps the new materialization filling until its event is
+ * reaped (removal refused, readers ordered after it), and another thread
+ * admitting at the location meanwhile never sees the bytes counted twice or
+ * free.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <atf-c.h>
 #include "../check.h"
 
+#include "../simwait.h"
 #include "cfx.h"
 
 static struct rsd_location c0;
@@ -292,19 +295,46 @@ struct kernel {
 	unsigned char *out;
 	uint64_t n;
 	unsigned char byte;
+	unsigned delay_us; /* before it writes: a long kernel */
 };
 
 static void kernel(void *arg)
 {
 	struct kernel *k = arg;
 
+	if (k->delay_us)
+		usleep(k->delay_us);
 	memset(k->out, k->byte, k->n);
+}
+
+/* A reader on another stream: copies what it finds. */
+struct reader {
+	const unsigned char *in;
+	unsigned char seen[N];
+};
+
+static void reader(void *arg)
+{
+	struct reader *r = arg;
+
+	memcpy(r->seen, r->in, N);
+}
+
+/* Every byte of buf[0..n) is b. */
+static bool all(const unsigned char *buf, size_t n, unsigned char b)
+{
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] != b)
+			return false;
+	return true;
 }
 
 /*
  * A kernel still writes the output on its stream: the adopt records an
- * event there, and the new materialization is protected (a pending lease
- * entry) until a reap sees it complete, one more version step.
+ * event there, and the new materialization is filling (snapshots show it
+ * arriving, §22.1) until a reap sees the event: drop, move and discard are
+ * refused, a non-waiting close counts it as a queued copy, and its
+ * completion is folded in without a version step.
  */
 ATF_TC_WITHOUT_HEAD(producer_stream);
 ATF_TC_BODY(producer_stream, tc)
@@ -313,10 +343,11 @@ ATF_TC_BODY(producer_stream, tc)
 	const struct rsd_materialization_snapshot *ms;
 	struct rsd_reservation *r;
 	struct rsd_resident *o;
+	const struct rsd_resident *rv;
 	struct rsd_snapshot *s;
+	struct rsd_lease *l;
 	struct kernel k;
 	struct rsd_handle h;
-	unsigned char back[N];
 	uint64_t v;
 	void *st;
 	struct cfx f;
@@ -327,16 +358,17 @@ ATF_TC_BODY(producer_stream, tc)
 	OK(rsd_reserve(f.m, c0, 2 * N, "result", &r));
 	v = cfx_version(&f);
 	o = cfx_alloc(&f, c0, N);
-	k = (struct kernel){ rsd_resident_data(o, 0), N, 0xc3 };
+	k = (struct kernel){ rsd_resident_data(o, 0), N, 0xc3, 0 };
 	OK(rsd_simdev_launch_host_func(f.sd, st, kernel, &k));
 	OK(rsd_adopt_reserved(r, o, RSD_EXCLUSIVE, st, &h));
 	CHECK_ACCT(&f, c0, N, N, 1, v + 1);
 	s = cfx_snap(&f);
 	ms = cfx_mat(cfx_val(s, h), c0);
 	ATF_REQUIRE(ms);
-	ATF_CHECK_EQ(ms->pending_event_count, 1);
+	ATF_CHECK(ms->arriving);
+	ATF_CHECK_EQ(ms->pending_event_count, 0);
 	ATF_CHECK_EQ(ms->use_count, 0);
-	ATF_CHECK_EQ(cfx_loc(s, c0)->pending_event_count, 1);
+	ATF_CHECK_EQ(cfx_loc(s, c0)->pending_event_count, 0);
 	rsd_snapshot_free(s);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, st), 1);
 
@@ -347,35 +379,99 @@ ATF_TC_BODY(producer_stream, tc)
 	OK(rsd_manager_reap(f.m));
 	CHECK_ACCT(&f, c0, N, N, 1, v + 1);
 	ERR(RSD_EINUSE, rsd_manager_close(f.m, RSD_CLOSE_NOWAIT));
-	ATF_CHECK_MATCH("pending_leases=1", rsd_last_error()->message);
+	ATF_CHECK_MATCH("queued_copies=1", rsd_last_error()->message);
 
+	/* Done: no longer filling, and no version step for it. */
 	rsd_simdev_stream_complete(f.sd, st);
 	OK(rsd_manager_reap(f.m));
-	CHECK_ACCT(&f, c0, N, N, 1, v + 2);
+	CHECK_ACCT(&f, c0, N, N, 1, v + 1);
 	s = cfx_snap(&f);
-	ATF_CHECK_EQ(cfx_mat(cfx_val(s, h), c0)->pending_event_count, 0);
-	ATF_CHECK_EQ(cfx_loc(s, c0)->pending_event_count, 0);
+	ATF_CHECK(!cfx_mat(cfx_val(s, h), c0)->arriving);
 	rsd_snapshot_free(s);
 
-	/* The kernel's bytes are the value's. */
+	/* The kernel's bytes are the value's; it moves like any value. */
 	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
 	OK(rsd_move(f.m, h, PAGEABLE, NULL, NULL, NULL));
-	memset(back, 0, sizeof(back));
-	{
-		struct rsd_lease *l;
-		const struct rsd_resident *rv;
-
-		OK(rsd_acquire(f.m, &h, 1, PAGEABLE, NULL, &l));
-		OK(rsd_lease_value(l, h, &rv));
-		memcpy(back, rsd_resident_data(rv, 0), N);
-		OK(rsd_lease_release(l, 0));
-		rsd_lease_free(l);
-	}
-	for (size_t i = 0; i < N; i++)
-		ATF_REQUIRE_EQ(back[i], 0xc3);
+	CHECK_ACCT(&f, c0, 0, N, 1, v + 4); /* pageable-host recorded, installed; cuda:0 removed */
+	OK(rsd_acquire(f.m, &h, 1, PAGEABLE, NULL, &l));
+	OK(rsd_lease_value(l, h, &rv));
+	ATF_CHECK(all(rsd_resident_data(rv, 0), N, 0xc3));
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
 	OK(rsd_reservation_release(r));
 	rsd_reservation_free(r);
 	rsd_simdev_stream_destroy(f.sd, st);
+	cfx_fini(&f);
+}
+
+/*
+ * Readers of a filling output come after its producer: a lease on another
+ * stream orders that stream after the producer's event on the device (the
+ * kernel sleeps before it writes, so a reader that did not wait would see
+ * zeros), and a copy to the host waits for it on the host (the producer's
+ * stream completes only after 100 ms, the copy's at once).
+ */
+ATF_TC_WITHOUT_HEAD(readers_wait_for_the_producer);
+ATF_TC_BODY(readers_wait_for_the_producer, tc)
+{
+	struct rsd_reservation *r;
+	struct rsd_resident *o;
+	const struct rsd_resident *rv;
+	struct rsd_lease *l;
+	struct simpump pump;
+	struct simwait w;
+	struct reader rd;
+	struct kernel k;
+	struct rsd_handle h;
+	void *st, *s2;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 1);
+	OK(rsd_simdev_stream_create(f.sd, 0, &st));
+	OK(rsd_simdev_stream_create(f.sd, 0, &s2));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_BACKGROUND, 0);
+	OK(rsd_reserve(f.m, c0, 2 * N, "result", &r));
+
+	/* A second stream's reader. */
+	o = cfx_alloc(&f, c0, N);
+	memset(rsd_resident_data(o, 0), 0, N);
+	k = (struct kernel){ rsd_resident_data(o, 0), N, 0x5a, 100000 };
+	OK(rsd_simdev_launch_host_func(f.sd, st, kernel, &k));
+	OK(rsd_adopt_reserved(r, o, RSD_EXCLUSIVE, st, &h));
+	OK(rsd_acquire(f.m, &h, 1, c0, s2, &l));
+	OK(rsd_lease_value(l, h, &rv));
+	rd.in = rsd_resident_data(rv, 0);
+	OK(rsd_simdev_launch_host_func(f.sd, s2, reader, &rd));
+	rsd_simdev_stream_complete(f.sd, s2);
+	ATF_CHECK_MSG(all(rd.seen, N, 0x5a), "the reader ran before the producer finished");
+	OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
+	rsd_lease_free(l);
+
+	/* A copy to the host, on command: the transfer streams run as soon
+	 * as work reaches them, the producer's stream only after 100 ms. */
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	o = cfx_alloc(&f, c0, N);
+	memset(rsd_resident_data(o, 0), 0, N);
+	k = (struct kernel){ rsd_resident_data(o, 0), N, 0xa5, 0 };
+	OK(rsd_simdev_launch_host_func(f.sd, st, kernel, &k));
+	OK(rsd_adopt_reserved(r, o, RSD_REPLICABLE, st, &h));
+	ATF_REQUIRE(simpump_start(&pump, f.sd, NULL, 0, true, false));
+	ATF_REQUIRE(simwait_start(&w, f.sd, st, 100));
+	OK(rsd_ensure(f.m, h, PAGEABLE, NULL, NULL));
+	ATF_CHECK_MSG(simwait_blocked(&w), "the copy did not wait for the producer");
+	simpump_stop(&pump);
+	OK(rsd_acquire(f.m, &h, 1, PAGEABLE, NULL, &l));
+	OK(rsd_lease_value(l, h, &rv));
+	ATF_CHECK_MSG(all(rsd_resident_data(rv, 0), N, 0xa5),
+		      "the copy read the output before the producer finished");
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+
+	OK(rsd_reservation_release(r));
+	rsd_reservation_free(r);
+	OK(rsd_manager_close(f.m, 0));
+	rsd_simdev_stream_destroy(f.sd, st);
+	rsd_simdev_stream_destroy(f.sd, s2);
 	cfx_fini(&f);
 }
 
@@ -395,7 +491,7 @@ ATF_TC_BODY(close_waits_for_producer, tc)
 	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_BACKGROUND, 1000000);
 	OK(rsd_reserve(f.m, c0, N, "result", &r));
 	o = cfx_alloc(&f, c0, N);
-	k = (struct kernel){ rsd_resident_data(o, 0), N, 1 };
+	k = (struct kernel){ rsd_resident_data(o, 0), N, 1, 0 };
 	OK(rsd_simdev_launch_host_func(f.sd, st, kernel, &k));
 	OK(rsd_adopt_reserved(r, o, RSD_EXCLUSIVE, st, &h));
 	OK(rsd_reservation_release(r));
@@ -646,6 +742,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, storage_bytes);
 	ATF_TP_ADD_TC(tp, failures_change_nothing);
 	ATF_TP_ADD_TC(tp, producer_stream);
+	ATF_TP_ADD_TC(tp, readers_wait_for_the_producer);
 	ATF_TP_ADD_TC(tp, close_waits_for_producer);
 	ATF_TP_ADD_TC(tp, scope_adopt);
 	ATF_TP_ADD_TC(tp, refused_from_a_source_load);

@@ -5,7 +5,8 @@
  * rsd_use_adopt() moves into the request's reservation with the stream as
  * its producer. The location is full throughout (budget = input +
  * reservation); close releases the emptied reservation and the output
- * stays, protected until the kernel's event is reaped.
+ * stays, filling (protected, readers ordered after it) until the kernel's
+ * event is reaped.
  */
 #include <string.h>
 
@@ -105,7 +106,8 @@ ATF_TC_BODY(use_adopt_output, tc)
 	ATF_CHECK_EQ(fx_used(&f, c0), 2 * N);
 	ATF_CHECK_EQ(fx_reserved(&f, c0), 0);
 	ATF_CHECK(fx_at(&f, h, c0));
-	check_prot(&f, c0, 1, 1, 1);
+	/* The output is filling (not a pending lease); the input is leased. */
+	check_prot(&f, c0, 0, 1, 1);
 	ATF_CHECK_EQ(k.runs, 0);
 
 	/* Close: the input's lease turns pending, the emptied reservation
@@ -114,16 +116,16 @@ ATF_TC_BODY(use_adopt_output, tc)
 	ATF_CHECK_EQ(fx_version(&f), v + 3);
 	ATF_CHECK_EQ(fx_used(&f, c0), 2 * N);
 	ATF_CHECK_EQ(fx_reserved(&f, c0), 0);
-	check_prot(&f, c0, 2, 0, 0);
+	check_prot(&f, c0, 1, 0, 0);
 	RSD_CHECK_ERR(RSD_EUSAGE, rsd_use_adopt(u, "result", out, RSD_EXCLUSIVE, s, &none));
 	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(f.m, h, c0, NULL));
 
-	/* The kernel finishes; one reap step each for the lease and the
-	 * output. */
+	/* The kernel finishes: one reap step for the lease, none for the
+	 * output's completion. */
 	rsd_simdev_stream_complete(f.sd, s);
 	ATF_CHECK_EQ(k.runs, 1);
 	RSD_REQUIRE_OK(rsd_manager_reap(f.m));
-	ATF_CHECK_EQ(fx_version(&f), v + 5);
+	ATF_CHECK_EQ(fx_version(&f), v + 4);
 	check_prot(&f, c0, 0, 0, 0);
 
 	/* The output holds the kernel's bytes and is an ordinary value. */

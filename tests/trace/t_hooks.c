@@ -45,8 +45,8 @@ static unsigned fire_all(void)
 
 	rsd_trace_adopt(MID, 11, RSD_LOC_PAGEABLE_HOST, 4096);
 	rsd_trace_register_source(MID, 12, RSD_LOC_PINNED_HOST, 8192);
-	rsd_trace_adopt_reserved(MID, 13, cuda3, 2048, 42, "result", 512, 43);
-	rsd_trace_adopt_reserved(MID, 14, RSD_LOC_PINNED_HOST, 0, 44, NULL, 0, 0);
+	rsd_trace_adopt_reserved(MID, 13, cuda3, 2048, 42, "result", 512, true);
+	rsd_trace_adopt_reserved(MID, 14, RSD_LOC_PINNED_HOST, 0, 44, NULL, 0, false);
 	rsd_trace_state(MID, 2, RSD_LOC_PAGEABLE_HOST, 4096, 0);
 
 	/* A move with an explicit from and a sampled allocator: every field set. */
@@ -81,8 +81,6 @@ static unsigned fire_all(void)
 	rsd_trace_lease_acquire(MID, 21, cuda3, 2);
 	rsd_trace_lease_release(MID, 21, cuda3, 1, false, true);
 	rsd_trace_lease_reap(MID, 21, 5000);
-	/* The first output's protection (producer lease 43) ends too. */
-	rsd_trace_lease_reap(MID, 43, 7000);
 	rsd_trace_hold(MID, 31, RSD_LOC_PINNED_HOST, 3, true);
 	rsd_trace_hold(MID, 31, RSD_LOC_PINNED_HOST, 3, false);
 	rsd_trace_reservation(MID, 41, cuda3, 1 << 20, "activations", true);

@@ -12,8 +12,9 @@
  *     second action fails in the device copy (EEXEC, a partial report);
  *   a scope with a reservation, entered and closed;
  *   two controller decisions, one granted, one refused;
- *   an output adopted into a reservation with a busy producer stream, its
- *     protection reaped once the stream completes, the reservation released;
+ *   an output adopted into a reservation with a busy producer stream,
+ *     filling until a reap sees the stream complete, the reservation
+ *     released;
  *   four discards.
  *
  * Alone, "lifetimes" checks the results it gets. With RSD_T_TRACE_EXPECT set
@@ -22,8 +23,8 @@
  * reports (not from lib/trace.h). Lifetime ids are not visible through the
  * API, so the file says "<L1>", "<H1>", "<R1>" (the first lease, hold,
  * reservation id seen) for t_trace.sh to match against the recorded ids;
- * a reap's pending_ns is written as "<=N", N being the time the program
- * measured around release and reap.
+ * a reap's pending_ns (and an output's queued_ns) is written as "<=N", N
+ * being the time the program measured around release (adoption) and reap.
  */
 #include <atf-c.h>
 #include "../check.h"
@@ -315,9 +316,9 @@ static void scope(struct rsd_manager *m, struct rsd_handle c)
 
 /*
  * An output: a reservation at cuda:0, a value adopted into half of it
- * while its producer stream is busy (a pending lease protects it until
- * the stream completes and a reap sees it), then the reservation released
- * with the half it still holds. Returns the output's handle.
+ * while its producer stream is busy (the value is filling until the stream
+ * completes and a reap sees it: rsd:copy_complete), then the reservation
+ * released with the half it still holds. Returns the output's handle.
  */
 static struct rsd_handle output(struct rsd_manager *m, struct rsd_simdev *sd)
 {
@@ -338,12 +339,12 @@ static struct rsd_handle output(struct rsd_manager *m, struct rsd_simdev *sd)
 	put("rsd:adopt_reserved: { manager_id = %" PRIu64 ", handle_id = %" PRIu64, mid, h.id);
 	put_loc("at", true, CUDA0);
 	put(", charged_nbytes = 4096, reservation_id = <R3>, label = \"result\""
-	    ", remaining_nbytes = 4096, producer_lease_id = <L3> }\n");
+	    ", remaining_nbytes = 4096, filling = 1 }\n");
 	rsd_simdev_stream_complete(sd, s);
 	RSD_CHECK_OK(rsd_manager_reap(m));
-	put("rsd:lease_reap: { manager_id = %" PRIu64 ", lease_id = <L3>, pending_ns = <=%" PRIu64
-	    " }\n",
-	    mid, unix_ns() - t0);
+	put("rsd:copy_complete: { manager_id = %" PRIu64 ", handle_id = %" PRIu64, mid, h.id);
+	put_loc("at", true, CUDA0);
+	put(", queued_ns = <=%" PRIu64 ", error = 0 }\n", unix_ns() - t0);
 	RSD_REQUIRE_OK(rsd_reservation_release(r));
 	e_life("reservation_release", "reservation_id", "<R3>", CUDA0);
 	put(", nbytes = 4096, label = \"result\" }\n");

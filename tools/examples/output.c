@@ -9,8 +9,9 @@
  * device, which runs it in the background like a GPU would) reads the
  * leased input and writes the output. rsd_use_adopt() hands the output to
  * the manager against that reservation while the kernel may still run: its
- * bytes move from reserved to used in one step, and an event on the stream
- * keeps the output from being dropped or moved until the kernel is done.
+ * bytes move from reserved to used in one step, and until an event on the
+ * stream says the kernel is done the output is filling: nothing drops or
+ * moves it, and whoever reads it is ordered after the kernel.
  */
 #include <stdio.h>
 #include <string.h>
