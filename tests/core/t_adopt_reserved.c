@@ -475,6 +475,46 @@ ATF_TC_BODY(readers_wait_for_the_producer, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * A producer whose event reports a device error: the reap point that sees
+ * it removes the output's materialization (one version step, its charge
+ * refunded to the location, not to the reservation) and returns the error
+ * once, as for a failed queued copy (§22.2).
+ */
+ATF_TC_WITHOUT_HEAD(producer_failure);
+ATF_TC_BODY(producer_failure, tc)
+{
+	const struct rsd_budget b = { { RSD_CUDA, 0 }, 2 * N };
+	struct rsd_reservation *r;
+	struct rsd_resident *o;
+	struct rsd_snapshot *s;
+	struct rsd_handle h;
+	uint64_t v;
+	void *st;
+	struct cfx f;
+
+	cfx_sim(&f, &b, 1, 1);
+	OK(rsd_simdev_stream_create(f.sd, 0, &st));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	OK(rsd_reserve(f.m, c0, 2 * N, "result", &r));
+	o = cfx_alloc(&f, c0, N);
+	OK(rsd_adopt_reserved(r, o, RSD_EXCLUSIVE, st, &h));
+	v = cfx_version(&f);
+	rsd_simdev_stream_complete(f.sd, st);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	CHECK_ACCT(&f, c0, 0, N, 1, v + 1);
+	s = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_val(s, h)->nmaterializations, 0);
+	rsd_snapshot_free(s);
+	OK(rsd_manager_reap(f.m));
+	CHECK_ACCT(&f, c0, 0, N, 1, v + 1);
+	OK(rsd_reservation_release(r));
+	rsd_reservation_free(r);
+	rsd_simdev_stream_destroy(f.sd, st);
+	cfx_fini(&f);
+}
+
 /* A waiting close waits for the producer's event as for a lease's. */
 ATF_TC_WITHOUT_HEAD(close_waits_for_producer);
 ATF_TC_BODY(close_waits_for_producer, tc)
@@ -743,6 +783,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, failures_change_nothing);
 	ATF_TP_ADD_TC(tp, producer_stream);
 	ATF_TP_ADD_TC(tp, readers_wait_for_the_producer);
+	ATF_TP_ADD_TC(tp, producer_failure);
 	ATF_TP_ADD_TC(tp, close_waits_for_producer);
 	ATF_TP_ADD_TC(tp, scope_adopt);
 	ATF_TP_ADD_TC(tp, refused_from_a_source_load);
