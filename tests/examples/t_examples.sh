@@ -58,6 +58,16 @@ automatic_body() {
 	atf_check -o match:"stage 5: block 2 in pinned, 0 evictions" cat out
 }
 
+atf_test_case output
+output_head() {
+	atf_set "descr" "a kernel's output adopted into its reservation: the device stays exactly full"
+}
+output_body() {
+	need_example output
+	atf_check -s exit:0 -o inline:"entered: cuda:0 used 4096, reserved 4096 of 8192 bytes\nadopted: cuda:0 used 8192, reserved 0 of 8192 bytes\nresult: 4096 bytes, 0 wrong\n" \
+		"$prog"
+}
+
 atf_test_case mpi
 mpi_head() {
 	atf_set "descr" "two MPI ranks: a value sent by one is adopted by the other under a new handle"
@@ -159,6 +169,7 @@ atf_init_test_cases() {
 	atf_add_test_case explicit
 	atf_add_test_case source
 	atf_add_test_case automatic
+	atf_add_test_case output
 	atf_add_test_case mpi
 	atf_add_test_case demo
 	atf_add_test_case demo_ranks
