@@ -68,6 +68,26 @@ output_body() {
 		"$prog"
 }
 
+atf_test_case prefetch
+prefetch_head() {
+	atf_set "descr" "prefetching: each batch's copies are queued while the previous" \
+		"batch's kernel runs, and every kernel reads its own batch's bytes"
+}
+prefetch_body() {
+	need_example prefetch
+	atf_check -s exit:0 -o save:out "$prog"
+	# Room for the weights and two batches: from batch 2 on, deciding a
+	# batch drops the one two back (its kernel was waited for).
+	for i in 0 1 2 3 4 5 6 7; do
+		n=1
+		[ "$i" -lt 2 ] && n=0
+		atf_check -o match:"^batch $i: $n evictions; kernel read 65536 input and 32768 weight bytes: intact$" cat out
+	done
+	atf_check -o match:"^8 of 8 batches intact; the host waited 7 times \(6 for the kernel two batches back, 1 for the last\)$" cat out
+	# When kernel i ran is the device's business: only the count's range.
+	atf_check -o match:"^the next batch's copies were queued before the current kernel ran in [0-7] of 7 batches$" cat out
+}
+
 atf_test_case mpi
 mpi_head() {
 	atf_set "descr" "two MPI ranks: a value sent by one is adopted by the other under a new handle"
@@ -170,6 +190,7 @@ atf_init_test_cases() {
 	atf_add_test_case source
 	atf_add_test_case automatic
 	atf_add_test_case output
+	atf_add_test_case prefetch
 	atf_add_test_case mpi
 	atf_add_test_case demo
 	atf_add_test_case demo_ranks
