@@ -80,8 +80,7 @@ static int adopt(struct pipeline *p, uint64_t n, unsigned char byte, struct rsd_
 	struct rsd_resident *r;
 	int err;
 
-	err = rsd_resident_alloc(p->m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1, &n, NULL, 0,
-				 &r);
+	err = rsd_resident_alloc(p->m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1, &n, NULL, 0, &r);
 	if (err)
 		return err;
 	memset(rsd_resident_data(r, 0), byte, n);
