@@ -98,8 +98,8 @@ prefetch_body() {
 		atf_check -o match:"^batch $i: $n evictions; kernel read 65536 input and 32768 weight bytes: intact$" cat out
 	done
 	atf_check -o match:"^8 of 8 batches intact; the host waited 7 times \(6 for the kernel two batches back, 1 for the last\)$" cat out
-	# When kernel i ran is the device's business: only the count's range.
-	atf_check -o match:"^the next batch's copies were queued before the current kernel ran in [0-7] of 7 batches$" cat out
+	# When kernel i ends is the device's business: only the count's range.
+	atf_check -o match:"^the next batch's copies were queued before the current kernel finished in [0-7] of 7 batches$" cat out
 }
 
 atf_test_case mpi

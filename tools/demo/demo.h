@@ -82,9 +82,10 @@ struct demo_opts {
 	uint64_t near;	   /* the next-use policy's near_steps */
 	bool near_set;	   /* else derived from the budgets (demo_default_near) */
 	bool quiet;
-	bool prefetch; /* use the next stage while this one's kernel runs */
-	bool links;    /* the simulated device's link model, in the background */
-	bool compare;  /* run each policy waiting, then prefetching, with links */
+	bool prefetch;	    /* use the next stage while this one's kernel runs */
+	bool links;	    /* the simulated device's link model, in the background */
+	bool compare;	    /* run each policy waiting, then prefetching, with links */
+	uint64_t kernel_ns; /* each stage's kernel (simulated device only) */
 };
 
 /* The time scale of the simulated device's link model under --links (the

@@ -17,7 +17,7 @@ static void usage(void)
 		"                [--ct-mib N] [--key-mib N] [--weight-mib N] [--workspace-mib N]\n"
 		"                [--device-mib N] [--pinned-mib N] [--share N]\n"
 		"                [--policy lru|next-use|both] [--near N] [--no-prefetch]\n"
-		"                [--links] [--compare-prefetch] [-q]\n"
+		"                [--kernel-us N] [--links] [--compare-prefetch] [-q]\n"
 		"  --share N   ciphertexts each rank sends on per stage (MPI job only; default 1)\n"
 		"  --policy P  the controller's policy; both (the default of one process) runs\n"
 		"              the workload under each and compares them (MPI job: lru only)\n"
@@ -26,6 +26,8 @@ static void usage(void)
 		"              the device and pinned budgets)\n"
 		"  --no-prefetch  each stage waits for its copies; by default the next stage's\n"
 		"              copies are queued while this stage's kernel runs\n"
+		"  --kernel-us N  each stage's kernel computes N us on the simulated device\n"
+		"              (default 500; stretched by the time scale with --links)\n"
 		"  --links     the simulated device models its links (H200 PCIe rates, time\n"
 		"              scale %g) and runs work in the background, as a GPU does\n"
 		"  --compare-prefetch  run each policy waiting, then prefetching, with --links,\n"
@@ -48,7 +50,8 @@ void demo_opts_default(struct demo_opts *o, bool ring)
 				 .pinned_budget = 24 * MiB,
 				 .policies = ring ? 1u << DP_LRU :
 						    (1u << DP_LRU) | (1u << DP_NEXT_USE),
-				 .prefetch = true };
+				 .prefetch = true,
+				 .kernel_ns = 500000 };
 }
 
 int demo_parse(int argc, char **argv, struct demo_opts *o, bool ring)
@@ -66,6 +69,7 @@ int demo_parse(int argc, char **argv, struct demo_opts *o, bool ring)
 		{ "no-prefetch", no_argument, NULL, 10 },
 		{ "links", no_argument, NULL, 11 },
 		{ "compare-prefetch", no_argument, NULL, 12 },
+		{ "kernel-us", required_argument, NULL, 13 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -129,6 +133,9 @@ int demo_parse(int argc, char **argv, struct demo_opts *o, bool ring)
 			break;
 		case 12:
 			o->compare = true;
+			break;
+		case 13:
+			o->kernel_ns = strtoull(optarg, NULL, 0) * 1000;
 			break;
 		default:
 			usage();

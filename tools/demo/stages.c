@@ -3,8 +3,10 @@
  * rsd-demo's stages. Each asks the controller for two ciphertexts, a key and
  * a weight block on the device plus a workspace, queues its kernel on the
  * consumer stream and closes its use: the use's leases stay pending until
- * the kernel has run. On the simulated device the kernel is a host function
- * that checks the bytes of every value it reads against what the value
+ * the kernel has run. On the simulated device the kernel computes for
+ * o->kernel_ns on the device's compute engine, declares the values it reads
+ * (the simulator aborts when a copy still writing them is not ordered before
+ * it) and, when it ends, checks each value's bytes against what the value
  * holds; on a GPU there is no kernel (the demo launches none), only the
  * stream.
  *
@@ -15,7 +17,9 @@
  * Kernel s goes on the stream before stage s + 1's use, or it would wait
  * behind stage s + 1's copies. Either way the host waits for kernel s - 1
  * before deciding stage s + 1: the device must hold stage s's values (its
- * kernel may still read them) and stage s + 1's, and not s - 1's too.
+ * kernel may still read them) and stage s + 1's, and not s - 1's too. When
+ * it cannot hold two stages, the decision is infeasible while kernel s runs:
+ * the host waits for kernel s too, and decides again.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -71,6 +75,7 @@ static uint64_t expected(const struct demo *dm, uint32_t v)
 /* Queue stage s's kernel on the consumer stream (simulated device only). */
 static int queue_kernel(struct demo *dm, struct stage *st, unsigned s)
 {
+	struct rsd_simdev_access reads[DEMO_NSTAGE_VALUES] = { { 0 } };
 	struct rsd_requirement req[DEMO_NSTAGE_VALUES];
 	uint32_t idx[DEMO_NSTAGE_VALUES];
 	struct kernel *k = &st->k;
@@ -90,8 +95,10 @@ static int queue_kernel(struct demo *dm, struct stage *st, unsigned s)
 		k->p[i] = rsd_resident_data(v, 0);
 		k->n[i] = rsd_resident_buffer_nbytes(v, 0);
 		k->want[i] = expected(dm, idx[i]);
+		reads[i] = (struct rsd_simdev_access){ .ptr = (void *)k->p[i], .nbytes = k->n[i] };
 	}
-	return rsd_simdev_launch_host_func(dm->sd, dm->stream, kernel, k);
+	return rsd_simdev_launch_kernel(dm->sd, dm->stream, dm->o->kernel_ns, reads,
+					DEMO_NSTAGE_VALUES, kernel, k);
 }
 
 /* Stage s's use: decided, entered and leased; its copies waited for, or
@@ -173,6 +180,13 @@ static int stage_step(struct demo *dm, struct stage *st, unsigned s, struct row 
 	err = stage_room(dm, s ? &st[s - 1] : NULL);
 	if (!err)
 		err = stage_use(dm, &st[s + 1], s + 1);
+	/* A device too small for two stages: stage s + 1 fits only once
+	 * kernel s no longer protects its values. */
+	if (err == -RSD_EPLAN && st[s].done) {
+		err = stage_room(dm, &st[s]);
+		if (!err)
+			err = stage_use(dm, &st[s + 1], s + 1);
+	}
 	return err;
 }
 

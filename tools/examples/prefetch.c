@@ -18,8 +18,10 @@
  *      consumer stream next time round, starts once they are done.
  *
  * The simulated device runs its streams in the background, as a GPU does.
- * Its kernel is a host function queued on the consumer stream that checks
- * every byte it reads: the batch's input and the weights.
+ * Its kernel occupies the device's compute engine for KERNEL_NS, declares
+ * the bytes it reads (the batch's input and the weights: the simulator
+ * aborts if a copy still writing them is not ordered before it) and, when it
+ * finishes, checks every one of them.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,6 +35,8 @@
 #define WEIGHT_BYTE 0xa5
 /* Each item on a simulated stream runs this long after it became runnable. */
 #define DEVICE_DELAY_NS 200000
+/* How long each kernel computes. */
+#define KERNEL_NS 1000000
 
 static unsigned char batch_byte(unsigned i)
 {
@@ -45,7 +49,7 @@ struct kernel {
 	const unsigned char *in, *w; /* the leased device bytes */
 	uint64_t nin, nw;
 	unsigned char seed;
-	atomic_int state; /* 0: not run; 1: every byte right; -1: a byte wrong */
+	atomic_int state; /* 0: not finished; 1: every byte right; -1: a byte wrong */
 };
 
 static void kernel(void *arg)
@@ -116,6 +120,7 @@ static int queue_kernel(struct pipeline *p, unsigned i)
 {
 	const struct rsd_resident *in, *w;
 	struct kernel *k = &p->k[i];
+	struct rsd_simdev_access reads[2] = { { 0 } };
 	int err;
 
 	err = rsd_use_value(p->use[i], p->in[i], p->dev, &in);
@@ -129,7 +134,9 @@ static int queue_kernel(struct pipeline *p, unsigned i)
 	k->nw = rsd_resident_buffer_nbytes(w, 0);
 	k->seed = batch_byte(i);
 	atomic_init(&k->state, 0);
-	return rsd_simdev_launch_host_func(p->sd, p->stream, kernel, k);
+	reads[0] = (struct rsd_simdev_access){ .ptr = (void *)k->in, .nbytes = k->nin };
+	reads[1] = (struct rsd_simdev_access){ .ptr = (void *)k->w, .nbytes = k->nw };
+	return rsd_simdev_launch_kernel(p->sd, p->stream, KERNEL_NS, reads, 2, kernel, k);
 }
 
 static int run(struct pipeline *p)
@@ -155,7 +162,7 @@ static int run(struct pipeline *p)
 			err = rsd_manager_reap(p->m);
 		if (!err)
 			err = use_batch(p, i + 1);
-		/* Not a wait: did batch i + 1's use return before kernel i ran? */
+		/* Not a wait: did batch i + 1's use return before kernel i ended? */
 		p->early += !err && atomic_load(&p->k[i].state) == 0;
 	}
 	/* The results: wait for the last kernel. */
@@ -240,8 +247,8 @@ int main(void)
 	printf("%u of %u batches intact; the host waited %u times (%u for the kernel two "
 	       "batches back, 1 for the last)\n",
 	       intact, NBATCH, p.host_waits, p.host_waits - 1);
-	printf("the next batch's copies were queued before the current kernel ran in %u of %u "
-	       "batches\n",
+	printf("the next batch's copies were queued before the current kernel finished in %u of "
+	       "%u batches\n",
 	       p.early, NBATCH - 1);
 	rc = intact == NBATCH ? 0 : 1;
 out:
