@@ -29,7 +29,7 @@
 
 #include <rsd/rsd.h>
 
-#define NBATCH 8
+#define NBATCH 8u
 #define BATCH (64u << 10)
 #define WEIGHTS (32u << 10)
 #define WEIGHT_BYTE 0xa5
