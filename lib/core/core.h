@@ -1074,6 +1074,14 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Close without finishing it: free what it reads, or keep it for ever
  * (keep: the device may still read it). */
 void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool keep);
+/*
+ * A not-waiting call's admission at `at` failed: when a queued copy still
+ * holds a temporary charge there (a move's source bytes, a loaded value),
+ * wait for the oldest such copy without the lock and fold it in. Returns 1
+ * when it waited (admit again), 0 outside queue mode or when no queued copy
+ * holds room at `at`, or the error of waiting.
+ */
+int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
 /* The recorded failure of a queued copy of rec (rec->copy_err set), as
  * the error of the call that needed the value; cleared. */
 int rsd__copy_error(struct rsd_record *rec);

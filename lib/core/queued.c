@@ -256,6 +256,27 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
 	drop_leftover(m, qc);
 }
 
+int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at)
+{
+	struct rsd_lease_rec *l;
+	int err;
+
+	if (!queue_mode)
+		return 0;
+	/* Creation order: the oldest copy is likely the first to finish. */
+	rsd__list_for_each_entry(l, &m->leases, node)
+		if (l->qc && l->qc->leftover_charged && rsd_location_equal(l->qc->leftover_at, at))
+			break;
+	if (!l)
+		return 0;
+	/* Folded in on return: a failure of the copy is the value's (undo). */
+	err = rsd__lease_wait(m, l);
+	if (!err && m->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+	return err ? err : 1;
+}
+
 static int copy_failure(int code, uint64_t value, struct rsd_location at)
 {
 	char name[RSD_LOCATION_NAME_MAX];

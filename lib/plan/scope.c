@@ -97,7 +97,15 @@ static int enter_phases(struct rsd_manager *m, struct rsd_scope *s)
 	for (size_t i = 0; i < p->nreservations; i++) {
 		const struct rsd_reservation_spec *r = &p->reservations[i];
 
-		err = rsd__reserve_locked(m, r->location, r->nbytes, r->label, &s->resv[s->nresv]);
+		int waited = 0;
+
+		/* Room a queued copy still holds (§22.1): wait for it. */
+		do
+			err = rsd__reserve_locked(m, r->location, r->nbytes, r->label,
+						  &s->resv[s->nresv]);
+		while (err == -RSD_EBUDGET && (waited = rsd__qcopy_wait_room(m, r->location)) > 0);
+		if (waited < 0)
+			err = waited;
 		if (err) {
 			release_reservations(m, s);
 			return rsd__exec_failure(p->name, RSD_PHASE_RESERVE, -1, (long)i, err,

@@ -431,6 +431,9 @@ demo_ranks_body()
 	atf_check -o match:"on 2 ranks: all intact$" cat demo.log
 	atf_check -o match:"^per rank \(2 processes, told apart by vpid\)$" cat demo.log
 	atf_check -o match:" transitions, 2 manager\(s\) in 2 process\(es\), span " cat demo.log
+	# The stages prefetch: their copies were queued, and each one seen done.
+	atf_check -o match:"^queued copies \(not-waiting calls\): [1-9][0-9]* complete, 0 failed; queued -> seen min " \
+		cat demo.log
 	sed -nE 's/^== rank ([0-9]+) \(pid ([0-9]+)\) of 2 ==$/\1 \2/p' demo/demo.out >ranks
 	atf_check_equal "$(cut -d' ' -f1 ranks | tr '\n' ' ')" "0 1 "
 
