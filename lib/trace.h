@@ -18,7 +18,7 @@
  * Where the core calls them:
  *   rsd_trace_transition       after each completed action, no-ops and
  *                              discards included, inside plans and scopes too
- *   rsd_trace_adopt, rsd_trace_register_source
+ *   rsd_trace_adopt, rsd_trace_adopt_reserved, rsd_trace_register_source
  *                              after the value is committed
  *   rsd_trace_lease_*, rsd_trace_hold, rsd_trace_reservation
  *                              after the lifetime object is created/released
@@ -100,6 +100,21 @@ static inline void rsd_trace_adopt(uint64_t manager_id, uint64_t handle_id, stru
 		return;
 	lttng_ust_tracepoint(rsd, adopt, manager_id, handle_id, &at,
 			     rsd_location_name(at, name, sizeof(name)), charged_nbytes);
+}
+
+static inline void rsd_trace_adopt_reserved(uint64_t manager_id, uint64_t handle_id,
+					    struct rsd_location at, uint64_t charged_nbytes,
+					    uint64_t reservation_id, const char *label,
+					    uint64_t remaining_nbytes, bool filling)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, adopt_reserved))
+		return;
+	lttng_ust_tracepoint(rsd, adopt_reserved, manager_id, handle_id, &at,
+			     rsd_location_name(at, name, sizeof(name)), charged_nbytes,
+			     reservation_id, rsd__trace_str(label), remaining_nbytes,
+			     (uint8_t)filling);
 }
 
 static inline void rsd_trace_register_source(uint64_t manager_id, uint64_t handle_id,
@@ -273,6 +288,15 @@ static inline void rsd_trace_adopt(uint64_t manager_id, uint64_t handle_id, stru
 				   uint64_t charged_nbytes)
 {
 	(void)manager_id, (void)handle_id, (void)at, (void)charged_nbytes;
+}
+
+static inline void rsd_trace_adopt_reserved(uint64_t manager_id, uint64_t handle_id,
+					    struct rsd_location at, uint64_t charged_nbytes,
+					    uint64_t reservation_id, const char *label,
+					    uint64_t remaining_nbytes, bool filling)
+{
+	(void)manager_id, (void)handle_id, (void)at, (void)charged_nbytes, (void)reservation_id,
+		(void)label, (void)remaining_nbytes, (void)filling;
 }
 
 static inline void rsd_trace_register_source(uint64_t manager_id, uint64_t handle_id,

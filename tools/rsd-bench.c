@@ -35,11 +35,12 @@
 #include "bench/pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/gpu.c"	    /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/node.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/starpu.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/node.c"	   /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/blocked.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/gpu_pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/demo_prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -75,6 +76,7 @@ static const struct bench_case cases[] = {
 	{ "prefetch", "pipeline", case_prefetch, false },
 	{ "gpu_pipeline", "gpu", case_gpu_pipeline, false },
 	{ "staging", "pipeline", case_pipeline_staging, false },
+	{ "demo_prefetch", "pipeline", case_demo_prefetch, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -9,17 +9,20 @@
  *                deterministically from its seed;
  *   weights      replicable plaintext blocks, adopted in pageable memory.
  *
- * Each stage asks the controller (rsd_controller_use) for two ciphertexts,
- * one key and one weight block on the device plus a workspace reservation.
+ * Each stage asks the controller for two ciphertexts, one key and one
+ * weight block on the device plus a workspace reservation, and queues its
+ * kernel on the device's stream; the next stage's request is made while
+ * that kernel runs, with rsd_controller_use_async(), so its copies overlap
+ * the kernel (--no-prefetch: rsd_controller_use(), waiting for them).
  * The deterministic tiered LRU spills ciphertexts cuda:N -> pinned-host ->
  * pageable-host and drops keys and weights that can be recovered. At the end
  * every ciphertext and key is checked against what its seed says it holds;
  * the exit status says whether anything was lost.
  *
- * The workload lives in tools/demo/ (workload.c, report.c) and runs the
- * same as one rank of an MPI job in rsd-demo-mpi, where every stage also
- * hands a share of the rank's ciphertexts to the next rank of a ring and
- * ownership is checked across the whole job. Here there is no ring.
+ * The workload lives in tools/demo/ (workload.c, stages.c, report.c) and
+ * runs the same as one rank of an MPI job in rsd-demo-mpi, where every stage
+ * also hands a share of the rank's ciphertexts to the next rank of a ring
+ * and ownership is checked across the whole job. Here there is no ring.
  *
  * Uses the CUDA runtime when a GPU is present, the simulated device
  * otherwise (and says which).

@@ -113,6 +113,30 @@ LTTNG_UST_TRACEPOINT_EVENT(rsd, adopt,
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, adopt, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 
+/*
+ * adopt_reserved: a produced value adopted into a reservation at "at": its
+ * charged_nbytes moved out of the reservation, which keeps remaining_nbytes.
+ * filling: 1 when a producer stream still writes it; a later
+ * rsd:copy_complete of the same handle and location says it is complete.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, adopt_reserved,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, handle_id,
+			  const struct rsd_location *, at, const char *, at_name,
+			  uint64_t, charged_nbytes, uint64_t, reservation_id, const char *, label,
+			  uint64_t, remaining_nbytes, uint8_t, filling),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_integer(uint64_t, handle_id, handle_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint64_t, charged_nbytes, charged_nbytes)
+		lttng_ust_field_integer(uint64_t, reservation_id, reservation_id)
+		lttng_ust_field_string(label, label)
+		lttng_ust_field_integer(uint64_t, remaining_nbytes, remaining_nbytes)
+		lttng_ust_field_integer(uint8_t, filling, filling)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, adopt_reserved, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+
 /* register_source: a value whose bytes a source callback can produce. */
 LTTNG_UST_TRACEPOINT_EVENT(rsd, register_source,
 	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, handle_id,

@@ -729,6 +729,34 @@ int rsd_use_value(struct rsd_use *u, struct rsd_handle h, struct rsd_location at
 		  const struct rsd_resident **out);
 
 /**
+ * rsd_use_adopt() - Adopt a produced value into one of a use's reservations.
+ * @u: the use.
+ * @label: the label of one of the request's reservations.
+ * @value: the output, as for rsd_adopt_reserved().
+ * @mode: RSD_EXCLUSIVE or RSD_REPLICABLE.
+ * @producer_stream: the stream on which work still writing @value is queued
+ *	(typically the use's consumer stream of that location), or NULL when
+ *	@value is complete; as for rsd_adopt_reserved().
+ * @out: receives the new handle on success.
+ *
+ * rsd_scope_adopt() on the use's scope. rsd_use_close() then releases what
+ * the request's reservations still hold; the adopted value stays, and
+ * later decisions see it as any other value.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @u, @label, @value or @out is NULL, or as for
+ *   rsd_adopt_reserved().
+ * * -RSD_EUSAGE - the use is not active (closed, or its entry failed).
+ * * -RSD_ENOTFOUND - the request has no reservation labelled @label.
+ * * -RSD_ECLOSED, -RSD_EREENTRANT, -RSD_EINVAL, -RSD_EMATERIAL,
+ *   -RSD_EOWNERSHIP, -RSD_EBUDGET, -RSD_ENOMEM, -RSD_EDEVICE - as for
+ *   rsd_scope_adopt().
+ */
+int rsd_use_adopt(struct rsd_use *u, const char *label, struct rsd_resident *value,
+		  enum rsd_replica_mode mode, void *producer_stream, struct rsd_handle *out);
+
+/**
  * rsd_use_decision() - The decision a use entered.
  * @u: the use.
  *

@@ -306,7 +306,9 @@ void rsd_hold_free(struct rsd_hold *hd);
  * A reservation takes bytes from a location's remaining budget under a
  * label; the admission rule counts them as if they were charged, so later
  * charges there must fit beside them. No memory is allocated. Scopes make
- * and release reservations of their own. See Documentation/reference.md §8.7.
+ * and release reservations of their own. A value a kernel produces goes
+ * into the reservation made for it with rsd_adopt_reserved(). See
+ * Documentation/reference.md §8.7 and §8.10.
  */
 /**
  * rsd_reserve() - Reserve bytes of a location's budget.
@@ -358,10 +360,13 @@ int rsd_reservation_release(struct rsd_reservation *r);
 bool rsd_reservation_active(const struct rsd_reservation *r);
 
 /**
- * rsd_reservation_nbytes() - A reservation's size.
+ * rsd_reservation_nbytes() - The bytes a reservation still reserves.
  * @r: the reservation.
  *
- * Context: Any thread; lock-free.
+ * Its size less what rsd_adopt_reserved() moved out of it.
+ *
+ * Context: Any thread; lock-free, so not while another thread adopts into
+ * @r.
  * Return: the reserved bytes; 0 for NULL.
  */
 uint64_t rsd_reservation_nbytes(const struct rsd_reservation *r);
@@ -374,6 +379,59 @@ uint64_t rsd_reservation_nbytes(const struct rsd_reservation *r);
  * Return: the label, owned by the reservation; NULL for NULL.
  */
 const char *rsd_reservation_label(const struct rsd_reservation *r);
+
+/**
+ * rsd_adopt_reserved() - Adopt a produced value into a reservation made for it.
+ * @r: an active reservation; it names the manager and the location.
+ * @value: the output, a resident at @r's location (allocated uncharged with
+ *	rsd_resident_alloc()); on success it is the manager's, on failure it
+ *	stays the caller's.
+ * @mode: RSD_EXCLUSIVE or RSD_REPLICABLE.
+ * @producer_stream: for a CUDA reservation, the stream on which work still
+ *	writing @value is queued (a kernel launched before this call), or NULL
+ *	when @value is complete; NULL for a host reservation.
+ * @out: receives the new handle on success.
+ *
+ * rsd_adopt() of @value at @r's location, charged out of @r: in one hold
+ * of the transition lock @r shrinks by the value's charge (its storage
+ * bytes, at least its logical bytes) and the value is installed with that
+ * charge, so the location's used bytes grow by what its reserved bytes
+ * lose, its total never changes and nothing is admitted. The charge must
+ * fit what @r still reserves; a reservation brought to 0 bytes stays active
+ * until released. state_version steps once, as for rsd_adopt().
+ *
+ * With @producer_stream an event is recorded on it, and until a reap sees
+ * that event complete the new materialization is *filling*, as the
+ * destination of a copy a not-waiting call queued (reference.md §22):
+ * drop, move and discard of it are -RSD_EINUSE; a lease on another CUDA
+ * stream orders that stream after the event on the device; a host lease,
+ * and a copy of it to another location, wait for the event first; a
+ * waiting close waits for it. Its completion does not step state_version.
+ * If the event reports a device error, the output is removed as a failed
+ * queued copy's destination is, and the error is returned once.
+ *
+ * Context: Writer path; not callable from a source callback.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @r, @value or @out is NULL; @mode is unknown;
+ *   @producer_stream is not a stream of the manager's driver.
+ * * -RSD_ELIFETIME - @r has been released.
+ * * -RSD_ECLOSED - the manager is closed or destroyed.
+ * * -RSD_EREENTRANT - called on the thread of a running source load, or
+ *   this thread is inside a transition of the manager.
+ * * -RSD_EINVAL - @producer_stream is given for a host reservation, or is
+ *   a stream of another device.
+ * * -RSD_EMATERIAL - @value does not conform to @r's location (it lives
+ *   elsewhere, or mixes pinned and pageable storage).
+ * * -RSD_EOWNERSHIP - @value is already owned by a manager, or its storage
+ *   aliases another value's.
+ * * -RSD_EBUDGET - the value's charge exceeds what @r still reserves (the
+ *   message names both).
+ * * -RSD_ENOMEM - bookkeeping memory ran out.
+ * * -RSD_EDEVICE - reaping a pending lease's event, or recording the
+ *   producer's event, failed.
+ */
+int rsd_adopt_reserved(struct rsd_reservation *r, struct rsd_resident *value,
+		       enum rsd_replica_mode mode, void *producer_stream, struct rsd_handle *out);
 
 /**
  * rsd_reservation_free() - Free a reservation object.

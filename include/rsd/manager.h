@@ -435,7 +435,9 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
  * moved source put back, state_version stepped, rsd:copy_complete names
  * the error), and the next call that needs the value, and the next
  * rsd_manager_reap(), return the device's error. Host-to-host copies and
- * source loads still complete before the call returns. See
+ * source loads still complete before the call returns. An admission that
+ * does not fit while queued copies still hold the room (a spill's source
+ * bytes) waits on the host for those copies, oldest first. See
  * Documentation/reference.md §22.
  */
 

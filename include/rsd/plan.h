@@ -297,8 +297,9 @@ struct rsd_scope;
  * A scope enters a plan (reclaim actions, reservations, enter actions) and
  * keeps its reservations until it is closed, when it runs the exit actions
  * and releases the reservations in reverse order. Other threads may act
- * between entry and close; exit actions are not preflighted again. See
- * Documentation/reference.md §11.
+ * between entry and close; exit actions are not preflighted again. An
+ * output produced inside the scope goes into one of its reservations with
+ * rsd_scope_adopt(). See Documentation/reference.md §11.
  */
 
 /**
@@ -381,6 +382,38 @@ int rsd_scope_enter_async(struct rsd_manager *m, const struct rsd_plan *p,
  * * -RSD_EDEVICE - reaping a pending lease's event failed.
  */
 int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report);
+
+/**
+ * rsd_scope_adopt() - Adopt a produced value into one of a scope's reservations.
+ * @s: an entered, unclosed scope.
+ * @label: the label of a reservation of the scope's plan.
+ * @value: the output, as for rsd_adopt_reserved().
+ * @mode: RSD_EXCLUSIVE or RSD_REPLICABLE.
+ * @producer_stream: as for rsd_adopt_reserved(); NULL when @value is
+ *	complete.
+ * @out: receives the new handle on success.
+ *
+ * rsd_adopt_reserved() into the scope's reservation labelled @label: of
+ * several so labelled, the first (in plan order) at @value's location
+ * with room for it. When none has room the call fails as
+ * rsd_adopt_reserved() would with the one there that has the most bytes
+ * left (-RSD_EBUDGET), or, when none is at @value's location, with the
+ * first so labelled (-RSD_EMATERIAL). Close releases what the reservation still holds; the
+ * adopted value stays, an ordinary value.
+ *
+ * Context: Writer path; not callable from a source callback. Takes the
+ * scope's lock, so calls on one scope from several threads are serialized.
+ * Return: 0 on success, or
+ * * -RSD_ETYPE - @s, @label, @value or @out is NULL, or as for
+ *   rsd_adopt_reserved().
+ * * -RSD_EUSAGE - the scope is closed.
+ * * -RSD_ENOTFOUND - the scope has no reservation labelled @label.
+ * * -RSD_ECLOSED - the manager is closed or destroyed.
+ * * -RSD_EREENTRANT, -RSD_EINVAL, -RSD_EMATERIAL, -RSD_EOWNERSHIP,
+ *   -RSD_EBUDGET, -RSD_ENOMEM, -RSD_EDEVICE - as for rsd_adopt_reserved().
+ */
+int rsd_scope_adopt(struct rsd_scope *s, const char *label, struct rsd_resident *value,
+		    enum rsd_replica_mode mode, void *producer_stream, struct rsd_handle *out);
 
 /**
  * rsd_scope_exit_error() - The plan-execution error an exit raised.

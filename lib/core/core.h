@@ -928,6 +928,22 @@ void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
 /* Install / remove (§4.5). */
 int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 		 struct rsd_resident *v, bool allow_exclusive);
+/* Install bytes the caller moved out of a reservation at `at` under the
+ * same hold of the lock: rsd__install without the admission (the
+ * location's total does not change). */
+int rsd__install_counted(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+			 struct rsd_resident *v);
+/*
+ * rsd_adopt's two steps (register.c). spec: the spec a resident adopted at
+ * `at` gets, checked in rsd_adopt's order (conformance, replica mode, a
+ * resident some manager owns). install: a new record with value as its
+ * one materialization, committed in registration order; counted as for
+ * rsd__install_counted. Writer path.
+ */
+int rsd__adopt_spec(const struct rsd_resident *value, struct rsd_location at,
+		    enum rsd_replica_mode mode, struct rsd_value_spec *spec);
+int rsd__adopt_install(struct rsd_manager *m, struct rsd_resident *value, struct rsd_location at,
+		       const struct rsd_value_spec *spec, bool counted, struct rsd_record **out);
 /* §2.4 materialization validation. */
 int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
 		      struct rsd_location at);
@@ -993,6 +1009,16 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
 int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t nbytes,
 			const char *label, struct rsd_reservation **out);
 void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservation *r);
+/*
+ * rsd_adopt_reserved() under the lock (output.c), for it, scopes and uses:
+ * the value's charge moves out of r into the value in one step; with a
+ * producer stream the new materialization is filling until an event
+ * recorded on it completes (queued.c). Writer path, the manager open;
+ * state unchanged on failure.
+ */
+int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
+			       struct rsd_resident *value, enum rsd_replica_mode mode,
+			       void *producer_stream, struct rsd_handle *out);
 
 /*
  * Copying a value (§4.4), in two steps so that only the first runs under
@@ -1034,11 +1060,28 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 		       const struct rsd_location *from, struct rsd_location src,
 		       struct rsd_location to, const struct rsd_location *leave,
 		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event);
+/*
+ * Make l the record of a write into rec's materialization at `to` that
+ * event, recorded on stream, completes: `to` is filling until then, and
+ * the record is queued on the stream as a pending lease. No version step
+ * (the caller's commit makes it). rsd__qcopy_commit() uses it for a copy;
+ * rsd_adopt_reserved() for the output a producer stream still writes.
+ */
+void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+		     struct rsd_location to, void *stream, void *event);
 /* The record's event completed (or failed: l->qc->err): fold it in. */
 void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Close without finishing it: free what it reads, or keep it for ever
  * (keep: the device may still read it). */
 void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool keep);
+/*
+ * A not-waiting call's admission at `at` failed: when a queued copy still
+ * holds a temporary charge there (a move's source bytes, a loaded value),
+ * wait for the oldest such copy without the lock and fold it in. Returns 1
+ * when it waited (admit again), 0 outside queue mode or when no queued copy
+ * holds room at `at`, or the error of waiting.
+ */
+int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
 /* The recorded failure of a queued copy of rec (rec->copy_err set), as
  * the error of the call that needed the value; cleared. */
 int rsd__copy_error(struct rsd_record *rec);

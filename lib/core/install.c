@@ -92,15 +92,23 @@ static bool owned_by(const struct rsd_keymap_slot *s, const struct rsd_record *r
 	return s->owner == rec->index && s->at_slot == rsd__loc_slot(at);
 }
 
+/* How install() charges. */
+#define INSTALL_ARRIVING 1u /* the admit phase of a transfer */
+#define INSTALL_COUNTED 2u  /* the bytes are counted already: no admission */
+
 /*
  * Install v at `at`. An arriving install (the admit phase of a transfer,
  * xfer.c) charges and indexes the destination but neither records the
  * location nor moves state_version: its commit does (rsd__arrival_commit),
- * so the version steps exactly as a synchronous install's would.
+ * so the version steps exactly as a synchronous install's would. A counted
+ * install takes bytes its caller removed from a reservation under the same
+ * hold of the lock: the location's total does not change, so there is
+ * nothing to admit (other threads' plan headroom must not refuse it).
  */
 static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
-		   struct rsd_resident *v, bool allow_exclusive, bool arriving)
+		   struct rsd_resident *v, bool allow_exclusive, unsigned how)
 {
+	bool arriving = how & INSTALL_ARRIVING;
 	char name[RSD_LOCATION_NAME_MAX];
 	uint64_t charge = rec->spec.storage_nbytes;
 	struct rsd_acct *a;
@@ -122,7 +130,7 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 	err = rsd__mat_validate(&rec->spec, v, at);
 	if (err)
 		return err;
-	err = rsd__admit(m, at, charge);
+	err = how & INSTALL_COUNTED ? 0 : rsd__admit(m, at, charge);
 	if (err)
 		return err;
 	for (size_t i = 0; i < v->nbuf; i++) {
@@ -216,13 +224,19 @@ unwind:
 int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 		 struct rsd_resident *v, bool allow_exclusive)
 {
-	return install(m, rec, at, v, allow_exclusive, false);
+	return install(m, rec, at, v, allow_exclusive, 0);
+}
+
+int rsd__install_counted(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+			 struct rsd_resident *v)
+{
+	return install(m, rec, at, v, false, INSTALL_COUNTED);
 }
 
 int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 			  struct rsd_resident *v, bool allow_exclusive)
 {
-	return install(m, rec, at, v, allow_exclusive, true);
+	return install(m, rec, at, v, allow_exclusive, INSTALL_ARRIVING);
 }
 
 void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)

@@ -100,6 +100,33 @@ static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	m->locs_dirty = true;
 }
 
+void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+		     struct rsd_location to, void *stream, void *event)
+{
+	struct rsd_qcopy *qc = l->qc;
+
+	memset(qc, 0, sizeof(*qc));
+	qc->rec = rec;
+	qc->to = to;
+	qc->queued_ns = rsd__now_ns();
+	rsd__rec_mat(rec, to)->fill = l;
+	l->id = rsd__next_id();
+	l->loc = to;
+	l->n = 0;
+	l->events[0] = event;
+	l->streams[0] = stream;
+	l->nevents = 1;
+	l->nleft = 1;
+	l->links[0].l = l;
+	l->links[0].k = 0;
+	l->state = RSD_LEASE_PENDING;
+	l->pending_since_ns = qc->queued_ns;
+	rsd__list_add_tail(&m->leases, &l->node);
+	rsd__pend_push(m, stream, &l->links[0]);
+	m->pending_dirty = true;
+	atomic_fetch_add_explicit(&m->nqueued, 1, memory_order_relaxed);
+}
+
 void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
 		       const struct rsd_location *from, struct rsd_location src,
 		       struct rsd_location to, const struct rsd_location *leave,
@@ -108,14 +135,10 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 	struct rsd_qcopy *qc = l->qc;
 	struct rsd_mat *mat;
 
-	memset(qc, 0, sizeof(*qc));
-	qc->rec = rec;
-	qc->to = to;
-	qc->queued_ns = rsd__now_ns();
 	/* The commit of a waited copy, except that a move's source is taken
 	 * out of the record instead of freed. */
 	rsd__xfer_settle(m, rec, from, to, NULL, 0);
-	rsd__rec_mat(rec, to)->fill = l;
+	rsd__qcopy_fill(m, l, rec, to, stream, event);
 	if (leave) {
 		qc->leftover = rsd__detach(m, rec, *leave);
 		qc->leftover_at = *leave;
@@ -131,9 +154,8 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 			charge_temp(m, qc->leftover_at, rec->spec.storage_nbytes, true);
 		qc->leftover_charged = true;
 	}
-	l->id = rsd__next_id();
-	l->loc = from ? *from : to;
-	l->n = 0;
+	if (from)
+		l->loc = *from;
 	mat = from && !leave ? rsd__rec_mat(rec, *from) : NULL;
 	if (mat) {
 		/* Protected like a released GPU lease's value; no version
@@ -145,18 +167,6 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 		m->acct[rsd__loc_slot(*from)].pending_count++;
 		rsd__mark_dirty(m, rec);
 	}
-	l->events[0] = event;
-	l->streams[0] = stream;
-	l->nevents = 1;
-	l->nleft = 1;
-	l->links[0].l = l;
-	l->links[0].k = 0;
-	l->state = RSD_LEASE_PENDING;
-	l->pending_since_ns = qc->queued_ns;
-	rsd__list_add_tail(&m->leases, &l->node);
-	rsd__pend_push(m, stream, &l->links[0]);
-	m->pending_dirty = true;
-	atomic_fetch_add_explicit(&m->nqueued, 1, memory_order_relaxed);
 }
 
 /* Free what the copy read and no materialization owns, with its charge. */
@@ -244,6 +254,27 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
 		qc->leftover = NULL;
 	}
 	drop_leftover(m, qc);
+}
+
+int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at)
+{
+	struct rsd_lease_rec *l;
+	int err;
+
+	if (!queue_mode)
+		return 0;
+	/* Creation order: the oldest copy is likely the first to finish. */
+	rsd__list_for_each_entry(l, &m->leases, node)
+		if (l->qc && l->qc->leftover_charged && rsd_location_equal(l->qc->leftover_at, at))
+			break;
+	if (!l)
+		return 0;
+	/* Folded in on return: a failure of the copy is the value's (undo). */
+	err = rsd__lease_wait(m, l);
+	if (!err && m->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+	return err ? err : 1;
 }
 
 static int copy_failure(int code, uint64_t value, struct rsd_location at)

@@ -49,13 +49,60 @@ static void record_commit(struct rsd_manager *m, struct rsd_record *rec)
 	rsd__mark_dirty(m, rec);
 }
 
+int rsd__adopt_spec(const struct rsd_resident *value, struct rsd_location at,
+		    enum rsd_replica_mode mode, struct rsd_value_spec *spec)
+{
+	uint64_t logical = rsd_resident_nbytes(value), storage = rsd_resident_storage_nbytes(value);
+	int err;
+
+	spec->type = value->type;
+	spec->logical_nbytes = logical;
+	spec->storage_nbytes = logical > storage ? logical : storage;
+	spec->replica_mode = mode;
+	spec->recoverability = RSD_MUST_PRESERVE;
+	/* Conformance (and consistent allocation sizes) before the spec's
+	 * own checks; the derived type and sizes match by construction. */
+	err = rsd__mat_validate(spec, value, at);
+	if (err)
+		return err;
+	if (mode != RSD_EXCLUSIVE && mode != RSD_REPLICABLE)
+		return rsd__err(RSD_ETYPE, "invalid replica mode %d", (int)mode);
+	/* What the storage-alias check says for a resident a manager owns;
+	 * it also covers zero-size residents, which have no storage keys. */
+	if (value->managed)
+		return rsd__err(RSD_EOWNERSHIP, "the resident is already owned by a manager");
+	return 0;
+}
+
+int rsd__adopt_install(struct rsd_manager *m, struct rsd_resident *value, struct rsd_location at,
+		       const struct rsd_value_spec *spec, bool counted, struct rsd_record **out)
+{
+	struct rsd_record *rec;
+	int err;
+
+	rec = record_new(m, value->type, spec);
+	if (!rec) {
+		/* The code spelled out: callers use *out whenever 0 comes back. */
+		rsd__err(RSD_ENOMEM, "out of memory creating a value record");
+		return -RSD_ENOMEM;
+	}
+	err = counted ? rsd__install_counted(m, rec, at, value) :
+			rsd__install(m, rec, at, value, false);
+	if (err) {
+		rsd__record_free(m, rec);
+		return err;
+	}
+	record_commit(m, rec);
+	*out = rec;
+	return 0;
+}
+
 int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rsd_location *at,
 	      enum rsd_replica_mode mode, struct rsd_handle *out)
 {
 	struct rsd_value_spec spec;
 	struct rsd_location loc;
 	struct rsd_record *rec;
-	uint64_t logical, storage;
 	int err;
 
 	if (!value)
@@ -74,46 +121,19 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 
 		for (size_t i = 0; i < value->nbuf; i++)
 			host &= value->bufs[i].location.kind != RSD_CUDA;
-		err = rsd__err(RSD_EMATERIAL, host ? "cannot infer a location: value mixes pageable and pinned storage"
-						   : "cannot infer a location: value buffers live on different devices");
+		err = rsd__err(
+			RSD_EMATERIAL,
+			host ? "cannot infer a location: value mixes pageable and pinned storage" :
+			       "cannot infer a location: value buffers live on different devices");
 		goto out;
 	}
 	err = rsd__check_location(m, loc);
+	if (!err)
+		err = rsd__adopt_spec(value, loc, mode, &spec);
+	if (!err)
+		err = rsd__adopt_install(m, value, loc, &spec, false, &rec);
 	if (err)
 		goto out;
-	logical = rsd_resident_nbytes(value);
-	storage = rsd_resident_storage_nbytes(value);
-	spec.type = value->type;
-	spec.logical_nbytes = logical;
-	spec.storage_nbytes = logical > storage ? logical : storage;
-	spec.replica_mode = mode;
-	spec.recoverability = RSD_MUST_PRESERVE;
-	/* Conformance (and consistent allocation sizes) before the spec's
-	 * own checks; the derived type and sizes match by construction. */
-	err = rsd__mat_validate(&spec, value, loc);
-	if (err)
-		goto out;
-	if (mode != RSD_EXCLUSIVE && mode != RSD_REPLICABLE) {
-		err = rsd__err(RSD_ETYPE, "invalid replica mode %d", (int)mode);
-		goto out;
-	}
-	/* What the storage-alias check says for a resident a manager owns;
-	 * it also covers zero-size residents, which have no storage keys. */
-	if (value->managed) {
-		err = rsd__err(RSD_EOWNERSHIP, "rsd_adopt: the resident is already owned by a manager");
-		goto out;
-	}
-	rec = record_new(m, value->type, &spec);
-	if (!rec) {
-		err = rsd__err(RSD_ENOMEM, "out of memory creating a value record");
-		goto out;
-	}
-	err = rsd__install(m, rec, loc, value, false);
-	if (err) {
-		rsd__record_free(m, rec);
-		goto out;
-	}
-	record_commit(m, rec);
 	rsd_trace_adopt(m->id, rec->handle.id, loc, spec.storage_nbytes);
 	*out = rec->handle;
 out:

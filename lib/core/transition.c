@@ -640,6 +640,17 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 				return err;
 			continue;
 		}
+		/* Not waiting (§22.1): room a queued move or load still holds
+		 * is free once its copy has read the bytes: wait for that copy
+		 * on the host, and run the action again. */
+		if (err == -RSD_EBUDGET && (a->kind == RSD_ACT_ENSURE || a->kind == RSD_ACT_MOVE)) {
+			int waited = rsd__qcopy_wait_room(m, a->location);
+
+			if (waited < 0)
+				return waited;
+			if (waited)
+				continue;
+		}
 		if (err != XFER_RETRY)
 			break;
 		/* Another thread's transfer of this value decides the outcome:

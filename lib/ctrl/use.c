@@ -307,6 +307,23 @@ int rsd_use_value(struct rsd_use *u, struct rsd_handle h, struct rsd_location at
 	return rsd__err(RSD_EUSAGE, "use has no lease at %s", name);
 }
 
+int rsd_use_adopt(struct rsd_use *u, const char *label, struct rsd_resident *value,
+		  enum rsd_replica_mode mode, void *producer_stream, struct rsd_handle *out)
+{
+	if (!u || !label || !value || !out)
+		return rsd__err(RSD_ETYPE, "rsd_use_adopt: NULL %s",
+				!u     ? "use" :
+				!label ? "label" :
+				!value ? "value" :
+					 "out");
+	/* As for its values: the reservations exist only inside the use. */
+	if (!u->entered || u->closed)
+		return rsd__err(RSD_EUSAGE,
+				"use '%s' is not active: its reservations were released at close",
+				u->decision->plan->name);
+	return rsd_scope_adopt(u->scope, label, value, mode, producer_stream, out);
+}
+
 const struct rsd_decision *rsd_use_decision(const struct rsd_use *u)
 {
 	return u ? u->decision : NULL;

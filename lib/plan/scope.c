@@ -97,7 +97,15 @@ static int enter_phases(struct rsd_manager *m, struct rsd_scope *s)
 	for (size_t i = 0; i < p->nreservations; i++) {
 		const struct rsd_reservation_spec *r = &p->reservations[i];
 
-		err = rsd__reserve_locked(m, r->location, r->nbytes, r->label, &s->resv[s->nresv]);
+		int waited = 0;
+
+		/* Room a queued copy still holds (§22.1): wait for it. */
+		do
+			err = rsd__reserve_locked(m, r->location, r->nbytes, r->label,
+						  &s->resv[s->nresv]);
+		while (err == -RSD_EBUDGET && (waited = rsd__qcopy_wait_room(m, r->location)) > 0);
+		if (waited < 0)
+			err = waited;
 		if (err) {
 			release_reservations(m, s);
 			return rsd__exec_failure(p->name, RSD_PHASE_RESERVE, -1, (long)i, err,
@@ -288,6 +296,83 @@ out:
 	pthread_mutex_unlock(&s->lock);
 	rsd_plan_report_free(own);
 	rsd_plan_report_free(copy);
+	return err;
+}
+
+/*
+ * The reservation an output labelled `label` goes into: the first so
+ * labelled at the value's own location with room for it; when none has
+ * room, the one there with the most bytes left (its adopt then fails
+ * naming them), else the first so labelled (whose adopt fails saying the
+ * value does not conform); NULL when no reservation has the label. s->lock
+ * held: only calls that hold it change the bytes of the scope's
+ * reservations.
+ */
+static struct rsd_reservation *output_reservation(struct rsd_scope *s, const char *label,
+						  const struct rsd_resident *value)
+{
+	struct rsd_reservation *first = NULL, *best = NULL;
+	struct rsd_location at;
+	bool known = rsd__resident_location(value, &at);
+	uint64_t charge = rsd_resident_nbytes(value), storage = rsd_resident_storage_nbytes(value);
+
+	if (storage > charge)
+		charge = storage;
+	for (size_t i = 0; i < s->nresv; i++) {
+		struct rsd_reservation *r = s->resv[i];
+
+		if (strcmp(r->label, label) != 0)
+			continue;
+		if (!first)
+			first = r;
+		if (!known || !rsd_location_equal(r->loc, at))
+			continue;
+		if (r->nbytes >= charge)
+			return r;
+		if (!best || r->nbytes > best->nbytes)
+			best = r;
+	}
+	return best ? best : first;
+}
+
+int rsd_scope_adopt(struct rsd_scope *s, const char *label, struct rsd_resident *value,
+		    enum rsd_replica_mode mode, void *producer_stream, struct rsd_handle *out)
+{
+	struct rsd_reservation *r;
+	struct rsd_manager *m;
+	int err;
+
+	if (!s || !label || !value || !out)
+		return rsd__err(RSD_ETYPE, "rsd_scope_adopt: NULL %s",
+				!s     ? "scope" :
+				!label ? "label" :
+				!value ? "value" :
+					 "out");
+	pthread_mutex_lock(&s->lock);
+	if (s->closed) {
+		err = rsd__err(RSD_EUSAGE, "scope '%s' is closed: its reservations were released",
+			       s->plan->name);
+		goto out;
+	}
+	m = s->link.m;
+	if (!m) {
+		err = rsd__err(RSD_ECLOSED, "the manager of scope '%s' no longer exists",
+			       s->plan->name);
+		goto out;
+	}
+	r = output_reservation(s, label, value);
+	if (!r) {
+		err = rsd__err(RSD_ENOTFOUND, "scope '%s' has no reservation labelled '%s'",
+			       s->plan->name, label);
+		goto out;
+	}
+	err = rsd__writer_enter(m, RSD_W_OPEN | RSD_W_REAP);
+	if (err)
+		goto out;
+	err = rsd__adopt_reserved_locked(m, r, value, mode, producer_stream, out);
+	rsd__writer_exit(m);
+out:
+	pthread_mutex_unlock(&s->lock);
 	return err;
 }
 

@@ -597,6 +597,86 @@ ATF_TC_BODY(scope_and_use_async, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * A not-waiting use whose plan spills to make room: the spill's copy still
+ * reads the device bytes the room is made of (a temporary charge), so an
+ * admission that needs them, a requirement's or a reservation's, waits on
+ * the host for that copy (folded in then), and only for it. The request's
+ * own copy is queued; its consumer reads the bytes after it.
+ */
+ATF_TC_WITHOUT_HEAD(use_async_waits_for_room);
+ATF_TC_BODY(use_async_waits_for_room, tc)
+{
+	const struct rsd_budget b[] = { { CUDA0, 2 * N } };
+	const struct rsd_location to_pinned[] = { PINNED };
+	const struct rsd_fallback_tier tier = { CUDA0, to_pinned, 1 };
+	struct rsd_reservation_spec room = { CUDA0, N, "room" };
+	struct rsd_requirement req;
+	struct rsd_request r = { 0 };
+	const struct rsd_decision *d;
+	struct rsd_snapshot *snap;
+	struct rsd_controller *c;
+	struct rsd_policy *pol;
+	struct rsd_use *u;
+	struct rsd_handle h[3];
+	void *cs;
+	struct cfx f;
+
+	cfx_sim(&f, b, 1, 1);
+	for (int i = 0; i < 3; i++) {
+		h[i] = cfx_adopt(&f, PINNED, N, RSD_EXCLUSIVE);
+		fill_pattern(&f, h[i], PINNED, 0x10 + i);
+	}
+	OK(rsd_move(f.m, h[0], CUDA0, NULL, NULL, NULL));
+	OK(rsd_move(f.m, h[1], CUDA0, NULL, NULL, NULL));
+	OK(rsd_tiered_lru_create(&tier, 1, &pol));
+	OK(rsd_controller_create(f.m, pol, 0, &c));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	/* Each copy starts 20 ms after it could: the spill is still queued
+	 * when the plan's next admission needs its room. */
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_BACKGROUND, 20000000);
+
+	req = (struct rsd_requirement){ h[2], CUDA0 };
+	r = (struct rsd_request){ "third", &req, 1, NULL, 0 };
+	OK(rsd_controller_use_async(c, &r, &cs, 1, NULL, 0, &u));
+	d = rsd_use_decision(u);
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK_EQ(d->evictions[0].action.kind, RSD_ACT_MOVE);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, h[0]));
+	snap = cfx_snap(&f);
+	/* The spill was waited for and folded in: nothing of it is left. */
+	ATF_CHECK(!snap_mat(snap, h[0], CUDA0));
+	ATF_CHECK(!snap_mat(snap, h[0], PINNED)->arriving);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->peak_charged_bytes, 2 * N);
+	rsd_snapshot_free(snap);
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+
+	/* A reservation: h[1] is the LRU value now, spilled for the room. */
+	req = (struct rsd_requirement){ h[2], CUDA0 };
+	r = (struct rsd_request){ "room", &req, 1, &room, 1 };
+	OK(rsd_controller_use_async(c, &r, &cs, 1, NULL, 0, &u));
+	d = rsd_use_decision(u);
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, h[1]));
+	snap = cfx_snap(&f);
+	ATF_CHECK(!snap_mat(snap, h[1], CUDA0));
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->reserved_bytes, N);
+	rsd_snapshot_free(snap);
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(f.m));
+	for (int i = 0; i < 3; i++)
+		ATF_CHECK(has_pattern(&f, h[i], i < 2 ? PINNED : CUDA0, 0x10 + i));
+	rsd_controller_free(c);
+	rsd_policy_free(pol);
+	rsd_simdev_stream_destroy(f.sd, cs);
+	cfx_fini(&f);
+}
+
 /* Explain names sources and destinations still arriving as such. */
 ATF_TC_WITHOUT_HEAD(explain_names_arriving);
 ATF_TC_BODY(explain_names_arriving, tc)
@@ -649,6 +729,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, copy_from_filling_source);
 	ATF_TP_ADD_TC(tp, close_and_queued_copies);
 	ATF_TP_ADD_TC(tp, scope_and_use_async);
+	ATF_TP_ADD_TC(tp, use_async_waits_for_room);
 	ATF_TP_ADD_TC(tp, explain_names_arriving);
 	return 0;
 }

@@ -225,6 +225,32 @@ int main(void)
 	PROBE(rsd_use_close, rsd_use_close(NULL, NULL));
 	PROBE(rsd_use_value, rsd_use_value(NULL, h, page, (const struct rsd_resident **)&r));
 
+	/* Outputs adopted into reservations: too small, released, by label. */
+	if (rsd_reserve(m, page, 4, "out", &rv) ||
+	    rsd_resident_alloc(m, &rsd_resident_type, page, 1, &n, NULL, 0, &r))
+		return 2;
+	PROBE(rsd_adopt_reserved, rsd_adopt_reserved(rv, r, RSD_EXCLUSIVE, NULL, &sh));
+	PROBE(rsd_adopt_reserved, rsd_adopt_reserved(rv, r, RSD_EXCLUSIVE, &n, &sh));
+	PROBE(rsd_adopt_reserved, rsd_adopt_reserved(rv, NULL, RSD_EXCLUSIVE, NULL, &sh));
+	rsd_reservation_release(rv);
+	PROBE(rsd_adopt_reserved, rsd_adopt_reserved(rv, r, RSD_EXCLUSIVE, NULL, &sh));
+	rsd_reservation_free(rv);
+	{
+		const struct rsd_reservation_spec out = { page, 4, "out" };
+		struct rsd_plan step = { .name = "step", .reservations = &out, .nreservations = 1 };
+
+		if (rsd_scope_enter(m, &step, NULL, 0, NULL, &s))
+			return 2;
+		PROBE(rsd_scope_adopt, rsd_scope_adopt(s, "in", r, RSD_EXCLUSIVE, NULL, &sh));
+		PROBE(rsd_scope_adopt, rsd_scope_adopt(s, "out", r, RSD_EXCLUSIVE, NULL, &sh));
+		PROBE(rsd_scope_adopt, rsd_scope_adopt(s, NULL, r, RSD_EXCLUSIVE, NULL, &sh));
+		rsd_scope_close(s, NULL);
+		PROBE(rsd_scope_adopt, rsd_scope_adopt(s, "out", r, RSD_EXCLUSIVE, NULL, &sh));
+		rsd_scope_free(s);
+	}
+	PROBE(rsd_use_adopt, rsd_use_adopt(NULL, "out", r, RSD_EXCLUSIVE, NULL, &sh));
+	rsd_resident_free(r);
+
 	rsd_manager_close(closed, RSD_CLOSE_FORCE);
 	PROBE(rsd_manager_state_version_get, rsd_manager_state_version_get(closed, &v));
 	PROBE(rsd_ensure, rsd_ensure(closed, foreign, page, NULL, NULL));

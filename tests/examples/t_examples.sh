@@ -21,6 +21,20 @@ need_example() {
 	find_example "$1" || atf_skip "example $1 is not built (set RSD_BUILD_DIR)"
 }
 
+# Sets $prog to the tool's path (build tree, source tree, installed), or
+# leaves it empty.
+find_tool() {
+	prog=
+	for d in "${RSD_BUILD_DIR:-/nonexistent}/tools" "$(atf_get_srcdir)/../../tools" \
+		"$(atf_get_srcdir)/../../../bin"; do
+		if [ -x "$d/$1" ]; then
+			prog=$d/$1
+			return 0
+		fi
+	done
+	return 1
+}
+
 atf_test_case explicit
 explicit_head() {
 	atf_set "descr" "explicit residency: adopt, move, lease, explain and a scope"
@@ -58,6 +72,36 @@ automatic_body() {
 	atf_check -o match:"stage 5: block 2 in pinned, 0 evictions" cat out
 }
 
+atf_test_case output
+output_head() {
+	atf_set "descr" "a kernel's output adopted into its reservation: the device stays exactly full"
+}
+output_body() {
+	need_example output
+	atf_check -s exit:0 -o inline:"entered: cuda:0 used 4096, reserved 4096 of 8192 bytes\nadopted: cuda:0 used 8192, reserved 0 of 8192 bytes\nresult: 4096 bytes, 0 wrong\n" \
+		"$prog"
+}
+
+atf_test_case prefetch
+prefetch_head() {
+	atf_set "descr" "prefetching: each batch's copies are queued while the previous" \
+		"batch's kernel runs, and every kernel reads its own batch's bytes"
+}
+prefetch_body() {
+	need_example prefetch
+	atf_check -s exit:0 -o save:out "$prog"
+	# Room for the weights and two batches: from batch 2 on, deciding a
+	# batch drops the one two back (its kernel was waited for).
+	for i in 0 1 2 3 4 5 6 7; do
+		n=1
+		[ "$i" -lt 2 ] && n=0
+		atf_check -o match:"^batch $i: $n evictions; kernel read 65536 input and 32768 weight bytes: intact$" cat out
+	done
+	atf_check -o match:"^8 of 8 batches intact; the host waited 7 times \(6 for the kernel two batches back, 1 for the last\)$" cat out
+	# When kernel i ends is the device's business: only the count's range.
+	atf_check -o match:"^the next batch's copies were queued before the current kernel finished in [0-7] of 7 batches$" cat out
+}
+
 atf_test_case mpi
 mpi_head() {
 	atf_set "descr" "two MPI ranks: a value sent by one is adopted by the other under a new handle"
@@ -83,11 +127,7 @@ demo_head() {
 	atf_set "timeout" "300"
 }
 demo_body() {
-	for d in "${RSD_BUILD_DIR:-/nonexistent}/tools" "$(atf_get_srcdir)/../../tools" \
-		"$(atf_get_srcdir)/../../../bin"; do
-		[ -x "$d/rsd-demo" ] && prog=$d/rsd-demo && break
-	done
-	[ -n "${prog:-}" ] || atf_skip "rsd-demo is not built"
+	find_tool rsd-demo || atf_skip "rsd-demo is not built"
 	atf_check -s exit:0 -o save:out -e ignore "$prog" -s 12 -q
 	# Both policies run, each verified, then side by side with the bound.
 	atf_check_equal "$(grep -c 'verified 24 ciphertexts and 6 keys .*: all intact' out)" 2
@@ -116,6 +156,38 @@ demo_body() {
 		atf_check -o match:"^total +[0-9]+ +[0-9]+ +[0-9]+ +120.0 " grep '^total' table
 	fi
 	atf_check -o match:"^  device   -> pinned .* spilled: the device budget was full$" cat table
+	# By default each stage's use is made while the stage before computes.
+	atf_check -o match:"^12 stages in [0-9.]+ s, prefetching: each stage's copies queued while the stage before computed$" cat table
+	if grep -q "is the simulated device" out; then
+		atf_check -o match:"^the stages' kernels read 48 values on the device: all intact$" cat table
+	fi
+}
+
+atf_test_case demo_prefetch
+demo_prefetch_head() {
+	atf_set "descr" "the demo's stages waiting for their copies or prefetching: the same" \
+		"figures on an immediate device, both verified and timed on the link model"
+	atf_set "timeout" "300"
+}
+demo_prefetch_body() {
+	find_tool rsd-demo || atf_skip "rsd-demo is not built"
+	atf_check -s exit:0 -o save:pre "$prog" -s 12 --policy lru
+	atf_check -s exit:0 -o save:wait "$prog" -s 12 --policy lru --no-prefetch
+	atf_check -o match:"^12 stages in [0-9.]+ s, waiting for each stage's copies$" cat wait
+	grep -q "is the simulated device" wait || atf_skip "timing modes need the simulated device"
+	# Work runs as it is queued: prefetching decides exactly as waiting.
+	atf_check -o save:pre.table sed -n '/^stage /,/^total/p' pre
+	atf_check -o file:pre.table sed -n '/^stage /,/^total/p' wait
+	atf_check -o match:"^the stages' kernels read 48 values on the device: all intact$" cat wait
+
+	# On the link model, in the background: both modes, verified, timed.
+	atf_check -s exit:0 -o save:cmp -e ignore "$prog" -s 6 --policy lru --compare-prefetch -q
+	atf_check -o inline:"=== policy: deterministic-tiered-lru, waiting for each stage's copies ===\n=== policy: deterministic-tiered-lru, prefetching ===\n=== waiting or prefetching: elapsed time of the 6 stages ===\n" \
+		grep '^===' cmp
+	atf_check_equal "$(grep -c 'its links modelled, work run in the background$' cmp)" 2
+	atf_check_equal "$(grep -c "^the stages' kernels read 24 values on the device: all intact$" cmp)" 2
+	atf_check_equal "$(grep -c 'verified 24 ciphertexts and 6 keys .*: all intact' cmp)" 2
+	atf_check -o match:"^deterministic-tiered-lru +[0-9]+\.[0-9]{3} s +[0-9]+\.[0-9]{3} s +-?[0-9]+\.[0-9]%$" cat cmp
 }
 
 atf_test_case demo_ranks
@@ -126,11 +198,7 @@ demo_ranks_head() {
 }
 demo_ranks_body() {
 	command -v mpirun >/dev/null 2>&1 || atf_skip "MPI is absent: mpirun is not installed"
-	for d in "${RSD_BUILD_DIR:-/nonexistent}/tools" "$(atf_get_srcdir)/../../tools" \
-		"$(atf_get_srcdir)/../../../bin"; do
-		[ -x "$d/rsd-demo-mpi" ] && prog=$d/rsd-demo-mpi && break
-	done
-	[ -n "${prog:-}" ] || atf_skip "rsd-demo-mpi is not built (no Open MPI when it was built)"
+	find_tool rsd-demo-mpi || atf_skip "rsd-demo-mpi is not built (no Open MPI when it was built)"
 	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 	export ASAN_OPTIONS
 	atf_check -s exit:0 -o save:out -e ignore \
@@ -159,7 +227,10 @@ atf_init_test_cases() {
 	atf_add_test_case explicit
 	atf_add_test_case source
 	atf_add_test_case automatic
+	atf_add_test_case output
+	atf_add_test_case prefetch
 	atf_add_test_case mpi
 	atf_add_test_case demo
+	atf_add_test_case demo_prefetch
 	atf_add_test_case demo_ranks
 }

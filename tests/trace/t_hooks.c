@@ -45,6 +45,8 @@ static unsigned fire_all(void)
 
 	rsd_trace_adopt(MID, 11, RSD_LOC_PAGEABLE_HOST, 4096);
 	rsd_trace_register_source(MID, 12, RSD_LOC_PINNED_HOST, 8192);
+	rsd_trace_adopt_reserved(MID, 13, cuda3, 2048, 42, "result", 512, true);
+	rsd_trace_adopt_reserved(MID, 14, RSD_LOC_PINNED_HOST, 0, 44, NULL, 0, false);
 	rsd_trace_state(MID, 2, RSD_LOC_PAGEABLE_HOST, 4096, 0);
 
 	/* A move with an explicit from and a sampled allocator: every field set. */

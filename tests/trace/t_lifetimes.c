@@ -12,7 +12,10 @@
  *     second action fails in the device copy (EEXEC, a partial report);
  *   a scope with a reservation, entered and closed;
  *   two controller decisions, one granted, one refused;
- *   three discards.
+ *   an output adopted into a reservation with a busy producer stream,
+ *     filling until a reap sees the stream complete, the reservation
+ *     released;
+ *   four discards.
  *
  * Alone, "lifetimes" checks the results it gets. With RSD_T_TRACE_EXPECT set
  * it also writes every event except rsd:state that those calls must have
@@ -20,8 +23,8 @@
  * reports (not from lib/trace.h). Lifetime ids are not visible through the
  * API, so the file says "<L1>", "<H1>", "<R1>" (the first lease, hold,
  * reservation id seen) for t_trace.sh to match against the recorded ids;
- * a reap's pending_ns is written as "<=N", N being the time the program
- * measured around release and reap.
+ * a reap's pending_ns (and an output's queued_ns) is written as "<=N", N
+ * being the time the program measured around release (adoption) and reap.
  */
 #include <atf-c.h>
 #include "../check.h"
@@ -311,6 +314,45 @@ static void scope(struct rsd_manager *m, struct rsd_handle c)
 	rsd_scope_free(s);
 }
 
+/*
+ * An output: a reservation at cuda:0, a value adopted into half of it
+ * while its producer stream is busy (the value is filling until the stream
+ * completes and a reap sees it: rsd:copy_complete), then the reservation
+ * released with the half it still holds. Returns the output's handle.
+ */
+static struct rsd_handle output(struct rsd_manager *m, struct rsd_simdev *sd)
+{
+	struct rsd_reservation *r = NULL;
+	struct rsd_resident *v = NULL;
+	struct rsd_handle h;
+	uint64_t n = 4096, t0;
+	void *s = NULL;
+
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
+	RSD_REQUIRE_OK(rsd_reserve(m, CUDA0, 2 * n, "result", &r));
+	e_life("reservation_acquire", "reservation_id", "<R3>", CUDA0);
+	put(", nbytes = 8192, label = \"result\" }\n");
+	RSD_REQUIRE_OK(rsd_resident_alloc(m, &rsd_resident_type, CUDA0, 1, &n, NULL, 0, &v));
+	t0 = unix_ns();
+	RSD_REQUIRE_OK(rsd_adopt_reserved(r, v, RSD_EXCLUSIVE, s, &h));
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, s), 1);
+	put("rsd:adopt_reserved: { manager_id = %" PRIu64 ", handle_id = %" PRIu64, mid, h.id);
+	put_loc("at", true, CUDA0);
+	put(", charged_nbytes = 4096, reservation_id = <R3>, label = \"result\""
+	    ", remaining_nbytes = 4096, filling = 1 }\n");
+	rsd_simdev_stream_complete(sd, s);
+	RSD_CHECK_OK(rsd_manager_reap(m));
+	put("rsd:copy_complete: { manager_id = %" PRIu64 ", handle_id = %" PRIu64, mid, h.id);
+	put_loc("at", true, CUDA0);
+	put(", queued_ns = <=%" PRIu64 ", error = 0 }\n", unix_ns() - t0);
+	RSD_REQUIRE_OK(rsd_reservation_release(r));
+	e_life("reservation_release", "reservation_id", "<R3>", CUDA0);
+	put(", nbytes = 4096, label = \"result\" }\n");
+	rsd_reservation_free(r);
+	rsd_simdev_stream_destroy(sd, s);
+	return h;
+}
+
 /* Two decisions: b on cuda:0 is granted; 2 MiB of workspace is not. */
 static void decisions(struct rsd_manager *m, struct rsd_handle b)
 {
@@ -351,7 +393,7 @@ ATF_TC_BODY(lifetimes, tc)
 	struct rsd_manager_config cfg = { .budgets = budgets, .nbudgets = 1 };
 	struct rsd_simdev *sd = NULL;
 	struct rsd_manager *m = NULL;
-	struct rsd_handle a, b, c, hs[3];
+	struct rsd_handle a, b, c, hs[4];
 	struct rsd_transition rep;
 	struct simpump pump;
 
@@ -375,11 +417,12 @@ ATF_TC_BODY(lifetimes, tc)
 	plans(m, sd, b, c);
 	scope(m, c);
 	decisions(m, b);
+	hs[3] = output(m, sd);
 
 	hs[0] = a;
 	hs[1] = b;
 	hs[2] = c;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		RSD_REQUIRE_OK(rsd_discard(m, hs[i], &rep));
 		e_transition(&rep);
 	}

@@ -77,6 +77,8 @@ expected_hook_events()
 	cat <<'EOF'
 rsd:adopt: { manager_id = 7, handle_id = 11, at_kind = 0, at_device = -1, at = "pageable-host", charged_nbytes = 4096 }
 rsd:register_source: { manager_id = 7, handle_id = 12, source_location_kind = 1, source_location_device = -1, source_location = "pinned-host", charged_nbytes = 8192 }
+rsd:adopt_reserved: { manager_id = 7, handle_id = 13, at_kind = 2, at_device = 3, at = "cuda:3", charged_nbytes = 2048, reservation_id = 42, label = "result", remaining_nbytes = 512, filling = 1 }
+rsd:adopt_reserved: { manager_id = 7, handle_id = 14, at_kind = 1, at_device = -1, at = "pinned-host", charged_nbytes = 0, reservation_id = 44, label = "none", remaining_nbytes = 0, filling = 0 }
 rsd:state: { manager_id = 7, state_version = 2, at_kind = 0, at_device = -1, at = "pageable-host", used = 4096, reserved = 0 }
 rsd:transition: { manager_id = 7, handle_id = 11, action = "move", location_kind = 2, location_device = 3, location = "cuda:3", from_kind = 0, from_device = -1, from = "pageable-host", source_kind = 0, source_device = -1, source = "pageable-host", destination_kind = 2, destination_device = 3, destination = "cuda:3", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 1000, completed_at_ns = 1250, duration_ns = 250, has_allocator = 1, allocator_device = 3, allocator_allocated_bytes_before = 100, allocator_reserved_bytes_before = 200, allocator_allocated_bytes_after = 4196, allocator_reserved_bytes_after = 2097352 }
 rsd:transition: { manager_id = 7, handle_id = 12, action = "ensure", location_kind = 1, location_device = -1, location = "pinned-host", from_kind = -1, from_device = -1, from = "none", source_kind = -1, source_device = -1, source = "none", destination_kind = -1, destination_device = -1, destination = "none", no_op = 1, reason = "already resident", logical_nbytes = 8192, storage_nbytes = 8192, started_at_ns = 1000, completed_at_ns = 1250, duration_ns = 250, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
@@ -245,7 +247,7 @@ rsd_trace_summary_body()
 	# Text summary and plot (SVG, whichever plotter is present).
 	atf_check -s exit:0 -o save:summary.txt -e empty "$tool" -o "$(pwd)/m.svg" hooks-trace
 	atf_check -o match:"^plot: $(pwd)/m.svg\$" tail -n1 summary.txt
-	atf_check -o match:'19 rsd events, 3 transitions, 1 manager' cat summary.txt
+	atf_check -o match:'21 rsd events, 3 transitions, 1 manager' cat summary.txt
 	atf_check -o match:'^  pageable-host -> cuda:3 +1 +4000 +4096$' cat summary.txt
 	grep -q '<svg' m.svg || atf_fail "m.svg is not an SVG"
 	grep -q 'pageable-host' m.svg || atf_fail "the plot has no pageable-host series"
@@ -260,7 +262,7 @@ rsd_trace_summary_body()
 		check_json $reader.json \
 			'd["transitions"] == 3' \
 			'd["events"]["rsd:state"] == 2 and d["events"]["rsd:plan_end"] == 2' \
-			'sum(d["events"].values()) == 19' \
+			'sum(d["events"].values()) == 21' \
 			'd["managers"] == [7]' \
 			'[(r["action"], r["location"], r["count"], r["no_op"]) for r in d["transitions_by_kind_location"]] == [("discard", "cuda:3", 1, 0), ("ensure", "pinned-host", 1, 1), ("move", "cuda:3", 1, 0)]' \
 			'd["bytes_moved"] == [{"source": "pageable-host", "destination": "cuda:3", "count": 1, "logical_nbytes": 4000, "storage_nbytes": 4096}]' \
@@ -268,6 +270,7 @@ rsd_trace_summary_body()
 			'd["moved_out"] == {"pageable-host": 1}' \
 			'd["decisions"] == {"count": 1, "evictions": 2, "explored_states": 17, "failed": 1}' \
 			'd["leases"]["acquired"] == 1 and d["leases"]["released_pending"] == 1 and d["leases"]["reaped"] == 1' \
+			'd["values"]["adopted"] == 3 and d["values"]["into_reservations"] == 2' \
 			'd["leases"]["held"]["count"] == 1 and d["leases"]["held"]["min_ns"] > 0' \
 			'd["leases"]["pending"]["max_ns"] == 5000 and d["leases"]["still_pending"] == 0' \
 			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 3000}]' \
@@ -305,16 +308,16 @@ record_lifetimes()
 
 # normalize_lifetimes EXPECTED <GOT: lifetime ids become <L1>, <H1>, <R1>...
 # in order of first appearance (per kind), so acquire, release and reap must
-# name the same object; each rsd:lease_reap's pending_ns must be positive and
-# at most the bound "<=N" of the matching line of EXPECTED, and becomes that
-# bound. A value out of bounds is left as it is, so the diff shows it.
+# name the same object; each rsd:lease_reap's pending_ns and rsd:copy_complete's
+# queued_ns must be positive and at most the bound "<=N" of the matching line
+# of EXPECTED, and becomes that bound. A value out of bounds is left as it is, so the diff shows it.
 normalize_lifetimes()
 {
 	awk -v expected="$1" '
 	BEGIN {
 		while ((getline l < expected) > 0)
-			if (match(l, /pending_ns = <=[0-9]+/))
-				bound[++nb] = substr(l, RSTART + 15, RLENGTH - 15)
+			if (match(l, /_ns = <=[0-9]+/))
+				bound[++nb] = substr(l, RSTART + 8, RLENGTH - 8)
 	}
 	function rename(field, tag,    v) {
 		if (!match($0, field " = [0-9]+"))
@@ -328,11 +331,13 @@ normalize_lifetimes()
 		rename("lease_id", "L")
 		rename("hold_id", "H")
 		rename("reservation_id", "R")
-		if (/^rsd:lease_reap:/ && match($0, /pending_ns = [0-9]+/)) {
-			v = substr($0, RSTART + 13, RLENGTH - 13) + 0
+		if (/^rsd:(lease_reap|copy_complete):/ && match($0, /(pending|queued)_ns = [0-9]+/)) {
+			split(substr($0, RSTART, RLENGTH), fv, " = ")
+			f = fv[1]
+			v = fv[2] + 0
 			b = bound[++nr]
 			if (b != "" && v > 0 && v <= b + 0)
-				$0 = substr($0, 1, RSTART - 1) "pending_ns = <=" b substr($0, RSTART + RLENGTH)
+				$0 = substr($0, 1, RSTART - 1) f " = <=" b substr($0, RSTART + RLENGTH)
 		}
 		print
 	}'
@@ -368,14 +373,17 @@ lifetimes_recorded_body()
 	fi
 	# Every event kind that only t_hooks fired before is here, from real calls.
 	for e in lease_acquire lease_release lease_reap hold_acquire hold_release \
-		reservation_acquire reservation_release plan_begin plan_end decision; do
+		reservation_acquire reservation_release plan_begin plan_end decision \
+		adopt_reserved; do
 		grep -q "^rsd:$e: " got || atf_fail "no rsd:$e event was recorded"
 	done
-	# Two leases, one hold, two reservations, each released exactly once.
+	# Two leases, one hold, three reservations, each released exactly once;
+	# one pending lease reaped, one output seen complete.
 	atf_check_equal "$(grep -c '^rsd:lease_acquire:' got)" 2
 	atf_check_equal "$(grep -c '^rsd:lease_release:' got)" 2
 	atf_check_equal "$(grep -c '^rsd:lease_reap:' got)" 1
-	atf_check_equal "$(grep -c '^rsd:reservation_release:' got)" 2
+	atf_check_equal "$(grep -c '^rsd:copy_complete:' got)" 1
+	atf_check_equal "$(grep -c '^rsd:reservation_release:' got)" 3
 	atf_check_equal "$(sed -E 's/.*manager_id = ([0-9]+),.*/\1/' all | sort -u | wc -l)" 1
 	# rsd-trace sees the same lifetimes.
 	if tool=$(rsd_trace_tool) && [ -x /usr/bin/python3 ]; then
@@ -384,7 +392,8 @@ lifetimes_recorded_body()
 			'd["leases"]["acquired"] == 2 and d["leases"]["released_pending"] == 1' \
 			'd["leases"]["reaped"] == 1 and d["leases"]["still_pending"] == 0' \
 			'd["holds"] == {"acquired": 1, "released": 1}' \
-			'd["reservations"]["acquired"] == 2 and d["reservations"]["released"] == 2' \
+			'd["reservations"]["acquired"] == 3 and d["reservations"]["released"] == 3' \
+			'd["values"]["adopted"] == 4 and d["values"]["into_reservations"] == 1' \
 			'd["decisions"]["count"] == 2 and d["decisions"]["failed"] == 1' \
 			'[(r["kind"], r["count"], r["failed"]) for r in d["plans"]] == [("execute", 2, 1), ("scope-enter", 1, 0), ("scope-exit", 1, 0)]'
 	fi
@@ -422,6 +431,9 @@ demo_ranks_body()
 	atf_check -o match:"on 2 ranks: all intact$" cat demo.log
 	atf_check -o match:"^per rank \(2 processes, told apart by vpid\)$" cat demo.log
 	atf_check -o match:" transitions, 2 manager\(s\) in 2 process\(es\), span " cat demo.log
+	# The stages prefetch: their copies were queued, and each one seen done.
+	atf_check -o match:"^queued copies \(not-waiting calls\): [1-9][0-9]* complete, 0 failed; queued -> seen min " \
+		cat demo.log
 	sed -nE 's/^== rank ([0-9]+) \(pid ([0-9]+)\) of 2 ==$/\1 \2/p' demo/demo.out >ranks
 	atf_check_equal "$(cut -d' ' -f1 ranks | tr '\n' ' ')" "0 1 "
 

@@ -130,23 +130,14 @@ static double sched_mib(uint64_t n)
 
 static void case_sched_demo(void)
 {
-	struct demo_opts o = { .ciphertexts = 24,
-			       .keys = 6,
-			       .weights = 12,
-			       .stages = 60,
-			       .share = 1,
-			       .ct_bytes = 2 * MiB,
-			       .key_bytes = 4 * MiB,
-			       .weight_bytes = 2 * MiB,
-			       .workspace = 4 * MiB,
-			       .device_budget = 24 * MiB,
-			       .pinned_budget = 24 * MiB,
-			       .quiet = true };
+	struct demo_opts o;
 	struct demo_result r[NPOLICIES];
 	uint64_t h2d[NPOLICIES], bound = 0;
 	struct bench_fig *f;
 	bool exact = false;
 
+	demo_opts_default(&o, false);
+	o.quiet = true;
 	for (int p = 0; p < NPOLICIES; p++) {
 		if (demo_workload(&o, (enum demo_policy)p, NULL, NULL, &r[p]) || r[p].lost) {
 			bench_skip("sched_demo", "h2d_MiB", "the demo workload failed: %s",

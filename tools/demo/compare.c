@@ -113,3 +113,18 @@ void demo_print_compare(FILE *out, const struct demo_opts *o, const struct demo_
 			(double)to_device(nu) / (double)bound,
 			(double)to_device(lru) / (double)bound);
 }
+
+void demo_print_prefetch(FILE *out, const struct demo_opts *o, const struct demo_result *wait,
+			 const struct demo_result *pre)
+{
+	fprintf(out, "=== waiting or prefetching: elapsed time of the %u stages ===\n", o->stages);
+	fprintf(out, "%-26s %14s %14s %8s\n", "policy", "waiting", "prefetching", "saved");
+	for (int p = 0; p < NPOLICIES; p++) {
+		double w = (double)wait[p].stages_ns / 1e9, f = (double)pre[p].stages_ns / 1e9;
+
+		if (!wait[p].ran || !pre[p].ran)
+			continue;
+		fprintf(out, "%-26s %12.3f s %12.3f s %7.1f%%\n", demo_policy_name[p], w, f,
+			w > 0 ? 100.0 * (1.0 - f / w) : 0.0);
+	}
+}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The rsd-demo workload, shared by rsd-demo (one process) and rsd-demo-mpi
- * (one rank of an MPI job): workload.c runs it, report.c prints its tables.
+ * (one rank of an MPI job): workload.c runs it, stages.c runs its stages,
+ * report.c and compare.c print its tables, options.c reads its options.
  */
 #ifndef RSD_DEMO_H
 #define RSD_DEMO_H
@@ -81,7 +82,20 @@ struct demo_opts {
 	uint64_t near;	   /* the next-use policy's near_steps */
 	bool near_set;	   /* else derived from the budgets (demo_default_near) */
 	bool quiet;
+	bool prefetch;	    /* use the next stage while this one's kernel runs */
+	bool links;	    /* the simulated device's link model, in the background */
+	bool compare;	    /* run each policy waiting, then prefetching, with links */
+	uint64_t kernel_ns; /* each stage's kernel (simulated device only) */
 };
+
+/* The time scale of the simulated device's link model under --links (the
+ * environment's RSD_SIMDEV_TIME_SCALE instead when set): each copy takes
+ * this many times what it would on an H200 node, so that the modelled
+ * copies, not this machine's memcpy, decide the stages' elapsed time. */
+#define DEMO_TIME_SCALE 100.0
+
+/* The options rsd-demo runs with when given none (ring: an MPI job). */
+void demo_opts_default(struct demo_opts *o, bool ring);
 
 enum demo_policy {
 	DP_LRU,
@@ -107,7 +121,9 @@ struct demo_result {
 	uint64_t moved[NTIERS][NTIERS]; /* [from tier][to tier] */
 	unsigned evictions, spills, drops;
 	uint64_t explored;
-	unsigned lost;
+	uint64_t stages_ns; /* the stages' elapsed time, to the last kernel's end */
+	unsigned kernel_reads, kernel_faults; /* values the kernels read; read wrong */
+	unsigned lost;			      /* kernel faults included */
 };
 
 /*
@@ -119,6 +135,10 @@ int demo_workload(const struct demo_opts *o, enum demo_policy pol, struct demo_r
 		  FILE *out, struct demo_result *res);
 /* Both runs side by side with the bound. */
 void demo_print_compare(FILE *out, const struct demo_opts *o, const struct demo_result *r);
+/* --compare-prefetch: each policy's stages' elapsed time, waiting
+ * (wait[p]) and prefetching (pre[p]), side by side. */
+void demo_print_prefetch(FILE *out, const struct demo_opts *o, const struct demo_result *wait,
+			 const struct demo_result *pre);
 
 /* Bytes as MiB for printing. */
 double demo_mib(uint64_t nbytes);

@@ -3,54 +3,16 @@
  * The rsd-demo workload (see tools/rsd-demo.c for what it does). A single
  * process runs it without a ring; tools/rsd-demo-mpi.c lends it one, and
  * every stage then also hands a share of the rank's ciphertexts to the next
- * rank and adopts as many from the previous one.
+ * rank and adopts as many from the previous one. The stages themselves and
+ * their kernels are in stages.c, the options in options.c.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "demo.h"
-
-struct keysrc {
-	struct rsd_manager *m;
-	unsigned seed;
-	uint64_t nbytes;
-	unsigned loads;
-};
-
-/* A ciphertext's metadata; it travels with the value between ranks. */
-struct ct_meta {
-	uint32_t gid;	 /* job-wide id: the seed of its contents */
-	uint32_t level;	 /* what a real scheme would keep: the modulus level */
-	uint32_t origin; /* the rank that created it */
-	uint32_t hops;	 /* ranks it has left */
-};
-
-struct demo {
-	const struct demo_opts *o;
-	enum demo_policy pol;
-	struct demo_ring *ring;
-	FILE *out;
-	struct rsd_manager *m;
-	struct rsd_controller *c;
-	struct rsd_policy *policy; /* outlives c */
-	struct rsd_simdev *sd;
-	struct rsd_location dev;
-	void *stream;
-	struct rsd_handle *ct, *key, *w;
-	struct ct_meta *meta; /* per ciphertext slot */
-	struct keysrc *ks;
-	/* Totals: moved[why][from][to] bytes and transition counts. */
-	uint64_t moved[NWHY][NTIERS][NTIERS];
-	unsigned nmoved[NWHY][NTIERS][NTIERS];
-	unsigned evictions, spills, drops;
-	uint64_t explored;
-	unsigned sent, received;
-	bool progress; /* stage counts on stderr */
-};
+#include "workload.h"
 
 static uint64_t fnv1a(const unsigned char *p, uint64_t n)
 {
@@ -59,6 +21,13 @@ static uint64_t fnv1a(const unsigned char *p, uint64_t n)
 	for (uint64_t i = 0; i < n; i++)
 		h = (h ^ p[i]) * 1099511628211ull;
 	return h;
+}
+
+uint64_t demo_window_sum(const unsigned char *p, uint64_t n)
+{
+	uint64_t w = n < DEMO_WINDOW ? n : DEMO_WINDOW;
+
+	return fnv1a(p, w) ^ (fnv1a(p + n - w, w) * 31);
 }
 
 static void fill(unsigned char *p, uint64_t n, unsigned seed)
@@ -73,15 +42,19 @@ static void fill(unsigned char *p, uint64_t n, unsigned seed)
 	}
 }
 
-/* The checksum of what fill(seed) writes: what a value must hold. */
-static int seed_sum(uint64_t n, unsigned seed, uint64_t *sum)
+/* The checksum of what fill(seed) writes (what a value must hold), and
+ * its demo_window_sum(); either may be NULL. */
+static int seed_sum(uint64_t n, unsigned seed, uint64_t *sum, uint64_t *window)
 {
 	unsigned char *tmp = malloc(n);
 
 	if (!tmp)
 		return -1;
 	fill(tmp, n, seed);
-	*sum = fnv1a(tmp, n);
+	if (sum)
+		*sum = fnv1a(tmp, n);
+	if (window)
+		*window = demo_window_sum(tmp, n);
 	free(tmp);
 	return 0;
 }
@@ -100,121 +73,8 @@ static int regenerate_key(void *ctx, struct rsd_resident **out)
 	return 0;
 }
 
-static void usage(void)
-{
-	fprintf(stderr,
-		"usage: rsd-demo [-c CIPHERTEXTS] [-k KEYS] [-w WEIGHTS] [-s STAGES]\n"
-		"                [--ct-mib N] [--key-mib N] [--weight-mib N] [--workspace-mib N]\n"
-		"                [--device-mib N] [--pinned-mib N] [--share N]\n"
-		"                [--policy lru|next-use|both] [--near N] [-q]\n"
-		"  --share N   ciphertexts each rank sends on per stage (MPI job only; default 1)\n"
-		"  --policy P  the controller's policy; both (the default of one process) runs\n"
-		"              the workload under each and compares them (MPI job: lru only)\n"
-		"  --near N    the next-use policy spills values needed within N stages to\n"
-		"              pinned host first (default: the stages whose ciphertexts fill\n"
-		"              the device and pinned budgets)\n");
-}
-
-static int parse(int argc, char **argv, struct demo_opts *o, bool ring)
-{
-	static const struct option longopts[] = {
-		{ "ct-mib", required_argument, NULL, 1 },
-		{ "key-mib", required_argument, NULL, 2 },
-		{ "weight-mib", required_argument, NULL, 3 },
-		{ "workspace-mib", required_argument, NULL, 4 },
-		{ "device-mib", required_argument, NULL, 5 },
-		{ "pinned-mib", required_argument, NULL, 6 },
-		{ "share", required_argument, NULL, 7 },
-		{ "policy", required_argument, NULL, 8 },
-		{ "near", required_argument, NULL, 9 },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	*o = (struct demo_opts){ .ciphertexts = 24,
-				 .keys = 6,
-				 .weights = 12,
-				 .stages = 60,
-				 .share = 1,
-				 .ct_bytes = 2 * MiB,
-				 .key_bytes = 4 * MiB,
-				 .weight_bytes = 2 * MiB,
-				 .workspace = 4 * MiB,
-				 .device_budget = 24 * MiB,
-				 .pinned_budget = 24 * MiB,
-				 .policies = ring ? 1u << DP_LRU :
-						    (1u << DP_LRU) | (1u << DP_NEXT_USE) };
-	while ((c = getopt_long(argc, argv, "c:k:w:s:qh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'c':
-			o->ciphertexts = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'k':
-			o->keys = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'w':
-			o->weights = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 's':
-			o->stages = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 'q':
-			o->quiet = true;
-			break;
-		case 1:
-			o->ct_bytes = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 2:
-			o->key_bytes = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 3:
-			o->weight_bytes = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 4:
-			o->workspace = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 5:
-			o->device_budget = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 6:
-			o->pinned_budget = strtoull(optarg, NULL, 0) * MiB;
-			break;
-		case 7:
-			o->share = (unsigned)strtoul(optarg, NULL, 0);
-			break;
-		case 8:
-			o->policies = !strcmp(optarg, "lru")	  ? 1u << DP_LRU :
-				      !strcmp(optarg, "next-use") ? 1u << DP_NEXT_USE :
-				      !strcmp(optarg, "both")	  ? (1u << DP_LRU) |
-									(1u << DP_NEXT_USE) :
-								0;
-			break;
-		case 9:
-			o->near = strtoull(optarg, NULL, 0);
-			o->near_set = true;
-			break;
-		default:
-			usage();
-			return -1;
-		}
-	}
-	/* A share leaves at least the two ciphertexts a stage computes on. */
-	/* An MPI job adopts arriving ciphertexts under new handles, which a
-	 * schedule declared up front cannot name: it runs the tiered LRU. */
-	if (optind < argc || o->ciphertexts < 2 || !o->keys || !o->weights || !o->ct_bytes ||
-	    o->share > o->ciphertexts - 2 || !o->policies ||
-	    (ring && o->policies != 1u << DP_LRU)) {
-		usage();
-		return -1;
-	}
-	return 0;
-}
-
-/* Adds a decision's evictions and a report's copies to the totals and to
- * the stage's row (either may be NULL). */
-static void account(struct demo *dm, struct row *r, enum phase ph, const struct rsd_decision *d,
-		    const struct rsd_plan_report *rep, const struct rsd_handle *outgoing, size_t n)
+void demo_account(struct demo *dm, struct row *r, enum phase ph, const struct rsd_decision *d,
+		  const struct rsd_plan_report *rep, const struct rsd_handle *outgoing, size_t n)
 {
 	for (size_t i = 0; d && i < d->nevictions; i++) {
 		bool drop = d->evictions[i].action.kind == RSD_ACT_DROP;
@@ -292,7 +152,7 @@ static int checksum(struct demo *dm, struct rsd_handle h, bool exclusive, uint64
 	if (err)
 		return err;
 	rep.transitions = &t;
-	account(dm, NULL, PH_VERIFY, NULL, &rep, NULL, 0);
+	demo_account(dm, NULL, PH_VERIFY, NULL, &rep, NULL, 0);
 	err = rsd_acquire(dm->m, &h, 1, RSD_LOC_PAGEABLE_HOST, NULL, &l);
 	if (err)
 		return err;
@@ -325,18 +185,30 @@ static int open_manager(struct demo *dm)
 		cfg.driver = rsd_cuda_driver();
 		fprintf(dm->out, "device: %s through the CUDA runtime driver\n", name);
 	} else {
-		struct rsd_simdev_config sc = { .ndevices = idx + 1,
-						.auto_complete = true,
-						.pooled = true };
+		/* Without the link model the device runs work as it is queued:
+		 * every run is the same, figure for figure. With it, copies take
+		 * the time an H200 node's links would (stretched by the time
+		 * scale) and run in the background as on a GPU. */
+		struct rsd_simdev_config sc = {
+			.ndevices = idx + 1,
+			.auto_complete = !o->links,
+			.pooled = true,
+			.progress = RSD_SIMDEV_BACKGROUND,
+			.links = o->links,
+			.time_scale =
+				o->links && !getenv("RSD_SIMDEV_TIME_SCALE") ? DEMO_TIME_SCALE : 0
+		};
 
 		err = rsd_simdev_create(&sc, &dm->sd);
 		if (err)
 			return err;
 		cfg.driver = rsd_simdev_ops();
 		cfg.driver_ctx = dm->sd;
-		fprintf(dm->out, "device: %s is the simulated device (no CUDA GPU %d here)\n", name,
-			idx);
+		fprintf(dm->out, "device: %s is the simulated device (no CUDA GPU %d here)%s\n",
+			name, idx,
+			o->links ? ", its links modelled, work run in the background" : "");
 	}
+	dm->ops = cfg.driver;
 	err = rsd_manager_create(&cfg, &dm->m);
 	if (err)
 		return err;
@@ -382,7 +254,11 @@ static int populate(struct demo *dm)
 	dm->key = calloc(o->keys, sizeof(*dm->key));
 	dm->ks = calloc(o->keys, sizeof(*dm->ks));
 	dm->w = calloc(o->weights, sizeof(*dm->w));
-	if (!dm->ct || !dm->meta || !dm->key || !dm->ks || !dm->w)
+	dm->ct_sum = calloc(o->ciphertexts, sizeof(*dm->ct_sum));
+	dm->key_sum = calloc(o->keys, sizeof(*dm->key_sum));
+	dm->w_sum = calloc(o->weights, sizeof(*dm->w_sum));
+	if (!dm->ct || !dm->meta || !dm->key || !dm->ks || !dm->w || !dm->ct_sum || !dm->key_sum ||
+	    !dm->w_sum)
 		return -1;
 	for (unsigned i = 0; i < o->ciphertexts; i++) {
 		struct ct_meta *mt = &dm->meta[i];
@@ -393,6 +269,7 @@ static int populate(struct demo *dm)
 				       sizeof(*mt), &r))
 			return -1;
 		fill(rsd_resident_data(r, 0), o->ct_bytes, mt->gid);
+		dm->ct_sum[i] = demo_window_sum(rsd_resident_data(r, 0), o->ct_bytes);
 		if (rsd_adopt(dm->m, r, NULL, RSD_EXCLUSIVE, &dm->ct[i])) {
 			rsd_resident_free(r);
 			return -1;
@@ -404,7 +281,8 @@ static int populate(struct demo *dm)
 		struct rsd_source src = { regenerate_key, NULL, &dm->ks[i] };
 
 		dm->ks[i] = (struct keysrc){ dm->m, i, o->key_bytes, 0 };
-		if (rsd_register_source(dm->m, &spec, &src, pageable, &dm->key[i]))
+		if (seed_sum(o->key_bytes, 1000 + i, NULL, &dm->key_sum[i]) ||
+		    rsd_register_source(dm->m, &spec, &src, pageable, &dm->key[i]))
 			return -1;
 		/* Rotation keys are costly to regenerate: keep them longer. */
 		if (rsd_controller_set_policy_metadata(dm->c, dm->key[i], 1, NULL))
@@ -417,6 +295,7 @@ static int populate(struct demo *dm)
 				       NULL, 0, &r))
 			return -1;
 		fill(rsd_resident_data(r, 0), o->weight_bytes, 5000 + i);
+		dm->w_sum[i] = demo_window_sum(rsd_resident_data(r, 0), o->weight_bytes);
 		if (rsd_adopt(dm->m, r, NULL, RSD_REPLICABLE, &dm->w[i])) {
 			rsd_resident_free(r);
 			return -1;
@@ -425,8 +304,7 @@ static int populate(struct demo *dm)
 	return 0;
 }
 
-/* The requirements of stage s: its values on the device. */
-static void stage_handles(struct demo *dm, unsigned s, struct rsd_requirement *req)
+void demo_stage_handles(struct demo *dm, unsigned s, struct rsd_requirement *req)
 {
 	const struct demo_opts *o = dm->o;
 	uint32_t idx[DEMO_NSTAGE_VALUES];
@@ -454,7 +332,7 @@ static int declare_schedule(struct demo *dm)
 
 	if (req && h && steps) {
 		for (unsigned s = 0; s < o->stages; s++) {
-			stage_handles(dm, s, req + (size_t)s * DEMO_NSTAGE_VALUES);
+			demo_stage_handles(dm, s, req + (size_t)s * DEMO_NSTAGE_VALUES);
 			for (unsigned i = 0; i < DEMO_NSTAGE_VALUES; i++)
 				h[(size_t)s * DEMO_NSTAGE_VALUES + i] =
 					req[(size_t)s * DEMO_NSTAGE_VALUES + i].handle;
@@ -469,41 +347,6 @@ static int declare_schedule(struct demo *dm)
 	return err;
 }
 
-/* One stage's computation: two ciphertexts, a key and a weight block on the
- * device, and a workspace. */
-static int compute(struct demo *dm, unsigned s, struct row *row)
-{
-	const struct demo_opts *o = dm->o;
-	struct rsd_requirement req[DEMO_NSTAGE_VALUES];
-	struct rsd_reservation_spec ws = { dm->dev, o->workspace, "workspace" };
-	char name[32];
-	struct rsd_request request = { name, req, DEMO_NSTAGE_VALUES, &ws, 1 };
-	struct rsd_plan_report *rep = NULL;
-	struct rsd_use *u = NULL;
-	int err;
-
-	stage_handles(dm, s, req);
-	snprintf(name, sizeof(name), "stage-%u", s);
-	/* A consumer stream finishing between the decision and the scope's
-	 * entry (a lease reaped) makes the decision stale: on an asynchronous
-	 * device that is normal, so decide again. */
-	for (int tries = 0;; tries++) {
-		err = rsd_controller_use(dm->c, &request, dm->stream ? &dm->stream : NULL,
-					 dm->stream ? 1 : 0, NULL, 0, &u);
-		if (err != -RSD_ESTALE || tries == 8)
-			break;
-	}
-	if (err)
-		return err;
-	/* The stage's kernels would read the borrowed values here, on
-	 * dm->stream; closing the use hands that stream to the leases. */
-	err = rsd_use_close(u, &rep);
-	account(dm, row, PH_STAGE, rsd_use_decision(u), rep, NULL, 0);
-	rsd_plan_report_free(rep);
-	rsd_use_free(u);
-	return err;
-}
-
 /*
  * The ring step: o.share ciphertexts leave for rank + 1 and as many arrive
  * from rank - 1, into the same slots. One controller use brings the leaving
@@ -511,7 +354,7 @@ static int compute(struct demo *dm, unsigned s, struct row *row)
  * pinned room for the arriving ones, which are received into residents
  * allocated in the pinned pool and adopted once the use is closed.
  */
-static int exchange(struct demo *dm, unsigned s, struct row *row)
+int demo_exchange(struct demo *dm, unsigned s, struct row *row)
 {
 	const struct demo_opts *o = dm->o;
 	struct rsd_location pinned = RSD_LOC_PINNED_HOST;
@@ -543,9 +386,7 @@ static int exchange(struct demo *dm, unsigned s, struct row *row)
 	 * finished and the stage's leases are reaped (on the simulated device
 	 * in immediate mode that is already so; on a GPU it is not). */
 	if (dm->stream) {
-		const struct rsd_device_ops *ops = dm->sd ? rsd_simdev_ops() : rsd_cuda_driver();
-
-		err = ops->stream_sync(dm->sd, dm->stream);
+		err = dm->ops->stream_sync(dm->sd, dm->stream);
 		if (!err)
 			err = rsd_manager_reap(dm->m);
 		if (err)
@@ -581,17 +422,20 @@ static int exchange(struct demo *dm, unsigned s, struct row *row)
 	if (dm->ring->shift(dm->ring, out_ptr + k, in_ptr + k, k, o->ct_bytes))
 		goto out;
 	err = rsd_use_close(u, &rep);
-	account(dm, row, PH_EXCHANGE, rsd_use_decision(u), rep, outgoing, k);
+	demo_account(dm, row, PH_EXCHANGE, rsd_use_decision(u), rep, outgoing, k);
 	if (err)
 		goto out;
 	/* The leaving values are the next rank's now; the arriving ones are
 	 * ours under handles of our own. */
 	for (size_t j = 0; j < k; j++) {
+		uint64_t sum = demo_window_sum(rsd_resident_data(in[j], 0), o->ct_bytes);
+
 		err = rsd_discard(dm->m, outgoing[j], NULL);
 		if (!err)
 			err = rsd_adopt(dm->m, in[j], &pinned, RSD_EXCLUSIVE, &dm->ct[slot[j]]);
 		if (err)
 			goto out;
+		dm->ct_sum[slot[j]] = sum;
 		in[j] = NULL;
 		dm->meta[slot[j]] = in_meta[j];
 	}
@@ -627,7 +471,7 @@ static unsigned verify(struct demo *dm, uint64_t *owned, unsigned *loads)
 		uint64_t sum = 0, want = 0;
 
 		if (checksum(dm, dm->ct[i], true, &sum) ||
-		    seed_sum(o->ct_bytes, dm->meta[i].gid, &want) || sum != want) {
+		    seed_sum(o->ct_bytes, dm->meta[i].gid, &want, NULL) || sum != want) {
 			fprintf(stderr, "rsd-demo: ciphertext %u (slot %u) is corrupt or lost\n",
 				dm->meta[i].gid, i);
 			lost++;
@@ -640,7 +484,7 @@ static unsigned verify(struct demo *dm, uint64_t *owned, unsigned *loads)
 		uint64_t sum = 0, want = 0;
 
 		if (checksum(dm, dm->key[i], false, &sum) ||
-		    seed_sum(o->key_bytes, 1000 + i, &want) || sum != want) {
+		    seed_sum(o->key_bytes, 1000 + i, &want, NULL) || sum != want) {
 			fprintf(stderr, "rsd-demo: rotation key %u is corrupt or lost\n", i);
 			lost++;
 		}
@@ -705,6 +549,9 @@ static void demo_close(struct demo *dm)
 	free(dm->key);
 	free(dm->ks);
 	free(dm->w);
+	free(dm->ct_sum);
+	free(dm->key_sum);
+	free(dm->w_sum);
 }
 
 /*
@@ -722,28 +569,17 @@ static int run_one(struct demo *dm, uint64_t *owned, unsigned *loads, struct dem
 	if (open_manager(dm) || populate(dm) || (dm->pol == DP_NEXT_USE && declare_schedule(dm)) ||
 	    demo_table_begin(&tab, o->stages))
 		goto out;
-	for (unsigned s = 0; s < o->stages; s++) {
-		struct row row = { 0 };
-
-		if (compute(dm, s, &row)) {
-			fprintf(stderr, "rsd-demo: stage-%u: %s\n", s, rsd_last_error()->message);
-			goto out;
-		}
-		if (dm->ring && o->share && exchange(dm, s, &row)) {
-			fprintf(stderr, "rsd-demo: exchange-%u: %s\n", s,
-				rsd_last_error()->message);
-			goto out;
-		}
-		row.peak = demo_device_peak(dm->m, dm->dev);
-		demo_table_add(&tab, &row);
-		if (dm->progress && s % 10 == 9)
-			fprintf(stderr, "\rrsd-demo: %s: stage %u/%u", demo_policy_name[dm->pol],
-				s + 1, o->stages);
-	}
-	if (dm->progress)
-		fprintf(stderr, "\n");
+	if (demo_stages(dm, &tab))
+		goto out;
 	if (!o->quiet)
 		demo_table_end(&tab, dm->out);
+	fprintf(dm->out, "\n%u stages in %.3f s, %s\n", o->stages, (double)dm->stages_ns / 1e9,
+		o->prefetch ? "prefetching: each stage's copies queued while the stage before "
+			      "computed" :
+			      "waiting for each stage's copies");
+	if (dm->sd)
+		fprintf(dm->out, "the stages' kernels read %u values on the device: %s\n",
+			dm->kernel_reads, dm->kernel_faults ? "WRONG BYTES" : "all intact");
 	demo_print_snapshot(dm->out, dm->m);
 	/* The stages' figures, before the checks move anything. */
 	res->ran = true;
@@ -756,8 +592,12 @@ static int run_one(struct demo *dm, uint64_t *owned, unsigned *loads, struct dem
 	res->spills = dm->spills;
 	res->drops = dm->drops;
 	res->explored = dm->explored;
-	/* Nothing lost: every ciphertext and key byte is what it was. */
-	res->lost = verify(dm, owned, loads);
+	res->stages_ns = dm->stages_ns;
+	res->kernel_reads = dm->kernel_reads;
+	res->kernel_faults = dm->kernel_faults;
+	/* Nothing lost: every ciphertext and key byte is what it was, and
+	 * every kernel read what it should have. */
+	res->lost = verify(dm, owned, loads) + dm->kernel_faults;
 	print_moved(dm);
 	fprintf(dm->out, "\nverified %u ciphertexts and %u keys (%u key regenerations): %s\n",
 		o->ciphertexts, o->keys, *loads, res->lost ? "DATA LOST" : "all intact");
@@ -793,7 +633,7 @@ int demo_workload(const struct demo_opts *o, enum demo_policy pol, struct demo_r
  * in turn, and two are compared at the end. */
 int demo_run(int argc, char **argv, struct demo_ring *ring)
 {
-	struct demo_result res[NPOLICIES];
+	struct demo_result res[NPOLICIES], wait[NPOLICIES];
 	struct demo_opts o;
 	struct demo dm = { .ring = ring };
 	struct timespec t0;
@@ -804,7 +644,7 @@ int demo_run(int argc, char **argv, struct demo_ring *ring)
 	unsigned loads = 0, nruns = 0;
 	int rc = 1;
 
-	if (parse(argc, argv, &o, ring != NULL))
+	if (demo_parse(argc, argv, &o, ring != NULL))
 		return 2;
 	for (int p = 0; p < NPOLICIES; p++)
 		nruns += !!(o.policies & (1u << p));
@@ -829,23 +669,36 @@ int demo_run(int argc, char **argv, struct demo_ring *ring)
 	if (!tally)
 		goto fail;
 	memset(res, 0, sizeof(res));
-	for (int p = 0; p < NPOLICIES; p++) {
-		if (!(o.policies & (1u << p)))
+	memset(wait, 0, sizeof(wait));
+	/* --compare-prefetch: each policy waiting (run 0), then prefetching. */
+	o.links |= o.compare;
+	for (int run = 0; run < NPOLICIES * 2; run++) {
+		int p = run / 2;
+		struct demo_result *r = run % 2 ? &res[p] : &wait[p];
+
+		if (!(o.policies & (1u << p)) || (run % 2 == 0 && !o.compare))
 			continue;
+		if (o.compare)
+			o.prefetch = run % 2;
 		demo_close(&dm);
 		dm = (struct demo){ .o = &o, .pol = (enum demo_policy)p, .ring = ring, .out = out };
 		dm.progress = o.quiet && (!ring || ring->rank == 0);
-		if (nruns > 1)
+		if (o.compare)
+			fprintf(out, "=== policy: %s, %s ===\n\n", demo_policy_name[p],
+				o.prefetch ? "prefetching" : "waiting for each stage's copies");
+		else if (nruns > 1)
 			fprintf(out, "=== policy: %s ===\n\n", demo_policy_name[p]);
 		memset(tally, 0, ntally * sizeof(*tally));
-		if (run_one(&dm, tally + 4, &loads, &res[p]))
+		if (run_one(&dm, tally + 4, &loads, r))
 			goto fail;
-		lost += res[p].lost;
-		if (nruns > 1)
+		lost += r->lost;
+		if (nruns > 1 || o.compare)
 			fprintf(out, "\n");
 	}
 	if (nruns > 1)
 		demo_print_compare(out, &o, res);
+	if (o.compare)
+		demo_print_prefetch(out, &o, wait, res);
 	fprintf(out, "elapsed %.2f s\n", seconds_since(&t0));
 	if (ring) {
 		tally[0] = lost;

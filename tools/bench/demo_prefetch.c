@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rsd-demo's stages waiting for their copies against prefetching the next
+ * stage while this one's kernel runs (group "pipeline", case
+ * "demo_prefetch"; Documentation/performance.md, "Prefetching the demo's
+ * stages").
+ *
+ * The demo's workload (tools/demo, linked in) on the simulated device with
+ * its link model on, in the background, time scale DEMO_TIME_SCALE: each
+ * run is rsd-demo --links [--no-prefetch] under one policy. The figure is
+ * the stages' elapsed time, from the first stage's use to the end of the
+ * last stage's kernel (the values' creation and the final checks are the
+ * same in both modes and left out), prefetching beside waiting, for each
+ * policy; the median of the repetitions, which alternate the two modes.
+ * Every run must verify every value and every kernel's reads. Reported,
+ * no target.
+ */
+#include "common.h"
+#include "../demo/demo.h"
+
+#define DP_REPS_MAX 5
+
+/* One run's stages' elapsed time in seconds; a negative number after a
+ * failed or lossy run (said on stderr). */
+static double dp_run(const struct demo_opts *base, enum demo_policy pol, bool prefetch)
+{
+	struct demo_opts o = *base;
+	struct demo_result r;
+
+	o.prefetch = prefetch;
+	if (demo_workload(&o, pol, NULL, NULL, &r) || r.lost) {
+		bench_note("demo_prefetch: the %s run under %s failed: %s",
+			   prefetch ? "prefetching" : "waiting", demo_policy_name[pol],
+			   r.lost ? "values lost or read wrong" : rsd_last_error()->message);
+		return -1;
+	}
+	return (double)r.stages_ns / 1e9;
+}
+
+/* The median of reps runs in each mode under pol, alternating; false
+ * after a failed run. */
+static bool dp_policy(const struct demo_opts *o, enum demo_policy pol, size_t reps, double *wait,
+		      double *pre)
+{
+	double w[DP_REPS_MAX], f[DP_REPS_MAX];
+
+	for (size_t i = 0; i < reps; i++) {
+		w[i] = dp_run(o, pol, false);
+		f[i] = dp_run(o, pol, true);
+		if (w[i] < 0 || f[i] < 0)
+			return false;
+	}
+	*wait = bench_median(w, reps);
+	*pre = bench_median(f, reps);
+	return true;
+}
+
+static void case_demo_prefetch(void)
+{
+	static const char *const pre_metric[NPOLICIES] = { "prefetching_lru",
+							   "prefetching_next_use" };
+	static const char *const wait_metric[NPOLICIES] = { "waiting_lru", "waiting_next_use" };
+	size_t reps = QF(1, 3);
+	struct demo_opts o;
+
+	demo_opts_default(&o, false);
+	o.stages = QF(24, 60);
+	o.quiet = true;
+	o.links = true;
+	bench_note("demo_prefetch: the stages of rsd-demo -s %u --links (time scale %g), "
+		   "waiting and prefetching, median of %zu",
+		   o.stages, DEMO_TIME_SCALE, reps);
+	for (int p = 0; p < NPOLICIES; p++) {
+		double wait, pre;
+		struct bench_fig *f;
+
+		if (!dp_policy(&o, (enum demo_policy)p, reps, &wait, &pre)) {
+			bench_skip("demo_prefetch", pre_metric[p], "a run failed (see the note)");
+			continue;
+		}
+		bench_line("demo_prefetch", wait_metric[p], wait, "s");
+		f = bench_fig("demo_prefetch", pre_metric[p], pre, "s");
+		bench_fig_base(f, "waiting", wait);
+	}
+}
