@@ -188,6 +188,15 @@ demo_prefetch_body() {
 	atf_check_equal "$(grep -c "^the stages' kernels read 24 values on the device: all intact$" cmp)" 2
 	atf_check_equal "$(grep -c 'verified 24 ciphertexts and 6 keys .*: all intact' cmp)" 2
 	atf_check -o match:"^deterministic-tiered-lru +[0-9]+\.[0-9]{3} s +[0-9]+\.[0-9]{3} s +-?[0-9]+\.[0-9]%$" cat cmp
+
+	# A device for one stage (5 MiB of 6) and kernels of 200 ms: deciding
+	# stage s + 1 while kernel s protects its 4 MiB is infeasible, so both
+	# modes decide it again once kernel s has run, and still finish intact.
+	atf_check -s exit:0 -o save:small -e ignore "$prog" -s 3 --policy lru --compare-prefetch \
+		-q --kernel-us 2000 --ct-mib 1 --key-mib 1 --weight-mib 1 --workspace-mib 1 \
+		--device-mib 6 --pinned-mib 6
+	atf_check_equal "$(grep -c "^2 times the device could not hold two stages' values: the next stage was decided again once this one's kernel had run$" small)" 2
+	atf_check_equal "$(grep -c "^the stages' kernels read 12 values on the device: all intact$" small)" 2
 }
 
 atf_test_case demo_ranks

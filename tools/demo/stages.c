@@ -183,6 +183,7 @@ static int stage_step(struct demo *dm, struct stage *st, unsigned s, struct row 
 	/* A device too small for two stages: stage s + 1 fits only once
 	 * kernel s no longer protects its values. */
 	if (err == -RSD_EPLAN && st[s].done) {
+		dm->room_waits++;
 		err = stage_room(dm, &st[s]);
 		if (!err)
 			err = stage_use(dm, &st[s + 1], s + 1);

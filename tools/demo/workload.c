@@ -577,6 +577,11 @@ static int run_one(struct demo *dm, uint64_t *owned, unsigned *loads, struct dem
 		o->prefetch ? "prefetching: each stage's copies queued while the stage before "
 			      "computed" :
 			      "waiting for each stage's copies");
+	if (dm->room_waits)
+		fprintf(dm->out,
+			"%u times the device could not hold two stages' values: the next stage "
+			"was decided again once this one's kernel had run\n",
+			dm->room_waits);
 	if (dm->sd)
 		fprintf(dm->out, "the stages' kernels read %u values on the device: %s\n",
 			dm->kernel_reads, dm->kernel_faults ? "WRONG BYTES" : "all intact");

@@ -51,6 +51,9 @@ struct demo {
 	unsigned sent, received;
 	/* The stages' kernels: values they read, and read wrong. */
 	unsigned kernel_reads, kernel_faults;
+	/* Stages decided again after waiting for the running kernel: the
+	 * device could not hold two stages' values at once. */
+	unsigned room_waits;
 	uint64_t stages_ns; /* from the first stage's use to its last kernel */
 	bool progress;	    /* stage counts on stderr */
 };
