@@ -132,6 +132,7 @@ int rsd_controller_create(struct rsd_manager *m, const struct rsd_policy *policy
 	c->manager_id = rsd_manager_id(m);
 	c->policy = policy;
 	c->limit = search_state_limit ? search_state_limit : DEFAULT_LIMIT;
+	rsd__mem_cache_init(&c->search_mem, RSD__SEARCH_KEEP);
 	pthread_mutexattr_init(&attr);
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&c->lock, &attr);
@@ -165,6 +166,7 @@ void rsd_controller_free(struct rsd_controller *c)
 	free(c->meta);
 	rsd__sched_fini(c);
 	rsd_policy_free(c->owned_policy);
+	rsd__mem_cache_fini(&c->search_mem);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -13,6 +13,7 @@
 #include <pthread.h>
 
 #include "../internal.h"
+#include "arena.h"
 
 /*
  * Per-handle controller record: policy metadata and the last access epoch.
@@ -61,7 +62,16 @@ struct rsd_controller {
 	uint64_t epoch;		 /* protected by lock; advanced by each successful use entry */
 	unsigned flags;		 /* RSD_CTRL_*; protected by lock */
 	struct rsd__sched sched; /* protected by lock */
+	/*
+	 * Protected by lock (held by every search): the large blocks of
+	 * memory the last searches gave back, up to RSD__SEARCH_KEEP bytes,
+	 * for the next one, which then touches no fresh pages for them
+	 * (lib/ctrl/arena.h).
+	 */
+	struct rsd__mem_cache search_mem;
 };
+
+#define RSD__SEARCH_KEEP (32u << 20)
 
 /* Lookup, NULL when absent. Caller holds c->lock. */
 struct rsd__meta *rsd__meta_find(struct rsd_controller *c, uint64_t id);

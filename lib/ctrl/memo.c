@@ -3,17 +3,14 @@
  * The search memo: sets of byte-string keys (serialized SIG(S) plus the
  * objective's parameters). Two planning states have equal signatures
  * exactly when their serialized keys are equal, because deltas are kept
- * normalized and sorted (pstate.h). Open addressing, linear probing.
+ * normalized and sorted (pstate.h). Open addressing, linear probing; the
+ * keys are never removed, so they live in an arena (no malloc per key, one
+ * free per chunk at the end).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "memo.h"
-
-struct memo_key {
-	size_t len;
-	unsigned char bytes[];
-};
 
 uint64_t rsd__memo_hash(const void *key, size_t len)
 {
@@ -39,19 +36,24 @@ uint64_t rsd__memo_hash(const void *key, size_t len)
 	return h;
 }
 
-void rsd__memo_init(struct rsd__memo *m)
+/* Key chunks: about a thousand keys of a typical search each. */
+#define KEY_CHUNK ((size_t)128 << 10)
+
+void rsd__memo_init(struct rsd__memo *m, struct rsd__mem_cache *mc)
 {
 	m->tab = NULL;
 	m->cap = 0;
+	m->tabbytes = 0;
 	m->n = 0;
+	m->mc = mc;
+	rsd__arena_init(&m->keys, KEY_CHUNK, mc);
 }
 
 void rsd__memo_fini(struct rsd__memo *m)
 {
-	for (size_t i = 0; i < m->cap; i++)
-		free(m->tab[i].k);
-	free(m->tab);
-	rsd__memo_init(m);
+	rsd__mem_put(m->mc, m->tab, m->tabbytes);
+	rsd__arena_fini(&m->keys);
+	rsd__memo_init(m, m->mc);
 }
 
 bool rsd__memo_has(const struct rsd__memo *m, const void *key, size_t len, uint64_t h)
@@ -95,21 +97,25 @@ int rsd__memo_add(struct rsd__memo *m, const void *key, size_t len, uint64_t h)
 	if (rsd__memo_has(m, key, len, h))
 		return 0;
 	if (2 * (m->n + 1) > m->cap) {
-		size_t cap = m->cap ? 2 * m->cap : 64;
-		struct memo_slot *tab = rsd__calloc(cap, sizeof(*tab));
+		/* x4: a large memo is rehashed (and its new table faulted in)
+		 * a third as often as by doubling */
+		size_t cap = m->cap ? 4 * m->cap : 64, got;
+		struct memo_slot *tab = rsd__mem_get(m->mc, cap * sizeof(*tab), &got);
 
 		if (!tab)
-			return rsd__err(RSD_ENOMEM, "out of memory growing the search memo");
+			return -RSD_ENOMEM; /* recorded by the cache */
+		memset(tab, 0, cap * sizeof(*tab));
 		for (size_t i = 0; i < m->cap; i++)
 			if (m->tab[i].k)
 				place(tab, cap, m->tab[i].hash, m->tab[i].k);
-		free(m->tab);
+		rsd__mem_put(m->mc, m->tab, m->tabbytes);
 		m->tab = tab;
+		m->tabbytes = got;
 		m->cap = cap;
 	}
-	k = rsd__malloc(sizeof(*k) + len);
+	k = rsd__arena_alloc(&m->keys, sizeof(*k) + len);
 	if (!k)
-		return rsd__err(RSD_ENOMEM, "out of memory recording a search memo key");
+		return -RSD_ENOMEM; /* recorded by the arena */
 	k->len = len;
 	memcpy(k->bytes, key, len);
 	place(m->tab, m->cap, h, k);

@@ -8,8 +8,10 @@
  * same (its charge, epoch, metadata and next use do not change while the
  * controller's lock is held), so the order of any set of candidates is
  * the order of their positions in the sorted list of all candidates of
- * the image at that location. RANK of a state then sorts positions instead
- * of asking the policy again, with the same result (reference.md §13.3);
+ * the image at that location. RANK of a state then walks that list once
+ * per part (ordinary, required) and takes the state's candidates as it
+ * meets them, instead of asking the policy again, with the same result
+ * (reference.md §13.3); a walk stops when its part is complete;
  * a policy of the caller's is always asked (it may count its calls).
  * Candidates projected by planning are not in the image's list: a state
  * with one takes the policy's path (search.c).
@@ -39,78 +41,105 @@ static long base_index(const struct search *x, unsigned slot, uint32_t v)
 	return -1;
 }
 
-/* x->base_pos[slot][i]: the position of base_cands[slot][i] in the order. */
-static int base_positions(struct search *x, unsigned slot)
+/*
+ * x->base_order[slot]: the indices of base_cands[slot] in the policy's
+ * order; x->base_req[slot][i]: whether base candidate i is a required
+ * endpoint at slot. x->cmark grows to the list's length.
+ */
+static int base_order(struct search *x, unsigned slot)
 {
-	uint32_t nb = x->nbase_cands[slot], *pos;
+	uint32_t nb = x->nbase_cands[slot], *order;
 	struct rsd_eviction_candidate *c;
+	uint8_t *req;
 	int err;
 
-	if (x->base_pos[slot])
+	if (x->base_order[slot])
 		return 0;
-	pos = rsd__malloc((nb ? nb : 1) * sizeof(*pos));
+	if (nb > x->cmarkcap) {
+		uint8_t *m = rsd__calloc(nb, 1);
+		uint32_t *p = rsd__malloc(nb * sizeof(*p));
+
+		if (!m || !p) {
+			free(m);
+			free(p);
+			return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
+		}
+		free(x->cmark);
+		free(x->bpos);
+		x->cmark = m;
+		x->bpos = p;
+		x->cmarkcap = nb;
+	}
+	order = rsd__calloc(nb ? nb : 1, sizeof(*order));
+	req = rsd__calloc(nb ? nb : 1, 1);
 	c = rsd__malloc((nb ? nb : 1) * sizeof(*c));
-	if (!pos || !c) {
-		free(pos);
-		free(c);
-		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
+	if (!order || !req || !c) {
+		err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
+		goto fail;
 	}
-	for (uint32_t i = 0; i < nb; i++)
+	for (uint32_t i = 0; i < nb; i++) {
 		rsd__candidate(x, x->base_cands[slot][i], slot, &c[i]);
-	err = rsd__cand_sort(c, nb, x->cmp);
-	if (err) {
-		free(pos);
-		free(c);
-		return x->err = err;
+		req[i] = rsd__search_required(x, x->base_cands[slot][i], slot);
 	}
+	err = rsd__cand_sort(c, nb, x->cmp);
+	if (err)
+		goto fail;
 	for (uint32_t p = 0; p < nb; p++) {
+		/* the sort permutes the list it was given: every index is found */
 		long i = base_index(x, slot, (uint32_t)c[p].registration_index);
 
-		if (i >= 0) /* the sort permutes the list it was given */
-			pos[i] = p;
+		order[p] = i < 0 ? 0 : (uint32_t)i;
 	}
 	free(c);
-	x->base_pos[slot] = pos;
+	x->base_order[slot] = order;
+	x->base_req[slot] = req;
 	return 0;
+fail:
+	free(order);
+	free(req);
+	free(c);
+	return x->err = err;
 }
 
-static int cmp_u64(const void *a, const void *b)
+int rsd__order_cached(struct search *x, unsigned slot, uint32_t n, struct ranked *r)
 {
-	uint64_t p = *(const uint64_t *)a, q = *(const uint64_t *)b;
+	const uint32_t *order, *base = x->base_cands[slot];
+	const uint8_t *req;
+	uint32_t nb, nreq = 0, k = 0;
+	uint8_t *mark;
 
-	return p < q ? -1 : p > q;
-}
-
-/* Sort v[0..n) (values of base candidates of slot) into the order. */
-static void order_run(struct search *x, unsigned slot, uint32_t *v, uint32_t n, uint64_t *key)
-{
-	for (uint32_t k = 0; k < n; k++) {
-		long i = base_index(x, slot, v[k]);
-		/* every value here is a base candidate (rsd__search_rank) */
-		uint64_t p = i < 0 ? UINT32_MAX : x->base_pos[slot][i];
-
-		key[k] = p << 32 | v[k];
-	}
-	qsort(key, n, sizeof(*key), cmp_u64);
-	for (uint32_t k = 0; k < n; k++)
-		v[k] = (uint32_t)key[k];
-}
-
-int rsd__order_cached(struct search *x, unsigned slot, uint32_t nord, uint32_t n, struct ranked *r)
-{
-	uint64_t *key;
-
-	if (base_positions(x, slot))
+	if (base_order(x, slot))
 		return x->err;
-	key = rsd__malloc((n ? n : 1) * sizeof(*key));
-	if (!key)
-		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
-	order_run(x, slot, x->cvidx, nord, key);
-	order_run(x, slot, x->cvidx + nord, n - nord, key);
-	free(key);
-	for (uint32_t k = 0; k < n; k++) {
-		r[k].vidx = x->cvidx[k];
-		r[k].charged = rsd__search_charge(x, x->cvidx[k]);
+	nb = x->nbase_cands[slot];
+	order = x->base_order[slot];
+	req = x->base_req[slot];
+	mark = x->cmark;
+	for (uint32_t j = 0; j < n; j++) {
+		mark[x->cbi[j]] = 1;
+		x->bpos[x->cbi[j]] = x->cpos[j];
+		nreq += req[x->cbi[j]];
+	}
+	/*
+	 * One walk of the order per part, ordinary candidates (first n - nreq
+	 * of the result) then required endpoints; each walk stops once its
+	 * part is complete and unmarks what it takes.
+	 */
+	for (uint8_t part = 0; part < 2; part++) {
+		uint32_t end = part ? n : n - nreq;
+
+		for (uint32_t p = 0; k < end && p < nb; p++) {
+			uint32_t i = order[p];
+
+			if (mark[i] && req[i] == part) {
+				mark[i] = 0;
+				r[k].vidx = base[i];
+				r[k].charged = x->base_charge[slot][i];
+				r[k].dpos = x->bpos[i] >> 1;
+				r[k].found = x->bpos[i] & 1;
+				r[k].bcode = x->base_code[slot][i];
+				k++;
+			}
+		}
 	}
 	return 0;
 }

@@ -4,21 +4,28 @@
  * compact because the search may hold one per level for up to
  * search_state_limit levels:
  *
- *  - per value, the set of planned locations is a 130-bit slot set, stored
- *    only where it differs from the published image ("delta", sorted by
- *    value index, normalized: an entry equal to the image's set is removed), so
- *    a copy costs O(changed values), not O(all values);
+ *  - per value, the set of planned locations (of 130 slots) is stored only
+ *    where it differs from the published image ("delta", sorted by value
+ *    index, normalized: an entry equal to the image's set is removed), so a
+ *    copy costs O(changed values), not O(all values); an entry names its
+ *    set by a 32-bit code (struct rsd__vdelta), 8 bytes an entry;
  *  - location accounting (used, reserved) is a short array sorted by slot,
  *    holding exactly the locations present in the state's maps;
  *  - reclaim actions and their evictions form a reference-counted list
- *    shared between a state and its successors (each successor appends one).
+ *    shared between a state and its successors (each successor appends one);
+ *  - states and reclaim records come from the search's slab (arena.h): no
+ *    malloc/free pair per successor.
  *
- * Private to lib/ctrl/search.c and lib/ctrl/pstate.c.
+ * Private to the controller search (search.h lists its files) and
+ * lib/ctrl/pstate.c.
  */
 #ifndef RSD_CTRL_PSTATE_H
 #define RSD_CTRL_PSTATE_H
 
+#include <string.h>
+
 #include "../core/core.h"
+#include "arena.h"
 #include "ctrl.h"
 
 /*
@@ -78,16 +85,33 @@ static inline int ls_min(const struct rsd__locset *s)
 	return -1;
 }
 
+/*
+ * A changed value: its index and its location set's code. A set of slots
+ * below 31 (the host kinds and cuda:0..28) is its own code, the bitmap;
+ * any other is RSD__LS_TABLE | its id in the search's table of distinct
+ * sets (struct rsd__pspace), assigned once per search. Either way equal
+ * codes are equal sets, so a delta compares and serializes as plain words.
+ */
+#define RSD__LS_TABLE 0x80000000u
+/* Not a code (ids stay below 2^31 - 1): "not known". */
+#define RSD__LS_UNKNOWN UINT32_MAX
+
 struct rsd__vdelta {
-	uint32_t vidx;
-	struct rsd__locset locs;
+	uint32_t vidx, ls;
 };
 
-/* A location's planned used and reserved bytes (the core's per-location
- * accounting is struct rsd_acct, core.h). */
+/*
+ * A location's planned used and reserved bytes (the core's per-location
+ * accounting is struct rsd_acct, core.h). pad is always 0: the first two
+ * words serialize and compare as plain bytes (search_keys.c). reserved
+ * never changes during a search (planning moves only used bytes; a
+ * location that enters the maps has 0), so those two words identify an
+ * entry within one search.
+ */
 struct rsd__ps_bytes {
-	uint64_t used, reserved;
-	uint32_t slot;
+	uint64_t used;
+	uint32_t slot, pad;
+	uint64_t reserved;
 };
 
 /* One reclaim action with its eviction record; shared, refcounted. */
@@ -112,21 +136,15 @@ static inline uint64_t rsd__mix64(uint64_t x)
 	return x;
 }
 
-static inline uint64_t rsd__vdelta_hash(uint32_t vidx, const struct rsd__locset *l)
+static inline uint64_t rsd__vdelta_hash(const struct rsd__vdelta *d)
 {
-	uint64_t h = rsd__mix64(vidx + 0x9e3779b97f4a7c15ull);
-
-	for (unsigned i = 0; i < RSD__LS_WORDS; i++)
-		h = rsd__mix64(h ^ l->w[i]) + i;
-	return h;
+	return rsd__mix64(((uint64_t)d->vidx << 32 | d->ls) + 0x9e3779b97f4a7c15ull);
 }
 
 static inline uint64_t rsd__acct_hash(const struct rsd__ps_bytes *a)
 {
-	uint64_t h = rsd__mix64(a->slot + 0x632be59bd9b4e019ull);
-
-	h = rsd__mix64(h ^ a->used);
-	return rsd__mix64(h ^ (a->reserved + 0x85ebca77c2b2ae63ull));
+	return rsd__mix64(a->used + 0x632be59bd9b4e019ull * (a->slot + 1)) ^
+	       rsd__mix64(a->reserved ^ 0x85ebca77c2b2ae63ull * (a->slot + 1));
 }
 
 struct rsd__pstate {
@@ -141,15 +159,16 @@ struct rsd__pstate {
 	size_t nreclaim;
 	uint32_t nacct, cap_acct;
 	uint32_t ndelta, cap_delta;
-	struct rsd__ps_bytes *acct;	   /* sorted by slot; inside this allocation */
-	struct rsd__vdelta *delta; /* sorted by vidx; inside this allocation */
+	int cls;		    /* its slab class (struct rsd__pspace) */
+	struct rsd__ps_bytes *acct; /* sorted by slot; inside this block */
+	struct rsd__vdelta *delta;  /* sorted by vidx; inside this block */
 };
 
 /*
  * The image's location set of each value, as the search keeps asking for
  * it: a direct-mapped cache by registration index (tag: index + 1), so a
  * lookup is one probe instead of a walk of the value vector and its
- * materializations. tab NULL: no cache, every lookup computes.
+ * materializations.
  */
 #define RSD__BL_SLOTS 2048u
 
@@ -158,26 +177,172 @@ struct rsd__bl_slot {
 	struct rsd__locset l;
 };
 
-struct rsd__basecache {
+/*
+ * What the planning states of one search share: the image, its location
+ * set cache (tab NULL: none, every lookup computes), the table of the
+ * distinct location sets that delta entries name by id (those that are
+ * not their own code: sets[], found through an open-addressing index of
+ * id + 1, 0 empty), and the slab that states and reclaim records come
+ * from.
+ */
+struct rsd__pspace {
 	const struct rsd_image *img;
 	struct rsd__bl_slot *tab;
+	struct rsd__locset *sets;
+	uint32_t nsets, capsets;
+	uint32_t *sidx;
+	uint32_t sidxcap; /* 0 or a power of two, at least 2 * capsets */
+	struct rsd__slab slab;
 };
 
-struct rsd__pstate *rsd__ps_initial(const struct rsd_image *img);
-struct rsd__pstate *rsd__ps_copy(const struct rsd__pstate *s);
-void rsd__ps_free(struct rsd__pstate *s);
-struct rsd__locset rsd__ps_base_locs(struct rsd__basecache *bc, uint32_t v);
-struct rsd__locset rsd__ps_locs(struct rsd__basecache *bc, const struct rsd__pstate *s, uint32_t v);
+/* Only the base cache may be missing afterwards (the search runs slower);
+ * -RSD_ENOMEM otherwise. */
+int rsd__ps_space_init(struct rsd__pspace *sp, const struct rsd_image *img,
+		       struct rsd__mem_cache *mc);
+void rsd__ps_space_fini(struct rsd__pspace *sp);
+
+/* Every function below that returns a state returns NULL with -RSD_ENOMEM
+ * recorded on failure. */
+struct rsd__pstate *rsd__ps_initial(struct rsd__pspace *sp);
+struct rsd__pstate *rsd__ps_copy(struct rsd__pspace *sp, const struct rsd__pstate *s);
+void rsd__ps_free(struct rsd__pspace *sp, struct rsd__pstate *s);
+/* The base cache's slot for v, filled on a miss (pstate.c). */
+const struct rsd__locset *rsd__ps_base_fill(struct rsd__pspace *sp, uint32_t v,
+					    struct rsd__locset *buf);
+
+/* The image's location set of value v. */
+static inline struct rsd__locset rsd__ps_base_locs(struct rsd__pspace *sp, uint32_t v)
+{
+	struct rsd__locset buf;
+
+	if (sp->tab && sp->tab[v % RSD__BL_SLOTS].tag == v + 1)
+		return sp->tab[v % RSD__BL_SLOTS].l;
+	return *rsd__ps_base_fill(sp, v, &buf);
+}
+
+/* Position of v in s's delta, or where it would be inserted (*found false). */
+static inline uint32_t rsd__ps_delta_pos(const struct rsd__pstate *s, uint32_t v, bool *found)
+{
+	uint32_t lo = 0, hi = s->ndelta;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (s->delta[mid].vidx < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = lo < s->ndelta && s->delta[lo].vidx == v;
+	return lo;
+}
+
+struct rsd__locset rsd__ps_locs(struct rsd__pspace *sp, const struct rsd__pstate *s, uint32_t v);
 const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v);
-/* May reallocate: returns the state to use from now on, NULL on ENOMEM
- * (the old state is then still valid). Only on unshared states. */
-struct rsd__pstate *rsd__ps_set_locs(struct rsd__basecache *bc, struct rsd__pstate *s, uint32_t v,
+/* The location set of delta entry d. */
+static inline struct rsd__locset rsd__ps_set(const struct rsd__pspace *sp,
+					     const struct rsd__vdelta *d)
+{
+	struct rsd__locset l;
+
+	if (d->ls & RSD__LS_TABLE)
+		return sp->sets[d->ls & ~RSD__LS_TABLE];
+	memset(&l, 0, sizeof(l));
+	l.w[0] = d->ls;
+	return l;
+}
+
+/* Is slot in the location set of delta entry d? */
+static inline bool rsd__ps_set_has(const struct rsd__pspace *sp, const struct rsd__vdelta *d,
+				   unsigned slot)
+{
+	if (d->ls & RSD__LS_TABLE)
+		return ls_has(&sp->sets[d->ls & ~RSD__LS_TABLE], slot);
+	return slot < 31 && (d->ls >> slot) & 1;
+}
+/* May move the state: returns the one to use from now on (on failure the
+ * old one is still valid). Only on unshared states. */
+struct rsd__pstate *rsd__ps_set_locs(struct rsd__pspace *sp, struct rsd__pstate *s, uint32_t v,
 				     const struct rsd__locset *locs);
 const struct rsd__ps_bytes *rsd__ps_acct(const struct rsd__pstate *s, unsigned slot);
+
+/*
+ * A successor of s described without building it: value v's location set
+ * replaced and one location's used bytes lowered, what a drop does. Its
+ * running hash and delta length follow from s's in O(1), so the memo can
+ * be asked about it first (search_keys.c).
+ */
+struct rsd__ps_succ {
+	uint64_t hash;		/* its running hash */
+	uint64_t used;		/* its used bytes at s->acct[apos] */
+	struct rsd__vdelta ent; /* v's delta entry in it (keep) */
+	uint32_t ndelta;	/* its delta length */
+	uint32_t dpos;		/* v's position in s's delta (found: replaced) */
+	uint32_t apos;		/* the lowered location's index in s's accounting */
+	bool found, keep;	/* keep: it has a delta entry for v, ent */
+};
+
+/* The change rsd__ps_used(slot, 0, sub) would make to s. */
+struct rsd__ps_used_edit {
+	uint32_t apos;	/* the location's index in s's accounting */
+	uint64_t used;	/* its used bytes in the successor */
+	uint64_t dhash; /* what the change adds to the running hash */
+};
+
+/*
+ * That change, into *u (it depends only on s, slot and sub: a caller may
+ * keep it for several successors of s). Return: 0, or 1 when slot is not
+ * in s's maps (the successor would add it: not described).
+ */
+int rsd__ps_edit_used(const struct rsd__pstate *s, unsigned slot, uint64_t sub,
+		      struct rsd__ps_used_edit *u);
+
+/* Value v's set in s, its delta position dpos known (rsd__ps_delta_pos()). */
+static inline struct rsd__locset rsd__ps_locs_at(struct rsd__pspace *sp,
+						 const struct rsd__pstate *s, uint32_t v,
+						 uint32_t dpos, bool found)
+{
+	return found ? rsd__ps_set(sp, &s->delta[dpos]) : rsd__ps_base_locs(sp, v);
+}
+
+/* The code of location set l (struct rsd__vdelta), added to the table
+ * when new; -RSD_ENOMEM (recorded) on failure. */
+long rsd__ps_code(struct rsd__pspace *sp, const struct rsd__locset *l);
+
+/*
+ * Describe the successor in which v (at dpos, found, in s's delta) gets
+ * the set of the given code, as rsd__ps_set_locs() would leave it (keep:
+ * that set is not v's image set, so v keeps a delta entry), with the used
+ * change *u.
+ */
+static inline void rsd__ps_describe(const struct rsd__pstate *s, uint32_t v, uint32_t dpos,
+				    bool found, bool keep, uint32_t code,
+				    const struct rsd__ps_used_edit *u, struct rsd__ps_succ *out)
+{
+	out->hash = s->hash + u->dhash;
+	out->used = u->used;
+	out->apos = u->apos;
+	out->dpos = dpos;
+	out->found = found;
+	out->keep = keep;
+	out->ndelta = s->ndelta;
+	if (found) {
+		out->hash -= rsd__vdelta_hash(&s->delta[dpos]);
+		out->ndelta--;
+	}
+	if (keep) {
+		out->ent.vidx = v;
+		out->ent.ls = code;
+		out->hash += rsd__vdelta_hash(&out->ent);
+		out->ndelta++;
+	}
+}
 /* used[slot] += add - sub, creating the entry when absent. */
-struct rsd__pstate *rsd__ps_used(struct rsd__pstate *s, unsigned slot, uint64_t add, uint64_t sub);
+struct rsd__pstate *rsd__ps_used(struct rsd__pspace *sp, struct rsd__pstate *s, unsigned slot,
+				 uint64_t add, uint64_t sub);
 /* Append a reclaim action; false on ENOMEM. */
-bool rsd__ps_append(struct rsd__pstate *s, const struct rsd_action *a, const struct rsd__evict *ev);
-void rsd__node_put(struct rsd__act_node *n);
+bool rsd__ps_append(struct rsd__pspace *sp, struct rsd__pstate *s, const struct rsd_action *a,
+		    const struct rsd__evict *ev);
+void rsd__node_put(struct rsd__pspace *sp, struct rsd__act_node *n);
 
 #endif

@@ -22,7 +22,6 @@
  * producer above it is abandoned, none records a memo entry); reaching the
  * state limit aborts it from any depth.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +50,8 @@ enum pc {
 	PC_AFTER_MOVE,
 	PC_FIT,
 	PC_FORWARD,
-	PC_CHECKED /* SEARCH: its consumer found its state in no memo */
+	PC_CHECKED, /* SEARCH: its consumer found its state in no memo */
+	PC_SPILL    /* RECLAIM: its consumer rejected the drop already; spill */
 };
 
 struct msg {
@@ -69,52 +69,8 @@ struct out {
 	struct rsd__pstate *final; /* A_SUCCESS */
 };
 
-/*
- * Failure narratives are capped: the recorded message holds 511 bytes, so
- * no level's text matters past the bytes that can still reach it. Each
- * SEARCH level knows that number (room): the root 511, a nested level what
- * is left of its parent's room after the parent's own text before it. A
- * level formats only its first room bytes, and nothing at all when room
- * is 0, which is what keeps a deep failing search from spending its time
- * in vsnprintf; the message comes out the same.
- */
-#define NOTE_CAP 1024
 #define EXHAUSTED "equivalent ordered-request state is already exhausted"
 #define MSG_ROOM (sizeof(((struct rsd_error *)0)->message) - 1)
-
-static void note_add(struct frame *f, const char *fmt, ...) rsd__printf(2, 3);
-
-static void note_add(struct frame *f, const char *fmt, ...)
-{
-	size_t cap = f->u.s.ncap;
-	va_list ap;
-	int n;
-
-	f->u.s.any = true; /* a note exists, whether or not its bytes are kept */
-	if (!cap)
-		return;
-	if (!f->u.s.notes) {
-		f->u.s.notes = rsd__malloc(cap + 1);
-		if (!f->u.s.notes)
-			return; /* a lost note only shortens a diagnostic */
-		f->u.s.nlen = 0;
-		f->u.s.notes[0] = '\0';
-	} else if (f->u.s.nlen < cap) {
-		f->u.s.nlen +=
-			(size_t)snprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen, "; ");
-	}
-	if (f->u.s.nlen >= cap) {
-		f->u.s.nlen = cap;
-		return;
-	}
-	va_start(ap, fmt);
-	n = vsnprintf(f->u.s.notes + f->u.s.nlen, cap + 1 - f->u.s.nlen, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		f->u.s.nlen += (size_t)n;
-	if (f->u.s.nlen > cap)
-		f->u.s.nlen = cap;
-}
 
 /* Index of the new frame, or the negative error code (also left in x->err). */
 static int32_t push(struct search *x, enum ftype type, int32_t parent)
@@ -139,20 +95,24 @@ static int32_t push(struct search *x, enum ftype type, int32_t parent)
 	f->parent = parent;
 	f->child = -1;
 	f->sub = -1;
+	f->mark = rsd__arena_mark(&x->stk);
 	return (int32_t)x->nfr++;
 }
 
-static void frame_fini(struct frame *f)
+/*
+ * Pop the top frame: its state goes back to the slab, and what it took
+ * from the frames' stack arena (candidates, destinations, its active
+ * pair) is released: a frame takes scratch only while it is the top one.
+ */
+static void frame_pop(struct search *x)
 {
-	free(f->cands);
+	struct frame *f = &x->fr[--x->nfr];
+
 	if (f->type != F_RECLAIM)
-		rsd__ps_free(f->S);
+		rsd__ps_free(&x->sp, f->S);
 	if (f->type == F_SEARCH)
 		free(f->u.s.notes);
-	if (f->type == F_RECLAIM) {
-		free(f->u.r.dests);
-		free(f->u.r.mine);
-	}
+	rsd__arena_release(&x->stk, f->mark);
 }
 
 /* Remember x->key as failed; a failure becomes the search's (x->err). */
@@ -183,8 +143,10 @@ static enum act nomem(struct search *x, const char *what)
 	return A_ERROR;
 }
 
-/* A RECLAIM for the ci-th ranked candidate of frame i, at slot src. */
-static enum act push_reclaim(struct search *x, int32_t i, unsigned src, const struct active *in)
+/* A RECLAIM for the ci-th ranked candidate of frame i, at slot src,
+ * starting at pc (PC_NONE: from the drop). */
+static enum act push_reclaim(struct search *x, int32_t i, unsigned src, const struct active *in,
+			     enum pc pc)
 {
 	int32_t j = push(x, F_RECLAIM, i);
 	struct frame *f, *g;
@@ -193,6 +155,7 @@ static enum act push_reclaim(struct search *x, int32_t i, unsigned src, const st
 		return A_ERROR;
 	f = &x->fr[i];
 	g = &x->fr[j];
+	g->pc = (uint8_t)pc;
 	g->S = f->S;
 	g->u.r.vidx = f->cands[f->ci].vidx;
 	g->u.r.charged = f->cands[f->ci].charged;
@@ -205,55 +168,40 @@ static enum act push_reclaim(struct search *x, int32_t i, unsigned src, const st
 
 /* ---- SEARCH ---- */
 
-static const char *stage_text(struct search *x, const struct shortfall *sh, char *buf, size_t len)
+/*
+ * A SEARCH level whose state is its parent's with the parent's current
+ * candidate dropped, short at the same location, ranks exactly the
+ * parent's candidates without that one, in the same order, when the
+ * parent's came from the shipped policy's order (order.c): dropping
+ * changes no other value, and that order is fixed for the search. Take
+ * them from there (the values after the dropped one in registration
+ * order have their delta positions moved by dshift) instead of ranking
+ * again; f->cands stays NULL when this does not apply.
+ */
+static int search_derive(struct search *x, struct frame *f)
 {
-	char q[256], id[32];
+	const struct frame *p = f->parent >= 0 ? &x->fr[f->parent] : NULL;
+	struct ranked *r;
+	uint32_t v, n = 0;
 
-	if (sh->kind == ST_RESERVATION) {
-		snprintf(buf, len, "reservation %s",
-			 rsd__quote(x->req->reservations[sh->index].label, q, sizeof(q)));
-		return buf;
+	if (!f->u.s.derive || !p || !p->u.s.cached || p->u.s.sh.slot != f->u.s.sh.slot)
+		return 0;
+	v = p->cands[p->ci].vidx;
+	r = rsd__arena_alloc(&x->stk, (p->ncands > 1 ? p->ncands - 1 : 1) * sizeof(*r));
+	if (!r)
+		return x->err = -RSD_ENOMEM; /* recorded by the arena */
+	for (uint32_t k = 0; k < p->ncands; k++) {
+		if (k == p->ci)
+			continue;
+		r[n] = p->cands[k];
+		if (r[n].vidx > v)
+			r[n].dpos = (uint32_t)((int64_t)r[n].dpos + f->u.s.dshift);
+		n++;
 	}
-	snprintf(id, sizeof(id), "%llu",
-		 (unsigned long long)x->req->requirements[sh->index].handle.id);
-	snprintf(buf, len, "%s %s",
-		 sh->kind == ST_SOURCE ? "source reconstruction for" : "materialization of",
-		 rsd__quote(id, q, sizeof(q)));
-	return buf;
-}
-
-/* The failure text before its notes (truncated to len - 1); its length. */
-static int fail_head(struct search *x, const struct frame *f, char *buf, size_t len)
-{
-	char name[RSD_LOCATION_NAME_MAX], stage[300];
-
-	return snprintf(buf, len,
-			"location %s cannot admit %llu bytes during %s; budget=%llu, used=%llu, "
-			"reserved=%llu, but no invariant-valid victim sequence satisfies the "
-			"complete ordered request",
-			rsd_location_name(rsd__slot_loc(f->u.s.sh.slot), name, sizeof(name)),
-			(unsigned long long)f->u.s.sh.n,
-			stage_text(x, &f->u.s.sh, stage, sizeof(stage)),
-			(unsigned long long)f->u.s.budget, (unsigned long long)f->u.s.used,
-			(unsigned long long)f->u.s.reserved);
-}
-
-/* The level's failure text, its first room bytes; NULL when room is 0. */
-static char *fail_text(struct search *x, const struct frame *f)
-{
-	size_t cap = f->u.s.room < NOTE_CAP ? f->u.s.room : NOTE_CAP;
-	char *s;
-	int n;
-
-	if (!cap)
-		return NULL;
-	s = rsd__malloc(cap + 1);
-	if (!s)
-		return NULL;
-	n = fail_head(x, f, s, cap + 1);
-	if (n >= 0 && (size_t)n < cap && f->u.s.any)
-		snprintf(s + n, cap + 1 - (size_t)n, " (%s)", f->u.s.notes ? f->u.s.notes : "");
-	return s;
+	f->cands = r;
+	f->ncands = n;
+	f->u.s.cached = true;
+	return 0;
 }
 
 /* A failure note; NULL is an empty one, when room is 0. */
@@ -261,34 +209,95 @@ static enum act search_fail_note(struct search *x, struct frame *f, struct out *
 {
 	if (!f->u.s.room)
 		return A_FAIL;
-	o->note = s ? rsd__strdup(s) : fail_text(x, f);
+	o->note = s ? rsd__strdup(s) : rsd__search_fail_text(x, f);
 	return o->note ? A_FAIL : nomem(x, "failure text");
+}
+
+/*
+ * RECLAIM(S, cand) of a SEARCH candidate first produces the drop state
+ * when there is one, and a drop state that failed before fails at once,
+ * uncounted, with the note below (step_search, EV_YIELD). In an
+ * exhausting search nearly every successor is one (the other orders of
+ * the same drops), so search_next() asks the memo about the drop state
+ * without a frame or a state (search_keys.c). It describes candidates
+ * LOOK_AHEAD turns ahead (struct drop_ahead), so that their memo slots
+ * are already loading when their turn comes, and starts loading the key
+ * the next lookup will compare: the failed-request memo is far larger
+ * than the caches, and each lookup would otherwise wait for memory twice.
+ */
+#define LOOK_AHEAD 7 /* plus one: a power of two */
+
+static int search_look_ahead(struct search *x, struct frame *f)
+{
+	struct drop_ahead *da = f->u.s.da;
+	uint32_t end = f->ci + LOOK_AHEAD + 1 < f->ncands ? f->ci + LOOK_AHEAD + 1 : f->ncands;
+	unsigned src = f->u.s.sh.slot;
+
+	for (; da->ndv < end; da->ndv++) {
+		const struct ranked *c = &f->cands[da->ndv];
+
+		if (!da->dstate || da->dC != c->charged) {
+			bool absent = rsd__ps_edit_used(f->S, src, c->charged, &da->du);
+
+			da->dstate = absent ? 2 : 1;
+			da->dC = c->charged;
+		}
+		if (rsd__search_drop_view(x, f->S, c, src, da->dstate == 1 ? &da->du : NULL,
+					  &da->dv[da->ndv & da->mask]))
+			return x->err;
+	}
+	if (f->ci + 1 < da->ndv)
+		rsd__search_drop_prefetch(x, &da->dv[(f->ci + 1) & da->mask]);
+	return 0;
+}
+
+/* The views ahead of a SEARCH level with n candidates, in the frames' arena. */
+static struct drop_ahead *drop_ahead_new(struct search *x, uint32_t n)
+{
+	uint32_t ring = 1;
+	struct drop_ahead *da;
+
+	while (ring < n && ring < LOOK_AHEAD + 1)
+		ring *= 2;
+	da = rsd__arena_alloc(&x->stk, sizeof(*da) + ring * sizeof(da->dv[0]));
+	if (!da) {
+		x->err = -RSD_ENOMEM; /* recorded by the arena */
+		return NULL;
+	}
+	da->dstate = 0;
+	da->ndv = 0;
+	da->mask = ring - 1;
+	return da;
 }
 
 static enum act search_next(struct search *x, int32_t i, struct out *o)
 {
 	struct frame *f = &x->fr[i];
+	const struct drop_view *dv;
 
-	if (f->ci == f->ncands) {
-		if (rsd__search_key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
+	for (;; f->ci++) {
+		if (f->ci == f->ncands) {
+			if (rsd__search_key_sig(x, 'R', f->S) || memo_add(x, &x->failed_req))
+				return A_ERROR;
+			return search_fail_note(x, f, o, NULL);
+		}
+		f->flag = false;
+		if (search_look_ahead(x, f))
 			return A_ERROR;
-		return search_fail_note(x, f, o, NULL);
+		dv = &f->u.s.da->dv[f->ci & f->u.s.da->mask];
+		if (dv->state != DV_DROP || !rsd__search_drop_failed(x, f->S, dv)) {
+			/* RECLAIM yields the drop state first when there is one */
+			f->u.s.dclear = dv->state == DV_DROP;
+			return push_reclaim(x, i, f->u.s.sh.slot, NULL, PC_NONE);
+		}
+		/* the drop was a successor, and it was rejected */
+		f->flag = true;
+		rsd__search_note(f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
+		if (!dv->others)
+			return push_reclaim(x, i, f->u.s.sh.slot, NULL, PC_SPILL);
+		/* RECLAIM would now be done: a value with another replica is
+		 * never spilled, and the drop produced a successor */
 	}
-	f->flag = false;
-	return push_reclaim(x, i, f->u.s.sh.slot, NULL);
-}
-
-/* The room of a nested level pushed for candidate ci of SEARCH frame f. */
-static size_t child_room(const struct frame *f)
-{
-	size_t off;
-	int n;
-
-	if (f->u.s.room <= f->u.s.head)
-		return 0;
-	n = snprintf(NULL, 0, "candidate %u: ", f->cands[f->ci].vidx);
-	off = f->u.s.head + f->u.s.nlen + (f->u.s.any ? 2 : 0) + (size_t)(n > 0 ? n : 0);
-	return f->u.s.room > off ? f->u.s.room - off : 0;
 }
 
 static enum act step_search(struct search *x, int32_t i, struct msg *m, struct out *o)
@@ -335,14 +344,19 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		}
 		if (f->u.s.room) {
 			char one[1]; /* only the length is wanted */
-			int n = fail_head(x, f, one, sizeof(one));
+			int n = rsd__search_fail_head(x, f, one, sizeof(one));
 
 			f->u.s.head = (size_t)(n > 0 ? n : 0) + 2; /* and " (" */
 			f->u.s.ncap = f->u.s.room > f->u.s.head ? f->u.s.room - f->u.s.head : 0;
 			if (f->u.s.ncap > NOTE_CAP)
 				f->u.s.ncap = NOTE_CAP;
 		}
-		if (rsd__search_rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands, &f->ncands))
+		if (search_derive(x, f) ||
+		    (!f->cands && rsd__search_rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands,
+						   &f->ncands, &f->u.s.cached)))
+			return A_ERROR;
+		f->u.s.da = drop_ahead_new(x, f->ncands);
+		if (!f->u.s.da)
 			return A_ERROR;
 		f->ci = 0;
 		return search_next(x, i, o);
@@ -353,36 +367,46 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		 * uncounted, with the note below: say so here without a frame
 		 * (most successors of an exhausting search are such states).
 		 */
-		if (rsd__search_key_sig(x, 'R', m->st))
+		if (f->u.s.dclear)
+			err = 0; /* the drop state search_next() found in no memo */
+		else if (rsd__search_key_sig(x, 'R', m->st))
 			err = x->err;
 		else
 			err = memo_lookup(x, &x->failed_req);
+		f->u.s.dclear = false;
 		if (err) {
-			rsd__ps_free(m->st);
+			rsd__ps_free(&x->sp, m->st);
 			if (err < 0)
 				return A_ERROR;
-			note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
+			rsd__search_note(f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
 			o->resume = f->child;
 			return A_RESUME;
 		}
 		j = push(x, F_SEARCH, i);
 		if (j < 0) {
-			rsd__ps_free(m->st);
+			rsd__ps_free(&x->sp, m->st);
 			return A_ERROR;
 		}
 		x->fr[j].S = m->st;
 		x->fr[j].pc = PC_CHECKED;
-		x->fr[j].u.s.room = child_room(&x->fr[i]);
+		x->fr[j].u.s.room = rsd__search_child_room(&x->fr[i]);
+		/* the RECLAIM's drop: this level may take over our candidates */
+		if (x->fr[m->from].pc == PC_AFTER_DROP) {
+			x->fr[j].u.s.derive = true;
+			x->fr[j].u.s.dshift = (int8_t)((int64_t)m->st->ndelta - x->fr[i].S->ndelta);
+		}
 		return A_PUSH;
 	case EV_FAIL:
-		note_add(f, "candidate %u: %s", f->cands[f->ci].vidx, m->note ? m->note : "");
+		rsd__search_note(f, "candidate %u: %s", f->cands[f->ci].vidx,
+				 m->note ? m->note : "");
 		free(m->note);
 		o->resume = f->child;
 		return A_RESUME;
 	case EV_DONE:
+		f->u.s.dclear = false;
 		if (!f->flag)
-			note_add(f, "candidate %u: no legal drop or fallback transition",
-				 f->cands[f->ci].vidx);
+			rsd__search_note(f, "candidate %u: no legal drop or fallback transition",
+					 f->cands[f->ci].vidx);
 		f->ci++;
 		return search_next(x, i, o);
 	default:
@@ -397,14 +421,12 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 static int reclaim_dests(struct search *x, struct frame *f)
 {
 	struct rsd_location buf[RSD_NSLOTS];
+	uint8_t dests[RSD_NSLOTS]; /* each slot at most once (seen) */
 	struct rsd__locset seen;
 	const struct rsd_policy *p = x->pol;
 	uint32_t v = f->u.r.vidx, src = f->u.r.src, n = 0;
 	size_t k;
 
-	f->u.r.dests = rsd__malloc(2 * (size_t)RSD_NSLOTS * sizeof(*f->u.r.dests));
-	if (!f->u.r.dests)
-		return x->err = rsd__err(RSD_ENOMEM, "out of memory listing spill destinations");
 	memset(&seen, 0, sizeof(seen));
 	/* requested endpoints of this handle, canonical order, then fallbacks */
 	for (size_t i = 0; i < x->req->nrequirements; i++) {
@@ -413,9 +435,9 @@ static int reclaim_dests(struct search *x, struct frame *f)
 		if (x->req_vidx[i] == v && s != src)
 			ls_add(&seen, s);
 	}
-	for (unsigned s = 0; s < RSD_NSLOTS; s++)
-		if (ls_has(&seen, s))
-			f->u.r.dests[n++] = (uint8_t)s;
+	for (unsigned i = 0; i < RSD__LS_WORDS; i++)
+		for (uint64_t w = seen.w[i]; w; w &= w - 1)
+			dests[n++] = (uint8_t)(i * 64 + (unsigned)__builtin_ctzll(w));
 	if (p->ops->spill_locations) {
 		struct rsd_eviction_candidate cand;
 
@@ -437,9 +459,14 @@ static int reclaim_dests(struct search *x, struct frame *f)
 		s = rsd__loc_slot(buf[i]);
 		if (!ls_has(&seen, s)) {
 			ls_add(&seen, s);
-			f->u.r.dests[n++] = (uint8_t)s;
+			dests[n++] = (uint8_t)s;
 		}
 	}
+	/* kept for the frame's life: deep spill loops hold one per level */
+	f->u.r.dests = rsd__arena_alloc(&x->stk, n ? n : 1);
+	if (!f->u.r.dests)
+		return x->err = -RSD_ENOMEM; /* recorded by the arena */
+	memcpy(f->u.r.dests, dests, n);
 	f->u.r.ndests = n;
 	f->u.r.di = 0;
 	return 0;
@@ -457,21 +484,23 @@ static enum act reclaim_next(struct search *x, int32_t i)
 	if (f->u.r.di == f->u.r.ndests)
 		return A_DONE;
 	d = f->u.r.dests[f->u.r.di];
-	L = rsd__ps_locs(&x->bc, f->S, v);
+	L = rsd__ps_locs(&x->sp, f->S, v);
 	if (!f->u.r.mine) {
-		f->u.r.mine = rsd__malloc(sizeof(*f->u.r.mine));
-		if (!f->u.r.mine)
-			return nomem(x, "active pair");
+		f->u.r.mine = rsd__arena_alloc(&x->stk, sizeof(*f->u.r.mine));
+		if (!f->u.r.mine) {
+			x->err = -RSD_ENOMEM; /* recorded by the arena */
+			return A_ERROR;
+		}
 		f->u.r.mine->prev = f->u.r.in;
 		f->u.r.mine->vidx = v;
 		f->u.r.mine->slot = f->u.r.src;
 	}
-	T = rsd__ps_copy(f->S);
+	T = rsd__ps_copy(&x->sp, f->S);
 	if (!T)
 		return nomem(x, "state copy");
 	j = push(x, F_CAPACITY, i);
 	if (j < 0) {
-		rsd__ps_free(T);
+		rsd__ps_free(&x->sp, T);
 		return A_ERROR;
 	}
 	f = &x->fr[i];
@@ -483,38 +512,63 @@ static enum act reclaim_next(struct search *x, int32_t i)
 	return A_PUSH;
 }
 
+/*
+ * The reclaim action of RECLAIM frame f and its eviction record: a drop at
+ * its source (d < 0) or a move from there to slot d.
+ */
+static void reclaim_record(const struct search *x, const struct frame *f, int d,
+			   enum rsd__reason reason, struct rsd_action *a, struct rsd__evict *ev)
+{
+	struct rsd_location src = rsd__slot_loc(f->u.r.src);
+
+	memset(a, 0, sizeof(*a));
+	a->handle = rsd__iv(x->img, f->u.r.vidx)->handle;
+	a->kind = d < 0 ? RSD_ACT_DROP : RSD_ACT_MOVE;
+	a->location = d < 0 ? src : rsd__slot_loc((unsigned)d);
+	a->has_from = d >= 0;
+	if (d >= 0)
+		a->from = src;
+	ev->rank = f->u.r.rank;
+	ev->released = src;
+	ev->nbytes = f->u.r.charged;
+	ev->reason = reason;
+	ev->moved_to = d < 0 ? src : a->location;
+}
+
 static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct out *o)
 {
 	struct frame *f = &x->fr[i];
 	uint32_t v = f->u.r.vidx, src = f->u.r.src;
-	struct rsd__evict ev = { f->u.r.rank, rsd__slot_loc(src), f->u.r.charged, RSD__R_SOURCE,
-				 rsd__slot_loc(src) };
+	struct rsd__evict ev;
 	struct rsd_action a;
 	struct rsd__locset L;
 	struct rsd__pstate *T, *U;
-	uint64_t C = rsd__search_charge(x, v);
+	uint64_t C;
+	unsigned d;
 
-	memset(&a, 0, sizeof(a));
-	a.handle = rsd__iv(x->img, v)->handle;
 	switch (m->ev) {
 	case EV_START:
 		if (rsd__search_active_has(f->u.r.in, v, (int)src))
 			return A_DONE;
-		L = rsd__ps_locs(&x->bc, f->S, v);
+		if (f->pc == PC_SPILL) {
+			/* the consumer answered the drop (search_next) */
+			f->flag = false;
+			break;
+		}
+		L = rsd__ps_locs(&x->sp, f->S, v);
 		ls_del(&L, src);
 		f->flag = !ls_empty(&L); /* another replica preserves the value */
 		if (f->flag || rsd__iv(x->img, v)->has_source) {
-			T = rsd__ps_copy(f->S);
+			T = rsd__ps_copy(&x->sp, f->S);
 			if (!T)
 				return nomem(x, "state copy");
-			a.kind = RSD_ACT_DROP;
-			a.location = rsd__slot_loc(src);
-			ev.reason = f->flag ? RSD__R_OTHER_REPLICA : RSD__R_SOURCE;
-			if (!rsd__ps_append(T, &a, &ev) ||
-			    !(U = rsd__ps_set_locs(&x->bc, T, v, &L)))
+			reclaim_record(x, f, -1, f->flag ? RSD__R_OTHER_REPLICA : RSD__R_SOURCE, &a,
+				       &ev);
+			if (!rsd__ps_append(&x->sp, T, &a, &ev) ||
+			    !(U = rsd__ps_set_locs(&x->sp, T, v, &L)))
 				goto nomem_T;
 			T = U;
-			if (!(U = rsd__ps_used(T, src, 0, C)))
+			if (!(U = rsd__ps_used(&x->sp, T, src, 0, rsd__search_charge(x, v))))
 				goto nomem_T;
 			T = U;
 			f->pc = PC_AFTER_DROP;
@@ -533,31 +587,28 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 		break;
 	case EV_YIELD: /* Cst from CAPACITY(copy(S), d, ...) */
 		T = m->st;
-		L = rsd__ps_locs(&x->bc, T, v);
+		L = rsd__ps_locs(&x->sp, T, v);
 		if (!ls_has(&L, src)) { /* defensive */
-			rsd__ps_free(T);
+			rsd__ps_free(&x->sp, T);
 			o->resume = f->child;
 			return A_RESUME;
 		}
-		a.kind = RSD_ACT_MOVE;
-		a.location = rsd__slot_loc(f->u.r.dests[f->u.r.di]);
-		a.has_from = true;
-		a.from = rsd__slot_loc(src);
-		ev.reason = RSD__R_MOVED;
-		ev.moved_to = a.location;
-		if (!ls_has(&L, f->u.r.dests[f->u.r.di])) {
-			ls_add(&L, f->u.r.dests[f->u.r.di]);
-			if (!(U = rsd__ps_used(T, f->u.r.dests[f->u.r.di], C, 0)))
+		d = f->u.r.dests[f->u.r.di];
+		C = rsd__search_charge(x, v);
+		reclaim_record(x, f, (int)d, RSD__R_MOVED, &a, &ev);
+		if (!ls_has(&L, d)) {
+			ls_add(&L, d);
+			if (!(U = rsd__ps_used(&x->sp, T, d, C, 0)))
 				goto nomem_T;
 			T = U;
 		}
-		if (!rsd__ps_append(T, &a, &ev))
+		if (!rsd__ps_append(&x->sp, T, &a, &ev))
 			goto nomem_T;
 		ls_del(&L, src);
-		if (!(U = rsd__ps_set_locs(&x->bc, T, v, &L)))
+		if (!(U = rsd__ps_set_locs(&x->sp, T, v, &L)))
 			goto nomem_T;
 		T = U;
-		if (!(U = rsd__ps_used(T, src, 0, C)))
+		if (!(U = rsd__ps_used(&x->sp, T, src, 0, C)))
 			goto nomem_T;
 		T = U;
 		f->pc = PC_AFTER_MOVE;
@@ -575,7 +626,7 @@ static enum act step_reclaim(struct search *x, int32_t i, struct msg *m, struct 
 		return A_ERROR;
 	return reclaim_next(x, i);
 nomem_T:
-	rsd__ps_free(T);
+	rsd__ps_free(&x->sp, T);
 	return nomem(x, "reclaim action");
 }
 
@@ -589,12 +640,13 @@ static enum act capacity_next(struct search *x, int32_t i)
 	       rsd__search_active_has(f->u.k.act, f->cands[f->ci].vidx, (int)f->u.k.x))
 		f->ci++;
 	if (f->ci == f->ncands) {
-		if (!f->flag && (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
-				 memo_add(x, &x->failed_cap)))
+		if (!f->flag &&
+		    (rsd__search_key_capacity(x, f->S, f->u.k.x, f->u.k.amount, f->u.k.act) ||
+		     memo_add(x, &x->failed_cap)))
 			return A_ERROR;
 		return A_DONE;
 	}
-	return push_reclaim(x, i, f->u.k.x, f->u.k.act);
+	return push_reclaim(x, i, f->u.k.x, f->u.k.act, PC_NONE);
 }
 
 static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct out *o)
@@ -626,7 +678,7 @@ static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct
 		}
 		if (rsd__search_count(x, "capacity at", (int)f->u.k.x))
 			return A_ERROR;
-		if (rsd__search_rank(x, f->S, f->u.k.x, f->u.k.act, &f->cands, &f->ncands))
+		if (rsd__search_rank(x, f->S, f->u.k.x, f->u.k.act, &f->cands, &f->ncands, NULL))
 			return A_ERROR;
 		f->flag = false;
 		f->ci = 0;
@@ -640,7 +692,7 @@ static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct
 		if (m->from == f->child) { /* R from RECLAIM: CAPACITY(R, X, ...) */
 			j = push(x, F_CAPACITY, i);
 			if (j < 0) {
-				rsd__ps_free(m->st);
+				rsd__ps_free(&x->sp, m->st);
 				return A_ERROR;
 			}
 			f = &x->fr[i];
@@ -670,14 +722,14 @@ static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct
 
 /* ---- the driver ---- */
 
-/* 0: success (*final set); 1: the root SEARCH failed (*note set); <0: error. */
-static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **final, char **note)
+int rsd__search_drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **final,
+		      char **note)
 {
 	struct msg m = { EV_START, -1, NULL, NULL };
 	int32_t cur = push(x, F_SEARCH, -1);
 
 	if (cur < 0) {
-		rsd__ps_free(S0);
+		rsd__ps_free(&x->sp, S0);
 		return cur;
 	}
 	x->fr[cur].S = S0;
@@ -714,8 +766,7 @@ static int drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **
 				free(o.note);
 				goto broken;
 			}
-			frame_fini(&x->fr[cur]);
-			x->nfr--;
+			frame_pop(x);
 			if (a == A_FAIL && parent < 0) {
 				*note = o.note;
 				return 1;
@@ -741,240 +792,10 @@ broken:
 	return x->err = rsd__err(RSD_EUSAGE, "internal search inconsistency: frame order");
 }
 
-static void search_fini(struct search *x)
+void rsd__search_frames_fini(struct search *x)
 {
-	for (size_t i = x->nfr; i-- > 0;)
-		frame_fini(&x->fr[i]);
+	while (x->nfr)
+		frame_pop(x);
 	free(x->fr);
-	rsd__memo_fini(&x->failed_req);
-	rsd__memo_fini(&x->failed_cap);
-	for (unsigned s = 0; s < RSD_NSLOTS; s++) {
-		free(x->base_cands[s]);
-		free(x->base_pos[s]);
-	}
-	free(x->bc.tab);
-	free(x->req_vidx);
-	free(x->simv);
-	free(x->key);
-	free(x->cbuf);
-	free(x->cvidx);
-	free(x->chandle);
-	free(x->ccharge);
-	free(x->creq);
-	free(x->cused);
-	free(x->enter);
-}
-
-static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__search_result *res)
-{
-	/*
-	 * S is drive()'s *final, set whenever drive() returns 0; the analyzer
-	 * cannot see that the codes its error paths return (rsd__err()) are < 0.
-	 */
-	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-	size_t n = S->nreclaim, k = n;
-
-	res->reclaim = rsd__malloc((n ? n : 1) * sizeof(*res->reclaim));
-	res->evict = rsd__malloc((n ? n : 1) * sizeof(*res->evict));
-	res->enter = rsd__malloc((x->nenter ? x->nenter : 1) * sizeof(*res->enter));
-	if (!res->reclaim || !res->evict || !res->enter)
-		return rsd__err(RSD_ENOMEM, "out of memory copying the search result");
-	for (const struct rsd__act_node *a = S->tail; a && k; a = a->prev) {
-		k--;
-		res->reclaim[k] = a->action;
-		res->evict[k] = a->ev;
-	}
-	res->nreclaim = n;
-	memcpy(res->enter, x->enter, x->nenter * sizeof(*x->enter));
-	res->nenter = x->nenter;
-	return 0;
-}
-
-/* The blockers at the root's shortfall, for the failure just recorded. */
-static void record_blockers(struct search *x)
-{
-	const struct shortfall *sh = &x->root_sh;
-	struct rsd_blockers b;
-	uint64_t need;
-
-	if (!x->has_root_sh)
-		return;
-	memset(&b, 0, sizeof(b));
-	rsd__blockers_collect(x->view, rsd__slot_loc(sh->slot), &b);
-	need = sh->used + sh->reserved + sh->n;
-	b.requested_bytes = sh->n;
-	b.short_bytes = need > x->budget[sh->slot] ? need - x->budget[sh->slot] : 0;
-	b.budget_bytes = x->budget[sh->slot];
-	b.used_bytes = x->root_used;
-	b.reserved_bytes = x->root_reserved;
-	rsd__blockers_set(&b);
-}
-
-/*
- * RSD_CTRL_PRECHECK: simulate the request on the image as if every stage
- * fitted. Before any stage, evictions and spills can have lowered what its
- * location holds by at most the charges of the candidates there: reclaim
- * removes only candidates, a state the search reaches differs from the
- * image by reclaim alone, and reclaim never lowers what an earlier stage
- * of the request adds there. So when a stage is short by more than those
- * charges, every state the search could reach fails at that stage or
- * earlier. Fail at once then, counting nothing.
- */
-static int precheck(struct search *x, const struct rsd__pstate *S0)
-{
-	struct shortfall sh;
-	uint64_t freeable, shortb;
-	char name[RSD_LOCATION_NAME_MAX], stage[300], q[160];
-	struct rsd_error *e;
-	int err;
-
-	x->precheck = true;
-	err = rsd__search_simulate(x, S0, &sh);
-	x->precheck = false;
-	if (x->err)
-		return x->err;
-	if (err <= 0)
-		return err;
-	freeable = x->freeable[sh.slot];
-	shortb = sh.used + sh.reserved + sh.n - x->budget[sh.slot];
-	x->has_root_sh = true;
-	x->root_sh = sh;
-	x->root_used = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->used : 0;
-	x->root_reserved = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->reserved : 0;
-	err = rsd__err(RSD_EPLAN,
-		       "Automatic residency request %s is infeasible: location %s cannot admit "
-		       "%llu bytes during %s; budget=%llu, used=%llu, reserved=%llu, and evicting "
-		       "every candidate there frees %llu of the %llu bytes short (checked before "
-		       "searching)",
-		       rsd__quote(x->req->name, q, sizeof(q)),
-		       rsd_location_name(rsd__slot_loc(sh.slot), name, sizeof(name)),
-		       (unsigned long long)sh.n, stage_text(x, &sh, stage, sizeof(stage)),
-		       (unsigned long long)x->budget[sh.slot], (unsigned long long)x->root_used,
-		       (unsigned long long)x->root_reserved, (unsigned long long)freeable,
-		       (unsigned long long)shortb);
-	e = rsd__err_record();
-	e->has_search = true;
-	e->state_limit = x->limit;
-	e->explored_states = 0;
-	snprintf(e->plan_name, sizeof(e->plan_name), "%s", x->req->name);
-	record_blockers(x);
-	return err;
-}
-
-int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const struct rsd_request *r,
-		struct rsd__search_result *res)
-{
-	const struct rsd_image *img = view->img;
-	struct search *x = rsd__calloc(1, sizeof(*x));
-	struct rsd__pstate *S0, *final = NULL;
-	char *note = NULL, q[160], name[RSD_LOCATION_NAME_MAX + 1];
-	int err;
-
-	memset(res, 0, sizeof(*res));
-	if (!x)
-		return rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
-	x->c = c;
-	x->pol = c->policy;
-	x->cmp = rsd__policy_cmp(c->policy);
-	x->img = img;
-	x->view = view;
-	x->bc.img = img;
-	/* without the cache the search only runs slower */
-	x->bc.tab = rsd__calloc(RSD__BL_SLOTS, sizeof(*x->bc.tab));
-	x->req = r;
-	x->limit = c->limit;
-	if (c->sched.nsteps) {
-		x->has_sched = true;
-		res->has_schedule = true;
-		res->on_schedule = rsd__sched_locate(c, r, &x->sched_pos);
-		res->schedule_position = x->sched_pos;
-	}
-	rsd__memo_init(&x->failed_req);
-	rsd__memo_init(&x->failed_cap);
-	for (uint32_t i = 0; i < img->nlocs; i++) {
-		const struct rsd_acct *a = &img->locs[i].acct;
-		unsigned s = rsd__loc_slot(img->locs[i].loc);
-
-		x->has_budget[s] = a->has_budget;
-		x->budget[s] = a->has_budget ? a->budget : 0;
-	}
-	x->req_vidx = rsd__malloc(r->nrequirements * sizeof(*x->req_vidx));
-	x->simv = rsd__malloc(r->nrequirements * sizeof(*x->simv));
-	x->enter = rsd__malloc(r->nrequirements * sizeof(*x->enter));
-	S0 = rsd__ps_initial(img);
-	if (!x->req_vidx || !x->simv || !x->enter || !S0) {
-		rsd__ps_free(S0);
-		err = rsd__err(RSD_ENOMEM, "out of memory starting the residency search");
-		goto out;
-	}
-	for (size_t i = 0; i < r->nrequirements; i++)
-		x->req_vidx[i] = (uint32_t)rsd__img_index(img, r->requirements[i].handle);
-	err = rsd__sim_init(x);
-	if (err) {
-		rsd__ps_free(S0);
-		goto out;
-	}
-
-	if (c->flags & RSD_CTRL_PRECHECK) {
-		err = precheck(x, S0);
-		if (err) {
-			rsd__ps_free(S0);
-			goto out;
-		}
-	}
-	err = drive(x, S0, &final, &note);
-	res->explored = x->count;
-	rsd__quote(r->name, q, sizeof(q));
-	if (err == 0) {
-		err = take_result(x, final, res);
-		rsd__ps_free(final);
-		if (err)
-			rsd__search_result_fini(res);
-		res->explored = x->count;
-	} else if (err == 1) {
-		struct rsd_error *e;
-
-		err = rsd__err(RSD_EPLAN, "Automatic residency request %s is infeasible: %s", q,
-			       note);
-		free(note);
-		e = rsd__err_record();
-		e->has_search = true;
-		e->state_limit = x->limit;
-		e->explored_states = x->count;
-		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
-		record_blockers(x);
-	} else if (err == -RSD_ESEARCHLIMIT) {
-		struct rsd_error *e;
-
-		name[0] = ' ';
-		name[1] = '\0';
-		if (x->objective_slot >= 0)
-			rsd_location_name(rsd__slot_loc((unsigned)x->objective_slot), name + 1,
-					  sizeof(name) - 1);
-		rsd__err(
-			RSD_ESEARCHLIMIT,
-			"Automatic residency request %s is inconclusive (not infeasible): automatic "
-			"residency search exceeded its deterministic state limit during %s%s: "
-			"limit=%llu; explored_states=%llu",
-			q, x->objective, x->objective_slot >= 0 ? name : "",
-			(unsigned long long)x->limit, (unsigned long long)x->count);
-		e = rsd__err_record();
-		e->has_search = true;
-		e->state_limit = x->limit;
-		e->explored_states = x->count;
-		snprintf(e->plan_name, sizeof(e->plan_name), "%s", r->name);
-		record_blockers(x);
-	}
-out:
-	search_fini(x);
-	free(x);
-	return err;
-}
-
-void rsd__search_result_fini(struct rsd__search_result *res)
-{
-	free(res->reclaim);
-	free(res->evict);
-	free(res->enter);
-	memset(res, 0, sizeof(*res));
+	rsd__arena_fini(&x->stk);
 }

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to the controller search: search.c (building blocks), run.c (machine). */
+/*
+ * Private to the controller search: search_entry.c (entry point, failure
+ * texts), search.c (the machine), search_steps.c (SIMULATE, RANK, COUNT),
+ * search_keys.c (memo keys), order.c (the shipped policies' order).
+ */
 #ifndef RSD_CTRL_SEARCH_H
 #define RSD_CTRL_SEARCH_H
 
@@ -12,10 +16,50 @@ enum ftype {
 	F_CAPACITY
 };
 
-/* A ranked candidate; its rank is its index in the ranked array. */
+/*
+ * A ranked candidate; its rank is its index in the ranked array. dpos is
+ * its value's position in the ranked state's delta (found: an entry
+ * there; else where one would go), known from the merge that listed it.
+ */
 struct ranked {
-	uint32_t vidx;
+	uint32_t vidx, dpos;
 	uint64_t charged;
+	uint32_t bcode; /* its image set's code, RSD__LS_UNKNOWN when not known */
+	bool found;
+};
+
+/*
+ * A SEARCH candidate's drop successor, described ahead of its turn
+ * (search_next() in search.c): DV_NONE when RECLAIM must run from the
+ * start (no drop option, or a drop not described), DV_DROP with the
+ * successor's description and its request key's hash; others: the value
+ * keeps another replica (never spilled after the drop).
+ */
+enum {
+	DV_NONE,
+	DV_DROP
+};
+
+struct drop_view {
+	struct rsd__ps_succ s;
+	uint64_t keyhash;
+	uint8_t state;
+	bool others;
+};
+
+/*
+ * A SEARCH level's views ahead (search.c), in the frames' arena: views of
+ * candidates up to ndv - 1, candidate k's at dv[k & mask] (a ring of a
+ * power of two views, no more than the candidates need); du: what a drop
+ * of dC bytes at the shortfall does to S's accounting (dstate 1; 2: the
+ * slot is not in S's maps; 0: not computed yet).
+ */
+struct drop_ahead {
+	uint64_t dC;
+	struct rsd__ps_used_edit du;
+	uint8_t dstate;
+	uint32_t ndv, mask;
+	struct drop_view dv[];
 };
 
 /*
@@ -49,7 +93,8 @@ struct frame {
 	int32_t child;	       /* the producer being consumed (RECLAIM or CAPACITY) */
 	int32_t sub;	       /* CAPACITY: the nested CAPACITY(R, ...) */
 	struct rsd__pstate *S; /* owned by SEARCH and CAPACITY, borrowed by RECLAIM */
-	struct ranked *cands;
+	struct rsd__arena_mark mark; /* the frames' arena before this frame's scratch */
+	struct ranked *cands;	     /* in the frames' arena */
 	uint32_t ncands, ci;
 	union {
 		struct {
@@ -59,18 +104,29 @@ struct frame {
 			size_t nlen;
 			/*
 			 * Leading bytes of this level's failure text that can
-			 * still reach the recorded message (run.c); its notes
-			 * stop at ncap and nothing is formatted when room is 0.
+			 * still reach the recorded message (search_entry.c);
+			 * its notes stop at ncap and nothing is formatted when
+			 * room is 0.
 			 */
 			size_t room, head, ncap;
-			bool any; /* a note was added (its bytes may be cut) */
+			bool any;	       /* a note was added (its bytes may be cut) */
+			struct drop_ahead *da; /* the candidates' drop successors */
+			bool dclear;	       /* the next successor is a drop state in no memo */
+			/*
+			 * cached: cands came from the shipped policy's order;
+			 * derive: S is the parent SEARCH's S with its
+			 * candidate ci dropped, and the delta positions of
+			 * later values moved by dshift (search_derive()).
+			 */
+			bool cached, derive;
+			int8_t dshift;
 		} s;
 		struct {
 			uint32_t vidx, src;
 			uint64_t rank, charged;
 			const struct active *in;
 			struct active *mine; /* in + (vidx, src), for nested CAPACITY */
-			uint8_t *dests;
+			uint8_t *dests;	     /* in the frames' arena, like mine */
 			uint32_t ndests, di;
 		} r;
 		struct {
@@ -96,7 +152,7 @@ struct search {
 	const struct rsd_image *img; /* read section held by decide */
 	const struct rsd_view *view; /* of img: its protection counts */
 	const struct rsd_request *req;
-	struct rsd__basecache bc; /* of img */
+	struct rsd__pspace sp; /* of img: what its planning states share */
 	uint64_t limit, count;
 	bool has_sched;	       /* a schedule is declared: candidates get next uses */
 	uint32_t sched_pos;    /* from this step */
@@ -107,16 +163,26 @@ struct search {
 	uint32_t *req_vidx; /* value index of each requirement */
 	struct simv *simv;  /* SIMULATE scratch, one per requirement */
 	uint64_t simgen;    /* simulations run, for simv[].gen */
-	/* values with an unprotected image materialization, per slot */
+	/* values with an unprotected image materialization, per slot, and
+	 * their charges */
 	uint32_t *base_cands[RSD_NSLOTS];
+	uint64_t *base_charge[RSD_NSLOTS];
+	uint32_t *base_code[RSD_NSLOTS]; /* their image sets' codes, when their own */
 	uint32_t nbase_cands[RSD_NSLOTS];
-	/* A shipped policy's comparison (order.c), NULL for the caller's;
-	 * with it, each base candidate's position in its order, per slot. */
+	/*
+	 * A shipped policy's comparison (order.c), NULL for the caller's;
+	 * with it, per slot, the base candidates' indices in its order and
+	 * whether each is a required endpoint there, and (cmark) one zeroed
+	 * byte per base candidate of the largest list for marking a state's.
+	 */
 	int (*cmp)(const struct rsd_eviction_candidate *, const struct rsd_eviction_candidate *);
-	uint32_t *base_pos[RSD_NSLOTS];
+	uint32_t *base_order[RSD_NSLOTS];
+	uint8_t *base_req[RSD_NSLOTS];
+	uint8_t *cmark;
+	size_t cmarkcap;
 	bool built[RSD_NSLOTS];
 	struct rsd__memo failed_req, failed_cap;
-	/* RSD_CTRL_PRECHECK (run.c): simulating past shortfalls */
+	/* RSD_CTRL_PRECHECK (search_entry.c): simulating past shortfalls */
 	bool precheck;
 	bool has_freeable[RSD_NSLOTS];
 	uint64_t freeable[RSD_NSLOTS];	   /* rsd__freeable() of each slot */
@@ -125,6 +191,7 @@ struct search {
 	uint64_t root_used, root_reserved; /* of the image at root_sh.slot */
 	struct frame *fr;
 	size_t nfr, capfr;
+	struct rsd__arena stk; /* the frames' scratch, a stack (frame.mark) */
 	unsigned char *key;
 	size_t keylen, keycap;
 	/*
@@ -135,18 +202,48 @@ struct search {
 	uint64_t keyhash;
 	const struct rsd__pstate *keyS; /* of an unbuilt request key */
 	bool key_built;
-	/* RANK scratch */
+	/*
+	 * RANK scratch; cbi[k]: cvidx[k]'s index in the base list, or
+	 * UINT32_MAX for a location projected by planning; cpos[k]: its
+	 * delta position << 1 | found (struct ranked), as is bpos[cbi[k]]
+	 * (one per base candidate, like cmark).
+	 */
 	struct rsd_eviction_candidate *cbuf;
-	uint32_t *cvidx, *creq;
+	uint32_t *cvidx, *creq, *cbi, *cpos, *bpos;
 	struct rsd_handle *chandle; /* handle of cvidx[k], for find_input */
 	uint64_t *ccharge;	    /* charge of cvidx[k] */
 	unsigned char *cused;
 	size_t ccap;
+	/* SIMULATE's used and reserved bytes per slot: all zero between
+	 * simulations (each clears the slots it wrote) */
+	uint64_t sim_used[RSD_NSLOTS], sim_reserved[RSD_NSLOTS];
 	/* SIMULATE output */
 	struct rsd_action *enter;
 	size_t nenter;
 	int err;
 };
+
+/* The most bytes of notes a SEARCH level formats (see search_entry.c). */
+#define NOTE_CAP 1024
+
+/* Run the machine from the root SEARCH of S0 (owned from here on). 0:
+ * success (*final set); 1: the root failed (*note set); < 0: error. */
+int rsd__search_drive(struct search *x, struct rsd__pstate *S0, struct rsd__pstate **final,
+		      char **note);
+/* Pop every frame left, free the stack and the frames' arena. */
+void rsd__search_frames_fini(struct search *x);
+/*
+ * Add a note to SEARCH frame f's failure text, within what can reach the
+ * recorded message (ncap bytes): a level with no room only records that
+ * a note exists, without formatting it (most levels of a deep search).
+ */
+void rsd__search_note_fmt(struct frame *f, const char *fmt, ...) rsd__printf(2, 3);
+#define rsd__search_note(f, ...) \
+	((f)->u.s.ncap ? rsd__search_note_fmt((f), __VA_ARGS__) : (void)((f)->u.s.any = true))
+int rsd__search_fail_head(const struct search *x, const struct frame *f, char *buf, size_t len);
+char *rsd__search_fail_text(const struct search *x, const struct frame *f);
+/* The room of a nested level pushed for candidate ci of SEARCH frame f. */
+size_t rsd__search_child_room(const struct frame *f);
 
 int rsd__search_count(struct search *x, const char *objective, int slot);
 uint64_t rsd__search_charge(const struct search *x, uint32_t v);
@@ -154,19 +251,38 @@ uint64_t rsd__search_charge(const struct search *x, uint32_t v);
 int rsd__sim_init(struct search *x);
 int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh);
 bool rsd__search_active_has(const struct active *a, uint32_t v, int slot);
+/* Is (value v, slot) one of the request's requirements? */
+bool rsd__search_required(const struct search *x, uint32_t v, unsigned slot);
 /* The candidate record of value v at slot, as the policy sees it. */
 void rsd__candidate(const struct search *x, uint32_t v, unsigned slot,
 		    struct rsd_eviction_candidate *c);
 /* The charges of the candidates at slot before any planning. */
 int rsd__freeable(struct search *x, unsigned slot, uint64_t *out);
-/* Order cvidx[0..nord) and [nord..n) of base candidates of slot by x->cmp
- * into r (order.c); the policy is not called. */
-int rsd__order_cached(struct search *x, unsigned slot, uint32_t nord, uint32_t n, struct ranked *r);
-int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
-	      struct ranked **out, uint32_t *nout);
+/* RANK of the n base candidates cbi[0..n) of slot by x->cmp into r
+ * (order.c): ordinary ones, then required endpoints; no policy call. */
+int rsd__order_cached(struct search *x, unsigned slot, uint32_t n, struct ranked *r);
+/* RANK(CANDIDATES(S, X, blocked)) into the frames' arena; *cached: the
+ * shipped policy's order was used (no policy call), when not NULL. */
+int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
+		     const struct active *act, struct ranked **out, uint32_t *nout, bool *cached);
 int rsd__search_key_sig(struct search *x, char tag, const struct rsd__pstate *S);
 int rsd__key_build(struct search *x);
-int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
-		      const struct active *act);
+/*
+ * Describe candidate c's drop successor of S (the drop at src with the
+ * accounting change *u, NULL when not described) into *dv, and prefetch
+ * its memo slot. Return: 0 or the negative error, also in x->err.
+ */
+int rsd__search_drop_view(struct search *x, const struct rsd__pstate *S, const struct ranked *c,
+			  unsigned src, const struct rsd__ps_used_edit *u, struct drop_view *dv);
+/* Prefetch the memo key dv's lookup will compare, its slot being cached. */
+void rsd__search_drop_prefetch(const struct search *x, const struct drop_view *dv);
+/*
+ * Is dv's successor (DV_DROP) a request state that failed before? Asked
+ * without building it.
+ */
+bool rsd__search_drop_failed(const struct search *x, const struct rsd__pstate *S,
+			     const struct drop_view *dv);
+int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X,
+			     uint64_t amount, const struct active *act);
 
 #endif

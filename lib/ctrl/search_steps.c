@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Building blocks of the controller search (reference.md §13.2-13.4):
- * SIMULATE, CANDIDATES + RANK, COUNT and the memo keys built from SIG(S).
- * The generator machine that strings them together is in run.c.
+ * SIMULATE, CANDIDATES + RANK and COUNT. The memo keys built from SIG(S)
+ * are in search_keys.c, the generator machine that strings them together
+ * in search.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +85,7 @@ static struct rsd__locset *sim_locs(struct search *x, const struct rsd__pstate *
 
 	if (sv->gen != x->simgen) {
 		sv->gen = x->simgen;
-		sv->locs = rsd__ps_locs(&x->bc, S, sv->vidx);
+		sv->locs = rsd__ps_locs(&x->sp, S, sv->vidx);
 	}
 	return &sv->locs;
 }
@@ -118,21 +119,13 @@ static bool stop_at(struct search *x, struct shortfall *sh, unsigned slot, uint6
 	return need - x->budget[slot] > x->freeable[slot];
 }
 
-/*
- * 0: feasible, enter actions in x->enter; 1: *sh describes the shortfall
- * (with x->precheck: one that evictions cannot cover, see stop_at()).
- */
-int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh)
+/* SIMULATE on used[] and reserved[] (all of S's map entries filled in);
+ * every slot it writes is added to *w. */
+static int simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh,
+		    uint64_t *used, uint64_t *reserved, struct rsd__locset *w)
 {
 	const struct rsd_request *r = x->req;
-	uint64_t used[RSD_NSLOTS], reserved[RSD_NSLOTS];
 
-	memset(used, 0, sizeof(used));
-	memset(reserved, 0, sizeof(reserved));
-	for (uint32_t i = 0; i < S->nacct; i++) {
-		used[S->acct[i].slot] = S->acct[i].used;
-		reserved[S->acct[i].slot] = S->acct[i].reserved;
-	}
 	x->nenter = 0;
 	x->simgen++;
 	for (size_t i = 0; i < r->nreservations; i++) {
@@ -144,6 +137,7 @@ int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct s
 				return 1;
 		}
 		reserved[slot] = sat_add(reserved[slot], n);
+		ls_add(w, slot);
 	}
 	for (size_t qi = 0; qi < r->nrequirements; qi++) {
 		const struct rsd_requirement *q = &r->requirements[qi];
@@ -173,6 +167,7 @@ int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct s
 					return 1;
 			}
 			reserved[src] = sat_add(reserved[src], C);
+			ls_add(w, src);
 		}
 		if (temp && src == D)
 			reserved[src] -= C; /* load and install share one charge */
@@ -181,6 +176,7 @@ int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct s
 				return 1;
 		}
 		used[D] = sat_add(used[D], C);
+		ls_add(w, D);
 		ls_add(L, D);
 		if (temp && src != D)
 			reserved[src] -= C;
@@ -194,6 +190,7 @@ int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct s
 				a->from = rsd__slot_loc(src);
 				ls_del(L, src);
 				used[src] -= C;
+				ls_add(w, src);
 			}
 		} else {
 			a->kind = RSD_ACT_ENSURE;
@@ -201,6 +198,36 @@ int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct s
 		x->nenter++;
 	}
 	return 0;
+}
+
+/*
+ * 0: feasible, enter actions in x->enter; 1: *sh describes the shortfall
+ * (with x->precheck: one that evictions cannot cover, see stop_at()).
+ * Runs on the search's zeroed per-slot arrays and zeroes what it wrote,
+ * rather than clearing a pair of RSD_NSLOTS arrays per state.
+ */
+int rsd__search_simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh)
+{
+	uint64_t *used = x->sim_used, *reserved = x->sim_reserved;
+	struct rsd__locset w;
+	int ret;
+
+	memset(&w, 0, sizeof(w));
+	for (uint32_t i = 0; i < S->nacct; i++) {
+		used[S->acct[i].slot] = S->acct[i].used;
+		reserved[S->acct[i].slot] = S->acct[i].reserved;
+		ls_add(&w, S->acct[i].slot);
+	}
+	ret = simulate(x, S, sh, used, reserved, &w);
+	for (unsigned i = 0; i < RSD__LS_WORDS; i++) {
+		for (uint64_t b = w.w[i]; b; b &= b - 1) {
+			unsigned slot = i * 64 + (unsigned)__builtin_ctzll(b);
+
+			used[slot] = 0;
+			reserved[slot] = 0;
+		}
+	}
+	return ret;
 }
 
 /* ---- CANDIDATES and RANK (§13.3) ---- */
@@ -213,7 +240,7 @@ bool rsd__search_active_has(const struct active *a, uint32_t v, int slot)
 	return false;
 }
 
-static bool is_required(const struct search *x, uint32_t v, unsigned slot)
+bool rsd__search_required(const struct search *x, uint32_t v, unsigned slot)
 {
 	for (size_t i = 0; i < x->req->nrequirements; i++)
 		if (x->req_vidx[i] == v && rsd__loc_slot(x->req->requirements[i].location) == slot)
@@ -231,8 +258,8 @@ static bool is_required(const struct search *x, uint32_t v, unsigned slot)
 static int build_base(struct search *x, unsigned slot)
 {
 	const struct rsd_img_loc *row = rsd__img_loc(x->img, rsd__slot_loc(slot));
-	uint32_t *list = NULL, n = 0, cap = 0;
-	uint64_t v = 0;
+	uint32_t *list = NULL, n = 0, cap = 0, *code;
+	uint64_t v = 0, *charge;
 
 	if (x->built[slot])
 		return 0;
@@ -262,7 +289,25 @@ static int build_base(struct search *x, unsigned slot)
 		}
 		v++;
 	}
+	charge = rsd__malloc((n ? n : 1) * sizeof(*charge));
+	code = rsd__malloc((n ? n : 1) * sizeof(*code));
+	if (!charge || !code) {
+		free(list);
+		free(charge);
+		free(code);
+		return x->err = rsd__err(RSD_ENOMEM, "out of memory listing candidates");
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct rsd__locset l = rsd__ps_base_locs(&x->sp, list[i]);
+
+		charge[i] = rsd__search_charge(x, list[i]);
+		/* a set of low slots is its own code (pstate.h); no table here */
+		code[i] = !l.w[1] && !l.w[2] && l.w[0] < RSD__LS_TABLE ? (uint32_t)l.w[0] :
+									 RSD__LS_UNKNOWN;
+	}
 	x->base_cands[slot] = list;
+	x->base_charge[slot] = charge;
+	x->base_code[slot] = code;
 	x->nbase_cands[slot] = n;
 	x->built[slot] = true;
 	return 0;
@@ -275,37 +320,38 @@ int rsd__freeable(struct search *x, unsigned slot, uint64_t *out)
 	if (build_base(x, slot))
 		return x->err;
 	for (uint32_t i = 0; i < x->nbase_cands[slot]; i++)
-		n += rsd__search_charge(x, x->base_cands[slot][i]);
+		n += x->base_charge[slot][i];
 	*out = n;
 	return 0;
 }
 
+/* Grow RANK scratch array x->field to n entries; ok false if that fails. */
+#define SCRATCH_GROW(field)                                               \
+	do {                                                              \
+		void *p_ = rsd__realloc(x->field, n * sizeof(*x->field)); \
+                                                                          \
+		if (p_)                                                   \
+			x->field = p_;                                    \
+		else                                                      \
+			ok = false;                                       \
+	} while (0)
+
 static int scratch_reserve(struct search *x, size_t n)
 {
-	void *a, *b, *c, *d, *e, *f;
+	bool ok = true;
 
 	if (n <= x->ccap)
 		return 0;
 	n = n < 16 ? 16 : 2 * n;
-	a = rsd__realloc(x->cbuf, n * sizeof(*x->cbuf));
-	if (a)
-		x->cbuf = a;
-	b = rsd__realloc(x->cvidx, n * sizeof(*x->cvidx));
-	if (b)
-		x->cvidx = b;
-	c = rsd__realloc(x->cused, n);
-	if (c)
-		x->cused = c;
-	d = rsd__realloc(x->creq, n * sizeof(*x->creq));
-	if (d)
-		x->creq = d;
-	e = rsd__realloc(x->chandle, n * sizeof(*x->chandle));
-	if (e)
-		x->chandle = e;
-	f = rsd__realloc(x->ccharge, n * sizeof(*x->ccharge));
-	if (f)
-		x->ccharge = f;
-	if (!a || !b || !c || !d || !e || !f)
+	SCRATCH_GROW(cbuf);
+	SCRATCH_GROW(cvidx);
+	SCRATCH_GROW(cused);
+	SCRATCH_GROW(creq);
+	SCRATCH_GROW(chandle);
+	SCRATCH_GROW(ccharge);
+	SCRATCH_GROW(cbi);
+	SCRATCH_GROW(cpos);
+	if (!ok)
 		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
 	x->ccap = n;
 	return 0;
@@ -391,13 +437,17 @@ static int order_part(struct search *x, size_t lo, size_t hi, unsigned slot, str
 		x->cused[k] = 1;
 		out[j].vidx = x->cvidx[k];
 		out[j].charged = x->ccharge[k];
+		out[j].dpos = x->cpos[k] >> 1;
+		out[j].found = x->cpos[k] & 1;
+		out[j].bcode = RSD__LS_UNKNOWN;
 	}
 	return 0;
 }
 
-/* RANK(CANDIDATES(S, X, blocked)), blocked being the handles of act. */
-int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X, const struct active *act,
-	      struct ranked **out, uint32_t *nout)
+/* Blocked being the handles of act; the ranked list is taken from the
+ * frames' arena (its caller is the top frame). */
+int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
+		     const struct active *act, struct ranked **out, uint32_t *nout, bool *cached)
 {
 	uint32_t nb, bi = 0, di = 0, n = 0, nord = 0;
 	const uint32_t *base;
@@ -413,16 +463,19 @@ int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X, 
 	/* Merge the image list with the delta, both in registration order. */
 	while (bi < nb || di < S->ndelta) {
 		const struct rsd__vdelta *d = di < S->ndelta ? &S->delta[di] : NULL;
-		uint32_t v;
+		uint32_t v, at = UINT32_MAX, pos = di << 1 | 1;
 		bool cand;
 
 		if (bi < nb && (!d || base[bi] < d->vidx)) {
+			at = bi;
 			v = base[bi++];
 			cand = true;
+			pos = di << 1; /* no entry: one would go at di */
 		} else if (bi < nb && base[bi] == d->vidx) {
+			at = bi;
 			v = base[bi++];
 			di++;
-			cand = ls_has(&d->locs, X);
+			cand = rsd__ps_set_has(&x->sp, d, X);
 		} else {
 			/*
 			 * d is not NULL here: without a delta entry left, bi < nb
@@ -430,182 +483,57 @@ int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X, 
 			 * analyzer assumes S->delta NULL with ndelta > 0.
 			 */
 			/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-			struct rsd__locset bl = rsd__ps_base_locs(&x->bc, d->vidx);
+			struct rsd__locset bl = rsd__ps_base_locs(&x->sp, d->vidx);
 
 			v = d->vidx;
 			di++;
 			/* projected here by planning (a protected original is not) */
-			cand = ls_has(&d->locs, X) && !ls_has(&bl, X);
+			cand = rsd__ps_set_has(&x->sp, d, X) && !ls_has(&bl, X);
 			projected |= cand;
 		}
-		if (cand && !rsd__search_active_has(act, v, -1))
+		if (cand && (!act || !rsd__search_active_has(act, v, -1))) {
+			x->cbi[n] = at;
+			x->cpos[n] = pos;
 			x->cvidx[n++] = v;
-	}
-	/* Ordinary candidates first, then required endpoints, each stable:
-	 * required ones are parked in cused-marked order, then appended. */
-	{
-		uint32_t nreq = 0;
-
-		for (uint32_t k = 0; k < n; k++) {
-			uint32_t v = x->cvidx[k];
-
-			if (is_required(x, v, X))
-				x->creq[nreq++] = v;
-			else
-				x->cvidx[nord++] = v;
 		}
-		memcpy(x->cvidx + nord, x->creq, nreq * sizeof(*x->creq));
 	}
-	r = rsd__malloc((n ? n : 1) * sizeof(*r));
+	r = rsd__arena_alloc(&x->stk, (n ? n : 1) * sizeof(*r));
 	if (!r)
-		return x->err = rsd__err(RSD_ENOMEM, "out of memory ranking candidates");
+		return x->err = -RSD_ENOMEM; /* recorded by the arena */
+	if (cached)
+		*cached = x->cmp && !projected;
 	if (x->cmp && !projected) {
-		if (rsd__order_cached(x, X, nord, n, r)) {
-			free(r);
+		if (rsd__order_cached(x, X, n, r))
 			return x->err;
-		}
 		*out = r;
 		*nout = n;
 		return 0;
 	}
+	/* Ordinary candidates first, then required endpoints, each stable:
+	 * required ones are parked in creq, then appended. */
+	{
+		uint32_t nreq = 0;
+
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t v = x->cvidx[k], pos = x->cpos[k];
+
+			if (rsd__search_required(x, v, X)) {
+				x->cbi[nreq] = pos; /* cbi is free on this path */
+				x->creq[nreq++] = v;
+			} else {
+				x->cpos[nord] = pos;
+				x->cvidx[nord++] = v;
+			}
+		}
+		memcpy(x->cvidx + nord, x->creq, nreq * sizeof(*x->creq));
+		memcpy(x->cpos + nord, x->cbi, nreq * sizeof(*x->cbi));
+	}
 	for (uint32_t k = 0; k < n; k++)
 		fill_candidate(x, k, X);
 	/* Two policy calls, even when one side is empty (§13.3). */
-	if (order_part(x, 0, nord, X, r) || order_part(x, nord, n, X, r)) {
-		free(r);
+	if (order_part(x, 0, nord, X, r) || order_part(x, nord, n, X, r))
 		return x->err;
-	}
 	*out = r;
 	*nout = n;
-	return 0;
-}
-
-/* ---- memo keys: SIG(S) (§13.4) plus the objective's parameters ---- */
-
-/* Room for n more key bytes; the key so far is kept. */
-static int key_reserve(struct search *x, size_t n)
-{
-	if (x->keylen + n > x->keycap) {
-		size_t cap = 2 * (x->keylen + n) + 64;
-		unsigned char *k = rsd__realloc(x->key, cap);
-
-		if (!k)
-			return x->err = rsd__err(RSD_ENOMEM, "out of memory building a search key");
-		x->key = k;
-		x->keycap = cap;
-	}
-	return 0;
-}
-
-static int key_put(struct search *x, const void *p, size_t n)
-{
-	if (key_reserve(x, n))
-		return x->err;
-	memcpy(x->key + x->keylen, p, n);
-	x->keylen += n;
-	return 0;
-}
-
-/* Append a field of a reserved key (no capacity check). */
-#define KEY_PUT(q, v) (memcpy((q), &(v), sizeof(v)), (q) += sizeof(v))
-
-/*
- * SIG(S): the planned locations of every value, then (name, used, reserved)
- * of every location in the maps, both in canonical order. Values are
- * serialized as their normalized delta from the image, which is equal
- * for two states of one search exactly when their location sets are.
- * Written in one pass into a key reserved once.
- */
-static int key_serialize(struct search *x, char tag, const struct rsd__pstate *S)
-{
-	size_t n = 1 + 2 * sizeof(uint32_t) +
-		   S->ndelta * (sizeof(S->delta->vidx) + sizeof(S->delta->locs)) +
-		   S->nacct * (sizeof(S->acct->slot) + 2 * sizeof(uint64_t));
-	unsigned char *q;
-
-	x->keylen = 0;
-	if (key_reserve(x, n))
-		return x->err;
-	q = x->key;
-	*q++ = (unsigned char)tag;
-	KEY_PUT(q, S->ndelta);
-	for (uint32_t i = 0; i < S->ndelta; i++) {
-		KEY_PUT(q, S->delta[i].vidx);
-		KEY_PUT(q, S->delta[i].locs);
-	}
-	KEY_PUT(q, S->nacct);
-	for (uint32_t i = 0; i < S->nacct; i++) {
-		KEY_PUT(q, S->acct[i].slot);
-		KEY_PUT(q, S->acct[i].used);
-		KEY_PUT(q, S->acct[i].reserved);
-	}
-	x->keylen = (size_t)(q - x->key);
-	return 0;
-}
-
-/*
- * The request key of S: its hash at once, from the state's running hash
- * (a function of SIG(S), pstate.h); its bytes when rsd__key_build() asks.
- */
-int rsd__search_key_sig(struct search *x, char tag, const struct rsd__pstate *S)
-{
-	x->keyhash = rsd__mix64(S->hash ^ (uint64_t)(unsigned char)tag ^
-				((uint64_t)S->ndelta << 8) ^ ((uint64_t)S->nacct << 40));
-	x->keyS = S;
-	x->key_built = false;
-	return 0;
-}
-
-int rsd__key_build(struct search *x)
-{
-	if (x->key_built)
-		return 0;
-	if (key_serialize(x, 'R', x->keyS))
-		return x->err;
-	x->key_built = true;
-	return 0;
-}
-
-int rsd__search_key_capacity(struct search *x, const struct rsd__pstate *S, unsigned X, uint64_t amount,
-		      const struct active *act)
-{
-	uint32_t pairs[2 * 64], *p = pairs, n = 0, cap = 64;
-	uint32_t slot = X;
-	int err;
-
-	if (key_serialize(x, 'C', S) || key_put(x, &slot, sizeof(slot)) ||
-	    key_put(x, &amount, sizeof(amount)))
-		return x->err;
-	/* active pairs (and so blocked handles), sorted by registration index */
-	for (const struct active *a = act; a; a = a->prev) {
-		size_t k;
-
-		if (n == cap) {
-			uint32_t *np = rsd__malloc(4 * (size_t)cap * sizeof(*np));
-
-			if (!np)
-				return x->err = rsd__err(RSD_ENOMEM,
-							 "out of memory building a search key");
-			memcpy(np, p, 2 * (size_t)n * sizeof(*np));
-			if (p != pairs)
-				free(p);
-			p = np;
-			cap *= 2;
-		}
-		for (k = n; k && p[2 * (k - 1)] > a->vidx; k--) {
-			p[2 * k] = p[2 * (k - 1)];
-			p[2 * k + 1] = p[2 * (k - 1) + 1];
-		}
-		p[2 * k] = a->vidx;
-		p[2 * k + 1] = a->slot;
-		n++;
-	}
-	err = key_put(x, &n, sizeof(n)) || key_put(x, p, 2 * (size_t)n * sizeof(*p));
-	if (p != pairs)
-		free(p);
-	if (err)
-		return x->err;
-	x->keyhash = rsd__memo_hash(x->key, x->keylen);
-	x->key_built = true;
 	return 0;
 }
