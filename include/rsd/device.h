@@ -146,9 +146,10 @@ struct rsd_simdev;
  *	rsd_simdev_complete_all() run queued work (the zeroed default).
  * @RSD_SIMDEV_IMMEDIATE: work runs as it is queued, before the queueing
  *	call returns (what auto_complete selects).
- * @RSD_SIMDEV_BACKGROUND: a worker thread per device runs each stream's
- *	queued work in order, each item delay_ns after it became runnable, as
- *	a GPU runs asynchronously.
+ * @RSD_SIMDEV_BACKGROUND: worker threads run each stream's queued work in
+ *	order, each item delay_ns after it became runnable, as a GPU runs
+ *	asynchronously: per device one for kernels and one per copy direction,
+ *	so each engine progresses independently of the others.
  */
 enum rsd_simdev_progress {
 	RSD_SIMDEV_ON_COMMAND = 0,
@@ -215,8 +216,8 @@ struct rsd_simdev_config {
  * @cfg: devices, pooling and progress mode (auto_complete wins over progress).
  * @out: receives the simulated device; written only on success.
  *
- * In background mode one worker thread per device is started here and
- * joined by rsd_simdev_destroy().
+ * In background mode three worker threads per device (compute, copies in,
+ * copies out) are started here and joined by rsd_simdev_destroy().
  *
  * Context: Any thread.
  * Return: 0 on success, or

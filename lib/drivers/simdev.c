@@ -169,6 +169,9 @@ int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **o
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&sd->cond, &ca);
+	for (int d = 0; d < sd->ndevices; d++)
+		for (int r = 0; r < SIM_NROLES; r++)
+			pthread_cond_init(&sd->dev[d].wake[r], &ca);
 	pthread_condattr_destroy(&ca);
 	/* Unpooled: chunk size 0, so every allocation is its own mapping. */
 	backing_init(&sd->pinned_backing, sd, &rsd__locked_chunk_ops, false);
@@ -221,6 +224,9 @@ void rsd_simdev_destroy(struct rsd_simdev *sd)
 	free(sd->peer_eng);
 	free(sd->peer_streams); /* the streams went with the others */
 	pthread_cond_destroy(&sd->cond);
+	for (int d = 0; d < sd->ndevices; d++)
+		for (int r = 0; r < SIM_NROLES; r++)
+			pthread_cond_destroy(&sd->dev[d].wake[r]);
 	pthread_mutex_destroy(&sd->lock);
 	free(sd);
 }

@@ -131,6 +131,23 @@ struct sim_work {
 	};
 };
 
+/*
+ * Who starts an item in background mode. A GPU's copy engines and its
+ * compute engine run independently: a kernel starts when the one before it
+ * ends, whatever the copy engines do. The simulator executes a copy's bytes
+ * on the host (a memmove that takes real time), so each device has one
+ * worker per role, and a long memmove delays only the copies of its own
+ * direction, as the engine it stands for would. A stream's other items
+ * (events, waits, host functions) go to the worker of its last copy or
+ * kernel, so a copy stream's events stay with its copies.
+ */
+enum sim_role {
+	SIM_ROLE_COMPUTE,  /* kernels */
+	SIM_ROLE_COPY_IN,  /* copies whose destination is a device */
+	SIM_ROLE_COPY_OUT, /* copies whose destination is host memory */
+	SIM_NROLES,
+};
+
 /* Every field is protected by sd->lock. */
 struct sim_stream {
 	uint64_t magic; /* SIM_STREAM_MAGIC while registered */
@@ -151,6 +168,7 @@ struct sim_stream {
 	pthread_t runner;	       /* the thread executing it */
 	uint64_t ready_ns;	       /* when head became runnable (background) */
 	struct sim_fault fault;	       /* a copy of it failed on the device */
+	enum sim_role role;	       /* of its last copy or kernel started */
 };
 
 struct sim_event {
@@ -194,7 +212,12 @@ struct sim_device {
 	struct sim_engine compute_eng; /* kernels, with the link model on or off */
 	struct sim_backing backing;
 	struct rsd__pool pool; /* own lock */
-	pthread_t worker;      /* background progress; valid if sd->workers */
+	/* Background progress, one thread per role (sim_role); valid if
+	 * sd->workers. */
+	pthread_t worker[SIM_NROLES];
+	/* Each worker sleeps on its own, with sd->lock (simdev_progress.c,
+	 * kick()); CLOCK_MONOTONIC. */
+	pthread_cond_t wake[SIM_NROLES];
 };
 
 struct rsd_simdev {
@@ -212,7 +235,7 @@ struct rsd_simdev {
 	enum rsd_simdev_progress progress;	  /* protected by lock */
 	uint64_t delay_ns;			  /* protected by lock */
 	uint64_t tickets;			  /* protected by lock; last ticket issued */
-	bool workers;				  /* protected by lock; dev[].worker started */
+	bool workers;				  /* protected by lock; dev[].worker[] started */
 	bool stopping;				  /* protected by lock; destroy under way */
 	bool unpinned_host;			  /* protected by lock */
 	struct sim_stream *streams;		  /* protected by lock */

@@ -6,13 +6,15 @@
  * Who runs an item depends on the mode. RSD_SIMDEV_ON_COMMAND: only
  * rsd_simdev_stream_complete() and rsd_simdev_complete_all(), on the caller's
  * thread. RSD_SIMDEV_IMMEDIATE: the thread that queues it, before the queueing
- * call returns. RSD_SIMDEV_BACKGROUND: one worker thread per device, each item
- * delay_ns after it became runnable (reached the front of its stream's
- * queue), like a GPU running asynchronously. Whoever runs an item pops it,
+ * call returns. RSD_SIMDEV_BACKGROUND: worker threads, one per device and
+ * role (a device's compute engine and its two copy directions; sim_role in
+ * simdev.h), each item delay_ns after it became runnable (reached the front
+ * of its stream's queue), like a GPU running asynchronously. Whoever runs an item pops it,
  * marks its stream running, drops sd->lock, executes it, retakes the lock and
  * broadcasts sd->cond; the syncs only ever wait on that condition variable.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,53 @@ bool rsd__sim_blocked(const struct sim_work *w)
 void rsd__sim_wait(struct rsd_simdev *sd)
 {
 	pthread_cond_wait(&sd->cond, &sd->lock);
+}
+
+/* The worker that runs w, an item of s (sim_role in simdev.h). */
+static enum sim_role role_of(const struct sim_stream *s, const struct sim_work *w)
+{
+	if (w->kind == SIM_WORK_KERNEL)
+		return SIM_ROLE_COMPUTE;
+	if (w->kind != SIM_WORK_COPY)
+		return s->role;
+	return w->copy.dst_at.kind == RSD_CUDA ? SIM_ROLE_COPY_IN : SIM_ROLE_COPY_OUT;
+}
+
+/*
+ * Waking the background workers. Each sleeps on its own condition variable
+ * and is woken only when an item of its role may have become runnable on
+ * its device: waking every worker at every enqueue would have them contend
+ * for sd->lock with the host thread that queues, on the host's own cores,
+ * which no GPU does. All with sd->lock held, so a worker that scanned and
+ * found nothing cannot miss the wake-up before it sleeps.
+ */
+static void kick(struct rsd_simdev *sd, int device, enum sim_role role)
+{
+	if (sd->workers)
+		pthread_cond_signal(&sd->dev[device].wake[role]);
+}
+
+static void kick_all(struct rsd_simdev *sd)
+{
+	for (int d = 0; d < sd->ndevices; d++)
+		for (int r = 0; r < SIM_NROLES; r++)
+			pthread_cond_broadcast(&sd->dev[d].wake[r]);
+}
+
+/* s's front item, if any, may run now. */
+static void kick_front(struct rsd_simdev *sd, const struct sim_stream *s)
+{
+	if (!s->running && s->head)
+		kick(sd, s->device, role_of(s, s->head));
+}
+
+/* An event of s completed: the streams whose front item waits for s. */
+static void kick_waiters(struct rsd_simdev *sd, const struct sim_stream *s)
+{
+	for (const struct sim_stream *t = sd->streams; t; t = t->next)
+		if (!t->running && t->head && t->head->kind == SIM_WORK_WAIT &&
+		    t->head->wait.stream == s)
+			kick(sd, t->device, t->role);
 }
 
 bool rsd__sim_stream_done(const struct sim_stream *s, uint64_t upto)
@@ -134,6 +183,8 @@ static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 	s->running = true;
 	s->current = w;
 	s->runner = pthread_self();
+	if (w->kind == SIM_WORK_COPY || w->kind == SIM_WORK_KERNEL)
+		s->role = role_of(s, w);
 	admit(sd, s, w);
 	w->due_ns = item_start(sd, w, mono_ns());
 	pthread_mutex_unlock(&sd->lock);
@@ -183,6 +234,9 @@ static void finish_one(struct rsd_simdev *sd, struct sim_stream *s)
 		rsd__sim_stream_put(sd, w->wait.stream);
 	}
 	s->ready_ns = mono_ns();
+	if (w->kind == SIM_WORK_EVENT)
+		kick_waiters(sd, s);
+	kick_front(sd, s);
 	free(w);
 	pthread_cond_broadcast(&sd->cond);
 	rsd__sim_stream_put(sd, s);
@@ -272,7 +326,7 @@ void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_wo
 		rsd__sim_drive(sd, s, false, UINT64_MAX);
 		break;
 	case RSD_SIMDEV_BACKGROUND:
-		pthread_cond_broadcast(&sd->cond);
+		kick_front(sd, s);
 		break;
 	case RSD_SIMDEV_ON_COMMAND:
 		break;
@@ -282,39 +336,66 @@ void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_wo
 struct worker_arg {
 	struct rsd_simdev *sd;
 	int device;
+	enum sim_role role;
 };
 
-/* One per device: runs each of the device's streams' front item once it has
- * been runnable for delay_ns; sleeps on sd->cond (until the earliest due time
- * when something is queued or in flight). A copy with a modelled end is
- * parked in flight, not slept on, so the device's other engines and streams
- * go on meanwhile. Idle unless the mode is background. */
+/*
+ * The workers stand for a GPU's engines, which take no host CPU from the
+ * thread that queues work on them. Under the default policy a woken worker
+ * preempts that thread on its own core (it slept, so the scheduler owes it
+ * time), which on a machine with few cores becomes most of a not-waiting
+ * call's host time. SCHED_BATCH tasks do not preempt on wake-up; they run
+ * on an idle core, or when the host thread sleeps. A refusal (some
+ * sandboxes) leaves the default policy: slower, still correct.
+ */
+static void worker_defer_to_host(void)
+{
+#ifdef SCHED_BATCH
+	struct sched_param sp = { .sched_priority = 0 };
+
+	(void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
+}
+
+/* One per device and role: runs each of the device's streams' front item of
+ * its role once it has been runnable for delay_ns; sleeps on sd->cond (until
+ * the earliest due time when something is queued or in flight). An item with
+ * a modelled end is parked in flight, not slept on, so the device's other
+ * streams go on meanwhile; the worker of its role finishes it. Idle unless
+ * the mode is background. */
 static void *worker(void *p)
 {
-	struct rsd_simdev *sd = ((struct worker_arg *)p)->sd;
-	int device = ((struct worker_arg *)p)->device;
+	struct worker_arg *arg = p;
+	struct rsd_simdev *sd = arg->sd;
+	enum sim_role role = arg->role;
+	int device = arg->device;
+	pthread_cond_t *wake = &sd->dev[device].wake[role];
+	struct timespec ts;
 
 	free(p);
+	worker_defer_to_host();
 	pthread_mutex_lock(&sd->lock);
 	while (!sd->stopping) {
 		uint64_t now = mono_ns(), due = UINT64_MAX, end;
 		struct sim_stream *s, *todo = NULL, *fin = NULL;
 
 		if (sd->progress != RSD_SIMDEV_BACKGROUND) {
-			rsd__sim_wait(sd);
+			pthread_cond_wait(wake, &sd->lock);
 			continue;
 		}
 		for (s = sd->streams; s && !fin; s = s->next) {
 			if (s->device != device)
 				continue;
 			if (s->running) {
-				if (s->inflight && s->current->due_ns <= now)
+				if (!s->inflight || role_of(s, s->current) != role)
+					continue;
+				if (s->current->due_ns <= now)
 					fin = s;
-				else if (s->inflight && s->current->due_ns < due)
+				else if (s->current->due_ns < due)
 					due = s->current->due_ns;
 				continue;
 			}
-			if (!s->head || rsd__sim_blocked(s->head))
+			if (!s->head || rsd__sim_blocked(s->head) || role_of(s, s->head) != role)
 				continue;
 			/* The item runnable longest goes first: streams take
 			 * turns. */
@@ -337,21 +418,33 @@ static void *worker(void *p)
 			else
 				finish_one(sd, todo);
 		} else if (due == UINT64_MAX) {
-			rsd__sim_wait(sd);
+			pthread_cond_wait(wake, &sd->lock);
 		} else {
-			wait_until(sd, due);
+			deadline(&ts, due);
+			pthread_cond_timedwait(wake, &sd->lock, &ts);
 		}
 	}
 	pthread_mutex_unlock(&sd->lock);
 	return NULL;
 }
 
-/* With sd->lock held: start one worker per device, all or none. */
+/* With sd->lock held: join the first n workers (device-major), which see
+ * sd->stopping. */
+static void workers_join(struct rsd_simdev *sd, int n)
+{
+	kick_all(sd);
+	pthread_mutex_unlock(&sd->lock);
+	while (n--)
+		pthread_join(sd->dev[n / SIM_NROLES].worker[n % SIM_NROLES], NULL);
+	pthread_mutex_lock(&sd->lock);
+}
+
+/* With sd->lock held: start every device's workers, all or none. */
 static int workers_start(struct rsd_simdev *sd)
 {
-	int d, failed, e = 0;
+	int i, n = sd->ndevices * SIM_NROLES, e = 0;
 
-	for (d = 0; d < sd->ndevices; d++) {
+	for (i = 0; i < n; i++) {
 		struct worker_arg *a = malloc(sizeof(*a));
 
 		if (!a) {
@@ -359,29 +452,25 @@ static int workers_start(struct rsd_simdev *sd)
 			break;
 		}
 		a->sd = sd;
-		a->device = d;
-		e = pthread_create(&sd->dev[d].worker, NULL, worker, a);
+		a->device = i / SIM_NROLES;
+		a->role = (enum sim_role)(i % SIM_NROLES);
+		e = pthread_create(&sd->dev[a->device].worker[a->role], NULL, worker, a);
 		if (e) {
 			free(a);
 			break;
 		}
 	}
-	if (d == sd->ndevices) {
+	if (i == n) {
 		sd->workers = true;
 		return 0;
 	}
 	/* Undo: the started workers see stopping and exit. */
-	failed = d;
 	sd->stopping = true;
-	pthread_cond_broadcast(&sd->cond);
-	pthread_mutex_unlock(&sd->lock);
-	while (d--)
-		pthread_join(sd->dev[d].worker, NULL);
-	pthread_mutex_lock(&sd->lock);
+	workers_join(sd, i);
 	sd->stopping = false;
 	return rsd__err(RSD_ENOMEM,
 			"simulated device: cannot start a background worker for cuda:%d: %s",
-			failed, strerror(e));
+			i / SIM_NROLES, strerror(e));
 }
 
 /* With sd->lock held, leaving background mode: finish the copies the
@@ -425,6 +514,7 @@ int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, 
 	/* Work already queued proceeds: now (immediate) or in the workers. */
 	if (mode == RSD_SIMDEV_IMMEDIATE)
 		rsd__sim_drive(sd, NULL, false, sd->tickets);
+	kick_all(sd);
 	pthread_cond_broadcast(&sd->cond);
 	return 0;
 }
@@ -437,12 +527,9 @@ void rsd__sim_workers_stop(struct rsd_simdev *sd)
 	started = sd->workers;
 	sd->stopping = true;
 	sd->workers = false;
-	pthread_cond_broadcast(&sd->cond);
+	if (started)
+		workers_join(sd, sd->ndevices * SIM_NROLES);
 	pthread_mutex_unlock(&sd->lock);
-	if (!started)
-		return;
-	for (int d = 0; d < sd->ndevices; d++)
-		pthread_join(sd->dev[d].worker, NULL);
 }
 
 void rsd_simdev_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode,

@@ -40,6 +40,7 @@ void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int devic
 	s->magic = SIM_STREAM_MAGIC;
 	s->device = device;
 	s->is_default = is_default;
+	s->role = SIM_ROLE_COMPUTE;
 	s->head = NULL;
 	s->tail = &s->head;
 	s->prev = NULL;

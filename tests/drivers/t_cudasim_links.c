@@ -22,6 +22,8 @@
 
 #include <rsd/rsd.h>
 
+#include "../gate.h"
+
 #ifndef RSD_CUDASIM
 #define RSD_CUDASIM 0
 #endif
@@ -75,29 +77,6 @@ static void need_sim(void)
 {
 }
 
-struct gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool open;
-};
-
-static void CUDART_CB gate_wait(void *arg)
-{
-	struct gate *g = arg;
-
-	pthread_mutex_lock(&g->lock);
-	while (!g->open)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
-}
-
-static void gate_open(struct gate *g)
-{
-	pthread_mutex_lock(&g->lock);
-	g->open = true;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
-}
 #else
 static void need_sim(void)
 {
@@ -157,7 +136,7 @@ ATF_TC_BODY(stream_wait_event_orders_without_blocking_the_host, tc)
 {
 	need_sim();
 #if RSD_CUDASIM
-	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+	struct gate g = GATE_INIT;
 	struct timespec ms50 = { 0, 50000000L };
 	unsigned char *h, *back;
 	cudaStream_t a, b;
@@ -169,7 +148,7 @@ ATF_TC_BODY(stream_wait_event_orders_without_blocking_the_host, tc)
 	OK(cudaSetDevice(1));
 	OK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
 	OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-	OK(cudaLaunchHostFunc(a, gate_wait, &g));
+	OK(cudaLaunchHostFunc(a, gate_hold, &g));
 	OK(cudaEventRecord(e, a));
 	OK(cudaSetDevice(0));
 	OK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));

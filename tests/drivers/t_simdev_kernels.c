@@ -5,8 +5,9 @@
  * one device follow one another while kernels of different devices and
  * copies overlap them, a kernel ordered after a copy by a stream wait reads
  * the copied bytes and a copy ordered after a kernel reads its results, a
- * kernel's fills and function take effect when it finishes, and the launch
- * refuses bad arguments.
+ * kernel's fills and function take effect when it finishes, the launch
+ * refuses bad arguments, and in background mode the compute engine and each
+ * copy direction progress independently.
  *
  * Times are checked from below (nothing ends before its modelled time);
  * overlap is shown by order, with wide margins: a short item on another
@@ -14,6 +15,7 @@
  */
 #include <atf-c.h>
 #include "../check.h"
+#include "../gate.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -476,6 +478,72 @@ ATF_TC_BODY(launch_refuses_bad_arguments, tc)
 	rsd_simdev_destroy(sd);
 }
 
+/* Polls ev for up to 10 s: 1 once complete, 0 if it never was. */
+static int completes(struct rsd_simdev *sd, void *ev)
+{
+	for (int i = 0; i < 10000; i++) {
+		if (rsd_simdev_ops()->event_query(sd, ev) == 1)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/*
+ * In background mode a device's compute engine and its two copy directions
+ * make progress independently, as a GPU's engines do: while the host-side
+ * work of one (here a host function after a copy in, standing for a long
+ * memmove) holds it, a kernel, a copy out and another device's copy in
+ * still run and complete.
+ */
+ATF_TC_WITHOUT_HEAD(engines_progress_independently);
+ATF_TC_BODY(engines_progress_independently, tc)
+{
+	const struct rsd_device_ops *S = rsd_simdev_ops();
+	const struct rsd_location CUDA1 = { RSD_CUDA, 1 };
+	struct rsd_simdev *sd = mk_mode(2, RSD_SIMDEV_BACKGROUND);
+	void *in = stream(sd, 0), *cs = stream(sd, 0), *out = stream(sd, 0);
+	void *in1 = stream(sd, 1), *ek, *eo, *e1, *eg;
+	unsigned char *h = mem(sd, PINNED, 256), *d = mem(sd, CUDA0, 256);
+	unsigned char *d1 = mem(sd, CUDA1, 64);
+	struct gate g = GATE_INIT;
+
+	memset(h, 0x3a, 64);
+	memset(d + 128, 0x4b, 64);
+	/* cuda:0's copies in are held behind the gate. */
+	RSD_REQUIRE_OK(S->copy(sd, d, CUDA0, h, PINNED, 64, in));
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(sd, in, gate_hold, &g));
+	eg = record(sd, in);
+	gate_wait_entered(&g);
+	RSD_REQUIRE_OK(rsd_simdev_launch_kernel(sd, cs, 1000, NULL, 0, NULL, NULL));
+	ek = record(sd, cs);
+	RSD_REQUIRE_OK(S->copy(sd, h + 128, PINNED, d + 128, CUDA0, 64, out));
+	eo = record(sd, out);
+	RSD_REQUIRE_OK(S->copy(sd, d1, CUDA1, h, PINNED, 64, in1));
+	e1 = record(sd, in1);
+	ATF_CHECK_EQ_MSG(completes(sd, ek), 1, "the kernel waited for the copy engine");
+	ATF_CHECK_EQ_MSG(completes(sd, eo), 1, "the copy out waited for the copy in");
+	ATF_CHECK_EQ_MSG(completes(sd, e1), 1, "cuda:1 waited for cuda:0");
+	ATF_CHECK_EQ(S->event_query(sd, eg), 0);
+	ATF_CHECK_EQ(h[128], 0x4b);
+	ATF_CHECK_EQ(d1[63], 0x3a);
+	gate_open(&g);
+	RSD_REQUIRE_OK(S->event_sync(sd, eg));
+	ATF_CHECK_EQ(d[63], 0x3a);
+	S->event_destroy(sd, ek);
+	S->event_destroy(sd, eo);
+	S->event_destroy(sd, e1);
+	S->event_destroy(sd, eg);
+	S->free(sd, PINNED, h, 256);
+	S->free(sd, CUDA0, d, 256);
+	S->free(sd, CUDA1, d1, 64);
+	rsd_simdev_stream_destroy(sd, in);
+	rsd_simdev_stream_destroy(sd, cs);
+	rsd_simdev_stream_destroy(sd, out);
+	rsd_simdev_stream_destroy(sd, in1);
+	rsd_simdev_destroy(sd);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, kernel_lasts_its_duration);
@@ -484,5 +552,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, kernel_ordered_after_copy_reads_its_bytes);
 	ATF_TP_ADD_TC(tp, stream_order_around_a_kernel);
 	ATF_TP_ADD_TC(tp, launch_refuses_bad_arguments);
+	ATF_TP_ADD_TC(tp, engines_progress_independently);
 	return atf_no_error();
 }

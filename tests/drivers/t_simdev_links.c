@@ -21,6 +21,8 @@
 
 #include <rsd/rsd.h>
 
+#include "../gate.h"
+
 #define MB 1000000ull
 
 static const struct rsd_location PINNED = { RSD_PINNED_HOST, -1 };
@@ -359,30 +361,6 @@ ATF_TC_BODY(oversize_blocks_are_reused_in_steady_state, tc)
 	ATF_CHECK_EQ(frees, 0);
 }
 
-struct gate {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool open;
-};
-
-static void gate_wait(void *arg)
-{
-	struct gate *g = arg;
-
-	pthread_mutex_lock(&g->lock);
-	while (!g->open)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
-}
-
-static void gate_open(struct gate *g)
-{
-	pthread_mutex_lock(&g->lock);
-	g->open = true;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
-}
-
 ATF_TC_WITHOUT_HEAD(stream_wait_event_orders_streams_without_blocking_the_host);
 ATF_TC_BODY(stream_wait_event_orders_streams_without_blocking_the_host, tc)
 {
@@ -390,7 +368,7 @@ ATF_TC_BODY(stream_wait_event_orders_streams_without_blocking_the_host, tc)
 				       .pooled = true,
 				       .progress = RSD_SIMDEV_BACKGROUND };
 	const struct rsd_device_ops *ops = rsd_simdev_ops();
-	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+	struct gate g = GATE_INIT;
 	struct rsd_simdev *sd = mk(&c);
 	void *a = stream(sd, 1), *b = stream(sd, 0);
 	void *h = mem(sd, PINNED, 4096), *d = mem(sd, CUDA0, 4096);
@@ -401,7 +379,7 @@ ATF_TC_BODY(stream_wait_event_orders_streams_without_blocking_the_host, tc)
 	memset(d, 0, 4096);
 	/* a (cuda:1) is held by a gate before its event; b (cuda:0) waits
 	 * for that event, then copies. */
-	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, a, gate_wait, &g), 0);
+	ATF_REQUIRE_EQ(rsd_simdev_launch_host_func(sd, a, gate_hold, &g), 0);
 	ATF_REQUIRE_EQ(ops->event_record(sd, a, &ea), 0);
 	/* Returns with the gate shut: the host does not wait. */
 	ATF_REQUIRE_EQ(ops->stream_wait_event(sd, b, ea), 0);
