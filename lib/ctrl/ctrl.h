@@ -157,11 +157,20 @@ struct rsd__tier {
 	struct rsd_location *to;
 };
 
-int rsd__tiers_copy(const struct rsd_fallback_tier *t, size_t n, struct rsd__tier **out);
-void rsd__tiers_free(struct rsd__tier *t, size_t n);
-char *rsd__tiers_identity(const struct rsd__tier *t, size_t n);
-const struct rsd__tier *rsd__tiers_find(const struct rsd__tier *t, size_t n,
-					struct rsd_location loc);
+/* A shipped policy's fallback tiers: copied in configuration order, with
+ * their canonical text (the "fallback_tiers" config entry). */
+struct rsd__tiers {
+	size_t n;
+	struct rsd__tier *tier;
+	char *identity;
+};
+
+/* Check and copy t[0..n) into *out (written only on success); what names
+ * the policy being created in an out-of-memory message. */
+int rsd__tiers_make(const struct rsd_fallback_tier *t, size_t n, const char *what,
+		    struct rsd__tiers *out);
+void rsd__tiers_release(struct rsd__tiers *ts);
+const struct rsd__tier *rsd__tiers_find(const struct rsd__tiers *ts, struct rsd_location loc);
 int rsd__lru_cmp(const struct rsd_eviction_candidate *a, const struct rsd_eviction_candidate *b);
 int rsd__cand_sort(struct rsd_eviction_candidate *c, size_t n,
 		   int (*cmp)(const struct rsd_eviction_candidate *,

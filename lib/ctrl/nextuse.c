@@ -14,10 +14,8 @@
 
 struct next_use {
 	struct rsd_policy pub; /* pub.ctx points back at this */
-	size_t ntiers;
-	struct rsd__tier *tiers;
+	struct rsd__tiers tiers;
 	uint64_t near;
-	char *identity;
 	char near_text[24];
 	struct rsd_policy_config_entry entry[2];
 };
@@ -40,7 +38,7 @@ static const struct rsd_policy_config_entry *nu_config(void *ctx, size_t *n)
 static size_t nu_fallback(void *ctx, struct rsd_location loc, struct rsd_location *out, size_t cap)
 {
 	struct next_use *p = ctx;
-	const struct rsd__tier *t = rsd__tiers_find(p->tiers, p->ntiers, loc);
+	const struct rsd__tier *t = rsd__tiers_find(&p->tiers, loc);
 
 	if (!t)
 		return 0;
@@ -83,7 +81,7 @@ static size_t nu_spill(void *ctx, const struct rsd_eviction_candidate *c, struct
 		       size_t cap)
 {
 	struct next_use *p = ctx;
-	const struct rsd__tier *t = rsd__tiers_find(p->tiers, p->ntiers, c->location);
+	const struct rsd__tier *t = rsd__tiers_find(&p->tiers, c->location);
 	bool near = c->has_next_use && c->next_use <= p->near;
 	size_t n = 0;
 
@@ -117,45 +115,35 @@ void rsd__next_use_free(struct rsd_policy *pub)
 	if (!pub || pub->ops != &nu_ops)
 		return;
 	p = pub->ctx;
-	rsd__tiers_free(p->tiers, p->ntiers);
-	free(p->identity);
+	rsd__tiers_release(&p->tiers);
 	free(p);
 }
 
 int rsd_next_use_create(const struct rsd_fallback_tier *t, size_t n, uint64_t near_steps,
 			struct rsd_policy **out)
 {
-	struct rsd__tier *tiers = NULL;
+	static const char what[] = "the next-use policy";
+	struct rsd__tiers tiers;
 	struct next_use *p;
 	int err;
 
 	if (!out)
 		return rsd__err(RSD_ETYPE, "rsd_next_use_create: out is NULL");
-	err = rsd__tiers_copy(t, n, &tiers);
-	/* tiers is set whenever err is 0; the analyzer cannot see that
-	 * rsd__err() codes are negative */
-	if (err || !tiers)
-		return err ? err : -RSD_EINVAL;
+	err = rsd__tiers_make(t, n, what, &tiers);
+	if (err)
+		return err;
 	p = rsd__calloc(1, sizeof(*p));
 	if (!p) {
-		rsd__tiers_free(tiers, n);
-		goto nomem;
+		rsd__tiers_release(&tiers);
+		return rsd__err(RSD_ENOMEM, "out of memory creating %s", what);
 	}
 	p->pub.ops = &nu_ops;
 	p->pub.ctx = p;
 	p->tiers = tiers;
-	p->ntiers = n;
 	p->near = near_steps;
-	p->identity = rsd__tiers_identity(tiers, n);
-	if (!p->identity) {
-		rsd__next_use_free(&p->pub);
-		goto nomem;
-	}
 	snprintf(p->near_text, sizeof(p->near_text), "%" PRIu64, near_steps);
-	p->entry[0] = (struct rsd_policy_config_entry){ "fallback_tiers", p->identity };
+	p->entry[0] = (struct rsd_policy_config_entry){ "fallback_tiers", p->tiers.identity };
 	p->entry[1] = (struct rsd_policy_config_entry){ "near_steps", p->near_text };
 	*out = &p->pub;
 	return 0;
-nomem:
-	return rsd__err(RSD_ENOMEM, "out of memory creating the next-use policy");
 }

@@ -12,9 +12,7 @@
 
 struct tiered_lru {
 	struct rsd_policy pub; /* pub.ctx points back at this */
-	size_t ntiers;
-	struct rsd__tier *tiers; /* configuration order */
-	char *identity;		 /* canonical text of the tiers, see rsd__tiers_identity */
+	struct rsd__tiers tiers;
 	struct rsd_policy_config_entry entry;
 };
 
@@ -36,7 +34,7 @@ static const struct rsd_policy_config_entry *lru_config(void *ctx, size_t *n)
 static size_t lru_fallback(void *ctx, struct rsd_location loc, struct rsd_location *out, size_t cap)
 {
 	struct tiered_lru *p = ctx;
-	const struct rsd__tier *t = rsd__tiers_find(p->tiers, p->ntiers, loc);
+	const struct rsd__tier *t = rsd__tiers_find(&p->tiers, loc);
 
 	if (!t)
 		return 0;
@@ -45,12 +43,11 @@ static size_t lru_fallback(void *ctx, struct rsd_location loc, struct rsd_locati
 	return t->nto;
 }
 
-const struct rsd__tier *rsd__tiers_find(const struct rsd__tier *t, size_t n,
-					struct rsd_location loc)
+const struct rsd__tier *rsd__tiers_find(const struct rsd__tiers *ts, struct rsd_location loc)
 {
-	for (size_t i = 0; i < n; i++)
-		if (rsd_location_equal(t[i].from, loc))
-			return &t[i];
+	for (size_t i = 0; i < ts->n; i++)
+		if (rsd_location_equal(ts->tier[i].from, loc))
+			return &ts->tier[i];
 	return NULL;
 }
 
@@ -162,18 +159,17 @@ int (*rsd__policy_cmp(const struct rsd_policy *p))(const struct rsd_eviction_can
 	return rsd__next_use_cmp(p);
 }
 
-void rsd__tiers_free(struct rsd__tier *t, size_t n)
+static void tiers_free(struct rsd__tier *t, size_t n)
 {
 	for (size_t i = 0; t && i < n; i++)
 		free(t[i].to);
 	free(t);
 }
 
-static void lru_destroy(struct tiered_lru *p)
+void rsd__tiers_release(struct rsd__tiers *ts)
 {
-	rsd__tiers_free(p->tiers, p->ntiers);
-	free(p->identity);
-	free(p);
+	tiers_free(ts->tier, ts->n);
+	free(ts->identity);
 }
 
 static int check_loc(struct rsd_location loc, const char *what, size_t i)
@@ -192,7 +188,8 @@ static int check_loc(struct rsd_location loc, const char *what, size_t i)
  * "[]" without tiers. Two policies with equal tiers in equal order have
  * equal texts.
  */
-char *rsd__tiers_identity(const struct rsd__tier *t, size_t n)
+/* The canonical text of tiers t[0..n), or NULL without memory. */
+static char *tiers_identity(const struct rsd__tier *t, size_t n)
 {
 	size_t cap = 3, len = 0;
 	char name[RSD_LOCATION_NAME_MAX], *s;
@@ -216,7 +213,8 @@ char *rsd__tiers_identity(const struct rsd__tier *t, size_t n)
 }
 
 /* Check (§12.3) and copy fallback tiers into *out (free with rsd__tiers_free). */
-int rsd__tiers_copy(const struct rsd_fallback_tier *t, size_t n, struct rsd__tier **out)
+/* Check t[0..n) and copy it to *out (never NULL on success). */
+static int tiers_copy(const struct rsd_fallback_tier *t, size_t n, struct rsd__tier **out)
 {
 	struct rsd__tier *c = NULL;
 	int err;
@@ -271,43 +269,57 @@ int rsd__tiers_copy(const struct rsd_fallback_tier *t, size_t n, struct rsd__tie
 	*out = c;
 	return 0;
 nomem:
-	rsd__tiers_free(c, n);
+	tiers_free(c, n);
 	return rsd__err(RSD_ENOMEM, "out of memory copying %zu fallback tiers", n);
+}
+
+int rsd__tiers_make(const struct rsd_fallback_tier *t, size_t n, const char *what,
+		    struct rsd__tiers *out)
+{
+	struct rsd__tier *tier = NULL;
+	char *identity;
+	int err;
+
+	err = tiers_copy(t, n, &tier);
+	/* tier is set whenever err is 0; the analyzer cannot see that
+	 * rsd__err() codes are negative */
+	if (err || !tier)
+		return err ? err : -RSD_EINVAL;
+	identity = tiers_identity(tier, n);
+	if (!identity) {
+		tiers_free(tier, n);
+		return rsd__err(RSD_ENOMEM, "out of memory creating %s", what);
+	}
+	out->n = n;
+	out->tier = tier;
+	out->identity = identity;
+	return 0;
 }
 
 int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rsd_policy **out)
 {
-	struct rsd__tier *tiers = NULL;
+	static const char what[] = "the tiered LRU policy";
+	struct rsd__tiers tiers;
 	struct tiered_lru *p;
 	int err;
 
 	if (!out)
 		return rsd__err(RSD_ETYPE, "rsd_tiered_lru_create: out is NULL");
-	err = rsd__tiers_copy(t, n, &tiers);
-	/* tiers is set whenever err is 0; the analyzer cannot see that
-	 * rsd__err() codes are negative */
-	if (err || !tiers)
-		return err ? err : -RSD_EINVAL;
+	err = rsd__tiers_make(t, n, what, &tiers);
+	if (err)
+		return err;
 	p = rsd__calloc(1, sizeof(*p));
 	if (!p) {
-		rsd__tiers_free(tiers, n);
-		goto nomem;
+		rsd__tiers_release(&tiers);
+		return rsd__err(RSD_ENOMEM, "out of memory creating %s", what);
 	}
 	p->pub.ops = &lru_ops;
 	p->pub.ctx = p;
 	p->tiers = tiers;
-	p->ntiers = n;
-	p->identity = rsd__tiers_identity(p->tiers, p->ntiers);
-	if (!p->identity) {
-		lru_destroy(p);
-		goto nomem;
-	}
 	p->entry.key = "fallback_tiers";
-	p->entry.value = p->identity;
+	p->entry.value = p->tiers.identity;
 	*out = &p->pub;
 	return 0;
-nomem:
-	return rsd__err(RSD_ENOMEM, "out of memory creating the tiered LRU policy");
 }
 
 void rsd_policy_free(struct rsd_policy *p)
@@ -315,8 +327,11 @@ void rsd_policy_free(struct rsd_policy *p)
 	/* Only policies made by this library are ours to free. */
 	if (!p)
 		return;
-	if (p->ops == &lru_ops)
-		lru_destroy(p->ctx);
-	else
+	if (p->ops == &lru_ops) {
+		struct tiered_lru *lru = p->ctx;
+
+		rsd__tiers_release(&lru->tiers);
+		free(lru);
+	} else
 		rsd__next_use_free(p);
 }
