@@ -123,7 +123,7 @@ int rsd_next_use_create(const struct rsd_fallback_tier *t, size_t n, uint64_t ne
 			struct rsd_policy **out)
 {
 	static const char what[] = "the next-use policy";
-	struct rsd__tiers tiers;
+	struct rsd__tiers tiers = { 0 };
 	struct next_use *p;
 	int err;
 

@@ -299,7 +299,7 @@ int rsd__tiers_make(const struct rsd_fallback_tier *t, size_t n, const char *wha
 int rsd_tiered_lru_create(const struct rsd_fallback_tier *t, size_t n, struct rsd_policy **out)
 {
 	static const char what[] = "the tiered LRU policy";
-	struct rsd__tiers tiers;
+	struct rsd__tiers tiers = { 0 };
 	struct tiered_lru *p;
 	int err;
 
