@@ -298,6 +298,17 @@ struct waiter {
 	struct rsd_lease *l;
 };
 
+/* Moves h (filled with pattern at pinned host memory) to cuda:0 and leaves
+ * the simulated device on command: the start of the cases that copy it
+ * back without waiting. */
+static void only_on_device(struct cfx *f, struct rsd_handle h, int pattern)
+{
+	rsd_simdev_set_progress(f->sd, RSD_SIMDEV_IMMEDIATE, 0);
+	fill_pattern(f, h, PINNED, pattern);
+	OK(rsd_move(f->m, h, CUDA0, NULL, NULL, NULL));
+	rsd_simdev_set_progress(f->sd, RSD_SIMDEV_ON_COMMAND, 0);
+}
+
 static void *acquire_main(void *arg)
 {
 	struct waiter *w = arg;
@@ -323,12 +334,9 @@ ATF_TC_BODY(host_acquire_waits_or_fails, tc)
 	struct cfx f;
 
 	setup(&f, NULL, 0, 1);
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
 	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
 	other = cfx_adopt(&f, PAGEABLE, N, RSD_REPLICABLE);
-	fill_pattern(&f, h, PINNED, 0x21);
-	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	only_on_device(&f, h, 0x21);
 	OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL));
 	ERR(RSD_EUNAVAILABLE, rsd_acquire_flags(f.m, &h, 1, PINNED, NULL, RSD_ACQUIRE_NOWAIT, &l));
 	MSG_HAS("queued copy");
@@ -446,12 +454,9 @@ ATF_TC_BODY(move_keeps_source_bytes, tc)
 	struct cfx f;
 
 	setup(&f, b, 1, 1);
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
 	h = cfx_adopt(&f, PINNED, N, RSD_EXCLUSIVE);
 	g = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
-	fill_pattern(&f, h, PINNED, 0x44);
-	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	only_on_device(&f, h, 0x44);
 	v = cfx_version(&f);
 	OK(rsd_move_async(f.m, h, PINNED, NULL, NULL, NULL));
 	CHECK_VERSION(&f, v + 2); /* as the waited move: commit, then removal */
@@ -688,10 +693,8 @@ ATF_TC_BODY(explain_names_arriving, tc)
 	struct cfx f;
 
 	setup(&f, NULL, 0, 1);
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
 	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
-	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	only_on_device(&f, h, 0x5e);
 	OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL));
 	acts[0] = rsd_action_ensure(h, PINNED);	  /* no-op: arriving there */
 	acts[1] = rsd_action_ensure(h, PAGEABLE); /* reads the arriving copy */
