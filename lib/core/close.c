@@ -39,8 +39,9 @@ void rsd__keep_forever(struct rsd_resident *r)
 /*
  * RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT: no device is synchronized, so every
  * materialization a GPU lease still protects (active, or released with
- * events not yet complete) may be in use by a stream. Take its value out of
- * the record, so drop_everything() frees the record but not the storage.
+ * events not yet complete), and either end of a queued copy, may be in use
+ * by a stream. Take its value out of the record, so drop_everything() frees
+ * the record but not the storage.
  */
 static void keep_streamed(struct rsd_manager *m)
 {
@@ -55,8 +56,11 @@ static void keep_streamed(struct rsd_manager *m)
 		for (uint32_t j = 0; j < rec->nmats; j++) {
 			struct rsd_mat *mat = &rec->mats[j];
 
-			if (mat->loc.kind != RSD_CUDA || !mat->value ||
-			    !(mat->use_count || mat->pending_count || mat->fill))
+			/* A stream may use a GPU lease's device bytes, and a
+			 * queued copy (or a released lease's stream) the
+			 * bytes at either end, host memory included. */
+			if (!mat->value || !(mat->pending_count || mat->fill ||
+					     (mat->loc.kind == RSD_CUDA && mat->use_count)))
 				continue;
 			rsd__keep_forever(mat->value);
 			mat->value = NULL;

@@ -1082,6 +1082,9 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
  * holds room at `at`, or the error of waiting.
  */
 int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
+/* The failure of the queued copy fill (fill->qc->err set), as the error
+ * of a copy that read its destination. */
+int rsd__fill_error(const struct rsd_lease_rec *fill);
 /* The recorded failure of a queued copy of rec (rec->copy_err set), as
  * the error of the call that needed the value; cleared. */
 int rsd__copy_error(struct rsd_record *rec);

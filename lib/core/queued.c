@@ -287,6 +287,11 @@ static int copy_failure(int code, uint64_t value, struct rsd_location at)
 			rsd_strerror(code));
 }
 
+int rsd__fill_error(const struct rsd_lease_rec *fill)
+{
+	return copy_failure(fill->qc->err, fill->qc->rec->handle.id, fill->qc->to);
+}
+
 int rsd__copy_error(struct rsd_record *rec)
 {
 	int code = rec->copy_err;

@@ -327,7 +327,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	rsd__writer_resume(m);
 	if (fill) {
 		if (!err && fill->qc->err)
-			err = fill->qc->err;
+			err = rsd__fill_error(fill);
 		rsd__lease_unpin(m, fill);
 	}
 	if (!err && queued) {

@@ -520,7 +520,7 @@ ATF_TC_BODY(copy_from_filling_source, tc)
 
 /* Close: a close that must not wait refuses queued copies (naming them);
  * one that may wait waits for them; a forced one without waiting keeps
- * their storage. */
+ * the storage they read and write, on the device and in host memory. */
 ATF_TC_WITHOUT_HEAD(close_and_queued_copies);
 ATF_TC_BODY(close_and_queued_copies, tc)
 {
@@ -540,6 +540,23 @@ ATF_TC_BODY(close_and_queued_copies, tc)
 	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
 	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
 	OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT));
+	cfx_fini(&f);
+
+	/* Host memory at either end of a queued copy too: the simulator
+	 * aborts on the free of bytes a queued copy still reads or writes. */
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL)); /* reads pinned */
+	OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT));
+	rsd_simdev_complete_all(f.sd);
+	cfx_fini(&f);
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	only_on_device(&f, h, 0x39);
+	OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL)); /* writes pinned */
+	OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT));
+	rsd_simdev_complete_all(f.sd);
 	cfx_fini(&f);
 }
 
