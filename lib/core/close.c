@@ -81,8 +81,15 @@ static void keep_streamed(struct rsd_manager *m)
 			(unsigned long long)m->id, n, (unsigned long long)nbytes, name);
 }
 
-/* Wait for every pending lease, each without the lock. */
-static int wait_pending(struct rsd_manager *m)
+/*
+ * Wait for every pending lease, each without the lock. A forced close does
+ * not stop at a lease whose event the device reports failed (a stream
+ * ordered after a failed copy inherits its error, as CUDA's sticky errors
+ * do): it will never complete otherwise. Its wait returned, so the work
+ * queued before it has ended, run or failed, and nothing may still use
+ * what the lease protected; the warning keeps the error.
+ */
+static int wait_pending(struct rsd_manager *m, bool force)
 {
 	struct rsd_lease_rec *l;
 	int err;
@@ -94,8 +101,16 @@ static int wait_pending(struct rsd_manager *m)
 		if (!l)
 			return 0;
 		err = rsd__lease_wait(m, l);
-		if (err)
+		if (err && !force)
 			return err;
+		if (err) {
+			rsd__warn(m,
+				  "forced close of manager %llu: lease %llu's event failed on the "
+				  "device (%s); closing anyway",
+				  (unsigned long long)m->id, (unsigned long long)l->id,
+				  rsd_last_error()->message);
+			rsd__lease_complete(m, l);
+		}
 	}
 }
 
@@ -177,7 +192,7 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	if (m->closed)
 		goto out;
 	wait_inflight(m);
-	err = (flags & RSD_CLOSE_NOWAIT) ? rsd__reap(m) : wait_pending(m);
+	err = (flags & RSD_CLOSE_NOWAIT) ? rsd__reap(m) : wait_pending(m, flags & RSD_CLOSE_FORCE);
 	if (!err)
 		wait_inflight(m);
 	if (err)

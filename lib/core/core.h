@@ -159,6 +159,15 @@ struct rsd_mat {
 	 * record's event is; cleared when a reap (or a wait) sees it.
 	 */
 	struct rsd_lease_rec *fill;
+	/*
+	 * That copy failed (its device error) while something protected the
+	 * destination: a GPU lease whose stream is ordered after the copy, a
+	 * hold, a released lease's events. Its storage stays, charged and
+	 * shown arriving, so nothing frees it under a stream; nothing reads,
+	 * copies from or replaces it; the change that ends its last
+	 * protection removes it (rsd__failed_settle()).
+	 */
+	int failed;
 };
 
 static inline bool rsd__mat_protected(const struct rsd_mat *mat)
@@ -911,6 +920,10 @@ void rsd__pend_clear(struct rsd_manager *m);
 /* Wait for a pending lease's events without the lock, then fold them in
  * (the lease is finalized on success). */
 int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* Fold a pending lease in as complete: its events leave their queues and
+ * it is finalized unless a waiter does that (a forced close uses it for
+ * events the device reported failed). */
+void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Finalize a pending lease (+1). */
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Unlink a lease record and free it after a grace period (no version). */
@@ -1085,6 +1098,12 @@ int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
 /* The failure of the queued copy fill (fill->qc->err set), as the error
  * of a copy that read its destination. */
 int rsd__fill_error(const struct rsd_lease_rec *fill);
+/* The error of using mat, the kept destination of a failed queued copy
+ * (mat->failed set). */
+int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat);
+/* Remove rec's materialization at `at` when it is a failed copy's kept
+ * destination whose last protection has ended (+1); else nothing. */
+void rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 /* The recorded failure of a queued copy of rec (rec->copy_err set), as
  * the error of the call that needed the value; cleared. */
 int rsd__copy_error(struct rsd_record *rec);

@@ -269,8 +269,9 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 		iv->mats[n].use_count = mat->use_count;
 		iv->mats[n].hold_count = mat->hold_count;
 		iv->mats[n].pending_count = mat->pending_count;
-		/* Committed but still filling (§22) shows as arriving too. */
-		iv->mats[n].arriving = mat->arriving || mat->fill;
+		/* Committed but still filling (§22), or kept after that copy
+		 * failed, shows as arriving too. */
+		iv->mats[n].arriving = mat->arriving || mat->fill || mat->failed;
 		n++;
 	}
 	return iv;

@@ -359,6 +359,12 @@ int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 	}
 	if (err)
 		return err;
+	rsd__lease_complete(m, l);
+	return 0;
+}
+
+void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
 	/* Only this lease is folded in: a release is no reap point for
 	 * the others, so its events leave their queues here. */
 	for (size_t i = 0; i < l->nevents; i++)
@@ -369,7 +375,6 @@ int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 	l->nleft = 0;
 	if (!l->waiters)
 		rsd__lease_finalize(m, l);
-	return 0;
 }
 
 /* The first queued copy still filling one of the leased materializations. */

@@ -150,6 +150,8 @@ int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, siz
 						"value %llu is not resident at %s",
 						(unsigned long long)h[i].id,
 						rsd_location_name(at, name, sizeof(name)));
+			if (rsd__unlikely(mat->failed))
+				return rsd__failed_error(recs[i], mat);
 			leaving |= mat->leaving;
 		}
 		/* A move in flight removes it at its commit: protecting it now

@@ -115,6 +115,12 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at, struct rsd_
 		a->use_count += use;
 		a->hold_count += hold;
 		a->pending_count += pending;
+		/* The last protection of a failed copy's destination ends:
+		 * it goes now, which the log cannot carry. */
+		if (rsd__unlikely(mat->failed) && !rsd__mat_protected(mat)) {
+			rsd__remove(m, recs[i], at);
+			log = NULL;
+		}
 	}
 	m->version++;
 	if (log) {

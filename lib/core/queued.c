@@ -181,16 +181,26 @@ static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
 	qc->leftover_charged = false;
 }
 
-/* The copy failed: undo it as if it had never been queued, and keep the
- * error for whoever needs the value next. */
+/*
+ * The copy failed: undo it as if it had never been queued, and keep the
+ * error for whoever needs the value next. A destination something
+ * protects stays, marked failed, until that protection ends: a consumer
+ * stream ordered after the copy may still be queued on its storage, and
+ * the protection's end must find it to lower its location's counts.
+ */
 static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_qcopy *qc = l->qc;
 	struct rsd_record *rec = qc->rec;
+	struct rsd_mat *dst = rsd__rec_mat(rec, qc->to);
 
-	if (rsd__rec_mat(rec, qc->to))
+	if (dst && rsd__mat_protected(dst)) {
+		dst->failed = qc->err;
+		rsd__mark_dirty(m, rec);
+	} else if (dst) {
 		rsd__remove(m, rec, qc->to);
+	}
 	if (qc->restore && !rsd__rec_mat(rec, qc->leftover_at)) {
 		struct rsd_resident *v = qc->leftover;
 		struct rsd_error saved = *rsd_last_error();
@@ -230,6 +240,7 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 		if (src) {
 			src->pending_count--;
 			m->acct[rsd__loc_slot(l->loc)].pending_count--;
+			rsd__failed_settle(m, rec, l->loc);
 		}
 	}
 	if (qc->err)
@@ -285,6 +296,27 @@ static int copy_failure(int code, uint64_t value, struct rsd_location at)
 			"a queued copy of value %llu to %s failed on the device: %s",
 			(unsigned long long)value, rsd_location_name(at, name, sizeof(name)),
 			rsd_strerror(code));
+}
+
+int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	int code = mat->failed;
+
+	return rsd__err(-code > 0 && -code < RSD_EMAX ? -code : RSD_EDEVICE,
+			"value %llu at %s: a queued copy to it failed on the device (%s); it stays "
+			"unreadable until its %u lease(s), %u hold(s) and %u pending event(s) end",
+			(unsigned long long)rec->handle.id,
+			rsd_location_name(mat->loc, name, sizeof(name)), rsd_strerror(code),
+			mat->use_count, mat->hold_count, mat->pending_count);
+}
+
+void rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+{
+	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+
+	if (mat && mat->failed && !rsd__mat_protected(mat))
+		rsd__remove(m, rec, at);
 }
 
 int rsd__fill_error(const struct rsd_lease_rec *fill)

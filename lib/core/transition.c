@@ -48,7 +48,9 @@ static bool min_resident(const struct rsd_record *rec, const struct rsd_location
 	for (uint32_t i = 0; i < rec->nmats; i++) {
 		struct rsd_location l = rec->mats[i].loc;
 
-		if (rec->mats[i].arriving || (exclude && rsd_location_equal(l, *exclude)))
+		/* A failed copy's kept destination holds no bytes to read. */
+		if (rec->mats[i].arriving || rec->mats[i].failed ||
+		    (exclude && rsd_location_equal(l, *exclude)))
 			continue;
 		if (!found || rsd_location_cmp(l, *out) < 0)
 			*out = l;
@@ -95,7 +97,7 @@ static uint32_t resident_count(const struct rsd_record *rec)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < rec->nmats; i++)
-		n += !rec->mats[i].arriving;
+		n += !rec->mats[i].arriving && !rec->mats[i].failed;
 	return n;
 }
 
@@ -366,6 +368,8 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 
 	if (dmat && dmat->arriving)
 		return XFER_RETRY;
+	if (dmat && dmat->failed)
+		return rsd__failed_error(rec, dmat);
 	rep->has_destination = true;
 	rep->destination = d;
 	if (dmat) {
@@ -404,6 +408,8 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 
 	if (dmat && dmat->arriving)
 		return XFER_RETRY;
+	if (dmat && dmat->failed)
+		return rsd__failed_error(rec, dmat);
 	if (a->has_from) {
 		s = a->from;
 		have_src = true;
@@ -418,6 +424,8 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	if (a->has_from && !rsd__rec_resident(rec, s))
 		return rsd__err(RSD_EUNAVAILABLE, "explicit source %s is not resident",
 				rsd_location_name(s, name, sizeof(name)));
+	if (have_src && rsd__rec_mat(rec, s)->failed)
+		return rsd__failed_error(rec, rsd__rec_mat(rec, s));
 	if (dmat) {
 		if (!have_src || rsd_location_equal(s, d)) {
 			rep->no_op = true;

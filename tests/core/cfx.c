@@ -527,3 +527,43 @@ void cfx_check_report(const struct rsd_transition *r, const struct rsd_action *a
 		atf_tc_fail_check(file, (size_t)line, "report allocator device %d",
 				  r->allocator_device);
 }
+
+const struct rsd_materialization_snapshot *cfx_snap_mat(const struct rsd_snapshot *s,
+							struct rsd_handle h, struct rsd_location at)
+{
+	const struct rsd_value_snapshot *v = cfx_val(s, h);
+
+	ATF_REQUIRE(v);
+	return cfx_mat(v, at);
+}
+
+void cfx_fill(struct cfx *f, struct rsd_handle h, struct rsd_location at, int seed)
+{
+	const struct rsd_resident *r;
+	struct rsd_lease *l;
+
+	RSD_REQUIRE_OK(rsd_acquire(f->m, &h, 1, at, NULL, &l));
+	RSD_REQUIRE_OK(rsd_lease_value(l, h, &r));
+	memset(rsd_resident_data(r, 0), seed, (size_t)rsd_resident_buffer_nbytes(r, 0));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+}
+
+bool cfx_has_pattern(struct cfx *f, struct rsd_handle h, struct rsd_location at, int seed)
+{
+	const struct rsd_resident *r;
+	struct rsd_lease *l;
+	void *stream = NULL;
+	bool same = true;
+
+	if (at.kind == RSD_CUDA)
+		stream = rsd_simdev_ops()->default_stream(f->sd, at.device);
+	RSD_REQUIRE_OK(rsd_acquire(f->m, &h, 1, at, stream, &l));
+	RSD_REQUIRE_OK(rsd_lease_value(l, h, &r));
+	for (uint64_t i = 0; i < rsd_resident_buffer_nbytes(r, 0); i++)
+		same &= ((const unsigned char *)rsd_resident_data(r, 0))[i] == (unsigned char)seed;
+	RSD_REQUIRE_OK(rsd_lease_release(l, at.kind == RSD_CUDA ? RSD_RELEASE_WAIT : 0));
+	rsd_lease_free(l);
+	return same;
+}
+

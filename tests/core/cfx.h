@@ -115,6 +115,19 @@ const struct rsd_value_snapshot *cfx_val(const struct rsd_snapshot *s, struct rs
 const struct rsd_location_snapshot *cfx_loc(const struct rsd_snapshot *s, struct rsd_location at);
 const struct rsd_materialization_snapshot *cfx_mat(const struct rsd_value_snapshot *v,
 						   struct rsd_location at);
+/* h's materialization at `at` in s; h must be in s. */
+const struct rsd_materialization_snapshot *
+cfx_snap_mat(const struct rsd_snapshot *s, struct rsd_handle h, struct rsd_location at);
+/* Fill h's one buffer at `at` with seed, through a host lease. */
+void cfx_fill(struct cfx *f, struct rsd_handle h, struct rsd_location at, int seed);
+/* Every byte of h's materialization at `at` equals seed: read through a
+ * lease (simulated device memory is host memory), on the device's default
+ * stream at a CUDA location, released with a wait there. */
+bool cfx_has_pattern(struct cfx *f, struct rsd_handle h, struct rsd_location at, int seed);
+/* rsd_last_error()'s message contains text. */
+#define CHECK_MSG_HAS(text)                                                     \
+	ATF_CHECK_MSG(strstr(rsd_last_error()->message, (text)), "message: %s", \
+		      rsd_last_error()->message)
 /* Materialization locations of h, in insertion order; returns the count. */
 size_t cfx_mats(struct cfx *f, struct rsd_handle h, struct rsd_location *out, size_t cap);
 bool cfx_resident(struct cfx *f, struct rsd_handle h, struct rsd_location at);

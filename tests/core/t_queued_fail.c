@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Queued copies that fail on the device (reference.md §22): the reap point
+ * that sees the failure undoes the copy and reports the device's error
+ * once; a destination something still protects (a GPU lease whose stream
+ * is ordered after the copy, a hold, a released lease's events) is kept,
+ * unreadable, charged and shown arriving, until that protection ends, and
+ * then goes with every count lowered; a forced close gets past events the
+ * device failed.
+ *
+ * The simulated device runs on command: a queued copy stays queued until
+ * the test completes the device's work.
+ */
+#include <string.h>
+
+#include <atf-c.h>
+
+#include "cfx.h"
+
+static const struct rsd_location CUDA0 = { RSD_CUDA, 0 };
+
+static void setup(struct cfx *f)
+{
+	cfx_sim(f, NULL, 0, 1);
+	rsd_simdev_set_progress(f->sd, RSD_SIMDEV_ON_COMMAND, 0);
+}
+
+/* The location's protection counts, from a checked snapshot. */
+static void check_loc_counts(struct cfx *f, struct rsd_location at, uint64_t use, uint64_t hold,
+			     uint64_t pending)
+{
+	struct rsd_snapshot *snap = cfx_snap(f);
+	const struct rsd_location_snapshot *l = cfx_loc(snap, at);
+
+	ATF_REQUIRE(l);
+	ATF_CHECK_EQ_MSG(l->use_count, use, "use_count %llu", (unsigned long long)l->use_count);
+	ATF_CHECK_EQ_MSG(l->hold_count, hold, "hold_count %llu", (unsigned long long)l->hold_count);
+	ATF_CHECK_EQ_MSG(l->pending_event_count, pending, "pending_event_count %llu",
+			 (unsigned long long)l->pending_event_count);
+	rsd_snapshot_free(snap);
+}
+
+/* The copy to cuda:0 is undone: no materialization there, nothing charged
+ * or counted, the pinned source no longer protected. */
+static void check_undone(struct cfx *f, struct rsd_handle h)
+{
+	struct rsd_snapshot *snap = cfx_snap(f);
+
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA0));
+	ATF_CHECK_EQ(cfx_snap_mat(snap, h, PINNED)->pending_event_count, 0);
+	rsd_snapshot_free(snap);
+	ATF_CHECK_EQ(cfx_used(f, CUDA0), 0);
+	check_loc_counts(f, CUDA0, 0, 0, 0);
+}
+
+/*
+ * A copy that fails on the device is undone at the reap point that sees
+ * it: the destination goes (state_version steps, its charge refunded),
+ * the source's protection ends; the explicit reap and the next call that
+ * needs the value each return the device's error once.
+ */
+ATF_TC_WITHOUT_HEAD(device_failure_undone);
+ATF_TC_BODY(device_failure_undone, tc)
+{
+	struct rsd_handle h;
+	struct rsd_lease *l;
+	uint64_t v;
+	struct cfx f;
+
+	setup(&f);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	v = cfx_version(&f);
+	rsd_simdev_complete_all(f.sd);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	CHECK_MSG_HAS("a queued copy of value");
+	CHECK_VERSION(&f, v + 1);
+	check_undone(&f, h);
+	OK(rsd_manager_reap(f.m));
+	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, PINNED, NULL, &l));
+	CHECK_VERSION(&f, v + 1);
+	OK(rsd_acquire(f.m, &h, 1, PINNED, NULL, &l));
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	/* The value is whole: it can be copied again. */
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_ensure(f.m, h, CUDA0, NULL, NULL));
+	cfx_fini(&f);
+}
+
+/*
+ * The same through the device: the queued copy itself fails when it runs
+ * (RSD_SIMDEV_COPY_EXEC, a sticky stream error as CUDA's), its event then
+ * reports it, and the reap undoes the copy.
+ */
+ATF_TC_WITHOUT_HEAD(copy_failing_on_the_device);
+ATF_TC_BODY(copy_failing_on_the_device, tc)
+{
+	struct rsd_handle h;
+	uint64_t v;
+	struct cfx f;
+
+	setup(&f);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, h, PINNED, 0x17);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	v = cfx_version(&f);
+	rsd_simdev_complete_all(f.sd);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	CHECK_VERSION(&f, v + 1);
+	check_undone(&f, h);
+	ERR(RSD_EDEVICE, rsd_drop(f.m, h, CUDA0, NULL)); /* the next call on it */
+	OK(rsd_drop(f.m, h, CUDA0, NULL));		 /* reported once */
+	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x17)); /* nothing else lost */
+	cfx_fini(&f);
+}
+
+/*
+ * A GPU lease acquired on the destination while the copy was queued: its
+ * stream is ordered after the copy and may still use the storage, so the
+ * failure keeps the destination (charged, arriving, unreadable) and counts
+ * the lease on it. Only the value's first call reports the copy's error;
+ * later reads name the kept destination. The MUST_PRESERVE value's only
+ * whole copy cannot be dropped beside it. Once the lease's released event
+ * is reaped, the destination goes and every count is back to zero.
+ */
+ATF_TC_WITHOUT_HEAD(destination_kept_while_leased);
+ATF_TC_BODY(destination_kept_while_leased, tc)
+{
+	const struct rsd_materialization_snapshot *d;
+	struct rsd_snapshot *snap;
+	struct rsd_lease *l, *l2;
+	struct rsd_hold *hd;
+	struct rsd_handle h;
+	void *cs;
+	uint64_t v;
+	struct cfx f;
+
+	setup(&f);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, h, PINNED, 0x5a);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	OK(rsd_acquire(f.m, &h, 1, CUDA0, cs, &l));
+	v = cfx_version(&f);
+	rsd_simdev_complete_all(f.sd);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	CHECK_MSG_HAS("a queued copy of value");
+	CHECK_VERSION(&f, v); /* nothing left the placement yet */
+	snap = cfx_snap(&f);
+	d = cfx_snap_mat(snap, h, CUDA0);
+	ATF_REQUIRE(d);
+	ATF_CHECK(d->arriving);
+	ATF_CHECK_EQ(d->use_count, 1);
+	ATF_CHECK_EQ(cfx_snap_mat(snap, h, PINNED)->pending_event_count, 0);
+	rsd_snapshot_free(snap);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), N);
+	check_loc_counts(&f, CUDA0, 1, 0, 0);
+
+	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, CUDA0, cs, &l2)); /* the copy's error, once */
+	CHECK_MSG_HAS("a queued copy of value");
+	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, CUDA0, cs, &l2)); /* then the kept copy's */
+	CHECK_MSG_HAS("stays unreadable until its 1 lease(s), 0 hold(s) and 0 pending event(s)");
+	ERR(RSD_EDEVICE, rsd_hold(f.m, &h, 1, CUDA0, &hd));
+	ERR(RSD_EDEVICE, rsd_ensure(f.m, h, CUDA0, NULL, NULL));
+	ERR(RSD_EDEVICE, rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
+	ERR(RSD_EINUSE, rsd_drop(f.m, h, CUDA0, NULL));
+	ERR(RSD_EOWNERSHIP, rsd_drop(f.m, h, PINNED, NULL));
+	CHECK_VERSION(&f, v);
+
+	OK(rsd_lease_release(l, 0)); /* pending on cs: +1 */
+	rsd_lease_free(l);
+	CHECK_VERSION(&f, v + 1);
+	check_loc_counts(&f, CUDA0, 0, 0, 1);
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m)); /* finalized +1, the destination goes +1 */
+	CHECK_VERSION(&f, v + 3);
+	check_undone(&f, h);
+
+	/* Nothing else was lost: the value copies again. */
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_ensure(f.m, h, CUDA0, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA0, 0x5a));
+	rsd_simdev_stream_destroy(f.sd, cs);
+	cfx_fini(&f);
+}
+
+/* The same with a hold: releasing it removes the destination. */
+ATF_TC_WITHOUT_HEAD(destination_kept_while_held);
+ATF_TC_BODY(destination_kept_while_held, tc)
+{
+	struct rsd_hold *hd;
+	struct rsd_handle h;
+	uint64_t v;
+	struct cfx f;
+
+	setup(&f);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	OK(rsd_hold(f.m, &h, 1, CUDA0, &hd));
+	v = cfx_version(&f);
+	rsd_simdev_complete_all(f.sd);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	CHECK_VERSION(&f, v);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), N);
+	check_loc_counts(&f, CUDA0, 0, 1, 0);
+	ERR(RSD_EDEVICE, rsd_drop(f.m, h, CUDA0, NULL)); /* the copy's error, once */
+	ERR(RSD_EINUSE, rsd_drop(f.m, h, CUDA0, NULL));
+	ERR(RSD_EINUSE, rsd_discard(f.m, h, NULL));
+	CHECK_VERSION(&f, v);
+
+	OK(rsd_hold_release(hd)); /* released +1, the destination goes +1 */
+	rsd_hold_free(hd);
+	CHECK_VERSION(&f, v + 2);
+	check_undone(&f, h);
+	OK(rsd_discard(f.m, h, NULL));
+	cfx_fini(&f);
+}
+
+/*
+ * A copy failing when it runs leaves its fault on the transfer stream, and
+ * a consumer stream ordered after it inherits it (as CUDA's sticky errors):
+ * that lease's released event never completes. A close that may wait
+ * reports the device's error and leaves the manager open; a forced one
+ * closes it and frees everything (leak checkers see nothing left).
+ */
+ATF_TC_WITHOUT_HEAD(forced_close_after_fault);
+ATF_TC_BODY(forced_close_after_fault, tc)
+{
+	struct rsd_lease *l;
+	struct rsd_handle h;
+	void *cs;
+	struct cfx f;
+
+	setup(&f);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	OK(rsd_acquire(f.m, &h, 1, CUDA0, cs, &l));
+	rsd_simdev_complete_all(f.sd);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	check_loc_counts(&f, CUDA0, 1, 0, 0);
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	rsd_simdev_complete_all(f.sd);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m)); /* the lease's event: the reap's */
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), N);
+	ERR(RSD_EDEVICE, rsd_manager_close(f.m, 0));
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m)); /* still open, still failing */
+	OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE));
+	ERR(RSD_ECLOSED, rsd_manager_reap(f.m));
+	rsd_simdev_stream_destroy(f.sd, cs);
+	cfx_fini(&f);
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, device_failure_undone);
+	ATF_TP_ADD_TC(tp, copy_failing_on_the_device);
+	ATF_TP_ADD_TC(tp, destination_kept_while_leased);
+	ATF_TP_ADD_TC(tp, destination_kept_while_held);
+	ATF_TP_ADD_TC(tp, forced_close_after_fault);
+	return 0;
+}
