@@ -615,7 +615,9 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 			/* The flush left the lock: resolve again. */
 			continue;
 		}
-		dev = sample_device(rec, a);
+		/* The allocator's figures are the report's too: two driver
+		 * calls (each taking its locks) that nobody reads otherwise. */
+		dev = stamp ? sample_device(rec, a) : -1;
 		if (dev >= 0 && dev < m->ndevices && m->ops->metrics) {
 			rep.allocator_device = dev;
 			rep.has_allocator = !m->ops->metrics(m->ops_ctx, dev,

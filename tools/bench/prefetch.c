@@ -12,8 +12,9 @@
  *    about the larger of the two. The figure is the prefetching wall time
  *    over max(total copy, total compute), each measured alone in the same
  *    run; the waiting wall time is printed beside it.
- *  - the host time of one not-waiting 64 MiB ensure to a device, beside
- *    the waiting ensure's.
+ *  - the host time of not-waiting 64 MiB ensures to a device, queued back
+ *    to back as a prefetching thread queues a batch, and of the first one
+ *    after the host slept, beside the waiting ensure's.
  */
 #include <string.h>
 
@@ -327,37 +328,65 @@ static void pf_pipeline(void)
 	pf_report("pf_pipeline", n, nbytes, &r);
 }
 
-/* ---- host time of one not-waiting 64 MiB ensure -------------------------- */
+/* ---- host time of not-waiting 64 MiB ensures ----------------------------- */
+
+/*
+ * A prefetching thread makes room and queues the values of its next batch:
+ * rounds over PF_HOST_PER 64 MiB values resident on cuda:0, each dropped
+ * and at once ensured again without waiting (the pool's block is reused:
+ * no backing allocation is timed), then the device is drained. The first
+ * call of a round comes after the host slept through the previous round's
+ * copies (about 120 ms of modelled time): cold caches and the wake-up of an
+ * idle simulator worker, which on a small VM costs an inter-processor
+ * interrupt, are in it. The others follow their drop at once. The figure
+ * (with the target) is the median of those; the first calls' median is
+ * printed beside it, with the waiting ensure's, measured in the same rounds.
+ */
+#define PF_HOST_PER 3u
 
 static void pf_host_time(void)
 {
 	const uint64_t nbytes = 64 * PF_MIB;
-	const unsigned reps = QF(5u, 15u);
-	double async_ns[15], wait_ns[15];
+	const unsigned rounds = QF(5u, 15u);
+	double first_ns[15], next_ns[15 * (PF_HOST_PER - 1)], wait_ns[15];
 	struct bench_fig *f;
 	struct pf_env e;
 
-	pf_open(&e, 1, nbytes, 0);
-	/* Warm the device pool: steady state allocates nothing. */
-	CK(rsd_ensure(e.m, e.h[0], PF_CUDA0, NULL, NULL));
-	CK(rsd_drop(e.m, e.h[0], PF_CUDA0, NULL));
-	for (unsigned i = 0; i < reps; i++) {
-		uint64_t t0 = bench_now_ns();
+	pf_open(&e, PF_HOST_PER, nbytes, 0);
+	for (unsigned i = 0; i < PF_HOST_PER; i++)
+		CK(rsd_ensure(e.m, e.h[i], PF_CUDA0, NULL, NULL));
+	for (unsigned r = 0; r < rounds; r++) {
+		uint64_t t0;
 
-		CK(rsd_ensure_async(e.m, e.h[0], PF_CUDA0, NULL, NULL));
-		async_ns[i] = (double)(bench_now_ns() - t0);
+		for (unsigned i = 0; i < PF_HOST_PER; i++) {
+			CK(rsd_drop(e.m, e.h[i], PF_CUDA0, NULL));
+			t0 = bench_now_ns();
+			CK(rsd_ensure_async(e.m, e.h[i], PF_CUDA0, NULL, NULL));
+			if (i)
+				next_ns[r * (PF_HOST_PER - 1) + i - 1] =
+					(double)(bench_now_ns() - t0);
+			else
+				first_ns[r] = (double)(bench_now_ns() - t0);
+		}
 		CK(e.ops->device_sync(e.ctx, 0));
 		CK(rsd_manager_reap(e.m));
 		CK(rsd_drop(e.m, e.h[0], PF_CUDA0, NULL));
 		t0 = bench_now_ns();
 		CK(rsd_ensure(e.m, e.h[0], PF_CUDA0, NULL, NULL));
-		wait_ns[i] = (double)(bench_now_ns() - t0);
-		CK(rsd_drop(e.m, e.h[0], PF_CUDA0, NULL));
+		wait_ns[r] = (double)(bench_now_ns() - t0);
 	}
 	pf_close(&e);
-	f = bench_fig("pf_host", "ensure_async_64MiB", bench_median(async_ns, reps) / 1e3, "us");
-	bench_fig_base(f, "waiting ensure", bench_median(wait_ns, reps) / 1e3);
+	bench_note("pf_host: %u rounds of %u; first call of a round (after the host slept) "
+		   "%.1f us median, the calls after it %.1f us, a waiting ensure %.0f us",
+		   rounds, PF_HOST_PER, bench_median(first_ns, rounds) / 1e3,
+		   bench_median(next_ns, rounds * (PF_HOST_PER - 1)) / 1e3,
+		   bench_median(wait_ns, rounds) / 1e3);
+	f = bench_fig("pf_host", "ensure_async_64MiB",
+		      bench_median(next_ns, rounds * (PF_HOST_PER - 1)) / 1e3, "us");
+	bench_fig_base(f, "waiting ensure", bench_median(wait_ns, rounds) / 1e3);
 	bench_fig_target(f, TGT_MAX, 10);
+	f = bench_fig("pf_host", "ensure_async_first", bench_median(first_ns, rounds) / 1e3, "us");
+	bench_fig_base(f, "waiting ensure", bench_median(wait_ns, rounds) / 1e3);
 }
 
 static void case_prefetch(void)
