@@ -236,6 +236,7 @@ struct rsd_simdev {
 	uint64_t delay_ns;			  /* protected by lock */
 	uint64_t tickets;			  /* protected by lock; last ticket issued */
 	bool workers;				  /* protected by lock; dev[].worker[] started */
+	bool workers_changing;			  /* protected by lock; a start or stop joins */
 	bool stopping;				  /* protected by lock; destroy under way */
 	bool unpinned_host;			  /* protected by lock */
 	struct sim_stream *streams;		  /* protected by lock */

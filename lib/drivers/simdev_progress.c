@@ -439,6 +439,23 @@ static void workers_join(struct rsd_simdev *sd, int n)
 	pthread_mutex_lock(&sd->lock);
 }
 
+/*
+ * With sd->lock held: wait until no other thread is starting or stopping
+ * the workers. Both drop the lock to join: a second start meanwhile would
+ * create threads into the slots being joined.
+ */
+static void workers_settle(struct rsd_simdev *sd)
+{
+	while (sd->workers_changing)
+		pthread_cond_wait(&sd->cond, &sd->lock);
+}
+
+static void workers_changed(struct rsd_simdev *sd)
+{
+	sd->workers_changing = false;
+	pthread_cond_broadcast(&sd->cond);
+}
+
 /* With sd->lock held: start every device's workers, all or none. */
 static int workers_start(struct rsd_simdev *sd)
 {
@@ -466,8 +483,10 @@ static int workers_start(struct rsd_simdev *sd)
 	}
 	/* Undo: the started workers see stopping and exit. */
 	sd->stopping = true;
+	sd->workers_changing = true;
 	workers_join(sd, i);
 	sd->stopping = false;
+	workers_changed(sd);
 	return rsd__err(RSD_ENOMEM,
 			"simulated device: cannot start a background worker for cuda:%d: %s",
 			i / SIM_NROLES, strerror(e));
@@ -499,10 +518,12 @@ static void land_parked(struct rsd_simdev *sd)
 
 int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, uint64_t delay_ns)
 {
-	bool leaving = sd->progress == RSD_SIMDEV_BACKGROUND && mode != RSD_SIMDEV_BACKGROUND;
+	bool leaving;
 	int rc;
 
-	if (mode == RSD_SIMDEV_BACKGROUND && !sd->workers) {
+	workers_settle(sd);
+	leaving = sd->progress == RSD_SIMDEV_BACKGROUND && mode != RSD_SIMDEV_BACKGROUND;
+	if (mode == RSD_SIMDEV_BACKGROUND && !sd->workers && !sd->stopping) {
 		rc = workers_start(sd);
 		if (rc)
 			return rc;
@@ -524,11 +545,15 @@ void rsd__sim_workers_stop(struct rsd_simdev *sd)
 	bool started;
 
 	pthread_mutex_lock(&sd->lock);
+	workers_settle(sd);
 	started = sd->workers;
 	sd->stopping = true;
 	sd->workers = false;
-	if (started)
+	if (started) {
+		sd->workers_changing = true;
 		workers_join(sd, sd->ndevices * SIM_NROLES);
+		workers_changed(sd);
+	}
 	pthread_mutex_unlock(&sd->lock);
 }
 
