@@ -154,7 +154,10 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
  * * -RSD_EINUSE - leases, holds or reservations are alive and
  *   RSD_CLOSE_FORCE was not given (the message counts them).
  * * -RSD_EDEVICE - waiting for or querying a pending lease's event failed
- *   (the driver's own code is returned).
+ *   (the driver's own code is returned). A forced close that waits does
+ *   not stop there: it warns, ends that lease as complete and goes on (a
+ *   stream ordered after a failed copy inherits its error and its event
+ *   would never complete).
  */
 int rsd_manager_close(struct rsd_manager *m, unsigned flags);
 
