@@ -186,8 +186,9 @@ enum rsd_simdev_progress {
  * @no_peer_access: devices cannot reach each other (also
  *	RSD_SIMDEV_NO_PEER_ACCESS=1): peer copies bounce through host.
  * @oversize_keep: bytes of freed oversize blocks (larger than a pool
- *	chunk) each device pool keeps for reuse; 0: the environment, else
- *	1 GiB with the model on and none without it.
+ *	chunk), and of idle chunks beyond the first, each device pool keeps
+ *	for reuse; 0: the environment, else 1 GiB with the model on and none
+ *	without it.
  */
 struct rsd_simdev_config {
 	int ndevices;

@@ -299,6 +299,66 @@ static void chunks_gone(struct rsd__pool *pool, struct rsd__pool_chunk *gone)
 	}
 }
 
+/*
+ * Idle standard chunks beyond the first share the keep bound with the kept
+ * dedicated ones. A pool whose use swings between one and two chunks'
+ * worth (a copy in, another out) would otherwise give a chunk back and
+ * take a new one at every swing: on a GPU a cudaFree, which synchronizes
+ * the device, then a cudaMalloc.
+ */
+static uint64_t idle_extra_bytes(const struct rsd__pool *pool)
+{
+	return pool->idle_chunks > 1 ? (uint64_t)(pool->idle_chunks - 1) * pool->chunk_size : 0;
+}
+
+/* What the kept dedicated chunks may total beside the extra idle ones. */
+static uint64_t kept_bound(const struct rsd__pool *pool)
+{
+	uint64_t extra = idle_extra_bytes(pool);
+
+	return pool->keep_bytes > extra ? pool->keep_bytes - extra : 0;
+}
+
+/* Whether a standard chunk that just became entirely free stays idle. */
+static bool idle_room(const struct rsd__pool *pool)
+{
+	uint64_t extra;
+
+	if (!pool->idle_chunks)
+		return true;
+	extra = idle_extra_bytes(pool) + pool->chunk_size;
+	return extra + pool->stats.kept_bytes <= pool->keep_bytes;
+}
+
+/* Release every chunk with no live block, kept ones included, with the
+ * lock held (trim, and an allocation the backing refused); returns how
+ * many. */
+static unsigned release_unused(struct rsd__pool *pool)
+{
+	struct rsd__pool_chunk *c, *next;
+	unsigned n = 0;
+
+	for (c = pool->chunks; c; c = next) {
+		next = c->next;
+		if (c->live)
+			continue;
+		if (c->kept) {
+			struct rsd__pool_chunk *k, *prev = NULL;
+
+			for (k = pool->kept; k != c; k = k->knext)
+				prev = k;
+			kept_remove(pool, prev, c);
+		} else {
+			bin_remove(pool, c->first);
+		}
+		if (!c->dedicated)
+			pool->idle_chunks--;
+		chunk_release(pool, c);
+		n++;
+	}
+	return n;
+}
+
 /* The smallest kept chunk of size to 2 x size bytes, taken off pool->kept
  * with its block put in a bin for carve; NULL when none fits. */
 static struct rsd__pool_block *kept_take(struct rsd__pool *pool, uint64_t size)
@@ -413,6 +473,9 @@ int rsd__pool_alloc(struct rsd__pool *pool, uint64_t nbytes, void **ptr)
 		b = find_free(pool, size);
 		if (!b) {
 			rc = chunk_new(pool, pool->chunk_size, false, &b);
+			/* Memory the pool keeps idle may be what is missing. */
+			if (rc == -RSD_ENOMEM && release_unused(pool))
+				rc = chunk_new(pool, pool->chunk_size, false, &b);
 			/* A chunk's worth may be more than the backing allows
 			 * (RLIMIT_MEMLOCK, a nearly full device) while the
 			 * request itself fits: give it a chunk of its own. */
@@ -421,10 +484,13 @@ int rsd__pool_alloc(struct rsd__pool *pool, uint64_t nbytes, void **ptr)
 		}
 	} else {
 		b = kept_take(pool, size);
-		if (b)
+		if (b) {
 			size = b->size; /* the whole kept chunk, never split */
-		else
+		} else {
 			rc = chunk_new(pool, size, true, &b);
+			if (rc == -RSD_ENOMEM && release_unused(pool))
+				rc = chunk_new(pool, size, true, &b);
+		}
 	}
 	if (rc || !b)
 		goto out;
@@ -473,17 +539,17 @@ int rsd__pool_free(struct rsd__pool *pool, void *ptr)
 		node_put(pool, n);
 	}
 	if (--c->live == 0) {
-		if (c->dedicated && c->size <= pool->keep_bytes) {
+		if (c->dedicated && c->size <= kept_bound(pool)) {
 			/* Kept whole, out of the bins: only an oversize
 			 * request may take it. */
 			c->kept = true;
 			c->knext = pool->kept;
 			pool->kept = c;
 			pool->stats.kept_bytes += c->size;
-			kept_shrink(pool, pool->keep_bytes, &gone);
+			kept_shrink(pool, kept_bound(pool), &gone);
 			goto out;
 		}
-		if (c->dedicated || pool->idle_chunks >= 1) {
+		if (c->dedicated || !idle_room(pool)) {
 			chunk_detach(pool, c);
 			c->knext = gone;
 			gone = c;
@@ -498,13 +564,32 @@ out:
 	return 0;
 }
 
+/* Detach idle standard chunks beyond the first until the extra ones fit
+ * in the keep bound, onto *gone. */
+static void idle_shrink(struct rsd__pool *pool, struct rsd__pool_chunk **gone)
+{
+	struct rsd__pool_chunk *c, *next;
+
+	for (c = pool->chunks; c && idle_extra_bytes(pool) > pool->keep_bytes; c = next) {
+		next = c->next;
+		if (c->live || c->dedicated)
+			continue;
+		bin_remove(pool, c->first);
+		pool->idle_chunks--;
+		chunk_detach(pool, c);
+		c->knext = *gone;
+		*gone = c;
+	}
+}
+
 void rsd__pool_set_keep(struct rsd__pool *pool, uint64_t keep_bytes)
 {
 	struct rsd__pool_chunk *gone = NULL;
 
 	pthread_mutex_lock(&pool->lock);
 	pool->keep_bytes = keep_bytes;
-	kept_shrink(pool, keep_bytes, &gone);
+	idle_shrink(pool, &gone);
+	kept_shrink(pool, kept_bound(pool), &gone);
 	pthread_mutex_unlock(&pool->lock);
 	chunks_gone(pool, gone);
 }
@@ -521,28 +606,10 @@ bool rsd__pool_owns(struct rsd__pool *pool, const void *ptr)
 
 unsigned rsd__pool_trim(struct rsd__pool *pool)
 {
-	struct rsd__pool_chunk *c, *next;
-	unsigned n = 0;
+	unsigned n;
 
 	pthread_mutex_lock(&pool->lock);
-	for (c = pool->chunks; c; c = next) {
-		next = c->next;
-		if (c->live)
-			continue;
-		if (c->kept) {
-			struct rsd__pool_chunk *k, *prev = NULL;
-
-			for (k = pool->kept; k != c; k = k->knext)
-				prev = k;
-			kept_remove(pool, prev, c);
-		} else {
-			bin_remove(pool, c->first);
-		}
-		if (!c->dedicated)
-			pool->idle_chunks--;
-		chunk_release(pool, c);
-		n++;
-	}
+	n = release_unused(pool);
 	pthread_mutex_unlock(&pool->lock);
 	return n;
 }

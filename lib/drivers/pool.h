@@ -19,11 +19,14 @@
  * none): a later oversize request takes the smallest kept chunk that holds
  * it and is at most twice its size, so a steady stream of same-sized large
  * blocks calls the backing allocator once, not once per block. Beyond the
- * bound the oldest kept chunks are released. Standard chunks stay; when one
- * becomes entirely free while another entirely free standard chunk is
- * already held, it is released (at most one idle chunk is kept). A pool with
- * chunk_size 0 does not pool at all: every request is one chunk_alloc call
- * and every free one chunk_free call.
+ * bound the oldest kept chunks are released. Standard chunks stay; one
+ * that becomes entirely free stays idle if it is the first idle one, or if
+ * the idle ones beyond the first and the kept dedicated ones still fit in
+ * keep_bytes, and is released otherwise (with keep_bytes 0, at most one
+ * idle chunk). When the backing refuses a chunk with -RSD_ENOMEM, every
+ * chunk with no live block goes back and the chunk is asked for once more.
+ * A pool with chunk_size 0 does not pool at all: every request is one
+ * chunk_alloc call and every free one chunk_free call.
  *
  * Every function is thread-safe (one mutex per pool). chunk_alloc runs
  * under it; chunk_free runs after it is dropped on the free path (a
@@ -78,7 +81,7 @@ struct rsd__pool {
 	struct rsd__pool_block *spare;		       /* unused block nodes */
 	unsigned nspare;
 	unsigned idle_chunks;	      /* standard chunks with no live block */
-	uint64_t keep_bytes;	      /* bound on stats.kept_bytes */
+	uint64_t keep_bytes;	      /* bound on kept bytes + extra idle chunks */
 	struct rsd__pool_chunk *kept; /* kept dedicated chunks, newest first */
 	struct rsd__pool_stats stats;
 };
@@ -103,8 +106,9 @@ int rsd__pool_alloc(struct rsd__pool *pool, uint64_t nbytes, void **ptr);
 int rsd__pool_free(struct rsd__pool *pool, void *ptr);
 /* True when ptr is a live allocation of this pool. */
 bool rsd__pool_owns(struct rsd__pool *pool, const void *ptr);
-/* Bound the bytes of freed dedicated chunks kept for reuse (0: none); kept
- * chunks beyond a lower bound are released at once. */
+/* Bound the bytes of freed dedicated chunks kept for reuse and of idle
+ * standard chunks beyond the first (0: none); what a lower bound leaves
+ * out is released at once. */
 void rsd__pool_set_keep(struct rsd__pool *pool, uint64_t keep_bytes);
 /* Release every chunk with no live block (kept ones included); returns how
  * many. */

@@ -2,8 +2,10 @@
 /*
  * The chunk pool behind pinned and device memory, with a fake backing that
  * counts its calls: warm reuse, splitting and coalescing, dedicated chunks
- * for large requests, the one-idle-chunk policy, fallback when a whole
- * chunk cannot be backed, unpooled mode and concurrent use.
+ * for large requests, the one-idle-chunk policy and more idle chunks within
+ * the keep bound, giving back what is unused when the backing refuses,
+ * fallback when a whole chunk cannot be backed, unpooled mode and
+ * concurrent use.
  */
 #include <atf-c.h>
 #include <pthread.h>
@@ -16,6 +18,7 @@
 struct fake {
 	unsigned long allocs, frees;
 	uint64_t limit; /* chunks above this many bytes fail (0: no limit) */
+	uint64_t cap;	/* more live bytes than this fail (0: no cap) */
 	uint64_t live_bytes;
 };
 
@@ -26,6 +29,8 @@ static int fake_alloc(void *ctx, uint64_t nbytes, void **base)
 	if (f->limit && nbytes > f->limit)
 		return rsd__err(RSD_ENOMEM, "fake: %llu bytes is over the limit",
 				(unsigned long long)nbytes);
+	if (f->cap && f->live_bytes + nbytes > f->cap)
+		return rsd__err(RSD_ENOMEM, "fake: the device is full");
 	*base = aligned_alloc(4096, (size_t)nbytes);
 	if (!*base)
 		return rsd__err(RSD_ENOMEM, "fake: out of memory");
@@ -179,6 +184,77 @@ ATF_TC_BODY(one_idle_chunk_kept, tc)
 	ATF_CHECK_EQ(st.reserved_bytes, 0);
 	ATF_CHECK_EQ(f.live_bytes, 0);
 	rsd__pool_destroy(&pool);
+}
+
+/*
+ * Idle chunks beyond the first stay while they and the kept dedicated
+ * chunks fit in the keep bound: use that swings between one and three
+ * chunks' worth calls the backing only the first time.
+ */
+ATF_TC_WITHOUT_HEAD(idle_chunks_within_keep_bound);
+ATF_TC_BODY(idle_chunks_within_keep_bound, tc)
+{
+	struct fake f = { 0 };
+	struct rsd__pool pool;
+	struct rsd__pool_stats st;
+	void *p[3], *big;
+
+	rsd__pool_init(&pool, &fake_ops, &f, CHUNK, GRAN);
+	rsd__pool_set_keep(&pool, 2 * CHUNK);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 3; i++)
+			ATF_REQUIRE_EQ(rsd__pool_alloc(&pool, CHUNK, &p[i]), 0);
+		for (int i = 0; i < 3; i++)
+			ATF_REQUIRE_EQ(rsd__pool_free(&pool, p[i]), 0);
+	}
+	ATF_CHECK_EQ(f.allocs, 3);
+	ATF_CHECK_EQ(f.frees, 0);
+	rsd__pool_stats(&pool, &st);
+	ATF_CHECK_EQ(st.nchunks, 3);
+	/* Dedicated chunks share the bound, which the idle chunks fill:
+	 * a large block freed now goes back at once. */
+	ATF_REQUIRE_EQ(rsd__pool_alloc(&pool, CHUNK + GRAN, &big), 0);
+	ATF_REQUIRE_EQ(rsd__pool_free(&pool, big), 0);
+	rsd__pool_stats(&pool, &st);
+	ATF_CHECK_EQ(st.kept_bytes, 0);
+	ATF_CHECK_EQ(f.frees, 1);
+	/* A lower bound gives back the extra idle chunks. */
+	rsd__pool_set_keep(&pool, 0);
+	rsd__pool_stats(&pool, &st);
+	ATF_CHECK_EQ(st.nchunks, 1);
+	ATF_CHECK_EQ(f.frees, 3);
+	rsd__pool_destroy(&pool);
+	ATF_CHECK_EQ(f.live_bytes, 0);
+}
+
+/* When the backing refuses, what the pool holds unused goes back first
+ * and the request is tried once more. */
+ATF_TC_WITHOUT_HEAD(refused_backing_releases_unused);
+ATF_TC_BODY(refused_backing_releases_unused, tc)
+{
+	struct fake f = { .cap = 3 * CHUNK };
+	struct rsd__pool pool;
+	struct rsd__pool_stats st;
+	void *p[3], *big;
+
+	rsd__pool_init(&pool, &fake_ops, &f, CHUNK, GRAN);
+	rsd__pool_set_keep(&pool, 4 * CHUNK);
+	for (int i = 0; i < 3; i++)
+		ATF_REQUIRE_EQ(rsd__pool_alloc(&pool, CHUNK, &p[i]), 0);
+	for (int i = 0; i < 3; i++)
+		ATF_REQUIRE_EQ(rsd__pool_free(&pool, p[i]), 0);
+	ATF_CHECK_EQ(f.frees, 0);
+	ATF_REQUIRE_EQ(rsd__pool_alloc(&pool, 2 * CHUNK, &big), 0);
+	ATF_CHECK_EQ(f.frees, 3);
+	rsd__pool_stats(&pool, &st);
+	ATF_CHECK_EQ(st.nchunks, 1);
+	ATF_CHECK_EQ(st.reserved_bytes, 2 * CHUNK);
+	/* With nothing unused, the refusal comes through. */
+	ATF_CHECK_EQ(rsd__pool_alloc(&pool, 2 * CHUNK, &p[0]), -RSD_ENOMEM);
+	ATF_CHECK(strstr(rsd_last_error()->message, "full") != NULL);
+	ATF_REQUIRE_EQ(rsd__pool_free(&pool, big), 0);
+	rsd__pool_destroy(&pool);
+	ATF_CHECK_EQ(f.live_bytes, 0);
 }
 
 ATF_TC_WITHOUT_HEAD(fallback_to_exact_chunk);
@@ -359,6 +435,8 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, split_and_coalesce);
 	ATF_TP_ADD_TC(tp, large_request_own_chunk);
 	ATF_TP_ADD_TC(tp, one_idle_chunk_kept);
+	ATF_TP_ADD_TC(tp, idle_chunks_within_keep_bound);
+	ATF_TP_ADD_TC(tp, refused_backing_releases_unused);
 	ATF_TP_ADD_TC(tp, fallback_to_exact_chunk);
 	ATF_TP_ADD_TC(tp, unpooled_one_chunk_per_alloc);
 	ATF_TP_ADD_TC(tp, foreign_pointer);
