@@ -1102,8 +1102,8 @@ int rsd__fill_error(const struct rsd_lease_rec *fill);
  * (mat->failed set). */
 int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat);
 /* Remove rec's materialization at `at` when it is a failed copy's kept
- * destination whose last protection has ended (+1); else nothing. */
-void rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+ * destination whose last protection has ended (+1, true); else nothing. */
+bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 /* The recorded failure of a queued copy of rec (rec->copy_err set), as
  * the error of the call that needed the value; cleared. */
 int rsd__copy_error(struct rsd_record *rec);

@@ -288,11 +288,17 @@ int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at)
 	return err ? err : 1;
 }
 
+/* The RSD_E* code a device's failure is reported with. */
+static int failure_code(int code)
+{
+	return -code > 0 && -code < RSD_EMAX ? -code : RSD_EDEVICE;
+}
+
 static int copy_failure(int code, uint64_t value, struct rsd_location at)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
-	return rsd__err(-code > 0 && -code < RSD_EMAX ? -code : RSD_EDEVICE,
+	return rsd__err(failure_code(code),
 			"a queued copy of value %llu to %s failed on the device: %s",
 			(unsigned long long)value, rsd_location_name(at, name, sizeof(name)),
 			rsd_strerror(code));
@@ -303,7 +309,7 @@ int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat)
 	char name[RSD_LOCATION_NAME_MAX];
 	int code = mat->failed;
 
-	return rsd__err(-code > 0 && -code < RSD_EMAX ? -code : RSD_EDEVICE,
+	return rsd__err(failure_code(code),
 			"value %llu at %s: a queued copy to it failed on the device (%s); it stays "
 			"unreadable until its %u lease(s), %u hold(s) and %u pending event(s) end",
 			(unsigned long long)rec->handle.id,
@@ -311,12 +317,14 @@ int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat)
 			mat->use_count, mat->hold_count, mat->pending_count);
 }
 
-void rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
 
-	if (mat && mat->failed && !rsd__mat_protected(mat))
-		rsd__remove(m, rec, at);
+	if (!mat || !mat->failed || rsd__mat_protected(mat))
+		return false;
+	rsd__remove(m, rec, at);
+	return true;
 }
 
 int rsd__fill_error(const struct rsd_lease_rec *fill)

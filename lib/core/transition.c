@@ -400,6 +400,7 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 {
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_location d = a->location, s;
+	struct rsd_mat *smat;
 	struct xfer x;
 	bool have_src;
 	int err;
@@ -424,8 +425,9 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	if (a->has_from && !rsd__rec_resident(rec, s))
 		return rsd__err(RSD_EUNAVAILABLE, "explicit source %s is not resident",
 				rsd_location_name(s, name, sizeof(name)));
-	if (have_src && rsd__rec_mat(rec, s)->failed)
-		return rsd__failed_error(rec, rsd__rec_mat(rec, s));
+	smat = have_src ? rsd__rec_mat(rec, s) : NULL;
+	if (smat && smat->failed)
+		return rsd__failed_error(rec, smat);
 	if (dmat) {
 		if (!have_src || rsd_location_equal(s, d)) {
 			rep->no_op = true;

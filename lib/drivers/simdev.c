@@ -71,10 +71,6 @@ static int inject_code(int err)
 	return err;
 }
 
-/* Backing allocations are counted (and can be made to fail) and, with the
- * link model on, take their modelled time: what cudaMalloc, cudaHostAlloc
- * and cudaFree cost. They run under the pool's lock, never under sd->lock
- * (the pool is entered without it), so taking it here keeps the order. */
 /*
  * A GPU's memory is mapped when cudaMalloc returns: a copy into it takes
  * no page faults. The simulated device's memory is anonymous host memory,
@@ -95,6 +91,10 @@ static void populate(void *base, uint64_t nbytes)
 #endif
 }
 
+/* Backing allocations are counted (and can be made to fail) and, with the
+ * link model on, take their modelled time: what cudaMalloc, cudaHostAlloc
+ * and cudaFree cost. They run under the pool's lock, never under sd->lock
+ * (the pool is entered without it), so taking it here keeps the order. */
 static int backing_alloc(void *ctx, uint64_t nbytes, void **base)
 {
 	struct sim_backing *b = ctx;
