@@ -443,12 +443,14 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		rsd__remove(m, rec, s);
 		return 0;
 	}
+	/* A busy source fails now, before any wait for the copies that
+	 * read it (§20.2): after them it would no longer be busy. */
+	err = have_src ? rsd__removable(rec, smat) : 0;
+	if (err)
+		return err;
 	if (busy_after(rec, d))
 		return XFER_RETRY;
 	if (have_src) {
-		err = rsd__removable(rec, rsd__rec_mat(rec, s));
-		if (err)
-			return err;
 		memset(&x, 0, sizeof(x));
 		x.src = s;
 		x.value = rsd__rec_mat(rec, s)->value;

@@ -85,6 +85,7 @@ struct call {
 	int (*fn)(struct call *c);
 	struct rsd_handle h;
 	struct rsd_location at;
+	const struct rsd_location *from; /* a move's explicit source */
 	const struct rsd_action *acts;
 	size_t nacts;
 	void *stream;
@@ -148,7 +149,7 @@ static int c_ensure(struct call *c)
 
 static int c_move(struct call *c)
 {
-	return rsd_move(c->f->m, c->h, c->at, NULL, NULL, &c->rep);
+	return rsd_move(c->f->m, c->h, c->at, c->from, NULL, &c->rep);
 }
 
 static int c_acquire(struct call *c)
@@ -314,6 +315,81 @@ ATF_TC_BODY(busy_source_and_arriving_destination, tc)
 }
 
 /*
+ * A fresh manager (no budget) with one value of N bytes at src, adopted
+ * with mode, and fn (an ensure or a move) taking it to cuda:0 on a helper
+ * thread, in flight on return; *v: state_version before it started.
+ */
+static struct rsd_handle start_transfer(struct cfx *f, struct call *c, int (*fn)(struct call *c),
+					struct rsd_location src, enum rsd_replica_mode mode,
+					uint64_t *v)
+{
+	struct rsd_handle h;
+
+	setup(f, NULL, 0);
+	h = cfx_adopt(f, src, N, mode);
+	*v = cfx_version(f);
+	call_start(c, f, fn, h, CUDA0);
+	wait_in_flight(f, 1);
+	return h;
+}
+
+/* Wait (up to ten seconds) for a call that must not wait for anything. */
+static bool call_returns_soon(struct call *c)
+{
+	for (unsigned i = 0; i < 10000 && !call_done(c); i++)
+		sleep_ms(1);
+	return call_done(c);
+}
+
+/*
+ * §20.2: a move-out of a source that a waiting copy reads fails at once
+ * with RSD_EINUSE whatever the destination, also one that sorts before the
+ * source (pageable-host before pinned-host), with the source explicit or
+ * implicit; such a move once waited for the copy's commit and then moved
+ * the source, busy no more. The moves run on helper threads so that a
+ * wait shows as a call that has not returned.
+ */
+ATF_TC_WITHOUT_HEAD(busy_source_move_out_fails_at_once);
+ATF_TC_BODY(busy_source_move_out_fails_at_once, tc)
+{
+	struct rsd_location pinned = PINNED;
+	struct call copy, mv[2];
+	struct rsd_snapshot *s;
+	struct rsd_handle h;
+	uint64_t v;
+	struct cfx f;
+
+	h = start_transfer(&f, &copy, c_ensure, PINNED, RSD_REPLICABLE, &v);
+	for (int i = 0; i < 2; i++) {
+		call_init(&mv[i], &f, c_move, h, PAGEABLE);
+		mv[i].from = i ? &pinned : NULL;
+		call_go(&mv[i]);
+		ATF_CHECK_MSG(call_returns_soon(&mv[i]),
+			      "move to pageable-host (%s source) waits for the copy",
+			      i ? "explicit" : "implicit");
+	}
+	ATF_CHECK(!call_done(&copy));
+	CHECK_VERSION(&f, v);
+	rsd_simdev_complete_all(f.sd);
+	call_join(&copy);
+	for (int i = 0; i < 2; i++) {
+		call_join(&mv[i]);
+		ATF_CHECK_EQ_MSG(mv[i].rc, -RSD_EINUSE, "move %d: %d (%s)", i, mv[i].rc, mv[i].msg);
+		ATF_CHECK_MSG(strstr(mv[i].msg, "at pinned-host is in use: " IN_FLIGHT),
+			      "move %d: %s", i, mv[i].msg);
+	}
+	ATF_REQUIRE_EQ_MSG(copy.rc, 0, "ensure: %s", copy.msg);
+	/* Only the copy happened: cuda:0 recorded and installed. */
+	CHECK_VERSION(&f, v + 2);
+	s = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_val(s, h)->nmaterializations, 2);
+	ATF_CHECK(cfx_mat(cfx_val(s, h), PINNED) && !cfx_mat(cfx_val(s, h), PAGEABLE));
+	rsd_snapshot_free(s);
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
  * §20.2: acquire and hold of a source a move in flight is taking away wait
  * for its commit and then find it absent; a drop of it fails meanwhile.
  */
@@ -326,11 +402,7 @@ ATF_TC_BODY(leaving_source_waits_for_move, tc)
 	uint64_t v;
 	struct cfx f;
 
-	setup(&f, NULL, 0);
-	h = cfx_adopt(&f, PAGEABLE, N, RSD_EXCLUSIVE);
-	v = cfx_version(&f);
-	call_start(&mv, &f, c_move, h, CUDA0);
-	wait_in_flight(&f, 1);
+	h = start_transfer(&f, &mv, c_move, PAGEABLE, RSD_EXCLUSIVE, &v);
 	call_start(&acq, &f, c_acquire, h, PAGEABLE);
 	call_start(&hold, &f, c_hold, h, PAGEABLE);
 	IN_USE(rsd_drop(f.m, h, PAGEABLE, NULL));
@@ -507,6 +579,7 @@ ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, second_ensure_waits_for_arrival);
 	ATF_TP_ADD_TC(tp, busy_source_and_arriving_destination);
+	ATF_TP_ADD_TC(tp, busy_source_move_out_fails_at_once);
 	ATF_TP_ADD_TC(tp, leaving_source_waits_for_move);
 	ATF_TP_ADD_TC(tp, copy_failure_rolls_back);
 	ATF_TP_ADD_TC(tp, plan_keeps_its_headroom);
