@@ -909,7 +909,8 @@ static inline void rsd__acct_peak(struct rsd_acct *a)
 		a->peak_charged = rsd__acct_charged(a);
 }
 /* Record a location lazily (+1) when not yet known. An arriving
- * destination's location is recorded at its commit. */
+ * destination's location is recorded at its commit; until then the
+ * published table shows it in a row of its own (image.c). */
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
 void rsd__bump(struct rsd_manager *m);

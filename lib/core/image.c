@@ -227,26 +227,15 @@ static size_t value_image_size(uint32_t nmats)
 	return sizeof(struct rsd_img_value) + nmats * sizeof(struct rsd_img_mat);
 }
 
-/*
- * A materialization readers may see: every resident one, and an arriving
- * one at a location already listed. An arriving copy at a location nothing
- * else has used yet stays out of the image until its commit records that
- * location (rows only ever append, so a location cannot be listed for a
- * transfer that may still fail).
- */
-static bool mat_visible(const struct rsd_manager *m, const struct rsd_mat *mat)
-{
-	return !mat->arriving || m->acct[rsd__loc_slot(mat->loc)].known;
-}
-
 static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd_record *rec,
 					 uint64_t gen)
 {
 	struct rsd_img_value *iv;
 	uint32_t n = 0;
 
-	for (uint32_t i = 0; i < rec->nmats; i++)
-		n += mat_visible(m, &rec->mats[i]);
+	/* Every materialization, arriving ones included: a location only
+	 * they use has a row of its own (publish_locations). */
+	n = rec->nmats;
 	iv = rsd__objcache_alloc(&m->oc, value_image_size(n));
 	if (!iv)
 		return NULL;
@@ -262,8 +251,6 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 	for (uint32_t i = 0; i < rec->nmats; i++) {
 		const struct rsd_mat *mat = &rec->mats[i];
 
-		if (!mat_visible(m, mat))
-			continue;
 		iv->mats[n].loc = mat->loc;
 		iv->mats[n].storage_nbytes = mat->storage_nbytes;
 		iv->mats[n].use_count = mat->use_count;
@@ -354,34 +341,76 @@ static size_t loc_table_size(uint32_t nlocs)
 	return (nlocs ? nlocs : 1) * sizeof(struct rsd_img_loc);
 }
 
+/* The row of old's table at `at`, or NULL. Rows are compared by location:
+ * a row of a location not yet recorded may sit at another index. */
+static const struct rsd_img_loc *old_row(const struct rsd_image *old, uint32_t i,
+					 struct rsd_location at)
+{
+	if (i < old->nlocs && rsd_location_equal(old->locs[i].loc, at))
+		return &old->locs[i];
+	return old->locs ? rsd__img_loc(old, at) : NULL;
+}
+
+/*
+ * Whether a slot has a row: every recorded location, in registry order,
+ * then every location not yet recorded where a transfer in flight is
+ * bringing a destination (§20.2: its charge must show), in slot order.
+ * The commit records such a location (and steps state_version for it);
+ * a failed transfer leaves it unrecorded, and its row goes.
+ */
+static bool provisional_row(const struct rsd_acct *a)
+{
+	return !a->known && a->arriving;
+}
+
+static uint32_t row_count(const struct rsd_manager *m)
+{
+	uint32_t n = m->nknown;
+
+	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++)
+		n += provisional_row(&m->acct[slot]);
+	return n;
+}
+
+static void row_fill(struct rsd_manager *m, const struct rsd_image *old, struct rsd_img_loc *locs,
+		     uint32_t i, unsigned slot)
+{
+	const struct rsd_img_loc *prev;
+
+	locs[i].loc = rsd__slot_loc(slot);
+	locs[i].acct = m->acct[slot];
+	prev = old_row(old, i, locs[i].loc);
+	/* The member bitmap carries over; publish_values edits it. */
+	if (prev)
+		locs[i].members = prev->members;
+	else
+		memset(&locs[i].members, 0, sizeof(locs[i].members));
+	/* Feed the managed-bytes-over-time plot. */
+	if (!prev || prev->acct.used != locs[i].acct.used ||
+	    prev->acct.reserved != locs[i].acct.reserved)
+		rsd_trace_state(m->id, m->version, locs[i].loc, locs[i].acct.used,
+				locs[i].acct.reserved);
+}
+
 static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
 			     struct rsd_img_loc **out)
 {
-	struct rsd_img_loc *locs = rsd__objcache_alloc(&m->oc, loc_table_size(m->nknown));
+	uint32_t n = row_count(m), k = 0;
+	struct rsd_img_loc *locs = rsd__objcache_alloc(&m->oc, loc_table_size(n));
 
 	if (!locs)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the location table");
-	for (unsigned i = 0; i < m->nknown; i++) {
-		locs[i].loc = rsd__slot_loc(m->order[i]);
-		locs[i].acct = m->acct[m->order[i]];
-		/* The member bitmap carries over; publish_values edits it. */
-		if (i < old->nlocs)
-			locs[i].members = old->locs[i].members;
-		else
-			memset(&locs[i].members, 0, sizeof(locs[i].members));
-		/* Rows only ever append: row i of the old table is the same
-		 * location. Feed the managed-bytes-over-time plot. */
-		if (i >= old->nlocs || old->locs[i].acct.used != locs[i].acct.used ||
-		    old->locs[i].acct.reserved != locs[i].acct.reserved)
-			rsd_trace_state(m->id, m->version, locs[i].loc, locs[i].acct.used,
-					locs[i].acct.reserved);
-	}
+	for (; k < m->nknown; k++)
+		row_fill(m, old, locs, k, m->order[k]);
+	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++)
+		if (provisional_row(&m->acct[slot]))
+			row_fill(m, old, locs, k++, slot);
 	if (old->locs && rsd__retire_obj(old, (void *)old->locs, loc_table_size(old->nlocs))) {
-		rsd__objcache_free(&m->oc, locs, loc_table_size(m->nknown));
+		rsd__objcache_free(&m->oc, locs, loc_table_size(n));
 		return -RSD_ENOMEM;
 	}
 	img->locs = locs;
-	img->nlocs = m->nknown;
+	img->nlocs = n;
 	*out = locs;
 	return 0;
 }
@@ -458,10 +487,12 @@ static void unpublish(struct rsd_manager *m, struct rsd_image *img, const struct
 {
 	rsd__pv_free_gen(&img->values, &m->oc, old->values.count, m->gen, free_new_value);
 	if (img->locs != old->locs) {
-		for (uint32_t i = 0; i < img->nlocs; i++)
+		for (uint32_t i = 0; i < img->nlocs; i++) {
+			const struct rsd_img_loc *prev = old_row(old, i, img->locs[i].loc);
+
 			rsd__pv_free_gen((struct rsd_pv *)&img->locs[i].members, &m->oc,
-					 i < old->nlocs ? old->locs[i].members.count : 0, m->gen,
-					 NULL);
+					 prev ? prev->members.count : 0, m->gen, NULL);
+		}
 		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 	}
 	if (img->resv != old->resv)
@@ -496,8 +527,8 @@ int rsd__publish(struct rsd_manager *m)
 	if (!err) {
 		for (unsigned s = 0; s < RSD_NSLOTS; s++)
 			row_of[s] = -1;
-		for (unsigned i = 0; i < m->nknown; i++)
-			row_of[m->order[i]] = (int)i;
+		for (uint32_t i = 0; i < img->nlocs; i++)
+			row_of[rsd__loc_slot(locs[i].loc)] = (int)i;
 		err = publish_values(m, img, old, locs, row_of);
 	}
 	if (!err && m->resv_dirty)
@@ -673,9 +704,10 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
 	/* Best effort: on failure the previous publication's list is read. */
 	(void)rsd__read_fresh(m);
 	img = rsd__read_begin(m);
-	n = img->nlocs;
-	for (size_t i = 0; i < n && i < cap && out; i++)
-		out[i] = img->locs[i].loc;
+	/* The recorded rows come first; a transfer's row does not count. */
+	for (n = 0; n < img->nlocs && img->locs[n].acct.known; n++)
+		if (n < cap && out)
+			out[n] = img->locs[n].loc;
 	rsd__read_end();
 	return n;
 }

@@ -577,30 +577,49 @@ out:
 	return err;
 }
 
+/*
+ * End a GPU lease by synchronizing its device: the lease protects its
+ * values while the device drains, waiting without the lock (close waits
+ * for it, as for a copy). why completes "lease N on cuda:D ...".
+ */
+static void release_device_synced(struct rsd_manager *m, struct rsd_lease_rec *l, const char *why)
+{
+	rsd__device_wait_begin(m);
+	m->ops->device_sync(m->ops_ctx, l->loc.device);
+	rsd__device_wait_end(m);
+	rsd__warn(m, "lease %llu on cuda:%d %s: synchronized the device", (unsigned long long)l->id,
+		  l->loc.device, why);
+	lease_delete(m, l);
+}
+
 /* The GPU half of §8.4, steps 3-7. */
 static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_lease_rec *l,
 		       unsigned flags)
 {
 	void **events;
 	size_t i;
-	int err;
 
 	if (!obj->nstreams) {
-		/* The lease protects its values while the device drains:
-		 * wait without the lock (close waits for it, as for a copy). */
-		rsd__device_wait_begin(m);
-		m->ops->device_sync(m->ops_ctx, l->loc.device);
-		rsd__device_wait_end(m);
-		rsd__warn(m,
-			  "lease %llu on cuda:%d had no consumer stream: synchronized the device",
-			  (unsigned long long)l->id, l->loc.device);
-		lease_delete(m, l);
+		release_device_synced(m, l, "had no consumer stream");
 		return 0;
 	}
+	/*
+	 * Every stream was the driver's and on the lease's device when it was
+	 * added: one that no longer is was destroyed since. Its queued work
+	 * still runs (as after cudaStreamDestroy()), but no event can be
+	 * recorded behind it, so only a synchronization of the device covers
+	 * it; refusing the release would keep the lease, and at its free the
+	 * manager, for ever.
+	 */
 	for (i = 0; i < obj->nstreams; i++) {
-		err = rsd__check_stream(m, obj->streams[i], l->loc);
-		if (err)
-			return err;
+		if (rsd__check_stream(m, obj->streams[i], l->loc)) {
+			char why[sizeof(rsd_last_error()->message) + 64];
+
+			snprintf(why, sizeof(why), "lost consumer stream %p (%s)", obj->streams[i],
+				 rsd_last_error()->message);
+			release_device_synced(m, l, why);
+			return 0;
+		}
 	}
 	/* Without memory for the events, release as if recording failed:
 	 * by synchronizing the streams, so that a release never fails for

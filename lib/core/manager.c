@@ -243,10 +243,6 @@ void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
 		return;
 	m->acct[slot].known = true;
 	m->order[m->nknown++] = (uint8_t)slot;
-	/* Arriving copies here were left out of their values' images while
-	 * the location was unlisted (image.c): show them now. */
-	if (m->acct[slot].arriving)
-		m->republish_all = true;
 	rsd__bump(m);
 }
 

@@ -589,8 +589,10 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 	s->img = img;
 	s->view = view;
 	s->e = e;
-	/* Known locations first, registry order, with their current charge. */
-	for (uint32_t i = 0; i < img->nlocs; i++)
+	/* Known locations first, registry order, with their current charge
+	 * (not a location only a transfer in flight is bringing a copy to:
+	 * it is first touched like any other). */
+	for (uint32_t i = 0; i < img->nlocs && img->locs[i].acct.known; i++)
 		prepare(s, img->locs[i].loc);
 	for (size_t i = 0; i < p->nreservations; i++) {
 		e->resv[i] = p->reservations[i];

@@ -390,6 +390,58 @@ ATF_TC_BODY(busy_source_move_out_fails_at_once, tc)
 }
 
 /*
+ * §20.2: a destination arriving at a location the manager has never used
+ * shows in the states other writers' commits publish during the copy:
+ * that location has a row with the charge in used_bytes, the value's copy
+ * there is arriving. The location is recorded only at the commit (+1 for
+ * it, +1 for the install; rsd_manager_locations lists it from then on).
+ */
+ATF_TC_WITHOUT_HEAD(arrival_at_new_location_is_published);
+ATF_TC_BODY(arrival_at_new_location_is_published, tc)
+{
+	const struct rsd_location_snapshot *l;
+	struct rsd_snapshot *s;
+	struct rsd_handle h, g;
+	struct call c;
+	uint64_t v;
+	struct cfx f;
+
+	h = start_transfer(&f, &c, c_ensure, PAGEABLE, RSD_REPLICABLE, &v);
+	/* Another writer's commits: pinned-host recorded, g installed. */
+	g = cfx_adopt(&f, PINNED, 2 * N, RSD_REPLICABLE);
+	CHECK_VERSION(&f, v + 2);
+	s = cfx_snap(&f);
+	ATF_CHECK_EQ(s->state_version, v + 2);
+	l = cfx_loc(s, CUDA0);
+	ATF_CHECK_MSG(l, "cuda:0 is missing from a state published during the copy");
+	if (l) {
+		ATF_CHECK_EQ(l->used_bytes, N);
+		ATF_CHECK_EQ(l->value_count, 1);
+		ATF_CHECK(!l->has_budget);
+	}
+	ATF_CHECK_EQ(cfx_loc(s, PINNED)->used_bytes, 2 * N);
+	ATF_CHECK_MSG(cfx_mat(cfx_val(s, h), CUDA0), "h's arriving copy is not published");
+	if (cfx_mat(cfx_val(s, h), CUDA0))
+		ATF_CHECK(cfx_mat(cfx_val(s, h), CUDA0)->arriving);
+	ATF_CHECK(cfx_mat(cfx_val(s, g), PINNED));
+	rsd_snapshot_free(s);
+	CHECK_LOCATIONS(&f, PAGEABLE, PINNED);
+	ATF_CHECK(!call_done(&c));
+
+	rsd_simdev_complete_all(f.sd);
+	call_join(&c);
+	ATF_REQUIRE_EQ_MSG(c.rc, 0, "ensure: %s", c.msg);
+	CHECK_VERSION(&f, v + 4);
+	CHECK_LOCATIONS(&f, PAGEABLE, PINNED, CUDA0);
+	s = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_loc(s, CUDA0)->used_bytes, N);
+	ATF_CHECK(!cfx_mat(cfx_val(s, h), CUDA0)->arriving);
+	rsd_snapshot_free(s);
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
  * §20.2: acquire and hold of a source a move in flight is taking away wait
  * for its commit and then find it absent; a drop of it fails meanwhile.
  */
@@ -580,6 +632,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, second_ensure_waits_for_arrival);
 	ATF_TP_ADD_TC(tp, busy_source_and_arriving_destination);
 	ATF_TP_ADD_TC(tp, busy_source_move_out_fails_at_once);
+	ATF_TP_ADD_TC(tp, arrival_at_new_location_is_published);
 	ATF_TP_ADD_TC(tp, leaving_source_waits_for_move);
 	ATF_TP_ADD_TC(tp, copy_failure_rolls_back);
 	ATF_TP_ADD_TC(tp, plan_keeps_its_headroom);

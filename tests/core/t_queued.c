@@ -244,6 +244,42 @@ ATF_TC_BODY(consumer_ordered_on_device, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * A stream added to such a lease that the device refuses to order after
+ * the copy is RSD_EDEVICE (the driver's message kept) and is not added:
+ * the release records an event on the first stream only.
+ */
+ATF_TC_WITHOUT_HEAD(consumer_order_failure);
+ATF_TC_BODY(consumer_order_failure, tc)
+{
+	unsigned long rec;
+	struct rsd_lease *l;
+	void *cs, *cs2;
+	struct rsd_handle h;
+	struct cfx f;
+
+	setup(&f, NULL, 0, 1);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs2), 0);
+	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
+	OK(rsd_acquire(f.m, &h, 1, CUDA0, cs, &l));
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_STREAM_WAIT, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_lease_add_consumer_stream(l, cs2));
+	CHECK_MSG_HAS("simulated device");
+	rec = rsd_simdev_calls(f.sd, RSD_SIMDEV_EVENT_RECORD);
+	OK(rsd_lease_release(l, 0));
+	ATF_CHECK_EQ(rsd_simdev_calls(f.sd, RSD_SIMDEV_EVENT_RECORD) - rec, 1);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, cs2), 0);
+	rsd_lease_free(l);
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m));
+	rsd_simdev_stream_destroy(f.sd, cs);
+	rsd_simdev_stream_destroy(f.sd, cs2);
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
 struct waiter {
 	struct cfx *f;
 	struct rsd_handle h;
@@ -623,6 +659,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, ensure_returns_queued);
 	ATF_TP_ADD_TC(tp, same_outcome_as_waiting);
 	ATF_TP_ADD_TC(tp, consumer_ordered_on_device);
+	ATF_TP_ADD_TC(tp, consumer_order_failure);
 	ATF_TP_ADD_TC(tp, host_acquire_waits_or_fails);
 	ATF_TP_ADD_TC(tp, move_keeps_source_bytes);
 	ATF_TP_ADD_TC(tp, copy_from_filling_source);
