@@ -145,7 +145,7 @@ struct rsd_mat {
 	uint32_t hold_count;	 /* holds */
 	uint32_t pending_count;	 /* released GPU leases whose events may still run */
 	/*
-	 * Transfers beside the writer (xfer.c). busy: transfers in flight
+	 * Transfers beside the writer (transition.c). busy: transfers in flight
 	 * that read this materialization; leaving: one of them is a move that
 	 * removes it at its commit; arriving: the destination of a transfer
 	 * admitted and not yet committed (charged, not resident).
@@ -653,7 +653,7 @@ struct rsd_manager {
 	 * taken through rsd__writer_enter(), which refuses a call made from a
 	 * source callback of this manager on the callback's own thread and
 	 * same-thread re-entry (owner). Copies, source loads and waits for a
-	 * device run without it (xfer.c): a transition admits under it,
+	 * device run without it (transition.c): a transition admits under it,
 	 * transfers, then takes it again to commit.
 	 */
 	pthread_mutex_t lock;
@@ -764,7 +764,7 @@ void rsd__writer_exit(struct rsd_manager *m);
  */
 void rsd__writer_lock(struct rsd_manager *m);
 /*
- * Phases of a transfer (xfer.c). pause leaves the lock for a transfer
+ * Phases of a transfer (transition.c). pause leaves the lock for a transfer
  * phase: it publishes what earlier commits of the same call changed (only
  * when state_version moved: an admission alone is never published) and
  * unlocks; resume takes the lock back, unguarded, for the commit.

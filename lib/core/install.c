@@ -98,7 +98,7 @@ static bool owned_by(const struct rsd_keymap_slot *s, const struct rsd_record *r
 
 /*
  * Install v at `at`. An arriving install (the admit phase of a transfer,
- * xfer.c) charges and indexes the destination but neither records the
+ * transition.c) charges and indexes the destination but neither records the
  * location nor moves state_version: its commit does (rsd__arrival_commit),
  * so the version steps exactly as a synchronous install's would. A counted
  * install takes bytes its caller removed from a reservation under the same
