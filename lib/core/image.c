@@ -581,15 +581,15 @@ int rsd__publish_first(struct rsd_manager *m)
 		err = publish_reservations(m, img, &stub);
 	if (!err)
 		err = publish_pending(m, img, &stub);
+	/* Nothing is retired from an empty image; keep the analyzer sure. */
+	if (stub.retired && stub.retired != stub.inline_retired)
+		free(stub.retired);
 	if (err) {
 		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 		free((void *)img->resv);
 		rsd__objcache_free(&m->oc, img, sizeof(*img));
 		return err;
 	}
-	/* Nothing is retired from an empty image; keep the analyzer sure. */
-	if (stub.retired && stub.retired != stub.inline_retired)
-		free(stub.retired);
 	m->img = img;
 	m->resv_dirty = m->pending_dirty = false;
 	m->gen++;
