@@ -280,18 +280,25 @@ static bool has_slot(const struct rsd_img_value *iv, unsigned slot)
 	return false;
 }
 
-/* Bring the location member bitmaps of the new table in line with one
- * value's new set of materializations. */
+/*
+ * Bring the location member bitmaps of the new table in line with one
+ * value's new set of materializations. Only recorded locations keep
+ * members: row_of[slot] is the new table's row of a recorded slot (-1
+ * otherwise), had[slot] whether the old table's row of it was recorded,
+ * so prev's bit there is set. A provisional row (publish_locations) has
+ * none, so a row that goes again leaves no nodes behind; once its
+ * location is recorded, each value's bit is set at its next image.
+ */
 static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const int *row_of,
-			  const struct rsd_img_value *prev, const struct rsd_img_value *iv,
-			  uint64_t idx, struct rsd_image *old)
+			  const bool *had, const struct rsd_img_value *prev,
+			  const struct rsd_img_value *iv, uint64_t idx, struct rsd_image *old)
 {
 	int err;
 
 	for (uint32_t i = 0; prev && i < prev->nmats; i++) {
 		unsigned slot = rsd__loc_slot(prev->mats[i].loc);
 
-		if (!has_slot(iv, slot) && row_of[slot] >= 0) {
+		if (had[slot] && !has_slot(iv, slot) && row_of[slot] >= 0) {
 			err = member_set(&locs[row_of[slot]].members, idx, false, m->gen, old);
 			if (err)
 				return err;
@@ -300,7 +307,7 @@ static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const
 	for (uint32_t i = 0; i < iv->nmats; i++) {
 		unsigned slot = rsd__loc_slot(iv->mats[i].loc);
 
-		if (!has_slot(prev, slot) && row_of[slot] >= 0) {
+		if (!(had[slot] && has_slot(prev, slot)) && row_of[slot] >= 0) {
 			err = member_set(&locs[row_of[slot]].members, idx, true, m->gen, old);
 			if (err)
 				return err;
@@ -310,7 +317,7 @@ static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const
 }
 
 static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
-			  struct rsd_img_loc *locs, const int *row_of)
+			  struct rsd_img_loc *locs, const int *row_of, const bool *had)
 {
 	size_t n = m->republish_all ? m->nrecs : m->ndirty;
 
@@ -327,7 +334,7 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 			rsd__objcache_free(&m->oc, iv, value_image_size(iv->nmats));
 			return err;
 		}
-		err = update_members(m, locs, row_of, prev, iv, rec->index, old);
+		err = update_members(m, locs, row_of, had, prev, iv, rec->index, old);
 		if (!err && prev)
 			err = rsd__retire_obj(old, prev, value_image_size(prev->nmats));
 		if (err)
@@ -513,6 +520,7 @@ int rsd__publish(struct rsd_manager *m)
 	struct rsd_image *old = m->img, *img;
 	struct rsd_img_loc *locs = NULL;
 	int row_of[RSD_NSLOTS];
+	bool had[RSD_NSLOTS];
 	size_t retired_before;
 	int err;
 
@@ -525,11 +533,16 @@ int rsd__publish(struct rsd_manager *m)
 	retired_before = old->nretired;
 	err = publish_locations(m, img, old, &locs);
 	if (!err) {
-		for (unsigned s = 0; s < RSD_NSLOTS; s++)
+		for (unsigned s = 0; s < RSD_NSLOTS; s++) {
 			row_of[s] = -1;
-		for (uint32_t i = 0; i < img->nlocs; i++)
+			had[s] = false;
+		}
+		/* Recorded rows only: provisional ones keep no members. */
+		for (uint32_t i = 0; i < img->nlocs && locs[i].acct.known; i++)
 			row_of[rsd__loc_slot(locs[i].loc)] = (int)i;
-		err = publish_values(m, img, old, locs, row_of);
+		for (uint32_t i = 0; i < old->nlocs && old->locs[i].acct.known; i++)
+			had[rsd__loc_slot(old->locs[i].loc)] = true;
+		err = publish_values(m, img, old, locs, row_of, had);
 	}
 	if (!err && m->resv_dirty)
 		err = publish_reservations(m, img, old);

@@ -243,6 +243,11 @@ void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
 		return;
 	m->acct[slot].known = true;
 	m->order[m->nknown++] = (uint8_t)slot;
+	/* Values with a copy still arriving here have no member bit in the
+	 * location's row yet (image.c keeps none for a provisional row):
+	 * re-image every value so that they get theirs. */
+	if (m->acct[slot].arriving)
+		m->republish_all = true;
 	rsd__bump(m);
 }
 
