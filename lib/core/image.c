@@ -374,7 +374,8 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 		if (i >= old->nlocs || old->locs[i].acct.used != locs[i].acct.used ||
 		    old->locs[i].acct.reserved != locs[i].acct.reserved)
 			rsd_trace_state(m->id, m->version, locs[i].loc, locs[i].acct.used,
-					locs[i].acct.reserved);
+					locs[i].acct.reserved, locs[i].acct.has_budget,
+					locs[i].acct.budget, locs[i].acct.arriving);
 	}
 	if (old->locs && rsd__retire_obj(old, (void *)old->locs, loc_table_size(old->nlocs))) {
 		rsd__objcache_free(&m->oc, locs, loc_table_size(m->nknown));

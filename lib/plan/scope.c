@@ -100,10 +100,16 @@ static int enter_phases(struct rsd_manager *m, struct rsd_scope *s)
 		int waited = 0;
 
 		/* Room a queued copy still holds (§22.1): wait for it. */
-		do
+		for (;;) {
 			err = rsd__reserve_locked(m, r->location, r->nbytes, r->label,
 						  &s->resv[s->nresv]);
-		while (err == -RSD_EBUDGET && (waited = rsd__qcopy_wait_room(m, r->location)) > 0);
+			if (err != -RSD_EBUDGET)
+				break;
+			waited = rsd__qcopy_wait_room(m, r->location);
+			if (waited <= 0)
+				break;
+			rsd_trace_budget_retry(m->id, r->location, "wait");
+		}
 		if (waited < 0)
 			err = waited;
 		if (err) {

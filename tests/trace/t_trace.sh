@@ -79,7 +79,8 @@ rsd:adopt: { manager_id = 7, handle_id = 11, at_kind = 0, at_device = -1, at = "
 rsd:register_source: { manager_id = 7, handle_id = 12, source_location_kind = 1, source_location_device = -1, source_location = "pinned-host", charged_nbytes = 8192 }
 rsd:adopt_reserved: { manager_id = 7, handle_id = 13, at_kind = 2, at_device = 3, at = "cuda:3", charged_nbytes = 2048, reservation_id = 42, label = "result", remaining_nbytes = 512, filling = 1 }
 rsd:adopt_reserved: { manager_id = 7, handle_id = 14, at_kind = 1, at_device = -1, at = "pinned-host", charged_nbytes = 0, reservation_id = 44, label = "none", remaining_nbytes = 0, filling = 0 }
-rsd:state: { manager_id = 7, state_version = 2, at_kind = 0, at_device = -1, at = "pageable-host", used = 4096, reserved = 0 }
+rsd:manager_create: { manager_id = 7, label = "lru", nbudgets = 2, ndevices = 4 }
+rsd:state: { manager_id = 7, state_version = 2, at_kind = 0, at_device = -1, at = "pageable-host", used = 4096, reserved = 0, has_budget = 0, budget = 0, arriving = 0 }
 rsd:transition: { manager_id = 7, handle_id = 11, action = "move", location_kind = 2, location_device = 3, location = "cuda:3", from_kind = 0, from_device = -1, from = "pageable-host", source_kind = 0, source_device = -1, source = "pageable-host", destination_kind = 2, destination_device = 3, destination = "cuda:3", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 1000, completed_at_ns = 1250, duration_ns = 250, has_allocator = 1, allocator_device = 3, allocator_allocated_bytes_before = 100, allocator_reserved_bytes_before = 200, allocator_allocated_bytes_after = 4196, allocator_reserved_bytes_after = 2097352 }
 rsd:transition: { manager_id = 7, handle_id = 12, action = "ensure", location_kind = 1, location_device = -1, location = "pinned-host", from_kind = -1, from_device = -1, from = "none", source_kind = -1, source_device = -1, source = "none", destination_kind = -1, destination_device = -1, destination = "none", no_op = 1, reason = "already resident", logical_nbytes = 8192, storage_nbytes = 8192, started_at_ns = 1000, completed_at_ns = 1250, duration_ns = 250, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
 rsd:lease_acquire: { manager_id = 7, lease_id = 21, at_kind = 2, at_device = 3, at = "cuda:3", nhandles = 2 }
@@ -89,13 +90,14 @@ rsd:hold_acquire: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, a
 rsd:hold_release: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
 rsd:reservation_acquire: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
 rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 3000, requested = 2000, available = 1000 }
+rsd:budget_retry: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", how = "wait" }
 rsd:reservation_release: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
 rsd:plan_begin: { manager_id = 7, name = "step-1", kind = "execute" }
 rsd:transition: { manager_id = 7, handle_id = 11, action = "discard", location_kind = -1, location_device = -1, location = "none", from_kind = -1, from_device = -1, from = "none", source_kind = 2, source_device = 3, source = "cuda:3", destination_kind = -1, destination_device = -1, destination = "none", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 2000, completed_at_ns = 2600, duration_ns = 600, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
 rsd:plan_end: { manager_id = 7, name = "step-1", kind = "execute", phase = "done", outcome = 0, ntransitions = 1 }
 rsd:decision: { manager_id = 7, request = "req-a", nevictions = 2, explored_states = 17, outcome = -3 }
 rsd:plan_end: { manager_id = 7, name = "none", kind = "scope-exit", phase = "none", outcome = -22, ntransitions = 0 }
-rsd:state: { manager_id = 7, state_version = 9, at_kind = 2, at_device = 3, at = "cuda:3", used = 0, reserved = 0 }
+rsd:state: { manager_id = 7, state_version = 9, at_kind = 2, at_device = 3, at = "cuda:3", used = 0, reserved = 0, has_budget = 1, budget = 1048576, arriving = 2 }
 EOF
 }
 
@@ -247,7 +249,7 @@ rsd_trace_summary_body()
 	# Text summary and plot (SVG, whichever plotter is present).
 	atf_check -s exit:0 -o save:summary.txt -e empty "$tool" -o "$(pwd)/m.svg" hooks-trace
 	atf_check -o match:"^plot: $(pwd)/m.svg\$" tail -n1 summary.txt
-	atf_check -o match:'21 rsd events, 3 transitions, 1 manager' cat summary.txt
+	atf_check -o match:'23 rsd events, 3 transitions, 1 manager' cat summary.txt
 	atf_check -o match:'^  pageable-host -> cuda:3 +1 +4000 +4096$' cat summary.txt
 	grep -q '<svg' m.svg || atf_fail "m.svg is not an SVG"
 	grep -q 'pageable-host' m.svg || atf_fail "the plot has no pageable-host series"
@@ -262,7 +264,7 @@ rsd_trace_summary_body()
 		check_json $reader.json \
 			'd["transitions"] == 3' \
 			'd["events"]["rsd:state"] == 2 and d["events"]["rsd:plan_end"] == 2' \
-			'sum(d["events"].values()) == 21' \
+			'sum(d["events"].values()) == 23' \
 			'd["managers"] == [7]' \
 			'[(r["action"], r["location"], r["count"], r["no_op"]) for r in d["transitions_by_kind_location"]] == [("discard", "cuda:3", 1, 0), ("ensure", "pinned-host", 1, 1), ("move", "cuda:3", 1, 0)]' \
 			'd["bytes_moved"] == [{"source": "pageable-host", "destination": "cuda:3", "count": 1, "logical_nbytes": 4000, "storage_nbytes": 4096}]' \
@@ -273,7 +275,7 @@ rsd_trace_summary_body()
 			'd["values"]["adopted"] == 3 and d["values"]["into_reservations"] == 2' \
 			'd["leases"]["held"]["count"] == 1 and d["leases"]["held"]["min_ns"] > 0' \
 			'd["leases"]["pending"]["max_ns"] == 5000 and d["leases"]["still_pending"] == 0' \
-			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 3000}]' \
+			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "retried": 1, "refused": 0, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 3000}]' \
 			'[(r["location"], r["peak_used"], r["final_used"]) for r in d["peak_use"]] == [("cuda:3", 0, 0), ("pageable-host", 4096, 4096)]' \
 			'[(r["kind"], r["count"], r["failed"], r["transitions"]) for r in d["plans"]] == [("execute", 1, 0, 1), ("scope-exit", 1, 1, 0)]' \
 			'd["holds"] == {"acquired": 1, "released": 1}' \
