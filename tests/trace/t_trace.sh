@@ -213,6 +213,7 @@ workload_state_body()
 		check_json w.json \
 			'[r["peak_used"] for r in d["peak_use"] if r["location"] == "pinned-host"] == [4096]' \
 			'[r["count"] for r in d["budget_rejections"]] == [1]' \
+			'[(r["retried"], r["refused"]) for r in d["budget_rejections"]] == [(0, 1)]' \
 			'd["transitions"] == 6'
 	fi
 }
@@ -343,6 +344,131 @@ normalize_lifetimes()
 		}
 		print
 	}'
+}
+
+# chrome_ok JSON TRACE: JSON passes data/check_chrome.py, its rsd events
+# counted against what babeltrace2 reads from TRACE.
+chrome_ok()
+{
+	babeltrace2 "$2" 2>bt.err | grep -o ' rsd:[a-z_]*: ' | sort | uniq -c |
+		awk '{ sub(/:$/, "", $2); print $2, $1 }' >"$1.counts"
+	[ -s "$1.counts" ] || atf_fail "babeltrace2 read no rsd events from $2: $(cat bt.err)"
+	/usr/bin/python3 "$(srcdir_file data/check_chrome.py)" "$1" "$1.counts" >"$1.check" \
+		2>&1 || atf_fail "$1 is not a sound Trace Event file: $(head -n 20 "$1.check")"
+}
+
+atf_test_case chrome_trace
+chrome_trace_head()
+{
+	atf_set descr "rsd-trace --chrome writes Trace Event JSON: well-formed, spans matched," \
+		"counters in order, one event per rsd event, each where it belongs"
+	atf_set require.user root
+	atf_set timeout 180
+}
+chrome_trace_body()
+{
+	require_recording
+	tool=$(rsd_trace_tool) || atf_skip "tools/rsd-trace not found (set RSD_SRCDIR or RSD_TRACE_TOOL)"
+	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
+	record_hooks
+	for reader in bt2 text; do
+		if [ $reader = bt2 ] && ! /usr/bin/python3 -c 'import bt2' 2>/dev/null; then
+			continue
+		fi
+		atf_check -s exit:0 -o save:sum.$reader -e empty "$tool" --no-plot --reader $reader \
+			--chrome h.$reader.json hooks-trace
+		atf_check -o match:"^chrome trace: $(pwd)/h.$reader.json\$" tail -n1 sum.$reader
+		chrome_ok h.$reader.json hooks-trace
+		atf_check -o match:'rsd events 23$' cat h.$reader.json.check
+		atf_check -o match:'B/E pairs 1, ' cat h.$reader.json.check
+	done
+	if [ -f h.bt2.json ]; then
+		cmp -s h.bt2.json h.text.json || atf_fail "the two readers' JSON differ"
+	fi
+	/usr/bin/python3 - h.text.json <<'EOF' || atf_fail "the JSON does not say what the hooks fired"
+import json, sys
+evs = json.load(open(sys.argv[1]))["traceEvents"]
+thread = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e.get("name") == "thread_name"}
+procs = [e["args"]["name"] for e in evs if e.get("name") == "process_name"]
+on = lambda t: [e for e in evs if thread.get((e["pid"], e["tid"])) == t and e["ph"] != "M"]
+counter = lambda n: [list(e["args"].values())[0] for e in evs if e["ph"] == "C" and e["name"] == n]
+copy = on("cuda:3 H2D pageable")
+spans = sorted((e["cat"], e["name"], e["ph"]) for e in evs
+               if e["ph"] in "be" and e["cat"] != "residency")
+v11 = [(e["name"], e["ph"]) for e in evs if e.get("cat") == "residency" and "value 11 " in e["name"]]
+checks = {
+    "process renamed by its label": procs[-1] == "lru (manager 7)",
+    "one copy slice, its bytes and rate": [(e["ph"], e["dur"], e["args"]["bytes"], e["args"]["GB/s"])
+                                           for e in copy] == [("X", 0.25, 4096, 16.384)],
+    "plan slice": [(e["ph"], e.get("name")) for e in on("plans")] == [("B", "execute step-1"),
+                                                                      ("E", None)],
+    "refusal, then retry": [e["rsd_event"] for e in on("budget refusals")]
+        == ["rsd:budget_reject", "rsd:budget_retry"],
+    "eviction": [e["name"] for e in on("evictions")] == ["discard 11 at cuda:3"],
+    "failures": [e["rsd_event"] for e in on("failures")] == ["rsd:decision", "rsd:plan_end"],
+    "lifetime spans": spans == [
+        ("hold", "hold 31 at pinned-host", "b"), ("hold", "hold 31 at pinned-host", "e"),
+        ("lease", "lease 21 at cuda:3", "b"), ("lease", "lease 21 at cuda:3", "e"),
+        ("lease", "lease 21 pending", "b"), ("lease", "lease 21 pending", "e"),
+        ("reservation", "reservation 41 at cuda:3 (activations)", "b"),
+        ("reservation", "reservation 41 at cuda:3 (activations)", "e")],
+    "value 11 at pageable-host, moved to cuda:3, discarded": v11 == [
+        ("value 11 at pageable-host", "b"), ("value 11 at cuda:3", "b"),
+        ("value 11 at pageable-host", "e"), ("value 11 at cuda:3", "e")],
+    "counters": (counter("pageable-host used"), counter("cuda:3 budget"),
+                 counter("cuda:3 arriving")) == ([4096], [1048576], [2]),
+}
+bad = [k for k, ok in checks.items() if not ok]
+for k in bad:
+    print("wrong: " + k, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+	# A real workload, read the same way.
+	record_workload
+	atf_check -s exit:0 -o ignore "$tool" --no-plot --chrome w.json workload-trace
+	chrome_ok w.json workload-trace
+}
+
+# page_ok PAGE SUMMARY: chromium (headless) builds PAGE, and its DOM has
+# every section and series SUMMARY (rsd-trace --json) calls for.
+page_ok()
+{
+	timeout 120 chromium --headless --no-sandbox --disable-gpu \
+		--user-data-dir="$(pwd)/chromium.profile" --enable-logging=stderr --v=0 \
+		--dump-dom "file://$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" \
+		>"$1.dom" 2>"$1.console" ||
+		atf_fail "chromium could not open $1: $(tail -n 5 "$1.console")"
+	if grep -E 'Uncaught|CONSOLE.*(Error|error)' "$1.console"; then
+		atf_fail "the page's script failed in chromium"
+	fi
+	/usr/bin/python3 "$(srcdir_file data/check_page.py)" "$1.dom" "$2" >"$1.check" 2>&1 ||
+		atf_fail "$1 as chromium built it: $(head -n 20 "$1.check")"
+}
+
+atf_test_case html_page
+html_page_head()
+{
+	atf_set descr "rsd-trace --html writes one self-contained page that headless Chromium" \
+		"renders with every section and series"
+	atf_set require.user root
+	atf_set timeout 240
+}
+html_page_body()
+{
+	require_recording
+	tool=$(rsd_trace_tool) || atf_skip "tools/rsd-trace not found (set RSD_SRCDIR or RSD_TRACE_TOOL)"
+	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
+	command -v chromium >/dev/null 2>&1 ||
+		atf_skip "chromium is not installed (make deps installs it for this test)"
+	record_workload
+	atf_check -s exit:0 -o save:w.json "$tool" --json --no-plot --html w.html workload-trace
+	check_json w.json "d[\"html\"] == \"$(pwd)/w.html\""
+	page_ok w.html w.json
+	atf_check -o match:'^sections 5, occupancy charts 2, ' cat w.html.check
+	# Only the page itself: no URL to fetch anything from.
+	if grep -E -i '(src|href)="?(https?:)?//' w.html; then
+		atf_fail "the page refers to something outside it"
+	fi
 }
 
 atf_test_case lifetimes_recorded
@@ -522,12 +648,33 @@ EOF
 	for r in 0 1; do
 		grep -q "rank $r" demo/managed-bytes.svg || atf_fail "the plot has no rank $r panel"
 	done
+	# One Trace Event file holds both ranks, a process per rank's manager.
+	[ -s demo/trace.json ] || atf_fail "make demo wrote no demo/trace.json"
+	chrome_ok demo/trace.json demo/trace
+	for r in 0 1; do
+		pid=$(sed -n "$((r + 1))p" ranks | cut -d' ' -f2)
+		grep -q "\"process_name\".*(manager [0-9]*, rank $r, pid $pid)" demo/trace.json ||
+			grep -q "(manager [0-9]*, rank $r, pid $pid)\"}.*\"process_name\"" demo/trace.json ||
+			atf_fail "demo/trace.json has no process for rank $r (pid $pid)"
+	done
+	# The report page beside them, series named by rank and label.
+	[ -s demo/report.html ] || atf_fail "make demo wrote no demo/report.html"
+	atf_check -o match:"^report page: $(pwd)/demo/report.html\$" grep '^report page: ' demo.log
+	if command -v chromium >/dev/null 2>&1; then
+		page_ok demo/report.html d.json
+		for r in 0 1; do
+			grep -q "cuda:$r used, deterministic-[a-z-]* (rank $r m[0-9]*)" \
+				demo/report.html.dom || atf_fail "the page has no labelled rank $r series"
+		done
+	fi
 }
 
 atf_init_test_cases()
 {
+	atf_add_test_case chrome_trace
 	atf_add_test_case demo_ranks
 	atf_add_test_case hooks_recorded
+	atf_add_test_case html_page
 	atf_add_test_case lifetimes_recorded
 	atf_add_test_case not_recorded_when_disabled
 	atf_add_test_case rsd_trace_summary

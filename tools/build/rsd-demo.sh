@@ -85,6 +85,7 @@ if [ "$rc" -eq 70 ]; then
 fi
 echo
 echo "=== rsd-trace summary of $trace ==="
-"$here/rsd-trace" ${ranks:+--ranks "$out/demo.out"} -o "$out/managed-bytes.svg" "$trace" ||
+"$here/rsd-trace" ${ranks:+--ranks "$out/demo.out"} -o "$out/managed-bytes.svg" \
+	--chrome "$out/trace.json" --html "$out/report.html" "$trace" ||
 	echo "rsd-demo.sh: rsd-trace failed" >&2
 exit "$rc"
