@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "../nvtx.h"
 #include "../trace.h"
 
 struct rsd_scope {
@@ -166,7 +167,9 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p,
 	if (err)
 		goto fail;
 	rsd_trace_plan_begin(m->id, p->name, "scope-enter");
+	rsd__nvtx_push(p->name ? p->name : "rsd scope enter", 0);
 	err = enter_locked(m, s);
+	rsd__nvtx_pop();
 	rsd_trace_plan_end(m->id, p->name, "scope-enter",
 			   rsd_phase_name(err ? rsd_last_error()->phase : RSD_PHASE_NONE), err,
 			   (uint32_t)s->ntrans);
@@ -276,6 +279,7 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 		goto out;
 	}
 	rsd_trace_plan_begin(m->id, p->name, "scope-exit");
+	rsd__nvtx_push(p->name ? p->name : "rsd scope exit", 0);
 	err = run_phase(m, s, p->exit, p->nexit, RSD_PHASE_EXIT);
 	/* Always, even after an exit failure. */
 	release_reservations(m, s);
@@ -287,6 +291,7 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 		s->report = own;
 		own = NULL;
 	}
+	rsd__nvtx_pop();
 	rsd_trace_plan_end(m->id, p->name, "scope-exit",
 			   rsd_phase_name(err ? RSD_PHASE_EXIT : RSD_PHASE_NONE), err,
 			   (uint32_t)s->ntrans);
