@@ -21,6 +21,7 @@
 #include <rsd/rsd.h>
 
 #include "../check.h"
+#include "adopt.h"
 #include "../../lib/nvtx.h"
 
 #ifdef RSD_NVTX
@@ -74,14 +75,21 @@ static const struct rsd_type t_bytes = { "t_nvtx bytes", &rsd_resident_type };
 
 static struct rsd_handle adopt(struct rsd_manager *m, uint64_t nbytes)
 {
-	struct rsd_resident *r = NULL;
-	struct rsd_handle h;
+	return trace_adopt_bytes(m, &t_bytes, nbytes, 0x3c, RSD_REPLICABLE);
+}
 
-	RSD_REQUIRE_OK(
-		rsd_resident_alloc(m, &t_bytes, RSD_LOC_PAGEABLE_HOST, 1, &nbytes, NULL, 0, &r));
-	memset(rsd_resident_data(r, 0), 0x3c, nbytes);
-	RSD_REQUIRE_OK(rsd_adopt(m, r, NULL, RSD_REPLICABLE, &h));
-	return h;
+/* Runs the plan with the tool's record cleared: it pushed npushed ranges,
+ * the plan's first, and popped them all. */
+static void run_plan(struct rsd_manager *m, const struct rsd_action *a, size_t n, const char *name,
+		     int npushed)
+{
+	memset(&seen, 0, sizeof(seen));
+	RSD_REQUIRE_OK(rsd_execute_actions(m, a, n, name, NULL, 0, NULL, NULL));
+	ATF_CHECK_EQ(seen.pushed, npushed);
+	ATF_CHECK_EQ(seen.popped, npushed);
+	ATF_CHECK_EQ(seen.depth, 0);
+	ATF_CHECK_STREQ(seen.msg[0], name);
+	ATF_CHECK_EQ(seen.payload[0], 0);
 }
 #endif
 
@@ -99,13 +107,7 @@ ATF_TC_BODY(plan_range, tc)
 	h = adopt(m, 4096);
 	a[0] = rsd_action_ensure(h, RSD_LOC_PINNED_HOST);
 	a[1] = rsd_action_drop(h, RSD_LOC_PINNED_HOST);
-	memset(&seen, 0, sizeof(seen));
-	RSD_REQUIRE_OK(rsd_execute_actions(m, a, 2, "prefetch-step-3", NULL, 0, NULL, NULL));
-	ATF_CHECK_EQ(seen.pushed, 1);
-	ATF_CHECK_EQ(seen.popped, 1);
-	ATF_CHECK_EQ(seen.depth, 0);
-	ATF_CHECK_STREQ(seen.msg[0], "prefetch-step-3");
-	ATF_CHECK_EQ(seen.payload[0], 0);
+	run_plan(m, a, 2, "prefetch-step-3", 1);
 
 	/* A failed plan (a value it does not know) closes its range too; an
 	 * unnamed one has the name rsd_execute_actions() gives it. */
@@ -145,12 +147,8 @@ ATF_TC_BODY(copy_ranges, tc)
 	a[0] = rsd_action_ensure(h, dev);
 	a[1] = rsd_action_drop(h, RSD_LOC_PAGEABLE_HOST);
 	a[2] = rsd_action_ensure(h, RSD_LOC_PINNED_HOST);
-	memset(&seen, 0, sizeof(seen));
-	RSD_REQUIRE_OK(rsd_execute_actions(m, a, 3, "to-device", NULL, 0, NULL, NULL));
-	ATF_CHECK_EQ(seen.pushed, 3);
-	ATF_CHECK_EQ(seen.popped, 3);
+	run_plan(m, a, 3, "to-device", 3);
 	ATF_CHECK_EQ(seen.max_depth, 2);
-	ATF_CHECK_STREQ(seen.msg[0], "to-device");
 	ATF_CHECK_STREQ(seen.msg[1], "rsd copy H2D (pageable)");
 	ATF_CHECK_EQ(seen.payload[1], 1 << 16);
 	ATF_CHECK_STREQ(seen.msg[2], "rsd copy D2H");
