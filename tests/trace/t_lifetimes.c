@@ -405,8 +405,12 @@ ATF_TC_BODY(lifetimes, tc)
 	ATF_REQUIRE(simpump_start(&pump, sd, NULL, 0, true, false));
 	cfg.driver = rsd_simdev_ops();
 	cfg.driver_ctx = sd;
+	cfg.label = "lifetimes";
 	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &m));
 	mid = rsd_manager_id(m);
+	put("rsd:manager_create: { manager_id = %" PRIu64 ", label = \"lifetimes\", nbudgets = 1"
+	    ", ndevices = 1 }\n",
+	    mid);
 
 	a = adopt(m, CUDA0, 4096);
 	b = adopt(m, RSD_LOC_PAGEABLE_HOST, 8192);
