@@ -4,8 +4,8 @@
  * copies and plans on the calling thread's row, above the CUDA calls they
  * make and beside the job's own kernels.
  *
- * Only CUDA builds (RSD_HAVE_CUDA, make CUDA=1 or sim) have them: they use
- * the header-only NVTX 3 of the CUDA toolkit, which needs no library. With
+ * Only CUDA builds (make CUDA=1 or sim) have them, when the toolkit has the
+ * header-only NVTX 3 (RSD_NVTX=1), which needs no library. With
  * no tool attached each call is a load and a predicted branch (NVTX's
  * injection pointer is unset); the messages are static strings and the
  * byte count a payload, so nothing is formatted. Other builds, or a
@@ -19,13 +19,9 @@
 #define RSD_NVTX_H
 #include <stdint.h>
 
-#if defined(RSD_HAVE_CUDA) && RSD_HAVE_CUDA && defined(__has_include)
-#if __has_include(<nvtx3/nvToolsExt.h>)
-#define RSD_NVTX 1
-#endif
-#endif
-
-#ifdef RSD_NVTX
+/* RSD_NVTX: set by the build (tools/build/config.mk) for CUDA builds whose
+ * toolkit has nvtx3/. */
+#if defined(RSD_NVTX) && RSD_NVTX
 #include <nvtx3/nvToolsExt.h>
 
 /* msg: a string that outlives the call (NVTX copies it only when a tool

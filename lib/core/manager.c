@@ -507,8 +507,9 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 	m->ndevices = n > 0 ? (n > RSD_CUDA_MAX_DEVICE + 1 ? RSD_CUDA_MAX_DEVICE + 1 : n) : 0;
 	m->warn = cfg->warn;
 	m->warn_ctx = cfg->warn_ctx;
+	/* Length checked above; calloc wrote the terminating NUL. */
 	if (cfg->label)
-		strcpy(m->label, cfg->label); /* length checked above */
+		memcpy(m->label, cfg->label, strnlen(cfg->label, RSD_MANAGER_LABEL_MAX));
 	for (size_t i = 0; i < cfg->nbudgets; i++) {
 		struct rsd_location at = cfg->budgets[i].location;
 		struct rsd_acct *a;

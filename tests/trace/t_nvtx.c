@@ -24,7 +24,7 @@
 #include "adopt.h"
 #include "../../lib/nvtx.h"
 
-#ifdef RSD_NVTX
+#if defined(RSD_NVTX) && RSD_NVTX
 #define MAX_RANGES 64
 
 static struct {
@@ -97,7 +97,7 @@ static void run_plan(struct rsd_manager *m, const struct rsd_action *a, size_t n
 ATF_TC_WITHOUT_HEAD(plan_range);
 ATF_TC_BODY(plan_range, tc)
 {
-#ifdef RSD_NVTX
+#if defined(RSD_NVTX) && RSD_NVTX
 	struct rsd_manager_config cfg = { .host_only = true };
 	struct rsd_manager *m = NULL;
 	struct rsd_action a[2];
@@ -130,7 +130,7 @@ ATF_TC_BODY(plan_range, tc)
 ATF_TC_WITHOUT_HEAD(copy_ranges);
 ATF_TC_BODY(copy_ranges, tc)
 {
-#ifdef RSD_NVTX
+#if defined(RSD_NVTX) && RSD_NVTX
 	struct rsd_manager_config cfg = { .staging_nbytes = RSD_STAGING_OFF };
 	struct rsd_location dev = { RSD_CUDA, 0 };
 	struct rsd_manager *m = NULL;
