@@ -27,6 +27,8 @@
  *                              waiting or flushing and trying again
  *   rsd_trace_manager_create   once a manager is built, before its first
  *                              publication
+ *   rsd_trace_device_work      when the simulated device's engine ends a
+ *                              copy or a kernel (lib/drivers/simdev*.c)
  *   rsd_trace_plan_begin/end   around execute and scope entry/exit
  *   rsd_trace_decision         after the controller decides
  *   rsd_trace_decision_blocked after it, when a location could not admit
@@ -246,6 +248,30 @@ static inline void rsd_trace_manager_create(uint64_t manager_id, const char *lab
 			     ndevices);
 }
 
+/* Whether a session records device work: the simulator then reads the
+ * clock at each item's start. */
+static inline bool rsd_trace_device_work_enabled(void)
+{
+	return lttng_ust_tracepoint_enabled(rsd, device_work);
+}
+
+/* A copy has its two locations; a kernel passes has_locations false. */
+static inline void rsd_trace_device_work(int device, bool kernel, const char *engine,
+					 uint64_t nbytes, bool has_locations,
+					 struct rsd_location src, struct rsd_location dst,
+					 uint64_t duration_ns)
+{
+	char sname[RSD_LOCATION_NAME_MAX], dname[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, device_work))
+		return;
+	lttng_ust_tracepoint(rsd, device_work, device, kernel ? "kernel" : "copy",
+			     rsd__trace_str(engine), nbytes,
+			     rsd__trace_opt_name(has_locations, src, sname, sizeof(sname)),
+			     rsd__trace_opt_name(has_locations, dst, dname, sizeof(dname)),
+			     duration_ns);
+}
+
 static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)
 {
 	lttng_ust_tracepoint(rsd, plan_begin, manager_id, rsd__trace_str(name), rsd__trace_str(kind));
@@ -387,6 +413,20 @@ static inline void rsd_trace_manager_create(uint64_t manager_id, const char *lab
 					    uint32_t nbudgets, int ndevices)
 {
 	(void)manager_id, (void)label, (void)nbudgets, (void)ndevices;
+}
+
+static inline bool rsd_trace_device_work_enabled(void)
+{
+	return false;
+}
+
+static inline void rsd_trace_device_work(int device, bool kernel, const char *engine,
+					 uint64_t nbytes, bool has_locations,
+					 struct rsd_location src, struct rsd_location dst,
+					 uint64_t duration_ns)
+{
+	(void)device, (void)kernel, (void)engine, (void)nbytes, (void)has_locations, (void)src,
+		(void)dst, (void)duration_ns;
 }
 
 static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)

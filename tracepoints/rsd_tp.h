@@ -319,6 +319,30 @@ LTTNG_UST_TRACEPOINT_EVENT(rsd, manager_create,
 	)
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, manager_create, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+/*
+ * Work the simulated device ran (fired by its engine when the item ends;
+ * no manager: a device serves any): what ("kernel" or "copy"), on which
+ * engine ("compute", "copy-in": to the device, "copy-out": to host memory),
+ * a copy's bytes and its source and destination names ("none" for a
+ * kernel), and how long it ran on the host, duration_ns, ending at the
+ * event. The copies and kernels the device executed, beside the
+ * transitions that asked for them.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, device_work,
+	LTTNG_UST_TP_ARGS(int, device, const char *, what, const char *, engine,
+			  uint64_t, nbytes, const char *, source_name,
+			  const char *, destination_name, uint64_t, duration_ns),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(int, device, device)
+		lttng_ust_field_string(what, what)
+		lttng_ust_field_string(engine, engine)
+		lttng_ust_field_integer(uint64_t, nbytes, nbytes)
+		lttng_ust_field_string(source, source_name)
+		lttng_ust_field_string(destination, destination_name)
+		lttng_ust_field_integer(uint64_t, duration_ns, duration_ns)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, device_work, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 /* kind: "execute", "scope-enter" or "scope-exit". */
 LTTNG_UST_TRACEPOINT_EVENT(rsd, plan_begin,
 	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const char *, name, const char *, kind),

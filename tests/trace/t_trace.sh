@@ -91,6 +91,8 @@ rsd:hold_release: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, a
 rsd:reservation_acquire: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
 rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 3000, requested = 2000, available = 1000 }
 rsd:budget_retry: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", how = "wait" }
+rsd:device_work: { device = 3, what = "copy", engine = "copy-in", nbytes = 4096, source = "pinned-host", destination = "cuda:3", duration_ns = 700 }
+rsd:device_work: { device = 3, what = "kernel", engine = "compute", nbytes = 0, source = "none", destination = "none", duration_ns = 900 }
 rsd:reservation_release: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
 rsd:plan_begin: { manager_id = 7, name = "step-1", kind = "execute" }
 rsd:transition: { manager_id = 7, handle_id = 11, action = "discard", location_kind = -1, location_device = -1, location = "none", from_kind = -1, from_device = -1, from = "none", source_kind = 2, source_device = 3, source = "cuda:3", destination_kind = -1, destination_device = -1, destination = "none", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 2000, completed_at_ns = 2600, duration_ns = 600, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
@@ -250,7 +252,7 @@ rsd_trace_summary_body()
 	# Text summary and plot (SVG, whichever plotter is present).
 	atf_check -s exit:0 -o save:summary.txt -e empty "$tool" -o "$(pwd)/m.svg" hooks-trace
 	atf_check -o match:"^plot: $(pwd)/m.svg\$" tail -n1 summary.txt
-	atf_check -o match:'23 rsd events, 3 transitions, 1 manager' cat summary.txt
+	atf_check -o match:'25 rsd events, 3 transitions, 1 manager' cat summary.txt
 	atf_check -o match:'^  pageable-host -> cuda:3 +1 +4000 +4096$' cat summary.txt
 	grep -q '<svg' m.svg || atf_fail "m.svg is not an SVG"
 	grep -q 'pageable-host' m.svg || atf_fail "the plot has no pageable-host series"
@@ -265,7 +267,7 @@ rsd_trace_summary_body()
 		check_json $reader.json \
 			'd["transitions"] == 3' \
 			'd["events"]["rsd:state"] == 2 and d["events"]["rsd:plan_end"] == 2' \
-			'sum(d["events"].values()) == 23' \
+			'sum(d["events"].values()) == 25' \
 			'd["managers"] == [7]' \
 			'[(r["action"], r["location"], r["count"], r["no_op"]) for r in d["transitions_by_kind_location"]] == [("discard", "cuda:3", 1, 0), ("ensure", "pinned-host", 1, 1), ("move", "cuda:3", 1, 0)]' \
 			'd["bytes_moved"] == [{"source": "pageable-host", "destination": "cuda:3", "count": 1, "logical_nbytes": 4000, "storage_nbytes": 4096}]' \
@@ -379,7 +381,7 @@ chrome_trace_body()
 			--chrome h.$reader.json hooks-trace
 		atf_check -o match:"^chrome trace: $(pwd)/h.$reader.json\$" tail -n1 sum.$reader
 		chrome_ok h.$reader.json hooks-trace
-		atf_check -o match:'rsd events 23$' cat h.$reader.json.check
+		atf_check -o match:'rsd events 25$' cat h.$reader.json.check
 		atf_check -o match:'B/E pairs 1, ' cat h.$reader.json.check
 	done
 	if [ -f h.bt2.json ]; then
@@ -390,6 +392,7 @@ import json, sys
 evs = json.load(open(sys.argv[1]))["traceEvents"]
 thread = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e.get("name") == "thread_name"}
 procs = [e["args"]["name"] for e in evs if e.get("name") == "process_name"]
+pid1 = [e["args"]["name"] for e in evs if e.get("name") == "process_name" and e["pid"] == 1]
 on = lambda t: [e for e in evs if thread.get((e["pid"], e["tid"])) == t and e["ph"] != "M"]
 counter = lambda n: [list(e["args"].values())[0] for e in evs if e["ph"] == "C" and e["name"] == n]
 copy = on("cuda:3 H2D pageable")
@@ -397,7 +400,7 @@ spans = sorted((e["cat"], e["name"], e["ph"]) for e in evs
                if e["ph"] in "be" and e["cat"] != "residency")
 v11 = [(e["name"], e["ph"]) for e in evs if e.get("cat") == "residency" and "value 11 " in e["name"]]
 checks = {
-    "process renamed by its label": procs[-1] == "lru (manager 7)",
+    "process renamed by its label": pid1 == ["manager 7", "lru (manager 7)"],
     "one copy slice, its bytes and rate": [(e["ph"], e["dur"], e["args"]["bytes"], e["args"]["GB/s"])
                                            for e in copy] == [("X", 0.25, 4096, 16.384)],
     "plan slice": [(e["ph"], e.get("name")) for e in on("plans")] == [("B", "execute step-1"),
@@ -415,6 +418,10 @@ checks = {
     "value 11 at pageable-host, moved to cuda:3, discarded": v11 == [
         ("value 11 at pageable-host", "b"), ("value 11 at cuda:3", "b"),
         ("value 11 at pageable-host", "e"), ("value 11 at cuda:3", "e")],
+    "device work on its engines": [(e["name"], e["dur"]) for e in on("cuda:3 copy engine H2D")
+                                   + on("cuda:3 compute (kernels)")]
+        == [("copy 4096 B pinned-host to cuda:3", 0.7), ("kernel", 0.9)],
+    "a process for the device": "cuda:3 device (simulated)" in procs,
     "counters": (counter("pageable-host used"), counter("cuda:3 budget"),
                  counter("cuda:3 arriving")) == ([4096], [1048576], [2]),
 }
