@@ -95,6 +95,7 @@ help:
 	@echo 'Demo and bench (tools/build/bench.mk)'
 	@echo '  demo           run rsd-demo recorded with LTTng and summarized'
 	@echo '                 (tools/build/rsd-demo.sh; DEMO_ARGS=..., RANKS=N: an MPI job)'
+	@echo '  demo-report    make demo, then a PNG screenshot of its report page (chromium)'
 	@echo '  bench          run rsd-bench: each figure beside its baseline (BENCH_ARGS=...)'
 	@echo 'Install and man pages (tools/build/install.mk)'
 	@echo '  install        into DESTDIR/PREFIX (/usr/local): lib, headers, librsd.pc,'

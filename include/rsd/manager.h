@@ -69,6 +69,10 @@ struct rsd_budget {
  *	shown in no snapshot. When they cannot be allocated, that device's
  *	copies go unstaged; when they cannot grow, they keep their size;
  *	either is warned about once.
+ * @label: a name for the manager in traces (the rsd:manager_create event;
+ *	rsd-trace names its series and processes by it), such as the policy
+ *	or the job step it serves; copied. NULL or "": no label. At most
+ *	RSD_MANAGER_LABEL_MAX bytes, any bytes but NUL.
  */
 struct rsd_manager_config {
 	const struct rsd_budget *budgets;
@@ -79,7 +83,13 @@ struct rsd_manager_config {
 	void (*warn)(void *ctx, const char *message);
 	void *warn_ctx;
 	uint64_t staging_nbytes;
+	const char *label;
 };
+
+/**
+ * RSD_MANAGER_LABEL_MAX - The longest struct rsd_manager_config.label, in bytes.
+ */
+#define RSD_MANAGER_LABEL_MAX 63
 
 /**
  * RSD_STAGING_OFF - struct rsd_manager_config.staging_nbytes value: no staging.
@@ -108,7 +118,8 @@ struct rsd_manager_config {
  *   budget's location kind is not one of the three; @driver lacks
  *   device_count, alloc, free or copy.
  * * -RSD_EINVAL - two budgets name one location; a budget names a CUDA
- *   device outside 0..127 or one the driver does not see.
+ *   device outside 0..127 or one the driver does not see; @label is longer
+ *   than RSD_MANAGER_LABEL_MAX bytes.
  * * -RSD_ENOMEM - the manager, its devices' staging records or its first
  *   published image could not be allocated, or a lock could not be
  *   initialized.

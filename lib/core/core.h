@@ -728,6 +728,9 @@ struct rsd_manager {
 	size_t ndirty, capdirty;
 	bool locs_dirty, resv_dirty, pending_dirty;
 	bool republish_all; /* the dirty list could not grow: re-image every record */
+	/* struct rsd_manager_config.label, fixed at create; "" when none.
+	 * Only traces read it. */
+	char label[RSD_MANAGER_LABEL_MAX + 1];
 };
 
 /* See rsd__obj_link(): m->objs_lock held. */

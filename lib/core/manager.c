@@ -496,6 +496,10 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 			    !cfg->driver->free || !cfg->driver->copy))
 		return rsd__err(RSD_ETYPE, "device driver '%s' lacks a required operation",
 				cfg->driver->name ? cfg->driver->name : "?");
+	if (cfg->label && strnlen(cfg->label, RSD_MANAGER_LABEL_MAX + 1) > RSD_MANAGER_LABEL_MAX)
+		return rsd__err(RSD_EINVAL,
+				"rsd_manager_create: label '%.16s...' is longer than %d bytes",
+				cfg->label, RSD_MANAGER_LABEL_MAX);
 	m = rsd__calloc(1, sizeof(*m));
 	if (!m)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a manager");
@@ -504,6 +508,9 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 	m->ndevices = n > 0 ? (n > RSD_CUDA_MAX_DEVICE + 1 ? RSD_CUDA_MAX_DEVICE + 1 : n) : 0;
 	m->warn = cfg->warn;
 	m->warn_ctx = cfg->warn_ctx;
+	/* Length checked above; calloc wrote the terminating NUL. */
+	if (cfg->label)
+		memcpy(m->label, cfg->label, strnlen(cfg->label, RSD_MANAGER_LABEL_MAX));
 	for (size_t i = 0; i < cfg->nbudgets; i++) {
 		struct rsd_location at = cfg->budgets[i].location;
 		struct rsd_acct *a;
@@ -539,6 +546,9 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 		goto fail;
 	}
 	rsd__rcu_register();
+	/* Before the first publication's rsd:state events, so that a trace
+	 * names the manager before its first series point. */
+	rsd_trace_manager_create(m->id, m->label, (uint32_t)m->nknown, m->ndevices);
 	err = rsd__publish_first(m);
 	if (err) {
 		pthread_mutex_destroy(&m->lock);

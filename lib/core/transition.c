@@ -648,6 +648,8 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 		 * commit the plan's queued copies and run the action again. */
 		if (rsd__batch_pending() && !flushed &&
 		    (err == XFER_RETRY || err == -RSD_EBUDGET)) {
+			if (err == -RSD_EBUDGET)
+				rsd_trace_budget_retry(m->id, rsd_last_error()->location, "flush");
 			flushed = true;
 			err = rsd__batch_flush(m);
 			if (err)
@@ -658,12 +660,15 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 		 * is free once its copy has read the bytes: wait for that copy
 		 * on the host, and run the action again. */
 		if (err == -RSD_EBUDGET && (a->kind == RSD_ACT_ENSURE || a->kind == RSD_ACT_MOVE)) {
+			struct rsd_location refused = rsd_last_error()->location;
 			int waited = rsd__qcopy_wait_room(m, a->location);
 
 			if (waited < 0)
 				return waited;
-			if (waited)
+			if (waited) {
+				rsd_trace_budget_retry(m->id, refused, "wait");
 				continue;
+			}
 		}
 		if (err != XFER_RETRY)
 			break;

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "../internal.h"
+#include "../nvtx.h"
 #include "host.h"
 #include "pool.h"
 
@@ -472,6 +473,16 @@ static void *cu_transfer_stream(void *ctx, struct rsd_location dst, struct rsd_l
 	return s;
 }
 
+/* The NVTX range of a copy: its direction, a static string. */
+static const char *copy_range_name(struct rsd_location dst, struct rsd_location src)
+{
+	if (src.kind != RSD_CUDA)
+		return src.kind == RSD_PAGEABLE_HOST ? "rsd copy H2D (pageable)" : "rsd copy H2D";
+	if (dst.kind != RSD_CUDA)
+		return dst.kind == RSD_PAGEABLE_HOST ? "rsd copy D2H (pageable)" : "rsd copy D2H";
+	return dst.device == src.device ? "rsd copy D2D" : "rsd copy peer";
+}
+
 static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
 		   struct rsd_location src_at, uint64_t nbytes, void *stream)
 {
@@ -502,12 +513,17 @@ static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void 
 		if (rc)
 			return rc;
 	}
+	/* The range covers the enqueue on this thread; Nsight links it to
+	 * the copy on the device through the CUDA call inside it. */
+	rsd__nvtx_push(copy_range_name(dst_at, src_at), nbytes);
 	if (dst_at.kind == RSD_CUDA && src_at.kind == RSD_CUDA && dst_at.device != src_at.device) {
 		peer_enable(src_at.device, dst_at.device);
 		e = cudaMemcpyPeerAsync(dst, dst_at.device, src, src_at.device, (size_t)nbytes, s);
+		rsd__nvtx_pop();
 		return e == cudaSuccess ? 0 : cuda_fail("cudaMemcpyPeerAsync", e);
 	}
 	e = cudaMemcpyAsync(dst, src, (size_t)nbytes, cudaMemcpyDefault, s);
+	rsd__nvtx_pop();
 	return e == cudaSuccess ? 0 : cuda_fail("cudaMemcpyAsync", e);
 }
 

@@ -101,6 +101,7 @@ struct sim_work {
 	struct rsd__list_node pend; /* on sd->pending, while listed */
 	bool listed;		    /* on sd->pending */
 	bool skip;		    /* not executed: its stream failed */
+	uint64_t started_ns;	    /* when it started (rsd:device_work) */
 	union {
 		struct {
 			void *dst;

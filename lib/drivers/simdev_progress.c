@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "simdev.h"
+#include "../trace.h"
 
 /* sd->cond runs on CLOCK_MONOTONIC, so due times do too. */
 static uint64_t mono_ns(void)
@@ -176,6 +177,7 @@ static uint64_t item_start(struct rsd_simdev *sd, const struct sim_work *w, uint
 static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 {
 	struct sim_work *w = s->head;
+	uint64_t now;
 
 	s->head = w->next;
 	if (!s->head)
@@ -186,7 +188,9 @@ static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 	if (w->kind == SIM_WORK_COPY || w->kind == SIM_WORK_KERNEL)
 		s->role = role_of(s, w);
 	admit(sd, s, w);
-	w->due_ns = item_start(sd, w, mono_ns());
+	now = mono_ns();
+	w->started_ns = now;
+	w->due_ns = item_start(sd, w, now);
 	pthread_mutex_unlock(&sd->lock);
 	execute(w);
 	pthread_mutex_lock(&sd->lock);
@@ -205,6 +209,26 @@ static void inherit_fault(struct sim_stream *s, const struct sim_work *w)
 	s->fault.after = s->completed;
 }
 
+/* The engine's name for rsd:device_work. */
+static const char *const role_name[] = {
+	[SIM_ROLE_COMPUTE] = "compute",
+	[SIM_ROLE_COPY_IN] = "copy-in",
+	[SIM_ROLE_COPY_OUT] = "copy-out",
+};
+
+/* w, a copy or kernel of s that ran, as rsd:device_work. */
+static void trace_work(const struct sim_stream *s, const struct sim_work *w)
+{
+	bool kernel = w->kind == SIM_WORK_KERNEL;
+	struct rsd_location none = { 0 };
+	uint64_t now = mono_ns();
+
+	rsd_trace_device_work(s->device, kernel, role_name[role_of(s, w)],
+			      kernel ? 0 : w->copy.nbytes, !kernel, kernel ? none : w->copy.src_at,
+			      kernel ? none : w->copy.dst_at,
+			      now > w->started_ns ? now - w->started_ns : 0);
+}
+
 /* With sd->lock held: end s's running item. s may be freed on return (a
  * destroyed stream whose last item this was), and so may a stream a wait
  * item referenced. A kernel's effects run first, without the lock, with s
@@ -221,6 +245,9 @@ static void finish_one(struct rsd_simdev *sd, struct sim_stream *s)
 		rsd__sim_kernel_effects(w);
 		pthread_mutex_lock(&sd->lock);
 	}
+	if ((w->kind == SIM_WORK_KERNEL || w->kind == SIM_WORK_COPY) && !w->skip &&
+	    rsd_trace_device_work_enabled())
+		trace_work(s, w);
 	rsd__sim_pending_del(sd, w);
 	s->running = false;
 	s->inflight = false;

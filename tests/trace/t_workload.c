@@ -12,6 +12,7 @@
  */
 #include <atf-c.h>
 #include "../check.h"
+#include "adopt.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,13 +92,8 @@ static void expect_budget_reject(uint64_t mid, const struct rsd_error *e)
 static struct rsd_handle adopt_bytes(struct rsd_manager *m, uint64_t nbytes,
 				     enum rsd_replica_mode mode)
 {
-	struct rsd_resident *r = NULL;
-	struct rsd_handle h;
+	struct rsd_handle h = trace_adopt_bytes(m, &t_bytes, nbytes, 0x5a, mode);
 
-	RSD_REQUIRE_OK(
-		rsd_resident_alloc(m, &t_bytes, RSD_LOC_PAGEABLE_HOST, 1, &nbytes, NULL, 0, &r));
-	memset(rsd_resident_data(r, 0), 0x5a, nbytes);
-	RSD_REQUIRE_OK(rsd_adopt(m, r, NULL, mode, &h));
 	expect_adopt(rsd_manager_id(m), h, RSD_LOC_PAGEABLE_HOST, nbytes);
 	return h;
 }
