@@ -25,7 +25,8 @@
  * random, one arming per call with probability PERMILLE/1000 (default 20),
  * with the checks CHECKS (same syntax; default all) and a watchdog: a call
  * running MS milliseconds (default 20000) is a hang, reported with every
- * thread's call, and the process aborts. Runs without hostile calls in
+ * thread's call, and the process aborts; -v prints the library's warnings
+ * as they come. Runs without hostile calls in
  * which no armed fault fired are replayed against the model as for -T.
  * -R makes every budget 8 times larger, so that admissions seldom wait
  * for room (with -T too).
