@@ -75,7 +75,8 @@ static void hostile_args(const struct soak *s, char *b, size_t len)
 			k += (size_t)snprintf(b + k, len - k, "none");
 	}
 	if (k < len)
-		snprintf(b + k, len - k, " -r %u%s", s->permille, s->roomy ? " -R" : "");
+		snprintf(b + k, len - k, " -r %u%s -d %llu -l %u", s->permille,
+			 s->roomy ? " -R" : "", (unsigned long long)s->delay, s->load_us);
 }
 
 /* Run i; false (after printing it) on a divergence. */

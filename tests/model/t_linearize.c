@@ -102,10 +102,10 @@ static void run_hostile(uint64_t first, unsigned nthreads, unsigned ops, unsigne
 		if (lz_run(&o, &st, why, sizeof(why))) {
 			fprintf(stderr, "%s\n", why);
 			atf_tc_fail(
-				"seed %llu failed (see stderr; rsd-soak -H -F %s -C %s -r %u -s "
-				"%llu -n 1 -T %u -k %u)",
+				"seed %llu failed (see stderr; rsd-soak -H -F %s -C %s -r %u -l %u "
+				"-s %llu -n 1 -T %u -k %u)",
 				(unsigned long long)o.seed, SLICE_FAULTS, SLICE_CHECKS, permille,
-				(unsigned long long)o.seed, o.nthreads, ops);
+				o.load_max_us, (unsigned long long)o.seed, o.nthreads, ops);
 		}
 	}
 	printf("%u runs, %lu calls: %lu with hostile calls, %lu replayed against the model\n", i,
