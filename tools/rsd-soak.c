@@ -218,9 +218,9 @@ int main(int argc, char **argv)
 		       s.lst.inflight_budget, s.lst.inflight_plan);
 	if (s.hostile) {
 		printf("  hostile: %lu runs with hostile calls, %lu replayed; %lu not-waiting calls, "
-		       "%lu waits on a queued copy, %lu GPU leases, %lu kernels, %lu ledger probes\n",
+		       "%lu waits on a queued copy, %lu GPU leases, %lu uses, %lu kernels, %lu ledger probes\n",
 		       s.lst.hostile_runs, s.lst.replayed, s.lst.async_calls, s.lst.waits,
-		       s.lst.gpu_leases, s.lst.kernels, s.lst.probes);
+		       s.lst.gpu_leases, s.lst.uses, s.lst.kernels, s.lst.probes);
 		printf("  runs in which a fault fired:");
 		for (unsigned c = 0; c < LZF_N; c++)
 			printf(" %s %lu", lz_set_name(false, c), s.lst.fired[c]);

@@ -139,7 +139,7 @@ struct lz_thread {
 	struct rsd_lease *glease[LZ_LIVES];
 	void *gstream[LZ_LIVES]; /* the stream each GPU lease was taken with */
 	struct hz_kread *kreads; /* kernels' arguments, freed after the run */
-	unsigned long async_calls, waits, gpu_leases, kernels;
+	unsigned long async_calls, waits, gpu_leases, kernels, uses;
 };
 
 /* One event of the history: a call, a plan's preflight (act -1) or action. */
@@ -182,6 +182,7 @@ struct lz {
 	atomic_bool stop;
 	pthread_t checker;
 	struct hz_wd wd_main;
+	struct rsd_controller *ctl; /* for LZF_USES */
 	unsigned long probes;
 	/* Replay. */
 	struct model md;

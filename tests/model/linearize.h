@@ -31,6 +31,7 @@ enum lz_fault {
 	LZF_RESIDENT,	    /* a value's storage allocation fails ("resident") */
 	LZF_STREAM_DESTROY, /* a GPU lease's consumer stream is destroyed before its release */
 	LZF_CLOSE_RACE,	    /* at the end, close(FORCE|NOWAIT) beside a waiter on a stalled copy */
+	LZF_USES,	    /* controller uses (rsd_controller_use, with LZF_ASYNC _use_async) */
 	LZF_ASYNC,	    /* not-waiting calls (to a device; with LZF_WAITERS also to host) */
 	LZF_WAITERS,	    /* several host waiters on one queued copy */
 	LZF_N
@@ -74,7 +75,7 @@ struct lz_stats {
 	/* The hostile mode: runs with its calls, runs replayed (no hostile
 	 * call, no fault fired), runs in which each class fired, calls. */
 	unsigned long hostile_runs, replayed, fired[LZF_N], async_calls, waits, gpu_leases, kernels,
-		probes;
+		uses, probes;
 };
 
 /* One run; 0, or -1 with a description (seed, event, the history around it). */

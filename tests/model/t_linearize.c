@@ -10,7 +10,7 @@
  *
  * The hostile_* cases run the hostile mode (hostile.inc): 4 to 8 threads,
  * not-waiting calls, GPU leases whose consumer streams run kernels reading
- * the leased bytes, faults armed at random, budgets, bytes and close
+ * the leased bytes, controller uses, faults armed at random, budgets, bytes and close
  * checked, every call under a watchdog; runs without hostile calls in
  * which no fault fired are replayed as above. `make soak-hostile` runs it
  * for long; a failure prints the rsd-soak -H command that reruns it.
@@ -110,9 +110,9 @@ static void run_hostile(uint64_t first, unsigned nthreads, unsigned ops, unsigne
 	}
 	printf("%u runs, %lu calls: %lu with hostile calls, %lu replayed against the model\n", i,
 	       st.ops, st.hostile_runs, st.replayed);
-	printf("  %lu not-waiting calls, %lu waits on a queued copy, %lu GPU leases, %lu kernels "
-	       "reading them, %lu ledger probes\n",
-	       st.async_calls, st.waits, st.gpu_leases, st.kernels, st.probes);
+	printf("  %lu not-waiting calls, %lu waits on a queued copy, %lu GPU leases, %lu uses, "
+	       "%lu kernels reading them, %lu ledger probes\n",
+	       st.async_calls, st.waits, st.gpu_leases, st.uses, st.kernels, st.probes);
 	printf("  runs in which a class fired:");
 	for (unsigned c = 0; c < LZF_N; c++)
 		printf(" %s %lu", lz_set_name(false, c), st.fired[c]);
