@@ -109,6 +109,8 @@ help:
 	@echo 'Fuzz and soak (tools/build/soak.mk)'
 	@echo '  soak           rsd-soak: random operations against the model (SOAK_ARGS=...)'
 	@echo '  soak-threads   rsd-soak -T 0: threads against the model, in commit order'
+	@echo '  soak-hostile   rsd-soak -H: 4-8 threads, not-waiting calls, GPU leases,'
+	@echo '                 faults at random (HOSTILE_FAULTS=, HOSTILE_CHECKS= lists)'
 	@echo '  fuzz           build tests/fuzz/*.c with libFuzzer, run each FUZZ_SECONDS (60)'
 	@echo 'Clean (Makefile)'
 	@echo '  clean          remove the build directory; distclean: every default one'
