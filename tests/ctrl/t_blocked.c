@@ -132,8 +132,8 @@ ATF_TC_BODY(pending_lease_named, tc)
 	snprintf(want, sizeof(want),
 		 "Automatic residency request 'next' is infeasible: location cuda:0 cannot admit "
 		 "64 bytes during materialization of '%" PRIu64 "'; budget=128, used=128, "
-		 "reserved=0, but no invariant-valid victim sequence satisfies the complete "
-		 "ordered request",
+		 "reserved=0, in flight=0, held by 0 plans=0, but no invariant-valid victim "
+		 "sequence satisfies the complete ordered request",
 		 w.id);
 	ATF_CHECK_STREQ(e->message, want);
 	ATF_CHECK(e->has_search);
@@ -148,8 +148,8 @@ ATF_TC_BODY(pending_lease_named, tc)
 	snprintf(want, sizeof(want),
 		 "Automatic residency request 'next' is infeasible: location cuda:0 cannot admit "
 		 "64 bytes during materialization of '%" PRIu64 "'; budget=128, used=128, "
-		 "reserved=0, and evicting every candidate there frees 0 of the 64 bytes short "
-		 "(checked before searching)",
+		 "reserved=0, in flight=0, held by 0 plans=0, and evicting every candidate there "
+		 "frees 0 of the 64 bytes short (checked before searching)",
 		 w.id);
 	ATF_CHECK_STREQ(e->message, want);
 	ATF_CHECK(e->has_search);
