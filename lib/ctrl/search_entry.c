@@ -192,6 +192,8 @@ static void record_blockers(struct search *x)
 	b.budget_bytes = x->budget[sh->slot];
 	b.used_bytes = x->root_used;
 	b.reserved_bytes = x->root_reserved;
+	b.in_flight_bytes = l.in_flight;
+	b.plan_held_bytes = l.held;
 	rsd__blockers_set(&b);
 }
 

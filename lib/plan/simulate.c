@@ -169,6 +169,7 @@ static const char *lname(struct rsd_location at, char *buf)
 static bool prepare(struct sim *s, struct rsd_location at)
 {
 	const struct rsd_img_loc *il;
+	struct rsd__ledger led;
 	struct sim_loc *l;
 	unsigned slot;
 
@@ -187,11 +188,12 @@ static bool prepare(struct sim *s, struct rsd_location at)
 		l->budget = il->acct.budget;
 		l->used = il->acct.used;
 		l->reserved = il->acct.reserved;
-		l->in_flight = il->acct.temp;
 		/* A plan of this thread's (preflight nested in a plan) may use
 		 * its own headroom, as its admissions do. */
-		l->held = il->acct.plan_hold - rsd__plan_hold_own(slot);
-		l->holders = il->acct.plan_holders - (rsd__plan_hold_own(slot) != 0);
+		led = rsd__acct_ledger(&il->acct, rsd__plan_hold_own(slot));
+		l->in_flight = led.in_flight;
+		l->held = led.held;
+		l->holders = led.holders;
 	}
 	l->peak = sat_add(l->used, l->reserved);
 	s->order[s->nloc++] = (uint8_t)slot;
