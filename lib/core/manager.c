@@ -197,7 +197,7 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 	if (n <= rsd__ledger_free(&l))
 		return 0;
 	if (l.has_budget) {
-		rsd_trace_budget_reject(m->id, at, l.budget, l.used, l.reserved, n);
+		rsd_trace_budget_reject(m->id, at, &l, n);
 		return rsd__err_budget(at, &l, n);
 	}
 	/* Unbudgeted counters must stay exact sums: refuse what would wrap. */

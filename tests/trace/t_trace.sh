@@ -88,7 +88,7 @@ rsd:lease_reap: { manager_id = 7, lease_id = 21, pending_ns = 5000 }
 rsd:hold_acquire: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
 rsd:hold_release: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
 rsd:reservation_acquire: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
-rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 3000, requested = 2000, available = 1000 }
+rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 2000, in_flight = 600, held = 400, requested = 2000, available = 1000 }
 rsd:reservation_release: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
 rsd:plan_begin: { manager_id = 7, name = "step-1", kind = "execute" }
 rsd:transition: { manager_id = 7, handle_id = 11, action = "discard", location_kind = -1, location_device = -1, location = "none", from_kind = -1, from_device = -1, from = "none", source_kind = 2, source_device = 3, source = "cuda:3", destination_kind = -1, destination_device = -1, destination = "none", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 2000, completed_at_ns = 2600, duration_ns = 600, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
@@ -273,7 +273,7 @@ rsd_trace_summary_body()
 			'd["values"]["adopted"] == 3 and d["values"]["into_reservations"] == 2' \
 			'd["leases"]["held"]["count"] == 1 and d["leases"]["held"]["min_ns"] > 0' \
 			'd["leases"]["pending"]["max_ns"] == 5000 and d["leases"]["still_pending"] == 0' \
-			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 3000}]' \
+			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 2000}]' \
 			'[(r["location"], r["peak_used"], r["final_used"]) for r in d["peak_use"]] == [("cuda:3", 0, 0), ("pageable-host", 4096, 4096)]' \
 			'[(r["kind"], r["count"], r["failed"], r["transitions"]) for r in d["plans"]] == [("execute", 1, 0, 1), ("scope-exit", 1, 1, 0)]' \
 			'd["holds"] == {"acquired": 1, "released": 1}' \
