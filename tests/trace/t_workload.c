@@ -75,7 +75,8 @@ static void expect_adopt(uint64_t mid, struct rsd_handle h, struct rsd_location 
 static void expect_budget_reject(uint64_t mid, const struct rsd_error *e)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	uint64_t taken = e->used_bytes + e->reserved_bytes + e->in_flight_bytes + e->plan_held_bytes;
+	uint64_t taken =
+		e->used_bytes + e->reserved_bytes + e->in_flight_bytes + e->plan_held_bytes;
 	uint64_t room = e->budget_bytes > taken ? e->budget_bytes - taken : 0;
 
 	if (!expect)
