@@ -907,8 +907,6 @@ int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, siz
  * of the location's ledger as this thread sees it (every term but its own
  * plan's headroom); records the error naming every term. */
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
-/* The location's ledger as rsd__admit() on this thread sums it. */
-struct rsd__ledger rsd__admit_ledger(const struct rsd_manager *m, struct rsd_location at);
 /*
  * The headroom a plan's preflight predicted (its peaks above the location's
  * used + reserved then: rise), kept from other threads' admissions while
@@ -923,7 +921,7 @@ struct rsd_plan_hold {
 	uint64_t bytes[RSD_NSLOTS]; /* kept now, in the location's plan_hold */
 	uint64_t rise[RSD_NSLOTS];  /* predicted at the preflight */
 	int64_t net[RSD_NSLOTS];    /* charged minus refunded by its own thread */
-	const struct rsd_plan_hold *up;
+	struct rsd_plan_hold *up;   /* the thread's enclosing plan, if any */
 };
 struct rsd_location_bytes;
 void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,

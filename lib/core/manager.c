@@ -174,7 +174,8 @@ uint64_t rsd__plan_hold_own(unsigned slot)
 	return own_hold ? own_hold->bytes[slot] : 0;
 }
 
-struct rsd__ledger rsd__admit_ledger(const struct rsd_manager *m, struct rsd_location at)
+/* The location's ledger as an admission on this thread sums it. */
+static struct rsd__ledger admit_ledger(const struct rsd_manager *m, struct rsd_location at)
 {
 	unsigned slot = rsd__loc_slot(at);
 
@@ -193,7 +194,7 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 		return 0;
 	/* Other threads' plans keep the headroom they predicted; this
 	 * thread's own plan may use its own. */
-	l = rsd__admit_ledger(m, at);
+	l = admit_ledger(m, at);
 	if (n <= rsd__ledger_free(&l))
 		return 0;
 	if (l.has_budget) {
@@ -252,7 +253,7 @@ void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h)
 		h->rise[slot] = 0;
 		hold_set(m, h, slot);
 	}
-	own_hold = (struct rsd_plan_hold *)h->up;
+	own_hold = h->up;
 }
 
 void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add)
@@ -260,7 +261,8 @@ void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add
 	m->locs_dirty = true;
 	if (!own_hold || !own_hold->rise[slot])
 		return;
-	/* Saturating: past rise either way the headroom no longer moves. */
+	/* net stays within +-2^62 (no wrap): by then the headroom is long
+	 * at 0 or at rise, where more of the same no longer moves it. */
 	if (n > INT64_MAX / 2)
 		n = INT64_MAX / 2;
 	if (add)

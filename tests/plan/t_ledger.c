@@ -52,7 +52,7 @@ static struct rsd_handle gated_value(struct pfx *f, struct gated *g)
 
 struct runner {
 	struct pfx *f;
-	struct rsd_action acts[2];
+	const struct rsd_action *acts;
 	size_t nacts;
 	int rc;
 	pthread_t th;
@@ -125,6 +125,7 @@ ATF_TC_BODY(hold_shrinks_by_own_charges, tc)
 	struct gated g = { .gate = GATE_INIT };
 	struct rsd_reservation *r = NULL;
 	struct runner a = { 0 };
+	struct rsd_action acts[2];
 	const struct rsd_error *e;
 	struct rsd_handle x, y, z, big;
 	char want[256];
@@ -136,8 +137,9 @@ ATF_TC_BODY(hold_shrinks_by_own_charges, tc)
 	big = pfx_adopt_n(&f, PINNED, RSD_REPLICABLE, 2 * N + 1);
 	check_loc(&f, cuda0, 0, 0, 0, 0, 0, 4 * N);
 
-	a.acts[0] = rsd_action_ensure(x, cuda0);
-	a.acts[1] = rsd_action_ensure(y, cuda0);
+	acts[0] = rsd_action_ensure(x, cuda0);
+	acts[1] = rsd_action_ensure(y, cuda0);
+	a.acts = acts;
 	a.nacts = 2;
 	run(&a, &f);
 	gate_wait_entered(&g.gate);
@@ -196,6 +198,7 @@ ATF_TC_BODY(two_plans_hold, tc)
 	struct gated ga = { .gate = GATE_INIT }, gb = { .gate = GATE_INIT };
 	struct rsd_reservation *r = NULL;
 	struct runner a = { 0 }, c = { 0 };
+	struct rsd_action acts[2], cacts[1];
 	struct rsd_handle x, y, w;
 	char want[256];
 
@@ -204,12 +207,14 @@ ATF_TC_BODY(two_plans_hold, tc)
 	y = gated_value(&f, &ga);
 	w = gated_value(&f, &gb);
 
-	a.acts[0] = rsd_action_ensure(x, cuda0);
-	a.acts[1] = rsd_action_ensure(y, cuda0);
+	acts[0] = rsd_action_ensure(x, cuda0);
+	acts[1] = rsd_action_ensure(y, cuda0);
+	a.acts = acts;
 	a.nacts = 2;
 	run(&a, &f);
 	gate_wait_entered(&ga.gate);
-	c.acts[0] = rsd_action_ensure(w, cuda0);
+	cacts[0] = rsd_action_ensure(w, cuda0);
+	c.acts = cacts;
 	c.nacts = 1;
 	run(&c, &f);
 	gate_wait_entered(&gb.gate);
@@ -243,9 +248,47 @@ ATF_TC_BODY(two_plans_hold, tc)
 	pfx_fini(&f);
 }
 
+/*
+ * What the plan's own action gives back returns to its headroom (never
+ * beyond what its preflight predicted): ensure x, drop x, ensure y peaks
+ * at N; after the drop the N x had taken is held again for y.
+ */
+ATF_TC_WITHOUT_HEAD(hold_returns_own_refunds);
+ATF_TC_BODY(hold_returns_own_refunds, tc)
+{
+	struct pfx f;
+	struct rsd_location cuda0 = { RSD_CUDA, 0 };
+	const struct rsd_budget b[] = { { cuda0, 2 * N } };
+	struct gated g = { .gate = GATE_INIT };
+	struct rsd_action acts[3];
+	struct runner a = { 0 };
+	struct rsd_handle x, y;
+
+	pfx_init(&f, b, 1, 1);
+	x = pfx_adopt(&f, PINNED, RSD_REPLICABLE);
+	y = gated_value(&f, &g);
+	acts[0] = rsd_action_ensure(x, cuda0);
+	acts[1] = rsd_action_drop(x, cuda0);
+	acts[2] = rsd_action_ensure(y, cuda0);
+	a.acts = acts;
+	a.nacts = 3;
+	run(&a, &f);
+	gate_wait_entered(&g.gate);
+
+	check_loc(&f, cuda0, 0, 0, 0, N, 1, N);
+	ATF_CHECK(reserve_feasible(&f, cuda0, N));
+	ATF_CHECK(!reserve_feasible(&f, cuda0, N + 1));
+	gate_open(&g.gate);
+	pthread_join(a.th, NULL);
+	ATF_CHECK_EQ(a.rc, 0);
+	check_loc(&f, cuda0, N, 0, 0, 0, 0, N);
+	pfx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, hold_shrinks_by_own_charges);
 	ATF_TP_ADD_TC(tp, two_plans_hold);
+	ATF_TP_ADD_TC(tp, hold_returns_own_refunds);
 	return atf_no_error();
 }
