@@ -21,6 +21,8 @@
 #include "../gate.h"
 #include "pfx.h"
 
+static const struct rsd_location CUDA0 = { RSD_CUDA, 0 };
+
 /* A source that loads n bytes at `at` once its gate opens. */
 struct gated {
 	struct pfx *f;
@@ -66,10 +68,23 @@ static void *runner_main(void *arg)
 	return NULL;
 }
 
-static void run(struct runner *r, struct pfx *f)
+/* Run the plan acts on a helper thread until it stops in g's load. */
+static void run(struct runner *r, struct pfx *f, const struct rsd_action *acts, size_t n,
+		struct gated *g)
 {
 	r->f = f;
+	r->acts = acts;
+	r->nacts = n;
 	ATF_REQUIRE_EQ(pthread_create(&r->th, NULL, runner_main, r), 0);
+	gate_wait_entered(&g->gate);
+}
+
+/* A manager on one simulated device (auto-complete), cuda:0's budget b. */
+static void setup(struct pfx *f, uint64_t b)
+{
+	const struct rsd_budget bud[] = { { CUDA0, b } };
+
+	pfx_init(f, bud, 1, 1);
 }
 
 static void check_loc(struct pfx *f, struct rsd_location at, uint64_t used, uint64_t reserved,
@@ -120,8 +135,6 @@ ATF_TC_WITHOUT_HEAD(hold_shrinks_by_own_charges);
 ATF_TC_BODY(hold_shrinks_by_own_charges, tc)
 {
 	struct pfx f;
-	struct rsd_location cuda0 = { RSD_CUDA, 0 };
-	const struct rsd_budget b[] = { { cuda0, 4 * N } };
 	struct gated g = { .gate = GATE_INIT };
 	struct rsd_reservation *r = NULL;
 	struct runner a = { 0 };
@@ -130,30 +143,27 @@ ATF_TC_BODY(hold_shrinks_by_own_charges, tc)
 	struct rsd_handle x, y, z, big;
 	char want[256];
 
-	pfx_init(&f, b, 1, 1);
+	setup(&f, 4 * N);
 	x = pfx_adopt(&f, PINNED, RSD_REPLICABLE);
 	y = gated_value(&f, &g);
 	z = pfx_adopt_n(&f, PINNED, RSD_REPLICABLE, 2 * N);
 	big = pfx_adopt_n(&f, PINNED, RSD_REPLICABLE, 2 * N + 1);
-	check_loc(&f, cuda0, 0, 0, 0, 0, 0, 4 * N);
+	check_loc(&f, CUDA0, 0, 0, 0, 0, 0, 4 * N);
 
-	acts[0] = rsd_action_ensure(x, cuda0);
-	acts[1] = rsd_action_ensure(y, cuda0);
-	a.acts = acts;
-	a.nacts = 2;
-	run(&a, &f);
-	gate_wait_entered(&g.gate);
+	acts[0] = rsd_action_ensure(x, CUDA0);
+	acts[1] = rsd_action_ensure(y, CUDA0);
+	run(&a, &f, acts, 2, &g);
 
 	/* Peak 2N predicted; x's N charged; N still held for y. The
 	 * temporary load charge is in flight at pageable-host. */
-	check_loc(&f, cuda0, N, 0, 0, N, 1, 2 * N);
+	check_loc(&f, CUDA0, N, 0, 0, N, 1, 2 * N);
 	check_loc(&f, PAGEABLE, 0, 0, N, 0, 0, 0);
-	ATF_CHECK(reserve_feasible(&f, cuda0, 2 * N));
-	ATF_CHECK(!reserve_feasible(&f, cuda0, 2 * N + 1));
-	ATF_CHECK(ensure_feasible(&f, cuda0, z));
-	ATF_CHECK(!ensure_feasible(&f, cuda0, big));
+	ATF_CHECK(reserve_feasible(&f, CUDA0, 2 * N));
+	ATF_CHECK(!reserve_feasible(&f, CUDA0, 2 * N + 1));
+	ATF_CHECK(ensure_feasible(&f, CUDA0, z));
+	ATF_CHECK(!ensure_feasible(&f, CUDA0, big));
 
-	RSD_CHECK_ERR(RSD_EBUDGET, rsd_reserve(f.m, cuda0, 2 * N + 1, "over", &r));
+	RSD_CHECK_ERR(RSD_EBUDGET, rsd_reserve(f.m, CUDA0, 2 * N + 1, "over", &r));
 	e = rsd_last_error();
 	snprintf(want, sizeof(want),
 		 "Residency budget exceeded at cuda:0: budget=%d, used=%d, reserved=0, "
@@ -165,20 +175,20 @@ ATF_TC_BODY(hold_shrinks_by_own_charges, tc)
 	ATF_CHECK_EQ(e->in_flight_bytes, 0);
 	/* A plan whose ensure explain found infeasible fails its preflight. */
 	{
-		struct rsd_action over = rsd_action_ensure(big, cuda0);
+		struct rsd_action over = rsd_action_ensure(big, CUDA0);
 
 		RSD_CHECK_ERR(RSD_EPLAN,
 			      rsd_execute_actions(f.m, &over, 1, "over", NULL, 0, NULL, NULL));
 	}
 	/* Exactly the free bytes fit: x's charge is not counted twice. */
-	RSD_REQUIRE_OK(rsd_reserve(f.m, cuda0, 2 * N, "fits", &r));
-	check_loc(&f, cuda0, N, 2 * N, 0, N, 1, 0);
+	RSD_REQUIRE_OK(rsd_reserve(f.m, CUDA0, 2 * N, "fits", &r));
+	check_loc(&f, CUDA0, N, 2 * N, 0, N, 1, 0);
 
 	/* The plan's own install uses its headroom. */
 	gate_open(&g.gate);
 	pthread_join(a.th, NULL);
 	ATF_CHECK_EQ(a.rc, 0);
-	check_loc(&f, cuda0, 2 * N, 2 * N, 0, 0, 0, 0);
+	check_loc(&f, CUDA0, 2 * N, 2 * N, 0, 0, 0, 0);
 	RSD_REQUIRE_OK(rsd_reservation_release(r));
 	rsd_reservation_free(r);
 	pfx_fini(&f);
@@ -193,8 +203,6 @@ ATF_TC_WITHOUT_HEAD(two_plans_hold);
 ATF_TC_BODY(two_plans_hold, tc)
 {
 	struct pfx f;
-	struct rsd_location cuda0 = { RSD_CUDA, 0 };
-	const struct rsd_budget b[] = { { cuda0, 4 * N } };
 	struct gated ga = { .gate = GATE_INIT }, gb = { .gate = GATE_INIT };
 	struct rsd_reservation *r = NULL;
 	struct runner a = { 0 }, c = { 0 };
@@ -202,49 +210,43 @@ ATF_TC_BODY(two_plans_hold, tc)
 	struct rsd_handle x, y, w;
 	char want[256];
 
-	pfx_init(&f, b, 1, 1);
+	setup(&f, 4 * N);
 	x = pfx_adopt(&f, PINNED, RSD_REPLICABLE);
 	y = gated_value(&f, &ga);
 	w = gated_value(&f, &gb);
 
-	acts[0] = rsd_action_ensure(x, cuda0);
-	acts[1] = rsd_action_ensure(y, cuda0);
-	a.acts = acts;
-	a.nacts = 2;
-	run(&a, &f);
-	gate_wait_entered(&ga.gate);
-	cacts[0] = rsd_action_ensure(w, cuda0);
-	c.acts = cacts;
-	c.nacts = 1;
-	run(&c, &f);
-	gate_wait_entered(&gb.gate);
+	acts[0] = rsd_action_ensure(x, CUDA0);
+	acts[1] = rsd_action_ensure(y, CUDA0);
+	run(&a, &f, acts, 2, &ga);
+	cacts[0] = rsd_action_ensure(w, CUDA0);
+	run(&c, &f, cacts, 1, &gb);
 
-	check_loc(&f, cuda0, N, 0, 0, 2 * N, 2, N);
+	check_loc(&f, CUDA0, N, 0, 0, 2 * N, 2, N);
 	check_loc(&f, PAGEABLE, 0, 0, 2 * N, 0, 0, 0);
-	ATF_CHECK(reserve_feasible(&f, cuda0, N));
-	ATF_CHECK(!reserve_feasible(&f, cuda0, N + 1));
-	RSD_CHECK_ERR(RSD_EBUDGET, rsd_reserve(f.m, cuda0, N + 1, "over", &r));
+	ATF_CHECK(reserve_feasible(&f, CUDA0, N));
+	ATF_CHECK(!reserve_feasible(&f, CUDA0, N + 1));
+	RSD_CHECK_ERR(RSD_EBUDGET, rsd_reserve(f.m, CUDA0, N + 1, "over", &r));
 	snprintf(want, sizeof(want),
 		 "Residency budget exceeded at cuda:0: budget=%d, used=%d, reserved=0, "
 		 "in flight=0, held by 2 plans=%d, requested=%d",
 		 4 * N, N, 2 * N, N + 1);
 	ATF_CHECK_STREQ(rsd_last_error()->message, want);
 	ATF_CHECK_EQ(rsd_last_error()->plan_hold_count, 2);
-	RSD_REQUIRE_OK(rsd_reserve(f.m, cuda0, N, "fits", &r));
-	check_loc(&f, cuda0, N, N, 0, 2 * N, 2, 0);
+	RSD_REQUIRE_OK(rsd_reserve(f.m, CUDA0, N, "fits", &r));
+	check_loc(&f, CUDA0, N, N, 0, 2 * N, 2, 0);
 
 	/* Each plan's install is admitted against the other's headroom. */
 	gate_open(&gb.gate);
 	pthread_join(c.th, NULL);
 	ATF_CHECK_EQ(c.rc, 0);
-	check_loc(&f, cuda0, 2 * N, N, 0, N, 1, 0);
+	check_loc(&f, CUDA0, 2 * N, N, 0, N, 1, 0);
 	gate_open(&ga.gate);
 	pthread_join(a.th, NULL);
 	ATF_CHECK_EQ(a.rc, 0);
-	check_loc(&f, cuda0, 3 * N, N, 0, 0, 0, 0);
+	check_loc(&f, CUDA0, 3 * N, N, 0, 0, 0, 0);
 	RSD_REQUIRE_OK(rsd_reservation_release(r));
 	rsd_reservation_free(r);
-	check_loc(&f, cuda0, 3 * N, 0, 0, 0, 0, N);
+	check_loc(&f, CUDA0, 3 * N, 0, 0, 0, 0, N);
 	pfx_fini(&f);
 }
 
@@ -257,31 +259,26 @@ ATF_TC_WITHOUT_HEAD(hold_returns_own_refunds);
 ATF_TC_BODY(hold_returns_own_refunds, tc)
 {
 	struct pfx f;
-	struct rsd_location cuda0 = { RSD_CUDA, 0 };
-	const struct rsd_budget b[] = { { cuda0, 2 * N } };
 	struct gated g = { .gate = GATE_INIT };
 	struct rsd_action acts[3];
 	struct runner a = { 0 };
 	struct rsd_handle x, y;
 
-	pfx_init(&f, b, 1, 1);
+	setup(&f, 2 * N);
 	x = pfx_adopt(&f, PINNED, RSD_REPLICABLE);
 	y = gated_value(&f, &g);
-	acts[0] = rsd_action_ensure(x, cuda0);
-	acts[1] = rsd_action_drop(x, cuda0);
-	acts[2] = rsd_action_ensure(y, cuda0);
-	a.acts = acts;
-	a.nacts = 3;
-	run(&a, &f);
-	gate_wait_entered(&g.gate);
+	acts[0] = rsd_action_ensure(x, CUDA0);
+	acts[1] = rsd_action_drop(x, CUDA0);
+	acts[2] = rsd_action_ensure(y, CUDA0);
+	run(&a, &f, acts, 3, &g);
 
-	check_loc(&f, cuda0, 0, 0, 0, N, 1, N);
-	ATF_CHECK(reserve_feasible(&f, cuda0, N));
-	ATF_CHECK(!reserve_feasible(&f, cuda0, N + 1));
+	check_loc(&f, CUDA0, 0, 0, 0, N, 1, N);
+	ATF_CHECK(reserve_feasible(&f, CUDA0, N));
+	ATF_CHECK(!reserve_feasible(&f, CUDA0, N + 1));
 	gate_open(&g.gate);
 	pthread_join(a.th, NULL);
 	ATF_CHECK_EQ(a.rc, 0);
-	check_loc(&f, cuda0, N, 0, 0, 0, 0, N);
+	check_loc(&f, CUDA0, N, 0, 0, 0, 0, N);
 	pfx_fini(&f);
 }
 
