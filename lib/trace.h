@@ -46,6 +46,8 @@
 
 #include <rsd/rsd.h>
 
+#include "internal.h"
+
 #if defined(RSD_TRACE) && RSD_TRACE
 
 #include "../tracepoints/rsd_tp.h"
@@ -217,17 +219,17 @@ static inline void rsd_trace_reservation(uint64_t manager_id, uint64_t reservati
 	}
 }
 
+/* The refusing location's ledger, every term; available is its free bytes. */
 static inline void rsd_trace_budget_reject(uint64_t manager_id, struct rsd_location at,
-					   uint64_t budget, uint64_t used, uint64_t reserved,
-					   uint64_t requested)
+					   const struct rsd__ledger *l, uint64_t requested)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
 	if (!lttng_ust_tracepoint_enabled(rsd, budget_reject))
 		return;
 	lttng_ust_tracepoint(rsd, budget_reject, manager_id, &at,
-			     rsd_location_name(at, name, sizeof(name)), budget, used, reserved,
-			     requested);
+			     rsd_location_name(at, name, sizeof(name)), l->budget, l->used,
+			     l->reserved, l->in_flight, l->held, requested, rsd__ledger_free(l));
 }
 
 static inline void rsd_trace_budget_retry(uint64_t manager_id, struct rsd_location at,
@@ -397,10 +399,9 @@ static inline void rsd_trace_reservation(uint64_t manager_id, uint64_t reservati
 }
 
 static inline void rsd_trace_budget_reject(uint64_t manager_id, struct rsd_location at,
-					   uint64_t budget, uint64_t used, uint64_t reserved,
-					   uint64_t requested)
+					   const struct rsd__ledger *l, uint64_t requested)
 {
-	(void)manager_id, (void)at, (void)budget, (void)used, (void)reserved, (void)requested;
+	(void)manager_id, (void)at, (void)l, (void)requested;
 }
 
 static inline void rsd_trace_budget_retry(uint64_t manager_id, struct rsd_location at,

@@ -272,16 +272,18 @@ LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, reservation_release, LTTNG_UST_TRACEPOINT_LOG
 LTTNG_UST_TRACEPOINT_EVENT(rsd, budget_reject,
 	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const struct rsd_location *, at,
 			  const char *, at_name, uint64_t, budget, uint64_t, used,
-			  uint64_t, reserved, uint64_t, requested),
+			  uint64_t, reserved, uint64_t, in_flight, uint64_t, held,
+			  uint64_t, requested, uint64_t, available),
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
 		RSD_TP_LOC_FIELDS(at, at, at_name)
 		lttng_ust_field_integer(uint64_t, budget, budget)
 		lttng_ust_field_integer(uint64_t, used, used)
 		lttng_ust_field_integer(uint64_t, reserved, reserved)
+		lttng_ust_field_integer(uint64_t, in_flight, in_flight)
+		lttng_ust_field_integer(uint64_t, held, held)
 		lttng_ust_field_integer(uint64_t, requested, requested)
-		lttng_ust_field_integer(uint64_t, available,
-					budget > used + reserved ? budget - used - reserved : 0)
+		lttng_ust_field_integer(uint64_t, available, available)
 	)
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, budget_reject, LTTNG_UST_TRACEPOINT_LOGLEVEL_WARNING)

@@ -227,13 +227,37 @@ struct rsd_acct {
 	uint64_t use_count, hold_count, pending_count;
 	/* Arriving materializations here (transfers admitted, not committed). */
 	uint32_t arriving;
-	/* Temporary source charges of loads in flight (§7.2): admitted and
-	 * counted in peak_charged like reservations, never shown as such. */
+	/* Bytes of work in flight outside used and reserved: temporary source
+	 * charges of loads (§7.2) and the sources of queued moves still being
+	 * read (queued.c). Admitted and counted in peak_charged like
+	 * reservations; published as in_flight_bytes. */
 	uint64_t temp;
-	/* Headroom the plans executing now predicted and keep for themselves
-	 * (§21.2); readers never see it. */
+	/* Headroom the plans executing now keep for their own actions (§21.2,
+	 * struct rsd_plan_hold), and how many plans keep some; published as
+	 * plan_held_bytes and plan_hold_count. */
 	uint64_t plan_hold;
+	uint32_t plan_holders;
 };
+
+/*
+ * The ledger of a (live or published) location: every term admission sums.
+ * own_bytes: the part of plan_hold kept by the calling thread's own plan,
+ * which its own actions may use (0 for readers: they see every plan's).
+ */
+static inline struct rsd__ledger rsd__acct_ledger(const struct rsd_acct *a, uint64_t own_bytes)
+{
+	struct rsd__ledger l = {
+		.has_budget = a->has_budget,
+		.budget = a->has_budget ? a->budget : 0,
+		.used = a->used,
+		.reserved = a->reserved,
+		.in_flight = a->temp,
+		.held = a->plan_hold - own_bytes,
+		.holders = a->plan_holders - (own_bytes != 0),
+	};
+
+	return l;
+}
 
 /* ---- storage-owner index (keymap.c) ---------------------------------------- */
 
@@ -882,24 +906,40 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
  * flight is taking away is waited for (lock released meanwhile). */
 int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, size_t n,
 			  struct rsd_location at, struct rsd_record **recs);
-/* Admission rule (§7.1) for n more bytes at slot; records the error.
- * Counts temporary charges and the headroom of plans executing on other
- * threads (rsd__plan_hold). */
+/* Admission rule (§7.1) for n more bytes at slot: n <= rsd__ledger_free()
+ * of the location's ledger as this thread sees it (every term but its own
+ * plan's headroom); records the error naming every term. */
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
 /*
- * The headroom a plan's preflight predicted (its peaks above the charge
- * then), kept from other threads' admissions while the plan executes and
- * releases the lock for its transfers (§21.2). Lives on the executing
- * thread's stack; take and give under m->lock.
+ * The headroom a plan's preflight predicted (its peaks above the location's
+ * used + reserved then: rise), kept from other threads' admissions while
+ * the plan executes and releases the lock for its transfers (§21.2). What
+ * the plan's own actions charge comes out of it and what they give back
+ * returns to it, never past rise: bytes[slot] = rise - net, kept within
+ * [0, rise], so a byte the plan charged is never counted twice. Lives on
+ * the executing thread's stack (the innermost is the thread's own); take
+ * and give under m->lock.
  */
 struct rsd_plan_hold {
-	uint64_t bytes[RSD_NSLOTS];
-	const struct rsd_plan_hold *up;
+	uint64_t bytes[RSD_NSLOTS]; /* kept now, in the location's plan_hold */
+	uint64_t rise[RSD_NSLOTS];  /* predicted at the preflight */
+	int64_t net[RSD_NSLOTS];    /* charged minus refunded by its own thread */
+	struct rsd_plan_hold *up;   /* the thread's enclosing plan, if any */
 };
 struct rsd_location_bytes;
 void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 			 const struct rsd_location_bytes *peaks, size_t npeaks);
 void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h);
+/* The calling thread's own plan's headroom at slot (0 outside a plan). */
+uint64_t rsd__plan_hold_own(unsigned slot);
+/*
+ * Every change of a location's used, reserved or temp goes through here
+ * (m->lock held): n bytes charged (add) or refunded at slot by this
+ * thread, after the caller changed the counter: it adjusts the thread's
+ * own plan's headroom (struct rsd_plan_hold) and marks the location table
+ * for publication.
+ */
+void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add);
 /* used + reserved + temp: what peak_charged follows. */
 static inline uint64_t rsd__acct_charged(const struct rsd_acct *a)
 {

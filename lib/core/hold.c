@@ -157,6 +157,7 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	rsd__list_add_tail(&m->resv, &r->node);
 	a = &m->acct[rsd__loc_slot(at)];
 	a->reserved += nbytes;
+	rsd__acct_change(m, rsd__loc_slot(at), nbytes, true);
 	a->reservation_count++;
 	rsd__acct_peak(a);
 	m->resv_dirty = true;
@@ -174,6 +175,7 @@ void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservati
 		return;
 	a = &m->acct[rsd__loc_slot(r->loc)];
 	a->reserved -= r->nbytes;
+	rsd__acct_change(m, rsd__loc_slot(r->loc), r->nbytes, false);
 	a->reservation_count--;
 	rsd__list_del(&m->resv, &r->node);
 	r->tracked = false;

@@ -195,6 +195,7 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 	v->managed = true;
 	a = &m->acct[rsd__loc_slot(at)];
 	a->used += charge;
+	rsd__acct_change(m, rsd__loc_slot(at), charge, true);
 	a->value_count++;
 	if (a->used > a->peak_used)
 		a->peak_used = a->used;
@@ -303,6 +304,7 @@ static struct rsd_resident *pop(struct rsd_manager *m, struct rsd_record *rec,
 	}
 	a = &m->acct[rsd__loc_slot(at)];
 	a->used -= rec->spec.storage_nbytes;
+	rsd__acct_change(m, rsd__loc_slot(at), rec->spec.storage_nbytes, false);
 	a->value_count--;
 	/* Keep insertion order: snapshots and discard iterate it. */
 	i = (uint32_t)(mat - rec->mats);

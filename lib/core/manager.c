@@ -166,11 +166,20 @@ int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, siz
 	return 0;
 }
 
-static _Thread_local const struct rsd_plan_hold *own_hold;
+/* The innermost plan executing on this thread (struct rsd_plan_hold). */
+static _Thread_local struct rsd_plan_hold *own_hold;
 
-static uint64_t sat_add(uint64_t a, uint64_t b)
+uint64_t rsd__plan_hold_own(unsigned slot)
 {
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+	return own_hold ? own_hold->bytes[slot] : 0;
+}
+
+/* The location's ledger as an admission on this thread sums it. */
+static struct rsd__ledger admit_ledger(const struct rsd_manager *m, struct rsd_location at)
+{
+	unsigned slot = rsd__loc_slot(at);
+
+	return rsd__acct_ledger(&m->acct[slot], rsd__plan_hold_own(slot));
 }
 
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
@@ -178,30 +187,45 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 	unsigned slot = rsd__loc_slot(at);
 	const struct rsd_acct *a = &m->acct[slot];
 	char name[RSD_LOCATION_NAME_MAX];
-	uint64_t taken, others;
+	struct rsd__ledger l;
 
-	if (a->known && a->has_budget) {
-		/* Other threads' plans keep the headroom they predicted; this
-		 * thread's own plan may use its own. */
-		others = a->plan_hold - (own_hold ? own_hold->bytes[slot] : 0);
-		taken = sat_add(sat_add(a->used, a->reserved), sat_add(a->temp, others));
-		if (taken <= a->budget && n <= a->budget - taken)
-			return 0;
-		rsd_trace_budget_reject(m->id, at, a->budget, a->used, a->reserved, n);
-		return rsd__err_budget(at, a->budget, a->used,
-				       a->budget - a->used > a->reserved + a->temp ?
-					       a->reserved + a->temp :
-					       a->budget - a->used,
-				       n);
+	/* A location never recorded has nothing charged and no budget. */
+	if (!a->known)
+		return 0;
+	/* Other threads' plans keep the headroom they predicted; this
+	 * thread's own plan may use its own. */
+	l = admit_ledger(m, at);
+	if (n <= rsd__ledger_free(&l))
+		return 0;
+	if (l.has_budget) {
+		rsd_trace_budget_reject(m->id, at, &l, n);
+		return rsd__err_budget(at, &l, n);
 	}
 	/* Unbudgeted counters must stay exact sums: refuse what would wrap. */
-	if (n > UINT64_MAX - a->used - a->reserved - a->temp)
-		return rsd__err(
-			RSD_EINVAL,
-			"%llu more bytes at %s would overflow its byte counters (used %llu, reserved %llu)",
-			(unsigned long long)n, rsd_location_name(at, name, sizeof(name)),
-			(unsigned long long)a->used, (unsigned long long)a->reserved);
-	return 0;
+	return rsd__err(
+		RSD_EINVAL,
+		"%llu more bytes at %s would overflow its byte counters (used %llu, reserved %llu, in flight %llu)",
+		(unsigned long long)n, rsd_location_name(at, name, sizeof(name)),
+		(unsigned long long)l.used, (unsigned long long)l.reserved,
+		(unsigned long long)l.in_flight);
+}
+
+/* Set h's headroom at slot to rise - net within [0, rise], keeping the
+ * location's plan_hold and plan_holders the sums over every plan. */
+static void hold_set(struct rsd_manager *m, struct rsd_plan_hold *h, unsigned slot)
+{
+	struct rsd_acct *a = &m->acct[slot];
+	int64_t net = h->net[slot];
+	uint64_t now = net <= 0			      ? h->rise[slot] :
+		       (uint64_t)net >= h->rise[slot] ? 0 :
+							h->rise[slot] - (uint64_t)net;
+
+	if (now == h->bytes[slot])
+		return;
+	a->plan_holders += (now != 0) - (h->bytes[slot] != 0);
+	a->plan_hold = a->plan_hold - h->bytes[slot] + now;
+	h->bytes[slot] = now;
+	m->locs_dirty = true;
 }
 
 void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
@@ -210,13 +234,14 @@ void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 	memset(h, 0, sizeof(*h));
 	for (size_t i = 0; i < npeaks; i++) {
 		unsigned slot = rsd__loc_slot(peaks[i].location);
-		struct rsd_acct *a = &m->acct[slot];
-		uint64_t now = rsd__acct_charged(a);
+		const struct rsd_acct *a = &m->acct[slot];
+		uint64_t now = a->used + a->reserved;
 
+		/* The peaks are the simulation's used + reserved. */
 		if (!a->has_budget || peaks[i].nbytes <= now)
 			continue;
-		h->bytes[slot] = peaks[i].nbytes - now;
-		a->plan_hold += h->bytes[slot];
+		h->rise[slot] = peaks[i].nbytes - now;
+		hold_set(m, h, slot);
 	}
 	h->up = own_hold;
 	own_hold = h;
@@ -224,9 +249,27 @@ void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 
 void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h)
 {
-	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++)
-		m->acct[slot].plan_hold -= h->bytes[slot];
+	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++) {
+		h->rise[slot] = 0;
+		hold_set(m, h, slot);
+	}
 	own_hold = h->up;
+}
+
+void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add)
+{
+	m->locs_dirty = true;
+	if (!own_hold || !own_hold->rise[slot])
+		return;
+	/* net stays within +-2^62 (no wrap): by then the headroom is long
+	 * at 0 or at rise, where more of the same no longer moves it. */
+	if (n > INT64_MAX / 2)
+		n = INT64_MAX / 2;
+	if (add)
+		own_hold->net[slot] += own_hold->net[slot] > INT64_MAX / 2 ? 0 : (int64_t)n;
+	else
+		own_hold->net[slot] -= own_hold->net[slot] < -(INT64_MAX / 2) ? 0 : (int64_t)n;
+	hold_set(m, own_hold, slot);
 }
 
 void rsd__bump(struct rsd_manager *m)
@@ -384,9 +427,11 @@ static int publish_now(struct rsd_manager *m)
 void rsd__writer_pause(struct rsd_manager *m)
 {
 	/* Commits made so far by this call are published now, so that
-	 * readers see them while the transfer runs; an admission alone
-	 * (state_version unchanged) waits for the next commit. */
-	if (rsd__img_version(m->img) != m->version || m->img->closed != m->closed) {
+	 * readers see them while the transfer runs, and so are the charges
+	 * of an admission (state_version unchanged): every byte admission
+	 * counts is in the image while it counts (the ledger, §22.1). */
+	if (rsd__img_version(m->img) != m->version || m->img->closed != m->closed ||
+	    m->locs_dirty) {
 		struct rsd_error saved = *rsd_last_error();
 
 		publish_now(m);

@@ -97,7 +97,7 @@ static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	} else {
 		a->temp -= c;
 	}
-	m->locs_dirty = true;
+	rsd__acct_change(m, rsd__loc_slot(at), c, add);
 }
 
 void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,

@@ -98,6 +98,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	for (uint32_t i = 0; i < img->nlocs; i++) {
 		const struct rsd_acct *a = &img->locs[i].acct;
 		struct rsd_prot_counts c = rsd__view_loc_prot(&view, &img->locs[i]);
+		struct rsd__ledger ledger;
 		struct rsd_location_snapshot *l = &locs[i];
 
 		memset(l, 0, sizeof(*l));
@@ -106,7 +107,12 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		l->budget_bytes = a->has_budget ? a->budget : 0;
 		l->used_bytes = a->used;
 		l->reserved_bytes = a->reserved;
-		l->remaining_budget_bytes = a->has_budget ? a->budget - a->used - a->reserved : 0;
+		l->in_flight_bytes = a->temp;
+		l->plan_held_bytes = a->plan_hold;
+		l->plan_hold_count = a->plan_holders;
+		/* The one rule admission applies (no plan of this thread's). */
+		ledger = rsd__acct_ledger(a, 0);
+		l->remaining_budget_bytes = a->has_budget ? rsd__ledger_free(&ledger) : 0;
 		l->peak_used_bytes = a->peak_used;
 		l->peak_charged_bytes = a->peak_charged;
 		l->value_count = a->value_count;

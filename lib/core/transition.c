@@ -106,8 +106,8 @@ static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
 
 	a->temp += c;
+	rsd__acct_change(m, rsd__loc_slot(at), c, true);
 	rsd__acct_peak(a);
-	m->locs_dirty = true;
 }
 
 static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rsd_record *rec)
@@ -115,7 +115,7 @@ static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rs
 	if (!x->charged)
 		return;
 	m->acct[rsd__loc_slot(x->src)].temp -= rec->spec.storage_nbytes;
-	m->locs_dirty = true;
+	rsd__acct_change(m, rsd__loc_slot(x->src), rec->spec.storage_nbytes, false);
 	x->charged = false;
 }
 

@@ -653,13 +653,14 @@ static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct
 {
 	struct frame *f = &x->fr[i];
 	const struct rsd__ps_bytes *a;
+	struct rsd__ledger l;
 	int32_t j;
 
 	switch (m->ev) {
 	case EV_START:
 		a = rsd__ps_acct(f->S, f->u.k.x);
-		if (!x->has_budget[f->u.k.x] ||
-		    (a ? a->used + a->reserved : 0) + f->u.k.amount <= x->budget[f->u.k.x]) {
+		l = rsd__search_ledger(x, f->u.k.x, a ? a->used : 0, a ? a->reserved : 0);
+		if (!x->has_budget[f->u.k.x] || f->u.k.amount <= rsd__ledger_free(&l)) {
 			/* fits: produce S, uncounted, without a memo lookup */
 			f->pc = PC_FIT;
 			o->yield = f->S;

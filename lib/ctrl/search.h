@@ -160,6 +160,11 @@ struct search {
 	int objective_slot;
 	bool has_budget[RSD_NSLOTS];
 	uint64_t budget[RSD_NSLOTS];
+	/* Each slot's ledger in the image: its budget, bytes in flight and
+	 * plans' headroom count in every state the search reaches (reclaim
+	 * frees neither); rsd__search_ledger() puts a state's used and
+	 * reserved bytes in. */
+	struct rsd__ledger ledger[RSD_NSLOTS];
 	uint32_t *req_vidx; /* value index of each requirement */
 	struct simv *simv;  /* SIMULATE scratch, one per requirement */
 	uint64_t simgen;    /* simulations run, for simv[].gen */
@@ -222,6 +227,17 @@ struct search {
 	size_t nenter;
 	int err;
 };
+
+/* The ledger at slot with a state's used and reserved bytes. */
+static inline struct rsd__ledger rsd__search_ledger(const struct search *x, unsigned slot,
+						    uint64_t used, uint64_t reserved)
+{
+	struct rsd__ledger l = x->ledger[slot];
+
+	l.used = used;
+	l.reserved = reserved;
+	return l;
+}
 
 /* The most bytes of notes a SEARCH level formats (see search_entry.c). */
 #define NOTE_CAP 1024

@@ -358,7 +358,7 @@ ATF_TC_BODY(host_acquire_waits_or_fails, tc)
 
 /*
  * A not-waiting move: the source leaves the value at once but its bytes
- * stay charged (a temporary charge: not shown, still admitted against)
+ * stay charged (in flight: in_flight_bytes, admitted against; t_ledger)
  * until the copy read them. A device failure puts the source back.
  */
 ATF_TC_WITHOUT_HEAD(move_keeps_source_bytes);

@@ -250,8 +250,8 @@ ATF_TC_BODY(example_d, tc)
 	struct fx f;
 	const char *head = "Automatic residency request 'D' is infeasible: location pinned-host "
 			   "cannot admit 256 bytes during reservation 'big'; budget=192, used=192, "
-			   "reserved=0, but no invariant-valid victim sequence satisfies the "
-			   "complete ordered request (";
+			   "reserved=0, in flight=0, held by 0 plans=0, but no invariant-valid "
+			   "victim sequence satisfies the complete ordered request (";
 
 	fx_init(&f, bud, 1, 0);
 	for (int i = 0; i < 3; i++) {

@@ -85,7 +85,11 @@ static unsigned fire_all(void)
 	rsd_trace_hold(MID, 31, RSD_LOC_PINNED_HOST, 3, true);
 	rsd_trace_hold(MID, 31, RSD_LOC_PINNED_HOST, 3, false);
 	rsd_trace_reservation(MID, 41, cuda3, 1 << 20, "activations", true);
-	rsd_trace_budget_reject(MID, cuda3, 10000, 6000, 3000, 2000);
+	{
+		struct rsd__ledger l = { true, 10000, 6000, 2000, 600, 400, 1 };
+
+		rsd_trace_budget_reject(MID, cuda3, &l, 2000);
+	}
 	rsd_trace_budget_retry(MID, cuda3, "wait");
 	rsd_trace_device_work(3, false, "copy-in", 4096, true, RSD_LOC_PINNED_HOST, cuda3, 700);
 	rsd_trace_device_work(3, true, "compute", 0, false, cuda3, cuda3, 900);

@@ -89,7 +89,7 @@ rsd:lease_reap: { manager_id = 7, lease_id = 21, pending_ns = 5000 }
 rsd:hold_acquire: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
 rsd:hold_release: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
 rsd:reservation_acquire: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
-rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 3000, requested = 2000, available = 1000 }
+rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 2000, in_flight = 600, held = 400, requested = 2000, available = 1000 }
 rsd:budget_retry: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", how = "wait" }
 rsd:device_work: { device = 3, what = "copy", engine = "copy-in", nbytes = 4096, source = "pinned-host", destination = "cuda:3", duration_ns = 700 }
 rsd:device_work: { device = 3, what = "kernel", engine = "compute", nbytes = 0, source = "none", destination = "none", duration_ns = 900 }
@@ -278,7 +278,7 @@ rsd_trace_summary_body()
 			'd["values"]["adopted"] == 3 and d["values"]["into_reservations"] == 2' \
 			'd["leases"]["held"]["count"] == 1 and d["leases"]["held"]["min_ns"] > 0' \
 			'd["leases"]["pending"]["max_ns"] == 5000 and d["leases"]["still_pending"] == 0' \
-			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "retried": 1, "refused": 0, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 3000}]' \
+			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "retried": 1, "refused": 0, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 2000}]' \
 			'[(r["location"], r["peak_used"], r["final_used"]) for r in d["peak_use"]] == [("cuda:3", 0, 0), ("pageable-host", 4096, 4096)]' \
 			'[(r["kind"], r["count"], r["failed"], r["transitions"]) for r in d["plans"]] == [("execute", 1, 0, 1), ("scope-exit", 1, 1, 0)]' \
 			'd["holds"] == {"acquired": 1, "released": 1}' \
