@@ -36,6 +36,7 @@ static const char *const err_names[RSD_EMAX] = {
 	[RSD_ENOMEM] = "out of memory",
 	[RSD_EDEVICE] = "device driver failure",
 	[RSD_ESOURCE] = "reconstruction source failed",
+	[RSD_EDEVLOST] = "device lost",
 };
 
 const char *rsd_strerror(int err)
