@@ -166,11 +166,11 @@ static int cuda_fail(const char *call, cudaError_t e)
 	if (rsd__cuda_is_sticky(e)) {
 		probe_lost();
 		if (lost_names(lost, sizeof(lost)))
-			return rsd__err(RSD_EDEVLOST,
-					"CUDA driver: %s failed: %s (%s, error %d), a sticky error: "
-					"lost %s (every later call in its context fails)",
-					call, cudaGetErrorString(e), cudaGetErrorName(e), (int)e,
-					lost);
+			return rsd__err(
+				RSD_EDEVLOST,
+				"CUDA driver: %s failed: %s (%s, error %d), a sticky error: "
+				"lost %s (every later call in its context fails)",
+				call, cudaGetErrorString(e), cudaGetErrorName(e), (int)e, lost);
 	}
 	return rsd__err(e == cudaErrorMemoryAllocation ? RSD_ENOMEM : RSD_EDEVICE,
 			"CUDA driver: %s failed: %s (%s, error %d)", call, cudaGetErrorString(e),
@@ -325,11 +325,12 @@ static int pinned_chunk_alloc(void *ctx, uint64_t nbytes, void **base)
 	int rc;
 
 	(void)ctx;
-	p = mmap(NULL, (size_t)nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		 0);
+	p = mmap(NULL, (size_t)nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
-		return rsd__err(RSD_ENOMEM, "CUDA driver: mmap of %" PRIu64 " bytes for pinned "
-				"memory failed: %s", nbytes, strerror(errno));
+		return rsd__err(RSD_ENOMEM,
+				"CUDA driver: mmap of %" PRIu64 " bytes for pinned "
+				"memory failed: %s",
+				nbytes, strerror(errno));
 	e = cudaHostRegister(p, (size_t)nbytes, cudaHostRegisterPortable);
 	if (rsd__cuda_is_sticky(e)) {
 		(void)cuda_fail("cudaHostRegister", e);
@@ -599,8 +600,8 @@ static void *cu_transfer_stream(void *ctx, struct rsd_location dst, struct rsd_l
 
 	(void)ctx;
 	if (check_location("transfer_stream", dst, true) ||
-	    check_location("transfer_stream", src, true) ||
-	    check_lost_at("transfer_stream", dst) || check_lost_at("transfer_stream", src))
+	    check_location("transfer_stream", src, true) || check_lost_at("transfer_stream", dst) ||
+	    check_lost_at("transfer_stream", src))
 		return NULL;
 	if (dst.kind == RSD_CUDA && src.kind == RSD_CUDA && dst.device != src.device) {
 		peer_enable(src.device, dst.device);
