@@ -55,6 +55,9 @@
  */
 int rsd__err(int code, const char *fmt, ...) rsd__printf(2, 3);
 int rsd__verr(int code, const char *fmt, va_list ap);
+/* Whether an RSD_EDEVLOST was recorded on this thread since the last call
+ * (a driver met a lost device); clears the mark. */
+bool rsd__devlost_take(void);
 /* A budget rejection with its structured fields. */
 int rsd__err_budget(struct rsd_location at, uint64_t budget, uint64_t used, uint64_t reserved,
 		    uint64_t requested);

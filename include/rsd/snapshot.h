@@ -93,6 +93,9 @@ struct rsd_value_snapshot {
  *	driver reports metrics).
  * @allocator_allocated_bytes: the device allocator's allocated bytes.
  * @allocator_reserved_bytes: its reserved bytes.
+ * @failed: a CUDA location whose device failed for good (the driver
+ *	reported it lost; reference.md, "When a device fails"): set once, never
+ *	cleared. Nothing is admitted there any more (RSD_EDEVLOST).
  */
 struct rsd_location_snapshot {
 	struct rsd_location location;
@@ -104,6 +107,8 @@ struct rsd_location_snapshot {
 	uint64_t value_count, reservation_count, use_count, hold_count, pending_event_count;
 	bool has_allocator;
 	uint64_t allocator_allocated_bytes, allocator_reserved_bytes;
+	/* Device loss (appended; other appended fields may come before). */
+	bool failed;
 };
 
 /**

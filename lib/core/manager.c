@@ -180,6 +180,8 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 	char name[RSD_LOCATION_NAME_MAX];
 	uint64_t taken, others;
 
+	if (rsd__unlikely(a->failed))
+		return rsd__err_failed(at, n);
 	if (a->known && a->has_budget) {
 		/* Other threads' plans keep the headroom they predicted; this
 		 * thread's own plan may use its own. */
@@ -434,6 +436,10 @@ void rsd__device_wait_end(struct rsd_manager *m)
 
 void rsd__writer_exit(struct rsd_manager *m)
 {
+	/* A driver op of this call met a lost device: quarantine it before
+	 * the state is published. */
+	if (rsd__unlikely(rsd__devlost_take()))
+		rsd__quarantine(m);
 	if (rsd__unpublished(m)) {
 		/* A failed publication keeps its dirty marks for the next call
 		 * (or reader, rsd__read_fresh); the error it recorded must not
