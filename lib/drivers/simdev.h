@@ -61,7 +61,7 @@
  * one of its streams or events fails with RSD_EDEVLOST. A copy queued on a
  * sound stream that reads or writes the lost device's memory fails when it
  * runs, leaving a fault (lost set) on its stream; a stream waiting on an
- * event of a lost stream recorded after the loss inherits one too.
+ * event of a lost stream that was pending at the loss inherits one too.
  */
 #ifndef RSD_DRIVERS_SIMDEV_H
 #define RSD_DRIVERS_SIMDEV_H
