@@ -75,6 +75,7 @@ ATF_TC_BODY(lost_device_is_quarantined, tc)
 	ATF_CHECK(cfx_has_pattern(&f, b, PAGEABLE, 7));
 	OK(rsd_reserve(f.m, CUDA0, N, "beside the loss", &r));
 	OK(rsd_reservation_release(r));
+	rsd_reservation_free(r);
 	check_failed(&f, false, false, true);
 	cfx_fini(&f);
 }
