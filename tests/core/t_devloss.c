@@ -32,7 +32,7 @@ ATF_TC_WITHOUT_HEAD(lost_device_is_quarantined);
 ATF_TC_BODY(lost_device_is_quarantined, tc)
 {
 	struct rsd_reservation *r = NULL;
-	struct rsd_handle a, b;
+	struct rsd_handle a, b, c;
 	unsigned long allocs;
 	uint64_t v, used1;
 	struct cfx f;
@@ -40,9 +40,14 @@ ATF_TC_BODY(lost_device_is_quarantined, tc)
 	cfx_sim(&f, NULL, 0, 2);
 	a = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
 	b = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	c = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, a, PINNED, 5);
 	cfx_fill(&f, b, PINNED, 7);
 	OK(rsd_ensure(f.m, a, CUDA0, NULL, NULL));
 	OK(rsd_ensure(f.m, a, CUDA1, NULL, NULL));
+	OK(rsd_drop(f.m, a, PINNED, NULL));
+	/* c's only copy will be on the device that fails. */
+	OK(rsd_move(f.m, c, CUDA1, NULL, NULL, NULL));
 	check_failed(&f, false, false, false);
 	used1 = cfx_used(&f, CUDA1);
 	OK(rsd_simdev_lose_device(f.sd, 1));
@@ -76,6 +81,15 @@ ATF_TC_BODY(lost_device_is_quarantined, tc)
 	OK(rsd_reserve(f.m, CUDA0, N, "beside the loss", &r));
 	OK(rsd_reservation_release(r));
 	rsd_reservation_free(r);
+	/* a's copy on cuda:0 is read (the least location, §4.2); c's only
+	 * copy is unreadable: the driver's code, naming the device, and c
+	 * stays where it was (reference.md §23.2). */
+	OK(rsd_ensure(f.m, a, PAGEABLE, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, a, PAGEABLE, 5));
+	ERR(RSD_EDEVLOST, rsd_ensure(f.m, c, PAGEABLE, NULL, NULL));
+	CHECK_MSG_HAS("cuda:1");
+	ATF_CHECK(!cfx_resident(&f, c, PAGEABLE));
+	ATF_CHECK(cfx_resident(&f, c, CUDA1));
 	check_failed(&f, false, false, true);
 	cfx_fini(&f);
 }
