@@ -105,6 +105,9 @@ int rsd__err_budget(struct rsd_location at, const struct rsd__ledger *l, uint64_
  * for messages that add their own facts; returns buf. */
 const char *rsd__ledger_text(const struct rsd__ledger *l, char *buf, size_t len);
 #define RSD__LEDGER_TEXT_MAX 160
+/* Whether an RSD_EDEVLOST was recorded on this thread since the last call
+ * (a driver met a lost device); clears the mark. */
+bool rsd__devlost_take(void);
 /* A stale-state rejection with its structured fields. */
 int rsd__err_stale(uint64_t expected, uint64_t actual);
 /* The thread's record, for callers that add structured fields after

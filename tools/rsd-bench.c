@@ -62,6 +62,7 @@ static const struct bench_case cases[] = {
 	{ "lifetimes", "lifetimes", case_lifetimes, false },
 	{ "pinned_alloc", "lifetimes", case_pinned_alloc, false },
 	{ "cuda", "lifetimes", case_cuda, false },
+	{ "pinned_register", "lifetimes", case_pinned_register, false },
 	{ "plans", "plans", case_plans, false },
 	{ "ctrl", "controller", case_controller, false },
 	{ "dataplane", "controller", case_dataplane, false },

@@ -58,6 +58,10 @@ extern "C" {
  * @RSD_EDEVICE: a device driver call failed.
  * @RSD_ESOURCE: a source's load callback failed with a code that is not an
  *	RSD_E* code (kept in rsd_error.cause), or returned no value.
+ * @RSD_EDEVLOST: a device failed for good (a sticky error: its context is
+ *	gone, every later call on it fails): the call needed that device, or
+ *	a value whose only copy was there; the message names the device.
+ *	Unlike RSD_EDEVICE it never goes away in this process.
  * @RSD_EMAX: one past the largest code; not an error.
  */
 enum rsd_err {
@@ -81,6 +85,7 @@ enum rsd_err {
 	RSD_ENOMEM,
 	RSD_EDEVICE,
 	RSD_ESOURCE,
+	RSD_EDEVLOST,
 	RSD_EMAX
 };
 

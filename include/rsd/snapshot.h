@@ -110,6 +110,9 @@ struct rsd_value_snapshot {
  *	twice). Every other thread's admission counts it.
  * @plan_hold_count: how many executing plans keep some of
  *	@plan_held_bytes.
+ * @failed: a CUDA location whose device failed for good (the driver
+ *	reported it lost; reference.md, "When a device fails"): set once, never
+ *	cleared. Nothing is admitted there any more (RSD_EDEVLOST).
  */
 struct rsd_location_snapshot {
 	struct rsd_location location;
@@ -123,6 +126,8 @@ struct rsd_location_snapshot {
 	uint64_t allocator_allocated_bytes, allocator_reserved_bytes;
 	uint64_t in_flight_bytes, plan_held_bytes;
 	uint32_t plan_hold_count;
+	/* Device loss (appended; other appended fields may come before). */
+	bool failed;
 };
 
 /**

@@ -14,6 +14,9 @@ static _Thread_local struct rsd_error last_error = {
 	.failed_reservation_index = -1,
 };
 
+/* An RSD_EDEVLOST was recorded on this thread since rsd__devlost_take(). */
+static _Thread_local bool devlost_seen;
+
 static const char *const err_names[RSD_EMAX] = {
 	[0] = "success",
 	[RSD_EINVAL] = "invalid argument value",
@@ -36,6 +39,7 @@ static const char *const err_names[RSD_EMAX] = {
 	[RSD_ENOMEM] = "out of memory",
 	[RSD_EDEVICE] = "device driver failure",
 	[RSD_ESOURCE] = "reconstruction source failed",
+	[RSD_EDEVLOST] = "device lost",
 };
 
 const char *rsd_strerror(int err)
@@ -90,7 +94,17 @@ int rsd__verr(int code, const char *fmt, va_list ap)
 	rsd__err_clear();
 	last_error.code = code;
 	vsnprintf(last_error.message, sizeof(last_error.message), fmt, ap);
+	if (code == RSD_EDEVLOST)
+		devlost_seen = true;
 	return -code;
+}
+
+bool rsd__devlost_take(void)
+{
+	bool seen = devlost_seen;
+
+	devlost_seen = false;
+	return seen;
 }
 
 int rsd__err(int code, const char *fmt, ...)

@@ -237,6 +237,9 @@ struct rsd_acct {
 	 * plan_held_bytes and plan_hold_count. */
 	uint64_t plan_hold;
 	uint32_t plan_holders;
+	/* A CUDA location whose device the driver reports lost (devloss.c):
+	 * set once, never cleared; nothing is admitted there. */
+	bool failed;
 };
 
 /*
@@ -981,6 +984,13 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 /* Free the recycled lease objects and records; at destroy. */
 void rsd__lease_caches_free(struct rsd_manager *m);
 void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
+
+/* in lib/core/devloss.c: */
+/* With the writer lock held, after a driver op failed with RSD_EDEVLOST:
+ * mark the locations of the devices the driver reports lost as failed. */
+void rsd__quarantine(struct rsd_manager *m);
+/* -RSD_EDEVLOST, recorded, naming at and what was asked there. */
+int rsd__err_failed(struct rsd_location at, uint64_t n);
 
 /* Install / remove (§4.5). */
 int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,

@@ -189,6 +189,8 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd__ledger l;
 
+	if (rsd__unlikely(a->failed))
+		return rsd__err_failed(at, n);
 	/* A location never recorded has nothing charged and no budget. */
 	if (!a->known)
 		return 0;
@@ -480,6 +482,10 @@ void rsd__device_wait_end(struct rsd_manager *m)
 
 void rsd__writer_exit(struct rsd_manager *m)
 {
+	/* A driver op of this call met a lost device: quarantine it before
+	 * the state is published. */
+	if (rsd__unlikely(rsd__devlost_take()))
+		rsd__quarantine(m);
 	if (rsd__unpublished(m)) {
 		/* A failed publication keeps its dirty marks for the next call
 		 * (or reader, rsd__read_fresh); the error it recorded must not

@@ -120,6 +120,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		l->use_count = c.use;
 		l->hold_count = c.hold;
 		l->pending_event_count = c.pending;
+		l->failed = a->failed;
 		/* Allocator metrics are sampled now, best effort (§14.4). */
 		if (l->location.kind == RSD_CUDA && l->location.device < m->ndevices &&
 		    m->ops->metrics &&

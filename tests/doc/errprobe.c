@@ -37,6 +37,7 @@ static const char *code_name(int err)
 		[RSD_ENOMEM] = "RSD_ENOMEM",
 		[RSD_EDEVICE] = "RSD_EDEVICE",
 		[RSD_ESOURCE] = "RSD_ESOURCE",
+		[RSD_EDEVLOST] = "RSD_EDEVLOST",
 	};
 
 	if (err == 0)
