@@ -315,11 +315,44 @@ struct rsd_img_loc {
  * past the last one. */
 bool rsd__img_loc_next(const struct rsd_img_loc *l, uint64_t *i);
 
+struct rsd_reservation;
+struct rsd_image;
+
+/*
+ * One reservation as the image publishes it: immutable for readers; the
+ * fields after label are the writer's (m->lock). Built at the publication
+ * after the reservation was made or changed (its label in the same block),
+ * retired at the one after it was released or changed again.
+ */
 struct rsd_img_resv {
 	struct rsd_location loc;
 	uint64_t nbytes;
-	const char *label; /* copied into the table's allocation */
+	const char *label;
+	uint64_t gen;		       /* the publication that built it */
+	uint64_t pos;		       /* its slot in the table */
+	struct rsd_reservation *owner; /* NULL once released: then on m->resv_dead */
+	struct rsd__list_node dead;
 };
+
+/*
+ * A published table of objects in the order they joined it (ptab.c): a
+ * persistent vector (pvec.c) of slots, NULL where an object left. A
+ * publication clears or appends the slots of what changed, copying one
+ * path each, and rebuilds the table without its holes once they would be
+ * more than half of it, so that its size stays within twice its live
+ * objects and every change costs O(1) amortized (plus the path).
+ */
+struct rsd_ptab {
+	struct rsd_pv pv;
+	uint64_t live; /* non-NULL slots */
+};
+
+/* The first object at a slot >= *i, with *i moved past it; NULL at the end. */
+void *rsd__ptab_next(const struct rsd_ptab *t, uint64_t *i);
+/* Whether a table of count slots with live objects is rebuilt. */
+bool rsd__ptab_sparse(uint64_t count, uint64_t live);
+/* Retire every node of t into rt (t is being replaced whole). */
+int rsd__ptab_retire_nodes(const struct rsd_ptab *t, struct rsd_image *rt);
 
 struct rsd_lease_rec;
 
@@ -364,10 +397,8 @@ struct rsd_image {
 	struct rsd_pv values; /* struct rsd_img_value *, registration order */
 	uint32_t nlocs;
 	const struct rsd_img_loc *locs;
-	uint32_t nresv;
-	const struct rsd_img_resv *resv;
-	uint32_t npending;
-	struct rsd_lease_rec *const *pending; /* creation order */
+	struct rsd_ptab resv;	 /* struct rsd_img_resv *, creation order */
+	struct rsd_ptab pending; /* struct rsd_lease_rec *, order they became pending */
 	/* Only the writer and the reclaimer use what follows, while readers
 	 * may still read the fields above: keep them off those lines. */
 	char reader_pad[RSD_CACHELINE];
@@ -462,6 +493,14 @@ enum rsd_lease_state {
 	RSD_LEASE_PENDING
 };
 
+/* A lease record and the published pending table (0: a fresh record). */
+enum rsd_tab_state {
+	RSD_TAB_OUT,  /* in no table, on no list */
+	RSD_TAB_NEW,  /* pending, on m->pend_new: the next publication appends it */
+	RSD_TAB_IN,   /* published at tab_pos */
+	RSD_TAB_DEAD, /* published, retired, on m->pend_dead: its slot is cleared next */
+};
+
 /*
  * Manager side of a lease; protected by m->lock. Once PENDING it is
  * immutable and published (readers query its events), so it is freed only
@@ -487,6 +526,12 @@ struct rsd_lease_rec {
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj; /* the caller's object while active */
 	struct rsd_qcopy *qc;  /* a queued copy's record (queued.c), else NULL */
+	/* Its slot in the published pending table (m->lock): tab says where
+	 * it is between publications (enum rsd_tab_state), tab_node links it
+	 * on m->pend_new or m->pend_dead meanwhile. */
+	uint64_t tab_pos;
+	uint8_t tab;
+	struct rsd__list_node tab_node;
 	union {
 		struct rsd__list_node node;	 /* on m->leases until deleted */
 		struct rsd_lease_rec *free_next; /* then on m->lease_rec_cache */
@@ -618,6 +663,12 @@ struct rsd_reservation {
 	uint64_t nbytes;
 	char *label;
 	struct rsd__list_node node; /* on m->resv while tracked */
+	/* Its published entry (NULL before the first publication that shows
+	 * it), and while the next publication must build a new one (made, or
+	 * nbytes changed): on m->resv_chg, next_pub the entry being built. */
+	struct rsd_img_resv *pub, *next_pub;
+	bool on_chg;
+	struct rsd__list_node chg;
 };
 
 /* ---- the manager ----------------------------------------------------------- */
@@ -727,6 +778,15 @@ struct rsd_manager {
 	struct rsd_record **dirty;
 	size_t ndirty, capdirty;
 	bool locs_dirty, resv_dirty, pending_dirty;
+	/*
+	 * What the next publication changes in the reservation and pending
+	 * tables (image.c): reservations to (re)publish and entries of
+	 * released ones; records that became pending and retired ones. n*:
+	 * how many of them add a slot or clear one.
+	 */
+	struct rsd__list resv_chg, resv_dead, pend_new, pend_dead;
+	uint64_t nresv_add, nresv_dead, npend_add, npend_dead;
+	bool resv_rebuilt, pend_rebuilt; /* by the publication under way */
 	bool republish_all; /* the dirty list could not grow: re-image every record */
 };
 
@@ -928,6 +988,13 @@ void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l);
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Unlink a lease record and free it after a grace period (no version). */
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* The published tables follow these changes at the next publication
+ * (image.c): l became pending; l was retired; r was made or its bytes
+ * changed; r stopped counting. */
+void rsd__pending_added(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__resv_changed(struct rsd_manager *m, struct rsd_reservation *r);
+void rsd__resv_removed(struct rsd_manager *m, struct rsd_reservation *r);
 /* Close-time teardown of every lifetime (forced close). */
 void rsd__lifetimes_drop(struct rsd_manager *m);
 /* Validate and deduplicate a handle set (§8.1) into buf when n <= cap,

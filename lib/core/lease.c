@@ -190,7 +190,7 @@ static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	rsd__list_del(&m->leases, &l->node);
-	m->pending_dirty = true;
+	rsd__pending_removed(m, l);
 	/* Readers may be asking its events right now: free it after a grace
 	 * period, through the image it is published in. */
 	if (rsd__retire(m->img, lease_rec_free, l))
@@ -646,7 +646,7 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	l->obj = NULL;
 	obj->rec = NULL;
 	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0, +1);
-	m->pending_dirty = true;
+	rsd__pending_added(m, l);
 	if (!(flags & RSD_RELEASE_WAIT))
 		return 0;
 	return rsd__lease_wait(m, l);

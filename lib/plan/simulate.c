@@ -236,8 +236,9 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 		return true;
 	if (!c.pending)
 		return false;
-	for (uint32_t i = 0; i < s->img->npending; i++) {
-		const struct rsd_lease_rec *l = s->img->pending[i];
+	const struct rsd_lease_rec *l;
+
+	for (uint64_t i = 0; (l = rsd__ptab_next(&s->img->pending, &i));) {
 		bool covers = false, complete = true;
 
 		if (!rsd_location_equal(l->loc, at))
