@@ -293,11 +293,14 @@ static struct rsd_handle sl_gpu_adopt(struct sl_gpu *g)
 	return blk_adopt(g->m, (struct rsd_location){ RSD_CUDA, 0 });
 }
 
-static void sl_gpu_fini(struct sl_gpu *g)
+/* Close and destroy, then the n streams st (NULL when n is 0) and the device. */
+static void sl_gpu_fini(struct sl_gpu *g, void *const *st, size_t n)
 {
 	rsd_simdev_complete_all(g->sd);
 	CK(rsd_manager_close(g->m, RSD_CLOSE_FORCE));
 	rsd_manager_destroy(g->m);
+	for (size_t i = 0; i < n; i++)
+		rsd_simdev_stream_destroy(g->sd, st[i]);
 	rsd_simdev_destroy(g->sd);
 }
 
@@ -375,8 +378,7 @@ static double sl_gpu_lease_ns(size_t n, double *reap_ns)
 	t1 = bench_now_ns();
 	CK(rsd_manager_reap(g.m));
 	*reap_ns = (double)(bench_now_ns() - t1) / (double)n;
-	sl_gpu_fini(&g);
-	rsd_simdev_stream_destroy(g.sd, st);
+	sl_gpu_fini(&g, &st, 1);
 	return (double)t0 / (double)n;
 }
 
@@ -402,9 +404,7 @@ static double sl_streams_ns(size_t n, double *unused)
 	rsd_lease_free(l);
 	rsd_simdev_complete_all(g.sd);
 	CK(rsd_manager_reap(g.m));
-	for (size_t i = 0; i < n; i++)
-		rsd_simdev_stream_destroy(g.sd, st[i]);
-	sl_gpu_fini(&g);
+	sl_gpu_fini(&g, st, n);
 	free(st);
 	return (double)t0 / (double)n;
 }
@@ -435,7 +435,7 @@ static double sl_decide_ns(size_t n, double *unused)
 	rsd_decision_free(d);
 	rsd_controller_free(c);
 	rsd_policy_free(pol);
-	sl_gpu_fini(&g);
+	sl_gpu_fini(&g, NULL, 0);
 	return (double)t0 / (double)n;
 }
 
