@@ -616,6 +616,8 @@ bool rsd__free_release(const struct rsd_lifetime_kind *kind, void *obj,
 /* Handles kept without an allocation: in a lease object, a lease record,
  * and the handle set rsd_hold() validates. */
 #define RSD_HANDLES_INLINE 4
+/* Consumer streams of a lease searched linearly for a duplicate. */
+#define RSD_STREAMS_SCAN 8
 /* Recycled lease objects and records kept per manager. */
 #define RSD_LEASE_CACHE_MAX 64
 
@@ -633,6 +635,9 @@ struct rsd_lease {
 	struct rsd_handle *handles; /* inline_handles when n <= RSD_HANDLES_INLINE */
 	size_t nstreams, capstreams;
 	void **streams;
+	/* Past RSD_STREAMS_SCAN streams, every one of them (under lock):
+	 * adding a stream finds a duplicate without reading the array. */
+	struct rsd__ptrmap stream_set;
 	struct rsd_handle inline_handles[RSD_HANDLES_INLINE];
 	struct rsd_lease *free_next; /* m->lease_obj_cache; under objs_lock */
 	/* Recorded on the first consumer stream after it was ordered behind
@@ -756,6 +761,7 @@ struct rsd_manager {
 	/* Released events per consumer stream (lease.c). */
 	struct rsd_pend_stream *pstreams;
 	size_t npstreams, cappstreams;
+	struct rsd__ptrmap pstream_idx; /* stream -> its index in pstreams */
 	/* Events whose stream found no queue (out of memory): scanned whole. */
 	struct rsd_pend_stream pend_unordered;
 	/* Deleted lease records for reuse (never pending ones: those are
