@@ -47,6 +47,7 @@ struct sim {
 	unsigned nloc;
 	struct sim_val *vals;
 	size_t nvals, capvals;
+	struct rsd__ptrmap val_idx; /* handle id (never 0) -> its index in vals */
 	struct explanation *e;
 	const char *reason; /* the current action's first reason */
 	int err;	    /* allocation failure */
@@ -256,11 +257,12 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 
 static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 {
+	const void *key = (const void *)(uintptr_t)iv->handle.id;
 	struct sim_val *v;
+	size_t i;
 
-	for (size_t i = 0; i < s->nvals; i++)
-		if (s->vals[i].id == iv->handle.id)
-			return &s->vals[i];
+	if (rsd__ptrmap_get(&s->val_idx, key, &i))
+		return &s->vals[i];
 	if (s->nvals == s->capvals) {
 		size_t cap = s->capvals ? s->capvals * 2 : 16;
 
@@ -271,6 +273,10 @@ static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 		}
 		s->vals = v;
 		s->capvals = cap;
+	}
+	if (rsd__ptrmap_set(&s->val_idx, key, s->nvals)) {
+		s->err = rsd__err(RSD_ENOMEM, "out of memory simulating a plan");
+		return NULL;
 	}
 	v = &s->vals[s->nvals++];
 	memset(v, 0, sizeof(*v));
@@ -631,8 +637,10 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 	e = NULL;
 out:
 	rsd_explanation_free(e ? &e->pub : NULL);
-	if (s)
+	if (s) {
 		free(s->vals);
+		rsd__ptrmap_free(&s->val_idx);
+	}
 	free(s);
 	return err;
 }
