@@ -409,6 +409,9 @@ struct rsd_image {
 	struct rsd_image *gp_next;
 	uint64_t gp_seq;
 	bool reclaim_soon;	     /* it retired memory or events: do not batch */
+	/* Lease records retired while it was published, linked through
+	 * free_next: a reap of N leases appends N without growing an array. */
+	struct rsd_lease_rec *retired_leases;
 	struct rsd_retired *retired; /* inline_retired until it grows */
 	size_t nretired, capretired;
 	struct rsd_retired inline_retired[8];
@@ -994,6 +997,8 @@ void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l);
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Unlink a lease record and free it after a grace period (no version). */
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* Free a lease record and its events (after its grace period). */
+void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* The published tables follow these changes at the next publication
  * (image.c): l became pending; l was retired; r was made or its bytes
  * changed; r stopped counting. */

@@ -127,6 +127,7 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 	img->pending = old->pending;
 	img->batch_next = NULL;
 	img->reclaim_soon = false;
+	img->retired_leases = NULL;
 	img->retired = NULL;
 	img->nretired = img->capretired = 0;
 	return img;
@@ -144,6 +145,12 @@ static void obj_put(struct rsd_manager *m, bool writer, void *p, size_t nbytes)
 /* After a grace period: no reader can hold these images any more. */
 static void run_retired(struct rsd_image *img, bool writer)
 {
+	while (img->retired_leases) {
+		struct rsd_lease_rec *l = img->retired_leases;
+
+		img->retired_leases = l->free_next;
+		rsd__lease_rec_free(img->m, l);
+	}
 	for (size_t i = 0; i < img->nretired; i++) {
 		const struct rsd_retired *r = &img->retired[i];
 
@@ -550,7 +557,10 @@ static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct 
 		}
 	} else {
 		memset(t, 0, sizeof(*t));
-		for (uint64_t i = 0; (l = rsd__ptab_next(&old->pending, &i)) && !err;)
+		/* Nothing to keep when every survivor is new (a reap that
+		 * emptied the table): no record is read again. */
+		for (uint64_t i = 0;
+		     live > m->npend_add && (l = rsd__ptab_next(&old->pending, &i)) && !err;)
 			if (l->tab == RSD_TAB_IN)
 				err = rsd__pv_set(&t->pv, t->pv.count, l, m->gen, old);
 		if (!err)
@@ -582,8 +592,8 @@ static void publish_commit_tables(struct rsd_manager *m, struct rsd_image *img)
 	if (m->resv_rebuilt)
 		for (i = 0; (e = rsd__ptab_next(&img->resv, &i));)
 			e->pos = i - 1;
-	rsd__list_for_each_entry_safe(l, ln, &m->pend_dead, tab_node)
-		rsd__list_del(&m->pend_dead, &l->tab_node);
+	/* The dead records are never linked again: forget the list whole. */
+	rsd__list_init(&m->pend_dead);
 	if (m->pend_rebuilt) {
 		for (i = 0; (l = rsd__ptab_next(&img->pending, &i));)
 			l->tab_pos = i - 1;

@@ -45,10 +45,8 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 	return 0;
 }
 
-static void lease_rec_free(struct rsd_manager *m, void *p)
+void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	struct rsd_lease_rec *l = p;
-
 	for (size_t i = 0; i < l->nevents; i++)
 		m->ops->event_destroy(m->ops_ctx, l->events[i]);
 	free(l->events);
@@ -91,7 +89,7 @@ void rsd__lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	if (l->cap != RSD_HANDLES_INLINE || l->nevents ||
 	    m->nlease_rec_cache >= RSD_LEASE_CACHE_MAX) {
-		lease_rec_free(m, l);
+		rsd__lease_rec_free(m, l);
 		return;
 	}
 	l->free_next = m->lease_rec_cache;
@@ -194,10 +192,11 @@ void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 	rsd__list_del(&m->leases, &l->node);
 	rsd__pending_removed(m, l);
 	/* Readers may be asking its events right now: free it after a grace
-	 * period, through the image it is published in. */
-	if (rsd__retire(m->img, lease_rec_free, l))
-		rsd__warn(m, "out of memory retiring lease %llu: leaked",
-			  (unsigned long long)l->id);
+	 * period, through the image it is published in (off m->leases, its
+	 * link is free for that list). */
+	l->free_next = m->img->retired_leases;
+	m->img->retired_leases = l;
+	m->img->reclaim_soon = true;
 }
 
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)

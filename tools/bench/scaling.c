@@ -254,12 +254,12 @@ static void case_scaling(void)
  *                runs nothing until told): per acquire + release;
  *   reap_ns      then the stream completes and one rsd_manager_reap folds
  *                the N completed leases in: per lease;
- *   decide_ns    rsd_controller_decide of a request for an output of N/2
- *                values' bytes at cuda:0, whose budget N values fill; the
- *                tiered LRU spills N/2 of them to pageable host: per
- *                candidate ranked (N);
- *   streams_ns   N rsd_lease_add_consumer_stream calls on one lease: per
- *                call;
+ *   decide_ns    rsd_controller_decide of a request for one of the N
+ *                values that fill cuda:0's budget and an output of N/2
+ *                values' bytes there: the tiered LRU spills N/2 of the
+ *                other N - 1 to pageable host: per value at cuda:0;
+ *   streams_ns   N rsd_lease_add_consumer_stream calls of distinct streams
+ *                on one lease acquired with another: per call;
  *   explain_ns   rsd_explain of an N-action plan (ensure + drop pairs at
  *                pinned host over 10 values): per action.
  */
@@ -385,7 +385,7 @@ static double sl_gpu_lease_ns(size_t n, double *reap_ns)
 static double sl_streams_ns(size_t n, double *unused)
 {
 	const struct rsd_location c0 = { RSD_CUDA, 0 };
-	void **st = sl_alloc(n, sizeof(*st));
+	void **st = sl_alloc(n + 1, sizeof(*st));
 	struct rsd_lease *l;
 	struct sl_gpu g;
 	uint64_t t0;
@@ -393,9 +393,9 @@ static double sl_streams_ns(size_t n, double *unused)
 	(void)unused;
 	sl_gpu_init(&g, 0);
 	g.h = sl_gpu_adopt(&g);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i <= n; i++)
 		CK(rsd_simdev_stream_create(g.sd, 0, &st[i]));
-	CK(rsd_acquire(g.m, &g.h, 1, c0, NULL, &l));
+	CK(rsd_acquire(g.m, &g.h, 1, c0, st[n], &l));
 	t0 = bench_now_ns();
 	for (size_t i = 0; i < n; i++)
 		CK(rsd_lease_add_consumer_stream(l, st[i]));
@@ -404,7 +404,7 @@ static double sl_streams_ns(size_t n, double *unused)
 	rsd_lease_free(l);
 	rsd_simdev_complete_all(g.sd);
 	CK(rsd_manager_reap(g.m));
-	sl_gpu_fini(&g, st, n);
+	sl_gpu_fini(&g, st, n + 1);
 	free(st);
 	return (double)t0 / (double)n;
 }
@@ -414,7 +414,8 @@ static double sl_decide_ns(size_t n, double *unused)
 	const struct rsd_location c0 = { RSD_CUDA, 0 }, host = RSD_LOC_PAGEABLE_HOST;
 	struct rsd_fallback_tier t = { c0, &host, 1 };
 	struct rsd_reservation_spec out = { c0, (uint64_t)(n / 2) * SL_VAL, "out" };
-	struct rsd_request rq = { "spill", NULL, 0, &out, 1 };
+	struct rsd_requirement q;
+	struct rsd_request rq = { "spill", &q, 1, &out, 1 };
 	struct rsd_controller *c;
 	struct rsd_decision *d;
 	struct rsd_policy *pol;
@@ -423,7 +424,8 @@ static double sl_decide_ns(size_t n, double *unused)
 
 	(void)unused;
 	sl_gpu_init(&g, (uint64_t)n * SL_VAL);
-	for (size_t i = 0; i < n; i++)
+	q = (struct rsd_requirement){ sl_gpu_adopt(&g), c0 };
+	for (size_t i = 1; i < n; i++)
 		sl_gpu_adopt(&g);
 	CK(rsd_tiered_lru_create(&t, 1, &pol));
 	CK(rsd_controller_create(g.m, pol, 0, &c));
@@ -494,10 +496,16 @@ static const struct {
 
 static void case_scaling_lifetimes(void)
 {
-	size_t reps = QF(1, 3);
-	double v[SL_NROWS][2][SL_REPS], med[SL_NROWS][2];
+	size_t reps = QF(3, 5);
+	double v[SL_NROWS][2][SL_REPS], med[SL_NROWS][2], warm;
 	char metric[32], cs[32];
 
+	/* Warm up: one run of each row at its small count, not counted (the
+	 * first managers and devices of a process pay for page faults and
+	 * malloc's growth). */
+	for (size_t k = 0; k < SL_NROWS; k++)
+		if (sl_rows[k].run)
+			sl_rows[k].run(sl_rows[k].small, &warm);
 	for (size_t r = 0; r < reps; r++)
 		for (size_t k = 0; k < SL_NROWS; k++) {
 			if (!sl_rows[k].run)
