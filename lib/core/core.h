@@ -353,6 +353,9 @@ void *rsd__ptab_next(const struct rsd_ptab *t, uint64_t *i);
 bool rsd__ptab_sparse(uint64_t count, uint64_t live);
 /* Retire every node of t into rt (t is being replaced whole). */
 int rsd__ptab_retire_nodes(const struct rsd_ptab *t, struct rsd_image *rt);
+/* A failed publication takes back rt's retirements from index from on:
+ * free what rsd__ptab_retire_nodes() allocated for those. */
+void rsd__ptab_retire_undo(struct rsd_image *rt, size_t from);
 
 struct rsd_lease_rec;
 

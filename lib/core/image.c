@@ -681,6 +681,7 @@ int rsd__publish(struct rsd_manager *m)
 		 * The dirty marks stay, so the next writer call (or reader,
 		 * rsd__read_fresh) publishes again.
 		 */
+		rsd__ptab_retire_undo(old, retired_before);
 		old->nretired = retired_before;
 		unpublish(m, img, old);
 		return err;
