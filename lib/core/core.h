@@ -20,8 +20,9 @@
  * Publication copies only what changed: values live in a persistent
  * 32-way radix vector (pvec.c) indexed by registration order, so updating
  * one value copies its image and the nodes on one root-to-leaf path (four
- * nodes for a million values); the location table (at most 130 rows),
- * reservation and pending-lease tables are rebuilt only when they change.
+ * nodes for a million values); the location table (at most 130 rows) is
+ * rebuilt only when it changes; the reservation and pending-lease tables
+ * are persistent vectors too (ptab.c), edited where they changed.
  *
  * Lock ordering, outermost first (Documentation/design.md, "Locking
  * rules", says what each lock protects):
