@@ -271,6 +271,27 @@ int rsd__type_check(const struct rsd_type *type, const char *what);
 /* "ResidencyLocation(kind='...', device=device(type='...'))" of §10.3. */
 const char *rsd__loc_repr(struct rsd_location loc, char *buf, size_t len);
 
+/*
+ * A map from pointers (never NULL) to indices (lib/base/ptrmap.c): O(1)
+ * expected lookup, insertion and removal. A zeroed map is empty; set
+ * fails only for memory (-RSD_ENOMEM, recorded by no one: the caller
+ * names what it was doing), leaving the map as it was.
+ */
+struct rsd__ptrmap_slot {
+	const void *key; /* NULL: empty */
+	size_t val;
+};
+struct rsd__ptrmap {
+	struct rsd__ptrmap_slot *slot;
+	size_t cap, n; /* cap 0 or a power of two, n <= cap / 2 */
+};
+bool rsd__ptrmap_get(const struct rsd__ptrmap *pm, const void *key, size_t *val);
+int rsd__ptrmap_set(struct rsd__ptrmap *pm, const void *key, size_t val);
+void rsd__ptrmap_del(struct rsd__ptrmap *pm, const void *key);
+/* Empty it, keeping its memory. */
+void rsd__ptrmap_clear(struct rsd__ptrmap *pm);
+void rsd__ptrmap_free(struct rsd__ptrmap *pm);
+
 /* The calling thread's queue mode (lib/core/queued.c): while set, device
  * copies of transitions are committed once queued instead of waited for.
  * rsd__queue_mode_set returns the previous mode. */

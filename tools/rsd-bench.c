@@ -71,6 +71,7 @@ static const struct bench_case cases[] = {
 	{ "trace_cycle", "tracing", case_trace_cycle, false },
 	{ "fault", "fault", case_fault, false },
 	{ "scaling", "scaling", case_scaling, false },
+	{ "scaling_life", "scaling", case_scaling_lifetimes, false },
 	{ "starpu", "peer", case_starpu, false },
 	{ "gpu", "gpu", case_gpu, false },
 	{ "node", "node", case_node, false },

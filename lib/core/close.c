@@ -272,6 +272,7 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	free(m->recs);
 	free(m->dirty);
 	free(m->pstreams);
+	rsd__ptrmap_free(&m->pstream_idx);
 	rsd__keymap_free(&m->owners);
 	rsd__staging_destroy(m);
 	pthread_mutex_destroy(&m->objs_lock);

@@ -20,8 +20,9 @@
  * Publication copies only what changed: values live in a persistent
  * 32-way radix vector (pvec.c) indexed by registration order, so updating
  * one value copies its image and the nodes on one root-to-leaf path (four
- * nodes for a million values); the location table (at most 130 rows),
- * reservation and pending-lease tables are rebuilt only when they change.
+ * nodes for a million values); the location table (at most 130 rows) is
+ * rebuilt only when it changes; the reservation and pending-lease tables
+ * are persistent vectors too (ptab.c), edited where they changed.
  *
  * Lock ordering, outermost first (Documentation/design.md, "Locking
  * rules", says what each lock protects):
@@ -342,11 +343,47 @@ struct rsd_img_loc {
  * past the last one. */
 bool rsd__img_loc_next(const struct rsd_img_loc *l, uint64_t *i);
 
+struct rsd_reservation;
+struct rsd_image;
+
+/*
+ * One reservation as the image publishes it: immutable for readers; the
+ * fields after label are the writer's (m->lock). Built at the publication
+ * after the reservation was made or changed (its label in the same block),
+ * retired at the one after it was released or changed again.
+ */
 struct rsd_img_resv {
 	struct rsd_location loc;
 	uint64_t nbytes;
-	const char *label; /* copied into the table's allocation */
+	const char *label;
+	uint64_t gen;		       /* the publication that built it */
+	uint64_t pos;		       /* its slot in the table */
+	struct rsd_reservation *owner; /* NULL once released: then on m->resv_dead */
+	struct rsd__list_node dead;
 };
+
+/*
+ * A published table of objects in the order they joined it (ptab.c): a
+ * persistent vector (pvec.c) of slots, NULL where an object left. A
+ * publication clears or appends the slots of what changed, copying one
+ * path each, and rebuilds the table without its holes once they would be
+ * more than half of it, so that its size stays within twice its live
+ * objects and every change costs O(1) amortized (plus the path).
+ */
+struct rsd_ptab {
+	struct rsd_pv pv;
+	uint64_t live; /* non-NULL slots */
+};
+
+/* The first object at a slot >= *i, with *i moved past it; NULL at the end. */
+void *rsd__ptab_next(const struct rsd_ptab *t, uint64_t *i);
+/* Whether a table of count slots with live objects is rebuilt. */
+bool rsd__ptab_sparse(uint64_t count, uint64_t live);
+/* Retire every node of t into rt (t is being replaced whole). */
+int rsd__ptab_retire_nodes(const struct rsd_ptab *t, struct rsd_image *rt);
+/* A failed publication takes back rt's retirements from index from on:
+ * free what rsd__ptab_retire_nodes() allocated for those. */
+void rsd__ptab_retire_undo(struct rsd_image *rt, size_t from);
 
 struct rsd_lease_rec;
 
@@ -391,10 +428,8 @@ struct rsd_image {
 	struct rsd_pv values; /* struct rsd_img_value *, registration order */
 	uint32_t nlocs;
 	const struct rsd_img_loc *locs;
-	uint32_t nresv;
-	const struct rsd_img_resv *resv;
-	uint32_t npending;
-	struct rsd_lease_rec *const *pending; /* creation order */
+	struct rsd_ptab resv;	 /* struct rsd_img_resv *, creation order */
+	struct rsd_ptab pending; /* struct rsd_lease_rec *, order they became pending */
 	/* Only the writer and the reclaimer use what follows, while readers
 	 * may still read the fields above: keep them off those lines. */
 	char reader_pad[RSD_CACHELINE];
@@ -405,6 +440,9 @@ struct rsd_image {
 	struct rsd_image *gp_next;
 	uint64_t gp_seq;
 	bool reclaim_soon;	     /* it retired memory or events: do not batch */
+	/* Lease records retired while it was published, linked through
+	 * free_next: a reap of N leases appends N without growing an array. */
+	struct rsd_lease_rec *retired_leases;
 	struct rsd_retired *retired; /* inline_retired until it grows */
 	size_t nretired, capretired;
 	struct rsd_retired inline_retired[8];
@@ -489,6 +527,14 @@ enum rsd_lease_state {
 	RSD_LEASE_PENDING
 };
 
+/* A lease record and the published pending table (0: a fresh record). */
+enum rsd_tab_state {
+	RSD_TAB_OUT,  /* in no table, on no list */
+	RSD_TAB_NEW,  /* pending, on m->pend_new: the next publication appends it */
+	RSD_TAB_IN,   /* published at tab_pos */
+	RSD_TAB_DEAD, /* published, retired, on m->pend_dead: its slot is cleared next */
+};
+
 /*
  * Manager side of a lease; protected by m->lock. Once PENDING it is
  * immutable and published (readers query its events), so it is freed only
@@ -514,6 +560,12 @@ struct rsd_lease_rec {
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj; /* the caller's object while active */
 	struct rsd_qcopy *qc;  /* a queued copy's record (queued.c), else NULL */
+	/* Its slot in the published pending table (m->lock): tab says where
+	 * it is between publications (enum rsd_tab_state), tab_node links it
+	 * on m->pend_new or m->pend_dead meanwhile. */
+	uint64_t tab_pos;
+	uint8_t tab;
+	struct rsd__list_node tab_node;
 	union {
 		struct rsd__list_node node;	 /* on m->leases until deleted */
 		struct rsd_lease_rec *free_next; /* then on m->lease_rec_cache */
@@ -598,6 +650,8 @@ bool rsd__free_release(const struct rsd_lifetime_kind *kind, void *obj,
 /* Handles kept without an allocation: in a lease object, a lease record,
  * and the handle set rsd_hold() validates. */
 #define RSD_HANDLES_INLINE 4
+/* Consumer streams of a lease searched linearly for a duplicate. */
+#define RSD_STREAMS_SCAN 8
 /* Recycled lease objects and records kept per manager. */
 #define RSD_LEASE_CACHE_MAX 64
 
@@ -615,6 +669,9 @@ struct rsd_lease {
 	struct rsd_handle *handles; /* inline_handles when n <= RSD_HANDLES_INLINE */
 	size_t nstreams, capstreams;
 	void **streams;
+	/* Past RSD_STREAMS_SCAN streams, every one of them (under lock):
+	 * adding a stream finds a duplicate without reading the array. */
+	struct rsd__ptrmap stream_set;
 	struct rsd_handle inline_handles[RSD_HANDLES_INLINE];
 	struct rsd_lease *free_next; /* m->lease_obj_cache; under objs_lock */
 	/* Recorded on the first consumer stream after it was ordered behind
@@ -645,6 +702,12 @@ struct rsd_reservation {
 	uint64_t nbytes;
 	char *label;
 	struct rsd__list_node node; /* on m->resv while tracked */
+	/* Its published entry (NULL before the first publication that shows
+	 * it), and while the next publication must build a new one (made, or
+	 * nbytes changed): on m->resv_chg, next_pub the entry being built. */
+	struct rsd_img_resv *pub, *next_pub;
+	bool on_chg;
+	struct rsd__list_node chg;
 };
 
 /* ---- the manager ----------------------------------------------------------- */
@@ -732,6 +795,7 @@ struct rsd_manager {
 	/* Released events per consumer stream (lease.c). */
 	struct rsd_pend_stream *pstreams;
 	size_t npstreams, cappstreams;
+	struct rsd__ptrmap pstream_idx; /* stream -> its index in pstreams */
 	/* Events whose stream found no queue (out of memory): scanned whole. */
 	struct rsd_pend_stream pend_unordered;
 	/* Deleted lease records for reuse (never pending ones: those are
@@ -754,6 +818,15 @@ struct rsd_manager {
 	struct rsd_record **dirty;
 	size_t ndirty, capdirty;
 	bool locs_dirty, resv_dirty, pending_dirty;
+	/*
+	 * What the next publication changes in the reservation and pending
+	 * tables (image.c): reservations to (re)publish and entries of
+	 * released ones; records that became pending and retired ones. n*:
+	 * how many of them add a slot or clear one.
+	 */
+	struct rsd__list resv_chg, resv_dead, pend_new, pend_dead;
+	uint64_t nresv_add, nresv_dead, npend_add, npend_dead;
+	bool resv_rebuilt, pend_rebuilt; /* by the publication under way */
 	bool republish_all; /* the dirty list could not grow: re-image every record */
 	/* struct rsd_manager_config.label, fixed at create; "" when none.
 	 * Only traces read it. */
@@ -975,6 +1048,15 @@ void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l);
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Unlink a lease record and free it after a grace period (no version). */
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* Free a lease record and its events (after its grace period). */
+void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* The published tables follow these changes at the next publication
+ * (image.c): l became pending; l was retired; r was made or its bytes
+ * changed; r stopped counting. */
+void rsd__pending_added(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__resv_changed(struct rsd_manager *m, struct rsd_reservation *r);
+void rsd__resv_removed(struct rsd_manager *m, struct rsd_reservation *r);
 /* Close-time teardown of every lifetime (forced close). */
 void rsd__lifetimes_drop(struct rsd_manager *m);
 /* Validate and deduplicate a handle set (§8.1) into buf when n <= cap,

@@ -123,12 +123,11 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 	img->values = old->values;
 	img->nlocs = old->nlocs;
 	img->locs = old->locs;
-	img->nresv = old->nresv;
 	img->resv = old->resv;
-	img->npending = old->npending;
 	img->pending = old->pending;
 	img->batch_next = NULL;
 	img->reclaim_soon = false;
+	img->retired_leases = NULL;
 	img->retired = NULL;
 	img->nretired = img->capretired = 0;
 	return img;
@@ -146,6 +145,12 @@ static void obj_put(struct rsd_manager *m, bool writer, void *p, size_t nbytes)
 /* After a grace period: no reader can hold these images any more. */
 static void run_retired(struct rsd_image *img, bool writer)
 {
+	while (img->retired_leases) {
+		struct rsd_lease_rec *l = img->retired_leases;
+
+		img->retired_leases = l->free_next;
+		rsd__lease_rec_free(img->m, l);
+	}
 	for (size_t i = 0; i < img->nretired; i++) {
 		const struct rsd_retired *r = &img->retired[i];
 
@@ -423,62 +428,224 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 	return 0;
 }
 
+/* ---- the reservation and pending-lease tables (struct rsd_ptab) ---- */
+
+void rsd__resv_changed(struct rsd_manager *m, struct rsd_reservation *r)
+{
+	if (!r->on_chg) {
+		rsd__list_add_tail(&m->resv_chg, &r->chg);
+		r->on_chg = true;
+		m->nresv_add += !r->pub;
+	}
+	m->resv_dirty = true;
+}
+
+void rsd__resv_removed(struct rsd_manager *m, struct rsd_reservation *r)
+{
+	if (r->on_chg) {
+		rsd__list_del(&m->resv_chg, &r->chg);
+		r->on_chg = false;
+		m->nresv_add -= !r->pub;
+	}
+	if (r->pub) {
+		r->pub->owner = NULL;
+		rsd__list_add_tail(&m->resv_dead, &r->pub->dead);
+		m->nresv_dead++;
+		r->pub = NULL;
+	}
+	m->resv_dirty = true;
+}
+
+void rsd__pending_added(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	l->tab = RSD_TAB_NEW;
+	rsd__list_add_tail(&m->pend_new, &l->tab_node);
+	m->npend_add++;
+	m->pending_dirty = true;
+}
+
+/* l's memory lasts until the image published now is reclaimed: past the
+ * next publication, which clears its slot. */
+void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	if (l->tab == RSD_TAB_NEW) {
+		rsd__list_del(&m->pend_new, &l->tab_node);
+		m->npend_add--;
+	} else if (l->tab == RSD_TAB_IN) {
+		rsd__list_add_tail(&m->pend_dead, &l->tab_node);
+		m->npend_dead++;
+	}
+	l->tab = l->tab == RSD_TAB_IN ? RSD_TAB_DEAD : RSD_TAB_OUT;
+	m->pending_dirty = true;
+}
+
+static void free_resv_entry(struct rsd_objcache *oc, void *val, uint64_t gen)
+{
+	struct rsd_img_resv *e = val;
+
+	(void)oc;
+	if (e->gen == gen)
+		free(e);
+}
+
+/* A new entry for r, of this publication. */
+static struct rsd_img_resv *resv_entry(struct rsd_manager *m, const struct rsd_reservation *r)
+{
+	size_t len = strlen(r->label) + 1;
+	struct rsd_img_resv *e = rsd__malloc(sizeof(*e) + len);
+
+	if (!e) {
+		rsd__err(RSD_ENOMEM, "out of memory publishing reservation '%s'", r->label);
+		return NULL;
+	}
+	memset(e, 0, sizeof(*e));
+	e->loc = r->loc;
+	e->nbytes = r->nbytes;
+	e->label = memcpy(e + 1, r->label, len);
+	e->gen = m->gen;
+	e->owner = (struct rsd_reservation *)r;
+	return e;
+}
+
+/* Put r's new entry at pos (count: append); its published one, if any,
+ * is retired. */
+static int resv_put(struct rsd_manager *m, struct rsd_ptab *t, struct rsd_reservation *r,
+		    uint64_t pos, struct rsd_image *old)
+{
+	struct rsd_img_resv *e = resv_entry(m, r);
+	int err;
+
+	if (!e)
+		return -RSD_ENOMEM;
+	err = rsd__pv_set(&t->pv, pos, e, m->gen, old);
+	if (err) {
+		free(e);
+		return err;
+	}
+	e->pos = pos;
+	r->next_pub = e;
+	return r->pub ? rsd__retire(old, rsd__retire_free, r->pub) : 0;
+}
+
+/*
+ * The reservation table of img from old's and the changes since: in place
+ * (clear released entries' slots, replace changed ones, append new ones),
+ * or rebuilt without holes when they would be more than half of it. The
+ * writer's marks change only in publish_commit(); on failure the caller
+ * takes the retirements back and unpublish() frees what was built.
+ */
 static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
 {
-	size_t n = 0, bytes = 0;
+	struct rsd_ptab *t = &img->resv;
+	uint64_t live = old->resv.live + m->nresv_add - m->nresv_dead;
 	struct rsd_reservation *r;
-	struct rsd_img_resv *tbl;
-	char *labels;
+	struct rsd_img_resv *e;
+	int err = 0;
 
-	rsd__list_for_each_entry(r, &m->resv, node) {
-		n++;
-		bytes += strlen(r->label) + 1;
+	m->resv_rebuilt = rsd__ptab_sparse(old->resv.pv.count + m->nresv_add, live);
+	if (!m->resv_rebuilt) {
+		rsd__list_for_each_entry(e, &m->resv_dead, dead) {
+			err = rsd__pv_set(&t->pv, e->pos, NULL, m->gen, old);
+			if (!err)
+				err = rsd__retire(old, rsd__retire_free, e);
+			if (err)
+				return err;
+		}
+		rsd__list_for_each_entry(r, &m->resv_chg, chg) {
+			err = resv_put(m, t, r, r->pub ? r->pub->pos : t->pv.count, old);
+			if (err)
+				return err;
+		}
+		t->live = live;
+		return 0;
 	}
-	tbl = rsd__malloc(n * sizeof(*tbl) + bytes + 1);
-	if (!tbl)
-		return rsd__err(RSD_ENOMEM, "out of memory publishing the reservation table");
-	labels = (char *)(tbl + n);
-	n = 0;
-	rsd__list_for_each_entry(r, &m->resv, node) {
-		size_t len = strlen(r->label) + 1;
-
-		tbl[n].loc = r->loc;
-		tbl[n].nbytes = r->nbytes;
-		tbl[n].label = memcpy(labels, r->label, len);
-		labels += len;
-		n++;
+	memset(t, 0, sizeof(*t));
+	for (uint64_t i = 0; (e = rsd__ptab_next(&old->resv, &i)) && !err;) {
+		if (!e->owner)
+			err = rsd__retire(old, rsd__retire_free, e);
+		else if (e->owner->on_chg)
+			err = resv_put(m, t, e->owner, t->pv.count, old);
+		else if (!(err = rsd__pv_set(&t->pv, t->pv.count, e, m->gen, old)))
+			t->live++;
 	}
-	if (old->resv && rsd__retire(old, rsd__retire_free, (void *)old->resv)) {
-		free(tbl);
-		return -RSD_ENOMEM;
+	rsd__list_for_each_entry(r, &m->resv_chg, chg) {
+		if (!err && !r->pub)
+			err = resv_put(m, t, r, t->pv.count, old);
 	}
-	img->resv = tbl;
-	img->nresv = (uint32_t)n;
-	return 0;
+	if (!err)
+		err = rsd__ptab_retire_nodes(&old->resv, old);
+	t->live = live;
+	return err;
 }
 
 static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
 {
-	struct rsd_lease_rec **tbl, *l;
-	size_t n = 0;
+	struct rsd_ptab *t = &img->pending;
+	uint64_t live = old->pending.live + m->npend_add - m->npend_dead;
+	struct rsd_lease_rec *l;
+	int err = 0;
 
-	rsd__list_for_each_entry(l, &m->leases, node)
-		n += l->state == RSD_LEASE_PENDING;
-	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	tbl = rsd__malloc((n ? n : 1) * sizeof(*tbl));
-	if (!tbl)
-		return rsd__err(RSD_ENOMEM, "out of memory publishing the pending-lease table");
-	n = 0;
-	rsd__list_for_each_entry(l, &m->leases, node)
-		if (l->state == RSD_LEASE_PENDING)
-			tbl[n++] = l;
-	if (old->pending && rsd__retire(old, rsd__retire_free, (void *)old->pending)) {
-		free(tbl);
-		return -RSD_ENOMEM;
+	m->pend_rebuilt = rsd__ptab_sparse(old->pending.pv.count + m->npend_add, live);
+	if (!m->pend_rebuilt) {
+		rsd__list_for_each_entry(l, &m->pend_dead, tab_node) {
+			err = rsd__pv_set(&t->pv, l->tab_pos, NULL, m->gen, old);
+			if (err)
+				return err;
+		}
+	} else {
+		memset(t, 0, sizeof(*t));
+		/* Nothing to keep when every survivor is new (a reap that
+		 * emptied the table): no record is read again. */
+		for (uint64_t i = 0;
+		     live > m->npend_add && (l = rsd__ptab_next(&old->pending, &i)) && !err;)
+			if (l->tab == RSD_TAB_IN)
+				err = rsd__pv_set(&t->pv, t->pv.count, l, m->gen, old);
+		if (!err)
+			err = rsd__ptab_retire_nodes(&old->pending, old);
 	}
-	img->pending = (struct rsd_lease_rec *const *)tbl;
-	img->npending = (uint32_t)n;
-	return 0;
+	rsd__list_for_each_entry(l, &m->pend_new, tab_node) {
+		if (!err)
+			err = rsd__pv_set(&t->pv, t->pv.count, l, m->gen, old);
+	}
+	t->live = live;
+	return err;
+}
+
+/* The publication succeeded: the writer's marks follow the new tables. */
+static void publish_commit_tables(struct rsd_manager *m, struct rsd_image *img)
+{
+	struct rsd_reservation *r, *rn;
+	struct rsd_lease_rec *l, *ln;
+	struct rsd_img_resv *e;
+	uint64_t i;
+
+	rsd__list_for_each_entry_safe(r, rn, &m->resv_chg, chg) {
+		r->pub = r->next_pub;
+		r->on_chg = false;
+		rsd__list_del(&m->resv_chg, &r->chg);
+	}
+	rsd__list_init(&m->resv_dead);
+	m->nresv_add = m->nresv_dead = 0;
+	if (m->resv_rebuilt)
+		for (i = 0; (e = rsd__ptab_next(&img->resv, &i));)
+			e->pos = i - 1;
+	/* The dead records are never linked again: forget the list whole. */
+	rsd__list_init(&m->pend_dead);
+	if (m->pend_rebuilt) {
+		for (i = 0; (l = rsd__ptab_next(&img->pending, &i));)
+			l->tab_pos = i - 1;
+	} else {
+		/* The new records were appended in list order. */
+		i = img->pending.pv.count - m->npend_add;
+		rsd__list_for_each_entry(l, &m->pend_new, tab_node)
+			l->tab_pos = i++;
+	}
+	rsd__list_for_each_entry_safe(l, ln, &m->pend_new, tab_node) {
+		l->tab = RSD_TAB_IN;
+		rsd__list_del(&m->pend_new, &l->tab_node);
+	}
+	m->npend_add = m->npend_dead = 0;
+	m->resv_rebuilt = m->pend_rebuilt = false;
 }
 
 static void free_new_value(struct rsd_objcache *oc, void *val, uint64_t gen)
@@ -503,10 +670,11 @@ static void unpublish(struct rsd_manager *m, struct rsd_image *img, const struct
 		}
 		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 	}
-	if (img->resv != old->resv)
-		free((void *)img->resv);
-	if (img->pending != old->pending)
-		free((void *)img->pending);
+	rsd__pv_free_gen(&img->resv.pv, &m->oc, m->resv_rebuilt ? 0 : old->resv.pv.count, m->gen,
+			 free_resv_entry);
+	rsd__pv_free_gen(&img->pending.pv, &m->oc, m->pend_rebuilt ? 0 : old->pending.pv.count,
+			 m->gen, NULL);
+	m->resv_rebuilt = m->pend_rebuilt = false;
 	rsd__objcache_free(&m->oc, img, sizeof(*img));
 }
 
@@ -549,6 +717,8 @@ int rsd__publish(struct rsd_manager *m)
 		err = publish_reservations(m, img, old);
 	if (!err && m->pending_dirty)
 		err = publish_pending(m, img, old);
+	if (!err)
+		publish_commit_tables(m, img);
 	if (err) {
 		/*
 		 * The current image still references everything retired above:
@@ -556,6 +726,7 @@ int rsd__publish(struct rsd_manager *m)
 		 * The dirty marks stay, so the next writer call (or reader,
 		 * rsd__read_fresh) publishes again.
 		 */
+		rsd__ptab_retire_undo(old, retired_before);
 		old->nretired = retired_before;
 		unpublish(m, img, old);
 		return err;
@@ -590,17 +761,13 @@ int rsd__publish_first(struct rsd_manager *m)
 	memset(img, 0, sizeof(*img));
 	memset(&stub, 0, sizeof(stub));
 	img->m = m;
+	/* The reservation and pending tables start empty (zeroed). */
 	err = publish_locations(m, img, &stub, &locs);
-	if (!err)
-		err = publish_reservations(m, img, &stub);
-	if (!err)
-		err = publish_pending(m, img, &stub);
 	/* Nothing is retired from an empty image; keep the analyzer sure. */
 	if (stub.retired && stub.retired != stub.inline_retired)
 		free(stub.retired);
 	if (err) {
 		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
-		free((void *)img->resv);
 		rsd__objcache_free(&m->oc, img, sizeof(*img));
 		return err;
 	}
@@ -615,6 +782,12 @@ static void free_value_image(struct rsd_objcache *oc, void *p)
 	rsd__objcache_free(oc, p, value_image_size(((struct rsd_img_value *)p)->nmats));
 }
 
+static void free_resv_value(struct rsd_objcache *oc, void *p)
+{
+	(void)oc;
+	free(p);
+}
+
 /* At destroy, after rcu_barrier(): nothing else can reach the last image. */
 void rsd__image_destroy(struct rsd_manager *m)
 {
@@ -626,8 +799,8 @@ void rsd__image_destroy(struct rsd_manager *m)
 	for (uint32_t i = 0; i < img->nlocs; i++)
 		rsd__pv_free_nodes((struct rsd_pv *)&img->locs[i].members, &m->oc, NULL);
 	rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
-	free((void *)img->resv);
-	free((void *)img->pending);
+	rsd__pv_free_nodes(&img->resv.pv, &m->oc, free_resv_value);
+	rsd__pv_free_nodes(&img->pending.pv, &m->oc, NULL);
 	run_retired(img, true);
 	free(atomic_load_explicit(&img->log, memory_order_relaxed));
 	rsd__objcache_free(&m->oc, img, sizeof(*img));

@@ -45,10 +45,8 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 	return 0;
 }
 
-static void lease_rec_free(struct rsd_manager *m, void *p)
+void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	struct rsd_lease_rec *l = p;
-
 	for (size_t i = 0; i < l->nevents; i++)
 		m->ops->event_destroy(m->ops_ctx, l->events[i]);
 	free(l->events);
@@ -91,7 +89,7 @@ void rsd__lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	if (l->cap != RSD_HANDLES_INLINE || l->nevents ||
 	    m->nlease_rec_cache >= RSD_LEASE_CACHE_MAX) {
-		lease_rec_free(m, l);
+		rsd__lease_rec_free(m, l);
 		return;
 	}
 	l->free_next = m->lease_rec_cache;
@@ -126,6 +124,7 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 	obj->n = 0;
 	obj->handles = obj->inline_handles;
 	obj->nstreams = 0;
+	rsd__ptrmap_clear(&obj->stream_set);
 	obj->after_event = NULL;
 	return obj;
 }
@@ -135,6 +134,7 @@ static void lease_obj_destroy(struct rsd_lease *obj)
 	if (obj->handles != obj->inline_handles)
 		free(obj->handles);
 	free(obj->streams);
+	rsd__ptrmap_free(&obj->stream_set);
 	pthread_mutex_destroy(&obj->lock);
 	free(obj);
 }
@@ -190,12 +190,13 @@ static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	rsd__list_del(&m->leases, &l->node);
-	m->pending_dirty = true;
+	rsd__pending_removed(m, l);
 	/* Readers may be asking its events right now: free it after a grace
-	 * period, through the image it is published in. */
-	if (rsd__retire(m->img, lease_rec_free, l))
-		rsd__warn(m, "out of memory retiring lease %llu: leaked",
-			  (unsigned long long)l->id);
+	 * period, through the image it is published in (off m->leases, its
+	 * link is free for that list). */
+	l->free_next = m->img->retired_leases;
+	m->img->retired_leases = l;
+	m->img->reclaim_soon = true;
 }
 
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
@@ -245,10 +246,9 @@ static int query(struct rsd_manager *m, struct rsd_pend_link *k)
  * stream has none). */
 static struct rsd_pend_stream *pend_queue(struct rsd_manager *m, void *stream)
 {
-	for (size_t i = 0; i < m->npstreams; i++)
-		if (m->pstreams[i].stream == stream)
-			return &m->pstreams[i];
-	return &m->pend_unordered;
+	size_t i;
+
+	return rsd__ptrmap_get(&m->pstream_idx, stream, &i) ? &m->pstreams[i] : &m->pend_unordered;
 }
 
 static void pend_unlink(struct rsd_pend_stream *ps, struct rsd_pend_link *k)
@@ -263,8 +263,8 @@ void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k
 	struct rsd_pend_stream *ps;
 	size_t i;
 
-	for (i = 0; i < m->npstreams && m->pstreams[i].stream != stream; i++)
-		;
+	if (!rsd__ptrmap_get(&m->pstream_idx, stream, &i))
+		i = m->npstreams;
 	if (i == m->npstreams && m->npstreams == m->cappstreams) {
 		size_t cap = m->cappstreams ? 2 * m->cappstreams : 8;
 		struct rsd_pend_stream *a = rsd__realloc(m->pstreams, cap * sizeof(*a));
@@ -274,7 +274,8 @@ void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k
 			m->cappstreams = cap;
 		}
 	}
-	if (i == m->npstreams && i < m->cappstreams) {
+	if (i == m->npstreams && i < m->cappstreams &&
+	    !rsd__ptrmap_set(&m->pstream_idx, stream, i)) {
 		memset(&m->pstreams[i], 0, sizeof(m->pstreams[i]));
 		m->pstreams[i].stream = stream;
 		m->npstreams++;
@@ -312,10 +313,15 @@ int rsd__reap(struct rsd_manager *m)
 			pend_unlink(ps, k);
 			event_seen(m, k->l);
 		}
-		if (!rsd__list_empty(&ps->q))
+		if (!rsd__list_empty(&ps->q)) {
 			i++;
-		else
-			*ps = m->pstreams[--m->npstreams];
+			continue;
+		}
+		rsd__ptrmap_del(&m->pstream_idx, ps->stream);
+		*ps = m->pstreams[--m->npstreams];
+		/* The moved queue's stream is in the map: no allocation. */
+		if (i < m->npstreams)
+			rsd__ptrmap_set(&m->pstream_idx, ps->stream, i);
 	}
 	rsd__list_for_each_entry_safe(k, next, &m->pend_unordered.q, node) {
 		q = query(m, k);
@@ -332,6 +338,7 @@ int rsd__reap(struct rsd_manager *m)
 void rsd__pend_clear(struct rsd_manager *m)
 {
 	m->npstreams = 0;
+	rsd__ptrmap_clear(&m->pstream_idx);
 	rsd__list_init(&m->pend_unordered.q);
 }
 
@@ -531,6 +538,17 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	return rsd_acquire_flags(m, h, n, at, consumer_stream, 0, out);
 }
 
+/* Whether stream is one of l's consumer streams already. */
+static bool stream_listed(const struct rsd_lease *l, const void *stream)
+{
+	if (l->nstreams > RSD_STREAMS_SCAN)
+		return rsd__ptrmap_get(&l->stream_set, stream, NULL);
+	for (size_t i = 0; i < l->nstreams; i++)
+		if (l->streams[i] == stream)
+			return true;
+	return false;
+}
+
 int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 {
 	char name[RSD_LOCATION_NAME_MAX];
@@ -551,15 +569,8 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 	err = rsd__check_driver_stream(l->ops, l->ops_ctx, stream, l->loc);
 	if (err)
 		goto out;
-	for (size_t i = 0; i < l->nstreams; i++)
-		if (l->streams[i] == stream)
-			goto out;
-	/* Behind the queued copies the first stream was ordered after. */
-	if (l->after_event) {
-		err = l->ops->stream_wait_event(l->ops_ctx, stream, l->after_event);
-		if (err)
-			goto out;
-	}
+	if (stream_listed(l, stream))
+		goto out;
 	if (l->nstreams == l->capstreams) {
 		size_t cap = l->capstreams ? l->capstreams * 2 : 4;
 		void **s = rsd__realloc(l->streams, cap * sizeof(*s));
@@ -570,6 +581,22 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 		}
 		l->streams = s;
 		l->capstreams = cap;
+	}
+	/* Past RSD_STREAMS_SCAN streams, the set holds each of them (the
+	 * earlier ones join it when the list first grows past that). */
+	for (size_t i = l->stream_set.n; l->nstreams >= RSD_STREAMS_SCAN && i <= l->nstreams; i++) {
+		if (rsd__ptrmap_set(&l->stream_set, i < l->nstreams ? l->streams[i] : stream, i)) {
+			err = rsd__err(RSD_ENOMEM, "out of memory adding a consumer stream");
+			goto out;
+		}
+	}
+	/* Behind the queued copies the first stream was ordered after. */
+	if (l->after_event) {
+		err = l->ops->stream_wait_event(l->ops_ctx, stream, l->after_event);
+		if (err) {
+			rsd__ptrmap_del(&l->stream_set, stream);
+			goto out;
+		}
 	}
 	l->streams[l->nstreams++] = stream;
 out:
@@ -665,7 +692,7 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	l->obj = NULL;
 	obj->rec = NULL;
 	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0, +1);
-	m->pending_dirty = true;
+	rsd__pending_added(m, l);
 	if (!(flags & RSD_RELEASE_WAIT))
 		return 0;
 	return rsd__lease_wait(m, l);

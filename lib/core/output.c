@@ -92,7 +92,7 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 		}
 		return err;
 	}
-	m->resv_dirty = true;
+	rsd__resv_changed(m, r);
 	if (fill)
 		rsd__qcopy_fill(m, fill, rec, at, producer_stream, event);
 	rsd_trace_adopt_reserved(m->id, rec->handle.id, at, spec.storage_nbytes, r->id, r->label,

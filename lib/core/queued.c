@@ -123,7 +123,7 @@ void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_
 	l->pending_since_ns = qc->queued_ns;
 	rsd__list_add_tail(&m->leases, &l->node);
 	rsd__pend_push(m, stream, &l->links[0]);
-	m->pending_dirty = true;
+	rsd__pending_added(m, l);
 	atomic_fetch_add_explicit(&m->nqueued, 1, memory_order_relaxed);
 }
 

@@ -19,7 +19,9 @@ enum ftype {
 /*
  * A ranked candidate; its rank is its index in the ranked array. dpos is
  * its value's position in the ranked state's delta (found: an entry
- * there; else where one would go), known from the merge that listed it.
+ * there; else where one would go), known from the merge that listed it;
+ * a list a SEARCH level took over from its parent (search_derive()) keeps
+ * the parent's, so the drop views look the position up in their state.
  */
 struct ranked {
 	uint32_t vidx, dpos;
@@ -115,11 +117,10 @@ struct frame {
 			/*
 			 * cached: cands came from the shipped policy's order;
 			 * derive: S is the parent SEARCH's S with its
-			 * candidate ci dropped, and the delta positions of
-			 * later values moved by dshift (search_derive()).
+			 * candidate ci dropped or moved elsewhere, by the one
+			 * reclaim action S has more (search_derive()).
 			 */
 			bool cached, derive;
-			int8_t dshift;
 		} s;
 		struct {
 			uint32_t vidx, src;

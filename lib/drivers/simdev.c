@@ -217,13 +217,21 @@ int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **o
 		 * (an unpooled one gives every free back, as cudaFree). */
 		if (sd->pooled)
 			rsd__pool_set_keep(&dv->pool, sd->lm.oversize_keep);
-		rsd__sim_stream_link(sd, &dv->transfer, d, true);
-		rsd__sim_stream_link(sd, &dv->h2d, d, true);
-		rsd__sim_stream_link(sd, &dv->d2h, d, true);
 		dv->transfer.embedded = dv->h2d.embedded = dv->d2h.embedded = true;
 	}
 	pthread_mutex_lock(&sd->lock);
-	rc = rsd__sim_set_progress(sd, mode, cfg->delay_ns);
+	rc = 0;
+	for (int d = 0; d < sd->ndevices && !rc; d++) {
+		struct sim_device *dv = &sd->dev[d];
+
+		rc = rsd__sim_stream_link(sd, &dv->transfer, d, true);
+		if (!rc)
+			rc = rsd__sim_stream_link(sd, &dv->h2d, d, true);
+		if (!rc)
+			rc = rsd__sim_stream_link(sd, &dv->d2h, d, true);
+	}
+	if (!rc)
+		rc = rsd__sim_set_progress(sd, mode, cfg->delay_ns);
 	pthread_mutex_unlock(&sd->lock);
 	if (rc) {
 		rsd_simdev_destroy(sd);
@@ -480,7 +488,11 @@ static struct sim_stream *peer_stream(struct rsd_simdev *sd, int src, int dst)
 				 src, dst);
 			return NULL;
 		}
-		rsd__sim_stream_link(sd, *pp, dst, true);
+		if (rsd__sim_stream_link(sd, *pp, dst, true)) {
+			free(*pp);
+			*pp = NULL;
+			return NULL;
+		}
 	}
 	return *pp;
 }

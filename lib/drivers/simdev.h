@@ -259,6 +259,7 @@ struct rsd_simdev {
 	bool stopping;				  /* protected by lock; destroy under way */
 	bool unpinned_host;			  /* protected by lock */
 	struct sim_stream *streams;		  /* protected by lock */
+	struct rsd__ptrmap stream_set;		  /* protected by lock; each of streams */
 	struct rsd__list pending;		  /* protected by lock; sim_work, by ticket */
 	struct sim_event *free_events;		  /* protected by lock */
 	struct sim_event *all_events;		  /* protected by lock */
@@ -293,7 +294,8 @@ struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p);
 /* With sd->lock held: like rsd__sim_find_stream, destroyed streams whose work
  * has not drained included. */
 struct sim_stream *rsd__sim_find_any_stream(struct rsd_simdev *sd, const void *p);
-void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default);
+/* Link s into sd->streams; -RSD_ENOMEM (recorded), s not linked. */
+int rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default);
 /* With sd->lock held: free s if it is destroyed, drained and not running. */
 void rsd__sim_stream_put(struct rsd_simdev *sd, struct sim_stream *s);
 /* Free every non-default stream, every queued work item and every event

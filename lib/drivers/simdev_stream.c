@@ -21,12 +21,11 @@
 
 #include "simdev.h"
 
+/* A lookup in the set of linked streams: a device with thousands of
+ * streams answers as fast as with a few, as the CUDA runtime does. */
 struct sim_stream *rsd__sim_find_any_stream(struct rsd_simdev *sd, const void *p)
 {
-	for (struct sim_stream *s = sd->streams; s; s = s->next)
-		if ((const void *)s == p)
-			return s;
-	return NULL;
+	return rsd__ptrmap_get(&sd->stream_set, p, NULL) ? (struct sim_stream *)p : NULL;
 }
 
 struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p)
@@ -36,8 +35,10 @@ struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p)
 	return s && !s->retired ? s : NULL;
 }
 
-void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default)
+int rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default)
 {
+	if (rsd__ptrmap_set(&sd->stream_set, s, 0))
+		return rsd__err(RSD_ENOMEM, "simulated device: out of memory for a stream");
 	s->magic = SIM_STREAM_MAGIC;
 	s->device = device;
 	s->is_default = is_default;
@@ -49,6 +50,7 @@ void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int devic
 	if (s->next)
 		s->next->prev = s;
 	sd->streams = s;
+	return 0;
 }
 
 static bool event_complete(const struct sim_event *ev)
@@ -117,6 +119,7 @@ static void stream_unlink(struct rsd_simdev *sd, struct sim_stream *s)
 		sd->streams = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
+	rsd__ptrmap_del(&sd->stream_set, s);
 	s->magic = 0;
 }
 
@@ -159,6 +162,7 @@ void rsd__sim_streams_destroy(struct rsd_simdev *sd)
 			free(s);
 	}
 	sd->streams = NULL;
+	rsd__ptrmap_free(&sd->stream_set);
 	rsd__list_init(&sd->pending);
 	for (ev = sd->all_events; ev; ev = enext) {
 		enext = ev->all_next;
@@ -188,7 +192,7 @@ int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream)
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_lost(sd, device, "rsd_simdev_stream_create");
 	if (!rc)
-		rsd__sim_stream_link(sd, s, device, false);
+		rc = rsd__sim_stream_link(sd, s, device, false);
 	pthread_mutex_unlock(&sd->lock);
 	if (rc) {
 		free(s);

@@ -51,6 +51,7 @@ struct sim {
 	unsigned nloc;
 	struct sim_val *vals;
 	size_t nvals, capvals;
+	struct rsd__ptrmap val_idx; /* handle id (never 0) -> its index in vals */
 	struct explanation *e;
 	const char *reason; /* the current action's first reason */
 	int err;	    /* allocation failure */
@@ -258,8 +259,9 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 		return true;
 	if (!c.pending)
 		return false;
-	for (uint32_t i = 0; i < s->img->npending; i++) {
-		const struct rsd_lease_rec *l = s->img->pending[i];
+	const struct rsd_lease_rec *l;
+
+	for (uint64_t i = 0; (l = rsd__ptab_next(&s->img->pending, &i));) {
 		bool covers = false, complete = true;
 
 		if (!rsd_location_equal(l->loc, at))
@@ -277,11 +279,12 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 
 static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 {
+	const void *key = (const void *)(uintptr_t)iv->handle.id;
 	struct sim_val *v;
+	size_t i;
 
-	for (size_t i = 0; i < s->nvals; i++)
-		if (s->vals[i].id == iv->handle.id)
-			return &s->vals[i];
+	if (rsd__ptrmap_get(&s->val_idx, key, &i))
+		return &s->vals[i];
 	if (s->nvals == s->capvals) {
 		size_t cap = s->capvals ? s->capvals * 2 : 16;
 
@@ -292,6 +295,10 @@ static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 		}
 		s->vals = v;
 		s->capvals = cap;
+	}
+	if (rsd__ptrmap_set(&s->val_idx, key, s->nvals)) {
+		s->err = rsd__err(RSD_ENOMEM, "out of memory simulating a plan");
+		return NULL;
 	}
 	v = &s->vals[s->nvals++];
 	memset(v, 0, sizeof(*v));
@@ -655,8 +662,10 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 	e = NULL;
 out:
 	rsd_explanation_free(e ? &e->pub : NULL);
-	if (s)
+	if (s) {
 		free(s->vals);
+		rsd__ptrmap_free(&s->val_idx);
+	}
 	free(s);
 	return err;
 }
