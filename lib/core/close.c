@@ -82,12 +82,13 @@ static void keep_streamed(struct rsd_manager *m)
 }
 
 /*
- * Wait for every pending lease, each without the lock. A forced close does
- * not stop at a lease whose event the device reports failed (a stream
- * ordered after a failed copy inherits its error, as CUDA's sticky errors
- * do): it will never complete otherwise. Its wait returned, so the work
- * queued before it has ended, run or failed, and nothing may still use
- * what the lease protected; the warning keeps the error.
+ * Wait for every pending lease, each without the lock. An event the
+ * device reports failed once its stream drained (a stream ordered after a
+ * failed copy inherits its error, as CUDA's sticky errors do) is an answer:
+ * rsd__lease_wait() folds it in. A wait that got no answer (its sync and
+ * the stream sync after it failed) fails a close that may wait; a forced
+ * close takes the device as failed and ends the lease all the same, with
+ * a warning that keeps the error.
  */
 static int wait_pending(struct rsd_manager *m, bool force)
 {
@@ -101,6 +102,10 @@ static int wait_pending(struct rsd_manager *m, bool force)
 		if (!l)
 			return 0;
 		err = rsd__lease_wait(m, l);
+		/* Another thread closed it meanwhile (without waiting for this
+		 * one): l may be gone; the caller sees the manager closed. */
+		if (m->closed)
+			return 0;
 		if (err && !force)
 			return err;
 		if (err) {

@@ -731,7 +731,8 @@ struct rsd_manager {
 	 * values and lease records at its writer exit (close.c). */
 	bool drop_deferred;
 	/* The last queued copy that failed on the device, for an explicit
-	 * rsd_manager_reap() (queued.c); 0: none since the last one. */
+	 * rsd_manager_reap() (queued.c); 0: none, or reported already (by
+	 * the reap or by the value's next call: once). */
 	int copy_err;
 	struct rsd_record *copy_err_rec;
 	struct rsd_location copy_err_at;

@@ -277,6 +277,33 @@ static int query(struct rsd_manager *m, struct rsd_pend_link *k)
 	return 1;
 }
 
+/* The device l's events run on: a GPU lease's, or a queued copy's CUDA
+ * end; -1 for none. */
+static int rec_device(const struct rsd_lease_rec *l)
+{
+	if (l->loc.kind == RSD_CUDA)
+		return l->loc.device;
+	if (l->qc && l->qc->to.kind == RSD_CUDA)
+		return l->qc->to.device;
+	return -1;
+}
+
+/*
+ * Without m->lock: drain the stream an event was recorded on. A stream
+ * its owner destroyed meanwhile (the driver calls it no stream,
+ * RSD_ETYPE) cannot be synchronized: the event's device is, which drains
+ * it too. 0, or the error of the last sync tried.
+ */
+static int drain_stream(struct rsd_manager *m, const struct rsd_lease_rec *l, void *stream)
+{
+	int dev = rec_device(l);
+	int err = m->ops->stream_sync(m->ops_ctx, stream);
+
+	if (err == -RSD_ETYPE && dev >= 0 && dev < m->ndevices)
+		err = m->ops->device_sync(m->ops_ctx, dev);
+	return err;
+}
+
 /*
  * A query of k's event failed: synchronize its stream without the lock
  * (counted in m->inflight; l kept alive as a waiter), so that the next
@@ -292,7 +319,7 @@ static int drain(struct rsd_manager *m, struct rsd_pend_link *k)
 
 	l->waiters++;
 	rsd__device_wait_begin(m);
-	err = m->ops->stream_sync(m->ops_ctx, stream);
+	err = drain_stream(m, l, stream);
 	rsd__device_wait_end(m);
 	if (!err)
 		k->drained = true;
@@ -429,17 +456,17 @@ void rsd__pend_clear(struct rsd_manager *m)
  * it completed or failed (*failed set: the failure is definite, its
  * stream has drained); else the error of a sync that gave no answer.
  */
-static int sync_answer(struct rsd_manager *m, void *event, void *stream, int *failed)
+static int sync_answer(struct rsd_manager *m, const struct rsd_lease_rec *l, size_t i, int *failed)
 {
-	int e = m->ops->event_sync(m->ops_ctx, event), q;
+	int e = m->ops->event_sync(m->ops_ctx, l->events[i]), q;
 
 	if (!e)
 		return 0;
 	/* A failed sync says nothing of the work: drain the stream, then
 	 * the event's state is the answer. */
-	if (m->ops->stream_sync(m->ops_ctx, stream))
+	if (drain_stream(m, l, l->streams[i]))
 		return e;
-	q = m->ops->event_query(m->ops_ctx, event);
+	q = m->ops->event_query(m->ops_ctx, l->events[i]);
 	if (q < 0 && !*failed)
 		*failed = q;
 	return q ? 0 : e;
@@ -456,7 +483,7 @@ int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 	l->waiters++;
 	rsd__device_wait_begin(m);
 	for (size_t i = 0; i < l->nevents; i++) {
-		int e = sync_answer(m, l->events[i], l->streams[i], &failed);
+		int e = sync_answer(m, l, i, &failed);
 
 		if (e && !err)
 			err = e;

@@ -20,10 +20,12 @@
  *    and their blockers see it as a pending lease on the transfer stream;
  *  - close waits for it as for any pending lease.
  * What is different from a lease: completion does not step state_version
- * (the placement did not change), and a device error reported by the event
- * is the copy's failure, not the reap's: the destination is removed, a
- * move's source reinstated, and the error kept for the next call that
- * needs the value (struct rsd_record.copy_err) and for an explicit reap.
+ * (the placement did not change), and a device error the event reports
+ * once its stream has drained (lease.c: a failed query or sync alone is no
+ * answer) is the copy's failure, not the reap's: the destination is
+ * removed, a move's source reinstated without admission, and the error
+ * kept once, for the next call that needs the value (struct
+ * rsd_record.copy_err) or an explicit reap, whichever comes first.
  *
  * Bytes a move's copy still reads, and a value a source loaded for the
  * copy, belong to no materialization once the call returns: the record

@@ -370,6 +370,32 @@ ATF_TC_BODY(sticky_fault_drains_before_free, tc)
 #define NWAITERS 4
 
 /*
+ * A value filled with seed, on cuda:0 only, then a queued copy of it into
+ * pinned memory (failing on the device when fail is set) that NWAITERS
+ * host acquires wait for, each on its own thread.
+ */
+static struct rsd_handle wait_on_filling(struct cfx *f, int seed, bool fail, struct call *w,
+					 pthread_t *t)
+{
+	struct rsd_handle h = filled(f, PAGEABLE, seed);
+
+	rsd_simdev_set_progress(f->sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_move(f->m, h, CUDA0, NULL, NULL, NULL));
+	rsd_simdev_set_progress(f->sd, RSD_SIMDEV_ON_COMMAND, 0);
+	if (fail)
+		rsd_simdev_fail_nth(f->sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
+	OK(rsd_ensure_async(f->m, h, PINNED, NULL, NULL));
+	for (int i = 0; i < NWAITERS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].f = f;
+		w[i].h = h;
+		w[i].at = PINNED;
+		start_waiter(&w[i], do_acquire, &t[i], 1);
+	}
+	return h;
+}
+
+/*
  * Several host acquires wait for one queued copy into pinned memory, each
  * on its own thread: when the copy completes every one returns a lease,
  * and the copy's record is folded in once (the pinned copy is resident,
@@ -385,19 +411,7 @@ ATF_TC_BODY(many_host_waiters_return, tc)
 	struct cfx f;
 
 	setup(&f, NULL, 0);
-	h = cfx_adopt(&f, PAGEABLE, N, RSD_REPLICABLE);
-	cfx_fill(&f, h, PAGEABLE, 0x6e);
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_move(f.m, h, CUDA0, NULL, NULL, NULL));
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
-	OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL));
-	for (int i = 0; i < NWAITERS; i++) {
-		memset(&w[i], 0, sizeof(w[i]));
-		w[i].f = &f;
-		w[i].h = h;
-		w[i].at = PINNED;
-		start_waiter(&w[i], do_acquire, &t[i], 1);
-	}
+	h = wait_on_filling(&f, 0x6e, false, w, t);
 	rsd_simdev_complete_all(f.sd);
 	for (int i = 0; i < NWAITERS; i++) {
 		join(t[i]);
@@ -414,6 +428,47 @@ ATF_TC_BODY(many_host_waiters_return, tc)
 		rsd_lease_free(w[i].lease);
 	}
 	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x6e));
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
+ * The same with the copy failing on the device: every waiter returns, the
+ * copy is undone once, and its error goes to exactly one of them (the
+ * first back); the others then find no copy at pinned memory, as they
+ * would alone after the undo (RSD_EUNAVAILABLE). The value is whole on
+ * the device.
+ */
+ATF_TC_WITHOUT_HEAD(many_waiters_on_failed_copy);
+ATF_TC_BODY(many_waiters_on_failed_copy, tc)
+{
+	struct call w[NWAITERS];
+	pthread_t t[NWAITERS];
+	struct rsd_snapshot *snap;
+	struct rsd_handle h;
+	int copy_err = 0, gone = 0;
+	struct cfx f;
+
+	setup(&f, NULL, 0);
+	h = wait_on_filling(&f, 0x3d, true, w, t);
+	rsd_simdev_complete_all(f.sd);
+	for (int i = 0; i < NWAITERS; i++) {
+		join(t[i]);
+		copy_err += w[i].rc == -RSD_EDEVICE && strstr(w[i].msg, "a queued copy of value");
+		gone += w[i].rc == -RSD_EUNAVAILABLE;
+		if (!w[i].rc) {
+			rsd_lease_release(w[i].lease, 0);
+			rsd_lease_free(w[i].lease);
+		}
+	}
+	ATF_CHECK_EQ_MSG(copy_err, 1, "%d waiters got the copy's error", copy_err);
+	ATF_CHECK_EQ_MSG(gone, NWAITERS - 1, "%d waiters found no copy", gone);
+	OK(rsd_manager_reap(f.m)); /* reported once */
+	snap = cfx_snap(&f);
+	ATF_CHECK(!cfx_snap_mat(snap, h, PINNED));
+	ATF_CHECK_EQ(cfx_snap_mat(snap, h, CUDA0)->pending_event_count, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->used_bytes, 0);
+	rsd_snapshot_free(snap);
 	OK(rsd_manager_close(f.m, 0));
 	cfx_fini(&f);
 }
@@ -573,6 +628,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, sync_failure_is_no_answer);
 	ATF_TP_ADD_TC(tp, sticky_fault_drains_before_free);
 	ATF_TP_ADD_TC(tp, many_host_waiters_return);
+	ATF_TP_ADD_TC(tp, many_waiters_on_failed_copy);
 	ATF_TP_ADD_TC(tp, room_waiters_return);
 	ATF_TP_ADD_TC(tp, works_after_failed_copy);
 	ATF_TP_ADD_TC(tp, works_after_failed_copy_nowait);
