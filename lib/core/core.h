@@ -522,9 +522,15 @@ void rsd__rcu_register(void);
 
 /* ---- lifetimes ------------------------------------------------------------- */
 
+/*
+ * DONE: folded in (off m->leases and every stream queue) while threads
+ * still wait on its events without the lock (waiters); the last of them
+ * frees it.
+ */
 enum rsd_lease_state {
 	RSD_LEASE_ACTIVE,
-	RSD_LEASE_PENDING
+	RSD_LEASE_PENDING,
+	RSD_LEASE_DONE
 };
 
 /* A lease record and the published pending table (0: a fresh record). */
@@ -598,6 +604,9 @@ struct rsd_pend_link {
 	size_t k;	/* l->events[k] */
 	void *stream;	/* the queue it is on; NULL once seen complete */
 	bool unordered; /* on m->pend_unordered instead */
+	/* Its stream was synchronized after a query of it failed: an
+	 * error it reports now is the device's answer (lease.c). */
+	bool drained;
 	struct rsd__list_node node;
 };
 
@@ -808,10 +817,15 @@ struct rsd_manager {
 	/* The manager must never free its storage: an abandoned GPU lease
 	 * could not be waited for (§8.9). */
 	bool keep_alive;
+	/* Closed by close(FORCE | NOWAIT) while other threads were in
+	 * flight (m->inflight): the last one back frees the records,
+	 * values and lease records at its writer exit (close.c). */
+	bool drop_deferred;
 	/* The last queued copy that failed on the device, for an explicit
-	 * rsd_manager_reap() (queued.c); 0: none since the last one. */
+	 * rsd_manager_reap() (queued.c); 0: none, or reported already (by
+	 * the reap or by the value's next call: once). */
 	int copy_err;
-	uint64_t copy_err_value;
+	struct rsd_record *copy_err_rec;
 	struct rsd_location copy_err_at;
 	/* Publication bookkeeping. */
 	struct rsd_objcache oc; /* freed publication objects for the next ones */
@@ -1033,8 +1047,15 @@ static inline void rsd__acct_peak(struct rsd_acct *a)
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
 void rsd__bump(struct rsd_manager *m);
-/* Reap completed pending leases (§8.5), stream by stream (§21.5). */
+/*
+ * Reap completed pending leases (§8.5), stream by stream (§21.5). An
+ * event whose query fails is no answer: its stream is synchronized
+ * without the lock and the reap starts over (rsd__reap_flags() with
+ * drain false leaves it pending instead, for a close that waits for
+ * nothing). Returns 0, a sync's error or RSD_ECLOSED.
+ */
 int rsd__reap(struct rsd_manager *m);
+int rsd__reap_flags(struct rsd_manager *m, bool drain);
 /* Forget every queued event (close drops the leases themselves). */
 void rsd__pend_clear(struct rsd_manager *m);
 /* Wait for a pending lease's events without the lock, then fold them in
@@ -1057,6 +1078,9 @@ void rsd__pending_added(struct rsd_manager *m, struct rsd_lease_rec *l);
 void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l);
 void rsd__resv_changed(struct rsd_manager *m, struct rsd_reservation *r);
 void rsd__resv_removed(struct rsd_manager *m, struct rsd_reservation *r);
+/* Free every record, value and lease record of a closing manager
+ * (close.c); m->lock held, nothing in flight. */
+void rsd__close_drop(struct rsd_manager *m);
 /* Close-time teardown of every lifetime (forced close). */
 void rsd__lifetimes_drop(struct rsd_manager *m);
 /* Validate and deduplicate a handle set (§8.1) into buf when n <= cap,
@@ -1082,6 +1106,15 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
  * location's total does not change). */
 int rsd__install_counted(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 			 struct rsd_resident *v);
+/*
+ * Put back a moved source whose copy failed (queued.c): its bytes never
+ * left `at` (their charge stayed there, a temporary one the caller has
+ * just refunded), so nothing is admitted and no other thread's headroom
+ * can refuse it; an RSD_EXCLUSIVE value may still show its failed copy's
+ * kept destination beside it.
+ */
+int rsd__install_back(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		      struct rsd_resident *v);
 /*
  * rsd_adopt's two steps (register.c). spec: the spec a resident adopted at
  * `at` gets, checked in rsd_adopt's order (conformance, replica mode, a
@@ -1241,13 +1274,16 @@ int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat);
  * destination whose last protection has ended (+1, true); else nothing. */
 bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 /* The recorded failure of a queued copy of rec (rec->copy_err set), as
- * the error of the call that needed the value; cleared. */
-int rsd__copy_error(struct rsd_record *rec);
-/* The last queued copy's failure since the previous one, for
- * rsd_manager_reap(): 0, or the error (cleared). */
+ * the error of the call that needed the value; cleared, and no explicit
+ * reap reports it after this. */
+int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec);
+/* The last queued copy's failure no call has reported yet, for
+ * rsd_manager_reap(): 0, or the error (cleared: the value's next call
+ * does not report it again). */
 int rsd__copy_error_reap(struct rsd_manager *m);
 /* Keep waiting on l's events possible without the lock: a pinned record
- * is finalized by its last unpinner, not by a reap. */
+ * may be folded in meanwhile (its state DONE), and its last unpinner
+ * frees it. */
 static inline void rsd__lease_pin(struct rsd_lease_rec *l)
 {
 	l->waiters++;

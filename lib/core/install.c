@@ -234,6 +234,12 @@ int rsd__install_counted(struct rsd_manager *m, struct rsd_record *rec, struct r
 	return install(m, rec, at, v, false, INSTALL_COUNTED);
 }
 
+int rsd__install_back(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		      struct rsd_resident *v)
+{
+	return install(m, rec, at, v, true, INSTALL_COUNTED);
+}
+
 int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 			  struct rsd_resident *v, bool allow_exclusive)
 {

@@ -187,16 +187,25 @@ static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 	rsd__lease_rec_put(m, l);
 }
 
+/* Readers may be asking its events right now: free it after a grace
+ * period, through the image it is published in (off m->leases, its link
+ * is free for that image's chain of retired records). */
+static void lease_rec_retire_free(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	l->free_next = m->img->retired_leases;
+	m->img->retired_leases = l;
+	m->img->reclaim_soon = true;
+}
+
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	rsd__list_del(&m->leases, &l->node);
 	rsd__pending_removed(m, l);
-	/* Readers may be asking its events right now: free it after a grace
-	 * period, through the image it is published in (off m->leases, its
-	 * link is free for that list). */
-	l->free_next = m->img->retired_leases;
-	m->img->retired_leases = l;
-	m->img->reclaim_soon = true;
+	/* Threads still waiting on its events hold it: the last one frees it. */
+	if (l->waiters)
+		l->state = RSD_LEASE_DONE;
+	else
+		lease_rec_retire_free(m, l);
 }
 
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
@@ -210,36 +219,123 @@ void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
 	rsd__lease_retire(m, l);
 }
 
-/* One of l's events was seen complete. */
+/*
+ * One of l's events was seen complete: the last one folds the record in
+ * at once, whoever else waits on it (waiters only keep its memory).
+ */
 static void event_seen(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	/* A thread waiting for it (release with wait, close) finalizes it
-	 * itself once back under the lock. */
-	if (!--l->nleft && !l->waiters)
+	if (!--l->nleft)
 		rsd__lease_finalize(m, l);
+}
+
+/* A waiter is back under the lock: the last one frees a record that was
+ * folded in meanwhile. */
+static void lease_waiter_gone(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	if (!--l->waiters && l->state == RSD_LEASE_DONE)
+		lease_rec_retire_free(m, l);
 }
 
 void rsd__lease_unpin(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	if (!--l->waiters && !l->nleft)
-		rsd__lease_finalize(m, l);
+	lease_waiter_gone(m, l);
+}
+
+/*
+ * The device's definite answer for one of l's events was a failure (its
+ * stream drained, and the event still reports an error): a queued copy's
+ * failure is the copy's (queued.c undoes it when it is folded in); a
+ * released lease's consumer stream failed, which its owner sees on that
+ * stream: the lease is over all the same, nothing uses its bytes now.
+ */
+static void event_failed(struct rsd_manager *m, struct rsd_lease_rec *l, int code)
+{
+	if (l->qc) {
+		if (!l->qc->err)
+			l->qc->err = code;
+		return;
+	}
+	rsd__warn(m,
+		  "lease %llu: its consumer stream failed on the device (%s); the lease ended "
+		  "with it",
+		  (unsigned long long)l->id, rsd_strerror(code));
 }
 
 /*
  * An event query's answer: 1 when it completed, 0 when it still runs, or
- * the driver's error. A queued copy's event reporting an error is that
- * copy's failure (queued.c), folded in as its completion; any other
- * error is the reap's.
+ * a query error. An error says nothing of the work until the event's
+ * stream has drained (k->drained): only then is it the event's definite
+ * failure, folded in as its completion (event_failed()).
  */
 static int query(struct rsd_manager *m, struct rsd_pend_link *k)
 {
 	int q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 
-	if (q >= 0 || !k->l->qc)
+	if (q >= 0 || !k->drained)
 		return q;
-	if (!k->l->qc->err)
-		k->l->qc->err = q;
+	event_failed(m, k->l, q);
 	return 1;
+}
+
+/* The device l's events run on: a GPU lease's, or a queued copy's CUDA
+ * end; -1 for none. */
+static int rec_device(const struct rsd_lease_rec *l)
+{
+	if (l->loc.kind == RSD_CUDA)
+		return l->loc.device;
+	if (l->qc && l->qc->to.kind == RSD_CUDA)
+		return l->qc->to.device;
+	return -1;
+}
+
+/*
+ * Without m->lock: drain the stream an event was recorded on. A stream
+ * its owner destroyed meanwhile (the driver calls it no stream,
+ * RSD_ETYPE) cannot be synchronized: the event's device is, which drains
+ * it too. 0, or the error of the last sync tried.
+ */
+static int drain_stream(struct rsd_manager *m, const struct rsd_lease_rec *l, void *stream)
+{
+	int dev = rec_device(l);
+	int err = m->ops->stream_sync(m->ops_ctx, stream);
+
+	if (err == -RSD_ETYPE && dev >= 0 && dev < m->ndevices)
+		err = m->ops->device_sync(m->ops_ctx, dev);
+	return err;
+}
+
+/*
+ * A query of k's event failed: synchronize its stream without the lock
+ * (counted in m->inflight; l kept alive as a waiter), so that the next
+ * query of the event is the device's answer. 0, the sync's error (still
+ * no answer: nothing is folded in), or RSD_ECLOSED when a close came
+ * meanwhile.
+ */
+static int drain(struct rsd_manager *m, struct rsd_pend_link *k)
+{
+	struct rsd_lease_rec *l = k->l;
+	void *stream = l->streams[k->k];
+	int err;
+
+	l->waiters++;
+	rsd__device_wait_begin(m);
+	err = drain_stream(m, l, stream);
+	rsd__device_wait_end(m);
+	if (!err)
+		k->drained = true;
+	else
+		err = rsd__err(-err > 0 && -err < RSD_EMAX ? -err : RSD_EDEVICE,
+			       "no answer from the device for %s %llu: its event_query failed, "
+			       "and so did the sync of its stream: %s",
+			       l->qc ? "the queued copy of value" : "lease",
+			       (unsigned long long)(l->qc ? l->qc->rec->handle.id : l->id),
+			       rsd_last_error()->message);
+	lease_waiter_gone(m, l);
+	if (!err && m->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+	return err;
 }
 
 /* The queue of a stream's released events (the unordered list when the
@@ -297,18 +393,34 @@ void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k
  */
 int rsd__reap(struct rsd_manager *m)
 {
+	return rsd__reap_flags(m, true);
+}
+
+/*
+ * A query error is no answer: with drain, the stream of the event is
+ * synchronized without the lock and the reap starts over (the queues may
+ * have changed meanwhile); without, the event counts as still running.
+ */
+int rsd__reap_flags(struct rsd_manager *m, bool drain_failed)
+{
 	struct rsd_pend_link *k, *next;
-	size_t i = 0;
+	size_t i;
 	int q;
 
+again:
+	i = 0;
 	while (i < m->npstreams) {
 		struct rsd_pend_stream *ps = &m->pstreams[i];
 
 		while ((k = rsd__list_first_entry(&ps->q, struct rsd_pend_link, node))) {
 			q = query(m, k);
-			if (q < 0)
-				return q;
-			if (!q)
+			if (q < 0 && drain_failed) {
+				q = drain(m, k);
+				if (q)
+					return q;
+				goto again;
+			}
+			if (q <= 0)
 				break;
 			pend_unlink(ps, k);
 			event_seen(m, k->l);
@@ -325,9 +437,13 @@ int rsd__reap(struct rsd_manager *m)
 	}
 	rsd__list_for_each_entry_safe(k, next, &m->pend_unordered.q, node) {
 		q = query(m, k);
-		if (q < 0)
-			return q;
-		if (q) {
+		if (q < 0 && drain_failed) {
+			q = drain(m, k);
+			if (q)
+				return q;
+			goto again;
+		}
+		if (q > 0) {
 			pend_unlink(&m->pend_unordered, k);
 			event_seen(m, k->l);
 		}
@@ -342,30 +458,56 @@ void rsd__pend_clear(struct rsd_manager *m)
 	rsd__list_init(&m->pend_unordered.q);
 }
 
+/*
+ * Without m->lock: wait for an event and get the device's answer. 0 when
+ * it completed or failed (*failed set: the failure is definite, its
+ * stream has drained); else the error of a sync that gave no answer.
+ */
+static int sync_answer(struct rsd_manager *m, const struct rsd_lease_rec *l, size_t i, int *failed)
+{
+	int e = m->ops->event_sync(m->ops_ctx, l->events[i]), q;
+
+	if (!e)
+		return 0;
+	/* A failed sync says nothing of the work: drain the stream, then
+	 * the event's state is the answer. */
+	if (drain_stream(m, l, l->streams[i]))
+		return e;
+	q = m->ops->event_query(m->ops_ctx, l->events[i]);
+	if (q < 0 && !*failed)
+		*failed = q;
+	return q ? 0 : e;
+}
+
 int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	int err = 0;
+	int err = 0, failed = 0;
+	bool done;
 
 	/* Pending records are immutable: its events can be waited for
-	 * without the lock, and waiters keep reaps from finalizing it. */
+	 * without the lock; waiters keep its memory, not its effects (a
+	 * reap or another waiter may fold it in meanwhile). */
 	l->waiters++;
 	rsd__device_wait_begin(m);
 	for (size_t i = 0; i < l->nevents; i++) {
-		int e = m->ops->event_sync(m->ops_ctx, l->events[i]);
+		int e = sync_answer(m, l, i, &failed);
 
 		if (e && !err)
 			err = e;
 	}
 	rsd__device_wait_end(m);
-	l->waiters--;
-	/* A queued copy's failure is its own, folded in below (queued.c). */
-	if (err && l->qc) {
-		if (!l->qc->err)
-			l->qc->err = err;
-		err = 0;
-	}
+	done = l->state == RSD_LEASE_DONE;
+	lease_waiter_gone(m, l);
+	if (m->closed)
+		return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+				(unsigned long long)m->id);
+	if (done)
+		return 0;
+	/* No answer: the record stays pending, its bytes protected. */
 	if (err)
 		return err;
+	if (failed)
+		event_failed(m, l, failed);
 	rsd__lease_complete(m, l);
 	return 0;
 }
@@ -380,7 +522,7 @@ void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l)
 							    pend_queue(m, l->links[i].stream),
 				    &l->links[i]);
 	l->nleft = 0;
-	if (!l->waiters)
+	if (l->state == RSD_LEASE_PENDING)
 		rsd__lease_finalize(m, l);
 }
 

@@ -124,7 +124,7 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
 				(unsigned long long)h.id);
 	/* A queued copy of it failed on the device since (queued.c). */
 	if (rsd__unlikely(rec->copy_err))
-		return rsd__copy_error(rec);
+		return rsd__copy_error(m, rec);
 	*out = rec;
 	return 0;
 }
@@ -486,6 +486,14 @@ void rsd__writer_exit(struct rsd_manager *m)
 	 * the state is published. */
 	if (rsd__unlikely(rsd__devlost_take()))
 		rsd__quarantine(m);
+
+	/* The last thread back after a close that did not wait for it. */
+	bool dropped = m->drop_deferred && !m->inflight;
+
+	if (dropped) {
+		m->drop_deferred = false;
+		rsd__close_drop(m);
+	}
 	if (rsd__unpublished(m)) {
 		/* A failed publication keeps its dirty marks for the next call
 		 * (or reader, rsd__read_fresh); the error it recorded must not
@@ -496,6 +504,8 @@ void rsd__writer_exit(struct rsd_manager *m)
 		*rsd__err_record() = saved;
 	}
 	writer_unlock(m);
+	if (dropped)
+		rsd__staging_release(m);
 }
 
 int rsd__read_fresh(struct rsd_manager *m)

@@ -166,6 +166,15 @@ static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfe
 	rec->loading = false;
 	rsd__xfer_wake(m);
 	*rsd__err_record() = saved;
+	if (m->closed) {
+		/* close(FORCE | NOWAIT) did not wait for the load. */
+		if (!ret && v && !v->managed)
+			rsd__resident_destroy(v);
+		x->charged = false;
+		x->temporary = false;
+		return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+				(unsigned long long)m->id);
+	}
 	if (ret) {
 		if (ret < 0 && ret > -RSD_EMAX) {
 			/* A loader's own RSD error propagates unchanged; keep the
@@ -264,6 +273,25 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
 }
 
 /*
+ * A transfer came back to a manager that close(FORCE | NOWAIT) closed
+ * without waiting for it: only its counts are undone; what it allocated
+ * stays in the record, which the last thread back frees whole
+ * (rsd__close_drop()).
+ */
+static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+{
+	struct rsd_mat *smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
+
+	if (smat) {
+		smat->busy--;
+		smat->leaving = false;
+	}
+	rec->inflight--;
+	m->inflight--;
+	rsd__xfer_wake(m);
+}
+
+/*
  * Put x's value (or a copy of it) at `to`; x->value is consumed on install.
  * A copy is admitted (destination allocated, charged, arriving; source
  * busy, and leaving when `leave` names it for a move), transferred without
@@ -331,6 +359,25 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		if (!err && fill->qc->err)
 			err = rsd__fill_error(fill);
 		rsd__lease_unpin(m, fill);
+	}
+	if (m->closed) {
+		/* Closed meanwhile by close(FORCE | NOWAIT), which waited for
+		 * nothing: the last thread back frees what this transfer
+		 * holds. A copy only queued may still read and write: both
+		 * ends stay allocated for ever (the record lets go of them). */
+		if (!err && (queued || defer)) {
+			rsd__keep_forever(copy);
+			rsd__rec_mat(rec, to)->value = NULL;
+			rsd__keep_forever(x->value);
+			if (smat)
+				rsd__rec_mat(rec, x->src)->value = NULL;
+			else
+				x->value = NULL; /* a loaded value: not freed either */
+		}
+		rsd__qcopy_discard(m, queued);
+		closed_settle(m, rec, x);
+		return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+				(unsigned long long)m->id);
 	}
 	if (!err && queued) {
 		rsd__qcopy_commit(m, queued, rec, x->temporary ? NULL : &x->src, x->src, to, leave,

@@ -23,9 +23,10 @@
 #include <urcu/urcu-memb.h>
 
 /*
- * §8.5: an error while querying an event during reaping propagates (the
- * writer call fails, the lease stays pending); explain treats it as "still
- * protected". The failed prologue must not leave the thread marked as
+ * §8.5: an error while querying an event during reaping is no answer: the
+ * event's stream is synchronized and the event asked again. When that sync
+ * fails too, the error propagates (the writer call fails, the lease stays
+ * pending); explain treats it as "still protected". The failed prologue must not leave the thread marked as
  * inside a transition (§5.3).
  */
 ATF_TC_WITHOUT_HEAD(reap_query_error_propagates);
@@ -48,14 +49,17 @@ ATF_TC_BODY(reap_query_error_propagates, tc)
 	v = lfx_ver();
 
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_manager_reap(lfx_m));
 	ATF_CHECK(lfx_msg_has("event_query"));
 	CHECK_VER(v);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l2));
 	ATF_CHECK(l2 == NULL);
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_drop(lfx_m, a, lfx_cuda(0), NULL));
 	CHECK_VER(v);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
@@ -258,7 +262,8 @@ ATF_TC_BODY(release_revalidates_streams, tc)
 
 /*
  * Waiting fails after the lease turned pending (event synchronization
- * error): the error propagates, the caller's object stays active (§8.3:
+ * error, and the stream sync that would answer instead fails too): the
+ * error propagates, the caller's object stays active (§8.3:
  * inactive only after a successful manager-side release) and the lease is
  * pending. A later release is a silent no-op, also once the pending lease
  * has been reaped and its record freed.
@@ -277,9 +282,10 @@ ATF_TC_BODY(release_wait_sync_failure, tc)
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	b = lfx_put(lfx_cuda(0), 64, NULL);
 	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
-	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	rsd_simdev_fail_all(lfx_sd, RSD_SIMDEV_EVENT_SYNC, RSD_EDEVICE);
 	v = lfx_ver();
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_lease_release(l, RSD_RELEASE_WAIT));
+	rsd_simdev_fail_all(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 0);
 	ATF_CHECK(rsd_lease_active(l));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
