@@ -395,7 +395,10 @@ static uint64_t loc_field(struct cfx *f, struct rsd_location at, int which)
 	uint64_t n = 0;
 
 	if (l)
-		n = which == 0 ? l->used_bytes : which == 1 ? l->reserved_bytes : l->peak_charged_bytes;
+		n = which == 0 ? l->used_bytes :
+		    which == 1 ? l->reserved_bytes :
+		    which == 2 ? l->peak_charged_bytes :
+				 l->in_flight_bytes;
 	rsd_snapshot_free(s);
 	return n;
 }
@@ -413,6 +416,11 @@ uint64_t cfx_reserved(struct cfx *f, struct rsd_location at)
 uint64_t cfx_peak_charged(struct cfx *f, struct rsd_location at)
 {
 	return loc_field(f, at, 2);
+}
+
+uint64_t cfx_in_flight(struct cfx *f, struct rsd_location at)
+{
+	return loc_field(f, at, 3);
 }
 
 void cfx_check_locations(struct cfx *f, const struct rsd_location *want, size_t n,

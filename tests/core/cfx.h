@@ -132,6 +132,8 @@ bool cfx_has_pattern(struct cfx *f, struct rsd_handle h, struct rsd_location at,
 size_t cfx_mats(struct cfx *f, struct rsd_handle h, struct rsd_location *out, size_t cap);
 bool cfx_resident(struct cfx *f, struct rsd_handle h, struct rsd_location at);
 uint64_t cfx_used(struct cfx *f, struct rsd_location at);
+/* The location's in_flight_bytes (a queued move's source, a load's charge). */
+uint64_t cfx_in_flight(struct cfx *f, struct rsd_location at);
 uint64_t cfx_reserved(struct cfx *f, struct rsd_location at);
 uint64_t cfx_peak_charged(struct cfx *f, struct rsd_location at);
 /* The manager's known locations equal want[0..n) in order. */
