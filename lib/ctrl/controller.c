@@ -4,8 +4,9 @@
  * automation over one manager, built on the public API plus the core's
  * read side (core.h). It keeps policy metadata and access epochs, and
  * decides when asked: decide reads one published image in place (an RCU
- * read section, no snapshot copy), searches, and asks rsd_explain to
- * confirm the plan. It never calls a source and never executes.
+ * read section, no snapshot copy), searches, and simulates the plan on
+ * that same image to confirm it. It never calls a source and never
+ * executes.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/core.h"
+#include "../plan/plan.h"
 #include "../trace.h"
 #include "ctrl.h"
 
@@ -168,9 +169,9 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 	 * Read the published image in place for the whole decision instead of
 	 * copying it (O(N)): the read section keeps every part of img alive
 	 * until rsd__read_end, even if a writer publishes meanwhile. Inside it
-	 * decide calls only readers (rsd_explain, the state version), which
-	 * nest their own sections; the version check below still catches a
-	 * writer that ran in between.
+	 * decide calls only readers (the plan simulation, the state version),
+	 * which nest their own sections; the version check below still catches
+	 * a writer that ran in between.
 	 */
 	err = rsd__reap_queued(c->m);
 	if (!err)
@@ -199,7 +200,20 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 	plan.nenter = res.nenter;
 	plan.reservations = r->reservations;
 	plan.nreservations = r->nreservations;
-	err = rsd_explain(c->m, &plan, &V, &expl);
+	/*
+	 * Confirm the plan on the image the search read, not on a fresh one
+	 * as rsd_explain would: a transfer admitted meanwhile publishes its
+	 * arriving destination (or a plan its headroom) without changing the
+	 * state version, so a fresh image could refuse for budget a plan the
+	 * search found on this one, under the same version, with no blockers
+	 * to name. One image makes the decision a function of what it read
+	 * (the version check below still catches a writer's commit); the
+	 * bytes admitted since are seen by the next decide, or by preflight
+	 * at scope entry.
+	 */
+	err = rsd__plan_check(&plan);
+	if (!err)
+		err = rsd__plan_simulate(c->m, &view, &plan, &expl);
 	if (err)
 		goto out;
 	err = rsd_manager_state_version_get(c->m, &V2);

@@ -292,7 +292,9 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 
 		x->has_budget[s] = a->has_budget;
 		x->budget[s] = a->has_budget ? a->budget : 0;
-		x->ledger[s] = rsd__acct_ledger(a, 0);
+		/* As the plan simulation reads it (simulate.c prepare()): the
+		 * confirmation applies the same ledger to the same image. */
+		x->ledger[s] = rsd__acct_ledger(a, rsd__plan_hold_own(s));
 	}
 	x->req_vidx = rsd__malloc(r->nrequirements * sizeof(*x->req_vidx));
 	x->simv = rsd__malloc(r->nrequirements * sizeof(*x->simv));

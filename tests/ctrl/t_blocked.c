@@ -384,6 +384,125 @@ ATF_TC_BODY(arriving_named, tc)
 	fx_fini(&f);
 }
 
+/*
+ * A copy admitted to cuda:0 while the search runs (from the policy's
+ * fallback callback, which waits until a reader sees its arriving bytes):
+ * the admission publishes without changing the state version. The
+ * decision is made on the image the search read, where cuda:0 still had
+ * room for the spill: it succeeds with that plan, it is not refused for
+ * budget by bytes that image did not show. The next decision sees them.
+ */
+struct race_ctx {
+	struct ensure_arg ea;
+	pthread_t th;
+	bool started, seen;
+};
+
+static const char *race_name(void *ctx)
+{
+	(void)ctx;
+	return "race";
+}
+
+static const struct rsd_policy_config_entry *race_cfg(void *ctx, size_t *n)
+{
+	(void)ctx;
+	*n = 0;
+	return NULL;
+}
+
+static size_t race_fallback(void *ctx, struct rsd_location l, struct rsd_location *o, size_t cap)
+{
+	struct timespec ms = { 0, 1000000 };
+	struct race_ctx *r = ctx;
+
+	(void)l;
+	if (!r->started) {
+		r->started = pthread_create(&r->th, NULL, ensure_main, &r->ea) == 0;
+		for (int i = 0; r->started && i < 5000 && !r->seen; i++) {
+			r->seen = fx_used(r->ea.f, C0) == 2 * N;
+			nanosleep(&ms, NULL);
+		}
+	}
+	if (cap < 1)
+		return 0;
+	o[0] = C0;
+	return 1;
+}
+
+static int race_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
+{
+	(void)ctx, (void)c, (void)n;
+	return 0;
+}
+
+static const struct rsd_policy_ops race_ops = { race_name, race_cfg, race_fallback, race_order,
+						NULL };
+
+ATF_TC_WITHOUT_HEAD(admitted_during_search);
+ATF_TC_BODY(admitted_during_search, tc)
+{
+	const struct rsd_budget bud[] = { { PINNED, N }, { C0, 2 * N } };
+	struct race_ctx r = { .started = false, .seen = false };
+	struct rsd_policy pol = { &race_ops, &r };
+	struct rsd_decision *d = NULL;
+	struct rsd_handle a, b, w;
+	struct rsd_requirement q[1];
+	struct rsd_controller *c;
+	struct rsd_request req;
+	struct rsd_hold *hold;
+	struct simpump pump;
+	uint64_t v0;
+	struct fx f;
+
+	fx_init_on_command(&f, bud, 2, 1);
+	a = fx_adopt(&f, C0, RSD_REPLICABLE);
+	b = fx_adopt(&f, PINNED, RSD_REPLICABLE);
+	w = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	r.ea.f = &f;
+	r.ea.h = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	ATF_REQUIRE_EQ(rsd_hold(f.m, &a, 1, C0, &hold), 0);
+	q[0] = fx_req(w, PINNED);
+	req = (struct rsd_request){ "spill", q, 1, NULL, 0 };
+	ATF_REQUIRE_EQ(rsd_controller_create(f.m, &pol, 0, &c), 0);
+	v0 = fx_version(&f);
+
+	ATF_CHECK_EQ_MSG(rsd_controller_decide(c, &req, &d), 0, "%s", rsd_last_error()->message);
+	ATF_REQUIRE(r.started);
+	ATF_REQUIRE_MSG(r.seen, "the copy's arriving bytes never showed");
+	ATF_CHECK_EQ(fx_used(&f, C0), 2 * N);
+	ATF_CHECK_EQ(fx_version(&f), v0);
+	if (d) {
+		ATF_CHECK_EQ(d->expected_state_version, v0);
+		ATF_REQUIRE_EQ(d->plan->nreclaim, 1);
+		ATF_CHECK(fx_is_move(&d->plan->reclaim[0], b, C0, &PINNED));
+		ATF_REQUIRE_EQ(d->plan->nenter, 1);
+		ATF_CHECK(fx_is_ensure(&d->plan->enter[0], w, PINNED));
+	}
+	rsd_decision_free(d);
+
+	ATF_REQUIRE(simpump_start(&pump, f.sd, NULL, 0, true, false));
+	ATF_REQUIRE_EQ(pthread_join(r.th, NULL), 0);
+	simpump_stop(&pump);
+	ATF_CHECK_EQ_MSG(r.ea.err, 0, "%s", rsd_last_error()->message);
+	/* The image now shows the copy resident at cuda:0 beside its pageable
+	 * replica: the spill makes room by dropping it first. */
+	d = NULL;
+	ATF_CHECK_EQ_MSG(rsd_controller_decide(c, &req, &d), 0, "%s", rsd_last_error()->message);
+	if (d) {
+		ATF_REQUIRE_EQ(d->plan->nreclaim, 2);
+		ATF_CHECK(fx_is_drop(&d->plan->reclaim[0], r.ea.h, C0));
+		ATF_CHECK(fx_is_move(&d->plan->reclaim[1], b, C0, &PINNED));
+		ATF_REQUIRE_EQ(d->plan->nenter, 1);
+		ATF_CHECK(fx_is_ensure(&d->plan->enter[0], w, PINNED));
+	}
+	rsd_decision_free(d);
+	ATF_REQUIRE_EQ(rsd_hold_release(hold), 0);
+	rsd_hold_free(hold);
+	rsd_controller_free(c);
+	fx_fini(&f);
+}
+
 ATF_TC_WITHOUT_HEAD(set_flags_checks);
 ATF_TC_BODY(set_flags_checks, tc)
 {
@@ -449,6 +568,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, precheck_fails_at_once);
 	ATF_TP_ADD_TC(tp, precheck_keeps_feasible);
 	ATF_TP_ADD_TC(tp, arriving_named);
+	ATF_TP_ADD_TC(tp, admitted_during_search);
 	ATF_TP_ADD_TC(tp, set_flags_checks);
 	ATF_TP_ADD_TC(tp, in_flight_counted);
 	return 0;
