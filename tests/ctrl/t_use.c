@@ -579,6 +579,22 @@ static void completed_pending_lease(struct fx *f, struct rsd_handle h, void *st)
 }
 
 /*
+ * The stale-entry set-up: g replicable at pageable host, h sourced and
+ * ensured on cuda:0, a stream st, device work completing on command only.
+ */
+static void stale_setup(struct fx *f, struct rsd_handle *g, struct rsd_handle *h, void **st)
+{
+	struct rsd_location c0 = { RSD_CUDA, 0 };
+
+	fx_init(f, NULL, 0, 1);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f->sd, 0, st));
+	*g = fx_adopt(f, PAGEABLE, RSD_REPLICABLE);
+	*h = fx_sourced(f, PAGEABLE);
+	fx_ensure(f, *h, c0);
+	rsd_simdev_set_auto_complete(f->sd, false);
+}
+
+/*
  * A failed entry writes nothing to *out and leaves nothing to free: 1,000
  * stale entries each of rsd_scope_enter, rsd_controller_scope and
  * rsd_controller_use, written as a caller who trusts "out-parameters only
@@ -591,7 +607,6 @@ static void completed_pending_lease(struct fx *f, struct rsd_handle h, void *st)
 ATF_TC_WITHOUT_HEAD(failed_entries_leave_nothing);
 ATF_TC_BODY(failed_entries_leave_nothing, tc)
 {
-	struct rsd_location c0 = { RSD_CUDA, 0 };
 	struct rsd_reservation_spec ws = { PAGEABLE, 8, "ws" };
 	struct rsd_action en[1];
 	struct rsd_plan p = { .name = "stale",
@@ -612,12 +627,7 @@ ATF_TC_BODY(failed_entries_leave_nothing, tc)
 	void *st;
 	struct fx f;
 
-	fx_init(&f, NULL, 0, 1);
-	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &st));
-	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	h = fx_sourced(&f, PAGEABLE);
-	fx_ensure(&f, h, c0);
-	rsd_simdev_set_auto_complete(f.sd, false);
+	stale_setup(&f, &g, &h, &st);
 	en[0] = rsd_action_ensure(g, PINNED);
 	q[0] = fx_req(g, PINNED);
 	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
@@ -667,7 +677,6 @@ ATF_TC_BODY(failed_entries_leave_nothing, tc)
 ATF_TC_WITHOUT_HEAD(stale_use_decides_again);
 ATF_TC_BODY(stale_use_decides_again, tc)
 {
-	struct rsd_location c0 = { RSD_CUDA, 0 };
 	struct rsd_reservation_spec ws = { PAGEABLE, 8, "ws" };
 	struct rsd_requirement q[1];
 	struct rsd_request r = { "stale", q, 1, &ws, 1 };
@@ -679,12 +688,7 @@ ATF_TC_BODY(stale_use_decides_again, tc)
 	void *st;
 	struct fx f;
 
-	fx_init(&f, NULL, 0, 1);
-	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &st));
-	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	h = fx_sourced(&f, PAGEABLE);
-	fx_ensure(&f, h, c0);
-	rsd_simdev_set_auto_complete(f.sd, false);
+	stale_setup(&f, &g, &h, &st);
 	q[0] = fx_req(g, PINNED);
 	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
 	/* decide sees the lease pending, the entry reaps it: stale once */
