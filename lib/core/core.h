@@ -671,6 +671,7 @@ struct rsd_manager {
 	 * rsd__progress(); progress_waiters threads sleep on xfer_cond in
 	 * rsd__progress_wait(), woken by the writer exit that steps it. */
 	_Atomic uint64_t progress;
+	uint64_t progress_version; /* m->version at the last step */
 	unsigned progress_waiters;
 	pthread_mutex_t objs_lock; /* m->objs and lease_obj_cache only */
 	struct rsd__list objs;	   /* caller lifetime objects (struct rsd_objlink) */

@@ -243,7 +243,15 @@ void rsd__bump(struct rsd_manager *m)
 {
 	m->version++;
 	m->locs_dirty = true;
-	progress_step(m);
+}
+
+/* Every state_version step is progress, however it was made; m->lock held. */
+static void progress_sync(struct rsd_manager *m)
+{
+	if (m->progress_version != m->version) {
+		m->progress_version = m->version;
+		progress_step(m);
+	}
 }
 
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
@@ -393,6 +401,7 @@ static int publish_now(struct rsd_manager *m)
 
 void rsd__writer_pause(struct rsd_manager *m)
 {
+	progress_sync(m);
 	/* Commits made so far by this call are published now, so that
 	 * readers see them while the transfer runs; an admission alone
 	 * (state_version unchanged) waits for the next commit. */
@@ -483,6 +492,7 @@ int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, uint64_t until_ns)
 
 		/* Errors of the reap stay with the calls that need the values. */
 		rsd__reap(m);
+		progress_sync(m);
 		if (rsd__progress(m) != seen) {
 			ret = 1;
 			break;
@@ -536,6 +546,7 @@ void rsd__device_wait_end(struct rsd_manager *m)
 
 void rsd__writer_exit(struct rsd_manager *m)
 {
+	progress_sync(m);
 	/* Controller waits (rsd__progress_wait) sleep on xfer_cond too. */
 	if (m->progress_waiters)
 		pthread_cond_broadcast(&m->xfer_cond);
