@@ -794,16 +794,19 @@ void rsd__xfer_wake(struct rsd_manager *m);
  */
 uint64_t rsd__progress(struct rsd_manager *m);
 /*
- * Sleep without the lock until the count moves past seen or the clock
- * (rsd__now_ns()) reaches until_ns, reaping completed lease events and
- * queued copies as they finish (nobody else may reap them). Returns 1 when
- * the count moved, 0 when until_ns came first, 2 when it has not moved and
+ * Sleep without the lock until the count moves past seen (with at: until
+ * an admission outside any plan would take need more bytes at *at) or the
+ * clock (rsd__now_ns()) reaches until_ns, reaping completed lease events
+ * and queued copies as they finish (nobody else may reap them). Returns 1
+ * when the count moved (or the room is there), 0 when until_ns came first,
+ * 2 when it has not and
  * nothing is in flight (no transfer, load, executing plan or queued copy,
  * and no lease event pending, or only lease events that stayed pending
  * for 200 ms), so that no wait can change anything; or -RSD_ECLOSED. The
  * thread's last error is kept.
  */
-int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, uint64_t until_ns);
+int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_location *at,
+		       uint64_t need, uint64_t until_ns);
 /* Leave the lock for a wait on the device, counted in m->inflight (close
  * waits for it, as for a transfer); end takes the lock back and wakes
  * the waiters. */

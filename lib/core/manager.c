@@ -476,7 +476,21 @@ static int in_flight(struct rsd_manager *m)
  * forever. */
 #define PROGRESS_PENDING_NS 200000000ull
 
-int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, uint64_t until_ns)
+/* Would rsd__admit() take n more bytes at slot for a thread outside any
+ * plan? m->lock held. */
+static bool room_for(const struct rsd_manager *m, unsigned slot, uint64_t n)
+{
+	const struct rsd_acct *a = &m->acct[slot];
+	uint64_t taken;
+
+	if (!a->known || !a->has_budget)
+		return true;
+	taken = sat_add(sat_add(a->used, a->reserved), sat_add(a->temp, a->plan_hold));
+	return taken <= a->budget && n <= a->budget - taken;
+}
+
+int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_location *at,
+		       uint64_t need, uint64_t until_ns)
 {
 	struct rsd_error saved = *rsd_last_error();
 	uint64_t pending_since = 0;
@@ -493,7 +507,7 @@ int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, uint64_t until_ns)
 		/* Errors of the reap stay with the calls that need the values. */
 		rsd__reap(m);
 		progress_sync(m);
-		if (rsd__progress(m) != seen) {
+		if (at ? room_for(m, rsd__loc_slot(*at), need) : rsd__progress(m) != seen) {
 			ret = 1;
 			break;
 		}

@@ -296,12 +296,21 @@ static void wait_leave(struct rsd_controller *c, struct rsd__use_waiter *w)
 
 /*
  * Sleep until w is the oldest waiter of its location, then until the
- * manager's progress moves past seen. 1: try again; 0: until_ns came;
- * 2: nothing in flight can change the answer; < 0: the manager closed.
+ * manager's progress moves past seen: for an entry refused for budget,
+ * until the bytes it asked for are free there (the decision cannot see
+ * what other threads' plans hold, and would make the same plan again).
+ * 1: try again; 0: until_ns came; 2: nothing in flight can change the
+ * answer; < 0: the manager closed.
  */
-static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, uint64_t seen,
+static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, int err, uint64_t seen,
 		     uint64_t until_ns)
 {
+	const struct rsd_error *e = rsd_last_error();
+	bool room = err == -RSD_EEXEC && e->cause == -RSD_EBUDGET && e->has_budget &&
+		    e->has_location;
+	struct rsd_location at = e->location;
+	uint64_t need = e->requested_bytes;
+
 	pthread_mutex_lock(&c->wait_lock);
 	while (!wait_first(c, w)) {
 		uint64_t now = rsd__now_ns();
@@ -316,7 +325,7 @@ static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, uint64
 		pthread_cond_timedwait(&c->wait_cond, &c->wait_lock, &ts);
 	}
 	pthread_mutex_unlock(&c->wait_lock);
-	return rsd__progress_wait(c->m, seen, until_ns);
+	return rsd__progress_wait(c->m, seen, room ? &at : NULL, need, until_ns);
 }
 
 /* Back to a use that never attempted: nothing entered, nothing leased. */
@@ -362,7 +371,7 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 {
 	struct rsd_location cuda[RSD_NSLOTS];
 	struct rsd__use_waiter w;
-	bool waiting = false;
+	bool waiting = false, last = false;
 	uint64_t limit, until = 0;
 	struct rsd_error saved;
 	struct rsd_use *u;
@@ -405,7 +414,13 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 			wait_join(c, &w);
 			waiting = true;
 		}
-		why = wait_turn(c, &w, seen, until);
+		why = wait_turn(c, &w, err, seen, until);
+		/* Room a waiter looks for may have come before it began to
+		 * wait: with nothing left in flight, one more attempt. */
+		if (why == 2 && !last && err == -RSD_EEXEC) {
+			last = true;
+			why = 1;
+		}
 		if (why != 1)
 			break; /* the last attempt's failure is the answer */
 		attempt_reset(u);
