@@ -23,7 +23,8 @@
  * over K = 1, medians of the runs in the same rsd-bench run; p99 use
  * latency (the use call alone) over K = 1's; failures with the pinned
  * budget exactly at the sum of the working sets. RSD_BENCH_NC_RUNS
- * overrides the number of runs.
+ * overrides the number of runs; RSD_BENCH_NC_INPROC runs them in this
+ * process without the watchdog (ThreadSanitizer does not follow forks).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -369,6 +370,14 @@ static int nc_run_once(const struct nc_cfg *cfg, uint64_t bound_ns, struct nc_re
 	if (shm == MAP_FAILED)
 		bench_fail("mmap", -RSD_ENOMEM);
 	memset(shm, 0, sizeof(*shm));
+	/* In this process, unwatched: for ThreadSanitizer, which cannot follow
+	 * a fork of a threaded process, and for debuggers. */
+	if (getenv("RSD_BENCH_NC_INPROC")) {
+		nc_run_child(cfg, shm);
+		*res = *shm;
+		munmap(shm, sizeof(*shm));
+		return res->code != 0;
+	}
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
