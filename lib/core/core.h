@@ -795,7 +795,8 @@ void rsd__xfer_wake(struct rsd_manager *m);
 uint64_t rsd__progress(struct rsd_manager *m);
 /*
  * Sleep without the lock until the count moves past seen (with at: until
- * an admission outside any plan would take need more bytes at *at) or the
+ * an admission outside any plan would take need more bytes at *at, or
+ * bytes charged or held there go) or the
  * clock (rsd__now_ns()) reaches until_ns, reaping completed lease events
  * and queued copies as they finish (nobody else may reap them). Returns 1
  * when the count moved (or the room is there), 0 when until_ns came first,

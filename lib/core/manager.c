@@ -476,14 +476,19 @@ static int in_flight(struct rsd_manager *m)
  * forever. */
 #define PROGRESS_PENDING_NS 200000000ull
 
-/* Would rsd__admit() take n more bytes at slot for a thread outside any
- * plan? m->lock held. */
-static bool room_for(const struct rsd_manager *m, unsigned slot, uint64_t n)
+/*
+ * Would rsd__admit() take n more bytes at slot for a thread outside any
+ * plan, or did bytes there go since *was (charged, then hidden: temporary
+ * charges and other plans' headroom) was noted? m->lock held.
+ */
+static bool room_for(const struct rsd_manager *m, unsigned slot, uint64_t n, const uint64_t *was)
 {
 	const struct rsd_acct *a = &m->acct[slot];
 	uint64_t taken;
 
 	if (!a->known || !a->has_budget)
+		return true;
+	if (a->used + a->reserved < was[0] || sat_add(a->temp, a->plan_hold) < was[1])
 		return true;
 	taken = sat_add(sat_add(a->used, a->reserved), sat_add(a->temp, a->plan_hold));
 	return taken <= a->budget && n <= a->budget - taken;
@@ -496,9 +501,17 @@ int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_lo
 	uint64_t pending_since = 0;
 	int ret;
 
+	uint64_t was[2] = { 0, 0 };
+
 	ret = rsd__writer_enter(m, RSD_W_OPEN);
 	if (ret)
 		goto out;
+	if (at) {
+		const struct rsd_acct *a = &m->acct[rsd__loc_slot(*at)];
+
+		was[0] = a->used + a->reserved;
+		was[1] = sat_add(a->temp, a->plan_hold);
+	}
 	for (;;) {
 		uint64_t now = rsd__now_ns(), to;
 		struct timespec ts;
@@ -507,7 +520,7 @@ int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_lo
 		/* Errors of the reap stay with the calls that need the values. */
 		rsd__reap(m);
 		progress_sync(m);
-		if (at ? room_for(m, rsd__loc_slot(*at), need) : rsd__progress(m) != seen) {
+		if (at ? room_for(m, rsd__loc_slot(*at), need, was) : rsd__progress(m) != seen) {
 			ret = 1;
 			break;
 		}

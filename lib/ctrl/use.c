@@ -297,7 +297,7 @@ static void wait_leave(struct rsd_controller *c, struct rsd__use_waiter *w)
 /*
  * Sleep until w is the oldest waiter of its location, then until the
  * manager's progress moves past seen: for an entry refused for budget,
- * until the bytes it asked for are free there (the decision cannot see
+ * until the bytes it asked for are free there, or bytes there go (the decision cannot see
  * what other threads' plans hold, and would make the same plan again).
  * 1: try again; 0: until_ns came; 2: nothing in flight can change the
  * answer; < 0: the manager closed.
