@@ -55,9 +55,59 @@
  */
 int rsd__err(int code, const char *fmt, ...) rsd__printf(2, 3);
 int rsd__verr(int code, const char *fmt, va_list ap);
-/* A budget rejection with its structured fields. */
-int rsd__err_budget(struct rsd_location at, uint64_t budget, uint64_t used, uint64_t reserved,
-		    uint64_t requested);
+/*
+ * One location's byte ledger: every term an admission there sums, as the
+ * location's published snapshot shows them (struct rsd_location_snapshot).
+ * The core fills it from its live counters, the plan simulation and the
+ * controller's search from a published image and their simulated used and
+ * reserved bytes; rsd__ledger_free() is the one rule that turns it into
+ * the bytes a location can still admit.
+ */
+struct rsd__ledger {
+	bool has_budget;
+	uint64_t budget;
+	uint64_t used;	    /* materializations, arriving destinations included */
+	uint64_t reserved;  /* named reservations */
+	uint64_t in_flight; /* queued moves' sources still read, temporary loads */
+	uint64_t held;	    /* headroom executing plans keep for their own actions */
+	uint32_t holders;   /* the plans keeping @held (0 when @held is 0) */
+};
+
+/* used + reserved + in_flight + held, saturated at UINT64_MAX. */
+static inline uint64_t rsd__ledger_taken(const struct rsd__ledger *l)
+{
+	uint64_t t = l->used;
+
+	t = t > UINT64_MAX - l->reserved ? UINT64_MAX : t + l->reserved;
+	t = t > UINT64_MAX - l->in_flight ? UINT64_MAX : t + l->in_flight;
+	return t > UINT64_MAX - l->held ? UINT64_MAX : t + l->held;
+}
+
+/*
+ * The bytes the location admits now: budget - taken (0 when taken is at or
+ * over the budget); without a budget, what the counters can take before
+ * they wrap (they stay exact sums). A request of n bytes is admitted
+ * exactly when n <= rsd__ledger_free().
+ */
+static inline uint64_t rsd__ledger_free(const struct rsd__ledger *l)
+{
+	uint64_t taken = rsd__ledger_taken(l);
+
+	if (!l->has_budget)
+		return UINT64_MAX - taken;
+	return taken < l->budget ? l->budget - taken : 0;
+}
+
+/* A budget rejection of requested bytes by ledger l at `at`, its message
+ * and structured fields naming every term l sums. */
+int rsd__err_budget(struct rsd_location at, const struct rsd__ledger *l, uint64_t requested);
+/* The same terms as text ("budget=..., used=..., ..., held by 2 plans=..."),
+ * for messages that add their own facts; returns buf. */
+const char *rsd__ledger_text(const struct rsd__ledger *l, char *buf, size_t len);
+#define RSD__LEDGER_TEXT_MAX 160
+/* Whether an RSD_EDEVLOST was recorded on this thread since the last call
+ * (a driver met a lost device); clears the mark. */
+bool rsd__devlost_take(void);
 /* A stale-state rejection with its structured fields. */
 int rsd__err_stale(uint64_t expected, uint64_t actual);
 /* The thread's record, for callers that add structured fields after
@@ -220,6 +270,27 @@ int rsd__type_check(const struct rsd_type *type, const char *what);
 
 /* "ResidencyLocation(kind='...', device=device(type='...'))" of §10.3. */
 const char *rsd__loc_repr(struct rsd_location loc, char *buf, size_t len);
+
+/*
+ * A map from pointers (never NULL) to indices (lib/base/ptrmap.c): O(1)
+ * expected lookup, insertion and removal. A zeroed map is empty; set
+ * fails only for memory (-RSD_ENOMEM, recorded by no one: the caller
+ * names what it was doing), leaving the map as it was.
+ */
+struct rsd__ptrmap_slot {
+	const void *key; /* NULL: empty */
+	size_t val;
+};
+struct rsd__ptrmap {
+	struct rsd__ptrmap_slot *slot;
+	size_t cap, n; /* cap 0 or a power of two, n <= cap / 2 */
+};
+bool rsd__ptrmap_get(const struct rsd__ptrmap *pm, const void *key, size_t *val);
+int rsd__ptrmap_set(struct rsd__ptrmap *pm, const void *key, size_t val);
+void rsd__ptrmap_del(struct rsd__ptrmap *pm, const void *key);
+/* Empty it, keeping its memory. */
+void rsd__ptrmap_clear(struct rsd__ptrmap *pm);
+void rsd__ptrmap_free(struct rsd__ptrmap *pm);
 
 /* The calling thread's queue mode (lib/core/queued.c): while set, device
  * copies of transitions are committed once queued instead of waited for.

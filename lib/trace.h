@@ -23,13 +23,20 @@
  *   rsd_trace_lease_*, rsd_trace_hold, rsd_trace_reservation
  *                              after the lifetime object is created/released
  *   rsd_trace_budget_reject    where the admission rule refuses a charge
+ *   rsd_trace_budget_retry     where librsd answers that refusal itself by
+ *                              waiting or flushing and trying again
+ *   rsd_trace_manager_create   once a manager is built, before its first
+ *                              publication
+ *   rsd_trace_device_work      when the simulated device's engine ends a
+ *                              copy or a kernel (lib/drivers/simdev*.c)
  *   rsd_trace_plan_begin/end   around execute and scope entry/exit
  *   rsd_trace_decision         after the controller decides
  *   rsd_trace_decision_blocked after it, when a location could not admit
  *                              the request (rsd_last_blockers())
  *   rsd_trace_state            after a commit, once per location whose used
  *                              or reserved bytes changed, and once when a
- *                              location first appears (its starting point)
+ *                              location first appears (its starting point),
+ *                              with its budget and arriving transfers
  */
 #ifndef RSD_TRACE_H
 #define RSD_TRACE_H
@@ -38,6 +45,8 @@
 #include <stdint.h>
 
 #include <rsd/rsd.h>
+
+#include "internal.h"
 
 #if defined(RSD_TRACE) && RSD_TRACE
 
@@ -210,17 +219,59 @@ static inline void rsd_trace_reservation(uint64_t manager_id, uint64_t reservati
 	}
 }
 
+/* The refusing location's ledger, every term; available is its free bytes. */
 static inline void rsd_trace_budget_reject(uint64_t manager_id, struct rsd_location at,
-					   uint64_t budget, uint64_t used, uint64_t reserved,
-					   uint64_t requested)
+					   const struct rsd__ledger *l, uint64_t requested)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
 	if (!lttng_ust_tracepoint_enabled(rsd, budget_reject))
 		return;
 	lttng_ust_tracepoint(rsd, budget_reject, manager_id, &at,
-			     rsd_location_name(at, name, sizeof(name)), budget, used, reserved,
-			     requested);
+			     rsd_location_name(at, name, sizeof(name)), l->budget, l->used,
+			     l->reserved, l->in_flight, l->held, requested, rsd__ledger_free(l));
+}
+
+static inline void rsd_trace_budget_retry(uint64_t manager_id, struct rsd_location at,
+					  const char *how)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, budget_retry))
+		return;
+	lttng_ust_tracepoint(rsd, budget_retry, manager_id, &at,
+			     rsd_location_name(at, name, sizeof(name)), rsd__trace_str(how));
+}
+
+static inline void rsd_trace_manager_create(uint64_t manager_id, const char *label,
+					    uint32_t nbudgets, int ndevices)
+{
+	lttng_ust_tracepoint(rsd, manager_create, manager_id, rsd__trace_str(label), nbudgets,
+			     ndevices);
+}
+
+/* Whether a session records device work: the simulator then reads the
+ * clock at each item's start. */
+static inline bool rsd_trace_device_work_enabled(void)
+{
+	return lttng_ust_tracepoint_enabled(rsd, device_work);
+}
+
+/* A copy has its two locations; a kernel passes has_locations false. */
+static inline void rsd_trace_device_work(int device, bool kernel, const char *engine,
+					 uint64_t nbytes, bool has_locations,
+					 struct rsd_location src, struct rsd_location dst,
+					 uint64_t duration_ns)
+{
+	char sname[RSD_LOCATION_NAME_MAX], dname[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, device_work))
+		return;
+	lttng_ust_tracepoint(rsd, device_work, device, kernel ? "kernel" : "copy",
+			     rsd__trace_str(engine), nbytes,
+			     rsd__trace_opt_name(has_locations, src, sname, sizeof(sname)),
+			     rsd__trace_opt_name(has_locations, dst, dname, sizeof(dname)),
+			     duration_ns);
 }
 
 static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)
@@ -257,14 +308,16 @@ static inline void rsd_trace_decision_blocked(uint64_t manager_id, const char *r
 }
 
 static inline void rsd_trace_state(uint64_t manager_id, uint64_t state_version,
-				   struct rsd_location at, uint64_t used, uint64_t reserved)
+				   struct rsd_location at, uint64_t used, uint64_t reserved,
+				   bool has_budget, uint64_t budget, uint32_t arriving)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
 	if (!lttng_ust_tracepoint_enabled(rsd, state))
 		return;
 	lttng_ust_tracepoint(rsd, state, manager_id, state_version, &at,
-			     rsd_location_name(at, name, sizeof(name)), used, reserved);
+			     rsd_location_name(at, name, sizeof(name)), used, reserved,
+			     (uint8_t)has_budget, budget, arriving);
 }
 
 #else /* !RSD_TRACE */
@@ -346,10 +399,35 @@ static inline void rsd_trace_reservation(uint64_t manager_id, uint64_t reservati
 }
 
 static inline void rsd_trace_budget_reject(uint64_t manager_id, struct rsd_location at,
-					   uint64_t budget, uint64_t used, uint64_t reserved,
-					   uint64_t requested)
+					   const struct rsd__ledger *l, uint64_t requested)
 {
-	(void)manager_id, (void)at, (void)budget, (void)used, (void)reserved, (void)requested;
+	(void)manager_id, (void)at, (void)l, (void)requested;
+}
+
+static inline void rsd_trace_budget_retry(uint64_t manager_id, struct rsd_location at,
+					  const char *how)
+{
+	(void)manager_id, (void)at, (void)how;
+}
+
+static inline void rsd_trace_manager_create(uint64_t manager_id, const char *label,
+					    uint32_t nbudgets, int ndevices)
+{
+	(void)manager_id, (void)label, (void)nbudgets, (void)ndevices;
+}
+
+static inline bool rsd_trace_device_work_enabled(void)
+{
+	return false;
+}
+
+static inline void rsd_trace_device_work(int device, bool kernel, const char *engine,
+					 uint64_t nbytes, bool has_locations,
+					 struct rsd_location src, struct rsd_location dst,
+					 uint64_t duration_ns)
+{
+	(void)device, (void)kernel, (void)engine, (void)nbytes, (void)has_locations, (void)src,
+		(void)dst, (void)duration_ns;
 }
 
 static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)
@@ -378,9 +456,11 @@ static inline void rsd_trace_decision_blocked(uint64_t manager_id, const char *r
 }
 
 static inline void rsd_trace_state(uint64_t manager_id, uint64_t state_version,
-				   struct rsd_location at, uint64_t used, uint64_t reserved)
+				   struct rsd_location at, uint64_t used, uint64_t reserved,
+				   bool has_budget, uint64_t budget, uint32_t arriving)
 {
-	(void)manager_id, (void)state_version, (void)at, (void)used, (void)reserved;
+	(void)manager_id, (void)state_version, (void)at, (void)used, (void)reserved,
+		(void)has_budget, (void)budget, (void)arriving;
 }
 
 #endif /* RSD_TRACE */

@@ -6,6 +6,7 @@
  *
  *   rsd-soak [-s FIRST_SEED] [-n RUNS] [-k STEPS] [-t SECONDS] [-v]
  *            [-T THREADS [-d DELAY_NS] [-l LOAD_US]]
+ *            [-H [-F FAULTS] [-r PERMILLE] [-C CHECKS] [-w MS] [-R]]
  *
  * Defaults: seeds from the clock, 1000000 runs of 300 steps, no time limit.
  * -v prints every operation (use with -n 1 to replay a failing seed).
@@ -15,6 +16,20 @@
  * source loads sleeping up to LOAD_US (default 2000); -v prints each run's
  * replayed history. Exit status 1 on the first divergence, whose seed is
  * printed.
+ *
+ * -H adds the hostile mode (tests/model/hostile.inc) to -T (1 to 8 threads;
+ * 0: 4 to 8 in turn): not-waiting calls, GPU leases with consumer streams,
+ * several waiters on one queued copy, and the fault classes FAULTS (a
+ * comma-separated list: all, none, NAME, -NAME; one starting with -NAME
+ * starts from the default, all) armed at
+ * random, one arming per call with probability PERMILLE/1000 (default 20),
+ * with the checks CHECKS (same syntax; default all) and a watchdog: a call
+ * running MS milliseconds (default 20000) is a hang, reported with every
+ * thread's call, and the process aborts; -v prints the library's warnings
+ * as they come. Runs without hostile calls in
+ * which no armed fault fired are replayed against the model as for -T.
+ * -R makes every budget 8 times larger, so that admissions seldom wait
+ * for room (with -T too).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +48,36 @@ struct soak {
 	unsigned steps, load_us;
 	int threads; /* -1: the sequential interpreter */
 	long seconds;
-	bool verbose;
+	bool verbose, hostile;
+	unsigned faults, permille, checks, watchdog_ms;
+	bool roomy;
 	struct ip_stats st;
 	struct lz_stats lst;
 };
 
 static char why[16384];
+
+/* The hostile options, as -F and -C lists, to rerun a seed. */
+static void hostile_args(const struct soak *s, char *b, size_t len)
+{
+	size_t k = (size_t)snprintf(b, len, " -H -F ");
+
+	for (int checks = 0; checks < 2; checks++) {
+		unsigned set = checks ? s->checks : s->faults, n = 0;
+
+		if (checks)
+			k += (size_t)snprintf(b + k, len - k, " -C ");
+		for (unsigned i = 0; i < (checks ? LZC_N : LZF_N) && k < len; i++)
+			if (set & (1u << i))
+				k += (size_t)snprintf(b + k, len - k, "%s%s", n++ ? "," : "",
+						      lz_set_name(checks, i));
+		if (!n && k < len)
+			k += (size_t)snprintf(b + k, len - k, "none");
+	}
+	if (k < len)
+		snprintf(b + k, len - k, " -r %u%s -d %llu -l %u", s->permille,
+			 s->roomy ? " -R" : "", (unsigned long long)s->delay, s->load_us);
+}
 
 /* Run i; false (after printing it) on a divergence. */
 static bool run(struct soak *s, const char *argv0, uint64_t i)
@@ -55,16 +94,28 @@ static bool run(struct soak *s, const char *argv0, uint64_t i)
 	} else {
 		struct lz_opts o = { .seed = s->seed + i,
 				     .nthreads = s->threads ? (unsigned)s->threads :
+						 s->hostile ? 4 + (unsigned)(i % 5) :
 							      2 + (unsigned)(i % 3),
 				     .ops = s->steps,
 				     .delay_ns = s->delay,
 				     .load_max_us = s->load_us,
-				     .log = log };
+				     .log = log,
+				     .hostile = s->hostile,
+				     .faults = s->faults,
+				     .fault_permille = s->permille,
+				     .checks = s->checks,
+				     .watchdog_ms = s->watchdog_ms,
+				     .roomy = s->roomy };
+
+		char h[256] = "";
 
 		if (!lz_run(&o, &s->lst, why, sizeof(why)))
 			return true;
-		printf("DIVERGENCE (rerun, another interleaving: %s -s %llu -n 1 -T %u -k %u -v)\n%s\n",
-		       argv0, (unsigned long long)o.seed, o.nthreads, s->steps, why);
+		if (s->hostile)
+			hostile_args(s, h, sizeof(h));
+		printf("%s (rerun, another interleaving: %s%s -s %llu -n 1 -T %u -k %u -v)\n%s\n",
+		       s->hostile ? "FAILURE" : "DIVERGENCE", argv0, h, (unsigned long long)o.seed,
+		       o.nthreads, s->steps, why);
 	}
 	return false;
 }
@@ -76,11 +127,15 @@ int main(int argc, char **argv)
 			  .delay = 20000,
 			  .steps = 300,
 			  .load_us = 2000,
-			  .threads = -1 };
+			  .threads = -1,
+			  .faults = (1u << LZF_N) - 1,
+			  .permille = 20,
+			  .checks = (1u << LZC_N) - 1 };
+	char bad[64];
 	time_t t0 = time(NULL), last = t0;
 	int c;
 
-	while ((c = getopt(argc, argv, "s:n:k:t:T:d:l:vh")) != -1) {
+	while ((c = getopt(argc, argv, "s:n:k:t:T:d:l:vhHF:r:C:w:R")) != -1) {
 		switch (c) {
 		case 's':
 			s.seed = strtoull(optarg, NULL, 0);
@@ -106,15 +161,37 @@ int main(int argc, char **argv)
 		case 'v':
 			s.verbose = true;
 			break;
+		case 'H':
+			s.hostile = true;
+			break;
+		case 'F':
+		case 'C':
+			if (lz_parse_set(optarg, c == 'C', c == 'C' ? &s.checks : &s.faults, bad,
+					 sizeof(bad))) {
+				fprintf(stderr, "%s: -%c: %s\n", argv[0], c, bad);
+				return 2;
+			}
+			break;
+		case 'r':
+			s.permille = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'w':
+			s.watchdog_ms = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'R':
+			s.roomy = true;
+			break;
 		default:
 			fprintf(stderr,
-				"usage: %s [-s SEED] [-n RUNS] [-k STEPS] [-t SECONDS] [-v] [-T THREADS [-d DELAY_NS] [-l LOAD_US]]\n",
+				"usage: %s [-s SEED] [-n RUNS] [-k STEPS] [-t SECONDS] [-v] [-T THREADS [-d DELAY_NS] [-l LOAD_US]] [-H [-F FAULTS] [-r PERMILLE] [-C CHECKS] [-w MS] [-R]]\n",
 				argv[0]);
 			return c == 'h' ? 0 : 2;
 		}
 	}
-	if (s.threads > 4) {
-		fprintf(stderr, "%s: -T takes 0 to 4\n", argv[0]);
+	if (s.hostile && s.threads < 0)
+		s.threads = 0;
+	if (s.threads > (s.hostile ? 8 : 4)) {
+		fprintf(stderr, "%s: -T takes 0 to %d\n", argv[0], s.hostile ? 8 : 4);
 		return 2;
 	}
 	printf("rsd-soak: seeds %llu.., %llu runs of %u %s\n", (unsigned long long)s.seed,
@@ -139,5 +216,15 @@ int main(int argc, char **argv)
 		       "confirmed concurrent-only: %lu EINUSE, %lu EBUDGET, %lu EPLAN\n",
 		       s.lst.runs, s.lst.ops, s.lst.events, s.lst.inflight_inuse,
 		       s.lst.inflight_budget, s.lst.inflight_plan);
+	if (s.hostile) {
+		printf("  hostile: %lu runs with hostile calls, %lu replayed; %lu not-waiting calls, "
+		       "%lu waits on a queued copy, %lu GPU leases, %lu uses, %lu kernels, %lu ledger probes\n",
+		       s.lst.hostile_runs, s.lst.replayed, s.lst.async_calls, s.lst.waits,
+		       s.lst.gpu_leases, s.lst.uses, s.lst.kernels, s.lst.probes);
+		printf("  runs in which a fault fired:");
+		for (unsigned c = 0; c < LZF_N; c++)
+			printf(" %s %lu", lz_set_name(false, c), s.lst.fired[c]);
+		printf("\n");
+	}
 	return 0;
 }

@@ -272,20 +272,79 @@ LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, reservation_release, LTTNG_UST_TRACEPOINT_LOG
 LTTNG_UST_TRACEPOINT_EVENT(rsd, budget_reject,
 	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const struct rsd_location *, at,
 			  const char *, at_name, uint64_t, budget, uint64_t, used,
-			  uint64_t, reserved, uint64_t, requested),
+			  uint64_t, reserved, uint64_t, in_flight, uint64_t, held,
+			  uint64_t, requested, uint64_t, available),
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
 		RSD_TP_LOC_FIELDS(at, at, at_name)
 		lttng_ust_field_integer(uint64_t, budget, budget)
 		lttng_ust_field_integer(uint64_t, used, used)
 		lttng_ust_field_integer(uint64_t, reserved, reserved)
+		lttng_ust_field_integer(uint64_t, in_flight, in_flight)
+		lttng_ust_field_integer(uint64_t, held, held)
 		lttng_ust_field_integer(uint64_t, requested, requested)
-		lttng_ust_field_integer(uint64_t, available,
-					budget > used + reserved ? budget - used - reserved : 0)
+		lttng_ust_field_integer(uint64_t, available, available)
 	)
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, budget_reject, LTTNG_UST_TRACEPOINT_LOGLEVEL_WARNING)
 
+/*
+ * A refusal of the admission rule that librsd answered itself by waiting
+ * (how = "wait": for a queued copy to free room) or by committing the
+ * plan's queued copies (how = "flush") and trying again; fired after the
+ * rsd:budget_reject it answers, "at" being that event's location. A
+ * rsd:budget_reject no rsd:budget_retry answers was refused to the caller.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, budget_retry,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const struct rsd_location *, at,
+			  const char *, at_name, const char *, how),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_string(how, how)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, budget_retry, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+/*
+ * A manager was created (fired before its first rsd:state events): label is
+ * struct rsd_manager_config.label ("none" without one), nbudgets the
+ * budgeted locations, ndevices the CUDA devices its driver sees.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, manager_create,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const char *, label, uint32_t, nbudgets,
+			  int, ndevices),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		lttng_ust_field_string(label, label)
+		lttng_ust_field_integer(uint32_t, nbudgets, nbudgets)
+		lttng_ust_field_integer(int, ndevices, ndevices)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, manager_create, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+/*
+ * Work the simulated device ran (fired by its engine when the item ends;
+ * no manager: a device serves any): what ("kernel" or "copy"), on which
+ * engine ("compute", "copy-in": to the device, "copy-out": to host memory),
+ * a copy's bytes and its source and destination names ("none" for a
+ * kernel), and how long it ran on the host, duration_ns, ending at the
+ * event. The copies and kernels the device executed, beside the
+ * transitions that asked for them.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, device_work,
+	LTTNG_UST_TP_ARGS(int, device, const char *, what, const char *, engine,
+			  uint64_t, nbytes, const char *, source_name,
+			  const char *, destination_name, uint64_t, duration_ns),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(int, device, device)
+		lttng_ust_field_string(what, what)
+		lttng_ust_field_string(engine, engine)
+		lttng_ust_field_integer(uint64_t, nbytes, nbytes)
+		lttng_ust_field_string(source, source_name)
+		lttng_ust_field_string(destination, destination_name)
+		lttng_ust_field_integer(uint64_t, duration_ns, duration_ns)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, device_work, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 /* kind: "execute", "scope-enter" or "scope-exit". */
 LTTNG_UST_TRACEPOINT_EVENT(rsd, plan_begin,
 	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const char *, name, const char *, kind),
@@ -367,18 +426,23 @@ LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, decision_blocked, LTTNG_UST_TRACEPOINT_LOGLEV
  * Accounting at one location after the commit that produced state_version,
  * fired for locations whose used or reserved bytes changed and once when a
  * location first appears: the series rsd-trace plots as managed bytes over
- * time.
+ * time. budget: the location's budget when has_budget is 1 (else 0);
+ * arriving: transfers admitted there and not yet committed.
  */
 LTTNG_UST_TRACEPOINT_EVENT(rsd, state,
 	LTTNG_UST_TP_ARGS(uint64_t, manager_id, uint64_t, state_version,
 			  const struct rsd_location *, at, const char *, at_name,
-			  uint64_t, used, uint64_t, reserved),
+			  uint64_t, used, uint64_t, reserved, uint8_t, has_budget,
+			  uint64_t, budget, uint32_t, arriving),
 	LTTNG_UST_TP_FIELDS(
 		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
 		lttng_ust_field_integer(uint64_t, state_version, state_version)
 		RSD_TP_LOC_FIELDS(at, at, at_name)
 		lttng_ust_field_integer(uint64_t, used, used)
 		lttng_ust_field_integer(uint64_t, reserved, reserved)
+		lttng_ust_field_integer(uint8_t, has_budget, has_budget)
+		lttng_ust_field_integer(uint64_t, budget, has_budget ? budget : 0)
+		lttng_ust_field_integer(uint32_t, arriving, arriving)
 	)
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, state, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)

@@ -484,8 +484,9 @@ struct rsd_blocked_lease {
  * struct rsd_blockers - What excluded the eviction candidates at the location a request did not fit.
  * @location: the location the search found short first (its shortfall).
  * @requested_bytes: the bytes the failing stage asked for there.
- * @short_bytes: by how many bytes it did not fit (used + reserved +
- *	requested - budget, at that stage of the request).
+ * @short_bytes: by how many bytes it did not fit (used + reserved + in
+ *	flight + plan-held + requested - budget, at that stage of the
+ *	request).
  * @budget_bytes: the location's budget.
  * @used_bytes: its charged bytes in the image.
  * @reserved_bytes: its reserved bytes in the image.
@@ -503,6 +504,10 @@ struct rsd_blocked_lease {
  * @npending: pending GPU leases at the location.
  * @nleases: entries in @leases: the first RSD_BLOCKERS_MAX, oldest first.
  * @leases: those leases.
+ * @in_flight_bytes: the location's bytes of work in flight in the image
+ *	(struct rsd_location_snapshot): no eviction frees them.
+ * @plan_held_bytes: the headroom executing plans keep there in the image:
+ *	no eviction frees it either.
  *
  * A materialization under several protections counts toward each of
  * @lease_bytes, @pending_bytes, @hold_bytes and @arriving_bytes.
@@ -519,6 +524,7 @@ struct rsd_blockers {
 	uint64_t npending;
 	uint32_t nleases;
 	struct rsd_blocked_lease leases[RSD_BLOCKERS_MAX];
+	uint64_t in_flight_bytes, plan_held_bytes;
 };
 
 /**

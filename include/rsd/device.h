@@ -53,6 +53,18 @@ extern "C" {
  *	before event (recorded on any stream of this driver) completes, as
  *	cudaStreamWaitEvent: the host does not wait. -RSD_ETYPE for a stream
  *	or event that is not this driver's.
+ * @device_lost: optional; whether a device failed for good (a sticky
+ *	error: its context is gone). Once true it stays true, and every op
+ *	naming the device, one of its streams or events (or memory on it, as
+ *	either end of a copy) fails with -RSD_EDEVLOST without waiting:
+ *	event_query and event_sync of its events too, pending or complete,
+ *	and its free gives nothing back (the driver never frees memory in a
+ *	dead context; the bytes are leaked on purpose). An op that fails with
+ *	-RSD_EDEVLOST lets the caller ask which device. A lost device never
+ *	makes an op on another device fail, except a copy queued there
+ *	earlier that reads or writes the lost device's memory (its stream's
+ *	later events then report -RSD_EDEVLOST) and stream_sync of NULL,
+ *	which waits for the sound devices' driver streams and then fails.
  *
  * device_count, alloc, free and copy are required; a manager refuses a
  * driver without them. Optional ops may be NULL: a caller checks.
@@ -75,6 +87,7 @@ struct rsd_device_ops {
 	int (*metrics)(void *ctx, int device, uint64_t *allocated, uint64_t *reserved);
 	void *(*transfer_stream)(void *ctx, struct rsd_location dst, struct rsd_location src);
 	int (*stream_wait_event)(void *ctx, void *stream, void *event);
+	bool (*device_lost)(void *ctx, int device);
 };
 
 /**
@@ -504,6 +517,54 @@ void rsd_simdev_fail_all(struct rsd_simdev *sd, enum rsd_simdev_op op, int err);
  * Context: Any thread.
  */
 void rsd_simdev_fail_location(struct rsd_simdev *sd, struct rsd_location at, int err);
+
+/**
+ * rsd_simdev_lose_device() - Make one simulated device fail for good.
+ * @sd: the simulated device.
+ * @device: the device index, 0..ndevices-1.
+ *
+ * What an uncorrectable ECC error, an illegal address in a kernel or a
+ * device falling off the bus does to a CUDA context: from this call on,
+ * every op of rsd_simdev_ops() naming cuda:@device, memory there (either
+ * end of a copy), one of its streams or events fails with -RSD_EDEVLOST and
+ * a message naming the device, at once (nothing waits for it): alloc,
+ * copy, transfer_stream (NULL), stream_device, stream_sync, device_sync,
+ * event_record, event_query and event_sync (of every event recorded on
+ * its streams, pending or complete: pending ones never complete),
+ * stream_wait_event (on its stream, or for its event), metrics;
+ * rsd_simdev_stream_create(), rsd_simdev_launch_host_func() and
+ * rsd_simdev_launch_kernel() on it too. Its queued copies and kernels never
+ * run (they no longer count as touching memory, so their other ends may be
+ * freed); its memory is never given back (free does nothing, and
+ * rsd_simdev_allocated_bytes() keeps counting it). A copy queued earlier on
+ * another device's stream that reads or writes the lost device's memory
+ * fails when it runs, leaving its stream's later events failed with
+ * -RSD_EDEVLOST; a stream ordered after one of the device's pending
+ * events (stream_wait_event) inherits the same. stream_sync of NULL waits
+ * for the other devices' transfer streams and then fails. Every other
+ * device, its streams, events and memory, and pinned host memory, work as
+ * before; injected failures (rsd_simdev_fail_nth() ...) still fire first.
+ * Losing a device twice does nothing more.
+ *
+ * Context: Any thread.
+ * Return: 0, or
+ * * -RSD_ETYPE - @sd is NULL.
+ * * -RSD_EINVAL - @device is not one of @sd's devices.
+ */
+int rsd_simdev_lose_device(struct rsd_simdev *sd, int device);
+
+/**
+ * rsd_simdev_device_lost() - Whether a simulated device was lost.
+ * @sd: the simulated device.
+ * @device: the device index.
+ *
+ * What the driver's device_lost op answers.
+ *
+ * Context: Any thread.
+ * Return: true once rsd_simdev_lose_device() ran for @device; false for a
+ * NULL @sd or a device that is not one of @sd's.
+ */
+bool rsd_simdev_device_lost(struct rsd_simdev *sd, int device);
 
 /**
  * rsd_simdev_allocated_bytes() - Bytes allocated on a simulated device.

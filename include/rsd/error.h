@@ -58,6 +58,10 @@ extern "C" {
  * @RSD_EDEVICE: a device driver call failed.
  * @RSD_ESOURCE: a source's load callback failed with a code that is not an
  *	RSD_E* code (kept in rsd_error.cause), or returned no value.
+ * @RSD_EDEVLOST: a device failed for good (a sticky error: its context is
+ *	gone, every later call on it fails): the call needed that device, or
+ *	a value whose only copy was there; the message names the device.
+ *	Unlike RSD_EDEVICE it never goes away in this process.
  * @RSD_EMAX: one past the largest code; not an error.
  */
 enum rsd_err {
@@ -81,6 +85,7 @@ enum rsd_err {
 	RSD_ENOMEM,
 	RSD_EDEVICE,
 	RSD_ESOURCE,
+	RSD_EDEVLOST,
 	RSD_EMAX
 };
 
@@ -144,7 +149,8 @@ const char *rsd_phase_name(enum rsd_plan_phase phase);
  *	(struct rsd_action_explanation).
  * @has_location: @location is set (budget rejections).
  * @location: the location whose budget refused.
- * @has_budget: the four byte fields below are set (RSD_EBUDGET).
+ * @has_budget: the four byte fields below, and @in_flight_bytes,
+ *	@plan_held_bytes and @plan_hold_count, are set (RSD_EBUDGET).
  * @budget_bytes: the location's budget at check time.
  * @used_bytes: its charged bytes at check time.
  * @reserved_bytes: its reserved bytes at check time.
@@ -169,6 +175,17 @@ const char *rsd_phase_name(enum rsd_plan_phase phase);
  * @has_blockers: a controller decision failed because a location could not
  *	admit its request; rsd_last_blockers() (rsd/controller.h) names what
  *	protects the bytes there.
+ * @in_flight_bytes: with @has_budget, the location's bytes of work in
+ *	flight that the admission counted besides @used_bytes and
+ *	@reserved_bytes: the sources of queued moves still being read and
+ *	temporary source-load charges (struct rsd_location_snapshot).
+ * @plan_held_bytes: with @has_budget, the headroom that plans executing on
+ *	other threads keep there and the admission counted.
+ * @plan_hold_count: with @has_budget, how many plans keep @plan_held_bytes.
+ *
+ * A budget rejection refuses exactly when @requested_bytes exceeds
+ * @budget_bytes minus the sum of @used_bytes, @reserved_bytes,
+ * @in_flight_bytes and @plan_held_bytes; its message names every term.
  *
  * Fields that do not apply are absent: has_* false, indices -1, cause 0,
  * phase RSD_PHASE_NONE.
@@ -190,6 +207,8 @@ struct rsd_error {
 	int cause;
 	char plan_name[128];
 	bool has_blockers;
+	uint64_t in_flight_bytes, plan_held_bytes;
+	uint32_t plan_hold_count;
 };
 
 /**

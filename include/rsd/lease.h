@@ -111,15 +111,21 @@ int rsd_acquire_flags(struct rsd_manager *m, const struct rsd_handle *h, size_t 
  * @l: the lease.
  * @stream: the stream; release records an event on it too.
  *
- * Adding a stream the lease already has changes nothing.
+ * Adding a stream the lease already has changes nothing. When the lease
+ * covers values a not-waiting call is still copying (DOC: rsd_async), the
+ * new stream is first ordered after those copies on the device, as the
+ * first consumer stream was.
  *
  * Context: Any thread; takes the lease's lock, not the transition lock.
  * Return: 0 on success, or
- * * -RSD_ETYPE - @l is NULL; @stream is not the driver's.
+ * * -RSD_ETYPE - @l is NULL; @stream is NULL or not a stream of the
+ *   manager's driver.
  * * -RSD_ELIFETIME - the lease has been released.
- * * -RSD_EINVAL - the lease is at a host location, or @stream is NULL or
- *   of another device.
+ * * -RSD_EINVAL - the lease is at a host location, or @stream is on
+ *   another device.
  * * -RSD_ENOMEM - the stream list could not grow.
+ * * -RSD_EDEVICE - ordering @stream after a queued copy failed on the
+ *   device; the stream is not added.
  */
 int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream);
 

@@ -69,6 +69,10 @@ struct rsd_budget {
  *	shown in no snapshot. When they cannot be allocated, that device's
  *	copies go unstaged; when they cannot grow, they keep their size;
  *	either is warned about once.
+ * @label: a name for the manager in traces (the rsd:manager_create event;
+ *	rsd-trace names its series and processes by it), such as the policy
+ *	or the job step it serves; copied. NULL or "": no label. At most
+ *	RSD_MANAGER_LABEL_MAX bytes, any bytes but NUL.
  */
 struct rsd_manager_config {
 	const struct rsd_budget *budgets;
@@ -79,7 +83,13 @@ struct rsd_manager_config {
 	void (*warn)(void *ctx, const char *message);
 	void *warn_ctx;
 	uint64_t staging_nbytes;
+	const char *label;
 };
+
+/**
+ * RSD_MANAGER_LABEL_MAX - The longest struct rsd_manager_config.label, in bytes.
+ */
+#define RSD_MANAGER_LABEL_MAX 63
 
 /**
  * RSD_STAGING_OFF - struct rsd_manager_config.staging_nbytes value: no staging.
@@ -108,7 +118,8 @@ struct rsd_manager_config {
  *   budget's location kind is not one of the three; @driver lacks
  *   device_count, alloc, free or copy.
  * * -RSD_EINVAL - two budgets name one location; a budget names a CUDA
- *   device outside 0..127 or one the driver does not see.
+ *   device outside 0..127 or one the driver does not see; @label is longer
+ *   than RSD_MANAGER_LABEL_MAX bytes.
  * * -RSD_ENOMEM - the manager, its devices' staging records or its first
  *   published image could not be allocated, or a lock could not be
  *   initialized.
@@ -127,7 +138,8 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
  * An unsafe escape hatch: devices are synchronized, then every lease, hold
  * and reservation is ended and every value freed, whatever protects it.
  * With RSD_CLOSE_NOWAIT as well nothing is waited for, not even a stream
- * that never completes; the storage of every CUDA materialization a lease
+ * that never completes nor another thread waiting on one (it returns
+ * -RSD_ECLOSED when its wait ends); the storage of every CUDA materialization a lease
  * still protects (a stream may still use it) is then kept allocated for the
  * life of the process instead of freed, with one warning that counts it.
  */
@@ -228,7 +240,9 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
  * rsd_manager_reap() - Finalize pending leases whose events completed.
  * @m: the manager.
  *
- * Every writer call reaps too; this one only reaps.
+ * Every writer call reaps too; this one only reaps. A failed query of an
+ * event is no answer: the event's stream is synchronized (without the
+ * transition lock) and the event asked again.
  *
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or
@@ -236,8 +250,10 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
  * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
  *   or from inside a transition of @m on its own thread.
  * * -RSD_ECLOSED - the manager is closed.
- * * -RSD_EDEVICE - querying an event failed (the driver's own code is
- *   returned).
+ * * -RSD_EDEVICE - a queued copy failed on the device and no call that
+ *   needed its value has reported it yet (reported once); or an event
+ *   query failed and so did the sync of its stream (the driver's own code
+ *   is returned).
  */
 int rsd_manager_reap(struct rsd_manager *m);
 
@@ -436,8 +452,11 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
  * host (or fails with RSD_ACQUIRE_NOWAIT). A copy that fails on the device
  * is undone at the reap point that sees it (the destination removed, a
  * moved source put back, state_version stepped, rsd:copy_complete names
- * the error), and the next call that needs the value, and the next
- * rsd_manager_reap(), return the device's error. Host-to-host copies and
+ * the error), and the next call that needs the value or the next
+ * rsd_manager_reap(), whichever comes first, returns the device's error
+ * once. A failed event query or sync is no failure of the copy: its bytes
+ * stay protected until the copy's stream has drained and the event
+ * answers. Host-to-host copies and
  * source loads still complete before the call returns. An admission that
  * does not fit while queued copies still hold the room (a spill's source
  * bytes) waits on the host for those copies, oldest first. See
@@ -460,8 +479,8 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
  *
  * Context: Writer path; not callable from a source callback.
  * Return: exactly what rsd_ensure() returns; -RSD_EDEVICE also when a
- * queued copy of the value failed on the device since the last call that
- * needed it.
+ * queued copy of the value failed on the device and no call that needed it
+ * nor rsd_manager_reap() has reported it yet.
  */
 int rsd_ensure_async(struct rsd_manager *m, struct rsd_handle h, struct rsd_location at,
 		     void *stream, struct rsd_transition *report);
@@ -482,8 +501,8 @@ int rsd_ensure_async(struct rsd_manager *m, struct rsd_handle h, struct rsd_loca
  *
  * Context: Writer path; not callable from a source callback.
  * Return: exactly what rsd_move() returns; -RSD_EDEVICE also when a
- * queued copy of the value failed on the device since the last call that
- * needed it.
+ * queued copy of the value failed on the device and no call that needed it
+ * nor rsd_manager_reap() has reported it yet.
  */
 int rsd_move_async(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
 		   const struct rsd_location *from, void *stream, struct rsd_transition *report);

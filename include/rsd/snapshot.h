@@ -73,11 +73,15 @@ struct rsd_value_snapshot {
  * @location: the location.
  * @has_budget: it has a budget.
  * @budget_bytes: the budget (meaningful with @has_budget).
- * @used_bytes: bytes charged by the materializations installed there.
- * @reserved_bytes: bytes held by reservations, plus the temporary charge of
- *	a source load running there (reference.md §4.3) while it lasts.
- * @remaining_budget_bytes: budget - used - reserved; meaningful only with
- *	@has_budget.
+ * @used_bytes: bytes charged by the materializations there, arriving
+ *	destinations of transfers in flight included.
+ * @reserved_bytes: bytes held by named reservations.
+ * @remaining_budget_bytes: what an admission there accepts now: budget -
+ *	used - reserved - in flight - plan-held, 0 when those reach the budget;
+ *	meaningful only with @has_budget. A request of this many bytes by a
+ *	thread running no plan is admitted, one byte more is refused with
+ *	RSD_EBUDGET (as long as the state does not change meanwhile). Without
+ *	work in flight and executing plans it is budget - used - reserved.
  * @peak_used_bytes: the highest @used_bytes right after an install:
  *	materializations only, never a reservation or a temporary source load.
  * @peak_charged_bytes: the highest @used_bytes + @reserved_bytes right after
@@ -93,6 +97,22 @@ struct rsd_value_snapshot {
  *	driver reports metrics).
  * @allocator_allocated_bytes: the device allocator's allocated bytes.
  * @allocator_reserved_bytes: its reserved bytes.
+ * @in_flight_bytes: bytes of work in flight charged there besides
+ *	@used_bytes and @reserved_bytes: the source of a move whose copy was
+ *	queued without waiting, until the copy has read it (the source is no
+ *	materialization any more, its bytes are still allocated), and the
+ *	temporary charge of a source load running there (reference.md §4.3).
+ *	Every admission counts them.
+ * @plan_held_bytes: headroom that plans executing now (rsd_execute_actions,
+ *	scope entries, controller uses) keep there for their own actions: each
+ *	plan's predicted peak above the location's used + reserved at its
+ *	preflight, less what its own actions charged since (never counted
+ *	twice). Every other thread's admission counts it.
+ * @plan_hold_count: how many executing plans keep some of
+ *	@plan_held_bytes.
+ * @failed: a CUDA location whose device failed for good (the driver
+ *	reported it lost; reference.md, "When a device fails"): set once, never
+ *	cleared. Nothing is admitted there any more (RSD_EDEVLOST).
  */
 struct rsd_location_snapshot {
 	struct rsd_location location;
@@ -104,6 +124,10 @@ struct rsd_location_snapshot {
 	uint64_t value_count, reservation_count, use_count, hold_count, pending_event_count;
 	bool has_allocator;
 	uint64_t allocator_allocated_bytes, allocator_reserved_bytes;
+	uint64_t in_flight_bytes, plan_held_bytes;
+	uint32_t plan_hold_count;
+	/* Device loss (appended; other appended fields may come before). */
+	bool failed;
 };
 
 /**

@@ -134,7 +134,9 @@ struct rsd_buffer_view {
  * * -RSD_ETYPE - @out is NULL, @bufs or @meta is NULL while needed, or
  *   @type does not derive from rsd_resident_type.
  * * -RSD_EINVAL - @nbuf is 0; a buffer's location is invalid; a non-empty
- *   buffer has no data or base, or lies outside its backing allocation.
+ *   buffer has no data or base, or lies outside its backing allocation; a
+ *   buffer's view or backing allocation runs past the end of the address
+ *   space (its address plus its size wraps).
  * * -RSD_ENOMEM - the resident header could not be allocated.
  */
 int rsd_resident_wrap(const struct rsd_type *type, size_t nbuf, const struct rsd_buffer_view *bufs,

@@ -14,6 +14,9 @@ static _Thread_local struct rsd_error last_error = {
 	.failed_reservation_index = -1,
 };
 
+/* An RSD_EDEVLOST was recorded on this thread since rsd__devlost_take(). */
+static _Thread_local bool devlost_seen;
+
 static const char *const err_names[RSD_EMAX] = {
 	[0] = "success",
 	[RSD_EINVAL] = "invalid argument value",
@@ -36,6 +39,7 @@ static const char *const err_names[RSD_EMAX] = {
 	[RSD_ENOMEM] = "out of memory",
 	[RSD_EDEVICE] = "device driver failure",
 	[RSD_ESOURCE] = "reconstruction source failed",
+	[RSD_EDEVLOST] = "device lost",
 };
 
 const char *rsd_strerror(int err)
@@ -90,7 +94,17 @@ int rsd__verr(int code, const char *fmt, va_list ap)
 	rsd__err_clear();
 	last_error.code = code;
 	vsnprintf(last_error.message, sizeof(last_error.message), fmt, ap);
+	if (code == RSD_EDEVLOST)
+		devlost_seen = true;
 	return -code;
+}
+
+bool rsd__devlost_take(void)
+{
+	bool seen = devlost_seen;
+
+	devlost_seen = false;
+	return seen;
 }
 
 int rsd__err(int code, const char *fmt, ...)
@@ -104,23 +118,34 @@ int rsd__err(int code, const char *fmt, ...)
 	return ret;
 }
 
-int rsd__err_budget(struct rsd_location at, uint64_t budget, uint64_t used, uint64_t reserved,
-		    uint64_t requested)
+const char *rsd__ledger_text(const struct rsd__ledger *l, char *buf, size_t len)
 {
-	char name[RSD_LOCATION_NAME_MAX];
+	snprintf(buf, len,
+		 "budget=%llu, used=%llu, reserved=%llu, in flight=%llu, held by %lu plan%s=%llu",
+		 (unsigned long long)l->budget, (unsigned long long)l->used,
+		 (unsigned long long)l->reserved, (unsigned long long)l->in_flight,
+		 (unsigned long)l->holders, l->holders == 1 ? "" : "s",
+		 (unsigned long long)l->held);
+	return buf;
+}
 
-	rsd__err(RSD_EBUDGET,
-		 "Residency budget exceeded at %s: budget=%llu, used=%llu, reserved=%llu, requested=%llu",
-		 rsd_location_name(at, name, sizeof(name)), (unsigned long long)budget,
-		 (unsigned long long)used, (unsigned long long)reserved,
-		 (unsigned long long)requested);
+int rsd__err_budget(struct rsd_location at, const struct rsd__ledger *l, uint64_t requested)
+{
+	char name[RSD_LOCATION_NAME_MAX], terms[RSD__LEDGER_TEXT_MAX];
+
+	rsd__err(RSD_EBUDGET, "Residency budget exceeded at %s: %s, requested=%llu",
+		 rsd_location_name(at, name, sizeof(name)),
+		 rsd__ledger_text(l, terms, sizeof(terms)), (unsigned long long)requested);
 	last_error.has_location = true;
 	last_error.location = at;
 	last_error.has_budget = true;
-	last_error.budget_bytes = budget;
-	last_error.used_bytes = used;
-	last_error.reserved_bytes = reserved;
+	last_error.budget_bytes = l->budget;
+	last_error.used_bytes = l->used;
+	last_error.reserved_bytes = l->reserved;
 	last_error.requested_bytes = requested;
+	last_error.in_flight_bytes = l->in_flight;
+	last_error.plan_held_bytes = l->held;
+	last_error.plan_hold_count = l->holders;
 	return -RSD_EBUDGET;
 }
 

@@ -99,6 +99,15 @@ int rsd__batch_flush(struct rsd_manager *m)
 		}
 	}
 	rsd__writer_resume(m);
+	/* Closed meanwhile without waiting for this thread (close(FORCE |
+	 * NOWAIT)): the copies were waited for, so their settling is what a
+	 * failure's is, and the last thread back frees the rest. */
+	if (m->closed && !err) {
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+		first = *rsd_last_error();
+		errs[0] = err;
+	}
 	err = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct rsd_xfer_deferred *d = &b->q[i];

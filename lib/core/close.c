@@ -40,7 +40,7 @@ void rsd__keep_forever(struct rsd_resident *r)
  * RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT: no device is synchronized, so every
  * materialization a GPU lease still protects (active, or released with
  * events not yet complete), and either end of a queued copy, may be in use
- * by a stream. Take its value out of the record, so drop_everything() frees
+ * by a stream. Take its value out of the record, so rsd__close_drop() frees
  * the record but not the storage.
  */
 static void keep_streamed(struct rsd_manager *m)
@@ -82,12 +82,13 @@ static void keep_streamed(struct rsd_manager *m)
 }
 
 /*
- * Wait for every pending lease, each without the lock. A forced close does
- * not stop at a lease whose event the device reports failed (a stream
- * ordered after a failed copy inherits its error, as CUDA's sticky errors
- * do): it will never complete otherwise. Its wait returned, so the work
- * queued before it has ended, run or failed, and nothing may still use
- * what the lease protected; the warning keeps the error.
+ * Wait for every pending lease, each without the lock. An event the
+ * device reports failed once its stream drained (a stream ordered after a
+ * failed copy inherits its error, as CUDA's sticky errors do) is an answer:
+ * rsd__lease_wait() folds it in. A wait that got no answer (its sync and
+ * the stream sync after it failed) fails a close that may wait; a forced
+ * close takes the device as failed and ends the lease all the same, with
+ * a warning that keeps the error.
  */
 static int wait_pending(struct rsd_manager *m, bool force)
 {
@@ -101,6 +102,10 @@ static int wait_pending(struct rsd_manager *m, bool force)
 		if (!l)
 			return 0;
 		err = rsd__lease_wait(m, l);
+		/* Another thread closed it meanwhile (without waiting for this
+		 * one): l may be gone; the caller sees the manager closed. */
+		if (m->closed)
+			return 0;
 		if (err && !force)
 			return err;
 		if (err) {
@@ -122,7 +127,7 @@ static void wait_inflight(struct rsd_manager *m)
 		rsd__writer_wait(m);
 }
 
-static void drop_everything(struct rsd_manager *m)
+void rsd__close_drop(struct rsd_manager *m)
 {
 	struct rsd_lease_rec *l, *next;
 
@@ -181,7 +186,7 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	struct rsd_lease_rec *l;
 	struct rsd_reservation *r;
 	struct rsd_hold *h;
-	bool closing = false;
+	bool closing = false, nothing;
 	int err;
 
 	if (!m)
@@ -191,9 +196,14 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		return err;
 	if (m->closed)
 		goto out;
-	wait_inflight(m);
-	err = (flags & RSD_CLOSE_NOWAIT) ? rsd__reap(m) : wait_pending(m, flags & RSD_CLOSE_FORCE);
-	if (!err)
+	/* Forced without waiting: nothing is waited for, other threads'
+	 * transfers and device waits included (below). */
+	nothing = (flags & RSD_CLOSE_FORCE) && (flags & RSD_CLOSE_NOWAIT);
+	if (!nothing)
+		wait_inflight(m);
+	err = (flags & RSD_CLOSE_NOWAIT) ? rsd__reap_flags(m, false) :
+					   wait_pending(m, flags & RSD_CLOSE_FORCE);
+	if (!err && !nothing)
 		wait_inflight(m);
 	if (err)
 		goto out;
@@ -220,16 +230,27 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	}
 	/* Forced: wait for the devices, unless told not to wait at all (a
 	 * stream that never completes would hang the close). */
-	if ((flags & RSD_CLOSE_FORCE) && (flags & RSD_CLOSE_NOWAIT))
+	if (nothing)
 		keep_streamed(m);
 	else if (flags & RSD_CLOSE_FORCE)
 		sync_devices(m);
 	if (m->closed)
 		goto out; /* another thread closed it while this one waited */
-	drop_everything(m);
 	m->closed = true;
-	closing = true;
 	rsd__bump(m);
+	if (m->inflight) {
+		/*
+		 * Other threads still transfer or wait on the device (a stream
+		 * that may never complete) holding records, values and lease
+		 * records: the manager is closed now (they return RSD_ECLOSED
+		 * when they are back), and the last of them frees what it
+		 * held, at its writer exit (rsd__writer_exit()).
+		 */
+		m->drop_deferred = true;
+		goto out;
+	}
+	rsd__close_drop(m);
+	closing = true;
 out:
 	rsd__writer_exit(m);
 	/* No copy runs now (none was in flight, none starts on a closed
@@ -248,6 +269,21 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	if (!m->closed && rsd_manager_close(m, RSD_CLOSE_FORCE))
 		rsd__warn(m, "destroying manager %llu: forced close failed: %s",
 			  (unsigned long long)m->id, rsd_last_error()->message);
+	pthread_mutex_lock(&m->lock);
+	if (m->drop_deferred && !m->inflight) {
+		m->drop_deferred = false;
+		rsd__close_drop(m);
+	}
+	if (m->inflight) {
+		/* A thread still waits on the device after a close that did
+		 * not wait for it: it will use the manager when it is back. */
+		m->keep_alive = true;
+		rsd__warn(m,
+			  "destroying manager %llu: %llu thread(s) still wait on the device; the "
+			  "manager is retained",
+			  (unsigned long long)m->id, (unsigned long long)m->inflight);
+	}
+	pthread_mutex_unlock(&m->lock);
 	/* Caller objects outliving the manager become inert. */
 	pthread_mutex_lock(&m->objs_lock);
 	rsd__list_for_each_entry(o, &m->objs, node)
@@ -272,6 +308,7 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	free(m->recs);
 	free(m->dirty);
 	free(m->pstreams);
+	rsd__ptrmap_free(&m->pstream_idx);
 	rsd__keymap_free(&m->owners);
 	rsd__staging_destroy(m);
 	pthread_mutex_destroy(&m->objs_lock);

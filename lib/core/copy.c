@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Copying a value to a destination (§4.4), in the two steps of a transfer
- * beside the writer (xfer.c): the destination is allocated under the
+ * beside the writer (transition.c): the destination is allocated under the
  * transition lock, as part of the admission, and filled without it.
  *
  * Host-to-host copies are plain memcpy (pinned memory is host memory);

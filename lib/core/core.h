@@ -20,8 +20,9 @@
  * Publication copies only what changed: values live in a persistent
  * 32-way radix vector (pvec.c) indexed by registration order, so updating
  * one value copies its image and the nodes on one root-to-leaf path (four
- * nodes for a million values); the location table (at most 130 rows),
- * reservation and pending-lease tables are rebuilt only when they change.
+ * nodes for a million values); the location table (at most 130 rows) is
+ * rebuilt only when it changes; the reservation and pending-lease tables
+ * are persistent vectors too (ptab.c), edited where they changed.
  *
  * Lock ordering, outermost first (Documentation/design.md, "Locking
  * rules", says what each lock protects):
@@ -145,7 +146,7 @@ struct rsd_mat {
 	uint32_t hold_count;	 /* holds */
 	uint32_t pending_count;	 /* released GPU leases whose events may still run */
 	/*
-	 * Transfers beside the writer (xfer.c). busy: transfers in flight
+	 * Transfers beside the writer (transition.c). busy: transfers in flight
 	 * that read this materialization; leaving: one of them is a move that
 	 * removes it at its commit; arriving: the destination of a transfer
 	 * admitted and not yet committed (charged, not resident).
@@ -227,13 +228,40 @@ struct rsd_acct {
 	uint64_t use_count, hold_count, pending_count;
 	/* Arriving materializations here (transfers admitted, not committed). */
 	uint32_t arriving;
-	/* Temporary source charges of loads in flight (§7.2): admitted and
-	 * counted in peak_charged like reservations, never shown as such. */
+	/* Bytes of work in flight outside used and reserved: temporary source
+	 * charges of loads (§7.2) and the sources of queued moves still being
+	 * read (queued.c). Admitted and counted in peak_charged like
+	 * reservations; published as in_flight_bytes. */
 	uint64_t temp;
-	/* Headroom the plans executing now predicted and keep for themselves
-	 * (§21.2); readers never see it. */
+	/* Headroom the plans executing now keep for their own actions (§21.2,
+	 * struct rsd_plan_hold), and how many plans keep some; published as
+	 * plan_held_bytes and plan_hold_count. */
 	uint64_t plan_hold;
+	uint32_t plan_holders;
+	/* A CUDA location whose device the driver reports lost (devloss.c):
+	 * set once, never cleared; nothing is admitted there. */
+	bool failed;
 };
+
+/*
+ * The ledger of a (live or published) location: every term admission sums.
+ * own_bytes: the part of plan_hold kept by the calling thread's own plan,
+ * which its own actions may use (0 for readers: they see every plan's).
+ */
+static inline struct rsd__ledger rsd__acct_ledger(const struct rsd_acct *a, uint64_t own_bytes)
+{
+	struct rsd__ledger l = {
+		.has_budget = a->has_budget,
+		.budget = a->has_budget ? a->budget : 0,
+		.used = a->used,
+		.reserved = a->reserved,
+		.in_flight = a->temp,
+		.held = a->plan_hold - own_bytes,
+		.holders = a->plan_holders - (own_bytes != 0),
+	};
+
+	return l;
+}
 
 /* ---- storage-owner index (keymap.c) ---------------------------------------- */
 
@@ -315,11 +343,47 @@ struct rsd_img_loc {
  * past the last one. */
 bool rsd__img_loc_next(const struct rsd_img_loc *l, uint64_t *i);
 
+struct rsd_reservation;
+struct rsd_image;
+
+/*
+ * One reservation as the image publishes it: immutable for readers; the
+ * fields after label are the writer's (m->lock). Built at the publication
+ * after the reservation was made or changed (its label in the same block),
+ * retired at the one after it was released or changed again.
+ */
 struct rsd_img_resv {
 	struct rsd_location loc;
 	uint64_t nbytes;
-	const char *label; /* copied into the table's allocation */
+	const char *label;
+	uint64_t gen;		       /* the publication that built it */
+	uint64_t pos;		       /* its slot in the table */
+	struct rsd_reservation *owner; /* NULL once released: then on m->resv_dead */
+	struct rsd__list_node dead;
 };
+
+/*
+ * A published table of objects in the order they joined it (ptab.c): a
+ * persistent vector (pvec.c) of slots, NULL where an object left. A
+ * publication clears or appends the slots of what changed, copying one
+ * path each, and rebuilds the table without its holes once they would be
+ * more than half of it, so that its size stays within twice its live
+ * objects and every change costs O(1) amortized (plus the path).
+ */
+struct rsd_ptab {
+	struct rsd_pv pv;
+	uint64_t live; /* non-NULL slots */
+};
+
+/* The first object at a slot >= *i, with *i moved past it; NULL at the end. */
+void *rsd__ptab_next(const struct rsd_ptab *t, uint64_t *i);
+/* Whether a table of count slots with live objects is rebuilt. */
+bool rsd__ptab_sparse(uint64_t count, uint64_t live);
+/* Retire every node of t into rt (t is being replaced whole). */
+int rsd__ptab_retire_nodes(const struct rsd_ptab *t, struct rsd_image *rt);
+/* A failed publication takes back rt's retirements from index from on:
+ * free what rsd__ptab_retire_nodes() allocated for those. */
+void rsd__ptab_retire_undo(struct rsd_image *rt, size_t from);
 
 struct rsd_lease_rec;
 
@@ -364,10 +428,8 @@ struct rsd_image {
 	struct rsd_pv values; /* struct rsd_img_value *, registration order */
 	uint32_t nlocs;
 	const struct rsd_img_loc *locs;
-	uint32_t nresv;
-	const struct rsd_img_resv *resv;
-	uint32_t npending;
-	struct rsd_lease_rec *const *pending; /* creation order */
+	struct rsd_ptab resv;	 /* struct rsd_img_resv *, creation order */
+	struct rsd_ptab pending; /* struct rsd_lease_rec *, order they became pending */
 	/* Only the writer and the reclaimer use what follows, while readers
 	 * may still read the fields above: keep them off those lines. */
 	char reader_pad[RSD_CACHELINE];
@@ -378,6 +440,9 @@ struct rsd_image {
 	struct rsd_image *gp_next;
 	uint64_t gp_seq;
 	bool reclaim_soon;	     /* it retired memory or events: do not batch */
+	/* Lease records retired while it was published, linked through
+	 * free_next: a reap of N leases appends N without growing an array. */
+	struct rsd_lease_rec *retired_leases;
 	struct rsd_retired *retired; /* inline_retired until it grows */
 	size_t nretired, capretired;
 	struct rsd_retired inline_retired[8];
@@ -457,9 +522,23 @@ void rsd__rcu_register(void);
 
 /* ---- lifetimes ------------------------------------------------------------- */
 
+/*
+ * DONE: folded in (off m->leases and every stream queue) while threads
+ * still wait on its events without the lock (waiters); the last of them
+ * frees it.
+ */
 enum rsd_lease_state {
 	RSD_LEASE_ACTIVE,
-	RSD_LEASE_PENDING
+	RSD_LEASE_PENDING,
+	RSD_LEASE_DONE
+};
+
+/* A lease record and the published pending table (0: a fresh record). */
+enum rsd_tab_state {
+	RSD_TAB_OUT,  /* in no table, on no list */
+	RSD_TAB_NEW,  /* pending, on m->pend_new: the next publication appends it */
+	RSD_TAB_IN,   /* published at tab_pos */
+	RSD_TAB_DEAD, /* published, retired, on m->pend_dead: its slot is cleared next */
 };
 
 /*
@@ -487,6 +566,12 @@ struct rsd_lease_rec {
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj; /* the caller's object while active */
 	struct rsd_qcopy *qc;  /* a queued copy's record (queued.c), else NULL */
+	/* Its slot in the published pending table (m->lock): tab says where
+	 * it is between publications (enum rsd_tab_state), tab_node links it
+	 * on m->pend_new or m->pend_dead meanwhile. */
+	uint64_t tab_pos;
+	uint8_t tab;
+	struct rsd__list_node tab_node;
 	union {
 		struct rsd__list_node node;	 /* on m->leases until deleted */
 		struct rsd_lease_rec *free_next; /* then on m->lease_rec_cache */
@@ -519,6 +604,9 @@ struct rsd_pend_link {
 	size_t k;	/* l->events[k] */
 	void *stream;	/* the queue it is on; NULL once seen complete */
 	bool unordered; /* on m->pend_unordered instead */
+	/* Its stream was synchronized after a query of it failed: an
+	 * error it reports now is the device's answer (lease.c). */
+	bool drained;
 	struct rsd__list_node node;
 };
 
@@ -571,6 +659,8 @@ bool rsd__free_release(const struct rsd_lifetime_kind *kind, void *obj,
 /* Handles kept without an allocation: in a lease object, a lease record,
  * and the handle set rsd_hold() validates. */
 #define RSD_HANDLES_INLINE 4
+/* Consumer streams of a lease searched linearly for a duplicate. */
+#define RSD_STREAMS_SCAN 8
 /* Recycled lease objects and records kept per manager. */
 #define RSD_LEASE_CACHE_MAX 64
 
@@ -588,6 +678,9 @@ struct rsd_lease {
 	struct rsd_handle *handles; /* inline_handles when n <= RSD_HANDLES_INLINE */
 	size_t nstreams, capstreams;
 	void **streams;
+	/* Past RSD_STREAMS_SCAN streams, every one of them (under lock):
+	 * adding a stream finds a duplicate without reading the array. */
+	struct rsd__ptrmap stream_set;
 	struct rsd_handle inline_handles[RSD_HANDLES_INLINE];
 	struct rsd_lease *free_next; /* m->lease_obj_cache; under objs_lock */
 	/* Recorded on the first consumer stream after it was ordered behind
@@ -618,6 +711,12 @@ struct rsd_reservation {
 	uint64_t nbytes;
 	char *label;
 	struct rsd__list_node node; /* on m->resv while tracked */
+	/* Its published entry (NULL before the first publication that shows
+	 * it), and while the next publication must build a new one (made, or
+	 * nbytes changed): on m->resv_chg, next_pub the entry being built. */
+	struct rsd_img_resv *pub, *next_pub;
+	bool on_chg;
+	struct rsd__list_node chg;
 };
 
 /* ---- the manager ----------------------------------------------------------- */
@@ -653,7 +752,7 @@ struct rsd_manager {
 	 * taken through rsd__writer_enter(), which refuses a call made from a
 	 * source callback of this manager on the callback's own thread and
 	 * same-thread re-entry (owner). Copies, source loads and waits for a
-	 * device run without it (xfer.c): a transition admits under it,
+	 * device run without it (transition.c): a transition admits under it,
 	 * transfers, then takes it again to commit.
 	 */
 	pthread_mutex_t lock;
@@ -712,6 +811,7 @@ struct rsd_manager {
 	/* Released events per consumer stream (lease.c). */
 	struct rsd_pend_stream *pstreams;
 	size_t npstreams, cappstreams;
+	struct rsd__ptrmap pstream_idx; /* stream -> its index in pstreams */
 	/* Events whose stream found no queue (out of memory): scanned whole. */
 	struct rsd_pend_stream pend_unordered;
 	/* Deleted lease records for reuse (never pending ones: those are
@@ -724,17 +824,34 @@ struct rsd_manager {
 	/* The manager must never free its storage: an abandoned GPU lease
 	 * could not be waited for (§8.9). */
 	bool keep_alive;
+	/* Closed by close(FORCE | NOWAIT) while other threads were in
+	 * flight (m->inflight): the last one back frees the records,
+	 * values and lease records at its writer exit (close.c). */
+	bool drop_deferred;
 	/* The last queued copy that failed on the device, for an explicit
-	 * rsd_manager_reap() (queued.c); 0: none since the last one. */
+	 * rsd_manager_reap() (queued.c); 0: none, or reported already (by
+	 * the reap or by the value's next call: once). */
 	int copy_err;
-	uint64_t copy_err_value;
+	struct rsd_record *copy_err_rec;
 	struct rsd_location copy_err_at;
 	/* Publication bookkeeping. */
 	struct rsd_objcache oc; /* freed publication objects for the next ones */
 	struct rsd_record **dirty;
 	size_t ndirty, capdirty;
 	bool locs_dirty, resv_dirty, pending_dirty;
+	/*
+	 * What the next publication changes in the reservation and pending
+	 * tables (image.c): reservations to (re)publish and entries of
+	 * released ones; records that became pending and retired ones. n*:
+	 * how many of them add a slot or clear one.
+	 */
+	struct rsd__list resv_chg, resv_dead, pend_new, pend_dead;
+	uint64_t nresv_add, nresv_dead, npend_add, npend_dead;
+	bool resv_rebuilt, pend_rebuilt; /* by the publication under way */
 	bool republish_all; /* the dirty list could not grow: re-image every record */
+	/* struct rsd_manager_config.label, fixed at create; "" when none.
+	 * Only traces read it. */
+	char label[RSD_MANAGER_LABEL_MAX + 1];
 };
 
 /* See rsd__obj_link(): m->objs_lock held. */
@@ -771,7 +888,7 @@ void rsd__writer_exit(struct rsd_manager *m);
  */
 void rsd__writer_lock(struct rsd_manager *m);
 /*
- * Phases of a transfer (xfer.c). pause leaves the lock for a transfer
+ * Phases of a transfer (transition.c). pause leaves the lock for a transfer
  * phase: it publishes what earlier commits of the same call changed (only
  * when state_version moved: an admission alone is never published) and
  * unlocks; resume takes the lock back, unguarded, for the commit.
@@ -910,24 +1027,40 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
  * flight is taking away is waited for (lock released meanwhile). */
 int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, size_t n,
 			  struct rsd_location at, struct rsd_record **recs);
-/* Admission rule (§7.1) for n more bytes at slot; records the error.
- * Counts temporary charges and the headroom of plans executing on other
- * threads (rsd__plan_hold). */
+/* Admission rule (§7.1) for n more bytes at slot: n <= rsd__ledger_free()
+ * of the location's ledger as this thread sees it (every term but its own
+ * plan's headroom); records the error naming every term. */
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
 /*
- * The headroom a plan's preflight predicted (its peaks above the charge
- * then), kept from other threads' admissions while the plan executes and
- * releases the lock for its transfers (§21.2). Lives on the executing
- * thread's stack; take and give under m->lock.
+ * The headroom a plan's preflight predicted (its peaks above the location's
+ * used + reserved then: rise), kept from other threads' admissions while
+ * the plan executes and releases the lock for its transfers (§21.2). What
+ * the plan's own actions charge comes out of it and what they give back
+ * returns to it, never past rise: bytes[slot] = rise - net, kept within
+ * [0, rise], so a byte the plan charged is never counted twice. Lives on
+ * the executing thread's stack (the innermost is the thread's own); take
+ * and give under m->lock.
  */
 struct rsd_plan_hold {
-	uint64_t bytes[RSD_NSLOTS];
-	const struct rsd_plan_hold *up;
+	uint64_t bytes[RSD_NSLOTS]; /* kept now, in the location's plan_hold */
+	uint64_t rise[RSD_NSLOTS];  /* predicted at the preflight */
+	int64_t net[RSD_NSLOTS];    /* charged minus refunded by its own thread */
+	struct rsd_plan_hold *up;   /* the thread's enclosing plan, if any */
 };
 struct rsd_location_bytes;
 void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 			 const struct rsd_location_bytes *peaks, size_t npeaks);
 void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h);
+/* The calling thread's own plan's headroom at slot (0 outside a plan). */
+uint64_t rsd__plan_hold_own(unsigned slot);
+/*
+ * Every change of a location's used, reserved or temp goes through here
+ * (m->lock held): n bytes charged (add) or refunded at slot by this
+ * thread, after the caller changed the counter: it adjusts the thread's
+ * own plan's headroom (struct rsd_plan_hold) and marks the location table
+ * for publication.
+ */
+void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add);
 /* used + reserved + temp: what peak_charged follows. */
 static inline uint64_t rsd__acct_charged(const struct rsd_acct *a)
 {
@@ -940,12 +1073,20 @@ static inline void rsd__acct_peak(struct rsd_acct *a)
 		a->peak_charged = rsd__acct_charged(a);
 }
 /* Record a location lazily (+1) when not yet known. An arriving
- * destination's location is recorded at its commit. */
+ * destination's location is recorded at its commit; until then the
+ * published table shows it in a row of its own (image.c). */
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
 void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
 void rsd__bump(struct rsd_manager *m);
-/* Reap completed pending leases (§8.5), stream by stream (§21.5). */
+/*
+ * Reap completed pending leases (§8.5), stream by stream (§21.5). An
+ * event whose query fails is no answer: its stream is synchronized
+ * without the lock and the reap starts over (rsd__reap_flags() with
+ * drain false leaves it pending instead, for a close that waits for
+ * nothing). Returns 0, a sync's error or RSD_ECLOSED.
+ */
 int rsd__reap(struct rsd_manager *m);
+int rsd__reap_flags(struct rsd_manager *m, bool drain);
 /* Forget every queued event (close drops the leases themselves). */
 void rsd__pend_clear(struct rsd_manager *m);
 /* Wait for a pending lease's events without the lock, then fold them in
@@ -959,6 +1100,18 @@ void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l);
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Unlink a lease record and free it after a grace period (no version). */
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* Free a lease record and its events (after its grace period). */
+void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l);
+/* The published tables follow these changes at the next publication
+ * (image.c): l became pending; l was retired; r was made or its bytes
+ * changed; r stopped counting. */
+void rsd__pending_added(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__resv_changed(struct rsd_manager *m, struct rsd_reservation *r);
+void rsd__resv_removed(struct rsd_manager *m, struct rsd_reservation *r);
+/* Free every record, value and lease record of a closing manager
+ * (close.c); m->lock held, nothing in flight. */
+void rsd__close_drop(struct rsd_manager *m);
 /* Close-time teardown of every lifetime (forced close). */
 void rsd__lifetimes_drop(struct rsd_manager *m);
 /* Validate and deduplicate a handle set (§8.1) into buf when n <= cap,
@@ -969,6 +1122,13 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 void rsd__lease_caches_free(struct rsd_manager *m);
 void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
 
+/* in lib/core/devloss.c: */
+/* With the writer lock held, after a driver op failed with RSD_EDEVLOST:
+ * mark the locations of the devices the driver reports lost as failed. */
+void rsd__quarantine(struct rsd_manager *m);
+/* -RSD_EDEVLOST, recorded, naming at and what was asked there. */
+int rsd__err_failed(struct rsd_location at, uint64_t n);
+
 /* Install / remove (§4.5). */
 int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 		 struct rsd_resident *v, bool allow_exclusive);
@@ -977,6 +1137,15 @@ int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
  * location's total does not change). */
 int rsd__install_counted(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
 			 struct rsd_resident *v);
+/*
+ * Put back a moved source whose copy failed (queued.c): its bytes never
+ * left `at` (their charge stayed there, a temporary one the caller has
+ * just refunded), so nothing is admitted and no other thread's headroom
+ * can refuse it; an RSD_EXCLUSIVE value may still show its failed copy's
+ * kept destination beside it.
+ */
+int rsd__install_back(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		      struct rsd_resident *v);
 /*
  * rsd_adopt's two steps (register.c). spec: the spec a resident adopted at
  * `at` gets, checked in rsd_adopt's order (conformance, replica mode, a
@@ -1136,13 +1305,16 @@ int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat);
  * destination whose last protection has ended (+1, true); else nothing. */
 bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 /* The recorded failure of a queued copy of rec (rec->copy_err set), as
- * the error of the call that needed the value; cleared. */
-int rsd__copy_error(struct rsd_record *rec);
-/* The last queued copy's failure since the previous one, for
- * rsd_manager_reap(): 0, or the error (cleared). */
+ * the error of the call that needed the value; cleared, and no explicit
+ * reap reports it after this. */
+int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec);
+/* The last queued copy's failure no call has reported yet, for
+ * rsd_manager_reap(): 0, or the error (cleared: the value's next call
+ * does not report it again). */
 int rsd__copy_error_reap(struct rsd_manager *m);
 /* Keep waiting on l's events possible without the lock: a pinned record
- * is finalized by its last unpinner, not by a reap. */
+ * may be folded in meanwhile (its state DONE), and its last unpinner
+ * frees it. */
 static inline void rsd__lease_pin(struct rsd_lease_rec *l)
 {
 	l->waiters++;

@@ -157,9 +157,10 @@ int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	rsd__list_add_tail(&m->resv, &r->node);
 	a = &m->acct[rsd__loc_slot(at)];
 	a->reserved += nbytes;
+	rsd__acct_change(m, rsd__loc_slot(at), nbytes, true);
 	a->reservation_count++;
 	rsd__acct_peak(a);
-	m->resv_dirty = true;
+	rsd__resv_changed(m, r);
 	rsd__bump(m);
 	rsd_trace_reservation(m->id, r->id, at, nbytes, label, true);
 	*out = r;
@@ -174,10 +175,11 @@ void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservati
 		return;
 	a = &m->acct[rsd__loc_slot(r->loc)];
 	a->reserved -= r->nbytes;
+	rsd__acct_change(m, rsd__loc_slot(r->loc), r->nbytes, false);
 	a->reservation_count--;
 	rsd__list_del(&m->resv, &r->node);
 	r->tracked = false;
-	m->resv_dirty = true;
+	rsd__resv_removed(m, r);
 	rsd__bump(m);
 	rsd_trace_reservation(m->id, r->id, r->loc, r->nbytes, r->label, false);
 }
@@ -282,6 +284,7 @@ void rsd__lifetimes_drop(struct rsd_manager *m)
 	while ((r = rsd__list_first_entry(&m->resv, struct rsd_reservation, node))) {
 		rsd__list_del(&m->resv, &r->node);
 		r->tracked = false;
+		rsd__resv_removed(m, r);
 	}
 	m->resv_dirty = true;
 }

@@ -123,12 +123,11 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 	img->values = old->values;
 	img->nlocs = old->nlocs;
 	img->locs = old->locs;
-	img->nresv = old->nresv;
 	img->resv = old->resv;
-	img->npending = old->npending;
 	img->pending = old->pending;
 	img->batch_next = NULL;
 	img->reclaim_soon = false;
+	img->retired_leases = NULL;
 	img->retired = NULL;
 	img->nretired = img->capretired = 0;
 	return img;
@@ -146,6 +145,12 @@ static void obj_put(struct rsd_manager *m, bool writer, void *p, size_t nbytes)
 /* After a grace period: no reader can hold these images any more. */
 static void run_retired(struct rsd_image *img, bool writer)
 {
+	while (img->retired_leases) {
+		struct rsd_lease_rec *l = img->retired_leases;
+
+		img->retired_leases = l->free_next;
+		rsd__lease_rec_free(img->m, l);
+	}
 	for (size_t i = 0; i < img->nretired; i++) {
 		const struct rsd_retired *r = &img->retired[i];
 
@@ -227,26 +232,15 @@ static size_t value_image_size(uint32_t nmats)
 	return sizeof(struct rsd_img_value) + nmats * sizeof(struct rsd_img_mat);
 }
 
-/*
- * A materialization readers may see: every resident one, and an arriving
- * one at a location already listed. An arriving copy at a location nothing
- * else has used yet stays out of the image until its commit records that
- * location (rows only ever append, so a location cannot be listed for a
- * transfer that may still fail).
- */
-static bool mat_visible(const struct rsd_manager *m, const struct rsd_mat *mat)
-{
-	return !mat->arriving || m->acct[rsd__loc_slot(mat->loc)].known;
-}
-
 static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd_record *rec,
 					 uint64_t gen)
 {
 	struct rsd_img_value *iv;
 	uint32_t n = 0;
 
-	for (uint32_t i = 0; i < rec->nmats; i++)
-		n += mat_visible(m, &rec->mats[i]);
+	/* Every materialization, arriving ones included: a location only
+	 * they use has a row of its own (publish_locations). */
+	n = rec->nmats;
 	iv = rsd__objcache_alloc(&m->oc, value_image_size(n));
 	if (!iv)
 		return NULL;
@@ -262,8 +256,6 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 	for (uint32_t i = 0; i < rec->nmats; i++) {
 		const struct rsd_mat *mat = &rec->mats[i];
 
-		if (!mat_visible(m, mat))
-			continue;
 		iv->mats[n].loc = mat->loc;
 		iv->mats[n].storage_nbytes = mat->storage_nbytes;
 		iv->mats[n].use_count = mat->use_count;
@@ -293,18 +285,25 @@ static bool has_slot(const struct rsd_img_value *iv, unsigned slot)
 	return false;
 }
 
-/* Bring the location member bitmaps of the new table in line with one
- * value's new set of materializations. */
+/*
+ * Bring the location member bitmaps of the new table in line with one
+ * value's new set of materializations. Only recorded locations keep
+ * members: row_of[slot] is the new table's row of a recorded slot (-1
+ * otherwise), had[slot] whether the old table's row of it was recorded,
+ * so prev's bit there is set. A provisional row (publish_locations) has
+ * none, so a row that goes again leaves no nodes behind; once its
+ * location is recorded, each value's bit is set at its next image.
+ */
 static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const int *row_of,
-			  const struct rsd_img_value *prev, const struct rsd_img_value *iv,
-			  uint64_t idx, struct rsd_image *old)
+			  const bool *had, const struct rsd_img_value *prev,
+			  const struct rsd_img_value *iv, uint64_t idx, struct rsd_image *old)
 {
 	int err;
 
 	for (uint32_t i = 0; prev && i < prev->nmats; i++) {
 		unsigned slot = rsd__loc_slot(prev->mats[i].loc);
 
-		if (!has_slot(iv, slot) && row_of[slot] >= 0) {
+		if (had[slot] && !has_slot(iv, slot) && row_of[slot] >= 0) {
 			err = member_set(&locs[row_of[slot]].members, idx, false, m->gen, old);
 			if (err)
 				return err;
@@ -313,7 +312,7 @@ static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const
 	for (uint32_t i = 0; i < iv->nmats; i++) {
 		unsigned slot = rsd__loc_slot(iv->mats[i].loc);
 
-		if (!has_slot(prev, slot) && row_of[slot] >= 0) {
+		if (!(had[slot] && has_slot(prev, slot)) && row_of[slot] >= 0) {
 			err = member_set(&locs[row_of[slot]].members, idx, true, m->gen, old);
 			if (err)
 				return err;
@@ -323,7 +322,7 @@ static int update_members(struct rsd_manager *m, struct rsd_img_loc *locs, const
 }
 
 static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
-			  struct rsd_img_loc *locs, const int *row_of)
+			  struct rsd_img_loc *locs, const int *row_of, const bool *had)
 {
 	size_t n = m->republish_all ? m->nrecs : m->ndirty;
 
@@ -340,7 +339,7 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 			rsd__objcache_free(&m->oc, iv, value_image_size(iv->nmats));
 			return err;
 		}
-		err = update_members(m, locs, row_of, prev, iv, rec->index, old);
+		err = update_members(m, locs, row_of, had, prev, iv, rec->index, old);
 		if (!err && prev)
 			err = rsd__retire_obj(old, prev, value_image_size(prev->nmats));
 		if (err)
@@ -354,94 +353,299 @@ static size_t loc_table_size(uint32_t nlocs)
 	return (nlocs ? nlocs : 1) * sizeof(struct rsd_img_loc);
 }
 
+/* The row of old's table at `at`, or NULL. Rows are compared by location:
+ * a row of a location not yet recorded may sit at another index. */
+static const struct rsd_img_loc *old_row(const struct rsd_image *old, uint32_t i,
+					 struct rsd_location at)
+{
+	if (i < old->nlocs && rsd_location_equal(old->locs[i].loc, at))
+		return &old->locs[i];
+	return old->locs ? rsd__img_loc(old, at) : NULL;
+}
+
+/*
+ * Whether a slot has a row: every recorded location, in registry order,
+ * then every location not yet recorded where a transfer in flight is
+ * bringing a destination (§20.2: its charge must show), in slot order.
+ * The commit records such a location (and steps state_version for it);
+ * a failed transfer leaves it unrecorded, and its row goes.
+ */
+static bool provisional_row(const struct rsd_acct *a)
+{
+	return !a->known && a->arriving;
+}
+
+static uint32_t row_count(const struct rsd_manager *m)
+{
+	uint32_t n = m->nknown;
+
+	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++)
+		n += provisional_row(&m->acct[slot]);
+	return n;
+}
+
+static void row_fill(struct rsd_manager *m, const struct rsd_image *old, struct rsd_img_loc *locs,
+		     uint32_t i, unsigned slot)
+{
+	const struct rsd_img_loc *prev;
+
+	locs[i].loc = rsd__slot_loc(slot);
+	locs[i].acct = m->acct[slot];
+	prev = old_row(old, i, locs[i].loc);
+	/* The member bitmap carries over; publish_values edits it. */
+	if (prev)
+		locs[i].members = prev->members;
+	else
+		memset(&locs[i].members, 0, sizeof(locs[i].members));
+	/* Feed the managed-bytes-over-time plot. */
+	if (!prev || prev->acct.used != locs[i].acct.used ||
+	    prev->acct.reserved != locs[i].acct.reserved)
+		rsd_trace_state(m->id, m->version, locs[i].loc, locs[i].acct.used,
+				locs[i].acct.reserved, locs[i].acct.has_budget,
+				locs[i].acct.budget, locs[i].acct.arriving);
+}
+
 static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,
 			     struct rsd_img_loc **out)
 {
-	struct rsd_img_loc *locs = rsd__objcache_alloc(&m->oc, loc_table_size(m->nknown));
+	uint32_t n = row_count(m), k = 0;
+	struct rsd_img_loc *locs = rsd__objcache_alloc(&m->oc, loc_table_size(n));
 
 	if (!locs)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the location table");
-	for (unsigned i = 0; i < m->nknown; i++) {
-		locs[i].loc = rsd__slot_loc(m->order[i]);
-		locs[i].acct = m->acct[m->order[i]];
-		/* The member bitmap carries over; publish_values edits it. */
-		if (i < old->nlocs)
-			locs[i].members = old->locs[i].members;
-		else
-			memset(&locs[i].members, 0, sizeof(locs[i].members));
-		/* Rows only ever append: row i of the old table is the same
-		 * location. Feed the managed-bytes-over-time plot. */
-		if (i >= old->nlocs || old->locs[i].acct.used != locs[i].acct.used ||
-		    old->locs[i].acct.reserved != locs[i].acct.reserved)
-			rsd_trace_state(m->id, m->version, locs[i].loc, locs[i].acct.used,
-					locs[i].acct.reserved);
-	}
+	for (; k < m->nknown; k++)
+		row_fill(m, old, locs, k, m->order[k]);
+	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++)
+		if (provisional_row(&m->acct[slot]))
+			row_fill(m, old, locs, k++, slot);
 	if (old->locs && rsd__retire_obj(old, (void *)old->locs, loc_table_size(old->nlocs))) {
-		rsd__objcache_free(&m->oc, locs, loc_table_size(m->nknown));
+		rsd__objcache_free(&m->oc, locs, loc_table_size(n));
 		return -RSD_ENOMEM;
 	}
 	img->locs = locs;
-	img->nlocs = m->nknown;
+	img->nlocs = n;
 	*out = locs;
 	return 0;
 }
 
+/* ---- the reservation and pending-lease tables (struct rsd_ptab) ---- */
+
+void rsd__resv_changed(struct rsd_manager *m, struct rsd_reservation *r)
+{
+	if (!r->on_chg) {
+		rsd__list_add_tail(&m->resv_chg, &r->chg);
+		r->on_chg = true;
+		m->nresv_add += !r->pub;
+	}
+	m->resv_dirty = true;
+}
+
+void rsd__resv_removed(struct rsd_manager *m, struct rsd_reservation *r)
+{
+	if (r->on_chg) {
+		rsd__list_del(&m->resv_chg, &r->chg);
+		r->on_chg = false;
+		m->nresv_add -= !r->pub;
+	}
+	if (r->pub) {
+		r->pub->owner = NULL;
+		rsd__list_add_tail(&m->resv_dead, &r->pub->dead);
+		m->nresv_dead++;
+		r->pub = NULL;
+	}
+	m->resv_dirty = true;
+}
+
+void rsd__pending_added(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	l->tab = RSD_TAB_NEW;
+	rsd__list_add_tail(&m->pend_new, &l->tab_node);
+	m->npend_add++;
+	m->pending_dirty = true;
+}
+
+/* l's memory lasts until the image published now is reclaimed: past the
+ * next publication, which clears its slot. */
+void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	if (l->tab == RSD_TAB_NEW) {
+		rsd__list_del(&m->pend_new, &l->tab_node);
+		m->npend_add--;
+	} else if (l->tab == RSD_TAB_IN) {
+		rsd__list_add_tail(&m->pend_dead, &l->tab_node);
+		m->npend_dead++;
+	}
+	l->tab = l->tab == RSD_TAB_IN ? RSD_TAB_DEAD : RSD_TAB_OUT;
+	m->pending_dirty = true;
+}
+
+static void free_resv_entry(struct rsd_objcache *oc, void *val, uint64_t gen)
+{
+	struct rsd_img_resv *e = val;
+
+	(void)oc;
+	if (e->gen == gen)
+		free(e);
+}
+
+/* A new entry for r, of this publication. */
+static struct rsd_img_resv *resv_entry(struct rsd_manager *m, const struct rsd_reservation *r)
+{
+	size_t len = strlen(r->label) + 1;
+	struct rsd_img_resv *e = rsd__malloc(sizeof(*e) + len);
+
+	if (!e) {
+		rsd__err(RSD_ENOMEM, "out of memory publishing reservation '%s'", r->label);
+		return NULL;
+	}
+	memset(e, 0, sizeof(*e));
+	e->loc = r->loc;
+	e->nbytes = r->nbytes;
+	e->label = memcpy(e + 1, r->label, len);
+	e->gen = m->gen;
+	e->owner = (struct rsd_reservation *)r;
+	return e;
+}
+
+/* Put r's new entry at pos (count: append); its published one, if any,
+ * is retired. */
+static int resv_put(struct rsd_manager *m, struct rsd_ptab *t, struct rsd_reservation *r,
+		    uint64_t pos, struct rsd_image *old)
+{
+	struct rsd_img_resv *e = resv_entry(m, r);
+	int err;
+
+	if (!e)
+		return -RSD_ENOMEM;
+	err = rsd__pv_set(&t->pv, pos, e, m->gen, old);
+	if (err) {
+		free(e);
+		return err;
+	}
+	e->pos = pos;
+	r->next_pub = e;
+	return r->pub ? rsd__retire(old, rsd__retire_free, r->pub) : 0;
+}
+
+/*
+ * The reservation table of img from old's and the changes since: in place
+ * (clear released entries' slots, replace changed ones, append new ones),
+ * or rebuilt without holes when they would be more than half of it. The
+ * writer's marks change only in publish_commit(); on failure the caller
+ * takes the retirements back and unpublish() frees what was built.
+ */
 static int publish_reservations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
 {
-	size_t n = 0, bytes = 0;
+	struct rsd_ptab *t = &img->resv;
+	uint64_t live = old->resv.live + m->nresv_add - m->nresv_dead;
 	struct rsd_reservation *r;
-	struct rsd_img_resv *tbl;
-	char *labels;
+	struct rsd_img_resv *e;
+	int err = 0;
 
-	rsd__list_for_each_entry(r, &m->resv, node) {
-		n++;
-		bytes += strlen(r->label) + 1;
+	m->resv_rebuilt = rsd__ptab_sparse(old->resv.pv.count + m->nresv_add, live);
+	if (!m->resv_rebuilt) {
+		rsd__list_for_each_entry(e, &m->resv_dead, dead) {
+			err = rsd__pv_set(&t->pv, e->pos, NULL, m->gen, old);
+			if (!err)
+				err = rsd__retire(old, rsd__retire_free, e);
+			if (err)
+				return err;
+		}
+		rsd__list_for_each_entry(r, &m->resv_chg, chg) {
+			err = resv_put(m, t, r, r->pub ? r->pub->pos : t->pv.count, old);
+			if (err)
+				return err;
+		}
+		t->live = live;
+		return 0;
 	}
-	tbl = rsd__malloc(n * sizeof(*tbl) + bytes + 1);
-	if (!tbl)
-		return rsd__err(RSD_ENOMEM, "out of memory publishing the reservation table");
-	labels = (char *)(tbl + n);
-	n = 0;
-	rsd__list_for_each_entry(r, &m->resv, node) {
-		size_t len = strlen(r->label) + 1;
-
-		tbl[n].loc = r->loc;
-		tbl[n].nbytes = r->nbytes;
-		tbl[n].label = memcpy(labels, r->label, len);
-		labels += len;
-		n++;
+	memset(t, 0, sizeof(*t));
+	for (uint64_t i = 0; (e = rsd__ptab_next(&old->resv, &i)) && !err;) {
+		if (!e->owner)
+			err = rsd__retire(old, rsd__retire_free, e);
+		else if (e->owner->on_chg)
+			err = resv_put(m, t, e->owner, t->pv.count, old);
+		else if (!(err = rsd__pv_set(&t->pv, t->pv.count, e, m->gen, old)))
+			t->live++;
 	}
-	if (old->resv && rsd__retire(old, rsd__retire_free, (void *)old->resv)) {
-		free(tbl);
-		return -RSD_ENOMEM;
+	rsd__list_for_each_entry(r, &m->resv_chg, chg) {
+		if (!err && !r->pub)
+			err = resv_put(m, t, r, t->pv.count, old);
 	}
-	img->resv = tbl;
-	img->nresv = (uint32_t)n;
-	return 0;
+	if (!err)
+		err = rsd__ptab_retire_nodes(&old->resv, old);
+	t->live = live;
+	return err;
 }
 
 static int publish_pending(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old)
 {
-	struct rsd_lease_rec **tbl, *l;
-	size_t n = 0;
+	struct rsd_ptab *t = &img->pending;
+	uint64_t live = old->pending.live + m->npend_add - m->npend_dead;
+	struct rsd_lease_rec *l;
+	int err = 0;
 
-	rsd__list_for_each_entry(l, &m->leases, node)
-		n += l->state == RSD_LEASE_PENDING;
-	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	tbl = rsd__malloc((n ? n : 1) * sizeof(*tbl));
-	if (!tbl)
-		return rsd__err(RSD_ENOMEM, "out of memory publishing the pending-lease table");
-	n = 0;
-	rsd__list_for_each_entry(l, &m->leases, node)
-		if (l->state == RSD_LEASE_PENDING)
-			tbl[n++] = l;
-	if (old->pending && rsd__retire(old, rsd__retire_free, (void *)old->pending)) {
-		free(tbl);
-		return -RSD_ENOMEM;
+	m->pend_rebuilt = rsd__ptab_sparse(old->pending.pv.count + m->npend_add, live);
+	if (!m->pend_rebuilt) {
+		rsd__list_for_each_entry(l, &m->pend_dead, tab_node) {
+			err = rsd__pv_set(&t->pv, l->tab_pos, NULL, m->gen, old);
+			if (err)
+				return err;
+		}
+	} else {
+		memset(t, 0, sizeof(*t));
+		/* Nothing to keep when every survivor is new (a reap that
+		 * emptied the table): no record is read again. */
+		for (uint64_t i = 0;
+		     live > m->npend_add && (l = rsd__ptab_next(&old->pending, &i)) && !err;)
+			if (l->tab == RSD_TAB_IN)
+				err = rsd__pv_set(&t->pv, t->pv.count, l, m->gen, old);
+		if (!err)
+			err = rsd__ptab_retire_nodes(&old->pending, old);
 	}
-	img->pending = (struct rsd_lease_rec *const *)tbl;
-	img->npending = (uint32_t)n;
-	return 0;
+	rsd__list_for_each_entry(l, &m->pend_new, tab_node) {
+		if (!err)
+			err = rsd__pv_set(&t->pv, t->pv.count, l, m->gen, old);
+	}
+	t->live = live;
+	return err;
+}
+
+/* The publication succeeded: the writer's marks follow the new tables. */
+static void publish_commit_tables(struct rsd_manager *m, struct rsd_image *img)
+{
+	struct rsd_reservation *r, *rn;
+	struct rsd_lease_rec *l, *ln;
+	struct rsd_img_resv *e;
+	uint64_t i;
+
+	rsd__list_for_each_entry_safe(r, rn, &m->resv_chg, chg) {
+		r->pub = r->next_pub;
+		r->on_chg = false;
+		rsd__list_del(&m->resv_chg, &r->chg);
+	}
+	rsd__list_init(&m->resv_dead);
+	m->nresv_add = m->nresv_dead = 0;
+	if (m->resv_rebuilt)
+		for (i = 0; (e = rsd__ptab_next(&img->resv, &i));)
+			e->pos = i - 1;
+	/* The dead records are never linked again: forget the list whole. */
+	rsd__list_init(&m->pend_dead);
+	if (m->pend_rebuilt) {
+		for (i = 0; (l = rsd__ptab_next(&img->pending, &i));)
+			l->tab_pos = i - 1;
+	} else {
+		/* The new records were appended in list order. */
+		i = img->pending.pv.count - m->npend_add;
+		rsd__list_for_each_entry(l, &m->pend_new, tab_node)
+			l->tab_pos = i++;
+	}
+	rsd__list_for_each_entry_safe(l, ln, &m->pend_new, tab_node) {
+		l->tab = RSD_TAB_IN;
+		rsd__list_del(&m->pend_new, &l->tab_node);
+	}
+	m->npend_add = m->npend_dead = 0;
+	m->resv_rebuilt = m->pend_rebuilt = false;
 }
 
 static void free_new_value(struct rsd_objcache *oc, void *val, uint64_t gen)
@@ -458,16 +662,19 @@ static void unpublish(struct rsd_manager *m, struct rsd_image *img, const struct
 {
 	rsd__pv_free_gen(&img->values, &m->oc, old->values.count, m->gen, free_new_value);
 	if (img->locs != old->locs) {
-		for (uint32_t i = 0; i < img->nlocs; i++)
+		for (uint32_t i = 0; i < img->nlocs; i++) {
+			const struct rsd_img_loc *prev = old_row(old, i, img->locs[i].loc);
+
 			rsd__pv_free_gen((struct rsd_pv *)&img->locs[i].members, &m->oc,
-					 i < old->nlocs ? old->locs[i].members.count : 0, m->gen,
-					 NULL);
+					 prev ? prev->members.count : 0, m->gen, NULL);
+		}
 		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 	}
-	if (img->resv != old->resv)
-		free((void *)img->resv);
-	if (img->pending != old->pending)
-		free((void *)img->pending);
+	rsd__pv_free_gen(&img->resv.pv, &m->oc, m->resv_rebuilt ? 0 : old->resv.pv.count, m->gen,
+			 free_resv_entry);
+	rsd__pv_free_gen(&img->pending.pv, &m->oc, m->pend_rebuilt ? 0 : old->pending.pv.count,
+			 m->gen, NULL);
+	m->resv_rebuilt = m->pend_rebuilt = false;
 	rsd__objcache_free(&m->oc, img, sizeof(*img));
 }
 
@@ -482,6 +689,7 @@ int rsd__publish(struct rsd_manager *m)
 	struct rsd_image *old = m->img, *img;
 	struct rsd_img_loc *locs = NULL;
 	int row_of[RSD_NSLOTS];
+	bool had[RSD_NSLOTS];
 	size_t retired_before;
 	int err;
 
@@ -494,16 +702,23 @@ int rsd__publish(struct rsd_manager *m)
 	retired_before = old->nretired;
 	err = publish_locations(m, img, old, &locs);
 	if (!err) {
-		for (unsigned s = 0; s < RSD_NSLOTS; s++)
+		for (unsigned s = 0; s < RSD_NSLOTS; s++) {
 			row_of[s] = -1;
-		for (unsigned i = 0; i < m->nknown; i++)
-			row_of[m->order[i]] = (int)i;
-		err = publish_values(m, img, old, locs, row_of);
+			had[s] = false;
+		}
+		/* Recorded rows only: provisional ones keep no members. */
+		for (uint32_t i = 0; i < img->nlocs && locs[i].acct.known; i++)
+			row_of[rsd__loc_slot(locs[i].loc)] = (int)i;
+		for (uint32_t i = 0; i < old->nlocs && old->locs[i].acct.known; i++)
+			had[rsd__loc_slot(old->locs[i].loc)] = true;
+		err = publish_values(m, img, old, locs, row_of, had);
 	}
 	if (!err && m->resv_dirty)
 		err = publish_reservations(m, img, old);
 	if (!err && m->pending_dirty)
 		err = publish_pending(m, img, old);
+	if (!err)
+		publish_commit_tables(m, img);
 	if (err) {
 		/*
 		 * The current image still references everything retired above:
@@ -511,6 +726,7 @@ int rsd__publish(struct rsd_manager *m)
 		 * The dirty marks stay, so the next writer call (or reader,
 		 * rsd__read_fresh) publishes again.
 		 */
+		rsd__ptab_retire_undo(old, retired_before);
 		old->nretired = retired_before;
 		unpublish(m, img, old);
 		return err;
@@ -545,20 +761,16 @@ int rsd__publish_first(struct rsd_manager *m)
 	memset(img, 0, sizeof(*img));
 	memset(&stub, 0, sizeof(stub));
 	img->m = m;
+	/* The reservation and pending tables start empty (zeroed). */
 	err = publish_locations(m, img, &stub, &locs);
-	if (!err)
-		err = publish_reservations(m, img, &stub);
-	if (!err)
-		err = publish_pending(m, img, &stub);
-	if (err) {
-		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
-		free((void *)img->resv);
-		rsd__objcache_free(&m->oc, img, sizeof(*img));
-		return err;
-	}
 	/* Nothing is retired from an empty image; keep the analyzer sure. */
 	if (stub.retired && stub.retired != stub.inline_retired)
 		free(stub.retired);
+	if (err) {
+		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
+		rsd__objcache_free(&m->oc, img, sizeof(*img));
+		return err;
+	}
 	m->img = img;
 	m->resv_dirty = m->pending_dirty = false;
 	m->gen++;
@@ -568,6 +780,12 @@ int rsd__publish_first(struct rsd_manager *m)
 static void free_value_image(struct rsd_objcache *oc, void *p)
 {
 	rsd__objcache_free(oc, p, value_image_size(((struct rsd_img_value *)p)->nmats));
+}
+
+static void free_resv_value(struct rsd_objcache *oc, void *p)
+{
+	(void)oc;
+	free(p);
 }
 
 /* At destroy, after rcu_barrier(): nothing else can reach the last image. */
@@ -581,8 +799,8 @@ void rsd__image_destroy(struct rsd_manager *m)
 	for (uint32_t i = 0; i < img->nlocs; i++)
 		rsd__pv_free_nodes((struct rsd_pv *)&img->locs[i].members, &m->oc, NULL);
 	rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
-	free((void *)img->resv);
-	free((void *)img->pending);
+	rsd__pv_free_nodes(&img->resv.pv, &m->oc, free_resv_value);
+	rsd__pv_free_nodes(&img->pending.pv, &m->oc, NULL);
 	run_retired(img, true);
 	free(atomic_load_explicit(&img->log, memory_order_relaxed));
 	rsd__objcache_free(&m->oc, img, sizeof(*img));
@@ -673,9 +891,10 @@ size_t rsd_manager_locations(struct rsd_manager *m, struct rsd_location *out, si
 	/* Best effort: on failure the previous publication's list is read. */
 	(void)rsd__read_fresh(m);
 	img = rsd__read_begin(m);
-	n = img->nlocs;
-	for (size_t i = 0; i < n && i < cap && out; i++)
-		out[i] = img->locs[i].loc;
+	/* The recorded rows come first; a transfer's row does not count. */
+	for (n = 0; n < img->nlocs && img->locs[n].acct.known; n++)
+		if (n < cap && out)
+			out[n] = img->locs[n].loc;
 	rsd__read_end();
 	return n;
 }

@@ -98,7 +98,7 @@ static bool owned_by(const struct rsd_keymap_slot *s, const struct rsd_record *r
 
 /*
  * Install v at `at`. An arriving install (the admit phase of a transfer,
- * xfer.c) charges and indexes the destination but neither records the
+ * transition.c) charges and indexes the destination but neither records the
  * location nor moves state_version: its commit does (rsd__arrival_commit),
  * so the version steps exactly as a synchronous install's would. A counted
  * install takes bytes its caller removed from a reservation under the same
@@ -195,6 +195,7 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 	v->managed = true;
 	a = &m->acct[rsd__loc_slot(at)];
 	a->used += charge;
+	rsd__acct_change(m, rsd__loc_slot(at), charge, true);
 	a->value_count++;
 	if (a->used > a->peak_used)
 		a->peak_used = a->used;
@@ -231,6 +232,12 @@ int rsd__install_counted(struct rsd_manager *m, struct rsd_record *rec, struct r
 			 struct rsd_resident *v)
 {
 	return install(m, rec, at, v, false, INSTALL_COUNTED);
+}
+
+int rsd__install_back(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		      struct rsd_resident *v)
+{
+	return install(m, rec, at, v, true, INSTALL_COUNTED);
 }
 
 int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
@@ -303,6 +310,7 @@ static struct rsd_resident *pop(struct rsd_manager *m, struct rsd_record *rec,
 	}
 	a = &m->acct[rsd__loc_slot(at)];
 	a->used -= rec->spec.storage_nbytes;
+	rsd__acct_change(m, rsd__loc_slot(at), rec->spec.storage_nbytes, false);
 	a->value_count--;
 	/* Keep insertion order: snapshots and discard iterate it. */
 	i = (uint32_t)(mat - rec->mats);

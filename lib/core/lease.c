@@ -45,10 +45,8 @@ int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf
 	return 0;
 }
 
-static void lease_rec_free(struct rsd_manager *m, void *p)
+void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	struct rsd_lease_rec *l = p;
-
 	for (size_t i = 0; i < l->nevents; i++)
 		m->ops->event_destroy(m->ops_ctx, l->events[i]);
 	free(l->events);
@@ -91,7 +89,7 @@ void rsd__lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	if (l->cap != RSD_HANDLES_INLINE || l->nevents ||
 	    m->nlease_rec_cache >= RSD_LEASE_CACHE_MAX) {
-		lease_rec_free(m, l);
+		rsd__lease_rec_free(m, l);
 		return;
 	}
 	l->free_next = m->lease_rec_cache;
@@ -126,6 +124,7 @@ static struct rsd_lease *lease_obj_get(struct rsd_manager *m)
 	obj->n = 0;
 	obj->handles = obj->inline_handles;
 	obj->nstreams = 0;
+	rsd__ptrmap_clear(&obj->stream_set);
 	obj->after_event = NULL;
 	return obj;
 }
@@ -135,6 +134,7 @@ static void lease_obj_destroy(struct rsd_lease *obj)
 	if (obj->handles != obj->inline_handles)
 		free(obj->handles);
 	free(obj->streams);
+	rsd__ptrmap_free(&obj->stream_set);
 	pthread_mutex_destroy(&obj->lock);
 	free(obj);
 }
@@ -187,15 +187,25 @@ static void lease_delete(struct rsd_manager *m, struct rsd_lease_rec *l)
 	rsd__lease_rec_put(m, l);
 }
 
+/* Readers may be asking its events right now: free it after a grace
+ * period, through the image it is published in (off m->leases, its link
+ * is free for that image's chain of retired records). */
+static void lease_rec_retire_free(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	l->free_next = m->img->retired_leases;
+	m->img->retired_leases = l;
+	m->img->reclaim_soon = true;
+}
+
 void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	rsd__list_del(&m->leases, &l->node);
-	m->pending_dirty = true;
-	/* Readers may be asking its events right now: free it after a grace
-	 * period, through the image it is published in. */
-	if (rsd__retire(m->img, lease_rec_free, l))
-		rsd__warn(m, "out of memory retiring lease %llu: leaked",
-			  (unsigned long long)l->id);
+	rsd__pending_removed(m, l);
+	/* Threads still waiting on its events hold it: the last one frees it. */
+	if (l->waiters)
+		l->state = RSD_LEASE_DONE;
+	else
+		lease_rec_retire_free(m, l);
 }
 
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
@@ -209,46 +219,132 @@ void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
 	rsd__lease_retire(m, l);
 }
 
-/* One of l's events was seen complete. */
+/*
+ * One of l's events was seen complete: the last one folds the record in
+ * at once, whoever else waits on it (waiters only keep its memory).
+ */
 static void event_seen(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	/* A thread waiting for it (release with wait, close) finalizes it
-	 * itself once back under the lock. */
-	if (!--l->nleft && !l->waiters)
+	if (!--l->nleft)
 		rsd__lease_finalize(m, l);
+}
+
+/* A waiter is back under the lock: the last one frees a record that was
+ * folded in meanwhile. */
+static void lease_waiter_gone(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	if (!--l->waiters && l->state == RSD_LEASE_DONE)
+		lease_rec_retire_free(m, l);
 }
 
 void rsd__lease_unpin(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	if (!--l->waiters && !l->nleft)
-		rsd__lease_finalize(m, l);
+	lease_waiter_gone(m, l);
+}
+
+/*
+ * The device's definite answer for one of l's events was a failure (its
+ * stream drained, and the event still reports an error): a queued copy's
+ * failure is the copy's (queued.c undoes it when it is folded in); a
+ * released lease's consumer stream failed, which its owner sees on that
+ * stream: the lease is over all the same, nothing uses its bytes now.
+ */
+static void event_failed(struct rsd_manager *m, struct rsd_lease_rec *l, int code)
+{
+	if (l->qc) {
+		if (!l->qc->err)
+			l->qc->err = code;
+		return;
+	}
+	rsd__warn(m,
+		  "lease %llu: its consumer stream failed on the device (%s); the lease ended "
+		  "with it",
+		  (unsigned long long)l->id, rsd_strerror(code));
 }
 
 /*
  * An event query's answer: 1 when it completed, 0 when it still runs, or
- * the driver's error. A queued copy's event reporting an error is that
- * copy's failure (queued.c), folded in as its completion; any other
- * error is the reap's.
+ * a query error. An error says nothing of the work until the event's
+ * stream has drained (k->drained): only then is it the event's definite
+ * failure, folded in as its completion (event_failed()).
  */
 static int query(struct rsd_manager *m, struct rsd_pend_link *k)
 {
 	int q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 
-	if (q >= 0 || !k->l->qc)
+	if (q >= 0 || !k->drained)
 		return q;
-	if (!k->l->qc->err)
-		k->l->qc->err = q;
+	event_failed(m, k->l, q);
 	return 1;
+}
+
+/* The device l's events run on: a GPU lease's, or a queued copy's CUDA
+ * end; -1 for none. */
+static int rec_device(const struct rsd_lease_rec *l)
+{
+	if (l->loc.kind == RSD_CUDA)
+		return l->loc.device;
+	if (l->qc && l->qc->to.kind == RSD_CUDA)
+		return l->qc->to.device;
+	return -1;
+}
+
+/*
+ * Without m->lock: drain the stream an event was recorded on. A stream
+ * its owner destroyed meanwhile (the driver calls it no stream,
+ * RSD_ETYPE) cannot be synchronized: the event's device is, which drains
+ * it too. 0, or the error of the last sync tried.
+ */
+static int drain_stream(struct rsd_manager *m, const struct rsd_lease_rec *l, void *stream)
+{
+	int dev = rec_device(l);
+	int err = m->ops->stream_sync(m->ops_ctx, stream);
+
+	if (err == -RSD_ETYPE && dev >= 0 && dev < m->ndevices)
+		err = m->ops->device_sync(m->ops_ctx, dev);
+	return err;
+}
+
+/*
+ * A query of k's event failed: synchronize its stream without the lock
+ * (counted in m->inflight; l kept alive as a waiter), so that the next
+ * query of the event is the device's answer. 0, the sync's error (still
+ * no answer: nothing is folded in), or RSD_ECLOSED when a close came
+ * meanwhile.
+ */
+static int drain(struct rsd_manager *m, struct rsd_pend_link *k)
+{
+	struct rsd_lease_rec *l = k->l;
+	void *stream = l->streams[k->k];
+	int err;
+
+	l->waiters++;
+	rsd__device_wait_begin(m);
+	err = drain_stream(m, l, stream);
+	rsd__device_wait_end(m);
+	if (!err)
+		k->drained = true;
+	else
+		err = rsd__err(-err > 0 && -err < RSD_EMAX ? -err : RSD_EDEVICE,
+			       "no answer from the device for %s %llu: its event_query failed, "
+			       "and so did the sync of its stream: %s",
+			       l->qc ? "the queued copy of value" : "lease",
+			       (unsigned long long)(l->qc ? l->qc->rec->handle.id : l->id),
+			       rsd_last_error()->message);
+	lease_waiter_gone(m, l);
+	if (!err && m->closed)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+	return err;
 }
 
 /* The queue of a stream's released events (the unordered list when the
  * stream has none). */
 static struct rsd_pend_stream *pend_queue(struct rsd_manager *m, void *stream)
 {
-	for (size_t i = 0; i < m->npstreams; i++)
-		if (m->pstreams[i].stream == stream)
-			return &m->pstreams[i];
-	return &m->pend_unordered;
+	size_t i;
+
+	return rsd__ptrmap_get(&m->pstream_idx, stream, &i) ? &m->pstreams[i] : &m->pend_unordered;
 }
 
 static void pend_unlink(struct rsd_pend_stream *ps, struct rsd_pend_link *k)
@@ -263,8 +359,8 @@ void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k
 	struct rsd_pend_stream *ps;
 	size_t i;
 
-	for (i = 0; i < m->npstreams && m->pstreams[i].stream != stream; i++)
-		;
+	if (!rsd__ptrmap_get(&m->pstream_idx, stream, &i))
+		i = m->npstreams;
 	if (i == m->npstreams && m->npstreams == m->cappstreams) {
 		size_t cap = m->cappstreams ? 2 * m->cappstreams : 8;
 		struct rsd_pend_stream *a = rsd__realloc(m->pstreams, cap * sizeof(*a));
@@ -274,7 +370,8 @@ void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k
 			m->cappstreams = cap;
 		}
 	}
-	if (i == m->npstreams && i < m->cappstreams) {
+	if (i == m->npstreams && i < m->cappstreams &&
+	    !rsd__ptrmap_set(&m->pstream_idx, stream, i)) {
 		memset(&m->pstreams[i], 0, sizeof(m->pstreams[i]));
 		m->pstreams[i].stream = stream;
 		m->npstreams++;
@@ -296,32 +393,57 @@ void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k
  */
 int rsd__reap(struct rsd_manager *m)
 {
+	return rsd__reap_flags(m, true);
+}
+
+/*
+ * A query error is no answer: with drain, the stream of the event is
+ * synchronized without the lock and the reap starts over (the queues may
+ * have changed meanwhile); without, the event counts as still running.
+ */
+int rsd__reap_flags(struct rsd_manager *m, bool drain_failed)
+{
 	struct rsd_pend_link *k, *next;
-	size_t i = 0;
+	size_t i;
 	int q;
 
+again:
+	i = 0;
 	while (i < m->npstreams) {
 		struct rsd_pend_stream *ps = &m->pstreams[i];
 
 		while ((k = rsd__list_first_entry(&ps->q, struct rsd_pend_link, node))) {
 			q = query(m, k);
-			if (q < 0)
-				return q;
-			if (!q)
+			if (q < 0 && drain_failed) {
+				q = drain(m, k);
+				if (q)
+					return q;
+				goto again;
+			}
+			if (q <= 0)
 				break;
 			pend_unlink(ps, k);
 			event_seen(m, k->l);
 		}
-		if (!rsd__list_empty(&ps->q))
+		if (!rsd__list_empty(&ps->q)) {
 			i++;
-		else
-			*ps = m->pstreams[--m->npstreams];
+			continue;
+		}
+		rsd__ptrmap_del(&m->pstream_idx, ps->stream);
+		*ps = m->pstreams[--m->npstreams];
+		/* The moved queue's stream is in the map: no allocation. */
+		if (i < m->npstreams)
+			rsd__ptrmap_set(&m->pstream_idx, ps->stream, i);
 	}
 	rsd__list_for_each_entry_safe(k, next, &m->pend_unordered.q, node) {
 		q = query(m, k);
-		if (q < 0)
-			return q;
-		if (q) {
+		if (q < 0 && drain_failed) {
+			q = drain(m, k);
+			if (q)
+				return q;
+			goto again;
+		}
+		if (q > 0) {
 			pend_unlink(&m->pend_unordered, k);
 			event_seen(m, k->l);
 		}
@@ -332,33 +454,60 @@ int rsd__reap(struct rsd_manager *m)
 void rsd__pend_clear(struct rsd_manager *m)
 {
 	m->npstreams = 0;
+	rsd__ptrmap_clear(&m->pstream_idx);
 	rsd__list_init(&m->pend_unordered.q);
+}
+
+/*
+ * Without m->lock: wait for an event and get the device's answer. 0 when
+ * it completed or failed (*failed set: the failure is definite, its
+ * stream has drained); else the error of a sync that gave no answer.
+ */
+static int sync_answer(struct rsd_manager *m, const struct rsd_lease_rec *l, size_t i, int *failed)
+{
+	int e = m->ops->event_sync(m->ops_ctx, l->events[i]), q;
+
+	if (!e)
+		return 0;
+	/* A failed sync says nothing of the work: drain the stream, then
+	 * the event's state is the answer. */
+	if (drain_stream(m, l, l->streams[i]))
+		return e;
+	q = m->ops->event_query(m->ops_ctx, l->events[i]);
+	if (q < 0 && !*failed)
+		*failed = q;
+	return q ? 0 : e;
 }
 
 int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	int err = 0;
+	int err = 0, failed = 0;
+	bool done;
 
 	/* Pending records are immutable: its events can be waited for
-	 * without the lock, and waiters keep reaps from finalizing it. */
+	 * without the lock; waiters keep its memory, not its effects (a
+	 * reap or another waiter may fold it in meanwhile). */
 	l->waiters++;
 	rsd__device_wait_begin(m);
 	for (size_t i = 0; i < l->nevents; i++) {
-		int e = m->ops->event_sync(m->ops_ctx, l->events[i]);
+		int e = sync_answer(m, l, i, &failed);
 
 		if (e && !err)
 			err = e;
 	}
 	rsd__device_wait_end(m);
-	l->waiters--;
-	/* A queued copy's failure is its own, folded in below (queued.c). */
-	if (err && l->qc) {
-		if (!l->qc->err)
-			l->qc->err = err;
-		err = 0;
-	}
+	done = l->state == RSD_LEASE_DONE;
+	lease_waiter_gone(m, l);
+	if (m->closed)
+		return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+				(unsigned long long)m->id);
+	if (done)
+		return 0;
+	/* No answer: the record stays pending, its bytes protected. */
 	if (err)
 		return err;
+	if (failed)
+		event_failed(m, l, failed);
 	rsd__lease_complete(m, l);
 	return 0;
 }
@@ -373,7 +522,7 @@ void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l)
 							    pend_queue(m, l->links[i].stream),
 				    &l->links[i]);
 	l->nleft = 0;
-	if (!l->waiters)
+	if (l->state == RSD_LEASE_PENDING)
 		rsd__lease_finalize(m, l);
 }
 
@@ -531,6 +680,17 @@ int rsd_acquire(struct rsd_manager *m, const struct rsd_handle *h, size_t n, str
 	return rsd_acquire_flags(m, h, n, at, consumer_stream, 0, out);
 }
 
+/* Whether stream is one of l's consumer streams already. */
+static bool stream_listed(const struct rsd_lease *l, const void *stream)
+{
+	if (l->nstreams > RSD_STREAMS_SCAN)
+		return rsd__ptrmap_get(&l->stream_set, stream, NULL);
+	for (size_t i = 0; i < l->nstreams; i++)
+		if (l->streams[i] == stream)
+			return true;
+	return false;
+}
+
 int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 {
 	char name[RSD_LOCATION_NAME_MAX];
@@ -551,15 +711,8 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 	err = rsd__check_driver_stream(l->ops, l->ops_ctx, stream, l->loc);
 	if (err)
 		goto out;
-	for (size_t i = 0; i < l->nstreams; i++)
-		if (l->streams[i] == stream)
-			goto out;
-	/* Behind the queued copies the first stream was ordered after. */
-	if (l->after_event) {
-		err = l->ops->stream_wait_event(l->ops_ctx, stream, l->after_event);
-		if (err)
-			goto out;
-	}
+	if (stream_listed(l, stream))
+		goto out;
 	if (l->nstreams == l->capstreams) {
 		size_t cap = l->capstreams ? l->capstreams * 2 : 4;
 		void **s = rsd__realloc(l->streams, cap * sizeof(*s));
@@ -571,10 +724,41 @@ int rsd_lease_add_consumer_stream(struct rsd_lease *l, void *stream)
 		l->streams = s;
 		l->capstreams = cap;
 	}
+	/* Past RSD_STREAMS_SCAN streams, the set holds each of them (the
+	 * earlier ones join it when the list first grows past that). */
+	for (size_t i = l->stream_set.n; l->nstreams >= RSD_STREAMS_SCAN && i <= l->nstreams; i++) {
+		if (rsd__ptrmap_set(&l->stream_set, i < l->nstreams ? l->streams[i] : stream, i)) {
+			err = rsd__err(RSD_ENOMEM, "out of memory adding a consumer stream");
+			goto out;
+		}
+	}
+	/* Behind the queued copies the first stream was ordered after. */
+	if (l->after_event) {
+		err = l->ops->stream_wait_event(l->ops_ctx, stream, l->after_event);
+		if (err) {
+			rsd__ptrmap_del(&l->stream_set, stream);
+			goto out;
+		}
+	}
 	l->streams[l->nstreams++] = stream;
 out:
 	pthread_mutex_unlock(&l->lock);
 	return err;
+}
+
+/*
+ * End a GPU lease by synchronizing its device: the lease protects its
+ * values while the device drains, waiting without the lock (close waits
+ * for it, as for a copy). why completes "lease N on cuda:D ...".
+ */
+static void release_device_synced(struct rsd_manager *m, struct rsd_lease_rec *l, const char *why)
+{
+	rsd__device_wait_begin(m);
+	m->ops->device_sync(m->ops_ctx, l->loc.device);
+	rsd__device_wait_end(m);
+	rsd__warn(m, "lease %llu on cuda:%d %s: synchronized the device", (unsigned long long)l->id,
+		  l->loc.device, why);
+	lease_delete(m, l);
 }
 
 /* The GPU half of §8.4, steps 3-7. */
@@ -583,24 +767,28 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 {
 	void **events;
 	size_t i;
-	int err;
 
 	if (!obj->nstreams) {
-		/* The lease protects its values while the device drains:
-		 * wait without the lock (close waits for it, as for a copy). */
-		rsd__device_wait_begin(m);
-		m->ops->device_sync(m->ops_ctx, l->loc.device);
-		rsd__device_wait_end(m);
-		rsd__warn(m,
-			  "lease %llu on cuda:%d had no consumer stream: synchronized the device",
-			  (unsigned long long)l->id, l->loc.device);
-		lease_delete(m, l);
+		release_device_synced(m, l, "had no consumer stream");
 		return 0;
 	}
+	/*
+	 * Every stream was the driver's and on the lease's device when it was
+	 * added: one that no longer is was destroyed since. Its queued work
+	 * still runs (as after cudaStreamDestroy()), but no event can be
+	 * recorded behind it, so only a synchronization of the device covers
+	 * it; refusing the release would keep the lease, and at its free the
+	 * manager, for ever.
+	 */
 	for (i = 0; i < obj->nstreams; i++) {
-		err = rsd__check_stream(m, obj->streams[i], l->loc);
-		if (err)
-			return err;
+		if (rsd__check_stream(m, obj->streams[i], l->loc)) {
+			char why[sizeof(rsd_last_error()->message) + 64];
+
+			snprintf(why, sizeof(why), "lost consumer stream %p (%s)", obj->streams[i],
+				 rsd_last_error()->message);
+			release_device_synced(m, l, why);
+			return 0;
+		}
 	}
 	/* Without memory for the events, release as if recording failed:
 	 * by synchronizing the streams, so that a release never fails for
@@ -646,7 +834,7 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 	l->obj = NULL;
 	obj->rec = NULL;
 	rsd__commit_prot(m, l->loc, l->recs, l->n, -1, 0, +1);
-	m->pending_dirty = true;
+	rsd__pending_added(m, l);
 	if (!(flags & RSD_RELEASE_WAIT))
 		return 0;
 	return rsd__lease_wait(m, l);

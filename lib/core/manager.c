@@ -124,7 +124,7 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
 				(unsigned long long)h.id);
 	/* A queued copy of it failed on the device since (queued.c). */
 	if (rsd__unlikely(rec->copy_err))
-		return rsd__copy_error(rec);
+		return rsd__copy_error(m, rec);
 	*out = rec;
 	return 0;
 }
@@ -166,11 +166,20 @@ int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, siz
 	return 0;
 }
 
-static _Thread_local const struct rsd_plan_hold *own_hold;
+/* The innermost plan executing on this thread (struct rsd_plan_hold). */
+static _Thread_local struct rsd_plan_hold *own_hold;
 
-static uint64_t sat_add(uint64_t a, uint64_t b)
+uint64_t rsd__plan_hold_own(unsigned slot)
 {
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+	return own_hold ? own_hold->bytes[slot] : 0;
+}
+
+/* The location's ledger as an admission on this thread sums it. */
+static struct rsd__ledger admit_ledger(const struct rsd_manager *m, struct rsd_location at)
+{
+	unsigned slot = rsd__loc_slot(at);
+
+	return rsd__acct_ledger(&m->acct[slot], rsd__plan_hold_own(slot));
 }
 
 int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
@@ -178,30 +187,47 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 	unsigned slot = rsd__loc_slot(at);
 	const struct rsd_acct *a = &m->acct[slot];
 	char name[RSD_LOCATION_NAME_MAX];
-	uint64_t taken, others;
+	struct rsd__ledger l;
 
-	if (a->known && a->has_budget) {
-		/* Other threads' plans keep the headroom they predicted; this
-		 * thread's own plan may use its own. */
-		others = a->plan_hold - (own_hold ? own_hold->bytes[slot] : 0);
-		taken = sat_add(sat_add(a->used, a->reserved), sat_add(a->temp, others));
-		if (taken <= a->budget && n <= a->budget - taken)
-			return 0;
-		rsd_trace_budget_reject(m->id, at, a->budget, a->used, a->reserved, n);
-		return rsd__err_budget(at, a->budget, a->used,
-				       a->budget - a->used > a->reserved + a->temp ?
-					       a->reserved + a->temp :
-					       a->budget - a->used,
-				       n);
+	if (rsd__unlikely(a->failed))
+		return rsd__err_failed(at, n);
+	/* A location never recorded has nothing charged and no budget. */
+	if (!a->known)
+		return 0;
+	/* Other threads' plans keep the headroom they predicted; this
+	 * thread's own plan may use its own. */
+	l = admit_ledger(m, at);
+	if (n <= rsd__ledger_free(&l))
+		return 0;
+	if (l.has_budget) {
+		rsd_trace_budget_reject(m->id, at, &l, n);
+		return rsd__err_budget(at, &l, n);
 	}
 	/* Unbudgeted counters must stay exact sums: refuse what would wrap. */
-	if (n > UINT64_MAX - a->used - a->reserved - a->temp)
-		return rsd__err(
-			RSD_EINVAL,
-			"%llu more bytes at %s would overflow its byte counters (used %llu, reserved %llu)",
-			(unsigned long long)n, rsd_location_name(at, name, sizeof(name)),
-			(unsigned long long)a->used, (unsigned long long)a->reserved);
-	return 0;
+	return rsd__err(
+		RSD_EINVAL,
+		"%llu more bytes at %s would overflow its byte counters (used %llu, reserved %llu, in flight %llu)",
+		(unsigned long long)n, rsd_location_name(at, name, sizeof(name)),
+		(unsigned long long)l.used, (unsigned long long)l.reserved,
+		(unsigned long long)l.in_flight);
+}
+
+/* Set h's headroom at slot to rise - net within [0, rise], keeping the
+ * location's plan_hold and plan_holders the sums over every plan. */
+static void hold_set(struct rsd_manager *m, struct rsd_plan_hold *h, unsigned slot)
+{
+	struct rsd_acct *a = &m->acct[slot];
+	int64_t net = h->net[slot];
+	uint64_t now = net <= 0			      ? h->rise[slot] :
+		       (uint64_t)net >= h->rise[slot] ? 0 :
+							h->rise[slot] - (uint64_t)net;
+
+	if (now == h->bytes[slot])
+		return;
+	a->plan_holders += (now != 0) - (h->bytes[slot] != 0);
+	a->plan_hold = a->plan_hold - h->bytes[slot] + now;
+	h->bytes[slot] = now;
+	m->locs_dirty = true;
 }
 
 /* Something may have given room back; m->lock held. The waiters are woken
@@ -219,13 +245,14 @@ void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 	memset(h, 0, sizeof(*h));
 	for (size_t i = 0; i < npeaks; i++) {
 		unsigned slot = rsd__loc_slot(peaks[i].location);
-		struct rsd_acct *a = &m->acct[slot];
-		uint64_t now = rsd__acct_charged(a);
+		const struct rsd_acct *a = &m->acct[slot];
+		uint64_t now = a->used + a->reserved;
 
+		/* The peaks are the simulation's used + reserved. */
 		if (!a->has_budget || peaks[i].nbytes <= now)
 			continue;
-		h->bytes[slot] = peaks[i].nbytes - now;
-		a->plan_hold += h->bytes[slot];
+		h->rise[slot] = peaks[i].nbytes - now;
+		hold_set(m, h, slot);
 	}
 	h->up = own_hold;
 	own_hold = h;
@@ -233,10 +260,28 @@ void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 
 void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h)
 {
-	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++)
-		m->acct[slot].plan_hold -= h->bytes[slot];
+	for (unsigned slot = 0; slot < RSD_NSLOTS; slot++) {
+		h->rise[slot] = 0;
+		hold_set(m, h, slot);
+	}
 	own_hold = h->up;
 	progress_step(m);
+}
+
+void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add)
+{
+	m->locs_dirty = true;
+	if (!own_hold || !own_hold->rise[slot])
+		return;
+	/* net stays within +-2^62 (no wrap): by then the headroom is long
+	 * at 0 or at rise, where more of the same no longer moves it. */
+	if (n > INT64_MAX / 2)
+		n = INT64_MAX / 2;
+	if (add)
+		own_hold->net[slot] += own_hold->net[slot] > INT64_MAX / 2 ? 0 : (int64_t)n;
+	else
+		own_hold->net[slot] -= own_hold->net[slot] < -(INT64_MAX / 2) ? 0 : (int64_t)n;
+	hold_set(m, own_hold, slot);
 }
 
 void rsd__bump(struct rsd_manager *m)
@@ -262,8 +307,9 @@ void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
 		return;
 	m->acct[slot].known = true;
 	m->order[m->nknown++] = (uint8_t)slot;
-	/* Arriving copies here were left out of their values' images while
-	 * the location was unlisted (image.c): show them now. */
+	/* Values with a copy still arriving here have no member bit in the
+	 * location's row yet (image.c keeps none for a provisional row):
+	 * re-image every value so that they get theirs. */
 	if (m->acct[slot].arriving)
 		m->republish_all = true;
 	rsd__bump(m);
@@ -403,9 +449,11 @@ void rsd__writer_pause(struct rsd_manager *m)
 {
 	progress_sync(m);
 	/* Commits made so far by this call are published now, so that
-	 * readers see them while the transfer runs; an admission alone
-	 * (state_version unchanged) waits for the next commit. */
-	if (rsd__img_version(m->img) != m->version || m->img->closed != m->closed) {
+	 * readers see them while the transfer runs, and so are the charges
+	 * of an admission (state_version unchanged): every byte admission
+	 * counts is in the image while it counts (the ledger, §22.1). */
+	if (rsd__img_version(m->img) != m->version || m->img->closed != m->closed ||
+	    m->locs_dirty) {
 		struct rsd_error saved = *rsd_last_error();
 
 		publish_now(m);
@@ -484,14 +532,14 @@ static int in_flight(struct rsd_manager *m)
 static bool room_for(const struct rsd_manager *m, unsigned slot, uint64_t n, const uint64_t *was)
 {
 	const struct rsd_acct *a = &m->acct[slot];
-	uint64_t taken;
+	struct rsd__ledger l;
 
 	if (!a->known || !a->has_budget)
 		return true;
-	if (a->used + a->reserved < was[0] || sat_add(a->temp, a->plan_hold) < was[1])
+	if (a->used + a->reserved < was[0] || a->temp + a->plan_hold < was[1])
 		return true;
-	taken = sat_add(sat_add(a->used, a->reserved), sat_add(a->temp, a->plan_hold));
-	return taken <= a->budget && n <= a->budget - taken;
+	l = rsd__acct_ledger(a, 0);
+	return n <= rsd__ledger_free(&l);
 }
 
 int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_location *at,
@@ -510,7 +558,7 @@ int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_lo
 		const struct rsd_acct *a = &m->acct[rsd__loc_slot(*at)];
 
 		was[0] = a->used + a->reserved;
-		was[1] = sat_add(a->temp, a->plan_hold);
+		was[1] = a->temp + a->plan_hold;
 	}
 	for (;;) {
 		uint64_t now = rsd__now_ns(), to;
@@ -577,6 +625,18 @@ void rsd__writer_exit(struct rsd_manager *m)
 	/* Controller waits (rsd__progress_wait) sleep on xfer_cond too. */
 	if (m->progress_waiters)
 		pthread_cond_broadcast(&m->xfer_cond);
+	/* A driver op of this call met a lost device: quarantine it before
+	 * the state is published. */
+	if (rsd__unlikely(rsd__devlost_take()))
+		rsd__quarantine(m);
+
+	/* The last thread back after a close that did not wait for it. */
+	bool dropped = m->drop_deferred && !m->inflight;
+
+	if (dropped) {
+		m->drop_deferred = false;
+		rsd__close_drop(m);
+	}
 	if (rsd__unpublished(m)) {
 		/* A failed publication keeps its dirty marks for the next call
 		 * (or reader, rsd__read_fresh); the error it recorded must not
@@ -587,6 +647,8 @@ void rsd__writer_exit(struct rsd_manager *m)
 		*rsd__err_record() = saved;
 	}
 	writer_unlock(m);
+	if (dropped)
+		rsd__staging_release(m);
 }
 
 int rsd__read_fresh(struct rsd_manager *m)
@@ -638,6 +700,10 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 			    !cfg->driver->free || !cfg->driver->copy))
 		return rsd__err(RSD_ETYPE, "device driver '%s' lacks a required operation",
 				cfg->driver->name ? cfg->driver->name : "?");
+	if (cfg->label && strnlen(cfg->label, RSD_MANAGER_LABEL_MAX + 1) > RSD_MANAGER_LABEL_MAX)
+		return rsd__err(RSD_EINVAL,
+				"rsd_manager_create: label '%.16s...' is longer than %d bytes",
+				cfg->label, RSD_MANAGER_LABEL_MAX);
 	m = rsd__calloc(1, sizeof(*m));
 	if (!m)
 		return rsd__err(RSD_ENOMEM, "out of memory creating a manager");
@@ -646,6 +712,9 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 	m->ndevices = n > 0 ? (n > RSD_CUDA_MAX_DEVICE + 1 ? RSD_CUDA_MAX_DEVICE + 1 : n) : 0;
 	m->warn = cfg->warn;
 	m->warn_ctx = cfg->warn_ctx;
+	/* Length checked above; calloc wrote the terminating NUL. */
+	if (cfg->label)
+		memcpy(m->label, cfg->label, strnlen(cfg->label, RSD_MANAGER_LABEL_MAX));
 	for (size_t i = 0; i < cfg->nbudgets; i++) {
 		struct rsd_location at = cfg->budgets[i].location;
 		struct rsd_acct *a;
@@ -681,6 +750,9 @@ int rsd_manager_create(const struct rsd_manager_config *cfg, struct rsd_manager 
 		goto fail;
 	}
 	rsd__rcu_register();
+	/* Before the first publication's rsd:state events, so that a trace
+	 * names the manager before its first series point. */
+	rsd_trace_manager_create(m->id, m->label, (uint32_t)m->nknown, m->ndevices);
 	err = rsd__publish_first(m);
 	if (err) {
 		pthread_mutex_destroy(&m->lock);

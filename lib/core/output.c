@@ -80,17 +80,19 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 	a = &m->acct[rsd__loc_slot(at)];
 	r->nbytes -= spec.storage_nbytes;
 	a->reserved -= spec.storage_nbytes;
+	rsd__acct_change(m, rsd__loc_slot(at), spec.storage_nbytes, false);
 	err = rsd__adopt_install(m, value, at, &spec, true, &rec);
 	if (err) {
 		r->nbytes += spec.storage_nbytes;
 		a->reserved += spec.storage_nbytes;
+		rsd__acct_change(m, rsd__loc_slot(at), spec.storage_nbytes, true);
 		if (fill) {
 			m->ops->event_destroy(m->ops_ctx, event);
 			rsd__qcopy_discard(m, fill);
 		}
 		return err;
 	}
-	m->resv_dirty = true;
+	rsd__resv_changed(m, r);
 	if (fill)
 		rsd__qcopy_fill(m, fill, rec, at, producer_stream, event);
 	rsd_trace_adopt_reserved(m->id, rec->handle.id, at, spec.storage_nbytes, r->id, r->label,

@@ -20,10 +20,12 @@
  *    and their blockers see it as a pending lease on the transfer stream;
  *  - close waits for it as for any pending lease.
  * What is different from a lease: completion does not step state_version
- * (the placement did not change), and a device error reported by the event
- * is the copy's failure, not the reap's: the destination is removed, a
- * move's source reinstated, and the error kept for the next call that
- * needs the value (struct rsd_record.copy_err) and for an explicit reap.
+ * (the placement did not change), and a device error the event reports
+ * once its stream has drained (lease.c: a failed query or sync alone is no
+ * answer) is the copy's failure, not the reap's: the destination is
+ * removed, a move's source reinstated without admission, and the error
+ * kept once, for the next call that needs the value (struct
+ * rsd_record.copy_err) or an explicit reap, whichever comes first.
  *
  * Bytes a move's copy still reads, and a value a source loaded for the
  * copy, belong to no materialization once the call returns: the record
@@ -97,7 +99,7 @@ static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	} else {
 		a->temp -= c;
 	}
-	m->locs_dirty = true;
+	rsd__acct_change(m, rsd__loc_slot(at), c, add);
 }
 
 void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
@@ -123,7 +125,7 @@ void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_
 	l->pending_since_ns = qc->queued_ns;
 	rsd__list_add_tail(&m->leases, &l->node);
 	rsd__pend_push(m, stream, &l->links[0]);
-	m->pending_dirty = true;
+	rsd__pending_added(m, l);
 	atomic_fetch_add_explicit(&m->nqueued, 1, memory_order_relaxed);
 }
 
@@ -205,24 +207,32 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 		struct rsd_resident *v = qc->leftover;
 		struct rsd_error saved = *rsd_last_error();
 
+		/* Its charge never left: the temporary one becomes the
+		 * value's again, with no admission (nothing can refuse it). */
 		charge_temp(m, qc->leftover_at, rec->spec.storage_nbytes, false);
 		qc->leftover_charged = false;
+		qc->leftover = NULL;
 		v->managed = false;
-		if (!rsd__install(m, rec, qc->leftover_at, v, true))
-			qc->leftover = NULL;
-		else
+		if (rsd__install_back(m, rec, qc->leftover_at, v)) {
+			/* Out of memory for the bookkeeping: the bytes are
+			 * never freed, only no longer managed. */
+			rsd__keep_forever(v);
 			rsd__warn(m,
 				  "value %llu: reinstating the source of a failed move at %s "
-				  "failed: %s",
+				  "failed: %s; its bytes stay allocated for the life of the "
+				  "process",
 				  (unsigned long long)rec->handle.id,
 				  rsd_location_name(qc->leftover_at, name, sizeof(name)),
 				  rsd_last_error()->message);
+		}
 		*rsd__err_record() = saved;
 	}
+	/* Reported once: to the next call that needs the value or to an
+	 * explicit reap, whichever comes first (the other then sees none). */
 	rec->copy_err = qc->err;
 	rec->copy_err_at = qc->to;
 	m->copy_err = qc->err;
-	m->copy_err_value = rec->handle.id;
+	m->copy_err_rec = rec;
 	m->copy_err_at = qc->to;
 }
 
@@ -334,11 +344,13 @@ int rsd__fill_error(const struct rsd_lease_rec *fill)
 	return copy_failure(fill->qc->err, fill->qc->rec->handle.id, fill->qc->to);
 }
 
-int rsd__copy_error(struct rsd_record *rec)
+int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec)
 {
 	int code = rec->copy_err;
 
 	rec->copy_err = 0;
+	if (m->copy_err_rec == rec)
+		m->copy_err = 0;
 	return copy_failure(code, rec->handle.id, rec->copy_err_at);
 }
 
@@ -349,7 +361,9 @@ int rsd__copy_error_reap(struct rsd_manager *m)
 	if (!code)
 		return 0;
 	m->copy_err = 0;
-	return copy_failure(code, m->copy_err_value, m->copy_err_at);
+	if (m->copy_err_rec->copy_err == code)
+		m->copy_err_rec->copy_err = 0;
+	return copy_failure(code, m->copy_err_rec->handle.id, m->copy_err_at);
 }
 
 int rsd__reap_now(struct rsd_manager *m)

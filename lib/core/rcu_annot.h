@@ -31,7 +31,7 @@
  * Outside TSan builds every name expands to the liburcu call it stands for
  * and nothing else.
  *
- * Mutations (tests/tsan-mutations.sh, never in a normal build): each one
+ * Mutations (tests/tsan/mutations, never in a normal build): each one
  * removes one edge, so the TSan build must report:
  *  RSD_MUTATE_PLAIN_PUBLISH	publication by a plain store;
  *  RSD_MUTATE_NO_READ_SECTION	readers outside any read-side section;

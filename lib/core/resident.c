@@ -119,6 +119,22 @@ int rsd_resident_alloc(struct rsd_manager *m, const struct rsd_type *type, struc
 				   meta_len, out);
 }
 
+/*
+ * A range of n bytes at p must end within the address space: one whose end
+ * wraps to a low address would pass every later range check made with it.
+ */
+static int span_check(size_t i, const char *what, const void *p, uint64_t n)
+{
+	uint64_t room = (uint64_t)(UINTPTR_MAX - (uintptr_t)p);
+
+	if (!n || n - 1 <= room)
+		return 0;
+	return rsd__err(RSD_EINVAL,
+			"buffer %zu: %s at %p of %llu bytes wraps the address space "
+			"(%llu bytes fit above it)",
+			i, what, p, (unsigned long long)n, (unsigned long long)room + 1);
+}
+
 int rsd_resident_wrap(const struct rsd_type *type, size_t nbuf, const struct rsd_buffer_view *bufs,
 		      const void *meta, size_t meta_len,
 		      void (*release)(void *ctx, struct rsd_resident *r), void *ctx,
@@ -144,6 +160,11 @@ int rsd_resident_wrap(const struct rsd_type *type, size_t nbuf, const struct rsd
 		if (b->nbytes && (!b->data || !b->base))
 			return rsd__err(RSD_EINVAL, "buffer %zu of %llu bytes has no data or base", i,
 					(unsigned long long)b->nbytes);
+		err = span_check(i, "backing allocation", b->base, b->base_nbytes);
+		if (!err)
+			err = span_check(i, "view", b->data, b->nbytes);
+		if (err)
+			return err;
 		/* The view must lie inside its backing allocation. */
 		if (b->nbytes && (d < base || d - base > b->base_nbytes ||
 				  b->nbytes > b->base_nbytes - (d - base)))

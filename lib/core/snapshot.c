@@ -26,6 +26,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	struct rsd_materialization_snapshot *mats;
 	struct rsd_location_snapshot *locs;
 	struct rsd_reservation_snapshot *resv;
+	const struct rsd_img_resv *e;
 	size_t nmats = 0, labels = 0, size;
 	char *lbl;
 	int err = 0;
@@ -44,10 +45,10 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	}
 	for (uint64_t i = 0; i < img->values.count; i++)
 		nmats += ((const struct rsd_img_value *)rsd__pv_get(&img->values, i))->nmats;
-	for (uint32_t i = 0; i < img->nresv; i++)
-		labels += strlen(img->resv[i].label) + 1;
+	for (uint64_t i = 0; (e = rsd__ptab_next(&img->resv, &i));)
+		labels += strlen(e->label) + 1;
 	size = sizeof(*box) + img->values.count * sizeof(*vals) + nmats * sizeof(*mats) +
-	       img->nlocs * sizeof(*locs) + img->nresv * sizeof(*resv) + labels;
+	       img->nlocs * sizeof(*locs) + img->resv.live * sizeof(*resv) + labels;
 	box = rsd__malloc(size);
 	if (!box) {
 		err = rsd__err(RSD_ENOMEM, "out of memory for a snapshot of %llu values",
@@ -60,7 +61,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	mats = (struct rsd_materialization_snapshot *)(vals + img->values.count);
 	locs = (struct rsd_location_snapshot *)(mats + nmats);
 	resv = (struct rsd_reservation_snapshot *)(locs + img->nlocs);
-	lbl = (char *)(resv + img->nresv);
+	lbl = (char *)(resv + img->resv.live);
 
 	s->manager_id = m->id;
 	s->state_version = view.version;
@@ -68,7 +69,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	s->values = vals;
 	s->nlocations = img->nlocs;
 	s->locations = locs;
-	s->nreservations = img->nresv;
+	s->nreservations = img->resv.live;
 	s->reservations = resv;
 	for (uint64_t i = 0; i < img->values.count; i++) {
 		const struct rsd_img_value *iv = rsd__pv_get(&img->values, i);
@@ -98,6 +99,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 	for (uint32_t i = 0; i < img->nlocs; i++) {
 		const struct rsd_acct *a = &img->locs[i].acct;
 		struct rsd_prot_counts c = rsd__view_loc_prot(&view, &img->locs[i]);
+		struct rsd__ledger ledger;
 		struct rsd_location_snapshot *l = &locs[i];
 
 		memset(l, 0, sizeof(*l));
@@ -106,7 +108,12 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		l->budget_bytes = a->has_budget ? a->budget : 0;
 		l->used_bytes = a->used;
 		l->reserved_bytes = a->reserved;
-		l->remaining_budget_bytes = a->has_budget ? a->budget - a->used - a->reserved : 0;
+		l->in_flight_bytes = a->temp;
+		l->plan_held_bytes = a->plan_hold;
+		l->plan_hold_count = a->plan_holders;
+		/* The one rule admission applies (no plan of this thread's). */
+		ledger = rsd__acct_ledger(a, 0);
+		l->remaining_budget_bytes = a->has_budget ? rsd__ledger_free(&ledger) : 0;
 		l->peak_used_bytes = a->peak_used;
 		l->peak_charged_bytes = a->peak_charged;
 		l->value_count = a->value_count;
@@ -114,6 +121,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		l->use_count = c.use;
 		l->hold_count = c.hold;
 		l->pending_event_count = c.pending;
+		l->failed = a->failed;
 		/* Allocator metrics are sampled now, best effort (§14.4). */
 		if (l->location.kind == RSD_CUDA && l->location.device < m->ndevices &&
 		    m->ops->metrics &&
@@ -121,12 +129,12 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 				     &l->allocator_reserved_bytes))
 			l->has_allocator = true;
 	}
-	for (uint32_t i = 0; i < img->nresv; i++) {
-		size_t len = strlen(img->resv[i].label) + 1;
+	for (uint64_t i = 0; (e = rsd__ptab_next(&img->resv, &i)); resv++) {
+		size_t len = strlen(e->label) + 1;
 
-		resv[i].location = img->resv[i].loc;
-		resv[i].nbytes = img->resv[i].nbytes;
-		resv[i].label = memcpy(lbl, img->resv[i].label, len);
+		resv->location = e->loc;
+		resv->nbytes = e->nbytes;
+		resv->label = memcpy(lbl, e->label, len);
 		lbl += len;
 	}
 	s->captured_at_ns = rsd__now_ns();

@@ -106,8 +106,8 @@ static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
 
 	a->temp += c;
+	rsd__acct_change(m, rsd__loc_slot(at), c, true);
 	rsd__acct_peak(a);
-	m->locs_dirty = true;
 }
 
 static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rsd_record *rec)
@@ -115,7 +115,7 @@ static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rs
 	if (!x->charged)
 		return;
 	m->acct[rsd__loc_slot(x->src)].temp -= rec->spec.storage_nbytes;
-	m->locs_dirty = true;
+	rsd__acct_change(m, rsd__loc_slot(x->src), rec->spec.storage_nbytes, false);
 	x->charged = false;
 }
 
@@ -166,6 +166,15 @@ static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfe
 	rec->loading = false;
 	rsd__xfer_wake(m);
 	*rsd__err_record() = saved;
+	if (m->closed) {
+		/* close(FORCE | NOWAIT) did not wait for the load. */
+		if (!ret && v && !v->managed)
+			rsd__resident_destroy(v);
+		x->charged = false;
+		x->temporary = false;
+		return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+				(unsigned long long)m->id);
+	}
 	if (ret) {
 		if (ret < 0 && ret > -RSD_EMAX) {
 			/* A loader's own RSD error propagates unchanged; keep the
@@ -264,6 +273,25 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
 }
 
 /*
+ * A transfer came back to a manager that close(FORCE | NOWAIT) closed
+ * without waiting for it: only its counts are undone; what it allocated
+ * stays in the record, which the last thread back frees whole
+ * (rsd__close_drop()).
+ */
+static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+{
+	struct rsd_mat *smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
+
+	if (smat) {
+		smat->busy--;
+		smat->leaving = false;
+	}
+	rec->inflight--;
+	m->inflight--;
+	rsd__xfer_wake(m);
+}
+
+/*
  * Put x's value (or a copy of it) at `to`; x->value is consumed on install.
  * A copy is admitted (destination allocated, charged, arriving; source
  * busy, and leaving when `leave` names it for a move), transferred without
@@ -331,6 +359,25 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		if (!err && fill->qc->err)
 			err = rsd__fill_error(fill);
 		rsd__lease_unpin(m, fill);
+	}
+	if (m->closed) {
+		/* Closed meanwhile by close(FORCE | NOWAIT), which waited for
+		 * nothing: the last thread back frees what this transfer
+		 * holds. A copy only queued may still read and write: both
+		 * ends stay allocated for ever (the record lets go of them). */
+		if (!err && (queued || defer)) {
+			rsd__keep_forever(copy);
+			rsd__rec_mat(rec, to)->value = NULL;
+			rsd__keep_forever(x->value);
+			if (smat)
+				rsd__rec_mat(rec, x->src)->value = NULL;
+			else
+				x->value = NULL; /* a loaded value: not freed either */
+		}
+		rsd__qcopy_discard(m, queued);
+		closed_settle(m, rec, x);
+		return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+				(unsigned long long)m->id);
 	}
 	if (!err && queued) {
 		rsd__qcopy_commit(m, queued, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
@@ -443,12 +490,14 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		rsd__remove(m, rec, s);
 		return 0;
 	}
+	/* A busy source fails now, before any wait for the copies that
+	 * read it (§20.2): after them it would no longer be busy. */
+	err = have_src ? rsd__removable(rec, smat) : 0;
+	if (err)
+		return err;
 	if (busy_after(rec, d))
 		return XFER_RETRY;
 	if (have_src) {
-		err = rsd__removable(rec, rsd__rec_mat(rec, s));
-		if (err)
-			return err;
 		memset(&x, 0, sizeof(x));
 		x.src = s;
 		x.value = rsd__rec_mat(rec, s)->value;
@@ -646,6 +695,8 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 		 * commit the plan's queued copies and run the action again. */
 		if (rsd__batch_pending() && !flushed &&
 		    (err == XFER_RETRY || err == -RSD_EBUDGET)) {
+			if (err == -RSD_EBUDGET)
+				rsd_trace_budget_retry(m->id, rsd_last_error()->location, "flush");
 			flushed = true;
 			err = rsd__batch_flush(m);
 			if (err)
@@ -656,12 +707,15 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 		 * is free once its copy has read the bytes: wait for that copy
 		 * on the host, and run the action again. */
 		if (err == -RSD_EBUDGET && (a->kind == RSD_ACT_ENSURE || a->kind == RSD_ACT_MOVE)) {
+			struct rsd_location refused = rsd_last_error()->location;
 			int waited = rsd__qcopy_wait_room(m, a->location);
 
 			if (waited < 0)
 				return waited;
-			if (waited)
+			if (waited) {
+				rsd_trace_budget_retry(m->id, refused, "wait");
 				continue;
+			}
 		}
 		if (err != XFER_RETRY)
 			break;

@@ -47,8 +47,9 @@ static void lease_streams(const struct rsd_lease_rec *l, struct rsd_blocked_leas
 static void pending_leases(const struct rsd_image *img, struct rsd_location at,
 			   struct rsd_blockers *b)
 {
-	for (uint32_t i = 0; i < img->npending; i++) {
-		const struct rsd_lease_rec *l = img->pending[i];
+	const struct rsd_lease_rec *l;
+
+	for (uint64_t i = 0; (l = rsd__ptab_next(&img->pending, &i));) {
 		struct rsd_blocked_lease *bl;
 
 		if (!rsd_location_equal(l->loc, at))

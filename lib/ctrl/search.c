@@ -170,34 +170,41 @@ static enum act push_reclaim(struct search *x, int32_t i, unsigned src, const st
 
 /*
  * A SEARCH level whose state is its parent's with the parent's current
- * candidate dropped, short at the same location, ranks exactly the
- * parent's candidates without that one, in the same order, when the
- * parent's came from the shipped policy's order (order.c): dropping
- * changes no other value, and that order is fixed for the search. Take
- * them from there (the values after the dropped one in registration
- * order have their delta positions moved by dshift) instead of ranking
- * again; f->cands stays NULL when this does not apply.
+ * candidate dropped or moved to another location (one reclaim action
+ * more, nothing reclaimed for the move's room), short at the same
+ * location, ranks exactly the parent's candidates without that one, in
+ * the same order, when the parent's came from the shipped policy's order
+ * (order.c): the action changes no other value, and that order is fixed
+ * for the search. Take them from there instead of ranking again; f->cands
+ * stays NULL when this does not apply.
+ *
+ * A search that succeeds takes its first candidate at every level: the
+ * list is then the parent's from its second entry on, shared, so that a
+ * chain of N reclaims ranks once instead of N times (each ranking and
+ * each copy cost the candidates, N^2 in all).
  */
 static int search_derive(struct search *x, struct frame *f)
 {
 	const struct frame *p = f->parent >= 0 ? &x->fr[f->parent] : NULL;
 	struct ranked *r;
-	uint32_t v, n = 0;
+	uint32_t n = 0;
 
 	if (!f->u.s.derive || !p || !p->u.s.cached || p->u.s.sh.slot != f->u.s.sh.slot)
 		return 0;
-	v = p->cands[p->ci].vidx;
+	if (p->ci == 0) {
+		/* The parent's frame outlives this one, and no one writes
+		 * a ranked list once made. */
+		f->cands = p->cands + 1;
+		f->ncands = p->ncands - 1;
+		f->u.s.cached = true;
+		return 0;
+	}
 	r = rsd__arena_alloc(&x->stk, (p->ncands > 1 ? p->ncands - 1 : 1) * sizeof(*r));
 	if (!r)
 		return x->err = -RSD_ENOMEM; /* recorded by the arena */
-	for (uint32_t k = 0; k < p->ncands; k++) {
-		if (k == p->ci)
-			continue;
-		r[n] = p->cands[k];
-		if (r[n].vidx > v)
-			r[n].dpos = (uint32_t)((int64_t)r[n].dpos + f->u.s.dshift);
-		n++;
-	}
+	for (uint32_t k = 0; k < p->ncands; k++)
+		if (k != p->ci)
+			r[n++] = p->cands[k];
 	f->cands = r;
 	f->ncands = n;
 	f->u.s.cached = true;
@@ -300,6 +307,17 @@ static enum act search_next(struct search *x, int32_t i, struct out *o)
 	}
 }
 
+/* Whether T is S with RECLAIM frame r's value dropped at, or moved from,
+ * its source, and no other reclaim action. */
+static bool reclaimed_one(const struct frame *r, const struct rsd__pstate *S,
+			  const struct rsd__pstate *T)
+{
+	if (T->nreclaim != S->nreclaim + 1)
+		return false;
+	return r->pc == PC_AFTER_DROP ||
+	       (r->pc == PC_AFTER_MOVE && r->u.r.dests[r->u.r.di] != r->u.r.src);
+}
+
 static enum act step_search(struct search *x, int32_t i, struct msg *m, struct out *o)
 {
 	struct frame *f = &x->fr[i];
@@ -390,11 +408,9 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		x->fr[j].S = m->st;
 		x->fr[j].pc = PC_CHECKED;
 		x->fr[j].u.s.room = rsd__search_child_room(&x->fr[i]);
-		/* the RECLAIM's drop: this level may take over our candidates */
-		if (x->fr[m->from].pc == PC_AFTER_DROP) {
-			x->fr[j].u.s.derive = true;
-			x->fr[j].u.s.dshift = (int8_t)((int64_t)m->st->ndelta - x->fr[i].S->ndelta);
-		}
+		/* the RECLAIM's drop, or its move that reclaimed nothing for
+		 * room: this level may take over our candidates */
+		x->fr[j].u.s.derive = reclaimed_one(&x->fr[m->from], x->fr[i].S, m->st);
 		return A_PUSH;
 	case EV_FAIL:
 		rsd__search_note(f, "candidate %u: %s", f->cands[f->ci].vidx,
@@ -653,13 +669,14 @@ static enum act step_capacity(struct search *x, int32_t i, struct msg *m, struct
 {
 	struct frame *f = &x->fr[i];
 	const struct rsd__ps_bytes *a;
+	struct rsd__ledger l;
 	int32_t j;
 
 	switch (m->ev) {
 	case EV_START:
 		a = rsd__ps_acct(f->S, f->u.k.x);
-		if (!x->has_budget[f->u.k.x] ||
-		    (a ? a->used + a->reserved : 0) + f->u.k.amount <= x->budget[f->u.k.x]) {
+		l = rsd__search_ledger(x, f->u.k.x, a ? a->used : 0, a ? a->reserved : 0);
+		if (!x->has_budget[f->u.k.x] || f->u.k.amount <= rsd__ledger_free(&l)) {
 			/* fits: produce S, uncounted, without a memo lookup */
 			f->pc = PC_FIT;
 			o->yield = f->S;

@@ -19,7 +19,9 @@ enum ftype {
 /*
  * A ranked candidate; its rank is its index in the ranked array. dpos is
  * its value's position in the ranked state's delta (found: an entry
- * there; else where one would go), known from the merge that listed it.
+ * there; else where one would go), known from the merge that listed it;
+ * a list a SEARCH level took over from its parent (search_derive()) keeps
+ * the parent's, so the drop views look the position up in their state.
  */
 struct ranked {
 	uint32_t vidx, dpos;
@@ -115,11 +117,10 @@ struct frame {
 			/*
 			 * cached: cands came from the shipped policy's order;
 			 * derive: S is the parent SEARCH's S with its
-			 * candidate ci dropped, and the delta positions of
-			 * later values moved by dshift (search_derive()).
+			 * candidate ci dropped or moved elsewhere, by the one
+			 * reclaim action S has more (search_derive()).
 			 */
 			bool cached, derive;
-			int8_t dshift;
 		} s;
 		struct {
 			uint32_t vidx, src;
@@ -160,6 +161,11 @@ struct search {
 	int objective_slot;
 	bool has_budget[RSD_NSLOTS];
 	uint64_t budget[RSD_NSLOTS];
+	/* Each slot's ledger in the image: its budget, bytes in flight and
+	 * plans' headroom count in every state the search reaches (reclaim
+	 * frees neither); rsd__search_ledger() puts a state's used and
+	 * reserved bytes in. */
+	struct rsd__ledger ledger[RSD_NSLOTS];
 	uint32_t *req_vidx; /* value index of each requirement */
 	struct simv *simv;  /* SIMULATE scratch, one per requirement */
 	uint64_t simgen;    /* simulations run, for simv[].gen */
@@ -222,6 +228,17 @@ struct search {
 	size_t nenter;
 	int err;
 };
+
+/* The ledger at slot with a state's used and reserved bytes. */
+static inline struct rsd__ledger rsd__search_ledger(const struct search *x, unsigned slot,
+						    uint64_t used, uint64_t reserved)
+{
+	struct rsd__ledger l = x->ledger[slot];
+
+	l.used = used;
+	l.reserved = reserved;
+	return l;
+}
 
 /* The most bytes of notes a SEARCH level formats (see search_entry.c). */
 #define NOTE_CAP 1024

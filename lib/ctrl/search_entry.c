@@ -77,17 +77,16 @@ static const char *stage_text(const struct search *x, const struct shortfall *sh
 /* The failure text before its notes (truncated to len - 1); its length. */
 int rsd__search_fail_head(const struct search *x, const struct frame *f, char *buf, size_t len)
 {
-	char name[RSD_LOCATION_NAME_MAX], stage[300];
+	char name[RSD_LOCATION_NAME_MAX], stage[300], terms[RSD__LEDGER_TEXT_MAX];
+	struct rsd__ledger l = rsd__search_ledger(x, f->u.s.sh.slot, f->u.s.used, f->u.s.reserved);
 
 	return snprintf(buf, len,
-			"location %s cannot admit %llu bytes during %s; budget=%llu, used=%llu, "
-			"reserved=%llu, but no invariant-valid victim sequence satisfies the "
-			"complete ordered request",
+			"location %s cannot admit %llu bytes during %s; %s, but no invariant-valid "
+			"victim sequence satisfies the complete ordered request",
 			rsd_location_name(rsd__slot_loc(f->u.s.sh.slot), name, sizeof(name)),
 			(unsigned long long)f->u.s.sh.n,
 			stage_text(x, &f->u.s.sh, stage, sizeof(stage)),
-			(unsigned long long)f->u.s.budget, (unsigned long long)f->u.s.used,
-			(unsigned long long)f->u.s.reserved);
+			rsd__ledger_text(&l, terms, sizeof(terms)));
 }
 
 /* The level's failure text, its first room bytes; NULL when room is 0. */
@@ -179,6 +178,7 @@ static int take_result(struct search *x, struct rsd__pstate *S, struct rsd__sear
 static void record_blockers(struct search *x)
 {
 	const struct shortfall *sh = &x->root_sh;
+	struct rsd__ledger l = rsd__search_ledger(x, sh->slot, sh->used, sh->reserved);
 	struct rsd_blockers b;
 	uint64_t need;
 
@@ -186,12 +186,14 @@ static void record_blockers(struct search *x)
 		return;
 	memset(&b, 0, sizeof(b));
 	rsd__blockers_collect(x->view, rsd__slot_loc(sh->slot), &b);
-	need = sh->used + sh->reserved + sh->n;
+	need = rsd__ledger_taken(&l) + sh->n;
 	b.requested_bytes = sh->n;
 	b.short_bytes = need > x->budget[sh->slot] ? need - x->budget[sh->slot] : 0;
 	b.budget_bytes = x->budget[sh->slot];
 	b.used_bytes = x->root_used;
 	b.reserved_bytes = x->root_reserved;
+	b.in_flight_bytes = l.in_flight;
+	b.plan_held_bytes = l.held;
 	rsd__blockers_set(&b);
 }
 
@@ -219,9 +221,10 @@ static void record_failure(struct search *x)
  */
 static int precheck(struct search *x, const struct rsd__pstate *S0)
 {
-	struct shortfall sh;
+	char name[RSD_LOCATION_NAME_MAX], stage[300], q[160], terms[RSD__LEDGER_TEXT_MAX];
 	uint64_t freeable, shortb;
-	char name[RSD_LOCATION_NAME_MAX], stage[300], q[160];
+	struct rsd__ledger l;
+	struct shortfall sh;
 	int err;
 
 	x->precheck = true;
@@ -232,21 +235,21 @@ static int precheck(struct search *x, const struct rsd__pstate *S0)
 	if (err <= 0)
 		return err;
 	freeable = x->freeable[sh.slot];
-	shortb = sh.used + sh.reserved + sh.n - x->budget[sh.slot];
+	l = rsd__search_ledger(x, sh.slot, sh.used, sh.reserved);
+	shortb = rsd__ledger_taken(&l) + sh.n - x->budget[sh.slot];
 	x->has_root_sh = true;
 	x->root_sh = sh;
 	x->root_used = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->used : 0;
 	x->root_reserved = rsd__ps_acct(S0, sh.slot) ? rsd__ps_acct(S0, sh.slot)->reserved : 0;
+	l = rsd__search_ledger(x, sh.slot, x->root_used, x->root_reserved);
 	err = rsd__err(RSD_EPLAN,
 		       "Automatic residency request %s is infeasible: location %s cannot admit "
-		       "%llu bytes during %s; budget=%llu, used=%llu, reserved=%llu, and evicting "
-		       "every candidate there frees %llu of the %llu bytes short (checked before "
-		       "searching)",
+		       "%llu bytes during %s; %s, and evicting every candidate there frees %llu "
+		       "of the %llu bytes short (checked before searching)",
 		       rsd__quote(x->req->name, q, sizeof(q)),
 		       rsd_location_name(rsd__slot_loc(sh.slot), name, sizeof(name)),
 		       (unsigned long long)sh.n, stage_text(x, &sh, stage, sizeof(stage)),
-		       (unsigned long long)x->budget[sh.slot], (unsigned long long)x->root_used,
-		       (unsigned long long)x->root_reserved, (unsigned long long)freeable,
+		       rsd__ledger_text(&l, terms, sizeof(terms)), (unsigned long long)freeable,
 		       (unsigned long long)shortb);
 	record_failure(x); /* nothing counted yet */
 	return err;
@@ -289,6 +292,7 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 
 		x->has_budget[s] = a->has_budget;
 		x->budget[s] = a->has_budget ? a->budget : 0;
+		x->ledger[s] = rsd__acct_ledger(a, 0);
 	}
 	x->req_vidx = rsd__malloc(r->nrequirements * sizeof(*x->req_vidx));
 	x->simv = rsd__malloc(r->nrequirements * sizeof(*x->simv));

@@ -158,7 +158,10 @@ int rsd__key_build(struct search *x)
 int rsd__search_drop_view(struct search *x, const struct rsd__pstate *S, const struct ranked *c,
 			  unsigned src, const struct rsd__ps_used_edit *u, struct drop_view *dv)
 {
-	uint32_t L = c->found ? S->delta[c->dpos].ls : c->bcode, code = 0;
+	/* c may come from an ancestor's list: find its entry in S. */
+	bool found;
+	uint32_t dpos = rsd__ps_delta_pos(S, c->vidx, &found);
+	uint32_t L = found ? S->delta[dpos].ls : c->bcode, code = 0;
 	struct rsd__locset after, base;
 	bool keep, coded = !((L | c->bcode) & RSD__LS_TABLE) && src < 31;
 
@@ -169,7 +172,7 @@ int rsd__search_drop_view(struct search *x, const struct rsd__pstate *S, const s
 		dv->others = code != 0;
 		keep = code != c->bcode;
 	} else {
-		after = rsd__ps_locs_at(&x->sp, S, c->vidx, c->dpos, c->found);
+		after = rsd__ps_locs_at(&x->sp, S, c->vidx, dpos, found);
 		base = rsd__ps_base_locs(&x->sp, c->vidx);
 		ls_del(&after, src);
 		dv->others = !ls_empty(&after);
@@ -184,7 +187,7 @@ int rsd__search_drop_view(struct search *x, const struct rsd__pstate *S, const s
 			return x->err = (int)k;
 		code = (uint32_t)k;
 	}
-	rsd__ps_describe(S, c->vidx, c->dpos, c->found, keep, code, u, &dv->s);
+	rsd__ps_describe(S, c->vidx, dpos, found, keep, code, u, &dv->s);
 	dv->keyhash = request_hash('R', dv->s.hash, dv->s.ndelta, S->nacct);
 	dv->state = DV_DROP;
 	rsd__memo_prefetch_slot(&x->failed_req, dv->keyhash);

@@ -35,11 +35,14 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-/* Would n more bytes at slot exceed its budget? */
+/* Would n more bytes at slot exceed its budget? The admission rule
+ * (rsd__ledger_free) on the state's used and reserved bytes. */
 static bool over(const struct search *x, uint64_t used, uint64_t reserved, unsigned slot,
 		 uint64_t n)
 {
-	return x->has_budget[slot] && sat_add(sat_add(used, reserved), n) > x->budget[slot];
+	struct rsd__ledger l = rsd__search_ledger(x, slot, used, reserved);
+
+	return x->has_budget[slot] && n > rsd__ledger_free(&l);
 }
 
 /* ---- SIMULATE (§13.2) ---- */
@@ -101,7 +104,8 @@ static bool stop_at(struct search *x, struct shortfall *sh, unsigned slot, uint6
 		    const uint64_t *used, const uint64_t *reserved, enum stage_kind kind,
 		    size_t idx)
 {
-	uint64_t need = sat_add(sat_add(used[slot], reserved[slot]), n);
+	struct rsd__ledger l = rsd__search_ledger(x, slot, used[slot], reserved[slot]);
+	uint64_t need = sat_add(rsd__ledger_taken(&l), n);
 
 	sh->slot = slot;
 	sh->n = n;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The CUDA runtime driver. Device memory comes from a per-device pool of
- * cudaMalloc'ed chunks and pinned host memory from a pool of cudaHostAlloc'ed
- * chunks, so a warm pool serves transitions without either call; blocks
+ * cudaMalloc'ed chunks and pinned host memory from a pool of anonymous
+ * mappings registered with cudaHostRegister, so a warm pool serves
+ * transitions without either call; blocks
  * larger than a chunk are kept for reuse within a byte bound per pool
  * (RSD_CUDA_OVERSIZE_KEEP), so a steady stream of large values does not
  * call cudaMalloc and cudaFree (which may synchronize the device) per
@@ -15,18 +16,26 @@
  * link instead of bouncing through host memory. Events come from
  * per-device free lists.
  *
+ * A device whose context takes a sticky error (an illegal address, an
+ * uncorrectable ECC error) is marked lost, found by asking each device's
+ * context after such an error; from then on every op on it fails with
+ * RSD_EDEVLOST without calling the runtime, and nothing is freed there.
+ *
  * A machine without a usable GPU (no device, or a driver too old for the
  * runtime) reports zero devices: the first cudaGetDeviceCount error is kept
  * and quoted by every later failure. Built with RSD_HAVE_CUDA=0, the same
  * table reports zero devices and refuses everything else.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../internal.h"
+#include "../nvtx.h"
 #include "host.h"
 #include "pool.h"
 
@@ -40,7 +49,11 @@ bool rsd_cuda_built(void)
 }
 
 #if RSD_HAVE_CUDA
+#include <sys/mman.h>
+
 #include <cuda_runtime_api.h>
+
+#include "cuda_sticky.h"
 
 #define CUDA_CHUNK_SIZE (64ull << 20)
 /* cudaMalloc aligns to 256 bytes; keep carved blocks at least that aligned. */
@@ -78,6 +91,10 @@ struct cuda_dev {
 	struct cuda_stream h2d, d2h;	/* transfer_stream per direction */
 	struct cuda_stream *peer;	/* [src]: peer copies src -> this device */
 	struct cuda_event *free_events; /* protected by cuda.lock */
+	/* Its context had a sticky error: set once, never cleared. From then
+	 * on no op calls the runtime for it (no cudaFree in a dead context:
+	 * its memory is leaked on purpose). */
+	atomic_bool lost;
 };
 
 static struct {
@@ -90,16 +107,92 @@ static struct {
 	pthread_mutex_t lock; /* driver streams, peer states, event free lists */
 } cuda = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
 
+static bool dev_lost(int device)
+{
+	return device >= 0 && device < cuda.ndevices && atomic_load(&cuda.dev[device].lost);
+}
+
+/*
+ * After a sticky error, which contexts are dead? The error does not say, so
+ * every device not yet lost is asked with a cheap call bound to its context
+ * (cudaMemGetInfo): one that fails with a sticky error is marked lost. Raw
+ * runtime calls only (a failure here must not come back through
+ * cuda_fail); the caller's device is restored. Only ever runs on a failure.
+ */
+static void probe_lost(void)
+{
+	bool restore;
+	int prev = 0;
+
+	restore = cudaGetDevice(&prev) == cudaSuccess;
+	for (int i = 0; i < cuda.ndevices; i++) {
+		size_t fr, tot;
+		cudaError_t e;
+
+		if (atomic_load(&cuda.dev[i].lost))
+			continue;
+		e = cudaSetDevice(i);
+		if (e == cudaSuccess)
+			e = cudaMemGetInfo(&fr, &tot);
+		if (rsd__cuda_is_sticky(e))
+			atomic_store(&cuda.dev[i].lost, true);
+	}
+	if (restore)
+		(void)cudaSetDevice(prev);
+	(void)cudaGetLastError();
+}
+
+/* The lost devices, "cuda:0, cuda:2", into buf; false when none. */
+static bool lost_names(char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < cuda.ndevices && n < len; i++)
+		if (atomic_load(&cuda.dev[i].lost))
+			n += (size_t)snprintf(buf + n, len - n, "%scuda:%d", n ? ", " : "", i);
+	return n > 0;
+}
+
 /* Record a failed CUDA call; clears the runtime's last error so that the
  * caller's own cudaGetLastError() is not confused by ours. The runtime out
- * of memory is an allocation failure (RSD_ENOMEM), anything else a device
- * failure (RSD_EDEVICE). */
+ * of memory is an allocation failure (RSD_ENOMEM); a sticky error that left
+ * a device's context dead is RSD_EDEVLOST, naming the lost devices; anything
+ * else a device failure (RSD_EDEVICE). */
 static int cuda_fail(const char *call, cudaError_t e)
 {
+	char lost[160];
+
 	(void)cudaGetLastError();
+	if (rsd__cuda_is_sticky(e)) {
+		probe_lost();
+		if (lost_names(lost, sizeof(lost)))
+			return rsd__err(
+				RSD_EDEVLOST,
+				"CUDA driver: %s failed: %s (%s, error %d), a sticky error: "
+				"lost %s (every later call in its context fails)",
+				call, cudaGetErrorString(e), cudaGetErrorName(e), (int)e, lost);
+	}
 	return rsd__err(e == cudaErrorMemoryAllocation ? RSD_ENOMEM : RSD_EDEVICE,
 			"CUDA driver: %s failed: %s (%s, error %d)", call, cudaGetErrorString(e),
 			cudaGetErrorName(e), (int)e);
+}
+
+/* 0, or -RSD_EDEVLOST (recorded) when device is lost: nothing is asked of
+ * the runtime in a dead context. */
+static int check_lost(const char *op, int device)
+{
+	if (!dev_lost(device))
+		return 0;
+	return rsd__err(RSD_EDEVLOST,
+			"CUDA driver: %s: cuda:%d was lost to a sticky error (every call in "
+			"its context fails)",
+			op, device);
+}
+
+static int check_lost_at(const char *op, struct rsd_location at)
+{
+	return at.kind == RSD_CUDA ? check_lost(op, at.device) : 0;
 }
 
 /* Make device current, remembering the caller's device to restore. */
@@ -141,8 +234,12 @@ static int dev_chunk_alloc(void *ctx, uint64_t nbytes, void **base)
 
 static void dev_chunk_free(void *ctx, void *base, uint64_t nbytes)
 {
-	(void)ctx;
+	struct cuda_dev *d = ctx;
+
 	(void)nbytes;
+	/* Never cudaFree in a dead context: the chunk is leaked. */
+	if (atomic_load(&d->lost))
+		return;
 	(void)cudaFree(base);
 }
 
@@ -179,45 +276,93 @@ static int pinned_check(void *p, uint64_t nbytes)
 		return rsd__err(RSD_EDEVICE,
 				"pinned host storage is unavailable: cudaPointerGetAttributes of "
 				"the %" PRIu64
-				"-byte cudaHostAlloc block %p failed: %s (%s, error %d)",
+				"-byte cudaHostRegister block %p failed: %s (%s, error %d)",
 				nbytes, p, cudaGetErrorString(e), cudaGetErrorName(e), (int)e);
 	}
 	if (attr.type == cudaMemoryTypeHost)
 		return 0;
 	return rsd__err(RSD_EDEVICE,
-			"pinned host storage is unavailable: cudaHostAlloc(%" PRIu64 ") returned "
-			"%p, which the runtime reports as %s memory, not page-locked host memory",
+			"pinned host storage is unavailable: cudaHostRegister(%" PRIu64 ") of "
+			"%p succeeded, but the runtime reports it as %s memory, not page-locked "
+			"host memory",
 			nbytes, p, memory_type_name(attr.type));
 }
 
+/* Register p in the first sound device's context (portable: copies to and
+ * from every device see it as pinned); the calling thread's device is
+ * restored. */
+static cudaError_t register_sound(void *p, uint64_t nbytes)
+{
+	cudaError_t e = cudaErrorNoDevice;
+	int prev;
+
+	for (int i = 0; i < cuda.ndevices; i++) {
+		if (dev_lost(i) || device_enter(i, &prev))
+			continue;
+		e = cudaHostRegister(p, (size_t)nbytes, cudaHostRegisterPortable);
+		device_leave(i, prev);
+		if (e == cudaSuccess || !rsd__cuda_is_sticky(e))
+			return e;
+		(void)cuda_fail("cudaHostRegister", e); /* marks it lost */
+	}
+	return e;
+}
+
+/*
+ * Pinned memory is the driver's own anonymous memory, page-locked and
+ * registered with the runtime, not a cudaHostAlloc block: such a block
+ * belongs to the context that was current and dies with it (cudaFreeHost
+ * fails in a lost context, a reset frees it), while a registration only
+ * maps memory that stays ours, so host copies stay readable after a
+ * device's context is lost and are unmapped whatever the runtime says.
+ * Registration takes the calling thread's context, or a sound device's
+ * when that one is lost.
+ */
 static int pinned_chunk_alloc(void *ctx, uint64_t nbytes, void **base)
 {
-	char what[64];
+	char what[80];
 	cudaError_t e;
-	void *p = NULL;
+	void *p;
 	int rc;
 
 	(void)ctx;
-	/* Portable: usable by copies to and from every device. */
-	e = cudaHostAlloc(&p, (size_t)nbytes, cudaHostAllocPortable);
+	p = mmap(NULL, (size_t)nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return rsd__err(RSD_ENOMEM,
+				"CUDA driver: mmap of %" PRIu64 " bytes for pinned "
+				"memory failed: %s",
+				nbytes, strerror(errno));
+	e = cudaHostRegister(p, (size_t)nbytes, cudaHostRegisterPortable);
+	if (rsd__cuda_is_sticky(e)) {
+		(void)cuda_fail("cudaHostRegister", e);
+		e = register_sound(p, nbytes);
+	}
 	if (e != cudaSuccess) {
-		snprintf(what, sizeof(what), "cudaHostAlloc(%" PRIu64 ")", nbytes);
-		return cuda_fail(what, e);
+		snprintf(what, sizeof(what), "cudaHostRegister(%" PRIu64 ")", nbytes);
+		rc = cuda_fail(what, e);
+		munmap(p, (size_t)nbytes);
+		return rc;
 	}
 	rc = pinned_check(p, nbytes);
 	if (rc) {
-		(void)cudaFreeHost(p);
+		(void)cudaHostUnregister(p);
+		(void)cudaGetLastError();
+		munmap(p, (size_t)nbytes);
 		return rc;
 	}
 	*base = p;
 	return 0;
 }
 
+/* The memory is ours: unmapped even when the runtime refuses to
+ * unregister it (its context lost), since the pages are released with the
+ * mapping either way. */
 static void pinned_chunk_free(void *ctx, void *base, uint64_t nbytes)
 {
 	(void)ctx;
-	(void)nbytes;
-	(void)cudaFreeHost(base);
+	if (cudaHostUnregister(base) != cudaSuccess)
+		(void)cudaGetLastError();
+	munmap(base, (size_t)nbytes);
 }
 
 static const struct rsd__pool_ops dev_chunk_ops = {
@@ -356,6 +501,8 @@ static int cu_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **p
 		return rsd__err(RSD_ETYPE,
 				"CUDA driver: alloc needs a pointer to store the address");
 	rc = check_location("alloc", at, false);
+	if (!rc)
+		rc = check_lost_at("alloc", at);
 	if (rc)
 		return rc;
 	return rsd__pool_alloc(pool_of(at), nbytes, ptr);
@@ -454,7 +601,8 @@ static void *cu_transfer_stream(void *ctx, struct rsd_location dst, struct rsd_l
 
 	(void)ctx;
 	if (check_location("transfer_stream", dst, true) ||
-	    check_location("transfer_stream", src, true))
+	    check_location("transfer_stream", src, true) || check_lost_at("transfer_stream", dst) ||
+	    check_lost_at("transfer_stream", src))
 		return NULL;
 	if (dst.kind == RSD_CUDA && src.kind == RSD_CUDA && dst.device != src.device) {
 		peer_enable(src.device, dst.device);
@@ -472,6 +620,16 @@ static void *cu_transfer_stream(void *ctx, struct rsd_location dst, struct rsd_l
 	return s;
 }
 
+/* The NVTX range of a copy: its direction, a static string. */
+static const char *copy_range_name(struct rsd_location dst, struct rsd_location src)
+{
+	if (src.kind != RSD_CUDA)
+		return src.kind == RSD_PAGEABLE_HOST ? "rsd copy H2D (pageable)" : "rsd copy H2D";
+	if (dst.kind != RSD_CUDA)
+		return dst.kind == RSD_PAGEABLE_HOST ? "rsd copy D2H (pageable)" : "rsd copy D2H";
+	return dst.device == src.device ? "rsd copy D2D" : "rsd copy peer";
+}
+
 static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
 		   struct rsd_location src_at, uint64_t nbytes, void *stream)
 {
@@ -483,6 +641,10 @@ static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void 
 	rc = check_location("copy", dst_at, true);
 	if (!rc)
 		rc = check_location("copy", src_at, true);
+	if (!rc)
+		rc = check_lost_at("copy", dst_at);
+	if (!rc)
+		rc = check_lost_at("copy", src_at);
 	if (rc)
 		return rc;
 	if (!nbytes)
@@ -502,12 +664,17 @@ static int cu_copy(void *ctx, void *dst, struct rsd_location dst_at, const void 
 		if (rc)
 			return rc;
 	}
+	/* The range covers the enqueue on this thread; Nsight links it to
+	 * the copy on the device through the CUDA call inside it. */
+	rsd__nvtx_push(copy_range_name(dst_at, src_at), nbytes);
 	if (dst_at.kind == RSD_CUDA && src_at.kind == RSD_CUDA && dst_at.device != src_at.device) {
 		peer_enable(src_at.device, dst_at.device);
 		e = cudaMemcpyPeerAsync(dst, dst_at.device, src, src_at.device, (size_t)nbytes, s);
+		rsd__nvtx_pop();
 		return e == cudaSuccess ? 0 : cuda_fail("cudaMemcpyPeerAsync", e);
 	}
 	e = cudaMemcpyAsync(dst, src, (size_t)nbytes, cudaMemcpyDefault, s);
+	rsd__nvtx_pop();
 	return e == cudaSuccess ? 0 : cuda_fail("cudaMemcpyAsync", e);
 }
 
@@ -582,15 +749,23 @@ static void *cu_default_stream(void *ctx, int device)
 static int cu_stream_sync(void *ctx, void *stream)
 {
 	cudaError_t e;
+	int lost = -1;
 
 	(void)ctx;
 	if (stream) {
 		e = cudaStreamSynchronize((cudaStream_t)stream);
 		return e == cudaSuccess ? 0 : cuda_fail("cudaStreamSynchronize", e);
 	}
-	/* NULL stands for the driver's streams: synchronize each one made. */
+	/* NULL stands for the driver's streams: synchronize each one made, on
+	 * every sound device; a lost one fails the call after the others. */
 	for (int i = 0; i < ndevices(); i++) {
 		struct cuda_dev *d = &cuda.dev[i];
+
+		if (dev_lost(i)) {
+			if (lost < 0)
+				lost = i;
+			continue;
+		}
 
 		for (int j = -3; j < cuda.ndevices; j++) {
 			struct cuda_stream *cs = j == -3 ? &d->transfer :
@@ -611,7 +786,7 @@ static int cu_stream_sync(void *ctx, void *stream)
 				return cuda_fail("cudaStreamSynchronize", e);
 		}
 	}
-	return 0;
+	return check_lost("stream_sync of the driver's streams", lost);
 }
 
 static int cu_device_sync(void *ctx, int device)
@@ -622,7 +797,9 @@ static int cu_device_sync(void *ctx, int device)
 	(void)ctx;
 	if (device < 0 || device >= ndevices())
 		return no_device("device_sync", device);
-	rc = device_enter(device, &prev);
+	rc = check_lost("device_sync", device);
+	if (!rc)
+		rc = device_enter(device, &prev);
 	if (rc)
 		return rc;
 	e = cudaDeviceSynchronize();
@@ -688,7 +865,9 @@ static int cu_event_record(void *ctx, void *stream, void **event)
 		return rc;
 	if (dev < 0 || dev >= cuda.ndevices)
 		return no_device("event_record", dev);
-	rc = event_get(dev, &ev);
+	rc = check_lost("event_record", dev);
+	if (!rc)
+		rc = event_get(dev, &ev);
 	if (rc || !ev)
 		return rc;
 	e = cudaEventRecord(ev->ev, (cudaStream_t)stream);
@@ -721,6 +900,8 @@ static int cu_event_query(void *ctx, void *event)
 	(void)ctx;
 	if (!ev)
 		return -RSD_ETYPE;
+	if (dev_lost(ev->device))
+		return check_lost("event_query", ev->device);
 	e = cudaEventQuery(ev->ev);
 	if (e == cudaSuccess)
 		return 1;
@@ -737,6 +918,8 @@ static int cu_event_sync(void *ctx, void *event)
 	(void)ctx;
 	if (!ev)
 		return -RSD_ETYPE;
+	if (dev_lost(ev->device))
+		return check_lost("event_sync", ev->device);
 	e = cudaEventSynchronize(ev->ev);
 	return e == cudaSuccess ? 0 : cuda_fail("cudaEventSynchronize", e);
 }
@@ -762,6 +945,8 @@ static int cu_stream_wait_event(void *ctx, void *stream, void *event)
 	ev = live_event(event);
 	if (!ev)
 		return -RSD_ETYPE;
+	if (dev_lost(ev->device))
+		return check_lost("stream_wait_event", ev->device);
 	e = cudaStreamWaitEvent((cudaStream_t)stream, ev->ev, 0);
 	return e == cudaSuccess ? 0 : cuda_fail("cudaStreamWaitEvent", e);
 }
@@ -775,10 +960,18 @@ static int cu_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *rese
 		return rsd__err(RSD_ETYPE, "CUDA driver: metrics needs both output pointers");
 	if (device < 0 || device >= ndevices())
 		return no_device("metrics", device);
+	if (dev_lost(device))
+		return check_lost("metrics", device);
 	rsd__pool_stats(&cuda.dev[device].pool, &st);
 	*allocated = st.allocated_bytes;
 	*reserved = st.reserved_bytes;
 	return 0;
+}
+
+static bool cu_device_lost(void *ctx, int device)
+{
+	(void)ctx;
+	return device >= 0 && device < ndevices() && dev_lost(device);
 }
 
 static const struct rsd_device_ops cuda_ops = {
@@ -798,6 +991,7 @@ static const struct rsd_device_ops cuda_ops = {
 	.metrics = cu_metrics,
 	.transfer_stream = cu_transfer_stream,
 	.stream_wait_event = cu_stream_wait_event,
+	.device_lost = cu_device_lost,
 };
 
 #else /* !RSD_HAVE_CUDA */

@@ -217,13 +217,21 @@ int rsd_simdev_create(const struct rsd_simdev_config *cfg, struct rsd_simdev **o
 		 * (an unpooled one gives every free back, as cudaFree). */
 		if (sd->pooled)
 			rsd__pool_set_keep(&dv->pool, sd->lm.oversize_keep);
-		rsd__sim_stream_link(sd, &dv->transfer, d, true);
-		rsd__sim_stream_link(sd, &dv->h2d, d, true);
-		rsd__sim_stream_link(sd, &dv->d2h, d, true);
 		dv->transfer.embedded = dv->h2d.embedded = dv->d2h.embedded = true;
 	}
 	pthread_mutex_lock(&sd->lock);
-	rc = rsd__sim_set_progress(sd, mode, cfg->delay_ns);
+	rc = 0;
+	for (int d = 0; d < sd->ndevices && !rc; d++) {
+		struct sim_device *dv = &sd->dev[d];
+
+		rc = rsd__sim_stream_link(sd, &dv->transfer, d, true);
+		if (!rc)
+			rc = rsd__sim_stream_link(sd, &dv->h2d, d, true);
+		if (!rc)
+			rc = rsd__sim_stream_link(sd, &dv->d2h, d, true);
+	}
+	if (!rc)
+		rc = rsd__sim_set_progress(sd, mode, cfg->delay_ns);
 	pthread_mutex_unlock(&sd->lock);
 	if (rc) {
 		rsd_simdev_destroy(sd);
@@ -297,6 +305,8 @@ static int sim_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **
 	}
 	if (!rc)
 		rc = check_device_location(sd, "alloc", at, false);
+	if (!rc)
+		rc = rsd__sim_lost_at(sd, at, "alloc");
 	if (!rc && sd->fail_loc_err[rsd__loc_slot(at)]) {
 		int err = sd->fail_loc_err[rsd__loc_slot(at)];
 
@@ -330,13 +340,19 @@ static void sim_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbyt
 {
 	struct rsd_simdev *sd = ctx;
 	char name[RSD_LOCATION_NAME_MAX];
-	bool busy;
+	bool busy, lost;
 
 	if (!ptr)
 		return;
 	pthread_mutex_lock(&sd->lock);
-	busy = rsd__sim_pending_touches(sd, ptr, nbytes);
+	/* A lost device's memory is never given back, as cudaFree in a dead
+	 * context frees nothing: the bytes stay allocated (and counted). */
+	lost = at.kind == RSD_CUDA && at.device >= 0 && at.device < sd->ndevices &&
+	       sd->dev[at.device].lost;
+	busy = !lost && rsd__sim_pending_touches(sd, ptr, nbytes);
 	pthread_mutex_unlock(&sd->lock);
+	if (lost)
+		return;
 	if (busy) {
 		fprintf(stderr,
 			"librsd: simulated device: free of %p (%" PRIu64 " bytes) at %s while a "
@@ -404,6 +420,10 @@ static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void
 	if (rc)
 		goto out;
 	rc = check_device_location(sd, "copy", src_at, true);
+	if (!rc)
+		rc = rsd__sim_lost_at(sd, dst_at, "copy");
+	if (!rc)
+		rc = rsd__sim_lost_at(sd, src_at, "copy");
 	if (rc)
 		goto out;
 	s = copy_stream(sd, stream, dst_at, src_at);
@@ -412,6 +432,10 @@ static int sim_copy(void *ctx, void *dst, struct rsd_location dst_at, const void
 			      "simulated device: %p is not a stream of this simulated "
 			      "device",
 			      stream);
+		goto out;
+	}
+	if (s && s->lost) {
+		rc = rsd__sim_lost(sd, s->device, "copy on a stream");
 		goto out;
 	}
 	if (nbytes && (!dst || !src)) {
@@ -464,7 +488,11 @@ static struct sim_stream *peer_stream(struct rsd_simdev *sd, int src, int dst)
 				 src, dst);
 			return NULL;
 		}
-		rsd__sim_stream_link(sd, *pp, dst, true);
+		if (rsd__sim_stream_link(sd, *pp, dst, true)) {
+			free(*pp);
+			*pp = NULL;
+			return NULL;
+		}
 	}
 	return *pp;
 }
@@ -478,7 +506,10 @@ static void *sim_transfer_stream(void *ctx, struct rsd_location dst, struct rsd_
 	    check_device_location(sd, "transfer_stream", src, true))
 		return NULL;
 	pthread_mutex_lock(&sd->lock);
-	if (dst.kind == RSD_CUDA && src.kind == RSD_CUDA && dst.device != src.device)
+	if (rsd__sim_lost_at(sd, dst, "transfer_stream") ||
+	    rsd__sim_lost_at(sd, src, "transfer_stream"))
+		s = NULL;
+	else if (dst.kind == RSD_CUDA && src.kind == RSD_CUDA && dst.device != src.device)
 		s = peer_stream(sd, src.device, dst.device);
 	else if (dst.kind == RSD_CUDA && src.kind == RSD_CUDA)
 		s = &sd->dev[dst.device].transfer;
@@ -516,6 +547,9 @@ static int sim_metrics(void *ctx, int device, uint64_t *allocated, uint64_t *res
 			      device, sd->ndevices);
 		goto out;
 	}
+	rc = rsd__sim_lost(sd, device, "metrics");
+	if (rc)
+		goto out;
 	pthread_mutex_unlock(&sd->lock);
 	rsd__pool_stats(&sd->dev[device].pool, &st);
 	*allocated = st.allocated_bytes;
@@ -546,6 +580,19 @@ uint64_t rsd_simdev_allocated_bytes(struct rsd_simdev *sd, int device)
 	return st.allocated_bytes;
 }
 
+static bool sim_device_lost(void *ctx, int device)
+{
+	struct rsd_simdev *sd = ctx;
+	bool lost;
+
+	if (device < 0 || device >= sd->ndevices)
+		return false;
+	pthread_mutex_lock(&sd->lock);
+	lost = sd->dev[device].lost;
+	pthread_mutex_unlock(&sd->lock);
+	return lost;
+}
+
 static const struct rsd_device_ops sim_ops = {
 	.name = "simdev",
 	.device_count = sim_device_count,
@@ -563,6 +610,7 @@ static const struct rsd_device_ops sim_ops = {
 	.metrics = sim_metrics,
 	.transfer_stream = sim_transfer_stream,
 	.stream_wait_event = rsd__sim_stream_wait_event,
+	.device_lost = sim_device_lost,
 };
 
 const struct rsd_device_ops *rsd_simdev_ops(void)
@@ -571,6 +619,47 @@ const struct rsd_device_ops *rsd_simdev_ops(void)
 }
 
 /* ---- fault injection ---- */
+
+int rsd__sim_lost(struct rsd_simdev *sd, int device, const char *op)
+{
+	if (device < 0 || device >= sd->ndevices || !sd->dev[device].lost)
+		return 0;
+	return rsd__err(RSD_EDEVLOST,
+			"simulated device: %s on cuda:%d, which was lost "
+			"(rsd_simdev_lose_device): every operation on it fails",
+			op, device);
+}
+
+int rsd__sim_lost_at(struct rsd_simdev *sd, struct rsd_location at, const char *op)
+{
+	return at.kind == RSD_CUDA ? rsd__sim_lost(sd, at.device, op) : 0;
+}
+
+int rsd_simdev_lose_device(struct rsd_simdev *sd, int device)
+{
+	if (!sd)
+		return rsd__err(RSD_ETYPE, "rsd_simdev_lose_device: simdev is NULL");
+	if (device < 0 || device >= sd->ndevices)
+		return rsd__err(RSD_EINVAL,
+				"rsd_simdev_lose_device: no device %d (%d simulated devices)",
+				device, sd->ndevices);
+	pthread_mutex_lock(&sd->lock);
+	if (!sd->dev[device].lost) {
+		sd->dev[device].lost = true;
+		rsd__sim_streams_lose(sd, device);
+		/* Waiters on its work, and workers whose streams waited on
+		 * it, see the loss. */
+		rsd__sim_kick_all(sd);
+		pthread_cond_broadcast(&sd->cond);
+	}
+	pthread_mutex_unlock(&sd->lock);
+	return 0;
+}
+
+bool rsd_simdev_device_lost(struct rsd_simdev *sd, int device)
+{
+	return sd && sim_device_lost(sd, device);
+}
 
 void rsd_simdev_fail_nth(struct rsd_simdev *sd, enum rsd_simdev_op op, unsigned n, int err)
 {

@@ -51,6 +51,17 @@
  * leaves a fault on its stream: the copies and kernels queued after it are
  * skipped, and every event recorded after it reports the fault, as does every
  * stream that waits on such an event (from its wait item on).
+ *
+ * Device loss (rsd_simdev_lose_device): the device's streams are marked
+ * lost. Their queued copies and kernels are skipped at once (taken off
+ * sd->pending: they will never touch memory, so their other ends may be
+ * freed); the streams still drain (skipping), so their waiters and
+ * retirement work as before, but every event recorded on them reports the
+ * loss whether or not its record has run, and every op naming the device,
+ * one of its streams or events fails with RSD_EDEVLOST. A copy queued on a
+ * sound stream that reads or writes the lost device's memory fails when it
+ * runs, leaving a fault (lost set) on its stream; a stream waiting on an
+ * event of a lost stream that was pending at the loss inherits one too.
  */
 #ifndef RSD_DRIVERS_SIMDEV_H
 #define RSD_DRIVERS_SIMDEV_H
@@ -90,6 +101,9 @@ struct sim_fault {
 	int err;	    /* positive RSD_E* code */
 	unsigned long call; /* the failed copy_exec call */
 	uint64_t after;	    /* the last event number not affected */
+	bool lost;	    /* a copy touched a lost device (err is
+			     * RSD_EDEVLOST, call 0) */
+	int device;	    /* with lost: that device */
 };
 
 struct sim_work {
@@ -101,6 +115,7 @@ struct sim_work {
 	struct rsd__list_node pend; /* on sd->pending, while listed */
 	bool listed;		    /* on sd->pending */
 	bool skip;		    /* not executed: its stream failed */
+	uint64_t started_ns;	    /* when it started (rsd:device_work) */
 	union {
 		struct {
 			void *dst;
@@ -169,6 +184,8 @@ struct sim_stream {
 	uint64_t ready_ns;	       /* when head became runnable (background) */
 	struct sim_fault fault;	       /* a copy of it failed on the device */
 	enum sim_role role;	       /* of its last copy or kernel started */
+	bool lost;		       /* its device was lost */
+	uint64_t lost_after;	       /* with lost: completed at the loss */
 };
 
 struct sim_event {
@@ -176,6 +193,7 @@ struct sim_event {
 	struct sim_stream *stream; /* NULL once its stream is gone (then done) */
 	uint64_t seq;
 	uint64_t ticket;	       /* of its record item */
+	int device;		       /* of the stream it was recorded on */
 	bool done;		       /* complete regardless of the stream */
 	struct sim_fault fault;	       /* the stream's, kept once it is gone */
 	struct sim_event *prev, *next; /* stream->events, or sd->free_events */
@@ -218,6 +236,7 @@ struct sim_device {
 	/* Each worker sleeps on its own, with sd->lock (simdev_progress.c,
 	 * kick()); CLOCK_MONOTONIC. */
 	pthread_cond_t wake[SIM_NROLES];
+	bool lost; /* protected by sd->lock; rsd_simdev_lose_device, for good */
 };
 
 struct rsd_simdev {
@@ -240,6 +259,7 @@ struct rsd_simdev {
 	bool stopping;				  /* protected by lock; destroy under way */
 	bool unpinned_host;			  /* protected by lock */
 	struct sim_stream *streams;		  /* protected by lock */
+	struct rsd__ptrmap stream_set;		  /* protected by lock; each of streams */
 	struct rsd__list pending;		  /* protected by lock; sim_work, by ticket */
 	struct sim_event *free_events;		  /* protected by lock */
 	struct sim_event *all_events;		  /* protected by lock */
@@ -274,7 +294,8 @@ struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p);
 /* With sd->lock held: like rsd__sim_find_stream, destroyed streams whose work
  * has not drained included. */
 struct sim_stream *rsd__sim_find_any_stream(struct rsd_simdev *sd, const void *p);
-void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default);
+/* Link s into sd->streams; -RSD_ENOMEM (recorded), s not linked. */
+int rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default);
 /* With sd->lock held: free s if it is destroyed, drained and not running. */
 void rsd__sim_stream_put(struct rsd_simdev *sd, struct sim_stream *s);
 /* Free every non-default stream, every queued work item and every event
@@ -329,6 +350,17 @@ void rsd__sim_check_order(struct rsd_simdev *sd, const struct sim_work *w);
 uint64_t rsd__sim_kernel_start(struct rsd_simdev *sd, const struct sim_work *w, uint64_t now);
 /* Kernel w's effects: its fills, then its function (sd->lock not held). */
 void rsd__sim_kernel_effects(const struct sim_work *w);
+
+/* With sd->lock held: 0, or -RSD_EDEVLOST (recorded, naming op) when
+ * cuda:device is lost; device may be anything. */
+int rsd__sim_lost(struct rsd_simdev *sd, int device, const char *op);
+/* With sd->lock held: rsd__sim_lost for a location (0 for a host one). */
+int rsd__sim_lost_at(struct rsd_simdev *sd, struct rsd_location at, const char *op);
+/* With sd->lock held: wake every background worker. */
+void rsd__sim_kick_all(struct rsd_simdev *sd);
+/* With sd->lock held: mark cuda:device's streams lost and skip their queued
+ * copies and kernels (simdev_progress.c). */
+void rsd__sim_streams_lose(struct rsd_simdev *sd, int device);
 
 /* Stream and event ops (simdev_stream.c). */
 int rsd__sim_stream_device(void *ctx, void *stream, int *device);

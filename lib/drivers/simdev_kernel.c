@@ -248,6 +248,9 @@ int rsd_simdev_launch_kernel(struct rsd_simdev *sd, void *stream, uint64_t durat
 			      stream);
 		goto out;
 	}
+	rc = rsd__sim_lost(sd, s->device, "rsd_simdev_launch_kernel");
+	if (rc)
+		goto out;
 	rsd__sim_enqueue(sd, s, w);
 	w = NULL;
 out:

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "simdev.h"
+#include "../trace.h"
 
 /* sd->cond runs on CLOCK_MONOTONIC, so due times do too. */
 static uint64_t mono_ns(void)
@@ -43,9 +44,11 @@ static void wait_until(struct rsd_simdev *sd, uint64_t due)
 	pthread_cond_timedwait(&sd->cond, &sd->lock, &ts);
 }
 
+/* A wait on a lost stream's event is never blocked: that event will never
+ * be trusted, and the waiting stream inherits the loss instead. */
 bool rsd__sim_blocked(const struct sim_work *w)
 {
-	return w && w->kind == SIM_WORK_WAIT && w->wait.stream &&
+	return w && w->kind == SIM_WORK_WAIT && w->wait.stream && !w->wait.stream->lost &&
 	       w->wait.stream->completed < w->wait.seq;
 }
 
@@ -78,7 +81,7 @@ static void kick(struct rsd_simdev *sd, int device, enum sim_role role)
 		pthread_cond_signal(&sd->dev[device].wake[role]);
 }
 
-static void kick_all(struct rsd_simdev *sd)
+void rsd__sim_kick_all(struct rsd_simdev *sd)
 {
 	for (int d = 0; d < sd->ndevices; d++)
 		for (int r = 0; r < SIM_NROLES; r++)
@@ -130,6 +133,25 @@ static void execute(struct sim_work *w)
 	}
 }
 
+/* With sd->lock held: copy w of sound stream s reads or writes a lost
+ * device's memory: it fails, leaving the loss on s as a fault. */
+static bool copy_touches_lost(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w)
+{
+	const struct rsd_location *at[2] = { &w->copy.dst_at, &w->copy.src_at };
+
+	for (int i = 0; i < 2; i++) {
+		if (at[i]->kind != RSD_CUDA || !sd->dev[at[i]->device].lost)
+			continue;
+		w->skip = true;
+		s->fault = (struct sim_fault){ .err = RSD_EDEVLOST,
+					       .after = s->completed,
+					       .lost = true,
+					       .device = at[i]->device };
+		return true;
+	}
+	return false;
+}
+
 /*
  * With sd->lock held, w popped from s and starting: decide whether it
  * executes. Copies and kernels of a failed stream are skipped; the others
@@ -144,12 +166,14 @@ static void admit(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *
 
 	if (w->kind != SIM_WORK_COPY && w->kind != SIM_WORK_KERNEL)
 		return;
-	if (s->fault.err) {
+	if (s->fault.err || s->lost) {
 		w->skip = true;
 		return;
 	}
 	rsd__sim_check_order(sd, w);
 	if (w->kind != SIM_WORK_COPY)
+		return;
+	if (copy_touches_lost(sd, s, w))
 		return;
 	err = rsd__sim_fire(sd, RSD_SIMDEV_COPY_EXEC);
 	if (!err)
@@ -176,6 +200,7 @@ static uint64_t item_start(struct rsd_simdev *sd, const struct sim_work *w, uint
 static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 {
 	struct sim_work *w = s->head;
+	uint64_t now;
 
 	s->head = w->next;
 	if (!s->head)
@@ -186,7 +211,9 @@ static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 	if (w->kind == SIM_WORK_COPY || w->kind == SIM_WORK_KERNEL)
 		s->role = role_of(s, w);
 	admit(sd, s, w);
-	w->due_ns = item_start(sd, w, mono_ns());
+	now = mono_ns();
+	w->started_ns = now;
+	w->due_ns = item_start(sd, w, now);
 	pthread_mutex_unlock(&sd->lock);
 	execute(w);
 	pthread_mutex_lock(&sd->lock);
@@ -197,12 +224,41 @@ static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
  * stream that covers the awaited event becomes s's from here on. */
 static void inherit_fault(struct sim_stream *s, const struct sim_work *w)
 {
-	const struct sim_fault *f = w->wait.stream ? &w->wait.stream->fault : &w->wait.fault;
+	const struct sim_stream *t = w->wait.stream;
+	const struct sim_fault *f = t ? &t->fault : &w->wait.fault;
 
+	if (!s->fault.err && t && t->lost && w->wait.seq > t->lost_after) {
+		/* The awaited event was pending when its device was lost. */
+		s->fault = (struct sim_fault){ .err = RSD_EDEVLOST,
+					       .after = s->completed,
+					       .lost = true,
+					       .device = t->device };
+		return;
+	}
 	if (s->fault.err || !f->err || w->wait.seq <= f->after)
 		return;
 	s->fault = *f;
 	s->fault.after = s->completed;
+}
+
+/* The engine's name for rsd:device_work. */
+static const char *const role_name[] = {
+	[SIM_ROLE_COMPUTE] = "compute",
+	[SIM_ROLE_COPY_IN] = "copy-in",
+	[SIM_ROLE_COPY_OUT] = "copy-out",
+};
+
+/* w, a copy or kernel of s that ran, as rsd:device_work. */
+static void trace_work(const struct sim_stream *s, const struct sim_work *w)
+{
+	bool kernel = w->kind == SIM_WORK_KERNEL;
+	struct rsd_location none = { 0 };
+	uint64_t now = mono_ns();
+
+	rsd_trace_device_work(s->device, kernel, role_name[role_of(s, w)],
+			      kernel ? 0 : w->copy.nbytes, !kernel, kernel ? none : w->copy.src_at,
+			      kernel ? none : w->copy.dst_at,
+			      now > w->started_ns ? now - w->started_ns : 0);
 }
 
 /* With sd->lock held: end s's running item. s may be freed on return (a
@@ -221,6 +277,9 @@ static void finish_one(struct rsd_simdev *sd, struct sim_stream *s)
 		rsd__sim_kernel_effects(w);
 		pthread_mutex_lock(&sd->lock);
 	}
+	if ((w->kind == SIM_WORK_KERNEL || w->kind == SIM_WORK_COPY) && !w->skip &&
+	    rsd_trace_device_work_enabled())
+		trace_work(s, w);
 	rsd__sim_pending_del(sd, w);
 	s->running = false;
 	s->inflight = false;
@@ -305,6 +364,28 @@ void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfe
 			rsd__sim_wait(sd);
 		else
 			return;
+	}
+}
+
+void rsd__sim_streams_lose(struct rsd_simdev *sd, int device)
+{
+	for (struct sim_stream *s = sd->streams; s; s = s->next) {
+		if (s->device != device || s->lost)
+			continue;
+		s->lost = true;
+		s->lost_after = s->completed;
+		for (struct sim_work *w = s->head; w; w = w->next) {
+			if (w->kind != SIM_WORK_COPY && w->kind != SIM_WORK_KERNEL)
+				continue;
+			w->skip = true;
+			rsd__sim_pending_del(sd, w);
+		}
+		/* A kernel parked until its modelled end has not taken effect:
+		 * it never will. A copy's bytes moved when it started. */
+		if (s->running && s->inflight && s->current->kind == SIM_WORK_KERNEL) {
+			s->current->skip = true;
+			rsd__sim_pending_del(sd, s->current);
+		}
 	}
 }
 
@@ -432,7 +513,7 @@ static void *worker(void *p)
  * sd->stopping. */
 static void workers_join(struct rsd_simdev *sd, int n)
 {
-	kick_all(sd);
+	rsd__sim_kick_all(sd);
 	pthread_mutex_unlock(&sd->lock);
 	while (n--)
 		pthread_join(sd->dev[n / SIM_NROLES].worker[n % SIM_NROLES], NULL);
@@ -535,7 +616,7 @@ int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, 
 	/* Work already queued proceeds: now (immediate) or in the workers. */
 	if (mode == RSD_SIMDEV_IMMEDIATE)
 		rsd__sim_drive(sd, NULL, false, sd->tickets);
-	kick_all(sd);
+	rsd__sim_kick_all(sd);
 	pthread_cond_broadcast(&sd->cond);
 	return 0;
 }

@@ -16,16 +16,16 @@
  * with nobody to complete the work waits forever, which is the caller's bug,
  * as a cudaStreamSynchronize() on a stream blocked by a never-set flag is.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "simdev.h"
 
+/* A lookup in the set of linked streams: a device with thousands of
+ * streams answers as fast as with a few, as the CUDA runtime does. */
 struct sim_stream *rsd__sim_find_any_stream(struct rsd_simdev *sd, const void *p)
 {
-	for (struct sim_stream *s = sd->streams; s; s = s->next)
-		if ((const void *)s == p)
-			return s;
-	return NULL;
+	return rsd__ptrmap_get(&sd->stream_set, p, NULL) ? (struct sim_stream *)p : NULL;
 }
 
 struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p)
@@ -35,8 +35,10 @@ struct sim_stream *rsd__sim_find_stream(struct rsd_simdev *sd, const void *p)
 	return s && !s->retired ? s : NULL;
 }
 
-void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default)
+int rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int device, bool is_default)
 {
+	if (rsd__ptrmap_set(&sd->stream_set, s, 0))
+		return rsd__err(RSD_ENOMEM, "simulated device: out of memory for a stream");
 	s->magic = SIM_STREAM_MAGIC;
 	s->device = device;
 	s->is_default = is_default;
@@ -48,6 +50,7 @@ void rsd__sim_stream_link(struct rsd_simdev *sd, struct sim_stream *s, int devic
 	if (s->next)
 		s->next->prev = s;
 	sd->streams = s;
+	return 0;
 }
 
 static bool event_complete(const struct sim_event *ev)
@@ -68,12 +71,30 @@ static const struct sim_fault *event_fault(const struct sim_event *ev)
  * event, recorded. */
 static int event_failed(const struct sim_event *ev, const struct sim_fault *f)
 {
+	if (f->lost)
+		return rsd__err(f->err,
+				"simulated device: event %p comes after a copy that touched "
+				"cuda:%d, which was lost (on its stream, or on one its stream "
+				"waited for)",
+				(const void *)ev, f->device);
 	return rsd__err(f->err,
 			"simulated device: event %p comes after a copy that failed on the device "
 			"(on its stream, or on one its stream waited for): injected failure of "
 			"%s call %lu (%s)",
 			(const void *)ev, rsd__sim_op_name(RSD_SIMDEV_COPY_EXEC), f->call,
 			rsd_strerror(f->err));
+}
+
+/* With sd->lock held: 0, or for an event of a lost device -RSD_EDEVLOST,
+ * recorded: complete or not, such an event reports the loss. */
+static int event_lost(struct rsd_simdev *sd, const struct sim_event *ev)
+{
+	char op[64];
+
+	if (!sd->dev[ev->device].lost)
+		return 0;
+	snprintf(op, sizeof(op), "event %p", (const void *)ev);
+	return rsd__sim_lost(sd, ev->device, op);
 }
 
 static void event_unlink(struct sim_event *ev)
@@ -98,6 +119,7 @@ static void stream_unlink(struct rsd_simdev *sd, struct sim_stream *s)
 		sd->streams = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
+	rsd__ptrmap_del(&sd->stream_set, s);
 	s->magic = 0;
 }
 
@@ -140,6 +162,7 @@ void rsd__sim_streams_destroy(struct rsd_simdev *sd)
 			free(s);
 	}
 	sd->streams = NULL;
+	rsd__ptrmap_free(&sd->stream_set);
 	rsd__list_init(&sd->pending);
 	for (ev = sd->all_events; ev; ev = enext) {
 		enext = ev->all_next;
@@ -153,6 +176,7 @@ void rsd__sim_streams_destroy(struct rsd_simdev *sd)
 int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream)
 {
 	struct sim_stream *s;
+	int rc;
 
 	if (!sd || !stream)
 		return rsd__err(RSD_ETYPE, "rsd_simdev_stream_create: %s is NULL",
@@ -166,8 +190,14 @@ int rsd_simdev_stream_create(struct rsd_simdev *sd, int device, void **stream)
 	if (!s)
 		return rsd__err(RSD_ENOMEM, "rsd_simdev_stream_create: out of memory");
 	pthread_mutex_lock(&sd->lock);
-	rsd__sim_stream_link(sd, s, device, false);
+	rc = rsd__sim_lost(sd, device, "rsd_simdev_stream_create");
+	if (!rc)
+		rc = rsd__sim_stream_link(sd, s, device, false);
 	pthread_mutex_unlock(&sd->lock);
+	if (rc) {
+		free(s);
+		return rc;
+	}
 	*stream = s;
 	return 0;
 }
@@ -266,6 +296,13 @@ int rsd_simdev_launch_host_func(struct rsd_simdev *sd, void *stream, void (*fn)(
 				"simulated device",
 				stream);
 	}
+	if (s->lost) {
+		int rc = rsd__sim_lost(sd, s->device, "rsd_simdev_launch_host_func");
+
+		pthread_mutex_unlock(&sd->lock);
+		free(w);
+		return rc;
+	}
 	rsd__sim_enqueue(sd, s, w);
 	pthread_mutex_unlock(&sd->lock);
 	return 0;
@@ -292,10 +329,12 @@ int rsd__sim_stream_device(void *ctx, void *stream, int *device)
 				"simulated device: stream_device needs a device pointer");
 	pthread_mutex_lock(&sd->lock);
 	s = rsd__sim_find_stream(sd, stream);
-	if (s)
-		*device = s->device;
-	else
+	if (!s)
 		rc = not_a_stream(stream);
+	else if (s->lost)
+		rc = rsd__sim_lost(sd, s->device, "stream_device");
+	else
+		*device = s->device;
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
@@ -317,7 +356,7 @@ static bool streams_done(struct rsd_simdev *sd, const void *only, int device, ui
 	for (struct sim_stream *s = sd->streams; s; s = s->next) {
 		if (only	? (const void *)s != only :
 		    device >= 0 ? s->device != device :
-				  !s->is_default)
+				  !s->is_default || s->lost)
 			continue;
 		if (!rsd__sim_stream_done(s, upto))
 			return false;
@@ -325,19 +364,52 @@ static bool streams_done(struct rsd_simdev *sd, const void *only, int device, ui
 	return true;
 }
 
+/* With sd->lock held: the lost device an awaited stream (only) or device
+ * is on, or with neither the first lost device; -1 when none. */
+static int sync_lost(struct rsd_simdev *sd, const struct sim_stream *only, int device)
+{
+	if (only)
+		return only->lost ? only->device : -1;
+	if (device >= 0)
+		return sd->dev[device].lost ? device : -1;
+	for (int d = 0; d < sd->ndevices; d++)
+		if (sd->dev[d].lost)
+			return d;
+	return -1;
+}
+
+/* With sd->lock held: wait until the awaited streams have run their work up
+ * to now; a lost device among them ends the wait (at once, or once the
+ * sound transfer streams drained, for all of them). */
+static int sync_wait(struct rsd_simdev *sd, const struct sim_stream *only, int device,
+		     const char *op)
+{
+	uint64_t upto = sd->tickets;
+	int lost;
+
+	for (;;) {
+		lost = sync_lost(sd, only, device);
+		if (lost >= 0 && (only || device >= 0))
+			break;
+		if (streams_done(sd, only, device, upto))
+			break;
+		rsd__sim_wait(sd);
+	}
+	return lost >= 0 ? rsd__sim_lost(sd, lost, op) : 0;
+}
+
 int rsd__sim_stream_sync(void *ctx, void *stream)
 {
 	struct rsd_simdev *sd = ctx;
-	uint64_t upto;
+	struct sim_stream *s = NULL;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_EVENT_SYNC);
-	if (!rc && stream && !rsd__sim_find_stream(sd, stream))
+	if (!rc && stream && !(s = rsd__sim_find_stream(sd, stream)))
 		rc = not_a_stream(stream);
-	upto = sd->tickets;
-	while (!rc && !streams_done(sd, stream, -1, upto))
-		rsd__sim_wait(sd);
+	if (!rc)
+		rc = sync_wait(sd, s, -1, "stream_sync");
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
@@ -345,7 +417,6 @@ int rsd__sim_stream_sync(void *ctx, void *stream)
 int rsd__sim_device_sync(void *ctx, int device)
 {
 	struct rsd_simdev *sd = ctx;
-	uint64_t upto;
 	int rc;
 
 	pthread_mutex_lock(&sd->lock);
@@ -355,9 +426,8 @@ int rsd__sim_device_sync(void *ctx, int device)
 			      "simulated device: no device %d to synchronize (%d "
 			      "simulated devices)",
 			      device, sd->ndevices);
-	upto = sd->tickets;
-	while (!rc && !streams_done(sd, NULL, device, upto))
-		rsd__sim_wait(sd);
+	if (!rc)
+		rc = sync_wait(sd, NULL, device, "device_sync");
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
@@ -383,6 +453,10 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 		rc = not_a_stream(stream);
 		goto out;
 	}
+	if (s->lost) {
+		rc = rsd__sim_lost(sd, s->device, "event_record");
+		goto out;
+	}
 	w = calloc(1, sizeof(*w));
 	if (!w) {
 		rc = rsd__err(RSD_ENOMEM, "simulated device: out of memory for an event record");
@@ -402,6 +476,7 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event)
 		sd->all_events = ev;
 	}
 	ev->magic = SIM_EVENT_LIVE;
+	ev->device = s->device;
 	ev->done = false;
 	ev->fault = (struct sim_fault){ 0 };
 	ev->seq = ++s->recorded;
@@ -448,12 +523,13 @@ int rsd__sim_event_query(void *ctx, void *event)
 	if (rc)
 		goto out;
 	ev = live_event(event);
-	if (!ev)
+	if (!ev) {
 		rc = -RSD_ETYPE;
-	else if ((f = event_fault(ev)))
-		rc = event_failed(ev, f);
-	else
-		rc = event_complete(ev);
+		goto out;
+	}
+	rc = event_lost(sd, ev);
+	if (!rc)
+		rc = (f = event_fault(ev)) ? event_failed(ev, f) : event_complete(ev);
 out:
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
@@ -470,9 +546,12 @@ int rsd__sim_event_sync(void *ctx, void *event)
 	if (!rc && !(ev = live_event(event)))
 		rc = -RSD_ETYPE;
 	/* Event objects are never freed while the simulator lives, so ev may
-	 * be read after every wake-up. A failure is reported once known. */
-	while (!rc && !event_fault(ev) && !event_complete(ev))
+	 * be read after every wake-up. A failure is reported once known; a
+	 * lost device's events never complete. */
+	while (!rc && !sd->dev[ev->device].lost && !event_fault(ev) && !event_complete(ev))
 		rsd__sim_wait(sd);
+	if (!rc)
+		rc = event_lost(sd, ev);
 	if (!rc && event_fault(ev))
 		rc = event_failed(ev, event_fault(ev));
 	pthread_mutex_unlock(&sd->lock);
@@ -518,6 +597,11 @@ int rsd__sim_stream_wait_event(void *ctx, void *stream, void *event)
 		rc = -RSD_ETYPE;
 		goto out;
 	}
+	rc = rsd__sim_lost(sd, s->device, "stream_wait_event");
+	if (!rc)
+		rc = event_lost(sd, ev);
+	if (rc)
+		goto out;
 	/* Complete already (and not failed), or on s itself (in order
 	 * anyway): nothing to wait for, as cudaStreamWaitEvent on a completed
 	 * event. A failed one still passes its failure on to s's later work. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "../nvtx.h"
 #include "../trace.h"
 
 static const char DEFAULT_NAME[] = "residency-actions";
@@ -279,6 +280,7 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 	if (err)
 		goto out_free;
 	rsd_trace_plan_begin(m->id, plan.name, "execute");
+	rsd__nvtx_push(plan.name ? plan.name : "rsd plan", 0);
 	if (expected_version && *expected_version != m->version)
 		err = rsd__err_stale(*expected_version, m->version);
 	if (!err)
@@ -301,6 +303,7 @@ int rsd_execute_actions(struct rsd_manager *m, const struct rsd_action *a, size_
 	}
 	if (held)
 		rsd__plan_hold_give(m, &hold);
+	rsd__nvtx_pop();
 	rsd_trace_plan_end(m->id, plan.name, "execute",
 			   rsd_phase_name(err == -RSD_EEXEC ? RSD_PHASE_EXECUTE : RSD_PHASE_NONE),
 			   err, (uint32_t)(err ? i : n));

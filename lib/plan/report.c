@@ -117,5 +117,8 @@ int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_i
 	e->used_bytes = cause_rec.used_bytes;
 	e->reserved_bytes = cause_rec.reserved_bytes;
 	e->requested_bytes = cause_rec.requested_bytes;
+	e->in_flight_bytes = cause_rec.in_flight_bytes;
+	e->plan_held_bytes = cause_rec.plan_held_bytes;
+	e->plan_hold_count = cause_rec.plan_hold_count;
 	return -RSD_EEXEC;
 }

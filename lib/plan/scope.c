@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "../nvtx.h"
 #include "../trace.h"
 
 struct rsd_scope {
@@ -100,10 +101,16 @@ static int enter_phases(struct rsd_manager *m, struct rsd_scope *s)
 		int waited = 0;
 
 		/* Room a queued copy still holds (§22.1): wait for it. */
-		do
+		for (;;) {
 			err = rsd__reserve_locked(m, r->location, r->nbytes, r->label,
 						  &s->resv[s->nresv]);
-		while (err == -RSD_EBUDGET && (waited = rsd__qcopy_wait_room(m, r->location)) > 0);
+			if (err != -RSD_EBUDGET)
+				break;
+			waited = rsd__qcopy_wait_room(m, r->location);
+			if (waited <= 0)
+				break;
+			rsd_trace_budget_retry(m->id, r->location, "wait");
+		}
 		if (waited < 0)
 			err = waited;
 		if (err) {
@@ -160,7 +167,9 @@ int rsd_scope_enter(struct rsd_manager *m, const struct rsd_plan *p,
 	if (err)
 		goto fail;
 	rsd_trace_plan_begin(m->id, p->name, "scope-enter");
+	rsd__nvtx_push(p->name ? p->name : "rsd scope enter", 0);
 	err = enter_locked(m, s);
+	rsd__nvtx_pop();
 	rsd_trace_plan_end(m->id, p->name, "scope-enter",
 			   rsd_phase_name(err ? rsd_last_error()->phase : RSD_PHASE_NONE), err,
 			   (uint32_t)s->ntrans);
@@ -270,6 +279,7 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 		goto out;
 	}
 	rsd_trace_plan_begin(m->id, p->name, "scope-exit");
+	rsd__nvtx_push(p->name ? p->name : "rsd scope exit", 0);
 	err = run_phase(m, s, p->exit, p->nexit, RSD_PHASE_EXIT);
 	/* Always, even after an exit failure. */
 	release_reservations(m, s);
@@ -281,6 +291,7 @@ int rsd_scope_close(struct rsd_scope *s, struct rsd_plan_report **report)
 		s->report = own;
 		own = NULL;
 	}
+	rsd__nvtx_pop();
 	rsd_trace_plan_end(m->id, p->name, "scope-exit",
 			   rsd_phase_name(err ? RSD_PHASE_EXIT : RSD_PHASE_NONE), err,
 			   (uint32_t)s->ntrans);

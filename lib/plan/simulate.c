@@ -17,6 +17,10 @@ struct sim_loc {
 	bool in;
 	bool has_budget;
 	uint64_t budget, used, reserved, peak;
+	/* Charged by work in flight and kept by other plans: the image's,
+	 * fixed for the whole simulation. */
+	uint64_t in_flight, held;
+	uint32_t holders;
 };
 
 struct sim_val {
@@ -47,6 +51,7 @@ struct sim {
 	unsigned nloc;
 	struct sim_val *vals;
 	size_t nvals, capvals;
+	struct rsd__ptrmap val_idx; /* handle id (never 0) -> its index in vals */
 	struct explanation *e;
 	const char *reason; /* the current action's first reason */
 	int err;	    /* allocation failure */
@@ -57,11 +62,25 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-/* a + b + c, saturated; *wrapped says whether the exact sum exceeds 2^64-1. */
-static uint64_t sum3(uint64_t a, uint64_t b, uint64_t c, bool *wrapped)
+/*
+ * Does l admit n more bytes? The rule execution's admission applies
+ * (rsd__ledger_free) to the simulated used and reserved bytes and the
+ * image's bytes in flight and other plans' headroom. Without a budget it
+ * refuses a sum past 2^64-1 (execution refuses to wrap the counters).
+ */
+static bool admits(const struct sim_loc *l, uint64_t n)
 {
-	*wrapped = a + b < a || a + b + c < a + b;
-	return sat_add(sat_add(a, b), c);
+	struct rsd__ledger led = {
+		.has_budget = l->has_budget,
+		.budget = l->budget,
+		.used = l->used,
+		.reserved = l->reserved,
+		.in_flight = l->in_flight,
+		.held = l->held,
+		.holders = l->holders,
+	};
+
+	return n <= rsd__ledger_free(&led);
 }
 
 static bool has(const struct sim_val *v, unsigned slot)
@@ -151,6 +170,7 @@ static const char *lname(struct rsd_location at, char *buf)
 static bool prepare(struct sim *s, struct rsd_location at)
 {
 	const struct rsd_img_loc *il;
+	struct rsd__ledger led;
 	struct sim_loc *l;
 	unsigned slot;
 
@@ -169,6 +189,12 @@ static bool prepare(struct sim *s, struct rsd_location at)
 		l->budget = il->acct.budget;
 		l->used = il->acct.used;
 		l->reserved = il->acct.reserved;
+		/* A plan of this thread's (preflight nested in a plan) may use
+		 * its own headroom, as its admissions do. */
+		led = rsd__acct_ledger(&il->acct, rsd__plan_hold_own(slot));
+		l->in_flight = led.in_flight;
+		l->held = led.held;
+		l->holders = led.holders;
 	}
 	l->peak = sat_add(l->used, l->reserved);
 	s->order[s->nloc++] = (uint8_t)slot;
@@ -180,17 +206,14 @@ static bool add(struct sim *s, struct sim_val *v, struct rsd_location at, bool t
 	char name[RSD_LOCATION_NAME_MAX];
 	struct sim_loc *l;
 	uint64_t total;
-	bool wrapped;
 
 	if (!prepare(s, at))
 		return false;
 	l = &s->loc[rsd__loc_slot(at)];
-	total = sum3(l->used, l->reserved, v->iv->spec.storage_nbytes, &wrapped);
+	total = sat_add(sat_add(l->used, l->reserved), v->iv->spec.storage_nbytes);
 	if (total > l->peak)
 		l->peak = total;
-	/* A sum past 2^64-1 is over any budget (and execution refuses to
-	 * wrap the counters of an unbudgeted location). */
-	if ((l->has_budget && total > l->budget) || wrapped) {
+	if (!admits(l, v->iv->spec.storage_nbytes)) {
 		if (l->has_budget)
 			fail(s, fmt("Transition exceeds budget at %s", lname(at, name)));
 		else
@@ -236,8 +259,9 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 		return true;
 	if (!c.pending)
 		return false;
-	for (uint32_t i = 0; i < s->img->npending; i++) {
-		const struct rsd_lease_rec *l = s->img->pending[i];
+	const struct rsd_lease_rec *l;
+
+	for (uint64_t i = 0; (l = rsd__ptab_next(&s->img->pending, &i));) {
 		bool covers = false, complete = true;
 
 		if (!rsd_location_equal(l->loc, at))
@@ -255,11 +279,12 @@ static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
 
 static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 {
+	const void *key = (const void *)(uintptr_t)iv->handle.id;
 	struct sim_val *v;
+	size_t i;
 
-	for (size_t i = 0; i < s->nvals; i++)
-		if (s->vals[i].id == iv->handle.id)
-			return &s->vals[i];
+	if (rsd__ptrmap_get(&s->val_idx, key, &i))
+		return &s->vals[i];
 	if (s->nvals == s->capvals) {
 		size_t cap = s->capvals ? s->capvals * 2 : 16;
 
@@ -270,6 +295,10 @@ static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 		}
 		s->vals = v;
 		s->capvals = cap;
+	}
+	if (rsd__ptrmap_set(&s->val_idx, key, s->nvals)) {
+		s->err = rsd__err(RSD_ENOMEM, "out of memory simulating a plan");
+		return NULL;
 	}
 	v = &s->vals[s->nvals++];
 	memset(v, 0, sizeof(*v));
@@ -526,18 +555,19 @@ static bool sim_reservation(struct sim *s, const struct rsd_reservation_spec *r)
 	char name[RSD_LOCATION_NAME_MAX], *label;
 	struct sim_loc *l;
 	uint64_t total;
-	bool wrapped;
 	size_t len;
+	bool fits;
 
 	s->reason = NULL;
 	if (!prepare(s, r->location))
 		return false;
 	l = &s->loc[rsd__loc_slot(r->location)];
-	total = sum3(l->used, l->reserved, r->nbytes, &wrapped);
+	total = sat_add(sat_add(l->used, l->reserved), r->nbytes);
+	fits = admits(l, r->nbytes);
 	l->reserved = sat_add(l->reserved, r->nbytes);
 	if (total > l->peak)
 		l->peak = total;
-	if ((l->has_budget && total > l->budget) || wrapped) {
+	if (!fits) {
 		/* Worst case every byte becomes \xNN: the reason is a data
 		 * field and must not be cut. */
 		len = strlen(r->label) * 4 + 3;
@@ -589,8 +619,10 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 	s->img = img;
 	s->view = view;
 	s->e = e;
-	/* Known locations first, registry order, with their current charge. */
-	for (uint32_t i = 0; i < img->nlocs; i++)
+	/* Known locations first, registry order, with their current charge
+	 * (not a location only a transfer in flight is bringing a copy to:
+	 * it is first touched like any other). */
+	for (uint32_t i = 0; i < img->nlocs && img->locs[i].acct.known; i++)
 		prepare(s, img->locs[i].loc);
 	for (size_t i = 0; i < p->nreservations; i++) {
 		e->resv[i] = p->reservations[i];
@@ -630,8 +662,10 @@ int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const
 	e = NULL;
 out:
 	rsd_explanation_free(e ? &e->pub : NULL);
-	if (s)
+	if (s) {
 		free(s->vals);
+		rsd__ptrmap_free(&s->val_idx);
+	}
 	free(s);
 	return err;
 }

@@ -298,15 +298,25 @@ void cfx_check_invariants(struct cfx *f, const struct rsd_snapshot *s)
 		    cfx_name(l->location), (unsigned long long)l->peak_charged_bytes,
 		    (unsigned long long)l->peak_used_bytes,
 		    (unsigned long long)(l->used_bytes + l->reserved_bytes));
+		INV(l->plan_hold_count <= l->plan_held_bytes, "%s %lu plans hold %llu bytes",
+		    cfx_name(l->location), (unsigned long)l->plan_hold_count,
+		    (unsigned long long)l->plan_held_bytes);
 		if (l->has_budget) {
-			INV(l->used_bytes + l->reserved_bytes <= l->budget_bytes,
-			    "%s used+reserved above budget", cfx_name(l->location));
+			/* The ledger: every term admission sums. */
+			uint64_t taken = l->used_bytes + l->reserved_bytes + l->in_flight_bytes +
+					 l->plan_held_bytes;
+
+			INV(taken <= l->budget_bytes,
+			    "%s used+reserved+in flight+held %llu above budget",
+			    cfx_name(l->location), (unsigned long long)taken);
 			INV(l->peak_charged_bytes <= l->budget_bytes, "%s peak_charged above budget",
 			    cfx_name(l->location));
-			INV(l->remaining_budget_bytes ==
-				    l->budget_bytes - l->used_bytes - l->reserved_bytes,
-			    "%s remaining %llu != budget - used - reserved", cfx_name(l->location),
-			    (unsigned long long)l->remaining_budget_bytes);
+			INV(l->remaining_budget_bytes == l->budget_bytes - taken,
+			    "%s remaining %llu != budget - used - reserved - in flight - held",
+			    cfx_name(l->location), (unsigned long long)l->remaining_budget_bytes);
+		} else {
+			INV(!l->plan_held_bytes, "%s: plans hold headroom without a budget",
+			    cfx_name(l->location));
 		}
 		if (l->location.kind != RSD_CUDA)
 			INV(!l->has_allocator, "host location %s has allocator metrics",

@@ -125,6 +125,35 @@ ATF_TC_BODY(manager_null, tc)
 	teardown(&x);
 }
 
+/* A label longer than RSD_MANAGER_LABEL_MAX is refused before anything is
+ * built; one of that length, "" and NULL are taken. */
+ATF_TC_WITHOUT_HEAD(manager_label);
+ATF_TC_BODY(manager_label, tc)
+{
+	struct rsd_manager_config mc;
+	struct rsd_manager *m = (struct rsd_manager *)0x1;
+	char label[RSD_MANAGER_LABEL_MAX + 2];
+	const char *ok[] = { label + 1, "", NULL };
+
+	memset(&mc, 0, sizeof(mc));
+	mc.host_only = true;
+	memset(label, 'x', sizeof(label) - 1);
+	label[sizeof(label) - 1] = '\0';
+	mc.label = label;
+	reset_error();
+	ERR(RSD_EINVAL, rsd_manager_create(&mc, &m));
+	ATF_CHECK(strstr(rsd_last_error()->message, "longer than 63 bytes") != NULL);
+	ATF_CHECK(m == (struct rsd_manager *)0x1);
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		mc.label = ok[i];
+		OK(rsd_manager_create(&mc, &m));
+		ATF_CHECK(m != NULL && m != (struct rsd_manager *)0x1);
+		OK(rsd_manager_close(m, 0));
+		rsd_manager_destroy(m);
+		m = (struct rsd_manager *)0x1;
+	}
+}
+
 ATF_TC_WITHOUT_HEAD(lifetimes_null);
 ATF_TC_BODY(lifetimes_null, tc)
 {
@@ -284,6 +313,7 @@ ATF_TC_BODY(closed_manager, tc)
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, manager_null);
+	ATF_TP_ADD_TC(tp, manager_label);
 	ATF_TP_ADD_TC(tp, lifetimes_null);
 	ATF_TP_ADD_TC(tp, snapshot_null);
 	ATF_TP_ADD_TC(tp, invalid_location_records);

@@ -85,6 +85,7 @@ struct call {
 	int (*fn)(struct call *c);
 	struct rsd_handle h;
 	struct rsd_location at;
+	const struct rsd_location *from; /* a move's explicit source */
 	const struct rsd_action *acts;
 	size_t nacts;
 	void *stream;
@@ -148,7 +149,7 @@ static int c_ensure(struct call *c)
 
 static int c_move(struct call *c)
 {
-	return rsd_move(c->f->m, c->h, c->at, NULL, NULL, &c->rep);
+	return rsd_move(c->f->m, c->h, c->at, c->from, NULL, &c->rep);
 }
 
 static int c_acquire(struct call *c)
@@ -314,6 +315,133 @@ ATF_TC_BODY(busy_source_and_arriving_destination, tc)
 }
 
 /*
+ * A fresh manager (no budget) with one value of N bytes at src, adopted
+ * with mode, and fn (an ensure or a move) taking it to cuda:0 on a helper
+ * thread, in flight on return; *v: state_version before it started.
+ */
+static struct rsd_handle start_transfer(struct cfx *f, struct call *c, int (*fn)(struct call *c),
+					struct rsd_location src, enum rsd_replica_mode mode,
+					uint64_t *v)
+{
+	struct rsd_handle h;
+
+	setup(f, NULL, 0);
+	h = cfx_adopt(f, src, N, mode);
+	*v = cfx_version(f);
+	call_start(c, f, fn, h, CUDA0);
+	wait_in_flight(f, 1);
+	return h;
+}
+
+/* Wait (up to ten seconds) for a call that must not wait for anything. */
+static bool call_returns_soon(struct call *c)
+{
+	for (unsigned i = 0; i < 10000 && !call_done(c); i++)
+		sleep_ms(1);
+	return call_done(c);
+}
+
+/*
+ * §20.2: a move-out of a source that a waiting copy reads fails at once
+ * with RSD_EINUSE whatever the destination, also one that sorts before the
+ * source (pageable-host before pinned-host), with the source explicit or
+ * implicit; such a move once waited for the copy's commit and then moved
+ * the source, busy no more. The moves run on helper threads so that a
+ * wait shows as a call that has not returned.
+ */
+ATF_TC_WITHOUT_HEAD(busy_source_move_out_fails_at_once);
+ATF_TC_BODY(busy_source_move_out_fails_at_once, tc)
+{
+	struct rsd_location pinned = PINNED;
+	struct call copy, mv[2];
+	struct rsd_snapshot *s;
+	struct rsd_handle h;
+	uint64_t v;
+	struct cfx f;
+
+	h = start_transfer(&f, &copy, c_ensure, PINNED, RSD_REPLICABLE, &v);
+	for (int i = 0; i < 2; i++) {
+		call_init(&mv[i], &f, c_move, h, PAGEABLE);
+		mv[i].from = i ? &pinned : NULL;
+		call_go(&mv[i]);
+		ATF_CHECK_MSG(call_returns_soon(&mv[i]),
+			      "move to pageable-host (%s source) waits for the copy",
+			      i ? "explicit" : "implicit");
+	}
+	ATF_CHECK(!call_done(&copy));
+	CHECK_VERSION(&f, v);
+	rsd_simdev_complete_all(f.sd);
+	call_join(&copy);
+	for (int i = 0; i < 2; i++) {
+		call_join(&mv[i]);
+		ATF_CHECK_EQ_MSG(mv[i].rc, -RSD_EINUSE, "move %d: %d (%s)", i, mv[i].rc, mv[i].msg);
+		ATF_CHECK_MSG(strstr(mv[i].msg, "at pinned-host is in use: " IN_FLIGHT),
+			      "move %d: %s", i, mv[i].msg);
+	}
+	ATF_REQUIRE_EQ_MSG(copy.rc, 0, "ensure: %s", copy.msg);
+	/* Only the copy happened: cuda:0 recorded and installed. */
+	CHECK_VERSION(&f, v + 2);
+	s = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_val(s, h)->nmaterializations, 2);
+	ATF_CHECK(cfx_mat(cfx_val(s, h), PINNED) && !cfx_mat(cfx_val(s, h), PAGEABLE));
+	rsd_snapshot_free(s);
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
+ * §20.2: a destination arriving at a location the manager has never used
+ * shows in the states other writers' commits publish during the copy:
+ * that location has a row with the charge in used_bytes, the value's copy
+ * there is arriving. The location is recorded only at the commit (+1 for
+ * it, +1 for the install; rsd_manager_locations lists it from then on).
+ */
+ATF_TC_WITHOUT_HEAD(arrival_at_new_location_is_published);
+ATF_TC_BODY(arrival_at_new_location_is_published, tc)
+{
+	const struct rsd_location_snapshot *l;
+	struct rsd_snapshot *s;
+	struct rsd_handle h, g;
+	struct call c;
+	uint64_t v;
+	struct cfx f;
+
+	h = start_transfer(&f, &c, c_ensure, PAGEABLE, RSD_REPLICABLE, &v);
+	/* Another writer's commits: pinned-host recorded, g installed. */
+	g = cfx_adopt(&f, PINNED, 2 * N, RSD_REPLICABLE);
+	CHECK_VERSION(&f, v + 2);
+	s = cfx_snap(&f);
+	ATF_CHECK_EQ(s->state_version, v + 2);
+	l = cfx_loc(s, CUDA0);
+	ATF_CHECK_MSG(l, "cuda:0 is missing from a state published during the copy");
+	if (l) {
+		ATF_CHECK_EQ(l->used_bytes, N);
+		ATF_CHECK_EQ(l->value_count, 1);
+		ATF_CHECK(!l->has_budget);
+	}
+	ATF_CHECK_EQ(cfx_loc(s, PINNED)->used_bytes, 2 * N);
+	ATF_CHECK_MSG(cfx_mat(cfx_val(s, h), CUDA0), "h's arriving copy is not published");
+	if (cfx_mat(cfx_val(s, h), CUDA0))
+		ATF_CHECK(cfx_mat(cfx_val(s, h), CUDA0)->arriving);
+	ATF_CHECK(cfx_mat(cfx_val(s, g), PINNED));
+	rsd_snapshot_free(s);
+	CHECK_LOCATIONS(&f, PAGEABLE, PINNED);
+	ATF_CHECK(!call_done(&c));
+
+	rsd_simdev_complete_all(f.sd);
+	call_join(&c);
+	ATF_REQUIRE_EQ_MSG(c.rc, 0, "ensure: %s", c.msg);
+	CHECK_VERSION(&f, v + 4);
+	CHECK_LOCATIONS(&f, PAGEABLE, PINNED, CUDA0);
+	s = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_loc(s, CUDA0)->used_bytes, N);
+	ATF_CHECK(!cfx_mat(cfx_val(s, h), CUDA0)->arriving);
+	rsd_snapshot_free(s);
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
  * §20.2: acquire and hold of a source a move in flight is taking away wait
  * for its commit and then find it absent; a drop of it fails meanwhile.
  */
@@ -326,11 +454,7 @@ ATF_TC_BODY(leaving_source_waits_for_move, tc)
 	uint64_t v;
 	struct cfx f;
 
-	setup(&f, NULL, 0);
-	h = cfx_adopt(&f, PAGEABLE, N, RSD_EXCLUSIVE);
-	v = cfx_version(&f);
-	call_start(&mv, &f, c_move, h, CUDA0);
-	wait_in_flight(&f, 1);
+	h = start_transfer(&f, &mv, c_move, PAGEABLE, RSD_EXCLUSIVE, &v);
 	call_start(&acq, &f, c_acquire, h, PAGEABLE);
 	call_start(&hold, &f, c_hold, h, PAGEABLE);
 	IN_USE(rsd_drop(f.m, h, PAGEABLE, NULL));
@@ -507,6 +631,8 @@ ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, second_ensure_waits_for_arrival);
 	ATF_TP_ADD_TC(tp, busy_source_and_arriving_destination);
+	ATF_TP_ADD_TC(tp, busy_source_move_out_fails_at_once);
+	ATF_TP_ADD_TC(tp, arrival_at_new_location_is_published);
 	ATF_TP_ADD_TC(tp, leaving_source_waits_for_move);
 	ATF_TP_ADD_TC(tp, copy_failure_rolls_back);
 	ATF_TP_ADD_TC(tp, plan_keeps_its_headroom);

@@ -705,7 +705,8 @@ static void pending_lease(struct scene *sc)
 }
 
 /*
- * A scope close whose prologue fails (its reap's event query fails) is
+ * A scope close whose prologue fails (its reap's event query fails, and
+ * so does the sync of the event's stream that would have answered it) is
  * refused as a whole: the scope stays open with its reservations, and the
  * next close ends it and releases them.
  */
@@ -722,6 +723,7 @@ ATF_TC_BODY(scope_close_after_failed_reap, tc)
 	OK(rsd_scope_enter(sc.f.m, &p, NULL, 0, NULL, &s));
 	pending_lease(&sc);
 	rsd_simdev_fail_nth(sc.f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(sc.f.sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	ERR(RSD_EDEVICE, rsd_scope_close(s, NULL));
 	ATF_CHECK_EQ(cfx_reserved(&sc.f, PINNED), 2 * N);
 	OK(rsd_scope_close(s, NULL));
@@ -751,8 +753,11 @@ ATF_TC_BODY(use_unwind_after_failed_reap, tc)
 	q[0] = (struct rsd_requirement){ sc.a, CUDA0 };
 	q[1] = (struct rsd_requirement){ sc.b, PINNED };
 	OK(rsd_fault_inject("acquire", "pinned-host", 1, RSD_EDEVICE));
-	/* no event is pending before: the first query is the unwinding's */
+	/* no event is pending before: the first query is the unwinding's;
+	 * the second sync (after the copy's) the stream sync that would
+	 * have answered it */
 	rsd_simdev_fail_nth(sc.f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_ENOMEM);
+	rsd_simdev_fail_nth(sc.f.sd, RSD_SIMDEV_EVENT_SYNC, 2, RSD_ENOMEM);
 	rc = use_one(&sc, q, 2, rs, 1, &u);
 	/* the unwinding's failure propagates (reference.md §13.6) */
 	ATF_CHECK_EQ_MSG(rc, -RSD_ENOMEM, "%d (%s)", rc, rsd_last_error()->message);

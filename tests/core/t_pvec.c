@@ -6,6 +6,12 @@
  * reading the old slot; a failed generation's rollback frees what it built
  * and clears what its appends wrote into shared nodes, so that the older
  * view holds exactly its own slots again; sparse slots read as NULL.
+ *
+ * The lifetime tables built on it (lib/core/ptab.c): a walk returns
+ * exactly the objects present, in slot order, stepping over holes and
+ * missing subtrees; the rebuild threshold is exact; replacing a table
+ * whole retires it in one entry that frees every one of its nodes and
+ * nothing else.
  */
 #include <atf-c.h>
 #include <stdlib.h>
@@ -185,11 +191,118 @@ ATF_TC_BODY(sparse_slots, tc)
 	fixture_end(f, &pv);
 }
 
+ATF_TC_WITHOUT_HEAD(walk_skips_holes);
+ATF_TC_BODY(walk_skips_holes, tc)
+{
+	struct fixture *f = fixture_new();
+	struct rsd_ptab t = { 0 };
+	uint64_t i = 0, want = 1, seen = 0;
+	void *o;
+
+	/* 1100 slots (three levels), every third one empty. */
+	for (uint64_t k = 0; k < 1100; k++)
+		ATF_REQUIRE_EQ(rsd__pv_set(&t.pv, k, k % 3 ? val(k) : NULL, 1, &f->rt), 0);
+	while ((o = rsd__ptab_next(&t, &i))) {
+		ATF_REQUIRE_EQ(o, val(want));
+		ATF_REQUIRE_EQ(i, want + 1); /* just past the object's slot */
+		seen++;
+		want += want % 3 == 1 ? 1 : 2;
+	}
+	ATF_CHECK_EQ(seen, 1100 - 367);
+	ATF_CHECK_EQ(i, 1100);
+	/* At the end it stays at the end. */
+	ATF_CHECK(rsd__ptab_next(&t, &i) == NULL);
+	ATF_CHECK_EQ(i, 1100);
+	fixture_end(f, &t.pv);
+}
+
+ATF_TC_WITHOUT_HEAD(walk_skips_missing_subtrees);
+ATF_TC_BODY(walk_skips_missing_subtrees, tc)
+{
+	struct fixture *f = fixture_new();
+	struct rsd_ptab t = { 0 };
+	uint64_t i = 0;
+
+	/* Slot 5, then slot 40000: every subtree between them is missing. */
+	ATF_REQUIRE_EQ(rsd__pv_set(&t.pv, 5, val(5), 1, &f->rt), 0);
+	ATF_REQUIRE_EQ(rsd__pv_set(&t.pv, 40000, val(40000), 1, &f->rt), 0);
+	ATF_CHECK_EQ(rsd__ptab_next(&t, &i), val(5));
+	ATF_CHECK_EQ(i, 6);
+	ATF_CHECK_EQ(rsd__ptab_next(&t, &i), val(40000));
+	ATF_CHECK_EQ(i, 40001);
+	ATF_CHECK(rsd__ptab_next(&t, &i) == NULL);
+	/* Starting inside the gap finds the next object. */
+	i = 1000;
+	ATF_CHECK_EQ(rsd__ptab_next(&t, &i), val(40000));
+	/* An empty table has nothing. */
+	i = 0;
+	ATF_CHECK(rsd__ptab_next(&(struct rsd_ptab){ 0 }, &i) == NULL);
+	ATF_CHECK_EQ(i, 0);
+	fixture_end(f, &t.pv);
+}
+
+ATF_TC_WITHOUT_HEAD(sparse_threshold);
+ATF_TC_BODY(sparse_threshold, tc)
+{
+	/* Rebuilt once the holes exceed the objects by more than 32. */
+	ATF_CHECK(!rsd__ptab_sparse(0, 0));
+	ATF_CHECK(!rsd__ptab_sparse(32, 0));
+	ATF_CHECK(rsd__ptab_sparse(33, 0));
+	ATF_CHECK(!rsd__ptab_sparse(64, 16));
+	ATF_CHECK(rsd__ptab_sparse(65, 16));
+	ATF_CHECK(!rsd__ptab_sparse(64000, 64000));
+	ATF_CHECK(!rsd__ptab_sparse(128032, 64000));
+	ATF_CHECK(rsd__ptab_sparse(128033, 64000));
+}
+
+ATF_TC_WITHOUT_HEAD(retire_every_node);
+ATF_TC_BODY(retire_every_node, tc)
+{
+	struct fixture *f = fixture_new();
+	struct rsd_ptab t = { 0 };
+	size_t nodes = 0;
+
+	for (uint64_t k = 0; k < 1100; k++)
+		ATF_REQUIRE_EQ(rsd__pv_set(&t.pv, k, val(k), 1, &f->rt), 0);
+	ATF_REQUIRE_EQ(f->rt.nretired, 0);
+	ATF_REQUIRE_EQ(rsd__ptab_retire_nodes(&t, &f->rt), 0);
+	/* One retirement for the tree, which frees its nodes when run. */
+	ATF_REQUIRE_EQ(f->rt.nretired, 1);
+	ATF_REQUIRE(f->rt.retired[0].fn != NULL);
+	f->rt.retired[0].fn(&f->m, f->rt.retired[0].p);
+	f->rt.nretired = 0;
+	/* A root, two inner nodes and 35 leaves (1100 = 34 * 32 + 12), given
+	 * back to the cache as from the reclaimer; none of the values. */
+	for (void **p = atomic_load(&f->m.oc.remote); p; p = *p)
+		nodes++;
+	if (!RSD_OBJCACHE_PASSTHROUGH)
+		ATF_CHECK_EQ(nodes, 38);
+	/* An empty table retires nothing. */
+	ATF_CHECK_EQ(rsd__ptab_retire_nodes(&(struct rsd_ptab){ 0 }, &f->rt), 0);
+	ATF_CHECK_EQ(f->rt.nretired, 0);
+	/* A failed publication takes the retirement back: the tree stays
+	 * (freed below as the live table), its record goes (a leak under
+	 * the sanitizers otherwise). */
+	t = (struct rsd_ptab){ 0 };
+	for (uint64_t k = 0; k < 40; k++)
+		ATF_REQUIRE_EQ(rsd__pv_set(&t.pv, k, val(k), 1, &f->rt), 0);
+	ATF_REQUIRE_EQ(rsd__ptab_retire_nodes(&t, &f->rt), 0);
+	ATF_REQUIRE_EQ(f->rt.nretired, 1);
+	rsd__ptab_retire_undo(&f->rt, 0);
+	f->rt.nretired = 0;
+	ATF_CHECK_EQ(rsd__pv_get(&t.pv, 39), val(39));
+	fixture_end(f, &t.pv);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, append_copies_nothing);
 	ATF_TP_ADD_TC(tp, update_copies_path);
 	ATF_TP_ADD_TC(tp, rollback_clears_appends);
 	ATF_TP_ADD_TC(tp, sparse_slots);
+	ATF_TP_ADD_TC(tp, walk_skips_holes);
+	ATF_TP_ADD_TC(tp, walk_skips_missing_subtrees);
+	ATF_TP_ADD_TC(tp, sparse_threshold);
+	ATF_TP_ADD_TC(tp, retire_every_node);
 	return atf_no_error();
 }

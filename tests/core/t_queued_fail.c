@@ -2,11 +2,13 @@
 /*
  * Queued copies that fail on the device (reference.md §22): the reap point
  * that sees the failure undoes the copy and reports the device's error
- * once; a destination something still protects (a GPU lease whose stream
+ * once (to an explicit reap or the value's next call, whichever comes
+ * first); a destination something still protects (a GPU lease whose stream
  * is ordered after the copy, a hold, a released lease's events) is kept,
  * unreadable, charged and shown arriving, until that protection ends, and
- * then goes with every count lowered; a forced close gets past events the
- * device failed.
+ * then goes with every count lowered. A failed event query alone is no
+ * copy failure (t_xfer_fail.c): every failure here is the copy's own
+ * (RSD_SIMDEV_COPY_EXEC, a sticky stream fault as CUDA's).
  *
  * The simulated device runs on command: a queued copy stays queued until
  * the test completes the device's work.
@@ -56,8 +58,8 @@ static void check_undone(struct cfx *f, struct rsd_handle h)
 /*
  * A copy that fails on the device is undone at the reap point that sees
  * it: the destination goes (state_version steps, its charge refunded),
- * the source's protection ends; the explicit reap and the next call that
- * needs the value each return the device's error once.
+ * the source's protection ends; the first call that needs the value
+ * returns the device's error, once: an explicit reap after it has none.
  */
 ATF_TC_WITHOUT_HEAD(device_failure_undone);
 ATF_TC_BODY(device_failure_undone, tc)
@@ -65,27 +67,29 @@ ATF_TC_BODY(device_failure_undone, tc)
 	struct rsd_handle h;
 	struct rsd_lease *l;
 	uint64_t v;
+	void *s;
 	struct cfx f;
 
 	setup(&f);
 	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
 	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
 	v = cfx_version(&f);
 	rsd_simdev_complete_all(f.sd);
-	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
-	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, PINNED, NULL, &l));
 	CHECK_MSG_HAS("a queued copy of value");
 	CHECK_VERSION(&f, v + 1);
 	check_undone(&f, h);
 	OK(rsd_manager_reap(f.m));
-	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, PINNED, NULL, &l));
-	CHECK_VERSION(&f, v + 1);
 	OK(rsd_acquire(f.m, &h, 1, PINNED, NULL, &l));
 	OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
-	/* The value is whole: it can be copied again. */
+	/* The value is whole: it can be copied again (on a stream of its
+	 * own: the transfer stream keeps its fault). */
 	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_ensure(f.m, h, CUDA0, NULL, NULL));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s), 0);
+	OK(rsd_ensure(f.m, h, CUDA0, s, NULL));
+	rsd_simdev_stream_destroy(f.sd, s);
 	cfx_fini(&f);
 }
 
@@ -111,8 +115,7 @@ ATF_TC_BODY(copy_failing_on_the_device, tc)
 	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
 	CHECK_VERSION(&f, v + 1);
 	check_undone(&f, h);
-	ERR(RSD_EDEVICE, rsd_drop(f.m, h, CUDA0, NULL)); /* the next call on it */
-	OK(rsd_drop(f.m, h, CUDA0, NULL));		 /* reported once */
+	OK(rsd_drop(f.m, h, CUDA0, NULL));		 /* reported once: by the reap */
 	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x17)); /* nothing else lost */
 	cfx_fini(&f);
 }
@@ -121,10 +124,12 @@ ATF_TC_BODY(copy_failing_on_the_device, tc)
  * A GPU lease acquired on the destination while the copy was queued: its
  * stream is ordered after the copy and may still use the storage, so the
  * failure keeps the destination (charged, arriving, unreadable) and counts
- * the lease on it. Only the value's first call reports the copy's error;
- * later reads name the kept destination. The MUST_PRESERVE value's only
- * whole copy cannot be dropped beside it. Once the lease's released event
- * is reaped, the destination goes and every count is back to zero.
+ * the lease on it. The reap reports the copy's error, once; later reads
+ * name the kept destination. The MUST_PRESERVE value's only whole copy
+ * cannot be dropped beside it. The lease's stream inherited the copy's
+ * fault: once its released event has run (failed, after its stream
+ * drained: the lease ends all the same) the destination goes and every
+ * count is back to zero.
  */
 ATF_TC_WITHOUT_HEAD(destination_kept_while_leased);
 ATF_TC_BODY(destination_kept_while_leased, tc)
@@ -142,11 +147,11 @@ ATF_TC_BODY(destination_kept_while_leased, tc)
 	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
 	cfx_fill(&f, h, PINNED, 0x5a);
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
 	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
 	OK(rsd_acquire(f.m, &h, 1, CUDA0, cs, &l));
 	v = cfx_version(&f);
 	rsd_simdev_complete_all(f.sd);
-	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
 	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
 	CHECK_MSG_HAS("a queued copy of value");
 	CHECK_VERSION(&f, v); /* nothing left the placement yet */
@@ -160,9 +165,7 @@ ATF_TC_BODY(destination_kept_while_leased, tc)
 	ATF_CHECK_EQ(cfx_used(&f, CUDA0), N);
 	check_loc_counts(&f, CUDA0, 1, 0, 0);
 
-	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, CUDA0, cs, &l2)); /* the copy's error, once */
-	CHECK_MSG_HAS("a queued copy of value");
-	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, CUDA0, cs, &l2)); /* then the kept copy's */
+	ERR(RSD_EDEVICE, rsd_acquire(f.m, &h, 1, CUDA0, cs, &l2)); /* the kept copy's */
 	CHECK_MSG_HAS("stays unreadable until its 1 lease(s), 0 hold(s) and 0 pending event(s)");
 	ERR(RSD_EDEVICE, rsd_hold(f.m, &h, 1, CUDA0, &hd));
 	ERR(RSD_EDEVICE, rsd_ensure(f.m, h, CUDA0, NULL, NULL));
@@ -180,10 +183,13 @@ ATF_TC_BODY(destination_kept_while_leased, tc)
 	CHECK_VERSION(&f, v + 3);
 	check_undone(&f, h);
 
-	/* Nothing else was lost: the value copies again. */
+	/* Nothing else was lost: the value copies again (on a stream
+	 * without the fault). */
 	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_ensure(f.m, h, CUDA0, NULL, NULL));
-	ATF_CHECK(cfx_has_pattern(&f, h, CUDA0, 0x5a));
+	rsd_simdev_stream_destroy(f.sd, cs);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	OK(rsd_ensure(f.m, h, CUDA0, cs, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x5a));
 	rsd_simdev_stream_destroy(f.sd, cs);
 	cfx_fini(&f);
 }
@@ -199,16 +205,16 @@ ATF_TC_BODY(destination_kept_while_held, tc)
 
 	setup(&f);
 	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
 	OK(rsd_ensure_async(f.m, h, CUDA0, NULL, NULL));
 	OK(rsd_hold(f.m, &h, 1, CUDA0, &hd));
 	v = cfx_version(&f);
 	rsd_simdev_complete_all(f.sd);
-	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
-	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	ERR(RSD_EDEVICE, rsd_drop(f.m, h, CUDA0, NULL)); /* the copy's error, once */
 	CHECK_VERSION(&f, v);
 	ATF_CHECK_EQ(cfx_used(&f, CUDA0), N);
 	check_loc_counts(&f, CUDA0, 0, 1, 0);
-	ERR(RSD_EDEVICE, rsd_drop(f.m, h, CUDA0, NULL)); /* the copy's error, once */
+	OK(rsd_manager_reap(f.m)); /* reported already */
 	ERR(RSD_EINUSE, rsd_drop(f.m, h, CUDA0, NULL));
 	ERR(RSD_EINUSE, rsd_discard(f.m, h, NULL));
 	CHECK_VERSION(&f, v);
@@ -224,12 +230,14 @@ ATF_TC_BODY(destination_kept_while_held, tc)
 /*
  * A copy failing when it runs leaves its fault on the transfer stream, and
  * a consumer stream ordered after it inherits it (as CUDA's sticky errors):
- * that lease's released event never completes. A close that may wait
- * reports the device's error and leaves the manager open; a forced one
- * closes it and frees everything (leak checkers see nothing left).
+ * that lease's released event fails too, once its stream has run. The
+ * failure ends the lease all the same (its stream drained: nothing uses
+ * the bytes), so the manager goes on: a close while the lease is active is
+ * refused for it, and once it is released and its stream has run,
+ * close(0) closes.
  */
-ATF_TC_WITHOUT_HEAD(forced_close_after_fault);
-ATF_TC_BODY(forced_close_after_fault, tc)
+ATF_TC_WITHOUT_HEAD(close_after_fault);
+ATF_TC_BODY(close_after_fault, tc)
 {
 	struct rsd_lease *l;
 	struct rsd_handle h;
@@ -245,14 +253,15 @@ ATF_TC_BODY(forced_close_after_fault, tc)
 	rsd_simdev_complete_all(f.sd);
 	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
 	check_loc_counts(&f, CUDA0, 1, 0, 0);
+	ERR(RSD_EINUSE, rsd_manager_close(f.m, 0));
 	OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
+	check_loc_counts(&f, CUDA0, 0, 0, 1);
 	rsd_simdev_complete_all(f.sd);
-	ERR(RSD_EDEVICE, rsd_manager_reap(f.m)); /* the lease's event: the reap's */
-	ATF_CHECK_EQ(cfx_used(&f, CUDA0), N);
-	ERR(RSD_EDEVICE, rsd_manager_close(f.m, 0));
-	ERR(RSD_EDEVICE, rsd_manager_reap(f.m)); /* still open, still failing */
-	OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE));
+	OK(rsd_manager_reap(f.m)); /* the lease's event failed: it ended */
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), 0);
+	check_loc_counts(&f, CUDA0, 0, 0, 0);
+	OK(rsd_manager_close(f.m, 0));
 	ERR(RSD_ECLOSED, rsd_manager_reap(f.m));
 	rsd_simdev_stream_destroy(f.sd, cs);
 	cfx_fini(&f);
@@ -264,6 +273,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, copy_failing_on_the_device);
 	ATF_TP_ADD_TC(tp, destination_kept_while_leased);
 	ATF_TP_ADD_TC(tp, destination_kept_while_held);
-	ATF_TP_ADD_TC(tp, forced_close_after_fault);
+	ATF_TP_ADD_TC(tp, close_after_fault);
 	return 0;
 }

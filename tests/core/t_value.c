@@ -4,6 +4,8 @@
  * and their accessors, logical versus unique storage bytes, adopt's derived
  * spec, conformance, the storage-independence rule and failed adopts.
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,6 +257,48 @@ ATF_TC_BODY(wrap_rejects, tc)
 	/* A view ending exactly at the end of its allocation is fine. */
 	v = view(mem + 48, 16, mem, 64, PAGEABLE);
 	OK(rsd_resident_wrap(&rsd_resident_type, 1, &v, NULL, 0, NULL, NULL, &r));
+	ATF_CHECK_EQ(rsd_resident_storage_nbytes(r), 64);
+	rsd_resident_free(r);
+}
+
+/*
+ * A view or allocation whose address plus size wraps past the end of the
+ * address space is refused, the message naming the buffer, the address,
+ * the size and the room there; one ending exactly at the top is fine.
+ * Only the addresses are recorded, never read.
+ */
+ATF_TC_WITHOUT_HEAD(wrap_rejects_wrapping_range);
+ATF_TC_BODY(wrap_rejects_wrapping_range, tc)
+{
+	/* Addresses made from integers: no pointer arithmetic near the top. */
+	void *top16 = (void *)(uintptr_t)(UINTPTR_MAX - 15);
+	void *top4 = (void *)(uintptr_t)(UINTPTR_MAX - 3);
+	void *top64 = (void *)(uintptr_t)(UINTPTR_MAX - 63);
+	void *top32 = (void *)(uintptr_t)(UINTPTR_MAX - 31);
+	struct rsd_buffer_view v[2];
+	struct rsd_resident *r = NULL;
+	char mem[64], want[160];
+
+	/* The allocation wraps; the view inside it does not. */
+	v[0] = view(top16, 16, top16, 64, PAGEABLE);
+	ERR(RSD_EINVAL, rsd_resident_wrap(&rsd_resident_type, 1, v, NULL, 0, NULL, NULL, &r));
+	snprintf(want, sizeof(want),
+		 "buffer 0: backing allocation at %p of 64 bytes wraps the address space "
+		 "(16 bytes fit above it)",
+		 top16);
+	ATF_CHECK_STREQ(rsd_last_error()->message, want);
+	/* The second buffer's view wraps (its allocation is elsewhere). */
+	v[0] = view(mem, 16, mem, 64, PAGEABLE);
+	v[1] = view(top4, 8, mem, 64, PAGEABLE);
+	ERR(RSD_EINVAL, rsd_resident_wrap(&rsd_resident_type, 2, v, NULL, 0, NULL, NULL, &r));
+	snprintf(want, sizeof(want),
+		 "buffer 1: view at %p of 8 bytes wraps the address space (4 bytes fit above it)",
+		 top4);
+	ATF_CHECK_STREQ(rsd_last_error()->message, want);
+	ATF_CHECK(r == NULL);
+	/* Ending at the last byte of the address space does not wrap. */
+	v[0] = view(top32, 32, top64, 64, PAGEABLE);
+	OK(rsd_resident_wrap(&rsd_resident_type, 1, v, NULL, 0, NULL, NULL, &r));
 	ATF_CHECK_EQ(rsd_resident_storage_nbytes(r), 64);
 	rsd_resident_free(r);
 }
@@ -546,6 +590,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, strided_view_bytes);
 	ATF_TP_ADD_TC(tp, inconsistent_allocation_sizes);
 	ATF_TP_ADD_TC(tp, wrap_rejects);
+	ATF_TP_ADD_TC(tp, wrap_rejects_wrapping_range);
 	ATF_TP_ADD_TC(tp, adopt_derives_spec);
 	ATF_TP_ADD_TC(tp, adopt_infers_cuda);
 	ATF_TP_ADD_TC(tp, adopt_conformance);

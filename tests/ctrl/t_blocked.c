@@ -132,8 +132,8 @@ ATF_TC_BODY(pending_lease_named, tc)
 	snprintf(want, sizeof(want),
 		 "Automatic residency request 'next' is infeasible: location cuda:0 cannot admit "
 		 "64 bytes during materialization of '%" PRIu64 "'; budget=128, used=128, "
-		 "reserved=0, but no invariant-valid victim sequence satisfies the complete "
-		 "ordered request",
+		 "reserved=0, in flight=0, held by 0 plans=0, but no invariant-valid victim "
+		 "sequence satisfies the complete ordered request",
 		 w.id);
 	ATF_CHECK_STREQ(e->message, want);
 	ATF_CHECK(e->has_search);
@@ -148,8 +148,8 @@ ATF_TC_BODY(pending_lease_named, tc)
 	snprintf(want, sizeof(want),
 		 "Automatic residency request 'next' is infeasible: location cuda:0 cannot admit "
 		 "64 bytes during materialization of '%" PRIu64 "'; budget=128, used=128, "
-		 "reserved=0, and evicting every candidate there frees 0 of the 64 bytes short "
-		 "(checked before searching)",
+		 "reserved=0, in flight=0, held by 0 plans=0, and evicting every candidate there "
+		 "frees 0 of the 64 bytes short (checked before searching)",
 		 w.id);
 	ATF_CHECK_STREQ(e->message, want);
 	ATF_CHECK(e->has_search);
@@ -391,6 +391,58 @@ ATF_TC_BODY(set_flags_checks, tc)
 	ATF_CHECK_EQ(rsd_blockers_describe(NULL, NULL, 0), -RSD_ETYPE);
 }
 
+/*
+ * Bytes in flight block like any other charge (the ledger): the source of
+ * a move whose copy is queued keeps N of cuda:0's 2N. One value fits in
+ * what is left, two do not, and the message and the detail name the bytes
+ * in flight, which no eviction frees. (The message's used and reserved
+ * bytes are those of the state the search started from, as before.)
+ */
+ATF_TC_WITHOUT_HEAD(in_flight_counted);
+ATF_TC_BODY(in_flight_counted, tc)
+{
+	static const struct rsd_budget bud[] = { { { RSD_CUDA, 0 }, 2 * N } };
+	struct rsd_requirement q[2];
+	struct rsd_controller *c;
+	const struct rsd_blockers *b;
+	struct rsd_handle h, w, u;
+	char want[512];
+	struct fx f;
+
+	fx_init_on_command(&f, bud, 1, 1);
+	h = fx_adopt(&f, C0, RSD_EXCLUSIVE);
+	w = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	u = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	ATF_REQUIRE_EQ(rsd_move_async(f.m, h, PINNED, NULL, NULL, NULL), 0);
+	q[0] = fx_req(w, C0);
+	q[1] = fx_req(u, C0);
+
+	c = ctl(&f, 0);
+	ATF_CHECK_EQ(decide(c, "one", q, 1, NULL, 0), 0);
+	ATF_CHECK_EQ(decide(c, "two", q, 2, NULL, 0), -RSD_EPLAN);
+	snprintf(want, sizeof(want),
+		 "Automatic residency request 'two' is infeasible: location cuda:0 cannot admit "
+		 "64 bytes during materialization of '%" PRIu64 "'; budget=128, used=0, "
+		 "reserved=0, in flight=64, held by 0 plans=0, but no invariant-valid victim "
+		 "sequence satisfies the complete ordered request",
+		 u.id);
+	ATF_CHECK_STREQ(rsd_last_error()->message, want);
+	b = rsd_last_blockers();
+	ATF_REQUIRE(b);
+	ATF_CHECK_EQ(b->requested_bytes, N);
+	ATF_CHECK_EQ(b->short_bytes, N);
+	ATF_CHECK_EQ(b->used_bytes, 0);
+	ATF_CHECK_EQ(b->in_flight_bytes, N);
+	ATF_CHECK_EQ(b->plan_held_bytes, 0);
+	ATF_CHECK_EQ(b->freeable_bytes, 0);
+
+	rsd_simdev_complete_all(f.sd);
+	ATF_REQUIRE_EQ(rsd_manager_reap(f.m), 0);
+	ATF_CHECK_EQ(decide(c, "two", q, 2, NULL, 0), 0);
+	rsd_controller_free(c);
+	fx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, pending_lease_named);
@@ -398,5 +450,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, precheck_keeps_feasible);
 	ATF_TP_ADD_TC(tp, arriving_named);
 	ATF_TP_ADD_TC(tp, set_flags_checks);
+	ATF_TP_ADD_TC(tp, in_flight_counted);
 	return 0;
 }

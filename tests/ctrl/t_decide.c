@@ -250,8 +250,8 @@ ATF_TC_BODY(example_d, tc)
 	struct fx f;
 	const char *head = "Automatic residency request 'D' is infeasible: location pinned-host "
 			   "cannot admit 256 bytes during reservation 'big'; budget=192, used=192, "
-			   "reserved=0, but no invariant-valid victim sequence satisfies the "
-			   "complete ordered request (";
+			   "reserved=0, in flight=0, held by 0 plans=0, but no invariant-valid "
+			   "victim sequence satisfies the complete ordered request (";
 
 	fx_init(&f, bud, 1, 0);
 	for (int i = 0; i < 3; i++) {
@@ -746,6 +746,50 @@ ATF_TC_BODY(registration_index_gaps, tc)
 	fx_fini(&f);
 }
 
+/*
+ * A chain of spills: eight sole values fill pinned-host, the request keeps
+ * the first and wants room for four more. Each SEARCH level after a move
+ * takes over its parent's candidates (search_derive()), so the plan must be
+ * what ranking every level afresh gives: the four least recently used
+ * values after the kept one, each the first candidate of its level (rank
+ * 0), moved to pageable-host in that order, and as many states explored as
+ * when every level ranked (5: the root and one per move).
+ */
+ATF_TC_WITHOUT_HEAD(spill_chain_derived);
+ATF_TC_BODY(spill_chain_derived, tc)
+{
+	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, 8 * N } };
+	struct rsd_location pg = PAGEABLE, pn = PINNED;
+	struct rsd_fallback_tier t = { PINNED, &pg, 1 };
+	struct rsd_reservation_spec out = { PINNED, 4 * N, "out" };
+	struct rsd_policy *pol = tiers(&t, 1);
+	struct rsd_requirement q;
+	struct rsd_controller *c;
+	struct rsd_decision *d;
+	struct rsd_handle h[8];
+	struct fx f;
+
+	fx_init(&f, bud, 1, 0);
+	for (unsigned i = 0; i < 8; i++)
+		h[i] = fx_adopt(&f, PINNED, RSD_EXCLUSIVE);
+	q = fx_req(h[0], PINNED);
+	c = ctl(&f, pol, 0);
+	ATF_REQUIRE_EQ_MSG(decide(c, "chain", &q, 1, &out, 1, &d), 0, "%s",
+			   rsd_last_error()->message);
+	ATF_CHECK_EQ(d->explored_states, 5);
+	ATF_REQUIRE_EQ(d->plan->nreclaim, 4);
+	ATF_REQUIRE_EQ(d->nevictions, 4);
+	for (unsigned i = 0; i < 4; i++) {
+		ATF_CHECK(fx_is_move(&d->plan->reclaim[i], h[i + 1], PAGEABLE, &pn));
+		ATF_CHECK_EQ(d->evictions[i].rank, 0);
+		ATF_CHECK(rsd_location_equal(d->evictions[i].released_location, pn));
+	}
+	rsd_decision_free(d);
+	rsd_controller_free(c);
+	rsd_policy_free(pol);
+	fx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, example_a);
@@ -765,5 +809,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, sole_must_preserve);
 	ATF_TP_ADD_TC(tp, protected_move_source);
 	ATF_TP_ADD_TC(tp, registration_index_gaps);
+	ATF_TP_ADD_TC(tp, spill_chain_derived);
 	return atf_no_error();
 }

@@ -34,6 +34,8 @@
 	X(cudaHostAlloc)               \
 	X(cudaMallocHost)              \
 	X(cudaFreeHost)                \
+	X(cudaHostRegister)            \
+	X(cudaHostUnregister)          \
 	X(cudaPointerGetAttributes)    \
 	X(cudaMemGetInfo)              \
 	X(cudaMemcpy)                  \
@@ -65,16 +67,19 @@ enum cs_call {
 
 /* What kind of memory a registered allocation is. */
 enum cs_mem {
-	CS_MEM_DEVICE,	/* cudaMalloc */
-	CS_MEM_PINNED,	/* cudaHostAlloc, page-locked */
-	CS_MEM_UNPINNED /* cudaHostAlloc while unpinned_host is on: pageable */
+	CS_MEM_DEVICE,	   /* cudaMalloc */
+	CS_MEM_PINNED,	   /* cudaHostAlloc, page-locked */
+	CS_MEM_UNPINNED,   /* cudaHostAlloc while unpinned_host is on: pageable */
+	CS_MEM_REGISTERED, /* the caller's memory, page-locked by cudaHostRegister */
 };
 
 struct cs_alloc {
 	char *base;
 	uint64_t nbytes;
 	enum cs_mem mem;
-	int device; /* the device it is on (device) or was current (host) */
+	int device; /* the device it is on (device) or whose context was
+		     * current (host): a host allocation or registration is
+		     * that context's, and dies with it */
 	struct cs_alloc *next;
 };
 
@@ -88,6 +93,7 @@ struct cs_alloc {
  */
 struct cs_lane {
 	void *sim;	       /* the simulated stream */
+	int device;	       /* its device */
 	void *tail;	       /* protected by cs.lock: event behind its last work */
 	uint64_t queued, done; /* protected by cs.lock: work marks queued, run */
 	uint64_t ready_ns;     /* protected by cs.lock: when queued passed done */
@@ -113,6 +119,8 @@ struct cs_state {
 	pthread_mutex_t lock;
 	bool unpinned_host;		 /* protected by lock */
 	cudaError_t sticky;		 /* protected by lock; cudaSuccess: context sound */
+	cudaError_t *lost;		 /* protected by lock; per device: its context's
+					  * sticky error (rsd_cudasim_lose_device) */
 	uint64_t *used;			 /* protected by lock; bytes per device */
 	struct cs_lane **default_lane;	 /* per device: its default stream's lane */
 	struct cs_lane *lanes;		 /* protected by lock: every lane not yet freed */
@@ -140,6 +148,15 @@ cudaError_t cs_enter(enum cs_call call);
 cudaError_t cs_ret(cudaError_t e);
 /* The calling thread's current device. */
 int cs_current_device(void);
+/*
+ * The context of device (any int; others are sound) is lost: its sticky
+ * error, recorded as the calling thread's last error; else cudaSuccess.
+ * Every call that works in a device's context (its memory, streams, events,
+ * or the current device's) checks it after cs_enter. Takes cs.lock.
+ */
+cudaError_t cs_ctx(int device);
+/* cs_ctx of a resolved stream's device. Takes cs.lock. */
+cudaError_t cs_stream_ctx(void *stream);
 /* Mark the calling thread as running a host function (calls refused). */
 void cs_set_in_host_func(bool on);
 
@@ -154,8 +171,9 @@ void *cs_stream_resolve(cudaStream_t s);
 cudaError_t cs_queue_host_func(void *stream, void (*fn)(void *), void *arg);
 /* With cs.lock held: the lane of a resolved stream, or NULL. */
 struct cs_lane *cs_lane_of(void *stream);
-/* A new lane for a simulated stream (linked into cs.lanes); NULL: no memory. */
-struct cs_lane *cs_lane_new(void *sim);
+/* A new lane for a simulated stream of device (linked into cs.lanes);
+ * NULL: no memory. */
+struct cs_lane *cs_lane_new(void *sim, int device);
 /* Its stream is destroyed: the lane goes once its queued work has run. */
 void cs_lane_retire(struct cs_lane *l);
 /*

@@ -10,6 +10,12 @@
  * it and keeps it. A sticky error (one after which the runtime says the
  * process must be restarted) corrupts the context of the whole process:
  * every later call returns it, and the last error can no longer be reset.
+ * A lost device (rsd_cudasim_lose_device) corrupts its own context only:
+ * every later call working in it (its memory, streams, events, host
+ * allocations and registrations made while it was current, or the
+ * current device's context) returns its sticky error, and so does
+ * cudaGetLastError on a thread whose current device it is; the other
+ * devices' contexts work as before.
  * cudaErrorNotReady is a status, not an error, and is not recorded.
  */
 #include <stdio.h>
@@ -17,6 +23,7 @@
 #include <string.h>
 
 #include "cs.h"
+#include "../../lib/drivers/cuda_sticky.h"
 
 struct cs_state cs = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -120,7 +127,9 @@ static void cs_start(void)
 	cs.used = calloc((size_t)n + 1, sizeof(*cs.used));
 	cs.default_lane = calloc((size_t)n + 1, sizeof(struct cs_lane *));
 	cs.peer = calloc((size_t)n * (size_t)n + 1, sizeof(*cs.peer));
-	if (!cs.used || !cs.default_lane || !cs.peer || rsd_simdev_create(&sc, &cs.sd)) {
+	cs.lost = calloc((size_t)n + 1, sizeof(*cs.lost));
+	if (!cs.used || !cs.default_lane || !cs.peer || !cs.lost ||
+	    rsd_simdev_create(&sc, &cs.sd)) {
 		fprintf(stderr, "cudasim: cannot create the simulated device: %s\n",
 			rsd_last_error()->message);
 		cs.sd = NULL;
@@ -133,7 +142,7 @@ static void cs_start(void)
 		for (int p = d + 1; p < n; p++)
 			(void)rsd_simdev_peer_access(cs.sd, d, p, false);
 	for (int d = 0; d < n; d++) {
-		cs.default_lane[d] = cs_lane_new(cs.ops->default_stream(cs.sd, d));
+		cs.default_lane[d] = cs_lane_new(cs.ops->default_stream(cs.sd, d), d);
 		if (!cs.default_lane[d]) {
 			fprintf(stderr, "cudasim: out of memory for device %d\n", d);
 			cs.sd = NULL;
@@ -149,25 +158,6 @@ static void start(void)
 	pthread_mutex_lock(&cs.lock);
 	started = true;
 	pthread_mutex_unlock(&cs.lock);
-}
-
-static bool is_sticky(cudaError_t e)
-{
-	switch (e) {
-	case cudaErrorIllegalAddress:
-	case cudaErrorLaunchTimeout:
-	case cudaErrorAssert:
-	case cudaErrorHardwareStackError:
-	case cudaErrorIllegalInstruction:
-	case cudaErrorMisalignedAddress:
-	case cudaErrorInvalidAddressSpace:
-	case cudaErrorInvalidPc:
-	case cudaErrorLaunchFailure:
-	case cudaErrorECCUncorrectable:
-		return true;
-	default:
-		return false;
-	}
 }
 
 cudaError_t cs_ret(cudaError_t e)
@@ -186,7 +176,7 @@ cudaError_t cs_enter(enum cs_call call)
 	cs.calls[call]++;
 	if (cs.fail_nth[call] && --cs.fail_nth[call] == 0) {
 		e = cs.fail_err[call];
-		if (is_sticky(e))
+		if (rsd__cuda_is_sticky(e))
 			cs.sticky = e;
 	}
 	if (e == cudaSuccess)
@@ -205,6 +195,32 @@ cudaError_t cs_enter(enum cs_call call)
 int cs_current_device(void)
 {
 	return current_device;
+}
+
+cudaError_t cs_ctx(int device)
+{
+	cudaError_t e = cudaSuccess;
+
+	if (device < 0 || device >= cs.ndevices)
+		return cudaSuccess;
+	pthread_mutex_lock(&cs.lock);
+	e = cs.lost[device];
+	pthread_mutex_unlock(&cs.lock);
+	return cs_ret(e);
+}
+
+/* What cudaGetLastError can no longer clear on this thread: the process's
+ * corrupted context, else the current device's lost one. */
+static cudaError_t sticky_here(void)
+{
+	cudaError_t e;
+
+	pthread_mutex_lock(&cs.lock);
+	e = cs.sticky;
+	if (e == cudaSuccess && cs.lost && current_device < cs.ndevices)
+		e = cs.lost[current_device];
+	pthread_mutex_unlock(&cs.lock);
+	return e;
 }
 
 void cs_set_in_host_func(bool on)
@@ -279,6 +295,22 @@ void rsd_cudasim_set_unpinned_host(bool on)
 	pthread_mutex_unlock(&cs.lock);
 }
 
+cudaError_t rsd_cudasim_lose_device(int device, cudaError_t err)
+{
+	start();
+	if (!cs.sd)
+		return cudaErrorInitializationError;
+	if (device < 0 || device >= cs.ndevices || !rsd__cuda_is_sticky(err))
+		return cudaErrorInvalidValue;
+	pthread_mutex_lock(&cs.lock);
+	if (cs.lost[device] == cudaSuccess)
+		cs.lost[device] = err;
+	pthread_mutex_unlock(&cs.lock);
+	/* Its queued work never runs, its events never complete. */
+	(void)rsd_simdev_lose_device(cs.sd, device);
+	return cudaSuccess;
+}
+
 struct rsd_simdev *rsd_cudasim_simdev(void)
 {
 	start();
@@ -318,6 +350,8 @@ static const struct {
 	E(cudaErrorSetOnActiveProcess, "cannot set while device is active in this process"),
 	E(cudaErrorContextIsDestroyed, "context is destroyed"),
 	E(cudaErrorAssert, "device-side assert triggered"),
+	E(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is "
+						"already mapped"),
 	E(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory "
 					    "region"),
 	E(cudaErrorHardwareStackError, "hardware stack error"),
@@ -350,11 +384,8 @@ const char *cudaGetErrorString(cudaError_t error)
 
 cudaError_t cudaGetLastError(void)
 {
-	cudaError_t e = last_error, sticky;
+	cudaError_t e = last_error, sticky = sticky_here();
 
-	pthread_mutex_lock(&cs.lock);
-	sticky = cs.sticky;
-	pthread_mutex_unlock(&cs.lock);
 	/* A corrupted context cannot be cleared. */
 	last_error = sticky;
 	return e != cudaSuccess ? e : sticky;
@@ -362,11 +393,8 @@ cudaError_t cudaGetLastError(void)
 
 cudaError_t cudaPeekAtLastError(void)
 {
-	cudaError_t sticky;
+	cudaError_t sticky = sticky_here();
 
-	pthread_mutex_lock(&cs.lock);
-	sticky = cs.sticky;
-	pthread_mutex_unlock(&cs.lock);
 	return last_error != cudaSuccess ? last_error : sticky;
 }
 
@@ -420,6 +448,9 @@ cudaError_t cudaDeviceSynchronize(void)
 		return e;
 	if (!cs.ndevices)
 		return cs_ret(cudaErrorNoDevice);
+	e = cs_ctx(current_device);
+	if (e)
+		return e;
 	/* Every stream of the device, queued work run: the simulated
 	 * device's device_sync blocks until then. */
 	if (cs.ops->device_sync(cs.sd, current_device))
@@ -437,6 +468,11 @@ cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
 		return cs_ret(cudaErrorInvalidValue);
 	if (device < 0 || device >= cs.ndevices || peer < 0 || peer >= cs.ndevices)
 		return cs_ret(cudaErrorInvalidDevice);
+	e = cs_ctx(device);
+	if (!e)
+		e = cs_ctx(peer);
+	if (e)
+		return e;
 	*can = device != peer && rsd_simdev_peer_capable(cs.sd);
 	return cudaSuccess;
 }
@@ -456,6 +492,11 @@ static cudaError_t peer_set(int peer, unsigned flags, bool on)
 		return cs_ret(cudaErrorInvalidDevice);
 	if (on && !rsd_simdev_peer_capable(cs.sd))
 		return cs_ret(cudaErrorPeerAccessUnsupported);
+	e = cs_ctx(dev);
+	if (!e)
+		e = cs_ctx(peer);
+	if (e)
+		return e;
 	pthread_mutex_lock(&cs.lock);
 	if (cs.peer[dev * n + peer] == on) {
 		e = on ? cudaErrorPeerAccessAlreadyEnabled : cudaErrorPeerAccessNotEnabled;

@@ -68,7 +68,8 @@ static struct cs_alloc *unreg(const void *p, bool host)
 
 	pthread_mutex_lock(&cs.lock);
 	for (pp = &cs.allocs; *pp; pp = &(*pp)->next) {
-		if ((*pp)->base == p && ((*pp)->mem != CS_MEM_DEVICE) == host) {
+		if ((*pp)->base == p && ((*pp)->mem != CS_MEM_DEVICE) == host &&
+		    (*pp)->mem != CS_MEM_REGISTERED) {
 			a = *pp;
 			*pp = a->next;
 			if (a->mem == CS_MEM_DEVICE)
@@ -103,6 +104,8 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 	void *p = NULL;
 	bool fits;
 
+	if (!e)
+		e = cs_ctx(at.device);
 	if (e || !alloc_start(devPtr, size, &e))
 		return e;
 	pthread_mutex_lock(&cs.lock);
@@ -125,13 +128,24 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 	return cs_ret(cudaErrorMemoryAllocation);
 }
 
-/* cudaFree and cudaFreeHost: the runtime waits for the device first. */
+/* cudaFree and cudaFreeHost: the runtime waits for the device first. In a
+ * lost context nothing is freed: the allocation is the dead context's. */
 static cudaError_t free_mem(void *ptr, bool host)
 {
 	struct cs_alloc *a;
+	cudaError_t e;
+	int dev = -1;
 
 	if (!ptr)
 		return cudaSuccess;
+	pthread_mutex_lock(&cs.lock);
+	a = cs_find_alloc(ptr);
+	if (a && a->base == ptr)
+		dev = a->device;
+	pthread_mutex_unlock(&cs.lock);
+	e = cs_ctx(dev);
+	if (e)
+		return e;
 	a = unreg(ptr, host);
 	if (!a)
 		return cs_ret(cudaErrorInvalidValue);
@@ -162,7 +176,8 @@ static cudaError_t host_alloc(void **pHost, size_t size, unsigned flags)
 	if (flags &
 	    ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
 		return cs_ret(cudaErrorInvalidValue);
-	if (!alloc_start(pHost, size, &e))
+	e = cs_ctx(cs_current_device());
+	if (e || !alloc_start(pHost, size, &e))
 		return e;
 	pthread_mutex_lock(&cs.lock);
 	mem = cs.unpinned_host ? CS_MEM_UNPINNED : CS_MEM_PINNED;
@@ -208,6 +223,84 @@ cudaError_t cudaFreeHost(void *ptr)
 	return e ? e : free_mem(ptr, true);
 }
 
+/*
+ * cudaHostRegister page-locks the caller's own memory and registers it in
+ * the current device's context (with cudaHostRegisterPortable, for every
+ * device): copies treat it as pinned. Locking takes real time per page, as
+ * the runtime's does. While unpinned_host is on it succeeds without
+ * locking or registering anything (cudaPointerGetAttributes then reports
+ * the range unregistered), as a broken pinning would.
+ */
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+	cudaError_t e = cs_enter(CS_cudaHostRegister);
+	const unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped |
+			       cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
+	const char *c = ptr;
+	bool taken = false, unpinned;
+
+	if (!e)
+		e = cs_ctx(cs_current_device());
+	if (e)
+		return e;
+	if (!ptr || !size || (flags & ~known))
+		return cs_ret(cudaErrorInvalidValue);
+	if (!cs.ndevices)
+		return cs_ret(cudaErrorNoDevice);
+	pthread_mutex_lock(&cs.lock);
+	for (struct cs_alloc *a = cs.allocs; a && !taken; a = a->next)
+		taken = c < a->base + a->nbytes && a->base < c + size;
+	unpinned = cs.unpinned_host;
+	pthread_mutex_unlock(&cs.lock);
+	if (taken)
+		return cs_ret(cudaErrorHostMemoryAlreadyRegistered);
+	if (unpinned)
+		return cudaSuccess;
+	if (mlock(ptr, size))
+		return cs_ret(cudaErrorMemoryAllocation);
+	if (reg(ptr, size, CS_MEM_REGISTERED, cs_current_device())) {
+		munlock(ptr, size);
+		return cs_ret(cudaErrorMemoryAllocation);
+	}
+	return cudaSuccess;
+}
+
+/*
+ * The registration starting at ptr ends: the runtime waits for its
+ * context's work first. In a lost context it fails with the sticky error,
+ * but the registration is dropped all the same (the dead context's
+ * mapping means nothing any more) and the pages unlocked: the memory stays
+ * the caller's to unmap, unlike a cudaHostAlloc block, which dies with its
+ * context.
+ */
+cudaError_t cudaHostUnregister(void *ptr)
+{
+	cudaError_t e = cs_enter(CS_cudaHostUnregister);
+	struct cs_alloc **pp, *a = NULL;
+
+	if (e)
+		return e;
+	if (!ptr)
+		return cs_ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&cs.lock);
+	for (pp = &cs.allocs; *pp; pp = &(*pp)->next) {
+		if ((*pp)->base == ptr && (*pp)->mem == CS_MEM_REGISTERED) {
+			a = *pp;
+			*pp = a->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cs.lock);
+	if (!a)
+		return cs_ret(cudaErrorHostMemoryNotRegistered);
+	e = cs_ctx(a->device);
+	if (!e)
+		(void)cs.ops->device_sync(cs.sd, a->device);
+	munlock(a->base, (size_t)a->nbytes);
+	free(a);
+	return e;
+}
+
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
 {
 	cudaError_t e = cs_enter(CS_cudaPointerGetAttributes);
@@ -223,11 +316,16 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, c
 	at.device = cudaInvalidDeviceId;
 	pthread_mutex_lock(&cs.lock);
 	a = cs_find_alloc(ptr);
+	if (a && a->mem == CS_MEM_DEVICE && cs.lost[a->device]) {
+		e = cs.lost[a->device];
+		pthread_mutex_unlock(&cs.lock);
+		return cs_ret(e);
+	}
 	if (a && a->mem == CS_MEM_DEVICE) {
 		at.type = cudaMemoryTypeDevice;
 		at.device = a->device;
 		at.devicePointer = (void *)ptr;
-	} else if (a && a->mem == CS_MEM_PINNED) {
+	} else if (a && (a->mem == CS_MEM_PINNED || a->mem == CS_MEM_REGISTERED)) {
 		/* Unified addressing: pinned memory is mapped at its host
 		 * address on every device. */
 		at.type = cudaMemoryTypeHost;
@@ -250,6 +348,9 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 		return cs_ret(cudaErrorInvalidValue);
 	if (!cs.ndevices)
 		return cs_ret(cudaErrorNoDevice);
+	e = cs_ctx(cs_current_device());
+	if (e)
+		return e;
 	pthread_mutex_lock(&cs.lock);
 	*free_bytes = (size_t)(cs.memory - cs.used[cs_current_device()]);
 	pthread_mutex_unlock(&cs.lock);
@@ -330,6 +431,14 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
 		return cs_ret(e);
 	ddev = dat.kind == RSD_CUDA;
 	sdev = sat.kind == RSD_CUDA;
+	/* Memory of a lost context, or a stream of one: its sticky error. */
+	e = cs_ctx(ddev ? dat.device : -1);
+	if (!e)
+		e = cs_ctx(sdev ? sat.device : -1);
+	if (!e)
+		e = cs_stream_ctx(st);
+	if (e)
+		return e;
 	if (peer_dst >= 0 && (!ddev || dat.device != peer_dst || !sdev || sat.device != peer_src))
 		return cs_ret(cudaErrorInvalidValue);
 	if (!kind_matches(kind, ddev, sdev))

@@ -31,7 +31,7 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-struct cs_lane *cs_lane_new(void *sim)
+struct cs_lane *cs_lane_new(void *sim, int device)
 {
 	struct cs_lane *l = calloc(1, sizeof(*l));
 	pthread_condattr_t ca;
@@ -39,6 +39,7 @@ struct cs_lane *cs_lane_new(void *sim)
 	if (!l)
 		return NULL;
 	l->sim = sim;
+	l->device = device;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&l->cond, &ca);

@@ -72,13 +72,27 @@ void *cs_stream_resolve(cudaStream_t s)
 struct cs_lane *cs_lane_of(void *stream)
 {
 	struct cs_stream *s = find_stream(stream);
-	int dev = -1;
 
 	if (s)
 		return s->lane;
-	if (cs.ops->stream_device(cs.sd, stream, &dev) || dev < 0 || dev >= cs.ndevices)
-		return NULL;
-	return cs.default_lane[dev];
+	/* A default stream, told by identity (asking the simulated device
+	 * for its device fails once that device is lost). */
+	for (int d = 0; d < cs.ndevices; d++)
+		if (cs.ops->default_stream(cs.sd, d) == stream)
+			return cs.default_lane[d];
+	return NULL;
+}
+
+cudaError_t cs_stream_ctx(void *stream)
+{
+	struct cs_lane *l;
+	int dev;
+
+	pthread_mutex_lock(&cs.lock);
+	l = cs_lane_of(stream);
+	dev = l ? l->device : -1;
+	pthread_mutex_unlock(&cs.lock);
+	return cs_ctx(dev);
 }
 
 cudaError_t cs_stream_wait(void *stream)
@@ -132,7 +146,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 	st = cs_stream_resolve(stream);
 	if (!st)
 		return cs_ret(cudaErrorInvalidResourceHandle);
-	return cs_queue_host_func(st, fn, userData);
+	e = cs_stream_ctx(st);
+	return e ? e : cs_queue_host_func(st, fn, userData);
 }
 
 /* ---- streams ---- */
@@ -141,11 +156,15 @@ static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags)
 {
 	struct cs_stream *s;
 	void *sim = NULL;
+	cudaError_t e;
 
 	if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking))
 		return cs_ret(cudaErrorInvalidValue);
 	if (!cs.ndevices)
 		return cs_ret(cudaErrorNoDevice);
+	e = cs_ctx(cs_current_device());
+	if (e)
+		return e;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return cs_ret(cudaErrorMemoryAllocation);
@@ -153,7 +172,7 @@ static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags)
 		free(s);
 		return cs_ret(cudaErrorMemoryAllocation);
 	}
-	s->lane = cs_lane_new(sim);
+	s->lane = cs_lane_new(sim, cs_current_device());
 	if (!s->lane) {
 		rsd_simdev_stream_destroy(cs.sd, sim);
 		free(s);
@@ -190,6 +209,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 	if (e)
 		return e;
+	if (cs_stream_resolve(stream) && !is_default(stream)) {
+		e = cs_stream_ctx(stream);
+		if (e)
+			return e;
+	}
 	pthread_mutex_lock(&cs.lock);
 	for (pp = &cs.streams; *pp; pp = &(*pp)->next) {
 		if ((*pp)->sim == (void *)stream) {
@@ -218,7 +242,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 	st = cs_stream_resolve(stream);
 	if (!st)
 		return cs_ret(cudaErrorInvalidResourceHandle);
-	return cs_stream_wait(st);
+	e = cs_stream_ctx(st);
+	return e ? e : cs_stream_wait(st);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream)
@@ -232,6 +257,9 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 	st = cs_stream_resolve(stream);
 	if (!st)
 		return cs_ret(cudaErrorInvalidResourceHandle);
+	e = cs_stream_ctx(st);
+	if (e)
+		return e;
 	done = cs_stream_idle(st);
 	if (done < 0)
 		return cs_ret(cudaErrorUnknown);
@@ -248,6 +276,8 @@ cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
 	if (!device)
 		return cs_ret(cudaErrorInvalidValue);
 	st = cs_stream_resolve(hStream);
+	if (st && (e = cs_stream_ctx(st)))
+		return e;
 	if (!st || cs.ops->stream_device(cs.sd, st, device))
 		return cs_ret(cudaErrorInvalidResourceHandle);
 	return cudaSuccess;
@@ -262,6 +292,9 @@ cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
 		return e;
 	if (!flags)
 		return cs_ret(cudaErrorInvalidValue);
+	e = cs_stream_ctx(cs_stream_resolve(hStream));
+	if (e)
+		return e;
 	if (is_default(hStream)) {
 		*flags = cudaStreamDefault;
 		return cudaSuccess;
@@ -285,6 +318,20 @@ static struct cs_event *find_event(const void *p)
 	return NULL;
 }
 
+/* cs_ctx of an event's device (an unknown event: cudaSuccess, the caller
+ * refuses it). */
+static cudaError_t event_ctx(cudaEvent_t event)
+{
+	struct cs_event *ev;
+	int dev;
+
+	pthread_mutex_lock(&cs.lock);
+	ev = find_event(event);
+	dev = ev ? ev->device : -1;
+	pthread_mutex_unlock(&cs.lock);
+	return cs_ctx(dev);
+}
+
 /* With cs.lock held: drop one reference to a record. */
 static void rec_put(struct cs_rec *r)
 {
@@ -297,12 +344,16 @@ static void rec_put(struct cs_rec *r)
 static cudaError_t event_create(cudaEvent_t *event, unsigned flags)
 {
 	struct cs_event *ev;
+	cudaError_t e;
 
 	if (!event || (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming |
 					   cudaEventInterprocess)))
 		return cs_ret(cudaErrorInvalidValue);
 	if (!cs.ndevices)
 		return cs_ret(cudaErrorNoDevice);
+	e = cs_ctx(cs_current_device());
+	if (e)
+		return e;
 	ev = calloc(1, sizeof(*ev));
 	if (!ev)
 		return cs_ret(cudaErrorMemoryAllocation);
@@ -343,6 +394,11 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 	st = cs_stream_resolve(stream);
 	if (!st)
 		return cs_ret(cudaErrorInvalidResourceHandle);
+	e = cs_stream_ctx(st);
+	if (!e)
+		e = event_ctx(event);
+	if (e)
+		return e;
 	pthread_mutex_lock(&cs.lock);
 	ev = find_event(event);
 	/* An event belongs to the device it was created on; recording it on
@@ -373,6 +429,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 	struct cs_event *ev;
 	int done = 1;
 
+	if (!e)
+		e = event_ctx(event);
 	if (e)
 		return e;
 	pthread_mutex_lock(&cs.lock);
@@ -394,6 +452,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	struct cs_rec *r = NULL;
 	int rc = 0;
 
+	if (!e)
+		e = event_ctx(event);
 	if (e)
 		return e;
 	pthread_mutex_lock(&cs.lock);
@@ -430,6 +490,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 	st = cs_stream_resolve(stream);
 	if (!st)
 		return cs_ret(cudaErrorInvalidResourceHandle);
+	e = cs_stream_ctx(st);
+	if (!e)
+		e = event_ctx(event);
+	if (e)
+		return e;
 	pthread_mutex_lock(&cs.lock);
 	ev = find_event(event);
 	if (ev && ev->rec && cs.ops->stream_wait_event(cs.sd, st, ev->rec->sim))
@@ -448,6 +513,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 	cudaError_t e = cs_enter(CS_cudaEventDestroy);
 	struct cs_event **pp, *ev = NULL;
 
+	if (!e)
+		e = event_ctx(event);
 	if (e)
 		return e;
 	pthread_mutex_lock(&cs.lock);

@@ -75,6 +75,40 @@ cudaError_t rsd_cudasim_configure(int ndevices, uint64_t memory_per_device);
 cudaError_t rsd_cudasim_fail(const char *call, unsigned nth, cudaError_t err);
 
 /**
+ * rsd_cudasim_lose_device() - make one device's context fail for good
+ * @device: the device, 0 ... ndevices-1
+ * @err: its sticky error: cudaErrorIllegalAddress, cudaErrorECCUncorrectable,
+ *	cudaErrorLaunchFailure or another "the process must be restarted"
+ *	code
+ *
+ * What an uncorrectable ECC error or an illegal address in a kernel does to
+ * a real context: from now on every runtime call working in @device's
+ * context returns @err and records it as the calling thread's last error,
+ * which cudaGetLastError() can no longer clear while @device is current.
+ * That is every call on its memory (cudaFree, cudaPointerGetAttributes,
+ * copies from or to it), its streams and events (queries and syncs return
+ * at once: its pending work never completes), host memory allocated by
+ * cudaHostAlloc while it was current (cudaFreeHost fails, nothing is
+ * freed: that memory dies with the context) and registrations made while it
+ * was current (cudaHostUnregister fails but drops the registration: the
+ * caller's memory stays its own), and every call made while it is the
+ * current device (cudaMalloc, cudaHostAlloc, cudaHostRegister,
+ * cudaStreamCreate, cudaEventCreate, cudaMemGetInfo,
+ * cudaDeviceSynchronize). cudaSetDevice, cudaGetDevice, cudaGetDeviceCount
+ * and the version queries still work. The other devices' contexts work as
+ * before; a copy queued on their streams earlier that reads or writes the
+ * lost device's memory fails when it runs (their events after it return
+ * cudaErrorUnknown). Under it the simulated device loses the device too
+ * (rsd_simdev_lose_device()).
+ *
+ * Context: any thread.
+ * Return: cudaSuccess; cudaErrorInvalidValue for a @device that is not one
+ * of the double's or an @err that is not sticky; cudaErrorInitializationError
+ * when the double could not start.
+ */
+cudaError_t rsd_cudasim_lose_device(int device, cudaError_t err);
+
+/**
  * rsd_cudasim_calls() - how many times a runtime function was called
  * @call: the function's name, or "*" for the total of all
  *
@@ -89,7 +123,8 @@ unsigned long rsd_cudasim_calls(const char *call);
  * rsd_cudasim_set_unpinned_host() - hand back pageable memory as "pinned"
  * @on: true: cudaHostAlloc succeeds but returns memory that is not
  *	page-locked and that cudaPointerGetAttributes reports as
- *	cudaMemoryTypeUnregistered; false: back to real pinned memory
+ *	cudaMemoryTypeUnregistered, and cudaHostRegister succeeds without
+ *	locking or registering anything; false: back to real pinned memory
  *
  * Lets a test check that a caller verifies its pinned allocations.
  *

@@ -37,6 +37,7 @@ static const char *code_name(int err)
 		[RSD_ENOMEM] = "RSD_ENOMEM",
 		[RSD_EDEVICE] = "RSD_EDEVICE",
 		[RSD_ESOURCE] = "RSD_ESOURCE",
+		[RSD_EDEVLOST] = "RSD_EDEVLOST",
 	};
 
 	if (err == 0)
@@ -60,6 +61,43 @@ static int load_fails(void *ctx, struct rsd_resident **out)
 	(void)ctx;
 	(void)out;
 	return 7; /* not an RSD_E* code */
+}
+
+/*
+ * The error paths that need a device: a lease on a value a not-waiting
+ * copy is still filling orders each added stream after that copy, which
+ * the device refuses here. Nonzero when the setup itself fails.
+ */
+static int probe_device(struct rsd_simdev *sd)
+{
+	struct rsd_manager_config cfg = { .driver = rsd_simdev_ops(), .driver_ctx = sd };
+	struct rsd_location pin = RSD_LOC_PINNED_HOST, cuda0 = { RSD_CUDA, 0 };
+	struct rsd_manager *m;
+	struct rsd_resident *r;
+	struct rsd_lease *l;
+	struct rsd_handle h;
+	void *s0, *s1;
+	uint64_t n = 64;
+	int err;
+
+	if (rsd_manager_create(&cfg, &m))
+		return 1;
+	rsd_simdev_set_progress(sd, RSD_SIMDEV_ON_COMMAND, 0);
+	err = rsd_simdev_stream_create(sd, 0, &s0) || rsd_simdev_stream_create(sd, 0, &s1) ||
+	      rsd_resident_alloc(m, &rsd_resident_type, pin, 1, &n, NULL, 0, &r) ||
+	      rsd_adopt(m, r, NULL, RSD_REPLICABLE, &h) ||
+	      rsd_ensure_async(m, h, cuda0, NULL, NULL) || rsd_acquire(m, &h, 1, cuda0, s0, &l);
+	if (!err) {
+		rsd_simdev_fail_nth(sd, RSD_SIMDEV_STREAM_WAIT, 1, RSD_EDEVICE);
+		PROBE(rsd_lease_add_consumer_stream, rsd_lease_add_consumer_stream(l, s1));
+		rsd_simdev_set_progress(sd, RSD_SIMDEV_IMMEDIATE, 0);
+		err = rsd_lease_release(l, RSD_RELEASE_WAIT);
+		rsd_lease_free(l);
+	}
+	rsd_simdev_set_progress(sd, RSD_SIMDEV_IMMEDIATE, 0);
+	err = rsd_manager_close(m, 0) || err;
+	rsd_manager_destroy(m);
+	return err;
 }
 
 int main(void)
@@ -205,6 +243,8 @@ int main(void)
 	if (rsd_simdev_create(&sdc, &sd))
 		return 2;
 	PROBE(rsd_simdev_stream_create, rsd_simdev_stream_create(sd, 3, &stream));
+	if (probe_device(sd))
+		return 2;
 	rsd_simdev_destroy(sd);
 
 	/* Today a failed entry still hands out the closed scope; free it either way. */

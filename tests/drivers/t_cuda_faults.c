@@ -104,16 +104,17 @@ ATF_TC_BODY(pinned_check_refuses_pageable, tc)
 
 	ATF_REQUIRE_EQ(C->device_count(NULL), 2);
 	rsd_cudasim_set_unpinned_host(true);
-	ha = rsd_cudasim_calls("cudaHostAlloc");
-	fh = rsd_cudasim_calls("cudaFreeHost");
+	ha = rsd_cudasim_calls("cudaHostRegister");
+	fh = rsd_cudasim_calls("cudaHostUnregister");
 	ATF_CHECK_EQ(C->alloc(NULL, RSD_LOC_PINNED_HOST, 4096, &p), -RSD_EDEVICE);
 	CHECK_MSG("pinned host storage is unavailable: ");
 	CHECK_MSG("not page-locked");
 	ATF_CHECK_EQ(p, (void *)1);
 	/* Each block the runtime handed out (a chunk, then one of the
 	 * request's own size) was checked and given back. */
-	ATF_CHECK_EQ(rsd_cudasim_calls("cudaHostAlloc"), ha + 2);
-	ATF_CHECK_EQ(rsd_cudasim_calls("cudaFreeHost"), fh + 2);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaHostRegister"), ha + 2);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaHostUnregister"), fh + 2);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaHostAlloc"), 0);
 	ATF_CHECK(rsd_cudasim_calls("cudaPointerGetAttributes") >= 1);
 
 	/* Through a manager: the allocation and the transition fail with
@@ -310,13 +311,19 @@ ATF_TC_BODY(sticky_error_poisons_every_later_call, tc)
 	ATF_REQUIRE(s != NULL);
 	ATF_REQUIRE_EQ(rsd_cudasim_fail("cudaMemcpyAsync", 1, cudaErrorIllegalAddress),
 		       cudaSuccess);
-	ATF_CHECK_EQ(C->copy(NULL, p, cuda(0), host, RSD_LOC_PAGEABLE_HOST, 64, s), -RSD_EDEVICE);
+	ATF_CHECK_EQ(C->copy(NULL, p, cuda(0), host, RSD_LOC_PAGEABLE_HOST, 64, s), -RSD_EDEVLOST);
 	CHECK_MSG("illegal memory access");
-	/* The context is gone: everything after fails too, each reported. */
-	ATF_CHECK_EQ(C->stream_sync(NULL, s), -RSD_EDEVICE);
+	/* The injected error corrupts the process's one context: the driver
+	 * asks each device's and finds both dead. */
+	CHECK_MSG("lost cuda:0, cuda:1");
+	ATF_CHECK(C->device_lost(NULL, 0));
+	ATF_CHECK(C->device_lost(NULL, 1));
+	/* Everything after fails too, each reported, without asking the
+	 * runtime where the driver knows the device. */
+	ATF_CHECK_EQ(C->stream_sync(NULL, s), -RSD_EDEVLOST);
 	CHECK_MSG("cudaErrorIllegalAddress");
-	ATF_CHECK_EQ(C->alloc(NULL, cuda(1), 64 << 20, &p), -RSD_EDEVICE);
-	CHECK_MSG("cudaErrorIllegalAddress");
+	ATF_CHECK_EQ(C->alloc(NULL, cuda(1), 64 << 20, &p), -RSD_EDEVLOST);
+	CHECK_MSG("cuda:1 was lost");
 	ATF_CHECK_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
 #endif
 }

@@ -206,6 +206,20 @@ void lfx_check_ver(int line, uint64_t expected)
 			 (unsigned long long)v, (unsigned long long)expected);
 }
 
+/* Is the plan "drop h at `at`" feasible against the published image? */
+bool lfx_drop_feasible(struct rsd_handle h, struct rsd_location at)
+{
+	struct rsd_action a = rsd_action_drop(h, at);
+	struct rsd_plan p = { .name = "drop", .enter = &a, .nenter = 1 };
+	struct rsd_explanation *e = NULL;
+	bool ok;
+
+	RSD_REQUIRE_OK(rsd_explain(lfx_m, &p, NULL, &e));
+	ok = e->feasible;
+	rsd_explanation_free(e);
+	return ok;
+}
+
 struct rsd_lease *lfx_pending_lease(struct rsd_handle a, void *s)
 {
 	struct rsd_lease *l = NULL;

@@ -66,6 +66,9 @@ void lfx_check_ver(int line, uint64_t expected);
 int lfx_release_wait(int line, struct rsd_lease *l, void *stream);
 #define RELEASE_WAIT(l, stream) lfx_release_wait(__LINE__, l, stream)
 
+/* Is the plan "drop h at `at`" feasible against the published image? */
+bool lfx_drop_feasible(struct rsd_handle h, struct rsd_location at);
+
 /* A lease on [a] at cuda:0 released without waiting while s is busy. */
 struct rsd_lease *lfx_pending_lease(struct rsd_handle a, void *s);
 

@@ -357,7 +357,9 @@ ATF_TC_BODY(objects_outlive_manager, tc)
 	lfx_sd = NULL;
 }
 
-/* Force close after a failed waiting release left the lease pending. */
+/* Force close after a failed waiting release (its event sync and the
+ * stream sync that would have answered both failed) left the lease
+ * pending. */
 ATF_TC_WITHOUT_HEAD(force_close_after_failed_wait);
 ATF_TC_BODY(force_close_after_failed_wait, tc)
 {
@@ -371,8 +373,9 @@ ATF_TC_BODY(force_close_after_failed_wait, tc)
 	st = lfx_stream(0);
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l));
-	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	rsd_simdev_fail_all(lfx_sd, RSD_SIMDEV_EVENT_SYNC, RSD_EDEVICE);
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_lease_release(l, RSD_RELEASE_WAIT));
+	rsd_simdev_fail_all(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 0);
 	ATF_CHECK(rsd_lease_active(l));
 	simwait_start(&w, lfx_sd, st, 100);
 	RSD_REQUIRE_OK(rsd_manager_close(lfx_m, RSD_CLOSE_FORCE));

@@ -559,9 +559,62 @@ ATF_TC_BODY(reap_points, tc)
 	lfx_teardown();
 }
 
+/*
+ * A released lease protects its value until a reap sees its events
+ * complete; explain treats a pending lease whose events all completed as
+ * gone (§18.46). Both read the published pending table: with n leases of
+ * stream a completed and reaped, the one lease of stream b must still be
+ * in it, whether the reap cleared a few slots (n = 5) or the table was
+ * rebuilt without the holes (n = 40), and leases released after the
+ * rebuild are found there too.
+ */
+static void lease_n(struct rsd_handle h, void *s, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		rsd_lease_free(lfx_pending_lease(h, s));
+}
+
+ATF_TC_WITHOUT_HEAD(pending_table_reaps);
+ATF_TC_BODY(pending_table_reaps, tc)
+{
+	static const unsigned ns[] = { 5, 40 };
+	struct rsd_location c0 = lfx_cuda(0);
+	struct rsd_handle h;
+	void *a, *b;
+
+	lfx_setup(false);
+	a = lfx_stream(0);
+	b = lfx_stream(0);
+	h = lfx_put(RSD_LOC_PAGEABLE_HOST, 4096, NULL);
+	RSD_REQUIRE_OK(rsd_ensure(lfx_m, h, c0, NULL, NULL));
+	for (unsigned k = 0; k < 2; k++) {
+		lease_n(h, b, 1);
+		lease_n(h, a, ns[k]);
+		CHECK_MAT(h, c0, 0, 0, ns[k] + 1);
+		ATF_CHECK(!lfx_drop_feasible(h, c0));
+		rsd_simdev_stream_complete(lfx_sd, a);
+		RSD_REQUIRE_OK(rsd_manager_reap(lfx_m));
+		CHECK_MAT(h, c0, 0, 0, 1);
+		ATF_CHECK(!lfx_drop_feasible(h, c0)); /* b's lease runs */
+		/* One more on a after the reap: found wherever it went. */
+		lease_n(h, a, 1);
+		rsd_simdev_stream_complete(lfx_sd, b);
+		ATF_CHECK(!lfx_drop_feasible(h, c0)); /* a's new lease runs */
+		rsd_simdev_stream_complete(lfx_sd, a);
+		ATF_CHECK(lfx_drop_feasible(h, c0)); /* both complete, not reaped */
+		CHECK_MAT(h, c0, 0, 0, 2);
+		RSD_REQUIRE_OK(rsd_manager_reap(lfx_m));
+		CHECK_MAT(h, c0, 0, 0, 0);
+		ATF_CHECK(lfx_drop_feasible(h, c0));
+	}
+	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, acquire_dedup_order_counts);
+	ATF_TP_ADD_TC(tp, pending_table_reaps);
 	ATF_TP_ADD_TC(tp, acquire_dedup_host);
 	ATF_TP_ADD_TC(tp, acquire_not_resident_is_atomic);
 	ATF_TP_ADD_TC(tp, acquire_empty_and_null);

@@ -512,45 +512,100 @@ ATF_TC_BODY(cuda_two_streams_count_once, tc)
 	lfx_teardown();
 }
 
+/* A lease at cuda:0 on a stream a gate keeps busy (lc_lease_busy). */
+struct lc_busy {
+	struct rsd_handle a; /* the leased value */
+	struct rsd_lease *l;
+	struct gate g; /* keeps s busy */
+	void *s;
+	uint64_t v; /* state_version before the acquire */
+};
+
+/*
+ * A manager on the CUDA driver with a 64-byte value a at pageable-host and
+ * cuda:0, leased at cuda:0 on a new stream s that g then keeps busy.
+ */
+static void lc_lease_busy(struct lc_busy *b)
+{
+	lc_setup();
+	gate_init(&b->g);
+	b->s = lc_stream(0);
+	b->a = lc_put_both(64);
+	b->v = lfx_ver();
+	b->l = NULL;
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &b->a, 1, cuda0(), b->s, &b->l));
+	lc_block(b->s, &b->g);
+}
+
+/* rsd_lease_release(l, flags) while an opener thread opens g after 200 ms:
+ * checks that the release returned only after that (what: the message
+ * otherwise) and returns its result. */
+static int lc_release_blocked(struct rsd_lease *l, unsigned flags, struct gate *g, const char *what)
+{
+	pthread_t opener;
+	int rc;
+
+	g->delay_ms = 200;
+	ATF_REQUIRE_EQ(pthread_create(&opener, NULL, gate_opener, g), 0);
+	rc = rsd_lease_release(l, flags);
+	ATF_CHECK_MSG(gate_is_open(g), "%s", what);
+	ATF_REQUIRE_EQ(pthread_join(opener, NULL), 0);
+	return rc;
+}
+
 ATF_TC_WITHOUT_HEAD(cuda_release_wait_versions);
 ATF_TC_BODY(cuda_release_wait_versions, tc)
 {
 	struct rsd_location c0;
-	struct rsd_lease *l = NULL;
-	struct rsd_handle a;
-	pthread_t opener;
-	struct gate g;
-	void *s;
-	uint64_t v;
+	struct lc_busy b;
 
-	lc_setup();
+	lc_lease_busy(&b);
 	c0 = cuda0();
-	gate_init(&g);
-	s = lc_stream(0);
-	a = lc_put_both(64);
-	v = lfx_ver();
-	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, c0, s, &l));
-	CHECK_VER(v + 1);
-	lc_block(s, &g);
+	CHECK_VER(b.v + 1);
 	/* Stream busy: waiting blocks until another thread lets it go, then
 	 * active -> pending -> gone. Returning before the gate opened would
 	 * mean the release did not wait. */
-	g.delay_ms = 200;
-	ATF_REQUIRE_EQ(pthread_create(&opener, NULL, gate_opener, &g), 0);
-	RSD_CHECK_OK(rsd_lease_release(l, RSD_RELEASE_WAIT));
-	ATF_CHECK_MSG(gate_is_open(&g), "the waiting release returned while its stream was busy");
-	ATF_REQUIRE_EQ(pthread_join(opener, NULL), 0);
-	CHECK_VER(v + 3);
-	ATF_CHECK(!rsd_lease_active(l));
-	CHECK_MAT(a, c0, 0, 0, 0);
+	RSD_CHECK_OK(lc_release_blocked(b.l, RSD_RELEASE_WAIT, &b.g,
+					"the waiting release returned while its stream was busy"));
+	CHECK_VER(b.v + 3);
+	ATF_CHECK(!rsd_lease_active(b.l));
+	CHECK_MAT(b.a, c0, 0, 0, 0);
 	CHECK_LOC(c0, 0, 0, 0);
 	RSD_CHECK_OK(rsd_manager_reap(lfx_m));
-	CHECK_VER(v + 3);
-	lc_sync(s);
-	rsd_lease_free(l);
-	lc_stream_free(s);
-	gate_fini(&g);
+	CHECK_VER(b.v + 3);
+	lc_sync(b.s);
+	rsd_lease_free(b.l);
+	lc_stream_free(b.s);
+	gate_fini(&b.g);
 	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
+}
+
+/*
+ * A consumer stream destroyed with its work still queued (cudaStreamDestroy()
+ * returns at once; the work runs on): no event can be recorded on it, so
+ * the release waits for the device. It returns only once that work ran,
+ * ends the lease (+1) and warns once; the manager then closes.
+ */
+ATF_TC_WITHOUT_HEAD(cuda_release_after_stream_destroyed);
+ATF_TC_BODY(cuda_release_after_stream_destroyed, tc)
+{
+	struct lc_busy b;
+
+	lc_lease_busy(&b);
+	lc_stream_free(b.s);
+	RSD_CHECK_OK(lc_release_blocked(
+		b.l, 0, &b.g, "the release returned while the destroyed stream was busy"));
+	CHECK_VER(b.v + 2); /* the acquire, the release */
+	ATF_CHECK(!rsd_lease_active(b.l));
+	CHECK_MAT(b.a, cuda0(), 0, 0, 0);
+	ATF_CHECK_EQ(lfx_nwarn, 1);
+	ATF_CHECK_MSG(strstr(lfx_lastwarn, "lost consumer stream") &&
+			      strstr(lfx_lastwarn, "synchronized the device"),
+		      "warning: %s", lfx_lastwarn);
+	rsd_lease_free(b.l);
+	RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
+	gate_fini(&b.g);
 	lfx_teardown();
 }
 
@@ -670,6 +725,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, cuda_pending_reaped_by_reap);
 	ATF_TP_ADD_TC(tp, cuda_two_streams_count_once);
 	ATF_TP_ADD_TC(tp, cuda_release_wait_versions);
+	ATF_TP_ADD_TC(tp, cuda_release_after_stream_destroyed);
 	ATF_TP_ADD_TC(tp, cuda_round_trip_keeps_bytes);
 	return atf_no_error();
 }

@@ -11,6 +11,7 @@
  */
 #include <atf-c.h>
 #include "../check.h"
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,10 @@
 #include <urcu/urcu-memb.h>
 
 /*
- * §8.5: an error while querying an event during reaping propagates (the
- * writer call fails, the lease stays pending); explain treats it as "still
- * protected". The failed prologue must not leave the thread marked as
+ * §8.5: an error while querying an event during reaping is no answer: the
+ * event's stream is synchronized and the event asked again. When that sync
+ * fails too, the error propagates (the writer call fails, the lease stays
+ * pending); explain treats it as "still protected". The failed prologue must not leave the thread marked as
  * inside a transition (§5.3).
  */
 ATF_TC_WITHOUT_HEAD(reap_query_error_propagates);
@@ -47,14 +49,17 @@ ATF_TC_BODY(reap_query_error_propagates, tc)
 	v = lfx_ver();
 
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_manager_reap(lfx_m));
 	ATF_CHECK(lfx_msg_has("event_query"));
 	CHECK_VER(v);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), st, &l2));
 	ATF_CHECK(l2 == NULL);
 	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_drop(lfx_m, a, lfx_cuda(0), NULL));
 	CHECK_VER(v);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);
@@ -191,15 +196,28 @@ ATF_TC_BODY(event_record_failure_falls_back, tc)
 	lfx_teardown();
 }
 
+/* A host function on a consumer stream: counts that it ran. */
+static void consumer_ran(void *arg)
+{
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
 /*
  * A consumer stream destroyed before release fails the re-validation of
- * §8.4 step 4: the error propagates and the lease stays active.
+ * §8.4 step 4: no event can be recorded behind its work, which still runs
+ * (as after cudaStreamDestroy()). The release waits for the device
+ * instead, ends the lease (+1) and warns; nothing is recorded on the
+ * lease's other stream. Freed unreleased, such a lease is released the
+ * same way and keeps nothing alive: close(0) then succeeds.
  */
 ATF_TC_WITHOUT_HEAD(release_revalidates_streams);
 ATF_TC_BODY(release_revalidates_streams, tc)
 {
 	struct rsd_lease *l = NULL;
+	atomic_int ran = 0;
+	struct simwait sw;
 	struct rsd_handle a;
+	char want[160];
 	void *s, *s2;
 	uint64_t v;
 
@@ -209,23 +227,43 @@ ATF_TC_BODY(release_revalidates_streams, tc)
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
 	RSD_REQUIRE_OK(rsd_lease_add_consumer_stream(l, s2));
+	RSD_REQUIRE_OK(rsd_simdev_launch_host_func(lfx_sd, s2, consumer_ran, &ran));
 	rsd_simdev_stream_destroy(lfx_sd, s2);
 	v = lfx_ver();
-	RSD_CHECK_ERR(RSD_ETYPE, rsd_lease_release(l, 0));
-	ATF_CHECK(rsd_lease_active(l));
-	CHECK_VER(v);
-	CHECK_MAT(a, lfx_cuda(0), 1, 0, 0);
-	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s), 0);
-	RSD_REQUIRE_OK(rsd_manager_close(lfx_m, RSD_CLOSE_FORCE));
+	ATF_REQUIRE(simwait_start(&sw, lfx_sd, NULL, 100));
 	RSD_CHECK_OK(rsd_lease_release(l, 0));
+	ATF_CHECK_MSG(simwait_blocked(&sw),
+		      "the release returned before the destroyed stream's work ran");
+	ATF_CHECK_EQ(atomic_load(&ran), 1);
+	ATF_CHECK(!rsd_lease_active(l));
+	CHECK_VER(v + 1);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
+	CHECK_LOC(lfx_cuda(0), 0, 0, 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(lfx_sd, s), 0);
+	ATF_CHECK_EQ(lfx_nwarn, 1);
+	snprintf(want, sizeof(want), "on cuda:0 lost consumer stream %p (", s2);
+	ATF_CHECK_MSG(strstr(lfx_lastwarn, want), "warning: %s", lfx_lastwarn);
+	ATF_CHECK_MSG(strstr(lfx_lastwarn, "): synchronized the device"), "warning: %s",
+		      lfx_lastwarn);
 	rsd_lease_free(l);
-	ATF_CHECK_EQ(lfx_nwarn, 0);
+
+	/* Abandoned: released the same way (+1), one more warning each. */
+	s2 = lfx_stream(0);
+	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s2, &l));
+	rsd_simdev_stream_destroy(lfx_sd, s2);
+	v = lfx_ver();
+	rsd_lease_free(l);
+	CHECK_VER(v + 1);
+	ATF_CHECK_EQ(lfx_nwarn, 3);
+	CHECK_MAT(a, lfx_cuda(0), 0, 0, 0);
+	RSD_CHECK_OK(rsd_manager_close(lfx_m, 0));
 	lfx_teardown();
 }
 
 /*
  * Waiting fails after the lease turned pending (event synchronization
- * error): the error propagates, the caller's object stays active (§8.3:
+ * error, and the stream sync that would answer instead fails too): the
+ * error propagates, the caller's object stays active (§8.3:
  * inactive only after a successful manager-side release) and the lease is
  * pending. A later release is a silent no-op, also once the pending lease
  * has been reaped and its record freed.
@@ -244,9 +282,10 @@ ATF_TC_BODY(release_wait_sync_failure, tc)
 	a = lfx_put(lfx_cuda(0), 64, NULL);
 	b = lfx_put(lfx_cuda(0), 64, NULL);
 	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &a, 1, lfx_cuda(0), s, &l));
-	rsd_simdev_fail_nth(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	rsd_simdev_fail_all(lfx_sd, RSD_SIMDEV_EVENT_SYNC, RSD_EDEVICE);
 	v = lfx_ver();
 	RSD_CHECK_ERR(RSD_EDEVICE, rsd_lease_release(l, RSD_RELEASE_WAIT));
+	rsd_simdev_fail_all(lfx_sd, RSD_SIMDEV_EVENT_SYNC, 0);
 	ATF_CHECK(rsd_lease_active(l));
 	CHECK_VER(v + 1);
 	CHECK_MAT(a, lfx_cuda(0), 0, 0, 1);

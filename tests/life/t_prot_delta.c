@@ -99,20 +99,6 @@ ATF_TC_BODY(one_lease_wider_than_delta, tc)
 	lfx_teardown();
 }
 
-/* Is the plan "drop h at `at`" feasible against the published image? */
-static bool drop_feasible(struct rsd_handle h, struct rsd_location at)
-{
-	struct rsd_action a = rsd_action_drop(h, at);
-	struct rsd_plan p = { .name = "drop", .enter = &a, .nenter = 1 };
-	struct rsd_explanation *e = NULL;
-	bool ok;
-
-	RSD_REQUIRE_OK(rsd_explain(lfx_m, &p, NULL, &e));
-	ok = e->feasible;
-	rsd_explanation_free(e);
-	return ok;
-}
-
 ATF_TC_WITHOUT_HEAD(delta_folded_by_transition);
 ATF_TC_BODY(delta_folded_by_transition, tc)
 {
@@ -134,39 +120,39 @@ ATF_TC_BODY(delta_folded_by_transition, tc)
 	CHECK_MAT(a, PG, 1, 0, 0);
 	CHECK_MAT(b, PG, 0, 1, 0);
 	CHECK_LOC(PG, 1, 1, 0);
-	ATF_CHECK(!drop_feasible(a, PG));
-	ATF_CHECK(!drop_feasible(b, PG));
-	ATF_CHECK(drop_feasible(a, PIN));
+	ATF_CHECK(!lfx_drop_feasible(a, PG));
+	ATF_CHECK(!lfx_drop_feasible(b, PG));
+	ATF_CHECK(lfx_drop_feasible(a, PIN));
 	/* A transition publishes in full: the counts move into the images. */
 	RSD_REQUIRE_OK(rsd_ensure(lfx_m, c, PIN, NULL, NULL));
 	CHECK_VER(v + 3); /* acquire, hold, install */
-	ATF_CHECK(drop_feasible(c, PG));
+	ATF_CHECK(lfx_drop_feasible(c, PG));
 	CHECK_MAT(a, PG, 1, 0, 0);
 	CHECK_MAT(b, PG, 0, 1, 0);
 	CHECK_LOC(PG, 1, 1, 0);
 	CHECK_LOC(PIN, 0, 0, 0);
-	ATF_CHECK(!drop_feasible(a, PG));
-	ATF_CHECK(!drop_feasible(b, PG));
+	ATF_CHECK(!lfx_drop_feasible(a, PG));
+	ATF_CHECK(!lfx_drop_feasible(b, PG));
 	/* Releases after the fold are logged again, now negative changes. */
 	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	CHECK_MAT(a, PG, 0, 0, 0);
 	CHECK_LOC(PG, 0, 1, 0);
-	ATF_CHECK(drop_feasible(a, PG));
-	ATF_CHECK(!drop_feasible(b, PG));
+	ATF_CHECK(lfx_drop_feasible(a, PG));
+	ATF_CHECK(!lfx_drop_feasible(b, PG));
 	/* A lease and a hold on one materialization count separately. */
 	RSD_REQUIRE_OK(rsd_acquire(lfx_m, &b, 1, PG, NULL, &l));
 	CHECK_MAT(b, PG, 1, 1, 0);
 	RSD_REQUIRE_OK(rsd_hold_release(hd));
 	rsd_hold_free(hd);
 	CHECK_MAT(b, PG, 1, 0, 0);
-	ATF_CHECK(!drop_feasible(b, PG));
+	ATF_CHECK(!lfx_drop_feasible(b, PG));
 	RSD_CHECK_ERR(RSD_EINUSE, rsd_drop(lfx_m, b, PG, NULL));
 	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	CHECK_MAT(b, PG, 0, 0, 0);
 	CHECK_LOC(PG, 0, 0, 0);
-	ATF_CHECK(drop_feasible(b, PG));
+	ATF_CHECK(lfx_drop_feasible(b, PG));
 	CHECK_VER(v + 7);
 	RSD_REQUIRE_OK(rsd_drop(lfx_m, b, PG, NULL));
 	lfx_teardown();

@@ -287,6 +287,81 @@ ATF_TC_BODY(release_order_and_bytes, tc)
 	lfx_teardown();
 }
 
+/*
+ * The snapshot lists exactly the live reservations, in creation order,
+ * with their bytes, while many are made and released: the published table
+ * clears the slots of released ones and is rebuilt without them once they
+ * outnumber the live ones (here at the release of the 70th of 100), and a
+ * reservation whose bytes changed keeps its place.
+ */
+#define NTAB 100u
+
+static void check_table(int line, struct rsd_reservation *const *r, size_t n)
+{
+	struct rsd_snapshot *s = lfx_snap();
+	size_t k = 0, live = 0;
+
+	for (size_t i = 0; i < n; i++)
+		live += r[i] && rsd_reservation_active(r[i]);
+	ATF_CHECK_EQ_MSG(s->nreservations, live, "line %d: %zu reservations, want %zu", line,
+			 s->nreservations, live);
+	for (size_t i = 0; i < n && k < s->nreservations; i++) {
+		if (!r[i] || !rsd_reservation_active(r[i]))
+			continue;
+		ATF_CHECK_STREQ_MSG(s->reservations[k].label, rsd_reservation_label(r[i]),
+				    "line %d: reservation %zu", line, k);
+		ATF_CHECK_EQ_MSG(s->reservations[k].nbytes, rsd_reservation_nbytes(r[i]),
+				 "line %d: reservation %zu", line, k);
+		k++;
+	}
+	rsd_snapshot_free(s);
+}
+#define CHECK_TABLE(r, n) check_table(__LINE__, r, n)
+
+ATF_TC_WITHOUT_HEAD(table_order_many);
+ATF_TC_BODY(table_order_many, tc)
+{
+	struct rsd_reservation *r[NTAB + 10] = { NULL };
+	struct rsd_resident *value;
+	struct rsd_handle h;
+	uint64_t one = 64;
+	char label[16];
+
+	lfx_setup(true);
+	for (unsigned i = 0; i < NTAB; i++) {
+		snprintf(label, sizeof(label), "r%u", i);
+		RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 100 + i, label, &r[i]));
+	}
+	CHECK_TABLE(r, NTAB);
+	/* Release every odd one, one publication each: holes in place. */
+	for (unsigned i = 1; i < NTAB; i += 2)
+		RSD_REQUIRE_OK(rsd_reservation_release(r[i]));
+	CHECK_TABLE(r, NTAB);
+	/* Two more, then bytes out of r[10] into a value: it keeps its place. */
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 7, "late0", &r[NTAB]));
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 8, "late1", &r[NTAB + 1]));
+	RSD_REQUIRE_OK(rsd_resident_alloc(lfx_m, &rsd_resident_type, RSD_LOC_PAGEABLE_HOST, 1, &one,
+					  NULL, 0, &value));
+	RSD_REQUIRE_OK(rsd_adopt_reserved(r[10], value, RSD_REPLICABLE, NULL, &h));
+	ATF_CHECK_EQ(rsd_reservation_nbytes(r[10]), 110 - 64);
+	CHECK_TABLE(r, NTAB + 2);
+	/* Release all but r[0], r[98] and the late ones: past the rebuild. */
+	for (unsigned i = 2; i < NTAB - 2; i += 2)
+		RSD_REQUIRE_OK(rsd_reservation_release(r[i]));
+	CHECK_TABLE(r, NTAB + 2);
+	/* New ones after a rebuild go last. */
+	RSD_REQUIRE_OK(rsd_reserve(lfx_m, RSD_LOC_PAGEABLE_HOST, 9, "after", &r[NTAB + 2]));
+	RSD_REQUIRE_OK(rsd_reservation_release(r[NTAB]));
+	CHECK_TABLE(r, NTAB + 3);
+	for (unsigned i = 0; i < NTAB + 3; i++)
+		RSD_REQUIRE_OK(rsd_reservation_release(r[i]));
+	CHECK_TABLE(r, NTAB + 3);
+	for (unsigned i = 0; i < NTAB + 3; i++)
+		rsd_reservation_free(r[i]);
+	ATF_CHECK_EQ(lfx_nwarn, 0);
+	lfx_teardown();
+}
+
 /* Edge case 43: a zero-byte reservation is a live lifetime. */
 ATF_TC_WITHOUT_HEAD(zero_byte_blocks_close);
 ATF_TC_BODY(zero_byte_blocks_close, tc)
@@ -342,6 +417,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, unbudgeted_and_recording);
 	ATF_TP_ADD_TC(tp, unbudgeted_overflow_refused);
 	ATF_TP_ADD_TC(tp, release_order_and_bytes);
+	ATF_TP_ADD_TC(tp, table_order_many);
 	ATF_TP_ADD_TC(tp, zero_byte_blocks_close);
 	ATF_TP_ADD_TC(tp, abandoned_reservation);
 	return atf_no_error();

@@ -67,17 +67,22 @@ bool ip_snapshot_invariants(const struct rsd_snapshot *s, char *why, size_t len)
 			     (unsigned long long)l->peak_charged_bytes,
 			     (unsigned long long)l->peak_used_bytes);
 		if (l->has_budget) {
-			if (l->used_bytes + l->reserved_bytes > l->budget_bytes)
-				FAIL("%s: budget %llu exceeded: used %llu reserved %llu", n,
-				     (unsigned long long)l->budget_bytes,
+			/* Every term admission sums (the ledger). */
+			uint64_t taken = l->used_bytes + l->reserved_bytes + l->in_flight_bytes +
+					 l->plan_held_bytes;
+
+			if (taken > l->budget_bytes)
+				FAIL("%s: budget %llu exceeded: used %llu reserved %llu in flight %llu held %llu",
+				     n, (unsigned long long)l->budget_bytes,
 				     (unsigned long long)l->used_bytes,
-				     (unsigned long long)l->reserved_bytes);
+				     (unsigned long long)l->reserved_bytes,
+				     (unsigned long long)l->in_flight_bytes,
+				     (unsigned long long)l->plan_held_bytes);
 			if (l->peak_charged_bytes > l->budget_bytes)
 				FAIL("%s: peak_charged %llu above budget %llu", n,
 				     (unsigned long long)l->peak_charged_bytes,
 				     (unsigned long long)l->budget_bytes);
-			if (l->remaining_budget_bytes !=
-			    l->budget_bytes - l->used_bytes - l->reserved_bytes)
+			if (l->remaining_budget_bytes != l->budget_bytes - taken)
 				FAIL("%s: remaining_budget_bytes wrong", n);
 		}
 		if (l->location.kind != RSD_CUDA && l->has_allocator)

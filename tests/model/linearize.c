@@ -49,7 +49,7 @@
 #include "linearize.h"
 #include "model.h"
 
-#define LZ_THREADS 4
+#define LZ_THREADS 8
 #define LZ_LIVES 6 /* lifetimes of each kind a thread keeps */
 #define LZ_ACTS 4
 
@@ -109,6 +109,7 @@ struct lz_val {
 	bool source;
 	uint64_t logical;
 	atomic_uint releases;
+	unsigned pat; /* its bytes' pattern (hz_pat()); its slot */
 };
 
 struct lz;
@@ -126,6 +127,19 @@ struct lz_thread {
 	struct rsd_reservation *resv[LZ_LIVES];
 	int lease_life[LZ_LIVES], hold_life[LZ_LIVES], resv_life[LZ_LIVES];
 	unsigned long codes[32]; /* summed into lz_stats after the run */
+	/* The hostile mode (hostile.inc). */
+	struct hz_wd {
+		atomic_ullong t0; /* when the call began (ns); 0: between calls */
+		atomic_ullong hid;
+		atomic_int kind, loc;
+		atomic_uint n;
+	} wd;
+	void *stream[2][2]; /* per device: the consumer stream, a second one */
+	unsigned sgen[2];   /* z->copy_gen when stream[d] were made */
+	struct rsd_lease *glease[LZ_LIVES];
+	void *gstream[LZ_LIVES]; /* the stream each GPU lease was taken with */
+	struct hz_kread *kreads; /* kernels' arguments, freed after the run */
+	unsigned long async_calls, waits, gpu_leases, kernels, uses;
 };
 
 /* One event of the history: a call, a plan's preflight (act -1) or action. */
@@ -152,6 +166,24 @@ struct lz {
 	atomic_int next_life;
 	atomic_bool reentry_bad;
 	struct lz_thread th[LZ_THREADS];
+	/* The hostile mode (hostile.inc): this run's hostile calls are on;
+	 * fault arming and the first failure, under flock. */
+	bool hostile_ops;
+	pthread_mutex_t flock;
+	struct hz_arm {
+		bool on;
+		uint64_t base;
+		unsigned n;
+	} arm[LZF_N];
+	unsigned fired; /* 1u << LZF_* */
+	bool failed;
+	atomic_uint copy_gen;
+	atomic_ullong hot; /* a value (id << 2 | host location) with a queued copy, or 0 */
+	atomic_bool stop;
+	pthread_t checker;
+	struct hz_wd wd_main;
+	struct rsd_controller *ctl; /* for LZF_USES */
+	unsigned long probes;
 	/* Replay. */
 	struct model md;
 	struct rsd_handle mh[MM_VALUES]; /* model value -> handle */
@@ -161,6 +193,9 @@ struct lz {
 	char *why;
 	size_t wlen;
 };
+
+static void hz_fill(const struct lz_val *v, struct rsd_resident *r);
+static void hz_check_lease(struct lz_thread *t, struct rsd_lease *l);
 
 static _Thread_local enum msrc_fail tl_fail;
 static _Thread_local unsigned tl_loads;
@@ -216,8 +251,11 @@ static int lz_load(void *ctx, struct rsd_resident **out)
 		return 7;
 	if (f == MSRC_FAIL_NOMEM)
 		return -RSD_ENOMEM;
-	return rsd_resident_alloc(s->z->m, &rsd_resident_type, ml_loc(s->v->src_loc), 1, &n, NULL,
-				  0, out);
+	f = rsd_resident_alloc(s->z->m, &rsd_resident_type, ml_loc(s->v->src_loc), 1, &n, NULL, 0,
+			       out);
+	if (!f)
+		hz_fill(s->v, *out);
+	return f;
 }
 
 static void lz_release(void *ctx)
@@ -349,6 +387,7 @@ static void do_create(struct lz_thread *t, bool source)
 		return;
 	v->owner = t->id;
 	v->logical = lz_size(t);
+	v->pat = (unsigned)(v - z->val);
 	if (source) {
 		struct lz_src *s = &srcs[v - z->val];
 		struct rsd_source src = { lz_load, lz_release, s };
@@ -375,8 +414,13 @@ static void do_create(struct lz_thread *t, bool source)
 		op->n = v->logical;
 		at = ml_loc(op->loc);
 		if (rsd_resident_alloc(z->m, &rsd_resident_type, ml_loc(op->rl), 1, &v->logical,
-				       NULL, 0, &r))
-			abort();
+				       NULL, 0, &r)) {
+			if (!z->o->hostile)
+				abort();
+			t->nop--; /* an armed fault: the slot stays unpublished */
+			return;
+		}
+		hz_fill(v, r);
 		op->e0 = t->log.n;
 		err = rsd_adopt(z->m, r, op->loc < 0 ? NULL : &at, op->mode, &h);
 		if (err)
@@ -531,6 +575,8 @@ static void do_lifetime(struct lz_thread *t, enum lz_kind kind)
 			err = rsd_acquire(z->m, rh, (size_t)op->nh, ml_loc(op->loc), NULL,
 					  &t->lease[k]);
 			t->lease_life[k] = op->life;
+			if (!err)
+				hz_check_lease(t, t->lease[k]);
 		} else {
 			op->loc = (int)lz_rnd(&t->rng, ML_VALID);
 			err = rsd_hold(z->m, rh, (size_t)op->nh, ml_loc(op->loc), &t->hold[k]);
@@ -582,7 +628,7 @@ static void do_lifetime(struct lz_thread *t, enum lz_kind kind)
 	op_end(t, op, err);
 }
 
-static void do_plan(struct lz_thread *t)
+static void do_plan(struct lz_thread *t, bool async)
 {
 	static const enum rsd_action_kind k5[] = { RSD_ACT_ENSURE, RSD_ACT_ENSURE, RSD_ACT_MOVE,
 						   RSD_ACT_DROP, RSD_ACT_DISCARD };
@@ -591,6 +637,7 @@ static void do_plan(struct lz_thread *t)
 	struct rsd_plan_report *rep = NULL, *partial;
 	struct lz_op *op = op_begin(t, K_PLAN);
 	struct lz_val *v = NULL;
+	const uint64_t *exp;
 	int err;
 
 	op->na = 1 + lz_rnd(&t->rng, LZ_ACTS);
@@ -607,8 +654,11 @@ static void do_plan(struct lz_thread *t)
 		op->expected = rsd_manager_state_version(z->m);
 	}
 	op->e0 = t->log.n;
-	err = rsd_execute_actions(z->m, ra, op->na, "lz-plan", NULL, 0,
-				  op->has_expected ? &op->expected : NULL, &rep);
+	exp = op->has_expected ? &op->expected : NULL;
+	if (async)
+		err = rsd_execute_actions_async(z->m, ra, op->na, "lz-plan", NULL, 0, exp, &rep);
+	else
+		err = rsd_execute_actions(z->m, ra, op->na, "lz-plan", NULL, 0, exp, &rep);
 	op_end(t, op, err);
 	partial = rsd_take_partial_report();
 	if (!rep) {
@@ -624,6 +674,8 @@ static void do_plan(struct lz_thread *t)
 	}
 }
 
+#include "hostile.inc"
+
 static void *worker(void *arg)
 {
 	static const unsigned char w[K_N] = {
@@ -635,15 +687,21 @@ static void *worker(void *arg)
 	unsigned total = 0;
 
 	tl_rng = t->rng ^ 0x5bd1e995u;
-	rsd__lin_log_set(&t->log);
+	/* A run with hostile calls is never replayed: nothing to log. */
+	if (!t->z->hostile_ops)
+		rsd__lin_log_set(&t->log);
 	for (int k = 0; k < K_N; k++)
 		total += w[k];
 	for (unsigned i = 0; i < t->z->o->ops; i++) {
-		unsigned r = lz_rnd(&t->rng, total);
+		unsigned r;
 		int k = 0;
 
+		if (t->z->o->hostile && hz_step(t))
+			continue;
+		r = lz_rnd(&t->rng, total);
 		while (r >= w[k])
 			r -= w[k++];
+		hz_wd_begin(&t->wd, k, 0, -1);
 		switch (k) {
 		case K_ADOPT:
 		case K_SOURCE:
@@ -653,12 +711,13 @@ static void *worker(void *arg)
 			do_transition(t);
 			break;
 		case K_PLAN:
-			do_plan(t);
+			do_plan(t, false);
 			break;
 		default:
 			do_lifetime(t, (enum lz_kind)k);
 			break;
 		}
+		hz_wd_end(&t->wd);
 	}
 	rsd__lin_log_set(NULL);
 	return NULL;

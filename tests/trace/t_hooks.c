@@ -47,7 +47,8 @@ static unsigned fire_all(void)
 	rsd_trace_register_source(MID, 12, RSD_LOC_PINNED_HOST, 8192);
 	rsd_trace_adopt_reserved(MID, 13, cuda3, 2048, 42, "result", 512, true);
 	rsd_trace_adopt_reserved(MID, 14, RSD_LOC_PINNED_HOST, 0, 44, NULL, 0, false);
-	rsd_trace_state(MID, 2, RSD_LOC_PAGEABLE_HOST, 4096, 0);
+	rsd_trace_manager_create(MID, "lru", 2, 4);
+	rsd_trace_state(MID, 2, RSD_LOC_PAGEABLE_HOST, 4096, 0, false, 0, 0);
 
 	/* A move with an explicit from and a sampled allocator: every field set. */
 	t = transition(RSD_ACT_MOVE, 11);
@@ -84,7 +85,14 @@ static unsigned fire_all(void)
 	rsd_trace_hold(MID, 31, RSD_LOC_PINNED_HOST, 3, true);
 	rsd_trace_hold(MID, 31, RSD_LOC_PINNED_HOST, 3, false);
 	rsd_trace_reservation(MID, 41, cuda3, 1 << 20, "activations", true);
-	rsd_trace_budget_reject(MID, cuda3, 10000, 6000, 3000, 2000);
+	{
+		struct rsd__ledger l = { true, 10000, 6000, 2000, 600, 400, 1 };
+
+		rsd_trace_budget_reject(MID, cuda3, &l, 2000);
+	}
+	rsd_trace_budget_retry(MID, cuda3, "wait");
+	rsd_trace_device_work(3, false, "copy-in", 4096, true, RSD_LOC_PINNED_HOST, cuda3, 700);
+	rsd_trace_device_work(3, true, "compute", 0, false, cuda3, cuda3, 900);
 	rsd_trace_reservation(MID, 41, cuda3, 1 << 20, "activations", false);
 	rsd_trace_plan_begin(MID, "step-1", "execute");
 
@@ -103,7 +111,7 @@ static unsigned fire_all(void)
 	rsd_trace_decision(MID, "req-a", 2, 17, -3);
 	/* NULL strings are legal: they become "none". */
 	rsd_trace_plan_end(MID, NULL, "scope-exit", NULL, -22, 0);
-	rsd_trace_state(MID, 9, cuda3, 0, 0);
+	rsd_trace_state(MID, 9, cuda3, 0, 0, true, 1 << 20, 2);
 	return n;
 }
 

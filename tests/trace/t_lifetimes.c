@@ -18,9 +18,9 @@
  *   four discards.
  *
  * Alone, "lifetimes" checks the results it gets. With RSD_T_TRACE_EXPECT set
- * it also writes every event except rsd:state that those calls must have
- * produced, in babeltrace2's text form, built from the calls' results and
- * reports (not from lib/trace.h). Lifetime ids are not visible through the
+ * it also writes every event except rsd:state and rsd:device_work that
+ * those calls must have produced, in babeltrace2's text form, built from
+ * the calls' results and reports (not from lib/trace.h). Lifetime ids are not visible through the
  * API, so the file says "<L1>", "<H1>", "<R1>" (the first lease, hold,
  * reservation id seen) for t_trace.sh to match against the recorded ids;
  * a reap's pending_ns (and an output's queued_ns) is written as "<=N", N
@@ -405,8 +405,12 @@ ATF_TC_BODY(lifetimes, tc)
 	ATF_REQUIRE(simpump_start(&pump, sd, NULL, 0, true, false));
 	cfg.driver = rsd_simdev_ops();
 	cfg.driver_ctx = sd;
+	cfg.label = "lifetimes";
 	RSD_REQUIRE_OK(rsd_manager_create(&cfg, &m));
 	mid = rsd_manager_id(m);
+	put("rsd:manager_create: { manager_id = %" PRIu64 ", label = \"lifetimes\", nbudgets = 1"
+	    ", ndevices = 1 }\n",
+	    mid);
 
 	a = adopt(m, CUDA0, 4096);
 	b = adopt(m, RSD_LOC_PAGEABLE_HOST, 8192);

@@ -79,7 +79,8 @@ rsd:adopt: { manager_id = 7, handle_id = 11, at_kind = 0, at_device = -1, at = "
 rsd:register_source: { manager_id = 7, handle_id = 12, source_location_kind = 1, source_location_device = -1, source_location = "pinned-host", charged_nbytes = 8192 }
 rsd:adopt_reserved: { manager_id = 7, handle_id = 13, at_kind = 2, at_device = 3, at = "cuda:3", charged_nbytes = 2048, reservation_id = 42, label = "result", remaining_nbytes = 512, filling = 1 }
 rsd:adopt_reserved: { manager_id = 7, handle_id = 14, at_kind = 1, at_device = -1, at = "pinned-host", charged_nbytes = 0, reservation_id = 44, label = "none", remaining_nbytes = 0, filling = 0 }
-rsd:state: { manager_id = 7, state_version = 2, at_kind = 0, at_device = -1, at = "pageable-host", used = 4096, reserved = 0 }
+rsd:manager_create: { manager_id = 7, label = "lru", nbudgets = 2, ndevices = 4 }
+rsd:state: { manager_id = 7, state_version = 2, at_kind = 0, at_device = -1, at = "pageable-host", used = 4096, reserved = 0, has_budget = 0, budget = 0, arriving = 0 }
 rsd:transition: { manager_id = 7, handle_id = 11, action = "move", location_kind = 2, location_device = 3, location = "cuda:3", from_kind = 0, from_device = -1, from = "pageable-host", source_kind = 0, source_device = -1, source = "pageable-host", destination_kind = 2, destination_device = 3, destination = "cuda:3", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 1000, completed_at_ns = 1250, duration_ns = 250, has_allocator = 1, allocator_device = 3, allocator_allocated_bytes_before = 100, allocator_reserved_bytes_before = 200, allocator_allocated_bytes_after = 4196, allocator_reserved_bytes_after = 2097352 }
 rsd:transition: { manager_id = 7, handle_id = 12, action = "ensure", location_kind = 1, location_device = -1, location = "pinned-host", from_kind = -1, from_device = -1, from = "none", source_kind = -1, source_device = -1, source = "none", destination_kind = -1, destination_device = -1, destination = "none", no_op = 1, reason = "already resident", logical_nbytes = 8192, storage_nbytes = 8192, started_at_ns = 1000, completed_at_ns = 1250, duration_ns = 250, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
 rsd:lease_acquire: { manager_id = 7, lease_id = 21, at_kind = 2, at_device = 3, at = "cuda:3", nhandles = 2 }
@@ -88,14 +89,17 @@ rsd:lease_reap: { manager_id = 7, lease_id = 21, pending_ns = 5000 }
 rsd:hold_acquire: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
 rsd:hold_release: { manager_id = 7, hold_id = 31, at_kind = 1, at_device = -1, at = "pinned-host", nhandles = 3 }
 rsd:reservation_acquire: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
-rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 3000, requested = 2000, available = 1000 }
+rsd:budget_reject: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", budget = 10000, used = 6000, reserved = 2000, in_flight = 600, held = 400, requested = 2000, available = 1000 }
+rsd:budget_retry: { manager_id = 7, at_kind = 2, at_device = 3, at = "cuda:3", how = "wait" }
+rsd:device_work: { device = 3, what = "copy", engine = "copy-in", nbytes = 4096, source = "pinned-host", destination = "cuda:3", duration_ns = 700 }
+rsd:device_work: { device = 3, what = "kernel", engine = "compute", nbytes = 0, source = "none", destination = "none", duration_ns = 900 }
 rsd:reservation_release: { manager_id = 7, reservation_id = 41, at_kind = 2, at_device = 3, at = "cuda:3", nbytes = 1048576, label = "activations" }
 rsd:plan_begin: { manager_id = 7, name = "step-1", kind = "execute" }
 rsd:transition: { manager_id = 7, handle_id = 11, action = "discard", location_kind = -1, location_device = -1, location = "none", from_kind = -1, from_device = -1, from = "none", source_kind = 2, source_device = 3, source = "cuda:3", destination_kind = -1, destination_device = -1, destination = "none", no_op = 0, reason = "none", logical_nbytes = 4000, storage_nbytes = 4096, started_at_ns = 2000, completed_at_ns = 2600, duration_ns = 600, has_allocator = 0, allocator_device = -1, allocator_allocated_bytes_before = 0, allocator_reserved_bytes_before = 0, allocator_allocated_bytes_after = 0, allocator_reserved_bytes_after = 0 }
 rsd:plan_end: { manager_id = 7, name = "step-1", kind = "execute", phase = "done", outcome = 0, ntransitions = 1 }
 rsd:decision: { manager_id = 7, request = "req-a", nevictions = 2, explored_states = 17, outcome = -3 }
 rsd:plan_end: { manager_id = 7, name = "none", kind = "scope-exit", phase = "none", outcome = -22, ntransitions = 0 }
-rsd:state: { manager_id = 7, state_version = 9, at_kind = 2, at_device = 3, at = "cuda:3", used = 0, reserved = 0 }
+rsd:state: { manager_id = 7, state_version = 9, at_kind = 2, at_device = 3, at = "cuda:3", used = 0, reserved = 0, has_budget = 1, budget = 1048576, arriving = 2 }
 EOF
 }
 
@@ -211,6 +215,7 @@ workload_state_body()
 		check_json w.json \
 			'[r["peak_used"] for r in d["peak_use"] if r["location"] == "pinned-host"] == [4096]' \
 			'[r["count"] for r in d["budget_rejections"]] == [1]' \
+			'[(r["retried"], r["refused"]) for r in d["budget_rejections"]] == [(0, 1)]' \
 			'd["transitions"] == 6'
 	fi
 }
@@ -247,7 +252,7 @@ rsd_trace_summary_body()
 	# Text summary and plot (SVG, whichever plotter is present).
 	atf_check -s exit:0 -o save:summary.txt -e empty "$tool" -o "$(pwd)/m.svg" hooks-trace
 	atf_check -o match:"^plot: $(pwd)/m.svg\$" tail -n1 summary.txt
-	atf_check -o match:'21 rsd events, 3 transitions, 1 manager' cat summary.txt
+	atf_check -o match:'25 rsd events, 3 transitions, 1 manager' cat summary.txt
 	atf_check -o match:'^  pageable-host -> cuda:3 +1 +4000 +4096$' cat summary.txt
 	grep -q '<svg' m.svg || atf_fail "m.svg is not an SVG"
 	grep -q 'pageable-host' m.svg || atf_fail "the plot has no pageable-host series"
@@ -262,7 +267,7 @@ rsd_trace_summary_body()
 		check_json $reader.json \
 			'd["transitions"] == 3' \
 			'd["events"]["rsd:state"] == 2 and d["events"]["rsd:plan_end"] == 2' \
-			'sum(d["events"].values()) == 21' \
+			'sum(d["events"].values()) == 25' \
 			'd["managers"] == [7]' \
 			'[(r["action"], r["location"], r["count"], r["no_op"]) for r in d["transitions_by_kind_location"]] == [("discard", "cuda:3", 1, 0), ("ensure", "pinned-host", 1, 1), ("move", "cuda:3", 1, 0)]' \
 			'd["bytes_moved"] == [{"source": "pageable-host", "destination": "cuda:3", "count": 1, "logical_nbytes": 4000, "storage_nbytes": 4096}]' \
@@ -273,7 +278,7 @@ rsd_trace_summary_body()
 			'd["values"]["adopted"] == 3 and d["values"]["into_reservations"] == 2' \
 			'd["leases"]["held"]["count"] == 1 and d["leases"]["held"]["min_ns"] > 0' \
 			'd["leases"]["pending"]["max_ns"] == 5000 and d["leases"]["still_pending"] == 0' \
-			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 3000}]' \
+			'd["budget_rejections"] == [{"location": "cuda:3", "count": 1, "retried": 1, "refused": 0, "budget": 10000, "max_requested": 2000, "last_used": 6000, "last_reserved": 2000}]' \
 			'[(r["location"], r["peak_used"], r["final_used"]) for r in d["peak_use"]] == [("cuda:3", 0, 0), ("pageable-host", 4096, 4096)]' \
 			'[(r["kind"], r["count"], r["failed"], r["transitions"]) for r in d["plans"]] == [("execute", 1, 0, 1), ("scope-exit", 1, 1, 0)]' \
 			'd["holds"] == {"acquired": 1, "released": 1}' \
@@ -343,6 +348,136 @@ normalize_lifetimes()
 	}'
 }
 
+# chrome_ok JSON TRACE: JSON passes data/check_chrome.py, its rsd events
+# counted against what babeltrace2 reads from TRACE.
+chrome_ok()
+{
+	babeltrace2 "$2" 2>bt.err | grep -o ' rsd:[a-z_]*: ' | sort | uniq -c |
+		awk '{ sub(/:$/, "", $2); print $2, $1 }' >"$1.counts"
+	[ -s "$1.counts" ] || atf_fail "babeltrace2 read no rsd events from $2: $(cat bt.err)"
+	/usr/bin/python3 "$(srcdir_file data/check_chrome.py)" "$1" "$1.counts" >"$1.check" \
+		2>&1 || atf_fail "$1 is not a sound Trace Event file: $(head -n 20 "$1.check")"
+}
+
+atf_test_case chrome_trace
+chrome_trace_head()
+{
+	atf_set descr "rsd-trace --chrome writes Trace Event JSON: well-formed, spans matched," \
+		"counters in order, one event per rsd event, each where it belongs"
+	atf_set require.user root
+	atf_set timeout 180
+}
+chrome_trace_body()
+{
+	require_recording
+	tool=$(rsd_trace_tool) || atf_skip "tools/rsd-trace not found (set RSD_SRCDIR or RSD_TRACE_TOOL)"
+	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
+	record_hooks
+	for reader in bt2 text; do
+		if [ $reader = bt2 ] && ! /usr/bin/python3 -c 'import bt2' 2>/dev/null; then
+			continue
+		fi
+		atf_check -s exit:0 -o save:sum.$reader -e empty "$tool" --no-plot --reader $reader \
+			--chrome h.$reader.json hooks-trace
+		atf_check -o match:"^chrome trace: $(pwd)/h.$reader.json\$" tail -n1 sum.$reader
+		chrome_ok h.$reader.json hooks-trace
+		atf_check -o match:'rsd events 25$' cat h.$reader.json.check
+		atf_check -o match:'B/E pairs 1, ' cat h.$reader.json.check
+	done
+	if [ -f h.bt2.json ]; then
+		cmp -s h.bt2.json h.text.json || atf_fail "the two readers' JSON differ"
+	fi
+	/usr/bin/python3 - h.text.json <<'EOF' || atf_fail "the JSON does not say what the hooks fired"
+import json, sys
+evs = json.load(open(sys.argv[1]))["traceEvents"]
+thread = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e.get("name") == "thread_name"}
+procs = [e["args"]["name"] for e in evs if e.get("name") == "process_name"]
+pid1 = [e["args"]["name"] for e in evs if e.get("name") == "process_name" and e["pid"] == 1]
+on = lambda t: [e for e in evs if thread.get((e["pid"], e["tid"])) == t and e["ph"] != "M"]
+counter = lambda n: [list(e["args"].values())[0] for e in evs if e["ph"] == "C" and e["name"] == n]
+copy = on("cuda:3 H2D pageable")
+spans = sorted((e["cat"], e["name"], e["ph"]) for e in evs
+               if e["ph"] in "be" and e["cat"] != "residency")
+v11 = [(e["name"], e["ph"]) for e in evs if e.get("cat") == "residency" and "value 11 " in e["name"]]
+checks = {
+    "process renamed by its label": pid1 == ["manager 7", "lru (manager 7)"],
+    "one copy slice, its bytes and rate": [(e["ph"], e["dur"], e["args"]["bytes"], e["args"]["GB/s"])
+                                           for e in copy] == [("X", 0.25, 4096, 16.384)],
+    "plan slice": [(e["ph"], e.get("name")) for e in on("plans")] == [("B", "execute step-1"),
+                                                                      ("E", None)],
+    "refusal, then retry": [e["rsd_event"] for e in on("budget refusals")]
+        == ["rsd:budget_reject", "rsd:budget_retry"],
+    "eviction": [e["name"] for e in on("evictions")] == ["discard 11 at cuda:3"],
+    "failures": [e["rsd_event"] for e in on("failures")] == ["rsd:decision", "rsd:plan_end"],
+    "lifetime spans": spans == [
+        ("hold", "hold 31 at pinned-host", "b"), ("hold", "hold 31 at pinned-host", "e"),
+        ("lease", "lease 21 at cuda:3", "b"), ("lease", "lease 21 at cuda:3", "e"),
+        ("lease", "lease 21 pending", "b"), ("lease", "lease 21 pending", "e"),
+        ("reservation", "reservation 41 at cuda:3 (activations)", "b"),
+        ("reservation", "reservation 41 at cuda:3 (activations)", "e")],
+    "value 11 at pageable-host, moved to cuda:3, discarded": v11 == [
+        ("value 11 at pageable-host", "b"), ("value 11 at cuda:3", "b"),
+        ("value 11 at pageable-host", "e"), ("value 11 at cuda:3", "e")],
+    "device work on its engines": [(e["name"], e["dur"]) for e in on("cuda:3 copy engine H2D")
+                                   + on("cuda:3 compute (kernels)")]
+        == [("copy 4096 B pinned-host to cuda:3", 0.7), ("kernel", 0.9)],
+    "a process for the device": "cuda:3 device (simulated)" in procs,
+    "counters": (counter("pageable-host used"), counter("cuda:3 budget"),
+                 counter("cuda:3 arriving")) == ([4096], [1048576], [2]),
+}
+bad = [k for k, ok in checks.items() if not ok]
+for k in bad:
+    print("wrong: " + k, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+	# A real workload, read the same way.
+	record_workload
+	atf_check -s exit:0 -o ignore "$tool" --no-plot --chrome w.json workload-trace
+	chrome_ok w.json workload-trace
+}
+
+# page_ok PAGE SUMMARY: chromium (headless) builds PAGE, and its DOM has
+# every section and series SUMMARY (rsd-trace --json) calls for.
+page_ok()
+{
+	timeout 120 chromium --headless --no-sandbox --disable-gpu \
+		--user-data-dir="$(pwd)/chromium.profile" --enable-logging=stderr --v=0 \
+		--dump-dom "file://$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" \
+		>"$1.dom" 2>"$1.console" ||
+		atf_fail "chromium could not open $1: $(tail -n 5 "$1.console")"
+	if grep -E 'Uncaught|CONSOLE.*(Error|error)' "$1.console"; then
+		atf_fail "the page's script failed in chromium"
+	fi
+	/usr/bin/python3 "$(srcdir_file data/check_page.py)" "$1.dom" "$2" >"$1.check" 2>&1 ||
+		atf_fail "$1 as chromium built it: $(head -n 20 "$1.check")"
+}
+
+atf_test_case html_page
+html_page_head()
+{
+	atf_set descr "rsd-trace --html writes one self-contained page that headless Chromium" \
+		"renders with every section and series"
+	atf_set require.user root
+	atf_set timeout 240
+}
+html_page_body()
+{
+	require_recording
+	tool=$(rsd_trace_tool) || atf_skip "tools/rsd-trace not found (set RSD_SRCDIR or RSD_TRACE_TOOL)"
+	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
+	command -v chromium >/dev/null 2>&1 ||
+		atf_skip "chromium is not installed (make deps installs it for this test)"
+	record_workload
+	atf_check -s exit:0 -o save:w.json "$tool" --json --no-plot --html w.html workload-trace
+	check_json w.json "d[\"html\"] == \"$(pwd)/w.html\""
+	page_ok w.html w.json
+	atf_check -o match:'^sections 5, occupancy charts 2, ' cat w.html.check
+	# Only the page itself: no URL to fetch anything from.
+	if grep -E -i '(src|href)="?(https?:)?//' w.html; then
+		atf_fail "the page refers to something outside it"
+	fi
+}
+
 atf_test_case lifetimes_recorded
 lifetimes_recorded_head()
 {
@@ -357,7 +492,9 @@ lifetimes_recorded_body()
 	require_recording
 	record_lifetimes
 	events lifetimes-trace >all
-	grep -v '^rsd:state:' all | normalize_lifetimes lifetimes.expected >got
+	# rsd:device_work (the simulated device's engines) runs on their own
+	# clock; t_hooks and chrome_trace check it.
+	grep -v -E '^rsd:(state|device_work):' all | normalize_lifetimes lifetimes.expected >got
 	stale_phase=false
 	if ! diff -u lifetimes.expected got >diff.out; then
 		cat diff.out >&2
@@ -384,7 +521,8 @@ lifetimes_recorded_body()
 	atf_check_equal "$(grep -c '^rsd:lease_reap:' got)" 1
 	atf_check_equal "$(grep -c '^rsd:copy_complete:' got)" 1
 	atf_check_equal "$(grep -c '^rsd:reservation_release:' got)" 3
-	atf_check_equal "$(sed -E 's/.*manager_id = ([0-9]+),.*/\1/' all | sort -u | wc -l)" 1
+	atf_check_equal "$(grep 'manager_id = ' all | sed -E 's/.*manager_id = ([0-9]+),.*/\1/' |
+		sort -u | wc -l)" 1
 	# rsd-trace sees the same lifetimes.
 	if tool=$(rsd_trace_tool) && [ -x /usr/bin/python3 ]; then
 		atf_check -s exit:0 -o save:l.json "$tool" --json --no-plot lifetimes-trace
@@ -520,12 +658,33 @@ EOF
 	for r in 0 1; do
 		grep -q "rank $r" demo/managed-bytes.svg || atf_fail "the plot has no rank $r panel"
 	done
+	# One Trace Event file holds both ranks, a process per rank's manager.
+	[ -s demo/trace.json ] || atf_fail "make demo wrote no demo/trace.json"
+	chrome_ok demo/trace.json demo/trace
+	for r in 0 1; do
+		pid=$(sed -n "$((r + 1))p" ranks | cut -d' ' -f2)
+		grep -q "\"process_name\".*(manager [0-9]*, rank $r, pid $pid)" demo/trace.json ||
+			grep -q "(manager [0-9]*, rank $r, pid $pid)\"}.*\"process_name\"" demo/trace.json ||
+			atf_fail "demo/trace.json has no process for rank $r (pid $pid)"
+	done
+	# The report page beside them, series named by rank and label.
+	[ -s demo/report.html ] || atf_fail "make demo wrote no demo/report.html"
+	atf_check -o match:"^report page: $(pwd)/demo/report.html\$" grep '^report page: ' demo.log
+	if command -v chromium >/dev/null 2>&1; then
+		page_ok demo/report.html d.json
+		for r in 0 1; do
+			grep -q "cuda:$r used, deterministic-[a-z-]* (rank $r m[0-9]*)" \
+				demo/report.html.dom || atf_fail "the page has no labelled rank $r series"
+		done
+	fi
 }
 
 atf_init_test_cases()
 {
+	atf_add_test_case chrome_trace
 	atf_add_test_case demo_ranks
 	atf_add_test_case hooks_recorded
+	atf_add_test_case html_page
 	atf_add_test_case lifetimes_recorded
 	atf_add_test_case not_recorded_when_disabled
 	atf_add_test_case rsd_trace_summary

@@ -12,6 +12,7 @@
  */
 #include <atf-c.h>
 #include "../check.h"
+#include "adopt.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,29 +76,26 @@ static void expect_adopt(uint64_t mid, struct rsd_handle h, struct rsd_location 
 static void expect_budget_reject(uint64_t mid, const struct rsd_error *e)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	uint64_t room = e->budget_bytes > e->used_bytes + e->reserved_bytes ?
-			e->budget_bytes - e->used_bytes - e->reserved_bytes : 0;
+	uint64_t taken =
+		e->used_bytes + e->reserved_bytes + e->in_flight_bytes + e->plan_held_bytes;
+	uint64_t room = e->budget_bytes > taken ? e->budget_bytes - taken : 0;
 
 	if (!expect)
 		return;
 	fprintf(expect, "rsd:budget_reject: { manager_id = %" PRIu64 ", at_kind = %d"
 		", at_device = %d, at = \"%s\", budget = %" PRIu64 ", used = %" PRIu64
-		", reserved = %" PRIu64 ", requested = %" PRIu64 ", available = %" PRIu64 " }\n",
+		", reserved = %" PRIu64 ", in_flight = %" PRIu64 ", held = %" PRIu64
+		", requested = %" PRIu64 ", available = %" PRIu64 " }\n",
 		mid, (int)e->location.kind, e->location.device,
 		rsd_location_name(e->location, name, sizeof(name)), e->budget_bytes, e->used_bytes,
-		e->reserved_bytes, e->requested_bytes, room);
+		e->reserved_bytes, e->in_flight_bytes, e->plan_held_bytes, e->requested_bytes, room);
 }
 
 static struct rsd_handle adopt_bytes(struct rsd_manager *m, uint64_t nbytes,
 				     enum rsd_replica_mode mode)
 {
-	struct rsd_resident *r = NULL;
-	struct rsd_handle h;
+	struct rsd_handle h = trace_adopt_bytes(m, &t_bytes, nbytes, 0x5a, mode);
 
-	RSD_REQUIRE_OK(
-		rsd_resident_alloc(m, &t_bytes, RSD_LOC_PAGEABLE_HOST, 1, &nbytes, NULL, 0, &r));
-	memset(rsd_resident_data(r, 0), 0x5a, nbytes);
-	RSD_REQUIRE_OK(rsd_adopt(m, r, NULL, mode, &h));
 	expect_adopt(rsd_manager_id(m), h, RSD_LOC_PAGEABLE_HOST, nbytes);
 	return h;
 }

@@ -186,3 +186,87 @@ static void case_cuda(void)
 	}
 #endif
 }
+
+#if RSD_HAVE_CUDA
+/* ns per allocate + free of nb pinned bytes, the CUDA driver's way (an
+ * anonymous mapping registered with cudaHostRegister) or today's
+ * (cudaHostAlloc), over n rounds; a page is written each round so the
+ * mapping is used as a pool chunk would be. */
+static double pinned_round_ns(uint64_t nb, size_t n, bool reg)
+{
+	uint64_t t0 = bench_now_ns();
+	void *p;
+
+	for (size_t i = 0; i < n; i++) {
+		if (reg) {
+			p = mmap(NULL, nb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+				 0);
+			if (p == MAP_FAILED)
+				bench_fail("mmap", -RSD_ENOMEM);
+			if (cudaHostRegister(p, nb, cudaHostRegisterPortable) != cudaSuccess)
+				bench_fail("cudaHostRegister", -RSD_EDEVICE);
+			((volatile char *)p)[0] = 1;
+			cudaHostUnregister(p);
+			munmap(p, nb);
+		} else {
+			if (cudaHostAlloc(&p, nb, cudaHostAllocPortable) != cudaSuccess)
+				bench_fail("cudaHostAlloc", -RSD_EDEVICE);
+			((volatile char *)p)[0] = 1;
+			cudaFreeHost(p);
+		}
+	}
+	return (double)(bench_now_ns() - t0) / (double)n;
+}
+#endif
+
+/*
+ * The CUDA driver's pinned chunks: mmap + cudaHostRegister (what it does,
+ * so they outlive a lost context) against cudaHostAlloc (what it did), per
+ * allocate + free, at 1 MiB and at the driver's 64 MiB chunk, in one run.
+ * Needs the CUDA runtime or its double (CUDA=sim, where both are page
+ * locking of host memory and the figure says little about a GPU).
+ */
+static void case_pinned_register(void)
+{
+	const struct rsd_device_ops *ops = rsd_cuda_driver();
+	int ndev = rsd_cuda_built() && ops ? ops->device_count(NULL) : 0;
+
+	if (!rsd_cuda_built() || ndev <= 0) {
+		const char *why = rsd_cuda_built() ? "the CUDA driver sees no device" :
+						     "librsd built without CUDA (CUDA=0)";
+
+		bench_skip("pinned_register", "reg_1MiB_ns", "%s", why);
+		bench_skip("pinned_register", "reg_64MiB_ns", "%s", why);
+		return;
+	}
+#if RSD_HAVE_CUDA
+	{
+		static const uint64_t sizes[] = { 1u << 20, 64u << 20 };
+		size_t reps = QF(3, 5);
+
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			uint64_t nb = sizes[s];
+			size_t n = nb > (1u << 20) ? QF(4, 16) : QF(50, 200);
+			double reg[8], alloc[8];
+			char metric[32];
+			struct bench_fig *f;
+
+			for (size_t r = 0; r < reps; r++) {
+				reg[r] = pinned_round_ns(nb, n, true);
+				alloc[r] = pinned_round_ns(nb, n, false);
+			}
+			snprintf(metric, sizeof(metric), "reg_%s_ns",
+				 nb > (1u << 20) ? "64MiB" : "1MiB");
+			f = bench_fig("pinned_register", metric, bench_median(reg, reps), "ns");
+			bench_fig_base(f, "cudaHostAlloc", bench_median(alloc, reps));
+		}
+#ifdef RSD_CUDASIM
+		bench_note("pinned_register: on the CUDA runtime double (CUDA=sim): both sides "
+			   "page-lock host memory; figures for a GPU need a GPU");
+#endif
+		bench_note("pinned_register: mmap + cudaHostRegister(portable) + "
+			   "cudaHostUnregister + munmap vs cudaHostAlloc(portable) + cudaFreeHost, "
+			   "per allocation");
+	}
+#endif
+}

@@ -109,8 +109,11 @@ SAN_FLAGS	:= $(if $(strip $(SANITIZE)),-fsanitize=$(strip $(SANITIZE)) \
 SAN_ALIGN_FIX	:= $(if $(and $(filter 1,$(TRACE)),$(filter undefined alignment,$(subst $(comma), ,$(SANITIZE)))),y)
 SAN_FLAGS	+= $(if $(SAN_ALIGN_FIX),-fsanitize-recover=alignment)
 
+# NVTX ranges (lib/nvtx.h): CUDA builds whose toolkit has the header-only
+# NVTX 3.
+NVTX		:= $(if $(and $(filter-out 0,$(CUDA)),$(wildcard $(CUDA_HOME)/include/nvtx3/nvToolsExt.h)),1,0)
 RSD_CPPFLAGS	:= -D_GNU_SOURCE -Iinclude -Ilib -I. \
-		   -DRSD_HAVE_CUDA=$(if $(filter 0,$(CUDA)),0,1) -DRSD_TRACE=$(TRACE) \
+		   -DRSD_HAVE_CUDA=$(if $(filter 0,$(CUDA)),0,1) -DRSD_TRACE=$(TRACE) -DRSD_NVTX=$(NVTX) \
 		   $(URCU_CFLAGS) $(CUDA_CPPFLAGS) $(LTTNG_CFLAGS) $(CPPFLAGS)
 RSD_CFLAGS	:= -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -pthread \
 		   $(SAN_FLAGS) $(CFLAGS)

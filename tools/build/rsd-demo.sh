@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 #
 # The main job: run the rsd-demo workload, recorded with LTTng when the tools
-# are here, then summarize the trace with rsd-trace and draw its plot.
+# are here, then summarize the trace with rsd-trace and draw its plot, and
+# write beside it the Trace Event file (trace.json, for Perfetto) and the
+# report page (report.html); with RSD_DEMO_SCREENSHOT=1 (make demo-report)
+# also a PNG screenshot of the page, taken by headless Chromium.
 #
 # Root's LTTng session daemon is shared by the whole machine, so the
 # recording is made by rsd-record (beside this script): a private mount
@@ -85,6 +88,22 @@ if [ "$rc" -eq 70 ]; then
 fi
 echo
 echo "=== rsd-trace summary of $trace ==="
-"$here/rsd-trace" ${ranks:+--ranks "$out/demo.out"} -o "$out/managed-bytes.svg" "$trace" ||
+"$here/rsd-trace" ${ranks:+--ranks "$out/demo.out"} -o "$out/managed-bytes.svg" \
+	--chrome "$out/trace.json" --html "$out/report.html" "$trace" ||
 	echo "rsd-demo.sh: rsd-trace failed" >&2
+# make demo-report: a picture of the page, taken by headless Chromium.
+if [ -n "${RSD_DEMO_SCREENSHOT:-}" ] && [ -s "$out/report.html" ]; then
+	if ! command -v chromium >/dev/null 2>&1; then
+		echo "rsd-demo.sh: no screenshot: chromium is not installed (make deps)" >&2
+	elif timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+		--user-data-dir="$out/chromium.profile" --window-size=1400,2600 \
+		--screenshot="$out/report.png" "file://$out/report.html" >"$out/chromium.log" 2>&1 &&
+		[ -s "$out/report.png" ]; then
+		echo
+		echo "screenshot: $out/report.png"
+	else
+		echo "rsd-demo.sh: chromium could not take the screenshot: see $out/chromium.log" >&2
+	fi
+	rm -rf "$out/chromium.profile"
+fi
 exit "$rc"

@@ -14,6 +14,16 @@ soak: lib tools
 soak-threads: lib tools
 	$(Q)$(RUN_ENV) $(B)/tools/rsd-soak -T 0 $(SOAK_ARGS)
 
+# The hostile test (tests/model/hostile.inc): 4-8 threads, not-waiting
+# calls, GPU leases, faults armed at random, every check, a watchdog.
+# HOSTILE_FAULTS and HOSTILE_CHECKS are rsd-soak's -F and -C lists.
+HOSTILE_FAULTS	?= all
+HOSTILE_CHECKS	?= all
+.PHONY: soak-hostile
+soak-hostile: lib tools
+	$(Q)$(RUN_ENV) $(B)/tools/rsd-soak -H -T 0 -F $(HOSTILE_FAULTS) -C $(HOSTILE_CHECKS) \
+		$(SOAK_ARGS)
+
 # ---------------------------------------------------------------------------
 # make fuzz: each tests/fuzz/<name>.c is a libFuzzer target built with clang
 # against a library instrumented the same way (in $(B)/fuzz/), run for

@@ -172,10 +172,15 @@ static int open_manager(struct demo *dm)
 	int idx = dm->ring ? dm->ring->local_rank : 0;
 	struct rsd_manager_config cfg = { 0 };
 	struct rsd_budget budgets[2];
-	char name[RSD_LOCATION_NAME_MAX];
+	char name[RSD_LOCATION_NAME_MAX], label[RSD_MANAGER_LABEL_MAX + 1];
 	int err;
 
 	rsd_cuda_location(idx, &dm->dev);
+	/* Traces name the manager's series by its policy (and, comparing,
+	 * whether it prefetched). */
+	snprintf(label, sizeof(label), "%s%s", demo_policy_name[dm->pol],
+		 o->compare ? (o->prefetch ? " prefetching" : " waiting") : "");
+	cfg.label = label;
 	budgets[0] = (struct rsd_budget){ dm->dev, o->device_budget };
 	budgets[1] = (struct rsd_budget){ RSD_LOC_PINNED_HOST, o->pinned_budget };
 	cfg.budgets = budgets;

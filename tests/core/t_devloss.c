@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A device that fails for good under a manager with two simulated devices
+ * (reference.md, "When a device fails"): the first call that meets the loss
+ * returns the driver's RSD_EDEVLOST and quarantines the device (a state
+ * change, the location's failed flag in snapshots); every later admission
+ * there fails with RSD_EDEVLOST before any driver call; the other device and
+ * the host tiers work as before. A failure that is not a loss quarantines
+ * nothing.
+ */
+#include <string.h>
+
+#include <atf-c.h>
+
+#include "cfx.h"
+
+static const struct rsd_location CUDA0 = { RSD_CUDA, 0 }, CUDA1 = { RSD_CUDA, 1 };
+
+/* The failed flags of the three locations, from a checked snapshot. */
+static void check_failed(struct cfx *f, bool pinned, bool cuda0, bool cuda1)
+{
+	struct rsd_snapshot *snap = cfx_snap(f);
+
+	ATF_REQUIRE(cfx_loc(snap, PINNED) && cfx_loc(snap, CUDA0) && cfx_loc(snap, CUDA1));
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->failed, pinned);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->failed, cuda0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->failed, cuda1);
+	rsd_snapshot_free(snap);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_is_quarantined);
+ATF_TC_BODY(lost_device_is_quarantined, tc)
+{
+	struct rsd_reservation *r = NULL;
+	struct rsd_handle a, b, c;
+	unsigned long allocs;
+	uint64_t v, used1;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	a = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	b = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	c = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, a, PINNED, 5);
+	cfx_fill(&f, b, PINNED, 7);
+	OK(rsd_ensure(f.m, a, CUDA0, NULL, NULL));
+	OK(rsd_ensure(f.m, a, CUDA1, NULL, NULL));
+	OK(rsd_drop(f.m, a, PINNED, NULL));
+	/* c's only copy will be on the device that fails. */
+	OK(rsd_move(f.m, c, CUDA1, NULL, NULL, NULL));
+	check_failed(&f, false, false, false);
+	used1 = cfx_used(&f, CUDA1);
+	OK(rsd_simdev_lose_device(f.sd, 1));
+	v = cfx_version(&f);
+
+	/* The first call that meets the loss gets the driver's code and
+	 * leaves the state as it was, but for the quarantine. */
+	ERR(RSD_EDEVLOST, rsd_ensure(f.m, b, CUDA1, NULL, NULL));
+	CHECK_MSG_HAS("cuda:1");
+	CHECK_VERSION(&f, v + 1);
+	check_failed(&f, false, false, true);
+	ATF_CHECK(!cfx_resident(&f, b, CUDA1));
+	ATF_CHECK_EQ(cfx_used(&f, CUDA1), used1);
+
+	/* From now on admission refuses, without asking the driver. */
+	allocs = rsd_simdev_calls(f.sd, RSD_SIMDEV_ALLOC);
+	ERR(RSD_EDEVLOST, rsd_ensure(f.m, b, CUDA1, NULL, NULL));
+	CHECK_MSG_HAS("cuda:1 failed for good");
+	CHECK_MSG_HAS("quarantined");
+	ERR(RSD_EDEVLOST, rsd_reserve(f.m, CUDA1, N, "after the loss", &r));
+	ATF_CHECK(r == NULL);
+	ERR(RSD_EDEVLOST, rsd_move(f.m, b, CUDA1, NULL, NULL, NULL));
+	ATF_CHECK_EQ(rsd_simdev_calls(f.sd, RSD_SIMDEV_ALLOC), allocs);
+	CHECK_VERSION(&f, v + 1);
+
+	/* cuda:0 and the host tiers work as before. */
+	OK(rsd_ensure(f.m, b, CUDA0, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, b, CUDA0, 7));
+	OK(rsd_ensure(f.m, b, PAGEABLE, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, b, PAGEABLE, 7));
+	OK(rsd_reserve(f.m, CUDA0, N, "beside the loss", &r));
+	OK(rsd_reservation_release(r));
+	rsd_reservation_free(r);
+	/* a's copy on cuda:0 is read (the least location, §4.2); c's only
+	 * copy is unreadable: the driver's code, naming the device, and c
+	 * stays where it was (reference.md §23.2). */
+	OK(rsd_ensure(f.m, a, PAGEABLE, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, a, PAGEABLE, 5));
+	ERR(RSD_EDEVLOST, rsd_ensure(f.m, c, PAGEABLE, NULL, NULL));
+	CHECK_MSG_HAS("cuda:1");
+	ATF_CHECK(!cfx_resident(&f, c, PAGEABLE));
+	ATF_CHECK(cfx_resident(&f, c, CUDA1));
+	check_failed(&f, false, false, true);
+	cfx_fini(&f);
+}
+
+/* A driver failure that is not a loss (RSD_EDEVICE) quarantines nothing:
+ * the next call there works. */
+ATF_TC_WITHOUT_HEAD(other_failures_quarantine_nothing);
+ATF_TC_BODY(other_failures_quarantine_nothing, tc)
+{
+	struct rsd_handle a;
+	uint64_t v;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	a = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_ensure(f.m, a, CUDA0, NULL, NULL));
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_ALLOC, 1, RSD_EDEVICE);
+	v = cfx_version(&f);
+	ERR(RSD_EDEVICE, rsd_ensure(f.m, a, CUDA1, NULL, NULL));
+	CHECK_VERSION(&f, v);
+	OK(rsd_ensure(f.m, a, CUDA1, NULL, NULL));
+	check_failed(&f, false, false, false);
+	cfx_fini(&f);
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, lost_device_is_quarantined);
+	ATF_TP_ADD_TC(tp, other_failures_quarantine_nothing);
+	return atf_no_error();
+}
