@@ -37,6 +37,7 @@
 #include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/starpu.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/node.c"	   /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/node_ctrl.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/blocked.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/gpu_pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
@@ -75,6 +76,7 @@ static const struct bench_case cases[] = {
 	{ "starpu", "peer", case_starpu, false },
 	{ "gpu", "gpu", case_gpu, false },
 	{ "node", "node", case_node, false },
+	{ "node_ctrl", "node", case_node_ctrl, false },
 	{ "prefetch", "pipeline", case_prefetch, false },
 	{ "gpu_pipeline", "gpu", case_gpu_pipeline, false },
 	{ "staging", "pipeline", case_pipeline_staging, false },

@@ -571,9 +571,22 @@ int rsd_blockers_describe(const struct rsd_blockers *b, char *buf, size_t len);
 #define RSD_CTRL_PRECHECK (1u << 0)
 
 /**
+ * RSD_CTRL_NOWAIT - rsd_controller_set_flags() flag: a use never waits for other threads' work.
+ *
+ * Without it, rsd_controller_use() and rsd_controller_use_async() decide
+ * again when their decision went stale, and wait (sleeping, without any
+ * lock) for other threads' work in flight when it is all that stands in
+ * their way; see DOC: rsd_controller_use_wait. With it they fail with the
+ * first error, -RSD_ESTALE and -RSD_EEXEC included, as they did before
+ * waits existed.
+ */
+#define RSD_CTRL_NOWAIT (1u << 1)
+
+/**
  * rsd_controller_set_flags() - Set a controller's options.
  * @c: the controller.
- * @flags: RSD_CTRL_PRECHECK or 0; replaces the flags set before.
+ * @flags: RSD_CTRL_PRECHECK, RSD_CTRL_NOWAIT, both or 0; replaces the flags
+ *	set before.
  *
  * Context: Takes the controller's lock.
  * Return: 0 on success, or
@@ -688,6 +701,48 @@ int rsd_controller_scope_async(struct rsd_controller *c, const struct rsd_decisi
 int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		       void *const *consumer_streams, size_t ncs,
 		       const struct rsd_transfer_stream *ts, size_t nts, struct rsd_use **out);
+
+/**
+ * DOC: rsd_controller_use_wait - What a use does about other threads' work
+ *
+ * Many threads may use one controller at once. A use's decision is made on
+ * the published state without the transition lock; another thread's
+ * commit can overtake it, and bytes other threads' work in flight holds
+ * (the headroom of their executing plans, queued copies and spills, loads,
+ * lease events not yet completed) can stand in its way at entry. Instead of
+ * returning that to the caller, rsd_controller_use() and
+ * rsd_controller_use_async():
+ *
+ * * decide again at once when the decision went stale (-RSD_ESTALE);
+ * * when the decision or the entry found no room (-RSD_EPLAN,
+ *   -RSD_ESEARCHLIMIT, or -RSD_EEXEC failing for budget, a value in use or
+ *   a value not yet there) while such work is in flight, sleep until some
+ *   of it commits, ends or settles, and decide again. Uses waiting for the
+ *   same short location are served in the order they began to wait.
+ *
+ * They return the failure only when nothing in flight can change it (the
+ * manager has no transfer, load, executing plan, queued copy or pending
+ * lease event), when the wait limit set with rsd_controller_set_wait_limit()
+ * runs out, or at once with RSD_CTRL_NOWAIT. Every decision is still a pure
+ * function of the state it read: waits change which state a use decides
+ * on, never the answer for a given state. Documentation/controller.md,
+ * "Many threads, one controller".
+ */
+
+/**
+ * rsd_controller_set_wait_limit() - Bound how long a use waits for other threads' work.
+ * @c: the controller.
+ * @max_ns: the most nanoseconds one use waits in all; UINT64_MAX (the
+ *	default) waits as long as work in flight may make room; 0 is
+ *	RSD_CTRL_NOWAIT's fail-fast.
+ *
+ * A use whose limit runs out returns the failure of its last attempt,
+ * with its message and details (rsd_last_error(), rsd_last_blockers()).
+ *
+ * Context: Any thread; takes effect for uses that begin afterwards.
+ * Return: 0 on success, or -RSD_ETYPE when @c is NULL.
+ */
+int rsd_controller_set_wait_limit(struct rsd_controller *c, uint64_t max_ns);
 
 /**
  * rsd_controller_use_async() - rsd_controller_use() that does not wait for copies.

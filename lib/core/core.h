@@ -765,6 +765,13 @@ struct rsd_manager {
 	/* Transfers and device waits running without the lock; protected by
 	 * m->lock. Close waits for it to drop to zero. */
 	uint64_t inflight;
+	/* Steps (under m->lock) at every state change, transfer end, load end
+	 * and plan end: whatever may give room back. Read without the lock by
+	 * rsd__progress(); progress_waiters threads sleep on xfer_cond in
+	 * rsd__progress_wait(), woken by the writer exit that steps it. */
+	_Atomic uint64_t progress;
+	uint64_t progress_version; /* m->version at the last step */
+	unsigned progress_waiters;
 	pthread_mutex_t objs_lock; /* m->objs and lease_obj_cache only */
 	struct rsd__list objs;	   /* caller lifetime objects (struct rsd_objlink) */
 	/* Lease objects freed by their callers, ready for the next acquire. */
@@ -894,6 +901,30 @@ void rsd__writer_resume(struct rsd_manager *m);
 void rsd__writer_wait(struct rsd_manager *m);
 /* Wake every thread in rsd__writer_wait(); m->lock held. */
 void rsd__xfer_wake(struct rsd_manager *m);
+/*
+ * Waits of the controller for other threads' work (lib/ctrl/use.c).
+ * rsd__progress() reads a count that steps whenever something may have
+ * given room back: a commit or rollback, a transfer's or load's end, a
+ * plan's end (its held headroom), a reaped lease event. Taken before a
+ * decision, it is what rsd__progress_wait() waits to move past, so no
+ * wake-up between the two is lost.
+ */
+uint64_t rsd__progress(struct rsd_manager *m);
+/*
+ * Sleep without the lock until the count moves past seen (with at: until
+ * an admission outside any plan would take need more bytes at *at, or
+ * bytes charged or held there go) or the
+ * clock (rsd__now_ns()) reaches until_ns, reaping completed lease events
+ * and queued copies as they finish (nobody else may reap them). Returns 1
+ * when the count moved (or the room is there), 0 when until_ns came first,
+ * 2 when it has not and
+ * nothing is in flight (no transfer, load, executing plan or queued copy,
+ * and no lease event pending, or only lease events that stayed pending
+ * for 200 ms), so that no wait can change anything; or -RSD_ECLOSED. The
+ * thread's last error is kept.
+ */
+int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_location *at,
+		       uint64_t need, uint64_t until_ns);
 /* Leave the lock for a wait on the device, counted in m->inflight (close
  * waits for it, as for a transfer); end takes the lock back and wakes
  * the waiters. */

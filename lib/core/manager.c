@@ -230,6 +230,15 @@ static void hold_set(struct rsd_manager *m, struct rsd_plan_hold *h, unsigned sl
 	m->locs_dirty = true;
 }
 
+/* Something may have given room back; m->lock held. The waiters are woken
+ * when the lock is left (rsd__writer_exit), after the state is published. */
+static void progress_step(struct rsd_manager *m)
+{
+	atomic_store_explicit(&m->progress,
+			      atomic_load_explicit(&m->progress, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
 void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 			 const struct rsd_location_bytes *peaks, size_t npeaks)
 {
@@ -256,6 +265,7 @@ void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h)
 		hold_set(m, h, slot);
 	}
 	own_hold = h->up;
+	progress_step(m);
 }
 
 void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add)
@@ -278,6 +288,15 @@ void rsd__bump(struct rsd_manager *m)
 {
 	m->version++;
 	m->locs_dirty = true;
+}
+
+/* Every state_version step is progress, however it was made; m->lock held. */
+static void progress_sync(struct rsd_manager *m)
+{
+	if (m->progress_version != m->version) {
+		m->progress_version = m->version;
+		progress_step(m);
+	}
 }
 
 void rsd__record_location(struct rsd_manager *m, struct rsd_location at)
@@ -428,6 +447,7 @@ static int publish_now(struct rsd_manager *m)
 
 void rsd__writer_pause(struct rsd_manager *m)
 {
+	progress_sync(m);
 	/* Commits made so far by this call are published now, so that
 	 * readers see them while the transfer runs, and so are the charges
 	 * of an admission (state_version unchanged): every byte admission
@@ -464,7 +484,126 @@ void rsd__writer_wait(struct rsd_manager *m)
 
 void rsd__xfer_wake(struct rsd_manager *m)
 {
+	progress_step(m);
 	pthread_cond_broadcast(&m->xfer_cond);
+}
+
+uint64_t rsd__progress(struct rsd_manager *m)
+{
+	return atomic_load_explicit(&m->progress, memory_order_acquire);
+}
+
+/*
+ * What is in flight that could give room back; m->lock held. 2: a
+ * transfer, load, executing plan or queued copy, which ends by itself;
+ * 1: only lease events not yet reaped, which end when their consumer
+ * streams reach them (work the caller may still have to let run); 0:
+ * nothing.
+ */
+static int in_flight(struct rsd_manager *m)
+{
+	bool pending = false;
+
+	if (m->inflight || atomic_load_explicit(&m->nqueued, memory_order_relaxed))
+		return 2;
+	for (unsigned i = 0; i < m->nknown; i++) {
+		const struct rsd_acct *a = &m->acct[m->order[i]];
+
+		if (a->plan_hold || a->temp || a->arriving)
+			return 2;
+		pending |= a->pending_count != 0;
+	}
+	return pending ? 1 : 0;
+}
+
+/* Longest sleep between two reaps: a lease event or a queued copy that
+ * completes on the device steps nothing until it is reaped. */
+#define PROGRESS_SLICE_NS 1000000ull
+/* How long lease events alone are waited for without any progress: a
+ * consumer stream the caller never lets run would otherwise be waited for
+ * forever. */
+#define PROGRESS_PENDING_NS 200000000ull
+
+/*
+ * Would rsd__admit() take n more bytes at slot for a thread outside any
+ * plan, or did bytes there go since *was (charged, then hidden: temporary
+ * charges and other plans' headroom) was noted? m->lock held.
+ */
+static bool room_for(const struct rsd_manager *m, unsigned slot, uint64_t n, const uint64_t *was)
+{
+	const struct rsd_acct *a = &m->acct[slot];
+	struct rsd__ledger l;
+
+	if (!a->known || !a->has_budget)
+		return true;
+	if (a->used + a->reserved < was[0] || a->temp + a->plan_hold < was[1])
+		return true;
+	l = rsd__acct_ledger(a, 0);
+	return n <= rsd__ledger_free(&l);
+}
+
+int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_location *at,
+		       uint64_t need, uint64_t until_ns)
+{
+	struct rsd_error saved = *rsd_last_error();
+	uint64_t pending_since = 0;
+	int ret;
+
+	uint64_t was[2] = { 0, 0 };
+
+	ret = rsd__writer_enter(m, RSD_W_OPEN);
+	if (ret)
+		goto out;
+	if (at) {
+		const struct rsd_acct *a = &m->acct[rsd__loc_slot(*at)];
+
+		was[0] = a->used + a->reserved;
+		was[1] = a->temp + a->plan_hold;
+	}
+	for (;;) {
+		uint64_t now = rsd__now_ns(), to;
+		struct timespec ts;
+		int what;
+
+		/* Errors of the reap stay with the calls that need the values. */
+		rsd__reap(m);
+		progress_sync(m);
+		if (at ? room_for(m, rsd__loc_slot(*at), need, was) : rsd__progress(m) != seen) {
+			ret = 1;
+			break;
+		}
+		what = in_flight(m);
+		if (what == 1 && !pending_since)
+			pending_since = now;
+		else if (what != 1)
+			pending_since = 0;
+		if (!what || (what == 1 && now - pending_since >= PROGRESS_PENDING_NS)) {
+			ret = 2;
+			break;
+		}
+		if (now >= until_ns) {
+			ret = 0;
+			break;
+		}
+		to = until_ns - now < PROGRESS_SLICE_NS ? until_ns : now + PROGRESS_SLICE_NS;
+		ts.tv_sec = (time_t)(to / 1000000000ull);
+		ts.tv_nsec = (long)(to % 1000000000ull);
+		m->progress_waiters++;
+		rsd__lin_note(m, RSD_LIN_UNLOCK, 0);
+		atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
+		pthread_cond_timedwait(&m->xfer_cond, &m->lock, &ts);
+		atomic_store_explicit(&m->owner, self_token(), memory_order_relaxed);
+		rsd__lin_note(m, RSD_LIN_LOCK, 0);
+		m->progress_waiters--;
+		if (m->closed) {
+			ret = -RSD_ECLOSED;
+			break;
+		}
+	}
+	rsd__writer_exit(m);
+out:
+	*rsd__err_record() = saved;
+	return ret;
 }
 
 void rsd__device_wait_begin(struct rsd_manager *m)
@@ -482,6 +621,10 @@ void rsd__device_wait_end(struct rsd_manager *m)
 
 void rsd__writer_exit(struct rsd_manager *m)
 {
+	progress_sync(m);
+	/* Controller waits (rsd__progress_wait) sleep on xfer_cond too. */
+	if (m->progress_waiters)
+		pthread_cond_broadcast(&m->xfer_cond);
 	/* A driver op of this call met a lost device: quarantine it before
 	 * the state is published. */
 	if (rsd__unlikely(rsd__devlost_take()))

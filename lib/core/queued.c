@@ -259,6 +259,8 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 	atomic_fetch_sub_explicit(&m->nqueued, 1, memory_order_relaxed);
 	rsd__mark_dirty(m, rec);
 	m->locs_dirty = true;
+	/* the destination arrived (or went): waiters decide again */
+	rsd__xfer_wake(m);
 	rsd_trace_copy_complete(m->id, rec->handle.id, qc->to, rsd__now_ns() - qc->queued_ns,
 				qc->err);
 	rsd__lease_retire(m, l);

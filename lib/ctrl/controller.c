@@ -138,6 +138,9 @@ int rsd_controller_create(struct rsd_manager *m, const struct rsd_policy *policy
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&c->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
+	pthread_mutex_init(&c->wait_lock, NULL);
+	pthread_cond_init(&c->wait_cond, NULL);
+	atomic_store(&c->wait_limit_ns, UINT64_MAX);
 	*out = c;
 	return 0;
 }
@@ -146,12 +149,20 @@ int rsd_controller_set_flags(struct rsd_controller *c, unsigned flags)
 {
 	if (!c)
 		return rsd__err(RSD_ETYPE, "rsd_controller_set_flags: controller is NULL");
-	if (flags & ~RSD_CTRL_PRECHECK)
+	if (flags & ~(RSD_CTRL_PRECHECK | RSD_CTRL_NOWAIT))
 		return rsd__err(RSD_EINVAL, "rsd_controller_set_flags: unknown flags %#x",
-				flags & ~RSD_CTRL_PRECHECK);
+				flags & ~(RSD_CTRL_PRECHECK | RSD_CTRL_NOWAIT));
 	pthread_mutex_lock(&c->lock);
 	c->flags = flags;
 	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+int rsd_controller_set_wait_limit(struct rsd_controller *c, uint64_t max_ns)
+{
+	if (!c)
+		return rsd__err(RSD_ETYPE, "rsd_controller_set_wait_limit: controller is NULL");
+	atomic_store(&c->wait_limit_ns, max_ns);
 	return 0;
 }
 
@@ -169,6 +180,8 @@ void rsd_controller_free(struct rsd_controller *c)
 	rsd_policy_free(c->owned_policy);
 	rsd__mem_cache_fini(&c->search_mem);
 	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->wait_cond);
+	pthread_mutex_destroy(&c->wait_lock);
 	free(c);
 }
 

@@ -69,6 +69,24 @@ struct rsd_controller {
 	 * (lib/ctrl/arena.h).
 	 */
 	struct rsd__mem_cache search_mem;
+	/*
+	 * Uses waiting for other threads' work (use.c): a FIFO of waiters,
+	 * each keyed by the short location of its first failure; only the
+	 * oldest waiter of a location tries again, the others sleep on
+	 * wait_cond. Protected by wait_lock, never held across a manager call
+	 * or with lock.
+	 */
+	pthread_mutex_t wait_lock;
+	pthread_cond_t wait_cond;
+	struct rsd__use_waiter *waiters, *waiters_tail;
+	_Atomic uint64_t wait_limit_ns; /* rsd_controller_set_wait_limit() */
+};
+
+/* One use waiting in c->waiters (use.c). */
+struct rsd__use_waiter {
+	bool has_at;
+	struct rsd_location at;
+	struct rsd__use_waiter *next;
 };
 
 #define RSD__SEARCH_KEEP (32u << 20)

@@ -252,6 +252,15 @@ bool rsd__search_required(const struct search *x, uint32_t v, unsigned slot)
 	return false;
 }
 
+/* A copy of the value is arriving somewhere: a transfer reads or moves it. */
+static bool value_in_transfer(const struct rsd_img_value *iv)
+{
+	for (uint32_t k = 0; k < iv->nmats; k++)
+		if (iv->mats[k].arriving)
+			return true;
+	return false;
+}
+
 /*
  * Values whose image materialization at slot is unprotected, in
  * registration order; protected ones can never become candidates because
@@ -270,6 +279,11 @@ static int build_base(struct search *x, unsigned slot)
 	while (row && rsd__img_loc_next(row, &v)) {
 		const struct rsd_img_value *iv = rsd__iv(x->img, (uint32_t)v);
 
+		/* A value with a copy arriving anywhere is being read or moved
+		 * by a transfer in flight: none of its copies is a candidate
+		 * (the entry would refuse it as busy or leaving). */
+		if (iv && value_in_transfer(iv))
+			iv = NULL;
 		for (uint32_t k = 0; iv && !iv->discarded && k < iv->nmats; k++) {
 			if (rsd__loc_slot(iv->mats[k].loc) != slot)
 				continue;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../plan/plan.h"
 #include "ctrl.h"
@@ -224,11 +225,154 @@ static int unwind(struct rsd_use *u, int err)
 	return err;
 }
 
+/* ---- waiting for other threads' work (DOC: rsd_controller_use_wait) ---- */
+
+/*
+ * Whether err, the failure of one attempt, is one that other threads' work
+ * in flight may take away: a stale decision, no room found, or an entry
+ * refused for budget, for a value in use or for one not there yet.
+ */
+static bool may_pass(int err)
+{
+	int cause = rsd_last_error()->cause;
+
+	switch (err) {
+	case -RSD_ESTALE:
+	case -RSD_EPLAN:
+	case -RSD_ESEARCHLIMIT:
+	case -RSD_EINUSE:
+		return true;
+	case -RSD_EEXEC:
+		return cause == -RSD_EBUDGET || cause == -RSD_EINUSE ||
+		       cause == -RSD_EUNAVAILABLE || cause == -RSD_ESTALE;
+	default:
+		return false;
+	}
+}
+
+static bool same_key(const struct rsd__use_waiter *a, const struct rsd__use_waiter *b)
+{
+	return a->has_at == b->has_at && (!a->has_at || rsd_location_equal(a->at, b->at));
+}
+
+/* No waiter for the same location began to wait before w; wait_lock held. */
+static bool wait_first(const struct rsd_controller *c, const struct rsd__use_waiter *w)
+{
+	for (const struct rsd__use_waiter *o = c->waiters; o != w; o = o->next)
+		if (same_key(o, w))
+			return false;
+	return true;
+}
+
+static void wait_join(struct rsd_controller *c, struct rsd__use_waiter *w)
+{
+	const struct rsd_error *e = rsd_last_error();
+
+	w->has_at = e->has_location;
+	w->at = e->location;
+	w->next = NULL;
+	pthread_mutex_lock(&c->wait_lock);
+	if (c->waiters_tail)
+		c->waiters_tail->next = w;
+	else
+		c->waiters = w;
+	c->waiters_tail = w;
+	pthread_mutex_unlock(&c->wait_lock);
+}
+
+static void wait_leave(struct rsd_controller *c, struct rsd__use_waiter *w)
+{
+	struct rsd__use_waiter **p, *prev = NULL;
+
+	pthread_mutex_lock(&c->wait_lock);
+	for (p = &c->waiters; *p != w; p = &(*p)->next)
+		prev = *p;
+	*p = w->next;
+	if (c->waiters_tail == w)
+		c->waiters_tail = prev;
+	pthread_cond_broadcast(&c->wait_cond);
+	pthread_mutex_unlock(&c->wait_lock);
+}
+
+/*
+ * Sleep until w is the oldest waiter of its location, then until the
+ * manager's progress moves past seen: for an entry refused for budget,
+ * until the bytes it asked for are free there, or bytes there go (the decision cannot see
+ * what other threads' plans hold, and would make the same plan again).
+ * 1: try again; 0: until_ns came; 2: nothing in flight can change the
+ * answer; < 0: the manager closed.
+ */
+static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, int err, uint64_t seen,
+		     uint64_t until_ns)
+{
+	const struct rsd_error *e = rsd_last_error();
+	bool room = err == -RSD_EEXEC && e->cause == -RSD_EBUDGET && e->has_budget &&
+		    e->has_location;
+	struct rsd_location at = e->location;
+	uint64_t need = e->requested_bytes;
+
+	pthread_mutex_lock(&c->wait_lock);
+	while (!wait_first(c, w)) {
+		uint64_t now = rsd__now_ns();
+		struct timespec ts;
+
+		if (now >= until_ns) {
+			pthread_mutex_unlock(&c->wait_lock);
+			return 0;
+		}
+		ts.tv_sec = (time_t)(until_ns / 1000000000ull);
+		ts.tv_nsec = (long)(until_ns % 1000000000ull);
+		pthread_cond_timedwait(&c->wait_cond, &c->wait_lock, &ts);
+	}
+	pthread_mutex_unlock(&c->wait_lock);
+	return rsd__progress_wait(c->m, seen, room ? &at : NULL, need, until_ns);
+}
+
+/* Back to a use that never attempted: nothing entered, nothing leased. */
+static void attempt_reset(struct rsd_use *u)
+{
+	for (size_t g = 0; g < u->ngroups; g++) {
+		rsd_lease_free(u->groups[g].lease);
+		u->groups[g].lease = NULL;
+	}
+	u->nleased = 0;
+	rsd_scope_free(u->scope);
+	u->scope = NULL;
+	rsd_decision_free(u->decision);
+	u->decision = NULL;
+	u->entered = u->closed = false;
+}
+
+/* One attempt: decide, enter, lease, record the epoch. */
+static int attempt(struct rsd_use *u, const struct rsd_request *r,
+		   const struct rsd_transfer_stream *ts, size_t nts)
+{
+	struct rsd_controller *c = u->c;
+	int err = rsd_controller_decide(c, r, &u->decision);
+
+	if (err)
+		return err;
+	u->entered = true;
+	/* a failed scope entry leaves nothing to close */
+	err = rsd_controller_scope(c, u->decision, ts, nts, &u->scope);
+	if (err)
+		return err;
+	err = acquire_groups(u);
+	if (!err)
+		err = record_epoch(u);
+	if (err)
+		err = unwind(u, err);
+	return err;
+}
+
 int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		       void *const *consumer_streams, size_t ncs,
 		       const struct rsd_transfer_stream *ts, size_t nts, struct rsd_use **out)
 {
 	struct rsd_location cuda[RSD_NSLOTS];
+	struct rsd__use_waiter w;
+	bool waiting = false, last = false;
+	uint64_t limit, until = 0;
 	struct rsd_error saved;
 	struct rsd_use *u;
 	size_t ncuda;
@@ -247,21 +391,47 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 	u = use_new(c, r, consumer_streams, cuda, ncuda);
 	if (!u)
 		return rsd__err(RSD_ENOMEM, "out of memory creating use '%s'", r->name);
-	err = rsd_controller_decide(c, r, &u->decision);
-	if (err)
-		goto fail;
-	u->entered = true;
-	/* a failed scope entry leaves nothing to close */
-	err = rsd_controller_scope(c, u->decision, ts, nts, &u->scope);
-	if (err)
-		goto fail;
-	err = acquire_groups(u);
-	if (!err)
-		err = record_epoch(u);
-	if (err) {
-		err = unwind(u, err);
-		goto fail;
+	pthread_mutex_lock(&c->lock);
+	limit = (c->flags & RSD_CTRL_NOWAIT) ? 0 : atomic_load(&c->wait_limit_ns);
+	pthread_mutex_unlock(&c->lock);
+	for (;;) {
+		/* Read before deciding: no step after it is missed. */
+		uint64_t seen = rsd__progress(c->m);
+		int why;
+
+		err = attempt(u, r, ts, nts);
+		if (!err || !limit || !may_pass(err))
+			break;
+		if (!until)
+			until = limit > UINT64_MAX - rsd__now_ns() ? UINT64_MAX :
+								   rsd__now_ns() + limit;
+		/* Overtaken by another commit: the state moved, decide again. */
+		if (err == -RSD_ESTALE && rsd__now_ns() < until) {
+			attempt_reset(u);
+			continue;
+		}
+		if (!waiting) {
+			wait_join(c, &w);
+			waiting = true;
+		}
+		why = wait_turn(c, &w, err, seen, until);
+		/* Room a waiter looks for may have come before it began to
+		 * wait: with nothing left in flight, one more attempt. */
+		if (why == 2 && !last && err == -RSD_EEXEC) {
+			last = true;
+			why = 1;
+		}
+		if (why != 1)
+			break; /* the last attempt's failure is the answer */
+		attempt_reset(u);
 	}
+	if (waiting) {
+		saved = *rsd_last_error();
+		wait_leave(c, &w);
+		*rsd__err_record() = saved;
+	}
+	if (err)
+		goto fail;
 	*out = u;
 	return 0;
 fail:

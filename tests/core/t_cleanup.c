@@ -247,6 +247,9 @@ static void scene_init(struct scene *sc)
 	sc->bad_src.fail_rc = 42;
 	sc->bad_src.fail_times = UINT32_MAX;
 	ATF_REQUIRE_EQ(rsd_controller_create(f->m, NULL, 0, &sc->c), 0);
+	/* The failures are the point: a use fails at once instead of waiting
+	 * while the noise threads keep work in flight. */
+	ATF_REQUIRE_EQ(rsd_controller_set_flags(sc->c, RSD_CTRL_NOWAIT), 0);
 }
 
 static void scene_fini(struct scene *sc)

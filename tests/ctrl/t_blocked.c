@@ -157,7 +157,7 @@ ATF_TC_BODY(pending_lease_named, tc)
 	check_pending_blockers(rsd_last_blockers(), h[0], h[1], st);
 
 	/* another failure clears the detail */
-	ATF_CHECK_EQ(rsd_controller_set_flags(c, 2), -RSD_EINVAL);
+	ATF_CHECK_EQ(rsd_controller_set_flags(c, 1u << 5), -RSD_EINVAL);
 	ATF_CHECK(!rsd_last_error()->has_blockers);
 	ATF_CHECK(rsd_last_blockers() == NULL);
 

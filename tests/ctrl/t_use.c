@@ -579,6 +579,22 @@ static void completed_pending_lease(struct fx *f, struct rsd_handle h, void *st)
 }
 
 /*
+ * The stale-entry set-up: g replicable at pageable host, h sourced and
+ * ensured on cuda:0, a stream st, device work completing on command only.
+ */
+static void stale_setup(struct fx *f, struct rsd_handle *g, struct rsd_handle *h, void **st)
+{
+	struct rsd_location c0 = { RSD_CUDA, 0 };
+
+	fx_init(f, NULL, 0, 1);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f->sd, 0, st));
+	*g = fx_adopt(f, PAGEABLE, RSD_REPLICABLE);
+	*h = fx_sourced(f, PAGEABLE);
+	fx_ensure(f, *h, c0);
+	rsd_simdev_set_auto_complete(f->sd, false);
+}
+
+/*
  * A failed entry writes nothing to *out and leaves nothing to free: 1,000
  * stale entries each of rsd_scope_enter, rsd_controller_scope and
  * rsd_controller_use, written as a caller who trusts "out-parameters only
@@ -591,7 +607,6 @@ static void completed_pending_lease(struct fx *f, struct rsd_handle h, void *st)
 ATF_TC_WITHOUT_HEAD(failed_entries_leave_nothing);
 ATF_TC_BODY(failed_entries_leave_nothing, tc)
 {
-	struct rsd_location c0 = { RSD_CUDA, 0 };
 	struct rsd_reservation_spec ws = { PAGEABLE, 8, "ws" };
 	struct rsd_action en[1];
 	struct rsd_plan p = { .name = "stale",
@@ -612,15 +627,12 @@ ATF_TC_BODY(failed_entries_leave_nothing, tc)
 	void *st;
 	struct fx f;
 
-	fx_init(&f, NULL, 0, 1);
-	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &st));
-	g = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	h = fx_sourced(&f, PAGEABLE);
-	fx_ensure(&f, h, c0);
-	rsd_simdev_set_auto_complete(f.sd, false);
+	stale_setup(&f, &g, &h, &st);
 	en[0] = rsd_action_ensure(g, PINNED);
 	q[0] = fx_req(g, PINNED);
 	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
+	/* fail fast: a waiting use would decide again after the stale entry */
+	RSD_REQUIRE_OK(rsd_controller_set_flags(c, RSD_CTRL_NOWAIT));
 	for (int i = 0; i < 200 + 1000; i++) {
 		/* after the caches, tables and thread-local records warmed up */
 		if (i == 200)
@@ -656,6 +668,46 @@ ATF_TC_BODY(failed_entries_leave_nothing, tc)
 	fx_fini(&f);
 }
 
+/*
+ * The same entry overtaken by a reap, without RSD_CTRL_NOWAIT: the use
+ * decides again on the state its entry found and succeeds, with exactly
+ * one decision (the second) and the value leased; the failed first attempt
+ * left nothing reserved.
+ */
+ATF_TC_WITHOUT_HEAD(stale_use_decides_again);
+ATF_TC_BODY(stale_use_decides_again, tc)
+{
+	struct rsd_reservation_spec ws = { PAGEABLE, 8, "ws" };
+	struct rsd_requirement q[1];
+	struct rsd_request r = { "stale", q, 1, &ws, 1 };
+	const struct rsd_resident *res;
+	struct rsd_controller *c;
+	struct rsd_handle g, h;
+	struct rsd_use *u;
+	uint64_t v0;
+	void *st;
+	struct fx f;
+
+	stale_setup(&f, &g, &h, &st);
+	q[0] = fx_req(g, PINNED);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
+	/* decide sees the lease pending, the entry reaps it: stale once */
+	completed_pending_lease(&f, h, st);
+	v0 = fx_version(&f);
+	RSD_REQUIRE_OK(rsd_controller_use(c, &r, NULL, 0, NULL, 0, &u));
+	/* the decision entered is the one made after the reap */
+	ATF_CHECK_EQ(rsd_use_decision(u)->expected_state_version, v0 + 1);
+	RSD_CHECK_OK(rsd_use_value(u, g, PINNED, &res));
+	ATF_CHECK_EQ(fx_reserved(&f, PAGEABLE), 8);
+	RSD_CHECK_OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+	ATF_CHECK_EQ(fx_reserved(&f, PAGEABLE), 0);
+	rsd_controller_free(c);
+	rsd_simdev_stream_destroy(f.sd, st);
+	RSD_CHECK_OK(rsd_manager_close(f.m, 0));
+	fx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, example_i_epochs);
@@ -669,5 +721,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, acquire_failure_unwinds);
 	ATF_TP_ADD_TC(tp, value_outside_active_use);
 	ATF_TP_ADD_TC(tp, failed_entries_leave_nothing);
+	ATF_TP_ADD_TC(tp, stale_use_decides_again);
 	return atf_no_error();
 }

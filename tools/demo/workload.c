@@ -236,6 +236,11 @@ static int open_manager(struct demo *dm)
 			return err;
 	}
 	err = rsd_controller_create(dm->m, dm->policy, 0, &dm->c);
+	/* One thread drives the demo and handles a stage that does not fit
+	 * yet itself (it decides again once the previous kernel has run, and
+	 * counts it): its uses fail at once rather than wait. */
+	if (!err)
+		err = rsd_controller_set_flags(dm->c, RSD_CTRL_NOWAIT);
 	if (err)
 		return err;
 	if (dm->sd)

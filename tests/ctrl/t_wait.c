@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Uses under contention (DOC: rsd_controller_use_wait): a use that other
+ * threads' work in flight stands in the way of sleeps until that work
+ * ends and decides again; it fails at once when nothing in flight can
+ * change its answer, after its wait limit, or at once with
+ * RSD_CTRL_NOWAIT; waiters of one location are served in order; a value
+ * a transfer reads or moves is never chosen as a victim.
+ *
+ * The simulated device runs stream work on command only, so the work in
+ * flight (a released GPU lease's event, a queued copy) ends exactly when a
+ * test completes it. Each failure a test expects is checked to be the
+ * failure the same call has alone at that point (with RSD_CTRL_NOWAIT).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <atf-c.h>
+
+#include "../check.h"
+#include "fixture.h"
+
+static const struct rsd_location C0 = { RSD_CUDA, 0 };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* A use of one value at cuda:0 on its own thread. */
+struct user {
+	struct rsd_controller *c;
+	struct rsd_handle h;
+	void *stream;
+	int rc;
+	uint64_t version; /* the state_version its decision was made on */
+	atomic_bool returned;
+	pthread_t t;
+};
+
+static void *user_main(void *p)
+{
+	struct user *u = p;
+	struct rsd_requirement q = fx_req(u->h, C0);
+	struct rsd_request r = { "wait", &q, 1, NULL, 0 };
+	struct rsd_use *use;
+
+	u->rc = rsd_controller_use(u->c, &r, &u->stream, 1, NULL, 0, &use);
+	if (!u->rc) {
+		u->version = rsd_use_decision(use)->expected_state_version;
+		RSD_CHECK_OK(rsd_use_close(use, NULL));
+		rsd_use_free(use);
+	}
+	atomic_store(&u->returned, true);
+	return NULL;
+}
+
+static void user_start(struct user *u, struct rsd_controller *c, struct rsd_handle h, void *st)
+{
+	memset(u, 0, sizeof(*u));
+	u->c = c;
+	u->h = h;
+	u->stream = st;
+	ATF_REQUIRE_EQ(pthread_create(&u->t, NULL, user_main, u), 0);
+}
+
+/* b, resident at cuda:0, under a released GPU lease whose event is pending
+ * on st (the device runs work on command). */
+static void pending_on_device(struct fx *f, struct rsd_handle b, void *st)
+{
+	struct rsd_lease *l;
+
+	RSD_REQUIRE_OK(rsd_acquire(f->m, &b, 1, C0, st, &l));
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+}
+
+/* Alone at this point the use fails with code: the failure a waiting use
+ * would return is a real one. */
+static void fails_alone(struct rsd_controller *c, struct rsd_handle a, void *st, int code)
+{
+	struct rsd_requirement q = fx_req(a, C0);
+	struct rsd_request r = { "alone", &q, 1, NULL, 0 };
+	struct rsd_use *use;
+
+	RSD_REQUIRE_OK(rsd_controller_set_flags(c, RSD_CTRL_NOWAIT));
+	ATF_CHECK_EQ(rsd_controller_use(c, &r, &st, 1, NULL, 0, &use), -code);
+	RSD_REQUIRE_OK(rsd_controller_set_flags(c, 0));
+}
+
+/*
+ * Every case but the last: a budget at cuda:0, a stream st there, a and v
+ * replicable at pageable host, a controller; after open the caller puts
+ * what it needs on the device, then calls wenv_on_command().
+ */
+struct wenv {
+	struct fx f;
+	struct rsd_controller *c;
+	struct rsd_handle a, v;
+	void *st;
+};
+
+static void wenv_open(struct wenv *e, uint64_t budget)
+{
+	struct rsd_budget b = { C0, budget };
+
+	fx_init(&e->f, &b, 1, 1);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(e->f.sd, 0, &e->st));
+	e->a = fx_adopt(&e->f, PAGEABLE, RSD_REPLICABLE);
+	e->v = fx_adopt(&e->f, PAGEABLE, RSD_REPLICABLE);
+	RSD_REQUIRE_OK(rsd_controller_create(e->f.m, NULL, 0, &e->c));
+}
+
+static void wenv_on_command(struct wenv *e)
+{
+	rsd_simdev_set_auto_complete(e->f.sd, false);
+}
+
+/* Let the device work (the test's waiters' own copies then run at once). */
+static void wenv_run(struct wenv *e, void *stream)
+{
+	rsd_simdev_set_auto_complete(e->f.sd, true);
+	if (stream)
+		rsd_simdev_stream_complete(e->f.sd, stream);
+	else
+		rsd_simdev_complete_all(e->f.sd);
+}
+
+static void wenv_close(struct wenv *e)
+{
+	rsd_controller_free(e->c);
+	rsd_simdev_complete_all(e->f.sd);
+	RSD_CHECK_OK(rsd_manager_close(e->f.m, 0));
+	rsd_simdev_stream_destroy(e->f.sd, e->st);
+	fx_fini(&e->f);
+}
+
+/* The waiting use of e->a: it has not returned before the device works,
+ * then it succeeds with v dropped from cuda:0 and a there. */
+static void waits_then_succeeds(struct wenv *e, void *stream)
+{
+	struct user u;
+
+	user_start(&u, e->c, e->a, e->st);
+	sleep_ms(50);
+	ATF_CHECK_MSG(!atomic_load(&u.returned), "the use returned %d before the work it waits for",
+		      u.rc);
+	wenv_run(e, stream);
+	pthread_join(u.t, NULL);
+	RSD_CHECK_OK(u.rc);
+	ATF_CHECK(!fx_at(&e->f, e->v, C0));
+	ATF_CHECK(fx_at(&e->f, e->a, C0));
+}
+
+/*
+ * cuda:0 holds one value, v, whose released lease's event is pending: a
+ * use of a needs v dropped. Alone (no wait) it fails with RSD_EPLAN, the
+ * blockers named; the waiting use sleeps until the consumer stream
+ * completes, then drops v.
+ */
+ATF_TC_WITHOUT_HEAD(waits_for_pending_lease);
+ATF_TC_BODY(waits_for_pending_lease, tc)
+{
+	struct wenv e;
+
+	wenv_open(&e, N);
+	fx_ensure(&e.f, e.v, C0);
+	wenv_on_command(&e);
+	pending_on_device(&e.f, e.v, e.st);
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	ATF_CHECK(rsd_last_error()->has_blockers);
+	waits_then_succeeds(&e, e.st);
+	wenv_close(&e);
+}
+
+/*
+ * cuda:0 is full with a copy of v still queued (arriving): it is no
+ * victim, so a use of a fails alone; the waiting use sleeps until the copy
+ * completes and is reaped, then drops v.
+ */
+ATF_TC_WITHOUT_HEAD(waits_for_queued_copy);
+ATF_TC_BODY(waits_for_queued_copy, tc)
+{
+	struct wenv e;
+
+	wenv_open(&e, N);
+	wenv_on_command(&e);
+	RSD_REQUIRE_OK(rsd_ensure_async(e.f.m, e.v, C0, NULL, NULL));
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	waits_then_succeeds(&e, NULL);
+	wenv_close(&e);
+}
+
+/*
+ * The wait limit: the pending event never completes while the use waits;
+ * the use returns the failure it has alone (RSD_EPLAN, blockers named)
+ * once its 30 ms are spent, not before. With RSD_CTRL_NOWAIT it returns
+ * at once.
+ */
+ATF_TC_WITHOUT_HEAD(wait_limit);
+ATF_TC_BODY(wait_limit, tc)
+{
+	struct rsd_requirement q;
+	struct rsd_request r = { "bounded", &q, 1, NULL, 0 };
+	struct rsd_use *use;
+	uint64_t t0, ms;
+	struct wenv e;
+
+	wenv_open(&e, N);
+	q = fx_req(e.a, C0);
+	fx_ensure(&e.f, e.v, C0);
+	wenv_on_command(&e);
+	pending_on_device(&e.f, e.v, e.st);
+	ATF_CHECK_EQ(rsd_controller_set_wait_limit(NULL, 1), -RSD_ETYPE);
+	RSD_REQUIRE_OK(rsd_controller_set_wait_limit(e.c, 30000000));
+	t0 = now_ms();
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_controller_use(e.c, &r, &e.st, 1, NULL, 0, &use));
+	ms = now_ms() - t0;
+	ATF_CHECK_MSG(ms >= 30 && ms < 150, "waited %llu ms, limit 30", (unsigned long long)ms);
+	ATF_CHECK(rsd_last_error()->has_blockers);
+	ATF_CHECK(rsd_last_blockers() != NULL && rsd_last_blockers()->pending_bytes == N);
+
+	RSD_REQUIRE_OK(rsd_controller_set_flags(e.c, RSD_CTRL_NOWAIT));
+	RSD_REQUIRE_OK(rsd_controller_set_wait_limit(e.c, UINT64_MAX));
+	t0 = now_ms();
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_controller_use(e.c, &r, &e.st, 1, NULL, 0, &use));
+	ATF_CHECK_MSG(now_ms() - t0 < 20, "a no-wait use took %llu ms",
+		      (unsigned long long)(now_ms() - t0));
+	wenv_close(&e);
+}
+
+/*
+ * Nothing in flight: the only copy at cuda:0 is under an active lease,
+ * which no completion ends. The use fails at once with RSD_EPLAN, as it
+ * does alone, instead of waiting.
+ */
+ATF_TC_WITHOUT_HEAD(nothing_in_flight_fails_at_once);
+ATF_TC_BODY(nothing_in_flight_fails_at_once, tc)
+{
+	struct rsd_requirement q;
+	struct rsd_request r = { "blocked", &q, 1, NULL, 0 };
+	struct rsd_lease *l;
+	struct rsd_use *use;
+	struct wenv e;
+	uint64_t t0;
+
+	wenv_open(&e, N);
+	q = fx_req(e.a, C0);
+	fx_ensure(&e.f, e.v, C0);
+	wenv_on_command(&e);
+	RSD_REQUIRE_OK(rsd_acquire(e.f.m, &e.v, 1, C0, e.st, &l));
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	t0 = now_ms();
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_controller_use(e.c, &r, &e.st, 1, NULL, 0, &use));
+	ATF_CHECK_MSG(now_ms() - t0 < 20, "the use waited %llu ms for nothing in flight",
+		      (unsigned long long)(now_ms() - t0));
+	ATF_CHECK(rsd_last_blockers() != NULL && rsd_last_blockers()->lease_bytes == N);
+	RSD_REQUIRE_OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	wenv_close(&e);
+}
+
+/*
+ * Three threads: two uses wait for the same location, the first from
+ * before the second began, each needing one of two values there dropped
+ * once their pending events complete. The first waiter is served first:
+ * the second decides only after the first's entry committed.
+ */
+ATF_TC_WITHOUT_HEAD(waiters_served_in_order);
+ATF_TC_BODY(waiters_served_in_order, tc)
+{
+	struct rsd_handle a2, v2;
+	struct user u1, u2;
+	struct wenv e;
+
+	wenv_open(&e, 2 * N);
+	a2 = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	v2 = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	fx_ensure(&e.f, e.v, C0);
+	fx_ensure(&e.f, v2, C0);
+	wenv_on_command(&e);
+	pending_on_device(&e.f, e.v, e.st);
+	pending_on_device(&e.f, v2, e.st);
+
+	user_start(&u1, e.c, e.a, e.st);
+	sleep_ms(30);
+	user_start(&u2, e.c, a2, e.st);
+	sleep_ms(30);
+	ATF_CHECK(!atomic_load(&u1.returned) && !atomic_load(&u2.returned));
+	wenv_run(&e, e.st);
+	pthread_join(u1.t, NULL);
+	pthread_join(u2.t, NULL);
+	RSD_CHECK_OK(u1.rc);
+	RSD_CHECK_OK(u2.rc);
+	/* the second decided on a state after the first's entry */
+	ATF_CHECK_MSG(u1.version < u2.version, "decided on state_version %llu and %llu",
+		      (unsigned long long)u1.version, (unsigned long long)u2.version);
+	wenv_close(&e);
+}
+
+/*
+ * No victim in flight: at pinned host, x (evicted first by priority) is
+ * the source of a queued copy to cuda:0, y is idle. A request that needs
+ * one of them gone evicts y; x's copy is untouched.
+ */
+ATF_TC_WITHOUT_HEAD(no_victim_in_flight);
+ATF_TC_BODY(no_victim_in_flight, tc)
+{
+	struct rsd_budget b = { PINNED, 2 * N };
+	struct rsd_requirement q;
+	struct rsd_request r = { "room", &q, 1, NULL, 0 };
+	struct rsd_controller *c;
+	struct rsd_decision *d;
+	struct rsd_handle x, y, z;
+	struct fx f;
+
+	fx_init(&f, &b, 1, 1);
+	x = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	y = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	z = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	fx_ensure(&f, x, PINNED);
+	fx_ensure(&f, y, PINNED);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(c, x, -1, NULL));
+	rsd_simdev_set_auto_complete(f.sd, false);
+	/* first without the copy: x is the victim */
+	q = fx_req(z, PINNED);
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, x));
+	rsd_decision_free(d);
+	/* a copy of x to cuda:0 is queued (it reads pinned or pageable host) */
+	RSD_REQUIRE_OK(rsd_ensure_async(f.m, x, C0, NULL, NULL));
+	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, y));
+	rsd_decision_free(d);
+
+	rsd_controller_free(c);
+	rsd_simdev_complete_all(f.sd);
+	RSD_CHECK_OK(rsd_manager_close(f.m, 0));
+	fx_fini(&f);
+}
+
+ATF_TP_ADD_TCS(tp)
+{
+	ATF_TP_ADD_TC(tp, waits_for_pending_lease);
+	ATF_TP_ADD_TC(tp, waits_for_queued_copy);
+	ATF_TP_ADD_TC(tp, wait_limit);
+	ATF_TP_ADD_TC(tp, nothing_in_flight_fails_at_once);
+	ATF_TP_ADD_TC(tp, waiters_served_in_order);
+	ATF_TP_ADD_TC(tp, no_victim_in_flight);
+	return atf_no_error();
+}
