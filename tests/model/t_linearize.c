@@ -63,20 +63,19 @@ static void run_seeds(uint64_t first, unsigned nthreads, unsigned ops, unsigned 
 #define HOSTILE_S 3
 
 /*
- * What the slice arms and checks. The classes and checks left out here
- * fail on the current tree (Documentation/reliability.md, "The hostile
- * test", lists which defect each one finds); put each back once its fix
- * has landed:
- *   async, waiters  not-waiting calls waiting on queued copies beside
- *                   other waiters never return (livelock)
- *   copy, query, sync  a copy's failure, or a failed query or sync of it,
- *                   frees bytes the device still uses or loses a value
- *   stream-destroy  a lease whose consumer stream was destroyed is never
- *                   released (close(0) fails)
- *   ledger          admission counts charges no snapshot shows
+ * What the slice arms and checks. The classes left out here still fail on
+ * the current tree (Documentation/reliability.md, "The hostile test", says
+ * which defect each one finds); put each back once its fix has landed:
+ *   sync        a failed sync of a waited (not queued) copy is still taken
+ *               for the copy's failure: its destination is freed while the
+ *               device may still write it (about 2 seeds in 10)
+ *   close-race  a thread waiting on a stalled copy does not always return
+ *               after close(FORCE|NOWAIT) (about 2 seeds in 10)
+ * async, waiters, query, stream-destroy and the ledger check came back
+ * with the fixes of the transfer seam (0 failures in 240 seeds).
  */
-#define SLICE_FAULTS "all,-async,-waiters,-query,-sync,-stream-destroy,-close-race"
-#define SLICE_CHECKS "all,-ledger"
+#define SLICE_FAULTS "all,-sync,-close-race"
+#define SLICE_CHECKS "all"
 
 static void run_hostile(uint64_t first, unsigned nthreads, unsigned ops, unsigned permille)
 {
