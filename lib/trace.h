@@ -163,8 +163,7 @@ static inline void rsd_trace_lease_release(uint64_t manager_id, uint64_t lease_i
 			     (uint8_t)pending);
 }
 
-static inline void rsd_trace_lease_reap(uint64_t manager_id, uint64_t lease_id,
-					uint64_t pending_ns)
+static inline void rsd_trace_lease_reap(uint64_t manager_id, uint64_t lease_id, uint64_t pending_ns)
 {
 	lttng_ust_tracepoint(rsd, lease_reap, manager_id, lease_id, pending_ns);
 }
@@ -199,8 +198,8 @@ static inline void rsd_trace_hold(uint64_t manager_id, uint64_t hold_id, struct 
 }
 
 static inline void rsd_trace_reservation(uint64_t manager_id, uint64_t reservation_id,
-					 struct rsd_location at, uint64_t nbytes,
-					 const char *label, bool acquire)
+					 struct rsd_location at, uint64_t nbytes, const char *label,
+					 bool acquire)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
@@ -276,7 +275,8 @@ static inline void rsd_trace_device_work(int device, bool kernel, const char *en
 
 static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)
 {
-	lttng_ust_tracepoint(rsd, plan_begin, manager_id, rsd__trace_str(name), rsd__trace_str(kind));
+	lttng_ust_tracepoint(rsd, plan_begin, manager_id, rsd__trace_str(name),
+			     rsd__trace_str(kind));
 }
 
 static inline void rsd_trace_plan_end(uint64_t manager_id, const char *name, const char *kind,
@@ -286,15 +286,15 @@ static inline void rsd_trace_plan_end(uint64_t manager_id, const char *name, con
 			     rsd__trace_str(phase), outcome, ntransitions);
 }
 
-static inline void rsd_trace_decision(uint64_t manager_id, const char *request,
-				      uint32_t nevictions, uint64_t explored_states, int outcome)
+static inline void rsd_trace_decision(uint64_t manager_id, const char *request, uint32_t nevictions,
+				      uint64_t explored_states, int outcome)
 {
 	lttng_ust_tracepoint(rsd, decision, manager_id, rsd__trace_str(request), nevictions,
 			     explored_states, outcome);
 }
 
-static inline void rsd_trace_decision_blocked(uint64_t manager_id, const char *request,
-					      int outcome, uint64_t explored_states,
+static inline void rsd_trace_decision_blocked(uint64_t manager_id, const char *request, int outcome,
+					      uint64_t explored_states,
 					      const struct rsd_blockers *b)
 {
 	char name[RSD_LOCATION_NAME_MAX], detail[1024];
@@ -372,8 +372,7 @@ static inline void rsd_trace_lease_release(uint64_t manager_id, uint64_t lease_i
 	(void)manager_id, (void)lease_id, (void)at, (void)nstreams, (void)wait, (void)pending;
 }
 
-static inline void rsd_trace_lease_reap(uint64_t manager_id, uint64_t lease_id,
-					uint64_t pending_ns)
+static inline void rsd_trace_lease_reap(uint64_t manager_id, uint64_t lease_id, uint64_t pending_ns)
 {
 	(void)manager_id, (void)lease_id, (void)pending_ns;
 }
@@ -391,11 +390,10 @@ static inline void rsd_trace_hold(uint64_t manager_id, uint64_t hold_id, struct 
 }
 
 static inline void rsd_trace_reservation(uint64_t manager_id, uint64_t reservation_id,
-					 struct rsd_location at, uint64_t nbytes,
-					 const char *label, bool acquire)
+					 struct rsd_location at, uint64_t nbytes, const char *label,
+					 bool acquire)
 {
-	(void)manager_id, (void)reservation_id, (void)at, (void)nbytes, (void)label,
-		(void)acquire;
+	(void)manager_id, (void)reservation_id, (void)at, (void)nbytes, (void)label, (void)acquire;
 }
 
 static inline void rsd_trace_budget_reject(uint64_t manager_id, struct rsd_location at,
@@ -438,18 +436,17 @@ static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, c
 static inline void rsd_trace_plan_end(uint64_t manager_id, const char *name, const char *kind,
 				      const char *phase, int outcome, uint32_t ntransitions)
 {
-	(void)manager_id, (void)name, (void)kind, (void)phase, (void)outcome,
-		(void)ntransitions;
+	(void)manager_id, (void)name, (void)kind, (void)phase, (void)outcome, (void)ntransitions;
 }
 
-static inline void rsd_trace_decision(uint64_t manager_id, const char *request,
-				      uint32_t nevictions, uint64_t explored_states, int outcome)
+static inline void rsd_trace_decision(uint64_t manager_id, const char *request, uint32_t nevictions,
+				      uint64_t explored_states, int outcome)
 {
 	(void)manager_id, (void)request, (void)nevictions, (void)explored_states, (void)outcome;
 }
 
-static inline void rsd_trace_decision_blocked(uint64_t manager_id, const char *request,
-					      int outcome, uint64_t explored_states,
+static inline void rsd_trace_decision_blocked(uint64_t manager_id, const char *request, int outcome,
+					      uint64_t explored_states,
 					      const struct rsd_blockers *b)
 {
 	(void)manager_id, (void)request, (void)outcome, (void)explored_states, (void)b;

@@ -35,10 +35,10 @@
 #include "bench/pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/gpu.c"	    /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/dataplane.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/starpu.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/node.c"	   /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/starpu.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/node.c"	  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/node_ctrl.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/blocked.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/blocked.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/gpu_pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/demo_prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */

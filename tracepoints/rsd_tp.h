@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* The LTTng-UST event macros below are laid out by hand: */
+/* clang-format off */
 /*
  * The LTTng-UST 2.13 tracepoint provider "rsd".
  *
@@ -450,3 +452,4 @@ LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, state, LTTNG_UST_TRACEPOINT_LOGLEVEL_DEBUG)
 #endif /* RSD_TP_H */
 
 #include <lttng/tracepoint-event.h>
+/* clang-format on */

@@ -30,7 +30,12 @@ extern "C" {
  * @RSD_ACT_DISCARD: end the value: remove every materialization and its
  *	source, invalidate its handle.
  */
-enum rsd_action_kind { RSD_ACT_ENSURE, RSD_ACT_MOVE, RSD_ACT_DROP, RSD_ACT_DISCARD };
+enum rsd_action_kind {
+	RSD_ACT_ENSURE,
+	RSD_ACT_MOVE,
+	RSD_ACT_DROP,
+	RSD_ACT_DISCARD
+};
 
 /**
  * struct rsd_action - One transition of one value.

@@ -630,8 +630,8 @@ bool rsd_simdev_links_on(struct rsd_simdev *sd);
  * Return: nanoseconds; 0 with the model off, for a copy on no engine
  * (host to host, within one device) or a bad argument.
  */
-uint64_t rsd_simdev_copy_ns(struct rsd_simdev *sd, struct rsd_location dst,
-			    struct rsd_location src, uint64_t nbytes);
+uint64_t rsd_simdev_copy_ns(struct rsd_simdev *sd, struct rsd_location dst, struct rsd_location src,
+			    uint64_t nbytes);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,11 @@ extern "C" {
  * @RSD_PINNED_HOST: page-locked host memory, served by the device driver.
  * @RSD_CUDA: memory of one CUDA device, served by the device driver.
  */
-enum rsd_location_kind { RSD_PAGEABLE_HOST, RSD_PINNED_HOST, RSD_CUDA };
+enum rsd_location_kind {
+	RSD_PAGEABLE_HOST,
+	RSD_PINNED_HOST,
+	RSD_CUDA
+};
 
 /**
  * struct rsd_location - One memory location.

@@ -248,7 +248,10 @@ void rsd_resident_free(struct rsd_resident *r);
  *	move is the way to relocate it.
  * @RSD_REPLICABLE: copies may coexist at several locations.
  */
-enum rsd_replica_mode { RSD_EXCLUSIVE, RSD_REPLICABLE };
+enum rsd_replica_mode {
+	RSD_EXCLUSIVE,
+	RSD_REPLICABLE
+};
 
 /**
  * enum rsd_recoverability - Whether a value can be rebuilt.
@@ -256,7 +259,10 @@ enum rsd_replica_mode { RSD_EXCLUSIVE, RSD_REPLICABLE };
  * @RSD_RECONSTRUCTIBLE: a source can load the value again; only these may
  *	be registered with a source.
  */
-enum rsd_recoverability { RSD_MUST_PRESERVE, RSD_RECONSTRUCTIBLE };
+enum rsd_recoverability {
+	RSD_MUST_PRESERVE,
+	RSD_RECONSTRUCTIBLE
+};
 
 /**
  * struct rsd_value_spec - What a managed value is.

@@ -61,9 +61,9 @@ bool rsd_err_is_plan_error(int err)
 const char *rsd_phase_name(enum rsd_plan_phase phase)
 {
 	static const char *const names[] = {
-		[RSD_PHASE_NONE] = "none",       [RSD_PHASE_EXECUTE] = "execute",
+		[RSD_PHASE_NONE] = "none",	 [RSD_PHASE_EXECUTE] = "execute",
 		[RSD_PHASE_RECLAIM] = "reclaim", [RSD_PHASE_RESERVE] = "reserve",
-		[RSD_PHASE_ENTER] = "enter",     [RSD_PHASE_EXIT] = "exit",
+		[RSD_PHASE_ENTER] = "enter",	 [RSD_PHASE_EXIT] = "exit",
 	};
 	if ((unsigned)phase >= RSD_ARRAY_SIZE(names))
 		return "unknown";

@@ -89,17 +89,21 @@ int rsd_location_parse(const char *text, struct rsd_location *out)
 		return rsd__err(RSD_EINVAL, "unsupported residency location kind in '%s'", text);
 	p = text + 4;
 	if (*p != ':' || p[1] < '0' || p[1] > '9' || (p[1] == '0' && p[2]))
-		return rsd__err(RSD_EINVAL, "CUDA residency location '%s' requires an indexed canonical device",
+		return rsd__err(RSD_EINVAL,
+				"CUDA residency location '%s' requires an indexed canonical device",
 				text);
 	for (p++; *p; p++) {
 		if (*p < '0' || *p > '9')
-			return rsd__err(RSD_EINVAL,
-					"CUDA residency location '%s' requires an indexed canonical device", text);
+			return rsd__err(
+				RSD_EINVAL,
+				"CUDA residency location '%s' requires an indexed canonical device",
+				text);
 		if (n <= RSD_CUDA_MAX_DEVICE)
 			n = n * 10 + (*p - '0');
 	}
 	if (n > RSD_CUDA_MAX_DEVICE)
-		return rsd__err(RSD_EINVAL, "CUDA residency location '%s' is outside cuda:0..cuda:%d", text,
+		return rsd__err(RSD_EINVAL,
+				"CUDA residency location '%s' is outside cuda:0..cuda:%d", text,
 				RSD_CUDA_MAX_DEVICE);
 	out->kind = RSD_CUDA;
 	out->device = (int)n;
@@ -124,7 +128,8 @@ const char *rsd_location_name(struct rsd_location loc, char *buf, size_t len)
 const char *rsd__loc_repr(struct rsd_location loc, char *buf, size_t len)
 {
 	if (loc.kind == RSD_CUDA)
-		snprintf(buf, len, "ResidencyLocation(kind='cuda', device=device(type='cuda', index=%d))",
+		snprintf(buf, len,
+			 "ResidencyLocation(kind='cuda', device=device(type='cuda', index=%d))",
 			 loc.device);
 	else
 		snprintf(buf, len, "ResidencyLocation(kind='%s', device=device(type='cpu'))",

@@ -439,7 +439,7 @@ struct rsd_image {
 	 * m->gpq) and, in m->gpq, the grace period it waits for. */
 	struct rsd_image *gp_next;
 	uint64_t gp_seq;
-	bool reclaim_soon;	     /* it retired memory or events: do not batch */
+	bool reclaim_soon; /* it retired memory or events: do not batch */
 	/* Lease records retired while it was published, linked through
 	 * free_next: a reap of N leases appends N without growing an array. */
 	struct rsd_lease_rec *retired_leases;
@@ -848,7 +848,7 @@ struct rsd_manager {
 	struct rsd__list resv_chg, resv_dead, pend_new, pend_dead;
 	uint64_t nresv_add, nresv_dead, npend_add, npend_dead;
 	bool resv_rebuilt, pend_rebuilt; /* by the publication under way */
-	bool republish_all; /* the dirty list could not grow: re-image every record */
+	bool republish_all;		 /* the dirty list could not grow: re-image every record */
 	/* struct rsd_manager_config.label, fixed at create; "" when none.
 	 * Only traces read it. */
 	char label[RSD_MANAGER_LABEL_MAX + 1];

@@ -401,8 +401,8 @@ static void row_fill(struct rsd_manager *m, const struct rsd_image *old, struct 
 	if (!prev || prev->acct.used != locs[i].acct.used ||
 	    prev->acct.reserved != locs[i].acct.reserved)
 		rsd_trace_state(m->id, m->version, locs[i].loc, locs[i].acct.used,
-				locs[i].acct.reserved, locs[i].acct.has_budget,
-				locs[i].acct.budget, locs[i].acct.arriving);
+				locs[i].acct.reserved, locs[i].acct.has_budget, locs[i].acct.budget,
+				locs[i].acct.arriving);
 }
 
 static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struct rsd_image *old,

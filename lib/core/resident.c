@@ -55,15 +55,18 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 	if (err)
 		return err;
 	if (at.kind == RSD_CUDA && at.device >= ndevices)
-		return rsd__err(RSD_EINVAL, ndevices ? "Residency location %s is not available in this process"
-						     : "CUDA residency locations require available CUDA (%s)",
+		return rsd__err(RSD_EINVAL,
+				ndevices ?
+					"Residency location %s is not available in this process" :
+					"CUDA residency locations require available CUDA (%s)",
 				rsd_location_name(at, name, sizeof(name)));
 	for (size_t i = 0; i < nbuf; i++) {
 		/* Keep every buffer 64-byte aligned inside the block. */
 		uint64_t rounded = (nbytes[i] + 63) & ~(uint64_t)63;
 
 		if (rounded < nbytes[i] || total + rounded < total)
-			return rsd__err(RSD_EINVAL, "value size overflows: buffer %zu of %llu bytes", i,
+			return rsd__err(RSD_EINVAL,
+					"value size overflows: buffer %zu of %llu bytes", i,
 					(unsigned long long)nbytes[i]);
 		total += rounded;
 	}
@@ -82,7 +85,8 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 			 * freed block whose pages are already mapped. */
 			if (rsd__pcache_alloc(total, &r->block)) {
 				free(r);
-				return rsd__err(RSD_ENOMEM, "out of memory allocating %llu pageable bytes",
+				return rsd__err(RSD_ENOMEM,
+						"out of memory allocating %llu pageable bytes",
 						(unsigned long long)total);
 			}
 		} else {
@@ -158,8 +162,8 @@ int rsd_resident_wrap(const struct rsd_type *type, size_t nbuf, const struct rsd
 		if (err)
 			return err;
 		if (b->nbytes && (!b->data || !b->base))
-			return rsd__err(RSD_EINVAL, "buffer %zu of %llu bytes has no data or base", i,
-					(unsigned long long)b->nbytes);
+			return rsd__err(RSD_EINVAL, "buffer %zu of %llu bytes has no data or base",
+					i, (unsigned long long)b->nbytes);
 		err = span_check(i, "backing allocation", b->base, b->base_nbytes);
 		if (!err)
 			err = span_check(i, "view", b->data, b->nbytes);
@@ -168,10 +172,11 @@ int rsd_resident_wrap(const struct rsd_type *type, size_t nbuf, const struct rsd
 		/* The view must lie inside its backing allocation. */
 		if (b->nbytes && (d < base || d - base > b->base_nbytes ||
 				  b->nbytes > b->base_nbytes - (d - base)))
-			return rsd__err(RSD_EINVAL,
-					"buffer %zu (%llu bytes) lies outside its backing allocation of %llu bytes",
-					i, (unsigned long long)b->nbytes,
-					(unsigned long long)b->base_nbytes);
+			return rsd__err(
+				RSD_EINVAL,
+				"buffer %zu (%llu bytes) lies outside its backing allocation of %llu bytes",
+				i, (unsigned long long)b->nbytes,
+				(unsigned long long)b->base_nbytes);
 	}
 	r = resident_new(type, nbuf, meta, meta_len);
 	if (!r)
@@ -240,7 +245,8 @@ uint64_t rsd_resident_storage_nbytes(const struct rsd_resident *r)
 		for (size_t j = 0; j < i; j++) {
 			const struct rsd_buffer_view *o = &r->bufs[j];
 
-			if (o->base_nbytes && o->base == b->base && buf_device(o) == buf_device(b)) {
+			if (o->base_nbytes && o->base == b->base &&
+			    buf_device(o) == buf_device(b)) {
 				if (o->base_nbytes != b->base_nbytes)
 					return UINT64_MAX;
 				seen = true;

@@ -404,7 +404,7 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 			break;
 		if (!until)
 			until = limit > UINT64_MAX - rsd__now_ns() ? UINT64_MAX :
-								   rsd__now_ns() + limit;
+								     rsd__now_ns() + limit;
 		/* Overtaken by another commit: the state moved, decide again. */
 		if (err == -RSD_ESTALE && rsd__now_ns() < until) {
 			attempt_reset(u);

@@ -25,7 +25,8 @@ static void make(struct cfx *f, const struct rsd_budget *b, size_t nb, bool host
 	if (host) {
 		mc.host_only = true;
 	} else {
-		struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true,
+		struct rsd_simdev_config sc = { .ndevices = ndevices,
+						.auto_complete = true,
 						.pooled = true };
 
 		RSD_REQUIRE_OK(rsd_simdev_create(&sc, &f->sd));
@@ -100,16 +101,18 @@ void cfx_err(int rc, int code, const char *expr, const char *file, int line)
 	struct rsd_error e = *rsd_last_error();
 
 	if (rc != -code) {
-		atf_tc_fail_check(file, (size_t)line, "%s returned %d (%s), expected %d (%s); last error: %s",
-				  expr, rc, rc ? rsd_strerror(rc) : "success", -code,
-				  rsd_strerror(code), e.message);
+		atf_tc_fail_check(file, (size_t)line,
+				  "%s returned %d (%s), expected %d (%s); last error: %s", expr, rc,
+				  rc ? rsd_strerror(rc) : "success", -code, rsd_strerror(code),
+				  e.message);
 		return;
 	}
 	if (e.code != code)
 		atf_tc_fail_check(file, (size_t)line, "%s: rsd_last_error()->code %d, expected %d",
 				  expr, e.code, code);
 	if (!e.message[0])
-		atf_tc_fail_check(file, (size_t)line, "%s: rsd_last_error()->message is empty", expr);
+		atf_tc_fail_check(file, (size_t)line, "%s: rsd_last_error()->message is empty",
+				  expr);
 }
 
 uint64_t cfx_version(struct cfx *f)
@@ -202,9 +205,9 @@ struct rsd_handle cfx_sourced(struct cfx *f, struct csrc *s, struct rsd_location
 
 /* ---- snapshots ---- */
 
-#define INV(cond, ...)                                                                        \
-	do {                                                                                  \
-		if (!(cond))                                                                  \
+#define INV(cond, ...)                                                                             \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
 			atf_tc_fail_check(__FILE__, __LINE__, "snapshot invariant: " __VA_ARGS__); \
 	} while (0)
 
@@ -237,13 +240,15 @@ void cfx_check_invariants(struct cfx *f, const struct rsd_snapshot *s)
 			const struct rsd_materialization_snapshot *mt = &v->materializations[k];
 
 			for (size_t l = 0; l < k; l++)
-				INV(!rsd_location_equal(v->materializations[l].location, mt->location),
+				INV(!rsd_location_equal(v->materializations[l].location,
+							mt->location),
 				    "value %llu has two materializations at %s",
 				    (unsigned long long)v->handle.id, cfx_name(mt->location));
 			INV(cfx_loc(s, mt->location), "materialization at unknown location %s",
 			    cfx_name(mt->location));
 			INV(mt->logical_nbytes == v->spec.logical_nbytes, "mat logical != spec");
-			INV(mt->charged_nbytes == v->spec.storage_nbytes, "mat charged != spec charge");
+			INV(mt->charged_nbytes == v->spec.storage_nbytes,
+			    "mat charged != spec charge");
 			INV(mt->charged_nbytes >= mt->logical_nbytes &&
 				    mt->charged_nbytes >= mt->storage_nbytes,
 			    "charged %llu < max(logical %llu, storage %llu)",
@@ -292,8 +297,10 @@ void cfx_check_invariants(struct cfx *f, const struct rsd_snapshot *s)
 		INV(l->use_count == uc && l->hold_count == hc && l->pending_event_count == pc,
 		    "%s protection counts are not sums over its materializations",
 		    cfx_name(l->location));
-		INV(l->peak_used_bytes >= l->used_bytes, "%s peak_used < used", cfx_name(l->location));
-		INV(l->peak_charged_bytes >= max3(l->peak_used_bytes, l->used_bytes, l->used_bytes + l->reserved_bytes),
+		INV(l->peak_used_bytes >= l->used_bytes, "%s peak_used < used",
+		    cfx_name(l->location));
+		INV(l->peak_charged_bytes >= max3(l->peak_used_bytes, l->used_bytes,
+						  l->used_bytes + l->reserved_bytes),
 		    "%s peak_charged %llu < max(peak_used %llu, used+reserved %llu)",
 		    cfx_name(l->location), (unsigned long long)l->peak_charged_bytes,
 		    (unsigned long long)l->peak_used_bytes,
@@ -309,8 +316,8 @@ void cfx_check_invariants(struct cfx *f, const struct rsd_snapshot *s)
 			INV(taken <= l->budget_bytes,
 			    "%s used+reserved+in flight+held %llu above budget",
 			    cfx_name(l->location), (unsigned long long)taken);
-			INV(l->peak_charged_bytes <= l->budget_bytes, "%s peak_charged above budget",
-			    cfx_name(l->location));
+			INV(l->peak_charged_bytes <= l->budget_bytes,
+			    "%s peak_charged above budget", cfx_name(l->location));
 			INV(l->remaining_budget_bytes == l->budget_bytes - taken,
 			    "%s remaining %llu != budget - used - reserved - in flight - held",
 			    cfx_name(l->location), (unsigned long long)l->remaining_budget_bytes);
@@ -324,7 +331,8 @@ void cfx_check_invariants(struct cfx *f, const struct rsd_snapshot *s)
 	}
 	for (size_t i = 0; i < s->nreservations; i++) {
 		INV(cfx_loc(s, s->reservations[i].location), "reservation at unknown location");
-		INV(s->reservations[i].label && s->reservations[i].label[0], "reservation label empty");
+		INV(s->reservations[i].label && s->reservations[i].label[0],
+		    "reservation label empty");
 	}
 }
 
@@ -423,8 +431,8 @@ uint64_t cfx_in_flight(struct cfx *f, struct rsd_location at)
 	return loc_field(f, at, 3);
 }
 
-void cfx_check_locations(struct cfx *f, const struct rsd_location *want, size_t n,
-			 const char *file, int line)
+void cfx_check_locations(struct cfx *f, const struct rsd_location *want, size_t n, const char *file,
+			 int line)
 {
 	struct rsd_location got[RSD_CUDA_MAX_DEVICE + 3];
 	size_t k = rsd_manager_locations(f->m, got, sizeof(got) / sizeof(got[0]));
@@ -445,7 +453,7 @@ void cfx_check_locations(struct cfx *f, const struct rsd_location *want, size_t 
 #define SAME(cond, ...)                                                                       \
 	do {                                                                                  \
 		if (!(cond))                                                                  \
-			atf_tc_fail_check(file, (size_t)line, "state changed: " __VA_ARGS__);  \
+			atf_tc_fail_check(file, (size_t)line, "state changed: " __VA_ARGS__); \
 	} while (0)
 
 /* Field by field: the snapshot's padding bytes are not written. */
@@ -471,8 +479,8 @@ void cfx_check_same(const struct rsd_snapshot *a, const struct rsd_snapshot *b, 
 		SAME(rsd_handle_equal(x->handle, y->handle), "value %zu handle", i);
 		SAME(x->has_source == y->has_source && x->discarded == y->discarded,
 		     "value %zu source/discarded", i);
-		SAME(x->nmaterializations == y->nmaterializations, "value %zu: %zu -> %zu replicas", i,
-		     x->nmaterializations, y->nmaterializations);
+		SAME(x->nmaterializations == y->nmaterializations, "value %zu: %zu -> %zu replicas",
+		     i, x->nmaterializations, y->nmaterializations);
 		for (size_t k = 0; k < x->nmaterializations && k < y->nmaterializations; k++)
 			SAME(mat_same(&x->materializations[k], &y->materializations[k]),
 			     "value %zu materialization %zu", i, k);
@@ -490,8 +498,9 @@ void cfx_check_same(const struct rsd_snapshot *a, const struct rsd_snapshot *b, 
 			     x->pending_event_count == y->pending_event_count,
 		     "%s accounting", cfx_name(x->location));
 		if (!allow_peak)
-			SAME(x->peak_charged_bytes == y->peak_charged_bytes, "%s peak_charged %llu -> %llu",
-			     cfx_name(x->location), (unsigned long long)x->peak_charged_bytes,
+			SAME(x->peak_charged_bytes == y->peak_charged_bytes,
+			     "%s peak_charged %llu -> %llu", cfx_name(x->location),
+			     (unsigned long long)x->peak_charged_bytes,
 			     (unsigned long long)y->peak_charged_bytes);
 	}
 	SAME(a->nreservations == b->nreservations, "%zu -> %zu reservations", a->nreservations,
@@ -516,7 +525,8 @@ void cfx_check_report(const struct rsd_transition *r, const struct rsd_action *a
 	if (!rsd_action_equal(&r->action, a))
 		atf_tc_fail_check(file, (size_t)line, "report action differs from the request");
 	if (r->no_op != no_op)
-		atf_tc_fail_check(file, (size_t)line, "report no_op %d, expected %d", r->no_op, no_op);
+		atf_tc_fail_check(file, (size_t)line, "report no_op %d, expected %d", r->no_op,
+				  no_op);
 	if (r->has_source != !!src || (src && !rsd_location_equal(r->source, *src))) {
 		loc_or_absent(x, sizeof(x), r->has_source, r->source);
 		loc_or_absent(y, sizeof(y), !!src, src ? *src : PAGEABLE);
@@ -530,8 +540,8 @@ void cfx_check_report(const struct rsd_transition *r, const struct rsd_action *a
 	if (r->logical_nbytes != logical || r->storage_nbytes != storage)
 		atf_tc_fail_check(file, (size_t)line, "report bytes %llu/%llu, expected %llu/%llu",
 				  (unsigned long long)r->logical_nbytes,
-				  (unsigned long long)r->storage_nbytes, (unsigned long long)logical,
-				  (unsigned long long)storage);
+				  (unsigned long long)r->storage_nbytes,
+				  (unsigned long long)logical, (unsigned long long)storage);
 	if (r->storage_nbytes < r->logical_nbytes)
 		atf_tc_fail_check(file, (size_t)line, "report storage < logical");
 	if ((reason == NULL) != (r->reason == NULL) || (reason && strcmp(reason, r->reason)))
@@ -541,7 +551,8 @@ void cfx_check_report(const struct rsd_transition *r, const struct rsd_action *a
 		atf_tc_fail_check(file, (size_t)line, "report timestamps %llu..%llu",
 				  (unsigned long long)r->started_at_ns,
 				  (unsigned long long)r->completed_at_ns);
-	if (r->has_allocator && (r->allocator_device < 0 || r->allocator_device > RSD_CUDA_MAX_DEVICE))
+	if (r->has_allocator &&
+	    (r->allocator_device < 0 || r->allocator_device > RSD_CUDA_MAX_DEVICE))
 		atf_tc_fail_check(file, (size_t)line, "report allocator device %d",
 				  r->allocator_device);
 }
@@ -584,4 +595,3 @@ bool cfx_has_pattern(struct cfx *f, struct rsd_handle h, struct rsd_location at,
 	rsd_lease_free(l);
 	return same;
 }
-

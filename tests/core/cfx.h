@@ -68,11 +68,11 @@ void cfx_err(int rc, int code, const char *expr, const char *file, int line);
 #define ERR(code, expr) cfx_err((expr), (code), #expr, __FILE__, __LINE__)
 
 uint64_t cfx_version(struct cfx *f);
-#define CHECK_VERSION(f, v)                                                                  \
-	do {                                                                                 \
-		uint64_t v_ = cfx_version(f);                                                \
-		ATF_CHECK_EQ_MSG(v_, (uint64_t)(v), "state_version %llu, expected %llu",    \
-				 (unsigned long long)v_, (unsigned long long)(v));           \
+#define CHECK_VERSION(f, v)                                                              \
+	do {                                                                             \
+		uint64_t v_ = cfx_version(f);                                            \
+		ATF_CHECK_EQ_MSG(v_, (uint64_t)(v), "state_version %llu, expected %llu", \
+				 (unsigned long long)v_, (unsigned long long)(v));       \
 	} while (0)
 
 /* A fresh resident of one n-byte buffer at `at`; skips the test when pinned
@@ -87,11 +87,11 @@ struct rsd_handle cfx_adopt(struct cfx *f, struct rsd_location at, uint64_t n,
  */
 struct csrc {
 	struct cfx *f;
-	struct rsd_location at;      /* where load allocates; defaults to the source location */
+	struct rsd_location at;	     /* where load allocates; defaults to the source location */
 	const struct rsd_type *type; /* type of the loaded value; default rsd_resident_type */
-	uint64_t nbytes;             /* logical bytes loaded; default the spec's logical */
+	uint64_t nbytes;	     /* logical bytes loaded; default the spec's logical */
 	unsigned loads, releases;
-	int fail_rc;         /* returned by the next fail_times loads */
+	int fail_rc;	     /* returned by the next fail_times loads */
 	unsigned fail_times; /* UINT32_MAX: forever */
 	/* Runs inside load first; a nonzero result is returned by load. */
 	int (*hook)(struct csrc *s);
@@ -137,12 +137,12 @@ uint64_t cfx_in_flight(struct cfx *f, struct rsd_location at);
 uint64_t cfx_reserved(struct cfx *f, struct rsd_location at);
 uint64_t cfx_peak_charged(struct cfx *f, struct rsd_location at);
 /* The manager's known locations equal want[0..n) in order. */
-void cfx_check_locations(struct cfx *f, const struct rsd_location *want, size_t n,
-			 const char *file, int line);
-#define CHECK_LOCATIONS(f, ...)                                                                \
-	do {                                                                                   \
-		const struct rsd_location w_[] = { __VA_ARGS__ };                              \
-		cfx_check_locations(f, w_, sizeof(w_) / sizeof(w_[0]), __FILE__, __LINE__);     \
+void cfx_check_locations(struct cfx *f, const struct rsd_location *want, size_t n, const char *file,
+			 int line);
+#define CHECK_LOCATIONS(f, ...)                                                             \
+	do {                                                                                \
+		const struct rsd_location w_[] = { __VA_ARGS__ };                           \
+		cfx_check_locations(f, w_, sizeof(w_) / sizeof(w_[0]), __FILE__, __LINE__); \
 	} while (0)
 /*
  * Two snapshots describe the same state: version, values, materializations,
@@ -157,7 +157,7 @@ void cfx_check_report(const struct rsd_transition *r, const struct rsd_action *a
 		      const struct rsd_location *src, const struct rsd_location *dst,
 		      uint64_t logical, uint64_t storage, const char *reason, const char *file,
 		      int line);
-#define CHECK_REPORT(r, a, no_op, src, dst, logical, storage, reason)                         \
+#define CHECK_REPORT(r, a, no_op, src, dst, logical, storage, reason) \
 	cfx_check_report(r, a, no_op, src, dst, logical, storage, reason, __FILE__, __LINE__)
 
 #endif

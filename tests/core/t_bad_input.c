@@ -62,16 +62,17 @@ static void reset_error(void)
 	ATF_REQUIRE_EQ(rsd_last_error()->code, RSD_EINVAL);
 }
 
-#define ETYPE(expr)                                                                           \
-	do {                                                                                  \
-		reset_error();                                                                \
-		ERR(RSD_ETYPE, expr);                                                         \
+#define ETYPE(expr)                   \
+	do {                          \
+		reset_error();        \
+		ERR(RSD_ETYPE, expr); \
 	} while (0)
 
 ATF_TC_WITHOUT_HEAD(manager_null);
 ATF_TC_BODY(manager_null, tc)
 {
-	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE, RSD_RECONSTRUCTIBLE };
+	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
 	struct rsd_manager_config mc;
 	struct rsd_source src = { cfx_load, NULL, NULL };
 	struct rsd_manager *m = (struct rsd_manager *)0x1;
@@ -236,7 +237,8 @@ ATF_TC_BODY(snapshot_null, tc)
 ATF_TC_WITHOUT_HEAD(invalid_location_records);
 ATF_TC_BODY(invalid_location_records, tc)
 {
-	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE, RSD_RECONSTRUCTIBLE };
+	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
 	struct rsd_source src = { cfx_load, NULL, NULL };
 	struct rsd_lease *l = NULL;
 	struct rsd_hold *hd = NULL;

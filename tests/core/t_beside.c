@@ -54,7 +54,7 @@ static void setup(struct cfx *f, const struct rsd_budget *b, size_t nb)
 static unsigned pending_all(struct cfx *f)
 {
 	static const struct rsd_location host[] = { { RSD_PAGEABLE_HOST, -1 },
-						     { RSD_PINNED_HOST, -1 } };
+						    { RSD_PINNED_HOST, -1 } };
 	const struct rsd_device_ops *ops = rsd_simdev_ops();
 	unsigned n = rsd_simdev_pending_events(f->sd, NULL);
 

@@ -19,7 +19,8 @@ static void check_budget_error(struct rsd_location at, uint64_t budget, uint64_t
 	ATF_CHECK_EQ(e->code, RSD_EBUDGET);
 	ATF_CHECK(e->has_budget);
 	ATF_CHECK(e->has_location && rsd_location_equal(e->location, at));
-	ATF_CHECK_EQ_MSG(e->budget_bytes, budget, "budget %llu", (unsigned long long)e->budget_bytes);
+	ATF_CHECK_EQ_MSG(e->budget_bytes, budget, "budget %llu",
+			 (unsigned long long)e->budget_bytes);
 	ATF_CHECK_EQ_MSG(e->used_bytes, used, "used %llu", (unsigned long long)e->used_bytes);
 	ATF_CHECK_EQ_MSG(e->reserved_bytes, reserved, "reserved %llu",
 			 (unsigned long long)e->reserved_bytes);

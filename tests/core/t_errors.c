@@ -27,7 +27,8 @@ ATF_TC_BODY(strerror_every_code, tc)
 		ATF_CHECK_STREQ(p, n);
 		ATF_CHECK_MSG(strcmp(p, unknown), "code %d reads as unknown", c);
 		for (int d = 1; d < c; d++)
-			ATF_CHECK_MSG(strcmp(p, rsd_strerror(d)), "codes %d and %d share \"%s\"", d, c, p);
+			ATF_CHECK_MSG(strcmp(p, rsd_strerror(d)), "codes %d and %d share \"%s\"", d,
+				      c, p);
 	}
 	ATF_CHECK(rsd_strerror(0) != NULL);
 	ATF_CHECK_STREQ(rsd_strerror(-RSD_EMAX), "unknown error");

@@ -212,8 +212,8 @@ static int make_strided(struct csrc *s, struct rsd_resident **out)
 	v.base = v.data;
 	v.base_nbytes = 64;
 	v.location = s->at;
-	rc = rsd_resident_wrap(s->type ? s->type : &rsd_resident_type, 1, &v, NULL, 0, free_big, big,
-			       out);
+	rc = rsd_resident_wrap(s->type ? s->type : &rsd_resident_type, 1, &v, NULL, 0, free_big,
+			       big, out);
 	if (rc)
 		rsd_resident_free(big);
 	return rc;
@@ -223,7 +223,8 @@ static int make_strided(struct csrc *s, struct rsd_resident **out)
 ATF_TC_WITHOUT_HEAD(load_invalid_values);
 ATF_TC_BODY(load_invalid_values, tc)
 {
-	struct rsd_value_spec spec = { &cfx_base_type, 32, 48, RSD_REPLICABLE, RSD_RECONSTRUCTIBLE };
+	struct rsd_value_spec spec = { &cfx_base_type, 32, 48, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
 	struct csrc s = { 0 }, p = { 0 };
 	struct rsd_source src = { cfx_load, NULL, &s }, psrc = { cfx_load, NULL, &p };
 	struct rsd_handle h, hp;

@@ -26,9 +26,12 @@ ATF_TC_BODY(parse_canonical, tc)
 		enum rsd_location_kind kind;
 		int dev;
 	} ok[] = {
-		{ "pageable-host", RSD_PAGEABLE_HOST, -1 }, { "pinned-host", RSD_PINNED_HOST, -1 },
-		{ "cuda:0", RSD_CUDA, 0 },		    { "cuda:1", RSD_CUDA, 1 },
-		{ "cuda:10", RSD_CUDA, 10 },		    { "cuda:99", RSD_CUDA, 99 },
+		{ "pageable-host", RSD_PAGEABLE_HOST, -1 },
+		{ "pinned-host", RSD_PINNED_HOST, -1 },
+		{ "cuda:0", RSD_CUDA, 0 },
+		{ "cuda:1", RSD_CUDA, 1 },
+		{ "cuda:10", RSD_CUDA, 10 },
+		{ "cuda:99", RSD_CUDA, 99 },
 		{ "cuda:127", RSD_CUDA, 127 },
 	};
 	char buf[RSD_LOCATION_NAME_MAX];
@@ -52,11 +55,35 @@ ATF_TC_WITHOUT_HEAD(parse_rejects);
 ATF_TC_BODY(parse_rejects, tc)
 {
 	static const char *const bad[] = {
-		"cuda",	    "cuda:",	"cuda:00",  "cuda:01",	 "cuda:007", "cuda:-1",
-		"cuda:+1",  "cuda: 1",	"cuda:1 ",  " cuda:1",	 "cuda:1a",  "cuda:0x1",
-		"CUDA:0",   "cuda0",	"cuda::1",  "cuda:128",	 "cuda:999", "cuda:1000",
-		"cuda:4294967296", "cuda:99999999999999999999999", "",	"cpu", "cpu:0",
-		"pageable", "pinned",	"pageable-host ", "Pinned-Host", "pinned-host:0", "gpu:0",
+		"cuda",
+		"cuda:",
+		"cuda:00",
+		"cuda:01",
+		"cuda:007",
+		"cuda:-1",
+		"cuda:+1",
+		"cuda: 1",
+		"cuda:1 ",
+		" cuda:1",
+		"cuda:1a",
+		"cuda:0x1",
+		"CUDA:0",
+		"cuda0",
+		"cuda::1",
+		"cuda:128",
+		"cuda:999",
+		"cuda:1000",
+		"cuda:4294967296",
+		"cuda:99999999999999999999999",
+		"",
+		"cpu",
+		"cpu:0",
+		"pageable",
+		"pinned",
+		"pageable-host ",
+		"Pinned-Host",
+		"pinned-host:0",
+		"gpu:0",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -150,7 +177,7 @@ ATF_TC_WITHOUT_HEAD(canonical_order);
 ATF_TC_BODY(canonical_order, tc)
 {
 	const struct rsd_location order[] = {
-		RSD_LOC_PAGEABLE_HOST, RSD_LOC_PINNED_HOST, loc(RSD_CUDA, 0), loc(RSD_CUDA, 1),
+		RSD_LOC_PAGEABLE_HOST, RSD_LOC_PINNED_HOST, loc(RSD_CUDA, 0),	loc(RSD_CUDA, 1),
 		loc(RSD_CUDA, 2),      loc(RSD_CUDA, 10),   loc(RSD_CUDA, 127),
 	};
 	const size_t n = sizeof(order) / sizeof(order[0]);
@@ -176,7 +203,8 @@ ATF_TC_BODY(canonical_order, tc)
 ATF_TC_WITHOUT_HEAD(runtime_cuda_on_host_only);
 ATF_TC_BODY(runtime_cuda_on_host_only, tc)
 {
-	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE, RSD_RECONSTRUCTIBLE };
+	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
 	struct rsd_location c0 = cfx_cuda(0), c127 = cfx_cuda(127);
 	struct csrc s = { 0 };
 	struct rsd_source src = { cfx_load, NULL, &s };
@@ -210,7 +238,8 @@ ATF_TC_BODY(runtime_cuda_on_host_only, tc)
 		uint64_t n = N;
 
 		v = NULL;
-		ERR(RSD_EINVAL, rsd_resident_alloc(f.m, &rsd_resident_type, c0, 1, &n, NULL, 0, &v));
+		ERR(RSD_EINVAL,
+		    rsd_resident_alloc(f.m, &rsd_resident_type, c0, 1, &n, NULL, 0, &v));
 		ATF_CHECK(v == NULL);
 	}
 	ATF_CHECK_EQ(s.loads, 0);
@@ -288,7 +317,8 @@ ATF_TC_BODY(runtime_budget_keys, tc)
 ATF_TC_WITHOUT_HEAD(registry_order);
 ATF_TC_BODY(registry_order, tc)
 {
-	const struct rsd_budget b[] = { { { RSD_CUDA, 1 }, 1 << 20 }, { { RSD_PINNED_HOST, -1 }, 1 << 20 } };
+	const struct rsd_budget b[] = { { { RSD_CUDA, 1 }, 1 << 20 },
+					{ { RSD_PINNED_HOST, -1 }, 1 << 20 } };
 	struct rsd_reservation *r;
 	struct csrc s = { 0 };
 	struct rsd_handle a, h;
@@ -328,7 +358,8 @@ ATF_TC_BODY(registry_order, tc)
 ATF_TC_WITHOUT_HEAD(registry_failures_do_not_record);
 ATF_TC_BODY(registry_failures_do_not_record, tc)
 {
-	struct rsd_value_spec keep = { &rsd_resident_type, N, N, RSD_REPLICABLE, RSD_MUST_PRESERVE };
+	struct rsd_value_spec keep = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_MUST_PRESERVE };
 	struct csrc s = { 0 }, bad = { 0 };
 	struct rsd_source src = { cfx_load, NULL, &s };
 	struct rsd_lease *l = NULL;
@@ -364,7 +395,8 @@ ATF_TC_BODY(registry_failures_do_not_record, tc)
 ATF_TC_WITHOUT_HEAD(locations_cap);
 ATF_TC_BODY(locations_cap, tc)
 {
-	const struct rsd_budget b[] = { { { RSD_PINNED_HOST, -1 }, 10 }, { { RSD_PAGEABLE_HOST, -1 }, 10 } };
+	const struct rsd_budget b[] = { { { RSD_PINNED_HOST, -1 }, 10 },
+					{ { RSD_PAGEABLE_HOST, -1 }, 10 } };
 	struct rsd_location got[2] = { { RSD_CUDA, 5 }, { RSD_CUDA, 6 } };
 	struct cfx f;
 

@@ -80,7 +80,8 @@ ATF_TC_BODY(members_follow_materializations, tc)
 	check_members(m);
 	for (int step = 0; step < 4000; step++) {
 		int v = (int)(rand_r(&seed) % NVAL), op = (int)(rand_r(&seed) % 5);
-		struct rsd_location at = rand_r(&seed) % 2 ? RSD_LOC_PINNED_HOST : RSD_LOC_PAGEABLE_HOST;
+		struct rsd_location at = rand_r(&seed) % 2 ? RSD_LOC_PINNED_HOST :
+							     RSD_LOC_PAGEABLE_HOST;
 
 		if (op < 2)
 			RSD_REQUIRE_OK(rsd_ensure(m, h[v], at, NULL, NULL));

@@ -410,8 +410,7 @@ ATF_TC_BODY(waiting_thread_proceeds_when_load_starts, tc)
 	/* It may even finish before the loader's first statement ran (the
 	 * lock is left before the load starts): what matters is that it did
 	 * not wait for the load to end. */
-	ATF_CHECK_MSG(w.done_ms < w.load_end_ms,
-		      "done at %+lld ms relative to a load of %llu ms",
+	ATF_CHECK_MSG(w.done_ms < w.load_end_ms, "done at %+lld ms relative to a load of %llu ms",
 		      (long long)(w.done_ms - w.load_start_ms),
 		      (unsigned long long)(w.load_end_ms - w.load_start_ms));
 	cfx_fini(&f);

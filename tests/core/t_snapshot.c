@@ -110,8 +110,7 @@ ATF_TC_BODY(location_fields, tc)
 	ATF_CHECK_EQ(l->value_count, 0);
 	/* §3.2: storage is what the value uses, the charge is the spec's. */
 	{
-		const struct rsd_materialization_snapshot *m =
-			cfx_mat(cfx_val(snap, h), PINNED);
+		const struct rsd_materialization_snapshot *m = cfx_mat(cfx_val(snap, h), PINNED);
 
 		ATF_REQUIRE(m);
 		ATF_CHECK_EQ(m->logical_nbytes, 32);

@@ -186,7 +186,8 @@ ATF_TC_WITHOUT_HEAD(failures_do_not_increment);
 ATF_TC_BODY(failures_do_not_increment, tc)
 {
 	const struct rsd_budget b[] = { { { RSD_PINNED_HOST, -1 }, N } };
-	struct rsd_value_spec keep = { &rsd_resident_type, N, N, RSD_REPLICABLE, RSD_MUST_PRESERVE };
+	struct rsd_value_spec keep = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_MUST_PRESERVE };
 	struct csrc s = { 0 }, bad = { 0 };
 	struct rsd_source src = { cfx_load, NULL, &s };
 	struct rsd_snapshot *before, *after;

@@ -377,7 +377,8 @@ ATF_TC_BODY(example_g, tc)
 	ATF_CHECK_MSG(strstr(rsd_last_error()->message,
 			     "(candidate 0: no legal drop or fallback transition)"),
 		      "%s", rsd_last_error()->message);
-	ATF_CHECK(strstr(rsd_last_error()->message, "Automatic residency request 'G' is infeasible"));
+	ATF_CHECK(
+		strstr(rsd_last_error()->message, "Automatic residency request 'G' is infeasible"));
 	ATF_CHECK_EQ(fx_version(&f), v);
 	ATF_CHECK(fx_at(&f, fh, PINNED) && fx_at(&f, s, PAGEABLE));
 	rsd_controller_free(c);
@@ -407,7 +408,7 @@ ATF_TC_BODY(example_h, tc)
 	c = ctl(&f, NULL, 0);
 	ATF_CHECK_EQ(decide(c, "H", q, 1, NULL, 0, &d), -RSD_EPLAN);
 	ATF_CHECK_MSG(strstr(rsd_last_error()->message, "no invariant-valid victim sequence "
-							 "satisfies the complete ordered request"),
+							"satisfies the complete ordered request"),
 		      "%s", rsd_last_error()->message);
 	ATF_CHECK(!strstr(rsd_last_error()->message, "candidate"));
 	RSD_REQUIRE_OK(rsd_hold_release(hd));
@@ -653,7 +654,7 @@ ATF_TC_BODY(sole_must_preserve, tc)
 	v = fx_version(&f);
 	ATF_CHECK_EQ(decide(c, "sole", q, 1, NULL, 0, &d), -RSD_EPLAN);
 	ATF_CHECK_MSG(strstr(rsd_last_error()->message, "location pinned-host cannot admit 64 "
-							 "bytes during materialization of '"),
+							"bytes during materialization of '"),
 		      "%s", rsd_last_error()->message);
 	ATF_CHECK(strstr(rsd_last_error()->message,
 			 "(candidate 0: no legal drop or fallback transition)"));

@@ -234,7 +234,8 @@ ATF_TC_BODY(policy_permutation, tc)
 	RSD_REQUIRE_OK(rsd_controller_create(f.m, &good, 0, &c));
 	mode = 1;
 	RSD_CHECK_ERR(RSD_EUSAGE, rsd_controller_decide(c, &r, &d));
-	ATF_CHECK_STREQ(rsd_last_error()->message, "policy must return every candidate exactly once");
+	ATF_CHECK_STREQ(rsd_last_error()->message,
+			"policy must return every candidate exactly once");
 	mode = 3;
 	RSD_CHECK_ERR(RSD_EINVAL, rsd_controller_decide(c, &r, &d));
 	mode = 0;

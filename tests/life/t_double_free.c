@@ -201,7 +201,8 @@ ATF_TC_BODY(single_free_is_fine, tc)
 #if defined(__SANITIZE_THREAD__)
 	/* The child starts librsd's reclaimer thread after forking a process
 	 * that has threads (LTTng-UST's), which ThreadSanitizer refuses. */
-	atf_tc_skip("a thread started after fork in a threaded process: unsupported under ThreadSanitizer");
+	atf_tc_skip(
+		"a thread started after fork in a threaded process: unsupported under ThreadSanitizer");
 #endif
 	fflush(NULL);
 	pid = fork();

@@ -199,8 +199,8 @@ static bool same_code(struct ip *ip, const char *what, int got, int exp)
 	}
 	if (got && fault_now(ip))
 		return fault_reported(ip, what, got);
-	return diverge(ip, "%s returned %d (%s), model says %d (%s)", what, got,
-		       rsd_strerror(got), exp, rsd_strerror(exp));
+	return diverge(ip, "%s returned %d (%s), model says %d (%s)", what, got, rsd_strerror(got),
+		       exp, rsd_strerror(exp));
 }
 
 /* ---- sources --------------------------------------------------------------- */

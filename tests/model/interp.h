@@ -23,7 +23,7 @@ struct ip_opts {
 	unsigned steps;
 	const uint8_t *data; /* non-NULL: decisions come from these bytes */
 	size_t len;
-	FILE *log;           /* non-NULL: every operation is written here */
+	FILE *log; /* non-NULL: every operation is written here */
 	/* Nonzero: the alloc_fault-th bookkeeping allocation librsd makes
 	 * after the simulated device is set up fails (the "alloc" fault point
 	 * of rsd/fault.h). The call that reports it must return -RSD_ENOMEM

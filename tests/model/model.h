@@ -17,7 +17,14 @@
 #include <rsd/rsd.h>
 
 /* The locations the model knows; ML_CUDA2 is not available (2 devices). */
-enum mloc { ML_PAGE, ML_PIN, ML_CUDA0, ML_CUDA1, ML_CUDA2, ML_N };
+enum mloc {
+	ML_PAGE,
+	ML_PIN,
+	ML_CUDA0,
+	ML_CUDA1,
+	ML_CUDA2,
+	ML_N
+};
 #define ML_VALID 4
 
 /* Bad handle references (valid refs are value indices >= 0). */
@@ -39,7 +46,12 @@ static inline int ms_device(int s)
 #define MM_HMAX 6
 
 /* How the next load of a source behaves. */
-enum msrc_fail { MSRC_OK, MSRC_FAIL_POS, MSRC_FAIL_NOMEM, MSRC_WRONG_SIZE };
+enum msrc_fail {
+	MSRC_OK,
+	MSRC_FAIL_POS,
+	MSRC_FAIL_NOMEM,
+	MSRC_WRONG_SIZE
+};
 
 struct mmat {
 	int loc;
@@ -65,12 +77,16 @@ struct mlocrec {
 	uint64_t budget, used, reserved, peak_used, peak_charged;
 };
 
-enum mlife_state { MLS_GONE, MLS_ACTIVE, MLS_PENDING };
+enum mlife_state {
+	MLS_GONE,
+	MLS_ACTIVE,
+	MLS_PENDING
+};
 
 struct mlease {
 	enum mlife_state state; /* manager side */
-	bool obj_active;        /* the caller's object */
-	bool live;              /* slot in use (object not freed) */
+	bool obj_active;	/* the caller's object */
+	bool live;		/* slot in use (object not freed) */
 	int loc;
 	int nh, h[MM_HMAX];
 	int nstreams, stream[MS_N];
@@ -132,8 +148,8 @@ struct rsd_location ml_loc(int l);
 int ml_from_loc(struct rsd_location loc);
 const char *ml_name(int l);
 
-void model_init(struct model *md, const bool *has_budget, const uint64_t *budget,
-		const int *order, int nbudgets);
+void model_init(struct model *md, const bool *has_budget, const uint64_t *budget, const int *order,
+		int nbudgets);
 
 /* Every operation returns 0 or a negative RSD_E* code. rep may be NULL. */
 int model_adopt(struct model *md, int res_loc, int at, enum rsd_replica_mode mode, uint64_t n,

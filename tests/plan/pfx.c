@@ -48,7 +48,8 @@ void pfx_init_pooled(struct pfx *f, const struct rsd_budget *b, size_t nb, int n
 	if (ndevices < 0) {
 		cfg.host_only = true;
 	} else {
-		struct rsd_simdev_config sc = { .ndevices = ndevices, .auto_complete = true,
+		struct rsd_simdev_config sc = { .ndevices = ndevices,
+						.auto_complete = true,
 						.pooled = pooled };
 
 		RSD_REQUIRE_OK(rsd_simdev_create(&sc, &f->sd));

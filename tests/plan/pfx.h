@@ -25,9 +25,9 @@
 struct pfx {
 	struct rsd_simdev *sd; /* NULL: a host-only manager */
 	struct rsd_manager *m;
-	unsigned loads;        /* loads of every source made by pfx_sourced* */
-	unsigned nwarn;        /* warnings of the manager */
-	char warn[512];        /* the latest of them */
+	unsigned loads; /* loads of every source made by pfx_sourced* */
+	unsigned nwarn; /* warnings of the manager */
+	char warn[512]; /* the latest of them */
 };
 
 /* A source made by pfx_sourced_src; the manager frees it on release. */
@@ -35,9 +35,9 @@ struct pfx_src {
 	struct pfx *f;
 	struct rsd_location at;
 	uint64_t nbytes;
-	int fail;                /* returned by load when nonzero */
+	int fail;		 /* returned by load when nonzero */
 	struct rsd_scope *scope; /* closed from inside load when set */
-	int close_rc;            /* what that close returned */
+	int close_rc;		 /* what that close returned */
 };
 
 /* ndevices < 0: host-only manager; otherwise the simulated device (auto-complete). */

@@ -378,12 +378,12 @@ ATF_TC_BODY(report_fields, tc)
 	x = pfx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	v = pfx_version(&f);
 	ATF_CHECK_EQ(v, 3);
-	a[0] = rsd_action_ensure(h, PAGEABLE);  /* load installed directly, +1 */
-	a[1] = rsd_action_ensure(h, PINNED);    /* copy, +1 pinned recorded, +1 */
+	a[0] = rsd_action_ensure(h, PAGEABLE);	 /* load installed directly, +1 */
+	a[1] = rsd_action_ensure(h, PINNED);	 /* copy, +1 pinned recorded, +1 */
 	a[2] = rsd_action_move(h, PINNED, NULL); /* onto a resident one: removes pageable, +1 */
-	a[3] = rsd_action_drop(h, PAGEABLE);    /* no-op */
+	a[3] = rsd_action_drop(h, PAGEABLE);	 /* no-op */
 	a[4] = rsd_action_move(x, PINNED, &PAGEABLE); /* copy, install, remove: +2 */
-	a[5] = rsd_action_discard(x);           /* one removal + mark: +2 */
+	a[5] = rsd_action_discard(x);		      /* one removal + mark: +2 */
 	before = (uint64_t)0;
 	RSD_REQUIRE_OK(rsd_execute_actions(f.m, a, 6, "fields", NULL, 0, &v, &r));
 	ATF_REQUIRE(r != NULL);

@@ -19,10 +19,10 @@
 
 /* ---- the FHE stage ---- */
 
-#define W_BYTES 256   /* weight: replicable, sourced at pageable */
-#define K_BYTES 128   /* key: replicable, adopted at pinned */
-#define C_BYTES 64    /* ciphertext: exclusive, must-preserve, adopted at pinned */
-#define WS_BYTES 512  /* device workspace reservation */
+#define W_BYTES 256  /* weight: replicable, sourced at pageable */
+#define K_BYTES 128  /* key: replicable, adopted at pinned */
+#define C_BYTES 64   /* ciphertext: exclusive, must-preserve, adopted at pinned */
+#define WS_BYTES 512 /* device workspace reservation */
 #define DEV_BUDGET 1024
 
 ATF_TC_WITHOUT_HEAD(fhe_stage);
@@ -32,8 +32,13 @@ ATF_TC_BODY(fhe_stage, tc)
 	struct rsd_budget b[] = { { c0, DEV_BUDGET } };
 	struct rsd_reservation_spec rs[] = { { c0, WS_BYTES, "workspace" } };
 	struct rsd_action enter[3], ex[3];
-	struct rsd_plan p = { .name = "stage", .enter = enter, .nenter = 3, .reservations = rs,
-			      .nreservations = 1, .exit = ex, .nexit = 3 };
+	struct rsd_plan p = { .name = "stage",
+			      .enter = enter,
+			      .nenter = 3,
+			      .reservations = rs,
+			      .nreservations = 1,
+			      .exit = ex,
+			      .nexit = 3 };
 	struct rsd_location_snapshot ls;
 	struct rsd_explanation *e;
 	struct rsd_plan_report *r = NULL;
@@ -80,7 +85,8 @@ ATF_TC_BODY(fhe_stage, tc)
 	ATF_CHECK_EQ(ls.used_bytes, W_BYTES + K_BYTES + C_BYTES);
 	ATF_CHECK_EQ(ls.reserved_bytes, WS_BYTES);
 	ATF_CHECK(ls.has_budget);
-	ATF_CHECK_EQ(ls.remaining_budget_bytes, DEV_BUDGET - WS_BYTES - W_BYTES - K_BYTES - C_BYTES);
+	ATF_CHECK_EQ(ls.remaining_budget_bytes,
+		     DEV_BUDGET - WS_BYTES - W_BYTES - K_BYTES - C_BYTES);
 	ATF_CHECK_EQ(ls.value_count, 3);
 	ATF_CHECK_EQ(ls.reservation_count, 1);
 	ATF_CHECK_EQ(ls.peak_charged_bytes, WS_BYTES + W_BYTES + K_BYTES + C_BYTES);
@@ -168,7 +174,10 @@ ATF_TC_BODY(stale_entry, tc)
 {
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 9, "r" } };
 	struct rsd_action enter[1];
-	struct rsd_plan p = { .name = "stale", .enter = enter, .nenter = 1, .reservations = rs,
+	struct rsd_plan p = { .name = "stale",
+			      .enter = enter,
+			      .nenter = 1,
+			      .reservations = rs,
 			      .nreservations = 1 };
 	const struct rsd_error *err;
 	struct rsd_scope *s = NULL;
@@ -236,8 +245,13 @@ ATF_TC_BODY(preflight_covers_exit, tc)
 {
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 9, "r" } };
 	struct rsd_action enter[1], ex[1];
-	struct rsd_plan p = { .name = "pf", .enter = enter, .nenter = 1, .reservations = rs,
-			      .nreservations = 1, .exit = ex, .nexit = 1 };
+	struct rsd_plan p = { .name = "pf",
+			      .enter = enter,
+			      .nenter = 1,
+			      .reservations = rs,
+			      .nreservations = 1,
+			      .exit = ex,
+			      .nexit = 1 };
 	struct rsd_scope *s = NULL;
 	struct rsd_hold *hd;
 	struct rsd_handle x;
@@ -267,7 +281,10 @@ ATF_TC_BODY(close_after_forced_manager_close, tc)
 {
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 17, "r" } };
 	struct rsd_action ex[1];
-	struct rsd_plan p = { .name = "forced", .reservations = rs, .nreservations = 1, .exit = ex,
+	struct rsd_plan p = { .name = "forced",
+			      .reservations = rs,
+			      .nreservations = 1,
+			      .exit = ex,
 			      .nexit = 1 };
 	struct rsd_plan_report *r = NULL;
 	struct rsd_scope *s = NULL, *s2 = NULL;
@@ -362,8 +379,13 @@ ATF_TC_BODY(transfer_streams, tc)
 	struct rsd_location c0 = pfx_cuda(0);
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 5, "r" } };
 	struct rsd_action enter[1], ex[1];
-	struct rsd_plan p = { .name = "ts", .enter = enter, .nenter = 1, .reservations = rs,
-			      .nreservations = 1, .exit = ex, .nexit = 1 };
+	struct rsd_plan p = { .name = "ts",
+			      .enter = enter,
+			      .nenter = 1,
+			      .reservations = rs,
+			      .nreservations = 1,
+			      .exit = ex,
+			      .nexit = 1 };
 	struct rsd_transfer_stream ts[1];
 	struct rsd_plan_report *r = NULL;
 	struct rsd_scope *s = NULL;
@@ -431,7 +453,10 @@ ATF_TC_BODY(close_from_source_callback, tc)
 {
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 17, "r" } };
 	struct rsd_action ex[1];
-	struct rsd_plan p = { .name = "cb", .reservations = rs, .nreservations = 1, .exit = ex,
+	struct rsd_plan p = { .name = "cb",
+			      .reservations = rs,
+			      .nreservations = 1,
+			      .exit = ex,
 			      .nexit = 1 };
 	struct rsd_plan_report *r = NULL;
 	struct rsd_scope *s = NULL;
@@ -481,8 +506,13 @@ ATF_TC_BODY(free_open_scope, tc)
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 9, "a" },
 					     { RSD_LOC_PINNED_HOST, 4, "b" } };
 	struct rsd_action enter[1], ex[1];
-	struct rsd_plan p = { .name = "abandoned", .enter = enter, .nenter = 1, .reservations = rs,
-			      .nreservations = 2, .exit = ex, .nexit = 1 };
+	struct rsd_plan p = { .name = "abandoned",
+			      .enter = enter,
+			      .nenter = 1,
+			      .reservations = rs,
+			      .nreservations = 2,
+			      .exit = ex,
+			      .nexit = 1 };
 	struct rsd_scope *s = NULL;
 	struct rsd_handle g;
 	uint64_t v;

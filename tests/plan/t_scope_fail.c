@@ -28,7 +28,10 @@ static void entry_failure(bool pinned_known)
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 5, "r1" },
 					     { RSD_LOC_PINNED_HOST, 7, "r2" } };
 	struct rsd_action enter[2];
-	struct rsd_plan p = { .name = "w9", .enter = enter, .nenter = 2, .reservations = rs,
+	struct rsd_plan p = { .name = "w9",
+			      .enter = enter,
+			      .nenter = 2,
+			      .reservations = rs,
 			      .nreservations = 2 };
 	struct rsd_location_snapshot ls;
 	struct rsd_plan_report *partial;
@@ -100,8 +103,13 @@ ATF_TC_BODY(reclaim_failure, tc)
 {
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 5, "r1" } };
 	struct rsd_action reclaim[2], enter[1];
-	struct rsd_plan p = { .name = "rc", .reclaim = reclaim, .nreclaim = 2, .enter = enter,
-			      .nenter = 1, .reservations = rs, .nreservations = 1 };
+	struct rsd_plan p = { .name = "rc",
+			      .reclaim = reclaim,
+			      .nreclaim = 2,
+			      .enter = enter,
+			      .nenter = 1,
+			      .reservations = rs,
+			      .nreservations = 1 };
 	struct rsd_plan_report *partial;
 	const struct rsd_error *err;
 	struct rsd_scope *s = NULL;
@@ -150,8 +158,13 @@ ATF_TC_BODY(reservation_failure, tc)
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, N, "all" },
 					     { RSD_LOC_PAGEABLE_HOST, 1, "one" } };
 	struct rsd_action reclaim[1], enter[1];
-	struct rsd_plan p = { .name = "rv", .reclaim = reclaim, .nreclaim = 1, .enter = enter,
-			      .nenter = 1, .reservations = rs, .nreservations = 2 };
+	struct rsd_plan p = { .name = "rv",
+			      .reclaim = reclaim,
+			      .nreclaim = 1,
+			      .enter = enter,
+			      .nenter = 1,
+			      .reservations = rs,
+			      .nreservations = 2 };
 	struct rsd_plan_report *partial;
 	const struct rsd_error *err;
 	struct rsd_scope *s = NULL;
@@ -198,8 +211,13 @@ ATF_TC_BODY(exit_failure, tc)
 {
 	struct rsd_reservation_spec rs[] = { { RSD_LOC_PAGEABLE_HOST, 3, "w" } };
 	struct rsd_action enter[2], ex[3];
-	struct rsd_plan p = { .name = "w10", .enter = enter, .nenter = 2, .reservations = rs,
-			      .nreservations = 1, .exit = ex, .nexit = 3 };
+	struct rsd_plan p = { .name = "w10",
+			      .enter = enter,
+			      .nenter = 2,
+			      .reservations = rs,
+			      .nreservations = 1,
+			      .exit = ex,
+			      .nexit = 3 };
 	struct rsd_plan_report *partial, *r = NULL;
 	const struct rsd_error *err;
 	struct rsd_scope *s = NULL;

@@ -39,13 +39,16 @@ static void expect_transition(uint64_t mid, const struct rsd_transition *t)
 	ntransitions++;
 	if (!expect)
 		return;
-	fprintf(expect, "rsd:transition: { manager_id = %" PRIu64 ", handle_id = %" PRIu64
-		", action = \"%s\"", mid, t->action.handle.id, rsd_action_kind_name(t->action.kind));
+	fprintf(expect,
+		"rsd:transition: { manager_id = %" PRIu64 ", handle_id = %" PRIu64
+		", action = \"%s\"",
+		mid, t->action.handle.id, rsd_action_kind_name(t->action.kind));
 	put_loc("location", t->action.kind != RSD_ACT_DISCARD, t->action.location);
 	put_loc("from", t->action.has_from, t->action.from);
 	put_loc("source", t->has_source, t->source);
 	put_loc("destination", t->has_destination, t->destination);
-	fprintf(expect, ", no_op = %d, reason = \"%s\", logical_nbytes = %" PRIu64
+	fprintf(expect,
+		", no_op = %d, reason = \"%s\", logical_nbytes = %" PRIu64
 		", storage_nbytes = %" PRIu64 ", started_at_ns = %" PRIu64
 		", completed_at_ns = %" PRIu64 ", duration_ns = %" PRIu64 ", has_allocator = %d"
 		", allocator_device = %d, allocator_allocated_bytes_before = %" PRIu64
@@ -67,7 +70,8 @@ static void expect_adopt(uint64_t mid, struct rsd_handle h, struct rsd_location 
 
 	if (!expect)
 		return;
-	fprintf(expect, "rsd:adopt: { manager_id = %" PRIu64 ", handle_id = %" PRIu64
+	fprintf(expect,
+		"rsd:adopt: { manager_id = %" PRIu64 ", handle_id = %" PRIu64
 		", at_kind = %d, at_device = %d, at = \"%s\", charged_nbytes = %" PRIu64 " }\n",
 		mid, h.id, (int)at.kind, at.device, rsd_location_name(at, name, sizeof(name)),
 		charged);
@@ -82,13 +86,15 @@ static void expect_budget_reject(uint64_t mid, const struct rsd_error *e)
 
 	if (!expect)
 		return;
-	fprintf(expect, "rsd:budget_reject: { manager_id = %" PRIu64 ", at_kind = %d"
+	fprintf(expect,
+		"rsd:budget_reject: { manager_id = %" PRIu64 ", at_kind = %d"
 		", at_device = %d, at = \"%s\", budget = %" PRIu64 ", used = %" PRIu64
 		", reserved = %" PRIu64 ", in_flight = %" PRIu64 ", held = %" PRIu64
 		", requested = %" PRIu64 ", available = %" PRIu64 " }\n",
 		mid, (int)e->location.kind, e->location.device,
 		rsd_location_name(e->location, name, sizeof(name)), e->budget_bytes, e->used_bytes,
-		e->reserved_bytes, e->in_flight_bytes, e->plan_held_bytes, e->requested_bytes, room);
+		e->reserved_bytes, e->in_flight_bytes, e->plan_held_bytes, e->requested_bytes,
+		room);
 }
 
 static struct rsd_handle adopt_bytes(struct rsd_manager *m, uint64_t nbytes,
@@ -110,7 +116,9 @@ ATF_TC_BODY(workload, tc)
 		{ RSD_LOC_PINNED_HOST, 64 << 10 },
 	};
 	struct rsd_manager_config cfg = {
-		.budgets = budgets, .nbudgets = 2, .host_only = true,
+		.budgets = budgets,
+		.nbudgets = 2,
+		.host_only = true,
 	};
 	struct rsd_location pinned = RSD_LOC_PINNED_HOST;
 	struct rsd_manager *m = NULL;

@@ -212,7 +212,8 @@ void bench_print_table(void)
 		int v;
 
 		if (f->skipped) {
-			printf("%-18s %-22s %12s %-6s %s\n", f->cs, f->metric, "skipped", "", f->why);
+			printf("%-18s %-22s %12s %-6s %s\n", f->cs, f->metric, "skipped", "",
+			       f->why);
 			skip++;
 			continue;
 		}

@@ -83,11 +83,11 @@ int bench_nmissed(void);
 
 /* A failed librsd call is a defect of the run: report it and exit 1. */
 void bench_fail(const char *what, int rc) __attribute__((noreturn));
-#define CK(expr)                                         \
-	do {                                             \
-		int ck_rc_ = (expr);                     \
-		if (ck_rc_)                              \
-			bench_fail(#expr, ck_rc_);       \
+#define CK(expr)                                   \
+	do {                                       \
+		int ck_rc_ = (expr);               \
+		if (ck_rc_)                        \
+			bench_fail(#expr, ck_rc_); \
 	} while (0)
 
 /* ---- workload helpers ---- */

@@ -147,7 +147,8 @@ static void case_move(void)
 	free(b);
 	/* What the move's free of its faulted pageable source costs. */
 	for (size_t r = 0; r < reps; r++) {
-		char *p = mmap(NULL, nb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		char *p =
+			mmap(NULL, nb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		uint64_t t0;
 
 		if (p == MAP_FAILED)

@@ -15,7 +15,11 @@
 
 #define VAL_BYTES 4096u
 
-enum life_kind { LIFE_LEASE, LIFE_HOLD, LIFE_RESERVE };
+enum life_kind {
+	LIFE_LEASE,
+	LIFE_HOLD,
+	LIFE_RESERVE
+};
 
 static void life_once(struct rsd_manager *m, struct rsd_handle h, enum life_kind k)
 {
@@ -81,8 +85,8 @@ static double cold_mlock_ns(uint64_t nb, size_t n)
 	uint64_t t0 = bench_now_ns();
 
 	for (size_t i = 0; i < n; i++) {
-		void *p = mmap(NULL, nb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-			       0);
+		void *p =
+			mmap(NULL, nb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p == MAP_FAILED || mlock(p, nb))
 			bench_fail("mmap+mlock", -RSD_ENOMEM);

@@ -42,7 +42,8 @@ int main(void)
 	rsd_controller_set_policy_metadata(c, w[2], 1, "block-2");
 	for (size_t s = 0; s < sizeof(order) / sizeof(order[0]); s++) {
 		struct rsd_requirement req = { w[order[s]], RSD_LOC_PINNED_HOST };
-		struct rsd_request request = { .name = "stage", .requirements = &req,
+		struct rsd_request request = { .name = "stage",
+					       .requirements = &req,
 					       .nrequirements = 1 };
 		const struct rsd_decision *d;
 		const struct rsd_resident *v;

@@ -12,13 +12,13 @@
 
 #include <rsd/rsd.h>
 
-#define CHECK(call)                                                                   \
-	do {                                                                          \
-		int err_ = (call);                                                    \
-		if (err_) {                                                           \
+#define CHECK(call)                                                                    \
+	do {                                                                           \
+		int err_ = (call);                                                     \
+		if (err_) {                                                            \
 			fprintf(stderr, "%s: %s\n", #call, rsd_last_error()->message); \
-			return 1;                                                     \
-		}                                                                     \
+			return 1;                                                      \
+		}                                                                      \
 	} while (0)
 
 int main(void)
@@ -64,8 +64,13 @@ int main(void)
 	struct rsd_action enter[] = { rsd_action_move(h, RSD_LOC_PINNED_HOST, NULL) };
 	struct rsd_action leave[] = { rsd_action_move(h, RSD_LOC_PAGEABLE_HOST, NULL) };
 	struct rsd_reservation_spec ws = { RSD_LOC_PINNED_HOST, 16 << 10, "workspace" };
-	struct rsd_plan stage = { .name = "stage-1", .enter = enter, .nenter = 1, .exit = leave,
-				  .nexit = 1, .reservations = &ws, .nreservations = 1 };
+	struct rsd_plan stage = { .name = "stage-1",
+				  .enter = enter,
+				  .nenter = 1,
+				  .exit = leave,
+				  .nexit = 1,
+				  .reservations = &ws,
+				  .nreservations = 1 };
 
 	CHECK(rsd_explain(m, &stage, NULL, &e));
 	printf("plan %s feasible=%d, predicted pinned peak %llu bytes\n", e->plan_name, e->feasible,

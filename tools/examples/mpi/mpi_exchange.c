@@ -60,7 +60,8 @@ int main(int argc, char **argv)
 		/* Receive straight into memory the manager will own. */
 		MPI_Recv(rsd_resident_data(r, 0), NBYTES, MPI_BYTE, rank - 1, 0, MPI_COMM_WORLD,
 			 MPI_STATUS_IGNORE);
-		MPI_Recv(meta, sizeof(meta), MPI_CHAR, rank - 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		MPI_Recv(meta, sizeof(meta), MPI_CHAR, rank - 1, 1, MPI_COMM_WORLD,
+			 MPI_STATUS_IGNORE);
 	}
 	expect = checksum(rsd_resident_data(r, 0), NBYTES);
 	if (rsd_adopt(m, r, NULL, RSD_EXCLUSIVE, &h)) {
