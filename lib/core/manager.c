@@ -445,13 +445,14 @@ static int publish_now(struct rsd_manager *m)
 	return err;
 }
 
-void rsd__writer_pause(struct rsd_manager *m)
+/*
+ * Before m->lock is dropped in the middle of a writer call: commits made so
+ * far are published, so that readers see them while the call waits, and so
+ * are the charges of an admission (state_version unchanged): every byte
+ * admission counts is in the image while it counts (the ledger, §22.1).
+ */
+static void publish_before_unlock(struct rsd_manager *m)
 {
-	progress_sync(m);
-	/* Commits made so far by this call are published now, so that
-	 * readers see them while the transfer runs, and so are the charges
-	 * of an admission (state_version unchanged): every byte admission
-	 * counts is in the image while it counts (the ledger, §22.1). */
 	if (rsd__img_version(m->img) != m->version || m->img->closed != m->closed ||
 	    m->locs_dirty) {
 		struct rsd_error saved = *rsd_last_error();
@@ -459,6 +460,12 @@ void rsd__writer_pause(struct rsd_manager *m)
 		publish_now(m);
 		*rsd__err_record() = saved;
 	}
+}
+
+void rsd__writer_pause(struct rsd_manager *m)
+{
+	progress_sync(m);
+	publish_before_unlock(m);
 	writer_unlock(m);
 }
 
@@ -469,12 +476,8 @@ void rsd__writer_resume(struct rsd_manager *m)
 
 void rsd__writer_wait(struct rsd_manager *m)
 {
-	if (rsd__img_version(m->img) != m->version) {
-		struct rsd_error saved = *rsd_last_error();
-
-		publish_now(m);
-		*rsd__err_record() = saved;
-	}
+	/* A waiting plan or transfer may hold charges it admitted. */
+	publish_before_unlock(m);
 	rsd__lin_note(m, RSD_LIN_UNLOCK, 0);
 	atomic_store_explicit(&m->owner, (uintptr_t)0, memory_order_relaxed);
 	pthread_cond_wait(&m->xfer_cond, &m->lock);

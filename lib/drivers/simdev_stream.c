@@ -408,8 +408,18 @@ int rsd__sim_stream_sync(void *ctx, void *stream)
 	rc = rsd__sim_enter(sd, RSD_SIMDEV_EVENT_SYNC);
 	if (!rc && stream && !(s = rsd__sim_find_stream(sd, stream)))
 		rc = not_a_stream(stream);
-	if (!rc)
+	if (!rc) {
+		/* Its owner may destroy it while we wait (cudaStreamDestroy
+		 * returns at once and frees the stream once it drained): hold
+		 * it until the wait is over. */
+		if (s)
+			s->refs++;
 		rc = sync_wait(sd, s, -1, "stream_sync");
+		if (s) {
+			s->refs--;
+			rsd__sim_stream_put(sd, s);
+		}
+	}
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
