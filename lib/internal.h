@@ -108,6 +108,9 @@ const char *rsd__ledger_text(const struct rsd__ledger *l, char *buf, size_t len)
 /* Whether an RSD_EDEVLOST was recorded on this thread since the last call
  * (a driver met a lost device); clears the mark. */
 bool rsd__devlost_take(void);
+/* Set that mark without recording an error: a device's event reported
+ * the loss to a caller that keeps its own error (a reap). */
+void rsd__devlost_note(void);
 /* A stale-state rejection with its structured fields. */
 int rsd__err_stale(uint64_t expected, uint64_t actual);
 /* The thread's record, for callers that add structured fields after

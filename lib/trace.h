@@ -29,6 +29,9 @@
  *                              publication
  *   rsd_trace_device_work      when the simulated device's engine ends a
  *                              copy or a kernel (lib/drivers/simdev*.c)
+ *   rsd_trace_device_lost      when a lost device's location is quarantined,
+ *                              and at each later sweep that settles copies
+ *                              there (lib/core/devloss.c)
  *   rsd_trace_plan_begin/end   around execute and scope entry/exit
  *   rsd_trace_decision         after the controller decides
  *   rsd_trace_decision_blocked after it, when a location could not admit
@@ -273,6 +276,18 @@ static inline void rsd_trace_device_work(int device, bool kernel, const char *en
 			     duration_ns);
 }
 
+static inline void rsd_trace_device_lost(uint64_t manager_id, struct rsd_location at, bool first,
+					 uint64_t removed, uint64_t kept, uint64_t lost)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, device_lost))
+		return;
+	lttng_ust_tracepoint(rsd, device_lost, manager_id, &at,
+			     rsd_location_name(at, name, sizeof(name)), (uint8_t)first, removed, kept,
+			     lost);
+}
+
 static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)
 {
 	lttng_ust_tracepoint(rsd, plan_begin, manager_id, rsd__trace_str(name),
@@ -426,6 +441,12 @@ static inline void rsd_trace_device_work(int device, bool kernel, const char *en
 {
 	(void)device, (void)kernel, (void)engine, (void)nbytes, (void)has_locations, (void)src,
 		(void)dst, (void)duration_ns;
+}
+
+static inline void rsd_trace_device_lost(uint64_t manager_id, struct rsd_location at, bool first,
+					 uint64_t removed, uint64_t kept, uint64_t lost)
+{
+	(void)manager_id, (void)at, (void)first, (void)removed, (void)kept, (void)lost;
 }
 
 static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)

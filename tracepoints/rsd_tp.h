@@ -347,6 +347,27 @@ LTTNG_UST_TRACEPOINT_EVENT(rsd, device_work,
 	)
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, device_work, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+/*
+ * A device that failed for good, as one manager settles it: first 1 when
+ * its location was quarantined by this sweep; removed: copies there that
+ * left the books (their storage never given back to the dead context);
+ * kept: copies a lease, hold or pending event still protects, marked
+ * failed until it ends; lost: values whose only copy was there.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, device_lost,
+	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const struct rsd_location *, at,
+			  const char *, at_name, uint8_t, first, uint64_t, removed,
+			  uint64_t, kept, uint64_t, lost),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(uint64_t, manager_id, manager_id)
+		RSD_TP_LOC_FIELDS(at, at, at_name)
+		lttng_ust_field_integer(uint8_t, first, first)
+		lttng_ust_field_integer(uint64_t, removed, removed)
+		lttng_ust_field_integer(uint64_t, kept, kept)
+		lttng_ust_field_integer(uint64_t, lost, lost)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, device_lost, LTTNG_UST_TRACEPOINT_LOGLEVEL_WARNING)
 /* kind: "execute", "scope-enter" or "scope-exit". */
 LTTNG_UST_TRACEPOINT_EVENT(rsd, plan_begin,
 	LTTNG_UST_TP_ARGS(uint64_t, manager_id, const char *, name, const char *, kind),

@@ -56,6 +56,12 @@ struct rsd_materialization_snapshot {
  * @has_source_location: @source_location is set.
  * @source_location: where a load puts it.
  * @discarded: it was discarded (then it has no copies and no source).
+ * @lost: it was lost with its device: its only copy was on
+ *	@lost_location's device when that failed for good, and it has no
+ *	source. Every call on it but rsd_discard() fails with RSD_EDEVLOST.
+ *	It keeps a copy there only while a lease or hold on it lasts (shown
+ *	arriving: unreadable); a discard ends it.
+ * @lost_location: with @lost, where its last copy was.
  */
 struct rsd_value_snapshot {
 	struct rsd_handle handle;
@@ -66,6 +72,8 @@ struct rsd_value_snapshot {
 	bool has_source_location;
 	struct rsd_location source_location;
 	bool discarded;
+	bool lost;
+	struct rsd_location lost_location;
 };
 
 /**

@@ -99,6 +99,11 @@ int rsd__verr(int code, const char *fmt, va_list ap)
 	return -code;
 }
 
+void rsd__devlost_note(void)
+{
+	devlost_seen = true;
+}
+
 bool rsd__devlost_take(void)
 {
 	bool seen = devlost_seen;

@@ -201,6 +201,10 @@ struct rsd_record {
 	 * call that needs the value returns it, once. 0: none. */
 	int copy_err;
 	struct rsd_location copy_err_at;
+	/* Its only copy was on a device that failed for good and it has no
+	 * source (devloss.c): every call on it but a discard fails. */
+	bool lost;
+	struct rsd_location lost_at;
 };
 
 struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
@@ -324,6 +328,8 @@ struct rsd_img_value {
 	bool has_source;
 	struct rsd_location source_loc;
 	bool discarded;
+	bool lost; /* lost with its device at lost_at (devloss.c) */
+	struct rsd_location lost_at;
 	uint32_t nmats;
 	uint64_t gen; /* the publication that built it (a failed one frees it) */
 	struct rsd_img_mat mats[];
@@ -1022,6 +1028,8 @@ int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *
 			     struct rsd_location at);
 /* Resolve a handle (§2.5). */
 int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
+/* The same, but a value lost with its device resolves (a discard ends it). */
+int rsd__resolve_lost(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
 /* Resolve n handles that must be resident at `at` (acquire, hold): an
  * arriving copy is not resident (RSD_EUNAVAILABLE); a copy a move in
  * flight is taking away is waited for (lock released meanwhile). */
@@ -1128,6 +1136,17 @@ void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
 void rsd__quarantine(struct rsd_manager *m);
 /* -RSD_EDEVLOST, recorded, naming at and what was asked there. */
 int rsd__err_failed(struct rsd_location at, uint64_t n);
+/* -RSD_EDEVLOST, recorded: rec was lost with its device. */
+int rsd__err_lost(const struct rsd_record *rec);
+/* -RSD_EDEVLOST, recorded: mat, rec's copy on a lost device, is kept
+ * (unreadable) while something protects it. */
+int rsd__err_dead_copy(const struct rsd_record *rec, const struct rsd_mat *mat);
+/* An event's error that is the device's final answer: its device was
+ * lost, so the event never completes (noted for the quarantine). */
+bool rsd__devloss_answer(int code);
+/* Whether r's block is on a lost device: nothing is given back to the
+ * driver, the bytes leave the books only. */
+bool rsd__devloss_dead_block(const struct rsd_resident *r);
 
 /* Install / remove (§4.5). */
 int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,

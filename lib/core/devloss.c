@@ -10,11 +10,35 @@
  * action), fails with RSD_EDEVLOST before any driver call. Calls that do not
  * place bytes there work as before, on the other devices and the host tiers.
  *
- * What is not done yet: the failed location's materializations stay in the
- * state as they were (a copy from one fails with the driver's RSD_EDEVLOST);
- * values with another copy or a source are not yet moved off it, and a value
- * whose only copy was there is not yet marked lost.
+ * Settling what was there. At the quarantine, and again at the exit of
+ * every later writer call that met the loss (a transfer that was in flight
+ * then ends with it, and so does a lease or hold that protected a copy
+ * there), the failed location is swept:
+ *
+ *  - Events of the lost device never complete; the driver answers every
+ *    query and sync of them with RSD_EDEVLOST at once. That answer is
+ *    final (rsd__devloss_answer(): no stream is drained for it, nothing
+ *    waits): a reap folds the released GPU leases in as failed and the
+ *    queued copies as failed copies (queued.c undoes them). A copy on a
+ *    sound stream that reads or writes the lost memory fails when it runs;
+ *    the reap after that settles it the same way.
+ *  - Every materialization there that no transfer is moving, reading or
+ *    filling leaves the books: its charge is refunded and its storage is
+ *    never given back to the driver (rsd__devloss_dead_block(): no free in
+ *    a dead context). One that a lease, a hold or a released lease's event
+ *    still protects is marked failed instead (nothing reads it, copies from
+ *    it or replaces it) and leaves when its last protection ends, as the
+ *    kept destination of a failed queued copy does (rsd__failed_settle()).
+ *  - A value whose copy there was its last readable one and that has no
+ *    source is lost: every call on it but a discard fails with RSD_EDEVLOST
+ *    naming the value and the device (rsd__resolve()), snapshots show it
+ *    (lost, lost_location), and rsd_discard() ends it. A value with a copy
+ *    elsewhere keeps that copy; one with a source loads again, elsewhere, at
+ *    its next ensure.
+ *
+ * Each sweep that changed something fires rsd:device_lost.
  */
+#include "../trace.h"
 #include "core.h"
 
 int rsd__err_failed(struct rsd_location at, uint64_t n)
@@ -27,8 +51,134 @@ int rsd__err_failed(struct rsd_location at, uint64_t n)
 			rsd_location_name(at, name, sizeof(name)), (unsigned long long)n);
 }
 
+int rsd__err_lost(const struct rsd_record *rec)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	return rsd__err(RSD_EDEVLOST,
+			"value %llu was lost with its device: its only copy was at %s, which "
+			"failed for good, and it has no source; rsd_discard it",
+			(unsigned long long)rec->handle.id,
+			rsd_location_name(rec->lost_at, name, sizeof(name)));
+}
+
+int rsd__err_dead_copy(const struct rsd_record *rec, const struct rsd_mat *mat)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	return rsd__err(RSD_EDEVLOST,
+			"value %llu at %s: its device was lost for good; the copy there is "
+			"unreadable and leaves when its %u lease(s), %u hold(s) and %u pending "
+			"event(s) end",
+			(unsigned long long)rec->handle.id,
+			rsd_location_name(mat->loc, name, sizeof(name)), mat->use_count,
+			mat->hold_count, mat->pending_count);
+}
+
+bool rsd__devloss_answer(int code)
+{
+	if (code != -RSD_EDEVLOST)
+		return false;
+	rsd__devlost_note();
+	return true;
+}
+
+bool rsd__devloss_dead_block(const struct rsd_resident *r)
+{
+	return r->block_at.kind == RSD_CUDA && r->ops->device_lost &&
+	       r->ops->device_lost(r->ops_ctx, r->block_at.device);
+}
+
+static bool loc_failed(const struct rsd_manager *m, struct rsd_location at)
+{
+	return at.kind == RSD_CUDA && m->acct[rsd__loc_slot(at)].failed;
+}
+
+/* A readable copy of rec (or one arriving) outside the failed locations. */
+static bool has_other_copy(const struct rsd_manager *m, const struct rsd_record *rec)
+{
+	for (uint32_t k = 0; k < rec->nmats; k++)
+		if (!loc_failed(m, rec->mats[k].loc) && !rec->mats[k].failed)
+			return true;
+	return false;
+}
+
+struct sweep_counts {
+	uint64_t removed, kept, lost;
+};
+
+/* Settle rec's copies at failed locations (see the top of the file). */
+static void sweep_record(struct rsd_manager *m, struct rsd_record *rec, struct sweep_counts *c,
+			 struct sweep_counts *at_slot)
+{
+	for (uint32_t j = rec->nmats; j-- > 0;) {
+		struct rsd_mat *mat = &rec->mats[j];
+		struct rsd_location at = mat->loc;
+		struct sweep_counts *s = &at_slot[at.device];
+
+		if (!loc_failed(m, at))
+			continue;
+		/* A transfer or queued copy in flight settles it when it ends
+		 * (its thread's writer exit sweeps again). */
+		if (mat->arriving || mat->busy || mat->leaving || mat->fill)
+			continue;
+		if (!rec->lost && !rec->has_source && !has_other_copy(m, rec)) {
+			rec->lost = true;
+			rec->lost_at = at;
+			rsd__mark_dirty(m, rec);
+			rsd__bump(m);
+			c->lost++;
+			s->lost++;
+		}
+		if (!rsd__mat_protected(mat)) {
+			rsd__remove(m, rec, at);
+			c->removed++;
+			s->removed++;
+		} else if (!mat->failed) {
+			mat->failed = -RSD_EDEVLOST;
+			rsd__mark_dirty(m, rec);
+			rsd__bump(m);
+			c->kept++;
+			s->kept++;
+		}
+	}
+}
+
+static void settle(struct rsd_manager *m, const bool *fresh)
+{
+	struct sweep_counts c = { 0 }, at_slot[RSD_CUDA_MAX_DEVICE + 1] = { { 0 } };
+	bool work = false;
+
+	for (int d = 0; d < m->ndevices; d++) {
+		const struct rsd_acct *a = &m->acct[2u + (unsigned)d];
+
+		work |= a->failed && (a->value_count || a->pending_count || fresh[d]);
+	}
+	if (!work)
+		return;
+	/* The lost devices' events answer at once: fold them in as failed.
+	 * An error of another device's event stays pending (no drain here). */
+	rsd__reap_flags(m, false);
+	for (size_t i = 0; i < m->nrecs; i++)
+		if (!m->recs[i]->discarded)
+			sweep_record(m, m->recs[i], &c, at_slot);
+	for (int d = 0; d < m->ndevices; d++) {
+		const struct sweep_counts *s = &at_slot[d];
+
+		if (fresh[d] || s->removed || s->kept || s->lost)
+			rsd_trace_device_lost(m->id, (struct rsd_location){ RSD_CUDA, d }, fresh[d],
+					      s->removed, s->kept, s->lost);
+	}
+	if (c.lost)
+		rsd__warn(m,
+			  "%llu value(s) were lost with a failed device: their only copy was there "
+			  "and they have no source (snapshots mark them lost)",
+			  (unsigned long long)c.lost);
+}
+
 void rsd__quarantine(struct rsd_manager *m)
 {
+	bool fresh[RSD_CUDA_MAX_DEVICE + 1] = { false };
 	bool changed = false;
 
 	if (!m->ops->device_lost)
@@ -39,12 +189,18 @@ void rsd__quarantine(struct rsd_manager *m)
 		if (a->failed || !m->ops->device_lost(m->ops_ctx, d))
 			continue;
 		a->failed = true;
+		fresh[d] = true;
 		changed = true;
 		rsd__warn(m,
 			  "cuda:%d failed for good (the driver reports its device lost): "
 			  "quarantined, nothing is admitted there any more",
 			  d);
 	}
-	if (changed)
+	if (changed) {
+		m->locs_dirty = true;
 		rsd__bump(m);
+	}
+	/* A closed manager's records are gone or going (close.c). */
+	if (!m->closed)
+		settle(m, fresh);
 }

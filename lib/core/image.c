@@ -251,6 +251,8 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 	iv->has_source = rec->has_source;
 	iv->source_loc = rec->source_loc;
 	iv->discarded = rec->discarded;
+	iv->lost = rec->lost;
+	iv->lost_at = rec->lost_at;
 	iv->nmats = n;
 	n = 0;
 	for (uint32_t i = 0; i < rec->nmats; i++) {

@@ -109,7 +109,8 @@ static struct rsd_record *find_record(struct rsd_manager *m, uint64_t id)
 	return NULL;
 }
 
-int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out)
+static int resolve(struct rsd_manager *m, struct rsd_handle h, bool lost_ok,
+		   struct rsd_record **out)
 {
 	struct rsd_record *rec;
 
@@ -125,8 +126,21 @@ int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record *
 	/* A queued copy of it failed on the device since (queued.c). */
 	if (rsd__unlikely(rec->copy_err))
 		return rsd__copy_error(m, rec);
+	/* Its only copy went with a failed device (devloss.c). */
+	if (rsd__unlikely(rec->lost) && !lost_ok)
+		return rsd__err_lost(rec);
 	*out = rec;
 	return 0;
+}
+
+int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out)
+{
+	return resolve(m, h, false, out);
+}
+
+int rsd__resolve_lost(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out)
+{
+	return resolve(m, h, true, out);
 }
 
 int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, size_t n,

@@ -321,6 +321,8 @@ int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat)
 	char name[RSD_LOCATION_NAME_MAX];
 	int code = mat->failed;
 
+	if (code == -RSD_EDEVLOST)
+		return rsd__err_dead_copy(rec, mat);
 	return rsd__err(failure_code(code),
 			"value %llu at %s: a queued copy to it failed on the device (%s); it stays "
 			"unreadable until its %u lease(s), %u hold(s) and %u pending event(s) end",

@@ -292,7 +292,7 @@ void rsd__resident_destroy(struct rsd_resident *r)
 	if (r->block) {
 		if (r->block_at.kind == RSD_PAGEABLE_HOST)
 			rsd__pcache_free(r->block, r->block_nbytes);
-		else
+		else if (!rsd__devloss_dead_block(r))
 			r->ops->free(r->ops_ctx, r->block_at, r->block, r->block_nbytes);
 	}
 	free(r);

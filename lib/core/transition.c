@@ -653,7 +653,9 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 		rep.started_at_ns = started;
 		rep.action = *a;
 		deferred = false;
-		err = rsd__resolve(m, a->handle, &rec);
+		/* A discard ends a value lost with its device (devloss.c). */
+		err = a->kind == RSD_ACT_DISCARD ? rsd__resolve_lost(m, a->handle, &rec) :
+						   rsd__resolve(m, a->handle, &rec);
 		if (err)
 			return err;
 		err = check_action_locations(m, a, stream);

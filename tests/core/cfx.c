@@ -236,6 +236,23 @@ void cfx_check_invariants(struct cfx *f, const struct rsd_snapshot *s)
 			INV(!v->has_source && !v->nmaterializations,
 			    "discarded value %llu has a source or materializations",
 			    (unsigned long long)v->handle.id);
+		/* Lost with its device: no source, not discarded, and no
+		 * copy but a kept one at the failed location. */
+		if (v->lost) {
+			const struct rsd_location_snapshot *fl = cfx_loc(s, v->lost_location);
+
+			INV(!v->has_source && !v->discarded, "lost value %llu has a source",
+			    (unsigned long long)v->handle.id);
+			INV(fl && fl->failed, "lost value %llu: %s is not failed",
+			    (unsigned long long)v->handle.id, cfx_name(v->lost_location));
+			for (size_t k = 0; k < v->nmaterializations; k++)
+				INV(rsd_location_equal(v->materializations[k].location,
+						       v->lost_location) &&
+					    v->materializations[k].arriving,
+				    "lost value %llu has a readable copy at %s",
+				    (unsigned long long)v->handle.id,
+				    cfx_name(v->materializations[k].location));
+		}
 		for (size_t k = 0; k < v->nmaterializations; k++) {
 			const struct rsd_materialization_snapshot *mt = &v->materializations[k];
 

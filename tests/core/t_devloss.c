@@ -8,6 +8,7 @@
  * the host tiers work as before. A failure that is not a loss quarantines
  * nothing.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <atf-c.h>
@@ -26,6 +27,53 @@ static void check_failed(struct cfx *f, bool pinned, bool cuda0, bool cuda1)
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->failed, cuda0);
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->failed, cuda1);
 	rsd_snapshot_free(snap);
+}
+
+/* h's lost flag and location, and how many copies it has (its first at
+ * `at` when it has one). */
+static void check_values(struct cfx *f, struct rsd_handle h, bool lost, struct rsd_location at,
+			 size_t nmats)
+{
+	struct rsd_snapshot *snap = cfx_snap(f);
+	const struct rsd_value_snapshot *v = cfx_val(snap, h);
+
+	ATF_REQUIRE(v);
+	ATF_CHECK_EQ_MSG(v->lost, lost, "value %llu lost %d", (unsigned long long)h.id, v->lost);
+	if (lost)
+		ATF_CHECK(rsd_location_equal(v->lost_location, at));
+	ATF_CHECK_EQ_MSG(v->nmaterializations, nmats, "value %llu has %zu copies",
+			 (unsigned long long)h.id, v->nmaterializations);
+	if (nmats && v->nmaterializations)
+		ATF_CHECK(rsd_location_equal(v->materializations[0].location, at));
+	rsd_snapshot_free(snap);
+}
+
+/* Every call on a lost value fails with RSD_EDEVLOST naming it and its
+ * device; no out-parameter is written. */
+static void check_lost_calls(struct cfx *f, struct rsd_handle h)
+{
+	struct rsd_lease *l = NULL;
+	struct rsd_hold *hd = NULL;
+	char id[64];
+
+	snprintf(id, sizeof(id), "value %llu was lost with its device", (unsigned long long)h.id);
+	ERR(RSD_EDEVLOST, rsd_ensure(f->m, h, PAGEABLE, NULL, NULL));
+	CHECK_MSG_HAS(id);
+	CHECK_MSG_HAS("cuda:1");
+	ERR(RSD_EDEVLOST, rsd_ensure(f->m, h, CUDA0, NULL, NULL));
+	CHECK_MSG_HAS(id);
+	ERR(RSD_EDEVLOST, rsd_move(f->m, h, PINNED, NULL, NULL, NULL));
+	CHECK_MSG_HAS(id);
+	ERR(RSD_EDEVLOST, rsd_drop(f->m, h, CUDA1, NULL));
+	CHECK_MSG_HAS(id);
+	ERR(RSD_EDEVLOST, rsd_acquire(f->m, &h, 1, PINNED, NULL, &l));
+	CHECK_MSG_HAS(id);
+	ATF_CHECK(l == NULL);
+	ERR(RSD_EDEVLOST, rsd_hold(f->m, &h, 1, CUDA1, &hd));
+	CHECK_MSG_HAS(id);
+	ATF_CHECK(hd == NULL);
+	ERR(RSD_EDEVLOST, rsd_ensure_async(f->m, h, CUDA0, NULL, NULL));
+	CHECK_MSG_HAS(id);
 }
 
 ATF_TC_WITHOUT_HEAD(lost_device_is_quarantined);
@@ -53,14 +101,20 @@ ATF_TC_BODY(lost_device_is_quarantined, tc)
 	OK(rsd_simdev_lose_device(f.sd, 1));
 	v = cfx_version(&f);
 
-	/* The first call that meets the loss gets the driver's code and
-	 * leaves the state as it was, but for the quarantine. */
+	/* The first call that meets the loss gets the driver's code; the
+	 * quarantine (+1) settles the location: a's copy there leaves the
+	 * books (+1, a keeps cuda:0), c's only copy makes it lost (+1) and
+	 * leaves too (+1). Nothing is charged there any more. */
 	ERR(RSD_EDEVLOST, rsd_ensure(f.m, b, CUDA1, NULL, NULL));
 	CHECK_MSG_HAS("cuda:1");
-	CHECK_VERSION(&f, v + 1);
+	CHECK_VERSION(&f, v + 4);
 	check_failed(&f, false, false, true);
 	ATF_CHECK(!cfx_resident(&f, b, CUDA1));
-	ATF_CHECK_EQ(cfx_used(&f, CUDA1), used1);
+	ATF_CHECK_EQ(used1, 2 * N);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA1), 0);
+	check_values(&f, a, false, CUDA0, 1);
+	check_values(&f, c, true, CUDA1, 0);
+	check_values(&f, b, false, PINNED, 1);
 
 	/* From now on admission refuses, without asking the driver. */
 	allocs = rsd_simdev_calls(f.sd, RSD_SIMDEV_ALLOC);
@@ -71,7 +125,7 @@ ATF_TC_BODY(lost_device_is_quarantined, tc)
 	ATF_CHECK(r == NULL);
 	ERR(RSD_EDEVLOST, rsd_move(f.m, b, CUDA1, NULL, NULL, NULL));
 	ATF_CHECK_EQ(rsd_simdev_calls(f.sd, RSD_SIMDEV_ALLOC), allocs);
-	CHECK_VERSION(&f, v + 1);
+	CHECK_VERSION(&f, v + 4);
 
 	/* cuda:0 and the host tiers work as before. */
 	OK(rsd_ensure(f.m, b, CUDA0, NULL, NULL));
@@ -81,15 +135,18 @@ ATF_TC_BODY(lost_device_is_quarantined, tc)
 	OK(rsd_reserve(f.m, CUDA0, N, "beside the loss", &r));
 	OK(rsd_reservation_release(r));
 	rsd_reservation_free(r);
-	/* a's copy on cuda:0 is read (the least location, §4.2); c's only
-	 * copy is unreadable: the driver's code, naming the device, and c
-	 * stays where it was (reference.md §23.2). */
 	OK(rsd_ensure(f.m, a, PAGEABLE, NULL, NULL));
 	ATF_CHECK(cfx_has_pattern(&f, a, PAGEABLE, 5));
-	ERR(RSD_EDEVLOST, rsd_ensure(f.m, c, PAGEABLE, NULL, NULL));
-	CHECK_MSG_HAS("cuda:1");
-	ATF_CHECK(!cfx_resident(&f, c, PAGEABLE));
-	ATF_CHECK(cfx_resident(&f, c, CUDA1));
+	v = cfx_version(&f);
+
+	/* Every call on c names it and the device, and changes nothing;
+	 * a discard ends it. */
+	check_lost_calls(&f, c);
+	CHECK_VERSION(&f, v);
+	OK(rsd_discard(f.m, c, NULL));
+	CHECK_VERSION(&f, v + 1);
+	check_values(&f, c, false, PAGEABLE, 0);
+	ERR(RSD_EHANDLE, rsd_ensure(f.m, c, PAGEABLE, NULL, NULL));
 	check_failed(&f, false, false, true);
 	cfx_fini(&f);
 }
