@@ -94,12 +94,23 @@ static bool loc_failed(const struct rsd_manager *m, struct rsd_location at)
 	return at.kind == RSD_CUDA && m->acct[rsd__loc_slot(at)].failed;
 }
 
-/* A readable copy of rec (or one arriving) outside the failed locations. */
+/*
+ * A copy of rec that outlives the failed locations: a committed one
+ * outside them, or one a queued copy from outside them is filling. A
+ * transfer's arriving destination does not count: a sound source it reads
+ * is a copy of its own (a move's source stays until the commit), and one
+ * on a failed location fails.
+ */
 static bool has_other_copy(const struct rsd_manager *m, const struct rsd_record *rec)
 {
-	for (uint32_t k = 0; k < rec->nmats; k++)
-		if (!loc_failed(m, rec->mats[k].loc) && !rec->mats[k].failed)
+	for (uint32_t k = 0; k < rec->nmats; k++) {
+		const struct rsd_mat *mat = &rec->mats[k];
+
+		if (loc_failed(m, mat->loc) || mat->failed || mat->arriving)
+			continue;
+		if (!mat->fill || !loc_failed(m, mat->fill->loc))
 			return true;
+	}
 	return false;
 }
 
@@ -190,6 +201,8 @@ void rsd__quarantine(struct rsd_manager *m)
 			continue;
 		a->failed = true;
 		fresh[d] = true;
+		/* Snapshots show it even where nothing was placed yet. */
+		rsd__record_location(m, (struct rsd_location){ RSD_CUDA, d });
 		changed = true;
 		rsd__warn(m,
 			  "cuda:%d failed for good (the driver reports its device lost): "

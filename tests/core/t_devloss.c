@@ -172,9 +172,222 @@ ATF_TC_BODY(other_failures_quarantine_nothing, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * A value with a source whose only copy was on the lost device is not
+ * lost: the copy leaves the books and the next ensure loads it again,
+ * elsewhere. A value with a host copy keeps it.
+ */
+ATF_TC_WITHOUT_HEAD(sourced_value_loads_again);
+ATF_TC_BODY(sourced_value_loads_again, tc)
+{
+	struct csrc src = { 0 };
+	struct rsd_handle s, p;
+	uint64_t v;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	s = cfx_sourced(&f, &src, PAGEABLE);
+	p = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, p, PINNED, 9);
+	OK(rsd_ensure(f.m, s, CUDA1, NULL, NULL));
+	OK(rsd_ensure(f.m, p, CUDA1, NULL, NULL));
+	ATF_CHECK_EQ(src.loads, 1);
+	OK(rsd_simdev_lose_device(f.sd, 1));
+	v = cfx_version(&f);
+	ERR(RSD_EDEVLOST, rsd_ensure(f.m, s, PAGEABLE, NULL, NULL));
+	/* quarantine, s's copy and p's copy leave: +3 */
+	CHECK_VERSION(&f, v + 3);
+	check_values(&f, s, false, PAGEABLE, 0);
+	check_values(&f, p, false, PINNED, 1);
+	OK(rsd_ensure(f.m, s, CUDA0, NULL, NULL));
+	ATF_CHECK_EQ(src.loads, 2);
+	check_values(&f, s, false, CUDA0, 1);
+	ATF_CHECK(cfx_has_pattern(&f, p, PINNED, 9));
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
+ * Work in flight on the lost device settles at the quarantine, nothing
+ * waited for: a copy queued to it is undone, a released GPU lease's event
+ * there ends as failed, a queued copy from it to cuda:0 (on a sound
+ * stream) fails when it runs and is undone at the next reap. The values
+ * whose only copy was there are lost; the others keep their copies. No
+ * count is left at cuda:1, and close(0) closes.
+ */
+ATF_TC_WITHOUT_HEAD(work_in_flight_settles);
+ATF_TC_BODY(work_in_flight_settles, tc)
+{
+	struct rsd_handle to1, leased, from1;
+	struct rsd_snapshot *snap;
+	struct rsd_lease *l;
+	void *cs1;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	to1 = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	leased = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	from1 = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, to1, PINNED, 1);
+	OK(rsd_move(f.m, leased, CUDA1, NULL, NULL, NULL));
+	OK(rsd_move(f.m, from1, CUDA1, NULL, NULL, NULL));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &cs1), 0);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	OK(rsd_ensure_async(f.m, to1, CUDA1, NULL, NULL));
+	OK(rsd_acquire(f.m, &leased, 1, CUDA1, cs1, &l));
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	OK(rsd_ensure_async(f.m, from1, CUDA0, NULL, NULL));
+	snap = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->pending_event_count, 2);
+	rsd_snapshot_free(snap);
+
+	OK(rsd_simdev_lose_device(f.sd, 1));
+	/* The reap meets the loss: the lost device's events are final. */
+	ERR(RSD_EDEVLOST, rsd_manager_reap(f.m));
+	check_failed(&f, false, false, true);
+	check_values(&f, to1, false, PINNED, 1);
+	check_values(&f, leased, true, CUDA1, 0);
+	/* from1's copy to cuda:0 still runs on cuda:0's transfer stream. */
+	rsd_simdev_complete_all(f.sd);
+	ERR(RSD_EDEVLOST, rsd_manager_reap(f.m));
+	check_values(&f, from1, true, CUDA1, 0);
+	snap = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->used_bytes, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->value_count, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->pending_event_count, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->in_flight_bytes, 0);
+	rsd_snapshot_free(snap);
+	ATF_CHECK(cfx_has_pattern(&f, to1, PINNED, 1));
+	OK(rsd_manager_reap(f.m));
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
+ * A copy on the lost device that a lease or a hold protects is kept,
+ * unreadable, shown arriving and still charged, until its protection
+ * ends; the value's copy elsewhere is read meanwhile. The release that
+ * ends the last protection removes it.
+ */
+ATF_TC_WITHOUT_HEAD(protected_copy_leaves_at_release);
+ATF_TC_BODY(protected_copy_leaves_at_release, tc)
+{
+	const struct rsd_materialization_snapshot *d;
+	struct rsd_snapshot *snap;
+	struct rsd_handle a, only;
+	struct rsd_hold *hd, *hd2 = NULL;
+	struct rsd_lease *l;
+	uint64_t v;
+	void *cs1;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	a = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	only = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, a, PINNED, 3);
+	OK(rsd_ensure(f.m, a, CUDA1, NULL, NULL));
+	OK(rsd_move(f.m, only, CUDA1, NULL, NULL, NULL));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &cs1), 0);
+	OK(rsd_acquire(f.m, &a, 1, CUDA1, cs1, &l));
+	OK(rsd_hold(f.m, &only, 1, CUDA1, &hd));
+	OK(rsd_simdev_lose_device(f.sd, 1));
+	v = cfx_version(&f);
+	/* A read of only's copy meets the loss: quarantine, a's copy marked
+	 * failed, only lost, only's copy marked failed. */
+	ERR(RSD_EDEVLOST, rsd_ensure(f.m, only, PAGEABLE, NULL, NULL));
+	CHECK_MSG_HAS("cuda:1");
+	CHECK_VERSION(&f, v + 4);
+	snap = cfx_snap(&f);
+	d = cfx_snap_mat(snap, a, CUDA1);
+	ATF_REQUIRE(d);
+	ATF_CHECK(d->arriving);
+	ATF_CHECK_EQ(d->use_count, 1);
+	d = cfx_snap_mat(snap, only, CUDA1);
+	ATF_REQUIRE(d);
+	ATF_CHECK(d->arriving);
+	ATF_CHECK_EQ(d->hold_count, 1);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->used_bytes, 2 * N);
+	ATF_CHECK(cfx_val(snap, only)->lost);
+	ATF_CHECK(!cfx_val(snap, a)->lost);
+	rsd_snapshot_free(snap);
+	ERR(RSD_EDEVLOST, rsd_hold(f.m, &a, 1, CUDA1, &hd2));
+	CHECK_MSG_HAS("its device was lost for good");
+	CHECK_MSG_HAS("1 lease(s), 0 hold(s)");
+	ATF_CHECK(hd2 == NULL);
+	ERR(RSD_EDEVLOST, rsd_ensure(f.m, a, CUDA1, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, a, PINNED, 3));
+	ERR(RSD_EINUSE, rsd_discard(f.m, only, NULL));
+	v = cfx_version(&f);
+
+	OK(rsd_lease_release(l, 0)); /* released +1, the copy goes +1 */
+	rsd_lease_free(l);
+	CHECK_VERSION(&f, v + 2);
+	check_values(&f, a, false, PINNED, 1);
+	OK(rsd_hold_release(hd)); /* released +1, the copy goes +1 */
+	rsd_hold_free(hd);
+	CHECK_VERSION(&f, v + 4);
+	check_values(&f, only, true, CUDA1, 0);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA1), 0);
+	OK(rsd_discard(f.m, only, NULL));
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
+ * close(0) after a loss, once the lifetimes are released, does not sync
+ * the lost device; a new manager on the same simulated device then works
+ * on cuda:0, and quarantines cuda:1 at its first call there.
+ */
+ATF_TC_WITHOUT_HEAD(close_and_reopen);
+ATF_TC_BODY(close_and_reopen, tc)
+{
+	struct rsd_manager_config mc;
+	struct rsd_manager *m2;
+	struct rsd_handle a, b;
+	struct rsd_lease *l;
+	void *cs1;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	a = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_ensure(f.m, a, CUDA1, NULL, NULL));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &cs1), 0);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	OK(rsd_acquire(f.m, &a, 1, CUDA1, cs1, &l));
+	OK(rsd_lease_release(l, 0)); /* pending on cs1 */
+	rsd_lease_free(l);
+	OK(rsd_simdev_lose_device(f.sd, 1));
+	/* The pending lease's event answers at once: close waits for nothing. */
+	OK(rsd_manager_close(f.m, 0));
+	rsd_manager_destroy(f.m);
+	f.m = NULL;
+
+	memset(&mc, 0, sizeof(mc));
+	mc.driver = rsd_simdev_ops();
+	mc.driver_ctx = f.sd;
+	OK(rsd_manager_create(&mc, &m2));
+	f.m = m2;
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	b = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, b, PINNED, 4);
+	OK(rsd_ensure(f.m, b, CUDA0, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, b, CUDA0, 4));
+	ERR(RSD_EDEVLOST, rsd_ensure(f.m, b, CUDA1, NULL, NULL));
+	check_failed(&f, false, false, true);
+	OK(rsd_move(f.m, b, PAGEABLE, NULL, NULL, NULL));
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, lost_device_is_quarantined);
 	ATF_TP_ADD_TC(tp, other_failures_quarantine_nothing);
+	ATF_TP_ADD_TC(tp, sourced_value_loads_again);
+	ATF_TP_ADD_TC(tp, work_in_flight_settles);
+	ATF_TP_ADD_TC(tp, protected_copy_leaves_at_release);
+	ATF_TP_ADD_TC(tp, close_and_reopen);
 	return atf_no_error();
 }
