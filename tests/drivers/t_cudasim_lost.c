@@ -323,10 +323,93 @@ ATF_TC_BODY(cuda_driver_quarantines_a_lost_device, tc)
 #endif
 }
 
+#if RSD_CUDASIM
+/* A value adopted at `at` (n bytes). */
+static struct rsd_handle adopt_at(struct rsd_manager *m, struct rsd_location at, uint64_t n)
+{
+	struct rsd_resident *r = NULL;
+	struct rsd_handle h;
+
+	RSD_REQUIRE_OK(rsd_resident_alloc(m, &rsd_resident_type, at, 1, &n, NULL, 0, &r));
+	RSD_REQUIRE_OK(rsd_adopt(m, r, &at, RSD_REPLICABLE, &h));
+	return h;
+}
+
+/* The value's snapshot: lost flag and copy count. */
+static void check_value(struct rsd_manager *m, struct rsd_handle h, bool lost, size_t nmats)
+{
+	struct rsd_snapshot *snap = NULL;
+
+	RSD_REQUIRE_OK(rsd_snapshot_take(m, &snap));
+	for (size_t i = 0; i < snap->nvalues; i++) {
+		if (!rsd_handle_equal(snap->values[i].handle, h))
+			continue;
+		ATF_CHECK_EQ(snap->values[i].lost, lost);
+		ATF_CHECK_EQ(snap->values[i].nmaterializations, nmats);
+	}
+	rsd_snapshot_free(snap);
+}
+#endif
+
+/*
+ * A manager on the CUDA driver over the double: the first call that meets
+ * cuda:0's sticky error quarantines it; the value with a pinned copy keeps
+ * it, the one whose only copy was there is lost; settling the location
+ * calls no cudaFree in the dead context; close(0) closes and a new
+ * manager works on cuda:1.
+ */
+ATF_TC_WITHOUT_HEAD(manager_survives_a_lost_device);
+ATF_TC_BODY(manager_survives_a_lost_device, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	const uint64_t big = 80ull << 20; /* past a 64 MiB chunk: freed at once */
+	struct rsd_manager_config mc;
+	struct rsd_handle kept, only, again;
+	struct rsd_manager *m;
+	unsigned long frees;
+
+	ATF_REQUIRE_EQ(setenv("RSD_CUDA_OVERSIZE_KEEP", "0", 1), 0);
+	memset(&mc, 0, sizeof(mc));
+	mc.driver = rsd_cuda_driver();
+	RSD_REQUIRE_OK(rsd_manager_create(&mc, &m));
+	kept = adopt_at(m, RSD_LOC_PINNED_HOST, big);
+	only = adopt_at(m, RSD_LOC_PINNED_HOST, big);
+	RSD_REQUIRE_OK(rsd_ensure(m, kept, cuda(0), NULL, NULL));
+	RSD_REQUIRE_OK(rsd_move(m, only, cuda(0), NULL, NULL, NULL));
+	RSD_REQUIRE_OK(rsd_manager_reap(m));
+
+	OK(rsd_cudasim_lose_device(0, cudaErrorIllegalAddress));
+	frees = rsd_cudasim_calls("cudaFree");
+	RSD_CHECK_ERR(RSD_EDEVLOST, rsd_ensure(m, only, RSD_LOC_PINNED_HOST, NULL, NULL));
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaFree"), frees);
+	check_value(m, kept, false, 1);
+	check_value(m, only, true, 0);
+	RSD_CHECK_ERR(RSD_EDEVLOST, rsd_ensure(m, only, cuda(1), NULL, NULL));
+	ATF_CHECK(strstr(rsd_last_error()->message, "was lost with its device"));
+	ATF_CHECK(strstr(rsd_last_error()->message, "cuda:0"));
+	RSD_CHECK_ERR(RSD_EDEVLOST, rsd_ensure(m, kept, cuda(0), NULL, NULL));
+	RSD_CHECK_OK(rsd_ensure(m, kept, cuda(1), NULL, NULL));
+	RSD_CHECK_OK(rsd_discard(m, only, NULL));
+	RSD_CHECK_OK(rsd_manager_close(m, 0));
+	rsd_manager_destroy(m);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaFree"), frees + 1); /* kept's cuda:1 copy */
+
+	RSD_REQUIRE_OK(rsd_manager_create(&mc, &m));
+	again = adopt_at(m, RSD_LOC_PINNED_HOST, N);
+	RSD_CHECK_OK(rsd_ensure(m, again, cuda(1), NULL, NULL));
+	RSD_CHECK_ERR(RSD_EDEVLOST, rsd_ensure(m, again, cuda(0), NULL, NULL));
+	RSD_CHECK_OK(rsd_move(m, again, RSD_LOC_PAGEABLE_HOST, NULL, NULL, NULL));
+	RSD_CHECK_OK(rsd_manager_close(m, 0));
+	rsd_manager_destroy(m);
+#endif
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, runtime_calls_in_a_lost_context);
 	ATF_TP_ADD_TC(tp, host_register_as_the_runtime);
 	ATF_TP_ADD_TC(tp, cuda_driver_quarantines_a_lost_device);
+	ATF_TP_ADD_TC(tp, manager_survives_a_lost_device);
 	return atf_no_error();
 }
