@@ -473,7 +473,8 @@ static int reclaim_dests(struct search *x, struct frame *f)
 						 p->ops->spill_locations ? "spill_locations" :
 									   "fallback_locations");
 		s = rsd__loc_slot(buf[i]);
-		if (!ls_has(&seen, s)) {
+		/* A lost device's location is no spill destination. */
+		if (!ls_has(&seen, s) && !x->failed[s]) {
 			ls_add(&seen, s);
 			dests[n++] = (uint8_t)s;
 		}

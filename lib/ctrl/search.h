@@ -166,6 +166,8 @@ struct search {
 	 * frees neither); rsd__search_ledger() puts a state's used and
 	 * reserved bytes in. */
 	struct rsd__ledger ledger[RSD_NSLOTS];
+	/* Locations whose device was lost (quarantined): never a destination. */
+	bool failed[RSD_NSLOTS];
 	uint32_t *req_vidx; /* value index of each requirement */
 	struct simv *simv;  /* SIMULATE scratch, one per requirement */
 	uint64_t simgen;    /* simulations run, for simv[].gen */

@@ -255,6 +255,45 @@ static int precheck(struct search *x, const struct rsd__pstate *S0)
 	return err;
 }
 
+/*
+ * A request that needs a lost device (a requirement or a reservation at its
+ * quarantined location) or a value lost with its device cannot be met in
+ * any state: fail at once with RSD_EDEVLOST naming it, counting nothing.
+ */
+static int refuse_failed(struct search *x)
+{
+	char name[RSD_LOCATION_NAME_MAX], q[160];
+	const struct rsd_request *r = x->req;
+
+	for (size_t i = 0; i < r->nrequirements; i++) {
+		const struct rsd_requirement *rq = &r->requirements[i];
+		const struct rsd_img_value *iv = rsd__img_find(x->img, rq->handle.id);
+
+		if (x->failed[rsd__loc_slot(rq->location)])
+			return rsd__err(RSD_EDEVLOST,
+					"Automatic residency request %s cannot be met: requirement "
+					"%zu is at %s, whose device was lost for good (quarantined)",
+					rsd__quote(r->name, q, sizeof(q)), i,
+					rsd_location_name(rq->location, name, sizeof(name)));
+		if (iv && iv->lost)
+			return rsd__err(RSD_EDEVLOST,
+					"Automatic residency request %s cannot be met: value %llu "
+					"was lost with its device (its only copy was at %s)",
+					rsd__quote(r->name, q, sizeof(q)),
+					(unsigned long long)rq->handle.id,
+					rsd_location_name(iv->lost_at, name, sizeof(name)));
+	}
+	for (size_t i = 0; i < r->nreservations; i++)
+		if (x->failed[rsd__loc_slot(r->reservations[i].location)])
+			return rsd__err(RSD_EDEVLOST,
+					"Automatic residency request %s cannot be met: reservation "
+					"%zu is at %s, whose device was lost for good (quarantined)",
+					rsd__quote(r->name, q, sizeof(q)), i,
+					rsd_location_name(r->reservations[i].location, name,
+							  sizeof(name)));
+	return 0;
+}
+
 int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const struct rsd_request *r,
 		struct rsd__search_result *res)
 {
@@ -295,6 +334,7 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 		/* As the plan simulation reads it (simulate.c prepare()): the
 		 * confirmation applies the same ledger to the same image. */
 		x->ledger[s] = rsd__acct_ledger(a, rsd__plan_hold_own(s));
+		x->failed[s] = a->failed;
 	}
 	x->req_vidx = rsd__malloc(r->nrequirements * sizeof(*x->req_vidx));
 	x->simv = rsd__malloc(r->nrequirements * sizeof(*x->simv));
@@ -308,6 +348,8 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 	for (size_t i = 0; i < r->nrequirements; i++)
 		x->req_vidx[i] = (uint32_t)rsd__img_index(img, r->requirements[i].handle);
 	err = rsd__sim_init(x);
+	if (!err)
+		err = refuse_failed(x);
 	if (err) {
 		rsd__ps_free(&x->sp, S0);
 		goto out;

@@ -179,11 +179,19 @@ static bool prepare(struct sim *s, struct rsd_location at)
 		return false;
 	}
 	slot = rsd__loc_slot(at);
+	il = rsd__img_loc(s->img, at);
+	/* Nothing is planned to or from a lost device's location. */
+	if (il && rsd__unlikely(il->acct.failed)) {
+		char name[RSD_LOCATION_NAME_MAX];
+
+		fail(s, fmt("%s failed for good (its device was lost) and is quarantined",
+			    lname(at, name)));
+		return false;
+	}
 	l = &s->loc[slot];
 	if (l->in)
 		return true;
 	l->in = true;
-	il = rsd__img_loc(s->img, at);
 	if (il) {
 		l->has_budget = il->acct.has_budget;
 		l->budget = il->acct.budget;
@@ -313,7 +321,8 @@ static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
 }
 
 /* Resolution against the image (§2.5); the message becomes the reason. */
-static const struct rsd_img_value *resolve(struct sim *s, struct rsd_handle h)
+static const struct rsd_img_value *resolve(struct sim *s, struct rsd_handle h,
+					   enum rsd_action_kind a_kind)
 {
 	const struct rsd_img_value *iv;
 
@@ -329,6 +338,14 @@ static const struct rsd_img_value *resolve(struct sim *s, struct rsd_handle h)
 	}
 	if (iv->discarded) {
 		fail(s, fmt("Residency value '%llu' has been discarded", (unsigned long long)h.id));
+		return NULL;
+	}
+	/* Lost with its device (lib/core/devloss.c); a discard still ends it. */
+	if (rsd__unlikely(iv->lost) && a_kind != RSD_ACT_DISCARD) {
+		char name[RSD_LOCATION_NAME_MAX];
+
+		fail(s, fmt("value %llu was lost with its device: its only copy was at %s",
+			    (unsigned long long)h.id, lname(iv->lost_at, name)));
 		return NULL;
 	}
 	return iv;
@@ -511,7 +528,7 @@ static bool sim_action(struct sim *s, const struct rsd_action *a, struct rsd_act
 	memset(&o, 0, sizeof(o));
 	x->action = *a;
 	s->reason = NULL;
-	iv = resolve(s, a->handle);
+	iv = resolve(s, a->handle, a->kind);
 	if (!iv)
 		goto out;
 	v = value(s, iv);

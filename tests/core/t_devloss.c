@@ -381,6 +381,92 @@ ATF_TC_BODY(close_and_reopen, tc)
 	cfx_fini(&f);
 }
 
+/* Make cuda:1 lost and quarantined (one call meets it). */
+static void lose_cuda1(struct cfx *f, struct rsd_handle probe)
+{
+	OK(rsd_simdev_lose_device(f->sd, 1));
+	ERR(RSD_EDEVLOST, rsd_ensure(f->m, probe, CUDA1, NULL, NULL));
+	check_failed(f, false, false, true);
+}
+
+/*
+ * Plans and the controller after the loss: explain says why an action to
+ * or from the failed location, or on a lost value, cannot run; a decision
+ * that needs cuda:1 or a lost value fails with RSD_EDEVLOST naming it; a
+ * spill never goes to cuda:1 (the tier lists it first: pinned host is
+ * taken).
+ */
+ATF_TC_WITHOUT_HEAD(plans_avoid_the_failed_location);
+ATF_TC_BODY(plans_avoid_the_failed_location, tc)
+{
+	const struct rsd_budget b[] = { { CUDA0, N } };
+	const struct rsd_location spill_to[] = { CUDA1, PINNED };
+	const struct rsd_fallback_tier tier = { CUDA0, spill_to, 2 };
+	struct rsd_handle a, lost, y;
+	struct rsd_action acts[3];
+	struct rsd_plan plan = { 0 };
+	struct rsd_explanation *e = NULL;
+	struct rsd_controller *c;
+	struct rsd_decision *d = NULL;
+	struct rsd_policy *pol;
+	struct rsd_requirement rq;
+	struct rsd_request req = { "after the loss", &rq, 1, NULL, 0 };
+	struct cfx f;
+
+	cfx_sim(&f, b, 1, 2);
+	a = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	lost = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	y = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	OK(rsd_move(f.m, lost, CUDA1, NULL, NULL, NULL));
+	OK(rsd_move(f.m, a, CUDA0, NULL, NULL, NULL));
+	lose_cuda1(&f, y);
+	check_values(&f, lost, true, CUDA1, 0);
+
+	acts[0] = rsd_action_ensure(y, CUDA1);
+	acts[1] = rsd_action_drop(a, CUDA1);
+	acts[2] = rsd_action_ensure(lost, PAGEABLE);
+	plan.name = "explain";
+	plan.nenter = 1;
+	for (size_t i = 0; i < 3; i++) {
+		const char *why = i < 2 ? "cuda:1 failed for good" : "was lost with its device";
+
+		plan.enter = &acts[i];
+		OK(rsd_explain(f.m, &plan, NULL, &e));
+		ATF_REQUIRE_EQ(e->nactions, 1);
+		ATF_CHECK(!e->feasible);
+		ATF_CHECK(!e->actions[0].executable);
+		ATF_CHECK_MSG(e->actions[0].reason && strstr(e->actions[0].reason, why),
+			      "action %zu: %s", i, e->actions[0].reason);
+		ATF_CHECK_MSG(e->reason && strstr(e->reason, why), "plan %zu: %s", i, e->reason);
+		rsd_explanation_free(e);
+		e = NULL;
+	}
+
+	OK(rsd_tiered_lru_create(&tier, 1, &pol));
+	OK(rsd_controller_create(f.m, pol, 0, &c));
+	rq.handle = y;
+	rq.location = CUDA1;
+	ERR(RSD_EDEVLOST, rsd_controller_decide(c, &req, &d));
+	CHECK_MSG_HAS("requirement 0 is at cuda:1");
+	ATF_CHECK(d == NULL);
+	rq.handle = lost;
+	rq.location = CUDA0;
+	ERR(RSD_EDEVLOST, rsd_controller_decide(c, &req, &d));
+	CHECK_MSG_HAS("was lost with its device");
+	ATF_CHECK(d == NULL);
+	/* y at cuda:0 (budget N) evicts a: to pinned host, not cuda:1. */
+	rq.handle = y;
+	OK(rsd_controller_decide(c, &req, &d));
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, a));
+	ATF_CHECK_EQ(d->evictions[0].action.kind, RSD_ACT_MOVE);
+	ATF_CHECK(rsd_location_equal(d->evictions[0].action.location, PINNED));
+	rsd_decision_free(d);
+	rsd_controller_free(c);
+	rsd_policy_free(pol);
+	cfx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, lost_device_is_quarantined);
@@ -389,5 +475,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, work_in_flight_settles);
 	ATF_TP_ADD_TC(tp, protected_copy_leaves_at_release);
 	ATF_TP_ADD_TC(tp, close_and_reopen);
+	ATF_TP_ADD_TC(tp, plans_avoid_the_failed_location);
 	return atf_no_error();
 }
