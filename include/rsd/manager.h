@@ -272,17 +272,18 @@ int rsd_manager_reap(struct rsd_manager *m);
  * @value: the resident; on success it is the manager's, on failure it
  *	stays the caller's.
  * @at: where it lives; NULL infers it from the resident's buffers.
- * @mode: RSD_EXCLUSIVE or RSD_REPLICABLE.
+ * @mode: RSD_EXCLUSIVE or RSD_REPLICABLE, the latter optionally with
+ *	RSD_DURABLE (a host copy kept while its copies are on devices).
  * @out: receives the new handle on success.
  *
  * The value's spec is taken from the resident: its type, logical bytes and
- * storage bytes, @mode, and RSD_MUST_PRESERVE. Its materialization at @at
+ * storage bytes, @mode (without RSD_DURABLE), and RSD_MUST_PRESERVE. Its materialization at @at
  * is charged against @at's budget.
  *
  * Context: Writer path; not callable from a source callback.
  * Return: 0 on success, or
  * * -RSD_ETYPE - @m, @value or @out is NULL; @at's kind is not one of the
- *   three; @mode is unknown.
+ *   three; @mode is unknown, or RSD_EXCLUSIVE with RSD_DURABLE.
  * * -RSD_EINVAL - @at is a CUDA location outside 0..127 or not available.
  * * -RSD_EREENTRANT - called on the thread of a running source load of @m,
  *   or from inside a transition of @m on its own thread.

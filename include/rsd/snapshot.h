@@ -62,6 +62,8 @@ struct rsd_materialization_snapshot {
  *	It keeps a copy there only while a lease or hold on it lasts (shown
  *	arriving: unreadable); a discard ends it.
  * @lost_location: with @lost, where its last copy was.
+ * @durable: it was adopted with RSD_DURABLE: a host copy is kept while
+ *	its copies are on devices.
  */
 struct rsd_value_snapshot {
 	struct rsd_handle handle;
@@ -74,6 +76,7 @@ struct rsd_value_snapshot {
 	bool discarded;
 	bool lost;
 	struct rsd_location lost_location;
+	bool durable;
 };
 
 /**

@@ -247,10 +247,26 @@ void rsd_resident_free(struct rsd_resident *r);
  * @RSD_EXCLUSIVE: at most one materialization; ensure elsewhere is refused,
  *	move is the way to relocate it.
  * @RSD_REPLICABLE: copies may coexist at several locations.
+ * @RSD_DURABLE: not a mode but a flag, OR'd into RSD_REPLICABLE when a value
+ *	is adopted (rsd_adopt(), rsd_adopt_reserved(), rsd_scope_adopt(),
+ *	rsd_use_adopt()): the value must outlive the loss of a device. Whenever
+ *	its only copies are on devices, the manager writes one back to host
+ *	memory (pinned host, else pageable host, each admitted under its
+ *	budget) at the end of the call that left it so: after a move or drop
+ *	of its last host copy, after an adopt on a device, and, for an output
+ *	a producer stream still writes, at the end of the call whose reap sees
+ *	the producer finish. The host copy is an ordinary materialization
+ *	(charged, shown in snapshots; the value's snapshot shows durable).
+ *	When no host tier admits it, the call still succeeds and a warning
+ *	says the value has no host copy; the next call that changes the value
+ *	tries again. Writes a kernel makes through a lease are not seen: only
+ *	what the manager copies or adopts. Refused (RSD_ETYPE) with
+ *	RSD_EXCLUSIVE and in a value spec (a source rebuilds those values).
  */
 enum rsd_replica_mode {
 	RSD_EXCLUSIVE,
-	RSD_REPLICABLE
+	RSD_REPLICABLE,
+	RSD_DURABLE = 0x100
 };
 
 /**

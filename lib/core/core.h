@@ -205,6 +205,9 @@ struct rsd_record {
 	 * source (devloss.c): every call on it but a discard fails. */
 	bool lost;
 	struct rsd_location lost_at;
+	/* Adopted with RSD_DURABLE: a host copy is written back whenever its
+	 * copies are all on devices (devloss.c). */
+	bool durable;
 };
 
 struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
@@ -329,6 +332,7 @@ struct rsd_img_value {
 	struct rsd_location source_loc;
 	bool discarded;
 	bool lost; /* lost with its device at lost_at (devloss.c) */
+	bool durable;
 	struct rsd_location lost_at;
 	uint32_t nmats;
 	uint64_t gen; /* the publication that built it (a failed one frees it) */
@@ -855,6 +859,9 @@ struct rsd_manager {
 	uint64_t nresv_add, nresv_dead, npend_add, npend_dead;
 	bool resv_rebuilt, pend_rebuilt; /* by the publication under way */
 	bool republish_all;		 /* the dirty list could not grow: re-image every record */
+	/* Values adopted with RSD_DURABLE (devloss.c): writer exits look for
+	 * write-backs only while there are some. */
+	uint64_t ndurable;
 	/* struct rsd_manager_config.label, fixed at create; "" when none.
 	 * Only traces read it. */
 	char label[RSD_MANAGER_LABEL_MAX + 1];
@@ -1147,6 +1154,12 @@ bool rsd__devloss_answer(int code);
 /* Whether r's block is on a lost device: nothing is given back to the
  * driver, the bytes leave the books only. */
 bool rsd__devloss_dead_block(const struct rsd_resident *r);
+/* A value just adopted with mode: mark it durable when mode has
+ * RSD_DURABLE. */
+void rsd__durable_set(struct rsd_manager *m, struct rsd_record *rec, enum rsd_replica_mode mode);
+/* At writer exit, m->ndurable nonzero: write back a host copy of every
+ * durable value the call changed whose copies are all on devices. */
+void rsd__durable_writeback(struct rsd_manager *m);
 
 /* Install / remove (§4.5). */
 int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,

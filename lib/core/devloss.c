@@ -37,6 +37,16 @@
  *    its next ensure.
  *
  * Each sweep that changed something fires rsd:device_lost.
+ *
+ * Durable values (RSD_DURABLE at adopt) are what a job chooses to keep
+ * through a loss: at the exit of every writer call, the durable values the
+ * call changed (the dirty list the publication reads) whose copies are all
+ * on devices get a host copy, as an ensure to pinned host (pageable host
+ * when pinned host refuses it) run by the same thread before it publishes.
+ * An output a producer stream still writes is skipped until the reap that
+ * sees the producer finish (that reap changes the value again), and so is
+ * a value a transfer is moving. In a not-waiting call the write-back is
+ * queued like the call's own copies.
  */
 #include "../trace.h"
 #include "core.h"
@@ -216,4 +226,76 @@ void rsd__quarantine(struct rsd_manager *m)
 	/* A closed manager's records are gone or going (close.c). */
 	if (!m->closed)
 		settle(m, fresh);
+}
+
+void rsd__durable_set(struct rsd_manager *m, struct rsd_record *rec, enum rsd_replica_mode mode)
+{
+	if (!(mode & RSD_DURABLE))
+		return;
+	rec->durable = true;
+	m->ndurable++;
+}
+
+/* rec has no host copy (not even one arriving) and a whole device copy. */
+static bool writeback_due(const struct rsd_record *rec)
+{
+	bool dev = false;
+
+	if (!rec->durable || rec->discarded || rec->lost || rec->inflight || rec->loading)
+		return false;
+	for (uint32_t k = 0; k < rec->nmats; k++) {
+		const struct rsd_mat *mat = &rec->mats[k];
+
+		if (mat->loc.kind != RSD_CUDA)
+			return false;
+		/* A producer or a copy still writes it: its end comes back here. */
+		if (mat->arriving || mat->fill || mat->busy)
+			return false;
+		dev |= !mat->failed;
+	}
+	return dev;
+}
+
+static int writeback(struct rsd_manager *m, struct rsd_record *rec)
+{
+	struct rsd_action a = rsd_action_ensure(rec->handle, RSD_LOC_PINNED_HOST);
+	int err = rsd__exec_action(m, &a, NULL, NULL);
+
+	if (err && !m->closed) {
+		a = rsd_action_ensure(rec->handle, RSD_LOC_PAGEABLE_HOST);
+		err = rsd__exec_action(m, &a, NULL, NULL);
+	}
+	return err;
+}
+
+#define WRITEBACK_MAX 64
+
+void rsd__durable_writeback(struct rsd_manager *m)
+{
+	struct rsd_record *due[WRITEBACK_MAX];
+	struct rsd_error saved;
+	size_t n = 0;
+
+	/* Inside a plan's batch the copies commit at its flush, which comes
+	 * back here; a closed manager keeps nothing. */
+	if (m->closed || m->drop_deferred || rsd__batch_pending())
+		return;
+	for (size_t i = 0; i < m->ndirty && n < WRITEBACK_MAX; i++)
+		if (writeback_due(m->dirty[i]))
+			due[n++] = m->dirty[i];
+	if (!n)
+		return;
+	/* The write-back's errors must not mask the call's own result. */
+	saved = *rsd_last_error();
+	for (size_t i = 0; i < n && !m->closed; i++) {
+		/* Another thread may have changed it while a copy ran. */
+		if (!writeback_due(due[i]))
+			continue;
+		if (writeback(m, due[i]))
+			rsd__warn(m,
+				  "durable value %llu has no host copy: its write-back failed (%s); "
+				  "the next call that changes it tries again",
+				  (unsigned long long)due[i]->handle.id, rsd_last_error()->message);
+	}
+	*rsd__err_record() = saved;
 }

@@ -253,6 +253,7 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 	iv->discarded = rec->discarded;
 	iv->lost = rec->lost;
 	iv->lost_at = rec->lost_at;
+	iv->durable = rec->durable;
 	iv->nmats = n;
 	n = 0;
 	for (uint32_t i = 0; i < rec->nmats; i++) {

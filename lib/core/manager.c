@@ -646,6 +646,8 @@ void rsd__writer_exit(struct rsd_manager *m)
 	 * the state is published. */
 	if (rsd__unlikely(rsd__devlost_take()))
 		rsd__quarantine(m);
+	if (rsd__unlikely(m->ndurable))
+		rsd__durable_writeback(m);
 
 	/* The last thread back after a close that did not wait for it. */
 	bool dropped = m->drop_deferred && !m->inflight;

@@ -93,6 +93,7 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 		return err;
 	}
 	rsd__resv_changed(m, r);
+	rsd__durable_set(m, rec, mode);
 	if (fill)
 		rsd__qcopy_fill(m, fill, rec, at, producer_stream, event);
 	rsd_trace_adopt_reserved(m->id, rec->handle.id, at, spec.storage_nbytes, r->id, r->label,

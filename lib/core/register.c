@@ -58,6 +58,9 @@ int rsd__adopt_spec(const struct rsd_resident *value, struct rsd_location at,
 	spec->type = value->type;
 	spec->logical_nbytes = logical;
 	spec->storage_nbytes = logical > storage ? logical : storage;
+	/* RSD_DURABLE is a flag of the record, not of the spec (devloss.c). */
+	if (mode == (RSD_REPLICABLE | RSD_DURABLE))
+		mode = RSD_REPLICABLE;
 	spec->replica_mode = mode;
 	spec->recoverability = RSD_MUST_PRESERVE;
 	/* Conformance (and consistent allocation sizes) before the spec's
@@ -65,6 +68,9 @@ int rsd__adopt_spec(const struct rsd_resident *value, struct rsd_location at,
 	err = rsd__mat_validate(spec, value, at);
 	if (err)
 		return err;
+	if (mode == (RSD_EXCLUSIVE | RSD_DURABLE))
+		return rsd__err(RSD_ETYPE, "RSD_DURABLE needs RSD_REPLICABLE: a durable value "
+					   "keeps a host copy beside its device copies");
 	if (mode != RSD_EXCLUSIVE && mode != RSD_REPLICABLE)
 		return rsd__err(RSD_ETYPE, "invalid replica mode %d", (int)mode);
 	/* What the storage-alias check says for a resident a manager owns;
@@ -134,6 +140,7 @@ int rsd_adopt(struct rsd_manager *m, struct rsd_resident *value, const struct rs
 		err = rsd__adopt_install(m, value, loc, &spec, false, &rec);
 	if (err)
 		goto out;
+	rsd__durable_set(m, rec, mode);
 	rsd_trace_adopt(m->id, rec->handle.id, loc, spec.storage_nbytes);
 	*out = rec->handle;
 out:

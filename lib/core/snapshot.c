@@ -82,6 +82,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 		v->source_location = iv->has_source ? iv->source_loc : RSD_LOC_PAGEABLE_HOST;
 		v->discarded = iv->discarded;
 		v->lost = iv->lost && !iv->discarded;
+		v->durable = iv->durable;
 		v->lost_location = v->lost ? iv->lost_at : RSD_LOC_PAGEABLE_HOST;
 		v->nmaterializations = iv->nmats;
 		v->materializations = mats;

@@ -467,6 +467,146 @@ ATF_TC_BODY(plans_avoid_the_failed_location, tc)
 	cfx_fini(&f);
 }
 
+/* h's materialization locations, in order, are want[0..n). */
+static void check_mats(struct cfx *f, struct rsd_handle h, const struct rsd_location *want,
+		       size_t n)
+{
+	struct rsd_location got[4];
+	size_t k = cfx_mats(f, h, got, 4);
+
+	ATF_CHECK_EQ_MSG(k, n, "value %llu has %zu copies, expected %zu",
+			 (unsigned long long)h.id, k, n);
+	for (size_t i = 0; i < k && i < n; i++)
+		ATF_CHECK_MSG(rsd_location_equal(got[i], want[i]), "copy %zu at %s, expected %s",
+			      i, cfx_name(got[i]), cfx_name(want[i]));
+}
+
+/* A value adopted with mode at `at` (one N-byte buffer). */
+static struct rsd_handle adopt_mode(struct cfx *f, struct rsd_location at, int mode)
+{
+	struct rsd_resident *r = cfx_alloc(f, at, N);
+	struct rsd_handle h;
+
+	OK(rsd_adopt(f->m, r, &at, (enum rsd_replica_mode)mode, &h));
+	return h;
+}
+
+/*
+ * RSD_DURABLE: a move of the value's last host copy to a device is
+ * followed, in the same call, by a write-back to pinned host (charged
+ * there, the snapshot shows durable); after the device's loss the durable
+ * value keeps its bytes, the same value without the flag is lost. An
+ * adopt on a device writes back at once. RSD_EXCLUSIVE cannot be durable.
+ */
+ATF_TC_WITHOUT_HEAD(durable_value_survives);
+ATF_TC_BODY(durable_value_survives, tc)
+{
+	const struct rsd_location pinned_cuda1[] = { CUDA1, PINNED };
+	struct rsd_resident *r;
+	struct rsd_snapshot *snap;
+	struct rsd_handle d, plain, ondev, h, probe;
+	uint64_t v;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	/* Both devices known: no location is recorded below. */
+	probe = adopt_mode(&f, PINNED, RSD_REPLICABLE);
+	OK(rsd_ensure(f.m, probe, CUDA0, NULL, NULL));
+	OK(rsd_ensure(f.m, probe, CUDA1, NULL, NULL));
+	OK(rsd_drop(f.m, probe, CUDA1, NULL));
+	d = adopt_mode(&f, PINNED, RSD_REPLICABLE | RSD_DURABLE);
+	plain = adopt_mode(&f, PINNED, RSD_REPLICABLE);
+	cfx_fill(&f, d, PINNED, 0x44);
+	cfx_fill(&f, plain, PINNED, 0x45);
+	v = cfx_version(&f);
+	OK(rsd_move(f.m, plain, CUDA1, NULL, NULL, NULL));
+	CHECK_VERSION(&f, v + 2);
+	check_mats(&f, plain, pinned_cuda1, 1);
+	v = cfx_version(&f);
+	OK(rsd_move(f.m, d, CUDA1, NULL, NULL, NULL));
+	/* the move (+2, as without the flag), the write-back's ensure (+1) */
+	CHECK_VERSION(&f, v + 3);
+	check_mats(&f, d, pinned_cuda1, 2);
+	ATF_CHECK_EQ(cfx_used(&f, PINNED), 2 * N); /* probe's and d's */
+	snap = cfx_snap(&f);
+	ATF_CHECK(cfx_val(snap, d)->durable);
+	ATF_CHECK(!cfx_val(snap, plain)->durable);
+	rsd_snapshot_free(snap);
+	/* A drop of the host copy is followed by a write-back too. */
+	OK(rsd_drop(f.m, d, PINNED, NULL));
+	check_mats(&f, d, pinned_cuda1, 2);
+
+	/* Adopted on a device: written back before rsd_adopt returns. */
+	ondev = adopt_mode(&f, CUDA1, RSD_REPLICABLE | RSD_DURABLE);
+	check_mats(&f, ondev, pinned_cuda1, 2);
+
+	r = cfx_alloc(&f, CUDA0, N);
+	ERR(RSD_ETYPE, rsd_adopt(f.m, r, &CUDA0,
+				 (enum rsd_replica_mode)(RSD_EXCLUSIVE | RSD_DURABLE), &h));
+	CHECK_MSG_HAS("RSD_DURABLE needs RSD_REPLICABLE");
+	rsd_resident_free(r);
+
+	lose_cuda1(&f, probe);
+	check_values(&f, d, false, PINNED, 1);
+	check_values(&f, ondev, false, PINNED, 1);
+	check_values(&f, plain, true, CUDA1, 0);
+	ATF_CHECK(cfx_has_pattern(&f, d, PINNED, 0x44));
+	/* It lives on: to cuda:0 and back, with its host copy kept. */
+	OK(rsd_move(f.m, d, CUDA0, NULL, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, d, CUDA0, 0x44));
+	ATF_CHECK(cfx_resident(&f, d, PINNED));
+	OK(rsd_discard(f.m, plain, NULL));
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
+ * An output a producer stream still writes on cuda:1 is written back once
+ * the reap sees the producer finish, not before; with pinned host full the
+ * write-back goes to pageable host; with no host room the calls succeed,
+ * with no host copy.
+ */
+ATF_TC_WITHOUT_HEAD(durable_output_written_back_after_its_producer);
+ATF_TC_BODY(durable_output_written_back_after_its_producer, tc)
+{
+	const struct rsd_budget b[] = { { PINNED, 0 } };
+	const struct rsd_location pageable_cuda1[] = { CUDA1, PAGEABLE };
+	struct rsd_reservation *res;
+	struct rsd_resident *r;
+	struct rsd_handle out;
+	void *ps;
+	struct cfx f;
+
+	cfx_sim(&f, b, 1, 2);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &ps), 0);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	OK(rsd_reserve(f.m, CUDA1, N, "output", &res));
+	r = cfx_alloc(&f, CUDA1, N);
+	OK(rsd_adopt_reserved(res, r, (enum rsd_replica_mode)(RSD_REPLICABLE | RSD_DURABLE), ps,
+			      &out));
+	OK(rsd_reservation_release(res));
+	rsd_reservation_free(res);
+	OK(rsd_manager_reap(f.m));
+	check_mats(&f, out, pageable_cuda1, 1); /* the producer still runs */
+	/* The write-back waits for its copy: let the device run. */
+	rsd_simdev_complete_all(f.sd);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(f.m));
+	check_mats(&f, out, pageable_cuda1, 2);
+	ATF_CHECK_EQ(cfx_used(&f, PAGEABLE), N);
+	cfx_fini(&f);
+
+	/* No host room at all: the adopt succeeds without a host copy. */
+	{
+		const struct rsd_budget none[] = { { PINNED, 0 }, { PAGEABLE, 0 } };
+
+		cfx_sim(&f, none, 2, 2);
+		out = adopt_mode(&f, CUDA1, RSD_REPLICABLE | RSD_DURABLE);
+		check_mats(&f, out, pageable_cuda1, 1);
+		cfx_fini(&f);
+	}
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, lost_device_is_quarantined);
@@ -476,5 +616,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, protected_copy_leaves_at_release);
 	ATF_TP_ADD_TC(tp, close_and_reopen);
 	ATF_TP_ADD_TC(tp, plans_avoid_the_failed_location);
+	ATF_TP_ADD_TC(tp, durable_value_survives);
+	ATF_TP_ADD_TC(tp, durable_output_written_back_after_its_producer);
 	return atf_no_error();
 }
