@@ -1157,6 +1157,9 @@ bool rsd__devloss_dead_block(const struct rsd_resident *r);
 /* A value just adopted with mode: mark it durable when mode has
  * RSD_DURABLE. */
 void rsd__durable_set(struct rsd_manager *m, struct rsd_record *rec, enum rsd_replica_mode mode);
+/* A move of rec from `from` keeps that copy: rec is durable and it is its
+ * last host copy (the move copies, as an ensure). */
+bool rsd__durable_keep(const struct rsd_record *rec, struct rsd_location from);
 /* At writer exit, m->ndurable nonzero: write back a host copy of every
  * durable value the call changed whose copies are all on devices. */
 void rsd__durable_writeback(struct rsd_manager *m);

@@ -39,7 +39,9 @@
  * Each sweep that changed something fires rsd:device_lost.
  *
  * Durable values (RSD_DURABLE at adopt) are what a job chooses to keep
- * through a loss: at the exit of every writer call, the durable values the
+ * through a loss. A move of one off its last host copy keeps that copy
+ * (rsd__durable_keep(): the move copies, as an ensure would), so no move
+ * leaves it device-only. At the exit of every writer call, the durable values the
  * call changed (the dirty list the publication reads) whose copies are all
  * on devices get a host copy, as an ensure to pinned host (pageable host
  * when pinned host refuses it) run by the same thread before it publishes.
@@ -234,6 +236,20 @@ void rsd__durable_set(struct rsd_manager *m, struct rsd_record *rec, enum rsd_re
 		return;
 	rec->durable = true;
 	m->ndurable++;
+}
+
+bool rsd__durable_keep(const struct rsd_record *rec, struct rsd_location from)
+{
+	if (!rec->durable || from.kind == RSD_CUDA)
+		return false;
+	for (uint32_t k = 0; k < rec->nmats; k++) {
+		const struct rsd_mat *mat = &rec->mats[k];
+
+		if (mat->loc.kind != RSD_CUDA && !rsd_location_equal(mat->loc, from) &&
+		    !mat->arriving && !mat->failed)
+			return false;
+	}
+	return true;
 }
 
 /* rec has no host copy (not even one arriving) and a whole device copy. */

@@ -65,9 +65,14 @@ int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *
 			     struct rsd_location at)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	int dev = -1;
+	int dev = -1, rc = -RSD_ETYPE;
 
-	if (!stream || !ops->stream_device || ops->stream_device(ctx, stream, &dev))
+	if (stream && ops->stream_device)
+		rc = ops->stream_device(ctx, stream, &dev);
+	/* A stream of a device lost for good (devloss.c): the loss is the fact. */
+	if (rc == -RSD_EDEVLOST)
+		return rsd__err(RSD_EDEVLOST, "stream %p: %s", stream, rsd_last_error()->message);
+	if (rc)
 		return rsd__err(RSD_ETYPE, "%p is not a stream of the %s driver", stream,
 				ops->name);
 	if (at.kind != RSD_CUDA)

@@ -487,7 +487,9 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		if (err)
 			return err;
 		set_source(rep, s);
-		rsd__remove(m, rec, s);
+		/* A durable value keeps its last host copy (devloss.c). */
+		if (!rsd__durable_keep(rec, s))
+			rsd__remove(m, rec, s);
 		return 0;
 	}
 	/* A busy source fails now, before any wait for the copies that
@@ -507,7 +509,8 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 			return err;
 	}
 	set_source(rep, x.src);
-	err = place(m, rec, &x, d, stream, true, have_src ? &s : NULL, deferred);
+	err = place(m, rec, &x, d, stream, true,
+		    have_src && !rsd__durable_keep(rec, s) ? &s : NULL, deferred);
 	xfer_finish(m, rec, &x);
 	return err;
 }

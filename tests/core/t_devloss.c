@@ -492,16 +492,18 @@ static struct rsd_handle adopt_mode(struct cfx *f, struct rsd_location at, int m
 }
 
 /*
- * RSD_DURABLE: a move of the value's last host copy to a device is
- * followed, in the same call, by a write-back to pinned host (charged
- * there, the snapshot shows durable); after the device's loss the durable
- * value keeps its bytes, the same value without the flag is lost. An
- * adopt on a device writes back at once. RSD_EXCLUSIVE cannot be durable.
+ * RSD_DURABLE: a move off the value's last host copy keeps it (the move
+ * copies), and a drop of it is followed, in the same call, by a write-back
+ * to pinned host (charged there; the snapshot shows durable); after the
+ * device's loss the durable value keeps its bytes, the same value without
+ * the flag is lost. An adopt on a device writes back at once. RSD_EXCLUSIVE
+ * cannot be durable.
  */
 ATF_TC_WITHOUT_HEAD(durable_value_survives);
 ATF_TC_BODY(durable_value_survives, tc)
 {
 	const struct rsd_location pinned_cuda1[] = { CUDA1, PINNED };
+	const struct rsd_location kept_cuda1[] = { PINNED, CUDA1 };
 	struct rsd_resident *r;
 	struct rsd_snapshot *snap;
 	struct rsd_handle d, plain, ondev, h, probe;
@@ -524,16 +526,18 @@ ATF_TC_BODY(durable_value_survives, tc)
 	check_mats(&f, plain, pinned_cuda1, 1);
 	v = cfx_version(&f);
 	OK(rsd_move(f.m, d, CUDA1, NULL, NULL, NULL));
-	/* the move (+2, as without the flag), the write-back's ensure (+1) */
-	CHECK_VERSION(&f, v + 3);
-	check_mats(&f, d, pinned_cuda1, 2);
+	/* The move copies and keeps the last host copy (+1): no write-back. */
+	CHECK_VERSION(&f, v + 1);
+	check_mats(&f, d, kept_cuda1, 2);
 	ATF_CHECK_EQ(cfx_used(&f, PINNED), 2 * N); /* probe's and d's */
 	snap = cfx_snap(&f);
 	ATF_CHECK(cfx_val(snap, d)->durable);
 	ATF_CHECK(!cfx_val(snap, plain)->durable);
 	rsd_snapshot_free(snap);
-	/* A drop of the host copy is followed by a write-back too. */
+	/* A drop of the host copy is followed by a write-back (+2). */
+	v = cfx_version(&f);
 	OK(rsd_drop(f.m, d, PINNED, NULL));
+	CHECK_VERSION(&f, v + 2);
 	check_mats(&f, d, pinned_cuda1, 2);
 
 	/* Adopted on a device: written back before rsd_adopt returns. */
