@@ -36,7 +36,13 @@
 
 static const struct rsd_location CUDA0 = { RSD_CUDA, 0 }, CUDA1 = { RSD_CUDA, 1 };
 
-enum kind { HOST, SOURCED, DURABLE, DEVICE, NKINDS };
+enum kind {
+	HOST,
+	SOURCED,
+	DURABLE,
+	DEVICE,
+	NKINDS
+};
 
 struct worker {
 	struct cfx *f;
@@ -73,8 +79,7 @@ static void note(struct worker *w, const char *what, int rc)
  * Whether rc is legitimate for a call on kind k that names cuda:1 (at1) or
  * removes a copy (removes). Read loss_begun after the call returned.
  */
-static void judge(struct worker *w, const char *what, int rc, enum kind k, bool at1,
-		  bool removes)
+static void judge(struct worker *w, const char *what, int rc, enum kind k, bool at1, bool removes)
 {
 	bool begun = atomic_load(&loss_begun);
 
