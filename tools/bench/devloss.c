@@ -9,7 +9,7 @@
  * (a value with a source) to its device, runs a kernel on them through a
  * GPU lease, drops them there, and adopts the stage's output on the device;
  * the last DL_KEEP outputs stay there (device-only must-preserve values),
- * older ones are moved to pinned host. Halfway through cuda:0's stages,
+ * older ones were consumed and are discarded. Halfway through cuda:0's stages,
  * cuda:1's thread is stopped between two stages, the snapshot is read and
  * cuda:1 is lost; its thread's next call meets the loss and it stops.
  *
@@ -24,8 +24,9 @@
  *  - survivor_tput: cuda:0's stages per second after the loss against
  *    before it (the base): >= 0.9.
  *  - durable_tput: the same workload without a loss, every output adopted
- *    with RSD_DURABLE (written back to pinned host at its adopt) against
- *    without (the base): reported, what durability costs.
+ *    with RSD_DURABLE (one more device-to-host copy per stage: its write-back
+ *    to pinned host at its adopt) against without (the base): reported,
+ *    what durability costs.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -115,10 +116,9 @@ static int dl_stage(struct dl_dev *dv, unsigned s)
 		rsd_resident_free(v);
 		return err;
 	}
-	/* Older outputs leave the device (a durable one keeps its host copy). */
+	/* An older output was consumed by the stages since: it ends. */
 	if (++dv->nout > DL_KEEP)
-		err = rsd_move(m, dv->out[dv->nout - DL_KEEP - 1], RSD_LOC_PINNED_HOST, NULL, NULL,
-			       NULL);
+		err = rsd_discard(m, dv->out[dv->nout - DL_KEEP - 1], NULL);
 	return err;
 }
 
@@ -301,7 +301,8 @@ static bool dl_run_once(struct dl_run *r, double *intact, double *lost, double *
 				break;
 			}
 			nexp += dl_device_only(v0);
-			if (v0->discarded || dl_device_only(v0) ||
+			/* Survivors only; cuda:0's job may have consumed one since. */
+			if (v0->discarded || v1->discarded || dl_device_only(v0) ||
 			    (!v0->nmaterializations && !v0->has_source))
 				continue;
 			cands++;
