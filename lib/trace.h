@@ -284,8 +284,8 @@ static inline void rsd_trace_device_lost(uint64_t manager_id, struct rsd_locatio
 	if (!lttng_ust_tracepoint_enabled(rsd, device_lost))
 		return;
 	lttng_ust_tracepoint(rsd, device_lost, manager_id, &at,
-			     rsd_location_name(at, name, sizeof(name)), (uint8_t)first, removed, kept,
-			     lost);
+			     rsd_location_name(at, name, sizeof(name)), (uint8_t)first, removed,
+			     kept, lost);
 }
 
 static inline void rsd_trace_plan_begin(uint64_t manager_id, const char *name, const char *kind)

@@ -308,10 +308,11 @@ void rsd__durable_writeback(struct rsd_manager *m)
 		if (!writeback_due(due[i]))
 			continue;
 		if (writeback(m, due[i]))
-			rsd__warn(m,
-				  "durable value %llu has no host copy: its write-back failed (%s); "
-				  "the next call that changes it tries again",
-				  (unsigned long long)due[i]->handle.id, rsd_last_error()->message);
+			rsd__warn(
+				m,
+				"durable value %llu has no host copy: its write-back failed (%s); "
+				"the next call that changes it tries again",
+				(unsigned long long)due[i]->handle.id, rsd_last_error()->message);
 	}
 	*rsd__err_record() = saved;
 }

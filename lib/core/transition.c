@@ -509,8 +509,8 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 			return err;
 	}
 	set_source(rep, x.src);
-	err = place(m, rec, &x, d, stream, true,
-		    have_src && !rsd__durable_keep(rec, s) ? &s : NULL, deferred);
+	err = place(m, rec, &x, d, stream, true, have_src && !rsd__durable_keep(rec, s) ? &s : NULL,
+		    deferred);
 	xfer_finish(m, rec, &x);
 	return err;
 }

@@ -270,11 +270,12 @@ static int refuse_failed(struct search *x)
 		const struct rsd_img_value *iv = rsd__img_find(x->img, rq->handle.id);
 
 		if (x->failed[rsd__loc_slot(rq->location)])
-			return rsd__err(RSD_EDEVLOST,
-					"Automatic residency request %s cannot be met: requirement "
-					"%zu is at %s, whose device was lost for good (quarantined)",
-					rsd__quote(r->name, q, sizeof(q)), i,
-					rsd_location_name(rq->location, name, sizeof(name)));
+			return rsd__err(
+				RSD_EDEVLOST,
+				"Automatic residency request %s cannot be met: requirement "
+				"%zu is at %s, whose device was lost for good (quarantined)",
+				rsd__quote(r->name, q, sizeof(q)), i,
+				rsd_location_name(rq->location, name, sizeof(name)));
 		if (iv && iv->lost)
 			return rsd__err(RSD_EDEVLOST,
 					"Automatic residency request %s cannot be met: value %llu "
@@ -285,12 +286,12 @@ static int refuse_failed(struct search *x)
 	}
 	for (size_t i = 0; i < r->nreservations; i++)
 		if (x->failed[rsd__loc_slot(r->reservations[i].location)])
-			return rsd__err(RSD_EDEVLOST,
-					"Automatic residency request %s cannot be met: reservation "
-					"%zu is at %s, whose device was lost for good (quarantined)",
-					rsd__quote(r->name, q, sizeof(q)), i,
-					rsd_location_name(r->reservations[i].location, name,
-							  sizeof(name)));
+			return rsd__err(
+				RSD_EDEVLOST,
+				"Automatic residency request %s cannot be met: reservation "
+				"%zu is at %s, whose device was lost for good (quarantined)",
+				rsd__quote(r->name, q, sizeof(q)), i,
+				rsd_location_name(r->reservations[i].location, name, sizeof(name)));
 	return 0;
 }
 

@@ -474,11 +474,11 @@ static void check_mats(struct cfx *f, struct rsd_handle h, const struct rsd_loca
 	struct rsd_location got[4];
 	size_t k = cfx_mats(f, h, got, 4);
 
-	ATF_CHECK_EQ_MSG(k, n, "value %llu has %zu copies, expected %zu",
-			 (unsigned long long)h.id, k, n);
+	ATF_CHECK_EQ_MSG(k, n, "value %llu has %zu copies, expected %zu", (unsigned long long)h.id,
+			 k, n);
 	for (size_t i = 0; i < k && i < n; i++)
-		ATF_CHECK_MSG(rsd_location_equal(got[i], want[i]), "copy %zu at %s, expected %s",
-			      i, cfx_name(got[i]), cfx_name(want[i]));
+		ATF_CHECK_MSG(rsd_location_equal(got[i], want[i]), "copy %zu at %s, expected %s", i,
+			      cfx_name(got[i]), cfx_name(want[i]));
 }
 
 /* A value adopted with mode at `at` (one N-byte buffer). */
@@ -545,8 +545,8 @@ ATF_TC_BODY(durable_value_survives, tc)
 	check_mats(&f, ondev, pinned_cuda1, 2);
 
 	r = cfx_alloc(&f, CUDA0, N);
-	ERR(RSD_ETYPE, rsd_adopt(f.m, r, &CUDA0,
-				 (enum rsd_replica_mode)(RSD_EXCLUSIVE | RSD_DURABLE), &h));
+	ERR(RSD_ETYPE,
+	    rsd_adopt(f.m, r, &CUDA0, (enum rsd_replica_mode)(RSD_EXCLUSIVE | RSD_DURABLE), &h));
 	CHECK_MSG_HAS("RSD_DURABLE needs RSD_REPLICABLE");
 	rsd_resident_free(r);
 
