@@ -34,6 +34,7 @@ enum lz_fault {
 	LZF_USES,	    /* controller uses (rsd_controller_use, with LZF_ASYNC _use_async) */
 	LZF_ASYNC,	    /* not-waiting calls (to a device; with LZF_WAITERS also to host) */
 	LZF_WAITERS,	    /* several host waiters on one queued copy */
+	LZF_DEVLOSS,	    /* cuda:1 is lost for good once, at a random call */
 	LZF_N
 };
 
