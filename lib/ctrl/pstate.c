@@ -5,11 +5,6 @@
 
 #include "pstate.h"
 
-/* Slab chunks: a few hundred states of a typical search each. */
-#define PS_CHUNK ((size_t)64 << 10)
-/* The slab class of a reclaim record (128 bytes; checked in rsd__ps_append). */
-#define NODE_CLS 1
-
 /* ---- the shared table of distinct location sets ---- */
 
 static uint64_t locset_hash(const struct rsd__locset *l)
@@ -88,7 +83,8 @@ int rsd__ps_space_init(struct rsd__pspace *sp, const struct rsd_image *img,
 {
 	memset(sp, 0, sizeof(*sp));
 	sp->img = img;
-	rsd__slab_init(&sp->slab, PS_CHUNK, mc);
+	rsd__mem_source(mc, &sp->src);
+	rsd__slab_init(&sp->slab, &sp->src);
 	/* without the cache the search only runs slower */
 	sp->tab = rsd__calloc(RSD__BL_SLOTS, sizeof(*sp->tab));
 	return 0;
@@ -104,9 +100,6 @@ void rsd__ps_space_fini(struct rsd__pspace *sp)
 }
 
 /* ---- the delta treap ---- */
-
-/* The slab class of a treap node (64 bytes, the smallest). */
-#define DNODE_CLS 0
 
 static inline uint64_t dn_prio(uint32_t v)
 {
@@ -128,7 +121,7 @@ static void dn_put(struct rsd__pspace *sp, struct rsd__dnode *n)
 		struct rsd__dnode *r = n->r;
 
 		dn_put(sp, n->l);
-		rsd__slab_free(&sp->slab, n, DNODE_CLS);
+		rsd__slab_free(&sp->slab, n, sizeof(*n));
 		n = r; /* the right spine without recursion */
 	}
 }
@@ -148,20 +141,19 @@ static void dn_pool_drain(struct rsd__pspace *sp, struct dn_pool *p)
 		struct rsd__dnode *d = p->free;
 
 		p->free = d->l;
-		rsd__slab_free(&sp->slab, d, DNODE_CLS);
+		rsd__slab_free(&sp->slab, d, sizeof(*d));
 	}
 }
 
 static bool dn_pool_fill(struct rsd__pspace *sp, struct dn_pool *p, uint32_t n)
 {
 	p->free = NULL;
-	_Static_assert(sizeof(struct rsd__dnode) <= 64 << DNODE_CLS,
-		       "a treap node fits its slab class");
 	while (n--) {
-		struct rsd__dnode *d = rsd__slab_alloc(&sp->slab, DNODE_CLS);
+		struct rsd__dnode *d = rsd__slab_alloc(&sp->slab, sizeof(*d));
 
 		if (!d) {
 			dn_pool_drain(sp, p);
+			rsd__err(RSD_ENOMEM, "out of memory: planning state delta");
 			return false;
 		}
 		d->l = p->free;
@@ -296,19 +288,16 @@ bool rsd__ps_walk(const struct rsd__pstate *s, bool (*fn)(void *ctx, const struc
 /* A state with room for at least cap_acct accounting entries. */
 static struct rsd__pstate *ps_alloc(struct rsd__pspace *sp, uint32_t cap_acct)
 {
-	size_t want = sizeof(struct rsd__pstate) + (size_t)cap_acct * sizeof(struct rsd__ps_bytes);
-	int cls = rsd__slab_class(want);
-	struct rsd__pstate *s;
+	size_t size = rsd__slab_size(sizeof(struct rsd__pstate) +
+				     (size_t)cap_acct * sizeof(struct rsd__ps_bytes));
+	struct rsd__pstate *s = rsd__slab_alloc(&sp->slab, size);
 
-	if (cls < 0) {
-		rsd__err(RSD_ENOMEM, "out of memory: planning state of %zu bytes", want);
+	if (!s) {
+		rsd__err(RSD_ENOMEM, "out of memory: planning state of %zu bytes", size);
 		return NULL;
 	}
-	s = rsd__slab_alloc(&sp->slab, cls);
-	if (!s)
-		return NULL;
-	s->cls = cls;
-	s->cap_acct = (uint32_t)((rsd__slab_size(cls) - sizeof(*s)) / sizeof(*s->acct));
+	s->size = size;
+	s->cap_acct = (uint32_t)((size - sizeof(*s)) / sizeof(*s->acct));
 	/* 8-byte aligned records after the header: no padding is needed */
 	s->acct = (struct rsd__ps_bytes *)(s + 1);
 	return s;
@@ -383,7 +372,7 @@ void rsd__node_put(struct rsd__pspace *sp, struct rsd__act_node *n)
 	while (n && --n->refs == 0) {
 		struct rsd__act_node *prev = n->prev;
 
-		rsd__slab_free(&sp->slab, n, NODE_CLS);
+		rsd__slab_free(&sp->slab, n, sizeof(*n));
 		n = prev;
 	}
 }
@@ -394,7 +383,7 @@ void rsd__ps_free(struct rsd__pspace *sp, struct rsd__pstate *s)
 		return;
 	rsd__node_put(sp, s->tail);
 	dn_put(sp, s->root);
-	rsd__slab_free(&sp->slab, s, s->cls);
+	rsd__slab_free(&sp->slab, s, s->size);
 }
 
 static struct rsd__pstate *ps_grow(struct rsd__pspace *sp, struct rsd__pstate *s,
@@ -408,7 +397,7 @@ static struct rsd__pstate *ps_grow(struct rsd__pspace *sp, struct rsd__pstate *s
 	if (!t)
 		return NULL;
 	ps_fill(t, s, false); /* the tail and root references move to t */
-	rsd__slab_free(&sp->slab, s, s->cls);
+	rsd__slab_free(&sp->slab, s, s->size);
 	return t;
 }
 
@@ -546,11 +535,10 @@ bool rsd__ps_append(struct rsd__pspace *sp, struct rsd__pstate *s, const struct 
 {
 	struct rsd__act_node *n;
 
-	_Static_assert(sizeof(*n) <= 64 << NODE_CLS, "a reclaim record fits its slab class");
-	n = rsd__slab_alloc(&sp->slab, NODE_CLS);
+	n = rsd__slab_alloc(&sp->slab, sizeof(*n));
 	if (!n)
-		return false;
-	n->prev = s->tail; /* the state's reference moves to the new node */
+		return false; /* the caller records it */
+	n->prev = s->tail;    /* the state's reference moves to the new node */
 	n->refs = 1;
 	n->action = *a;
 	n->ev = *ev;

@@ -176,7 +176,7 @@ struct rsd__pstate {
 	size_t nreclaim;
 	uint32_t nacct, cap_acct;
 	uint32_t ndelta;	    /* entries in the delta treap */
-	int cls;		    /* its slab class (struct rsd__pspace) */
+	size_t size;		    /* its slab object's bytes (struct rsd__pspace) */
 	struct rsd__ps_bytes *acct; /* sorted by slot; inside this block */
 	struct rsd__dnode *root;    /* the delta; one reference is this state's */
 };
@@ -208,7 +208,8 @@ struct rsd__pspace {
 	struct rsd__locset *sets;
 	uint32_t nsets, capsets;
 	uint32_t *sidx;
-	uint32_t sidxcap; /* 0 or a power of two, at least 2 * capsets */
+	uint32_t sidxcap;	     /* 0 or a power of two, at least 2 * capsets */
+	struct rsd__slab_source src; /* the controller's memory cache */
 	struct rsd__slab slab;
 };
 

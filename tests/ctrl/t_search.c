@@ -10,8 +10,6 @@
  *    larger than a chunk served whole, 8-byte alignment, mark/release
  *    reusing exactly the memory released, a release to before the first
  *    chunk, a reused chunk too small for the next allocation;
- *  - the slab: size classes at their boundaries, freed blocks reused per
- *    class;
  *  - planning states (lib/ctrl/pstate.c): random edits of random states,
  *    each copied from another, against a reference that keeps every
  *    value's planned set in full: each state's sets, its delta (the
@@ -149,40 +147,6 @@ ATF_TC_BODY(arena_stack, tc)
 	ATF_CHECK_EQ(t, p);
 	rsd__arena_fini(&a);
 	rsd__arena_fini(&a); /* an empty arena may be finished again */
-}
-
-ATF_TC_WITHOUT_HEAD(slab_classes);
-ATF_TC_BODY(slab_classes, tc)
-{
-	struct rsd__slab s;
-	void *a, *b, *c, *d;
-
-	if (RSD__ARENA_PASSTHROUGH)
-		atf_tc_skip("AddressSanitizer build: blocks are not reused (arena.h)");
-	ATF_CHECK_EQ(rsd__slab_class(0), 0);
-	ATF_CHECK_EQ(rsd__slab_class(64), 0);
-	ATF_CHECK_EQ(rsd__slab_class(65), 1);
-	ATF_CHECK_EQ(rsd__slab_class(128), 1);
-	ATF_CHECK_EQ(rsd__slab_class(129), 2);
-	ATF_CHECK_EQ(rsd__slab_class(rsd__slab_size(RSD__SLAB_CLASSES - 1)), RSD__SLAB_CLASSES - 1);
-	ATF_CHECK_EQ(rsd__slab_class(rsd__slab_size(RSD__SLAB_CLASSES - 1) + 1), -1);
-	rsd__slab_init(&s, 1024, NULL);
-	a = rsd__slab_alloc(&s, 1);
-	b = rsd__slab_alloc(&s, 1);
-	c = rsd__slab_alloc(&s, 2);
-	ATF_REQUIRE(a && b && c && a != b);
-	memset(a, 1, 128);
-	memset(b, 2, 128);
-	memset(c, 3, 256);
-	rsd__slab_free(&s, a, 1);
-	rsd__slab_free(&s, b, 1);
-	/* last freed, first reused; another class keeps its own list */
-	ATF_CHECK_EQ(rsd__slab_alloc(&s, 1), b);
-	d = rsd__slab_alloc(&s, 2);
-	ATF_CHECK(d != a && d != c);
-	ATF_CHECK_EQ(rsd__slab_alloc(&s, 1), a);
-	rsd__slab_free(&s, NULL, 0);
-	rsd__slab_fini(&s);
 }
 
 /* ---- planning states against a reference ---- */
@@ -491,7 +455,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, mem_cache);
 	ATF_TP_ADD_TC(tp, arena_chunks);
 	ATF_TP_ADD_TC(tp, arena_stack);
-	ATF_TP_ADD_TC(tp, slab_classes);
 	ATF_TP_ADD_TC(tp, pstate_reference);
 	ATF_TP_ADD_TC(tp, memo_keys);
 	ATF_TP_ADD_TC(tp, example_d_exact_limit);
