@@ -94,7 +94,8 @@ void rsd__slab_init(struct rsd__slab *s, const struct rsd__slab_source *src);
  * with the same source. */
 void rsd__slab_fini(struct rsd__slab *s);
 
-/* The bytes an object of n bytes really has (its class's size). */
+/* The size of n bytes' class (n itself over the largest): an object of
+ * that many bytes costs no more than one of n. */
 size_t rsd__slab_size(size_t n);
 /*
  * An object of n bytes (its content undefined), or NULL; records no error.
