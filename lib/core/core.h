@@ -92,7 +92,7 @@
 
 #include "../internal.h"
 #include "../list.h"
-#include "objcache.h"
+#include "../base/slab.h"
 
 /*
  * Bytes that keep a group of fields off the cache lines of its neighbours,
@@ -399,9 +399,9 @@ struct rsd_lease_rec;
 
 /* Something the next image no longer references, freed after a grace period. */
 struct rsd_retired {
-	void (*fn)(struct rsd_manager *m, void *p); /* NULL: an objcache object */
+	void (*fn)(struct rsd_manager *m, void *p); /* NULL: an object of the manager's slab */
 	void *p;
-	size_t nbytes; /* with fn NULL: its size, for rsd__objcache_free() */
+	size_t nbytes; /* with fn NULL: its size, for rsd__slab_free() */
 };
 
 /*
@@ -464,14 +464,14 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i);
 int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt);
 /* Free every node reachable from pv, calling fn (when not NULL) on every
  * value; used at destroy. */
-void rsd__pv_free_nodes(struct rsd_pv *pv, struct rsd_objcache *oc,
-			void (*fn)(struct rsd_objcache *oc, void *val));
+void rsd__pv_free_nodes(struct rsd_pv *pv, struct rsd__slab *oc,
+			void (*fn)(struct rsd__slab *oc, void *val));
 /* Undo a failed publication: free the nodes of generation gen reachable from
  * pv (nodes of earlier ones are shared with a published image) and clear
  * the slots appended in place at indices >= from (the published count),
  * calling fn (when not NULL) on every value in the slots freed or cleared. */
-void rsd__pv_free_gen(struct rsd_pv *pv, struct rsd_objcache *oc, uint64_t from, uint64_t gen,
-		      void (*fn)(struct rsd_objcache *oc, void *val, uint64_t gen));
+void rsd__pv_free_gen(struct rsd_pv *pv, struct rsd__slab *oc, uint64_t from, uint64_t gen,
+		      void (*fn)(struct rsd__slab *oc, void *val, uint64_t gen));
 int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
 void rsd__retire_free(struct rsd_manager *m, void *p);
 /* Retire an object of nbytes from m->oc: it goes back to the cache. */
@@ -845,7 +845,7 @@ struct rsd_manager {
 	struct rsd_record *copy_err_rec;
 	struct rsd_location copy_err_at;
 	/* Publication bookkeeping. */
-	struct rsd_objcache oc; /* freed publication objects for the next ones */
+	struct rsd__slab oc; /* freed publication objects for the next ones */
 	struct rsd_record **dirty;
 	size_t ndirty, capdirty;
 	bool locs_dirty, resv_dirty, pending_dirty;

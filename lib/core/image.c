@@ -111,7 +111,7 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 {
 	/* Not zeroed: the inline retire array and the log are used only up
 	 * to their counts, and every other field is set below. */
-	struct rsd_image *img = rsd__objcache_alloc(&m->oc, sizeof(*img));
+	struct rsd_image *img = rsd__slab_alloc(&m->oc, sizeof(*img));
 
 	if (!img)
 		return NULL;
@@ -137,9 +137,9 @@ static struct rsd_image *root_next(struct rsd_manager *m, const struct rsd_image
 static void obj_put(struct rsd_manager *m, bool writer, void *p, size_t nbytes)
 {
 	if (writer)
-		rsd__objcache_free(&m->oc, p, nbytes);
+		rsd__slab_free(&m->oc, p, nbytes);
 	else
-		rsd__objcache_free_remote(&m->oc, p, nbytes);
+		rsd__slab_free_remote(&m->oc, p, nbytes);
 }
 
 /* After a grace period: no reader can hold these images any more. */
@@ -241,7 +241,7 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 	/* Every materialization, arriving ones included: a location only
 	 * they use has a row of its own (publish_locations). */
 	n = rec->nmats;
-	iv = rsd__objcache_alloc(&m->oc, value_image_size(n));
+	iv = rsd__slab_alloc(&m->oc, value_image_size(n));
 	if (!iv)
 		return NULL;
 	iv->gen = gen;
@@ -339,7 +339,7 @@ static int publish_values(struct rsd_manager *m, struct rsd_image *img, struct r
 		prev = rsd__pv_get(&img->values, rec->index);
 		err = rsd__pv_set(&img->values, rec->index, iv, m->gen, old);
 		if (err) {
-			rsd__objcache_free(&m->oc, iv, value_image_size(iv->nmats));
+			rsd__slab_free(&m->oc, iv, value_image_size(iv->nmats));
 			return err;
 		}
 		err = update_members(m, locs, row_of, had, prev, iv, rec->index, old);
@@ -412,7 +412,7 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 			     struct rsd_img_loc **out)
 {
 	uint32_t n = row_count(m), k = 0;
-	struct rsd_img_loc *locs = rsd__objcache_alloc(&m->oc, loc_table_size(n));
+	struct rsd_img_loc *locs = rsd__slab_alloc(&m->oc, loc_table_size(n));
 
 	if (!locs)
 		return rsd__err(RSD_ENOMEM, "out of memory publishing the location table");
@@ -422,7 +422,7 @@ static int publish_locations(struct rsd_manager *m, struct rsd_image *img, struc
 		if (provisional_row(&m->acct[slot]))
 			row_fill(m, old, locs, k++, slot);
 	if (old->locs && rsd__retire_obj(old, (void *)old->locs, loc_table_size(old->nlocs))) {
-		rsd__objcache_free(&m->oc, locs, loc_table_size(n));
+		rsd__slab_free(&m->oc, locs, loc_table_size(n));
 		return -RSD_ENOMEM;
 	}
 	img->locs = locs;
@@ -482,7 +482,7 @@ void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l)
 	m->pending_dirty = true;
 }
 
-static void free_resv_entry(struct rsd_objcache *oc, void *val, uint64_t gen)
+static void free_resv_entry(struct rsd__slab *oc, void *val, uint64_t gen)
 {
 	struct rsd_img_resv *e = val;
 
@@ -651,12 +651,12 @@ static void publish_commit_tables(struct rsd_manager *m, struct rsd_image *img)
 	m->resv_rebuilt = m->pend_rebuilt = false;
 }
 
-static void free_new_value(struct rsd_objcache *oc, void *val, uint64_t gen)
+static void free_new_value(struct rsd__slab *oc, void *val, uint64_t gen)
 {
 	struct rsd_img_value *iv = val;
 
 	if (iv->gen == gen)
-		rsd__objcache_free(oc, iv, value_image_size(iv->nmats));
+		rsd__slab_free(oc, iv, value_image_size(iv->nmats));
 }
 
 /* A failed publication: free what it built for img (everything of
@@ -671,14 +671,14 @@ static void unpublish(struct rsd_manager *m, struct rsd_image *img, const struct
 			rsd__pv_free_gen((struct rsd_pv *)&img->locs[i].members, &m->oc,
 					 prev ? prev->members.count : 0, m->gen, NULL);
 		}
-		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
+		rsd__slab_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 	}
 	rsd__pv_free_gen(&img->resv.pv, &m->oc, m->resv_rebuilt ? 0 : old->resv.pv.count, m->gen,
 			 free_resv_entry);
 	rsd__pv_free_gen(&img->pending.pv, &m->oc, m->pend_rebuilt ? 0 : old->pending.pv.count,
 			 m->gen, NULL);
 	m->resv_rebuilt = m->pend_rebuilt = false;
-	rsd__objcache_free(&m->oc, img, sizeof(*img));
+	rsd__slab_free(&m->oc, img, sizeof(*img));
 }
 
 /*
@@ -755,7 +755,7 @@ int rsd__publish(struct rsd_manager *m)
 int rsd__publish_first(struct rsd_manager *m)
 {
 	/* From the object cache like every image: it goes back there. */
-	struct rsd_image *img = rsd__objcache_alloc(&m->oc, sizeof(*img)), stub;
+	struct rsd_image *img = rsd__slab_alloc(&m->oc, sizeof(*img)), stub;
 	struct rsd_img_loc *locs;
 	int err;
 
@@ -770,8 +770,8 @@ int rsd__publish_first(struct rsd_manager *m)
 	if (stub.retired && stub.retired != stub.inline_retired)
 		free(stub.retired);
 	if (err) {
-		rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
-		rsd__objcache_free(&m->oc, img, sizeof(*img));
+		rsd__slab_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
+		rsd__slab_free(&m->oc, img, sizeof(*img));
 		return err;
 	}
 	m->img = img;
@@ -780,12 +780,12 @@ int rsd__publish_first(struct rsd_manager *m)
 	return 0;
 }
 
-static void free_value_image(struct rsd_objcache *oc, void *p)
+static void free_value_image(struct rsd__slab *oc, void *p)
 {
-	rsd__objcache_free(oc, p, value_image_size(((struct rsd_img_value *)p)->nmats));
+	rsd__slab_free(oc, p, value_image_size(((struct rsd_img_value *)p)->nmats));
 }
 
-static void free_resv_value(struct rsd_objcache *oc, void *p)
+static void free_resv_value(struct rsd__slab *oc, void *p)
 {
 	(void)oc;
 	free(p);
@@ -801,12 +801,12 @@ void rsd__image_destroy(struct rsd_manager *m)
 	rsd__pv_free_nodes(&img->values, &m->oc, free_value_image);
 	for (uint32_t i = 0; i < img->nlocs; i++)
 		rsd__pv_free_nodes((struct rsd_pv *)&img->locs[i].members, &m->oc, NULL);
-	rsd__objcache_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
+	rsd__slab_free(&m->oc, (void *)img->locs, loc_table_size(img->nlocs));
 	rsd__pv_free_nodes(&img->resv.pv, &m->oc, free_resv_value);
 	rsd__pv_free_nodes(&img->pending.pv, &m->oc, NULL);
 	run_retired(img, true);
 	free(atomic_load_explicit(&img->log, memory_order_relaxed));
-	rsd__objcache_free(&m->oc, img, sizeof(*img));
+	rsd__slab_free(&m->oc, img, sizeof(*img));
 	m->img = NULL;
 }
 

@@ -70,7 +70,7 @@ static void free_level(struct rsd_manager *m, struct rsd_pv_node *n, unsigned sh
 		if (n->slot[i])
 			free_level(m, n->slot[i], shift - RSD_PV_BITS);
 	/* From the reclaimer or the writer alike. */
-	rsd__objcache_free_remote(&m->oc, n, sizeof(*n));
+	rsd__slab_free_remote(&m->oc, n, sizeof(*n));
 }
 
 static void free_tree(struct rsd_manager *m, void *p)

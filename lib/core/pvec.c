@@ -35,7 +35,7 @@ void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i)
 static struct rsd_pv_node *node_new(struct rsd_image *rt, uint64_t gen,
 				    const struct rsd_pv_node *from)
 {
-	struct rsd_pv_node *n = rsd__objcache_alloc(&rt->m->oc, sizeof(*n));
+	struct rsd_pv_node *n = rsd__slab_alloc(&rt->m->oc, sizeof(*n));
 
 	if (!n)
 		return NULL;
@@ -58,7 +58,7 @@ static struct rsd_pv_node *own(struct rsd_pv_node *n, uint64_t gen, struct rsd_i
 	if (!c)
 		return NULL;
 	if (rsd__retire_obj(rt, n, sizeof(*n))) {
-		rsd__objcache_free(&rt->m->oc, c, sizeof(*c));
+		rsd__slab_free(&rt->m->oc, c, sizeof(*c));
 		return NULL;
 	}
 	return c;
@@ -135,8 +135,8 @@ nomem:
 	return rsd__err(RSD_ENOMEM, "out of memory publishing value %llu", (unsigned long long)i);
 }
 
-static void free_level(struct rsd_pv_node *n, unsigned shift, struct rsd_objcache *oc,
-		       void (*fn)(struct rsd_objcache *oc, void *val))
+static void free_level(struct rsd_pv_node *n, unsigned shift, struct rsd__slab *oc,
+		       void (*fn)(struct rsd__slab *oc, void *val))
 {
 	if (!n)
 		return;
@@ -148,7 +148,7 @@ static void free_level(struct rsd_pv_node *n, unsigned shift, struct rsd_objcach
 		else if (fn)
 			fn(oc, n->slot[i]);
 	}
-	rsd__objcache_free(oc, n, sizeof(*n));
+	rsd__slab_free(oc, n, sizeof(*n));
 }
 
 /*
@@ -157,9 +157,9 @@ static void free_level(struct rsd_pv_node *n, unsigned shift, struct rsd_objcach
  * indices >= from, the published count). An older node is otherwise never
  * written, so an older subtree wholly below from is left alone.
  */
-static void free_gen(struct rsd_pv_node *n, unsigned shift, struct rsd_objcache *oc, uint64_t base,
+static void free_gen(struct rsd_pv_node *n, unsigned shift, struct rsd__slab *oc, uint64_t base,
 		     uint64_t from, uint64_t gen,
-		     void (*fn)(struct rsd_objcache *oc, void *val, uint64_t gen))
+		     void (*fn)(struct rsd__slab *oc, void *val, uint64_t gen))
 {
 	bool mine = n->gen == gen;
 
@@ -187,18 +187,18 @@ static void free_gen(struct rsd_pv_node *n, unsigned shift, struct rsd_objcache 
 		}
 	}
 	if (mine)
-		rsd__objcache_free(oc, n, sizeof(*n));
+		rsd__slab_free(oc, n, sizeof(*n));
 }
 
-void rsd__pv_free_gen(struct rsd_pv *pv, struct rsd_objcache *oc, uint64_t from, uint64_t gen,
-		      void (*fn)(struct rsd_objcache *oc, void *val, uint64_t gen))
+void rsd__pv_free_gen(struct rsd_pv *pv, struct rsd__slab *oc, uint64_t from, uint64_t gen,
+		      void (*fn)(struct rsd__slab *oc, void *val, uint64_t gen))
 {
 	if (pv->root)
 		free_gen(pv->root, pv->shift, oc, 0, from, gen, fn);
 }
 
-void rsd__pv_free_nodes(struct rsd_pv *pv, struct rsd_objcache *oc,
-			void (*fn)(struct rsd_objcache *oc, void *val))
+void rsd__pv_free_nodes(struct rsd_pv *pv, struct rsd__slab *oc,
+			void (*fn)(struct rsd__slab *oc, void *val))
 {
 	free_level(pv->root, pv->shift, oc, fn);
 	pv->root = NULL;

@@ -23,7 +23,7 @@
  *
  * The writer's own side needs no annotation: a batch reaches the reclaimer
  * under rq.lock and returns to the writer's slab by a release CAS and an
- * acquire exchange (objcache.c), all of which TSan understands. The model
+ * acquire exchange (lib/base/slab.c), all of which TSan understands. The model
  * is slightly stronger than RCU: a section that begins after a grace period
  * began also releases into its end; TSan may then miss a race between such
  * a reader and the reclaimer, never report one that is not there.

@@ -16,7 +16,7 @@
  *   their manager (m->gpq). The writer asks for a grace period
  *   (rsd__gp_request) and frees the batch itself, on a later writer call,
  *   once rsd__gp_done says that period ended: its objects go back to the
- *   manager's slab (objcache.h), where the next publications find them;
+ *   manager's slab (lib/base/slab.h), where the next publications find them;
  * - batches holding memory or device events go to this thread, which frees
  *   them right after their grace period: they must not wait for the
  *   writer's next call.

@@ -22,7 +22,7 @@ static struct rsd_record *record_new(struct rsd_manager *m, const struct rsd_typ
 		m->caprecs = cap;
 	}
 	/* Records live until close: carve them with the images' objects. */
-	rec = rsd__objcache_alloc(&m->oc, sizeof(*rec));
+	rec = rsd__slab_alloc(&m->oc, sizeof(*rec));
 	if (!rec)
 		return NULL;
 	memset(rec, 0, sizeof(*rec));
@@ -39,7 +39,7 @@ void rsd__record_free(struct rsd_manager *m, struct rsd_record *rec)
 {
 	if (rec->mats != rec->inline_mats)
 		free(rec->mats);
-	rsd__objcache_free(&m->oc, rec, sizeof(*rec));
+	rsd__slab_free(&m->oc, rec, sizeof(*rec));
 }
 
 /* Make the record visible: it keeps its place in registration order. */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Memory caches, arenas and slabs of controller searches (see arena.h). */
+/* Memory caches and arenas of controller searches (see arena.h). */
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -90,6 +90,23 @@ void rsd__mem_put(struct rsd__mem_cache *mc, void *p, size_t size)
 	b->next = mc->free;
 	mc->free = b;
 	mc->bytes += size;
+}
+
+static void *mem_source_get(void *mc, size_t n, size_t *got)
+{
+	return rsd__mem_get(mc, n, got);
+}
+
+static void mem_source_put(void *mc, void *p, size_t size)
+{
+	rsd__mem_put(mc, p, size);
+}
+
+void rsd__mem_source(struct rsd__mem_cache *mc, struct rsd__slab_source *src)
+{
+	src->get = mem_source_get;
+	src->put = mem_source_put;
+	src->ctx = mc;
 }
 
 struct rsd__arena_chunk {
@@ -208,56 +225,4 @@ void rsd__arena_release(struct rsd__arena *a, struct rsd__arena_mark m)
 		/* marked before the first chunk: everything is free again */
 		a->cur = NULL;
 	}
-}
-
-void rsd__slab_init(struct rsd__slab *s, size_t chunk_size, struct rsd__mem_cache *mc)
-{
-	rsd__arena_init(&s->mem, chunk_size, mc);
-	for (int i = 0; i < RSD__SLAB_CLASSES; i++)
-		s->free[i] = NULL;
-}
-
-void rsd__slab_fini(struct rsd__slab *s)
-{
-	rsd__arena_fini(&s->mem); /* every block, free or not, is in its chunks */
-	for (int i = 0; i < RSD__SLAB_CLASSES; i++)
-		s->free[i] = NULL;
-}
-
-int rsd__slab_class(size_t n)
-{
-	for (int k = 0; k < RSD__SLAB_CLASSES; k++)
-		if (rsd__slab_size(k) >= n)
-			return k;
-	return -1;
-}
-
-void *rsd__slab_alloc(struct rsd__slab *s, int cls)
-{
-	void *p = s->free[cls];
-
-	if (RSD__ARENA_PASSTHROUGH) {
-		p = rsd__malloc(rsd__slab_size(cls));
-		if (!p)
-			rsd__err(RSD_ENOMEM, "out of memory: search block of %zu bytes",
-				 rsd__slab_size(cls));
-		return p;
-	}
-	if (p) {
-		s->free[cls] = *(void **)p;
-		return p;
-	}
-	return rsd__arena_alloc(&s->mem, rsd__slab_size(cls));
-}
-
-void rsd__slab_free(struct rsd__slab *s, void *p, int cls)
-{
-	if (!p)
-		return;
-	if (RSD__ARENA_PASSTHROUGH) {
-		free(p);
-		return;
-	}
-	*(void **)p = s->free[cls];
-	s->free[cls] = p;
 }

@@ -12,19 +12,20 @@
  *    frames' scratch: a frame releases what it took when it is popped,
  *    always the top one), and without them it is an append-only store
  *    (the memo's keys);
- *  - a slab keeps freed blocks on one free list per power-of-two size class
- *    and carves new ones from its arena (planning states, reclaim records).
+ *  - a memory cache is also where the slab of a search's planning states
+ *    (lib/base/slab.h) takes its chunks from (rsd__mem_source()).
  *
- * Arenas and slabs belong to one search and one thread: no locking.
+ * Arenas belong to one search and one thread: no locking.
  *
  * Under AddressSanitizer (RSD__ARENA_PASSTHROUGH) every arena allocation
- * and slab block is a malloc block of its own, freed when released, and
+ * is a malloc block of its own, freed when released, and
  * caches keep nothing, so the sanitizer still sees each one's bounds and
  * lifetime.
  */
 #ifndef RSD_CTRL_ARENA_H
 #define RSD_CTRL_ARENA_H
 
+#include "../base/slab.h"
 #include "../internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -57,6 +58,9 @@ void *rsd__mem_get(struct rsd__mem_cache *mc, size_t n, size_t *got);
 /* Give back a block of size bytes: kept while mc stays within its cap,
  * else freed. */
 void rsd__mem_put(struct rsd__mem_cache *mc, void *p, size_t size);
+/* *src: a slab source whose chunks come from and go back to mc (NULL:
+ * none kept); mc must outlive the slabs that use it. */
+void rsd__mem_source(struct rsd__mem_cache *mc, struct rsd__slab_source *src);
 
 struct rsd__arena_chunk;
 
@@ -82,26 +86,5 @@ void rsd__arena_fini(struct rsd__arena *a);
 void *rsd__arena_alloc(struct rsd__arena *a, size_t n);
 struct rsd__arena_mark rsd__arena_mark(const struct rsd__arena *a);
 void rsd__arena_release(struct rsd__arena *a, struct rsd__arena_mark m);
-
-/* Classes of 64 << k bytes; a request larger than the last one fails. */
-#define RSD__SLAB_CLASSES 26
-
-struct rsd__slab {
-	struct rsd__arena mem;
-	void *free[RSD__SLAB_CLASSES]; /* a freed block's first word links the next */
-};
-
-void rsd__slab_init(struct rsd__slab *s, size_t chunk_size, struct rsd__mem_cache *mc);
-void rsd__slab_fini(struct rsd__slab *s);
-/* The class of a block of at least n bytes, -1 when there is none. */
-int rsd__slab_class(size_t n);
-static inline size_t rsd__slab_size(int cls)
-{
-	return (size_t)64 << cls;
-}
-/* A block of class cls (rsd__slab_size(cls) bytes); NULL with -RSD_ENOMEM
- * recorded on failure. */
-void *rsd__slab_alloc(struct rsd__slab *s, int cls);
-void rsd__slab_free(struct rsd__slab *s, void *p, int cls);
 
 #endif

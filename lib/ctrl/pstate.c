@@ -5,11 +5,6 @@
 
 #include "pstate.h"
 
-/* Slab chunks: a few hundred states of a typical search each. */
-#define PS_CHUNK ((size_t)64 << 10)
-/* The slab class of a reclaim record (128 bytes; checked in rsd__ps_append). */
-#define NODE_CLS 1
-
 /* ---- the shared table of distinct location sets ---- */
 
 static uint64_t locset_hash(const struct rsd__locset *l)
@@ -88,7 +83,8 @@ int rsd__ps_space_init(struct rsd__pspace *sp, const struct rsd_image *img,
 {
 	memset(sp, 0, sizeof(*sp));
 	sp->img = img;
-	rsd__slab_init(&sp->slab, PS_CHUNK, mc);
+	rsd__mem_source(mc, &sp->src);
+	rsd__slab_init(&sp->slab, &sp->src);
 	/* without the cache the search only runs slower */
 	sp->tab = rsd__calloc(RSD__BL_SLOTS, sizeof(*sp->tab));
 	return 0;
@@ -103,47 +99,227 @@ void rsd__ps_space_fini(struct rsd__pspace *sp)
 	memset(sp, 0, sizeof(*sp));
 }
 
-/* ---- states ---- */
+/* ---- the delta treap ---- */
+
+static inline uint64_t dn_prio(uint32_t v)
+{
+	/* a bijection of 64-bit words: distinct keys, distinct priorities */
+	return rsd__mix64(v);
+}
+
+static struct rsd__dnode *dn_get(struct rsd__dnode *n)
+{
+	if (n)
+		n->refs++;
+	return n;
+}
+
+/* Drop a reference; a node left without one drops its children's. */
+static void dn_put(struct rsd__pspace *sp, struct rsd__dnode *n)
+{
+	while (n && --n->refs == 0) {
+		struct rsd__dnode *r = n->r;
+
+		dn_put(sp, n->l);
+		rsd__slab_free(&sp->slab, n, sizeof(*n));
+		n = r; /* the right spine without recursion */
+	}
+}
 
 /*
- * A state with room for at least cap_acct accounting and cap_delta delta
- * entries; the delta takes whatever else its slab block holds.
+ * An edit takes its new nodes from a pool filled before it starts with as
+ * many nodes as it can need, so that the edit itself cannot fail halfway
+ * through a path (pool nodes are linked by l).
  */
-static struct rsd__pstate *ps_alloc(struct rsd__pspace *sp, uint32_t cap_acct, uint32_t cap_delta)
-{
-	size_t head = sizeof(struct rsd__pstate) + (size_t)cap_acct * sizeof(struct rsd__ps_bytes);
-	size_t want = head + (size_t)cap_delta * sizeof(struct rsd__vdelta);
-	int cls = rsd__slab_class(want);
-	struct rsd__pstate *s;
-	size_t room;
+struct dn_pool {
+	struct rsd__dnode *free;
+};
 
-	if (cls < 0) {
-		rsd__err(RSD_ENOMEM, "out of memory: planning state of %zu bytes", want);
+static void dn_pool_drain(struct rsd__pspace *sp, struct dn_pool *p)
+{
+	while (p->free) {
+		struct rsd__dnode *d = p->free;
+
+		p->free = d->l;
+		rsd__slab_free(&sp->slab, d, sizeof(*d));
+	}
+}
+
+static bool dn_pool_fill(struct rsd__pspace *sp, struct dn_pool *p, uint32_t n)
+{
+	p->free = NULL;
+	while (n--) {
+		struct rsd__dnode *d = rsd__slab_alloc(&sp->slab, sizeof(*d));
+
+		if (!d) {
+			dn_pool_drain(sp, p);
+			rsd__err(RSD_ENOMEM, "out of memory: planning state delta");
+			return false;
+		}
+		d->l = p->free;
+		p->free = d;
+	}
+	return true;
+}
+
+/* A node of entry e over l and r, whose references it takes. */
+static struct rsd__dnode *dn_new(struct dn_pool *p, struct rsd__dnode *l, struct rsd__dnode *r,
+				 struct rsd__vdelta e)
+{
+	struct rsd__dnode *n = p->free;
+
+	/*
+	 * Not NULL: the pool holds as many nodes as the edit can make
+	 * (rsd__ps_set_locs() counts them along the path first), which the
+	 * analyzer cannot follow through the recursion.
+	 */
+	/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
+	p->free = n->l;
+	n->l = l;
+	n->r = r;
+	n->e = e;
+	n->refs = 1;
+	return n;
+}
+
+/* Nodes on the path from t to key v (its own included when present). */
+static uint32_t dn_depth(const struct rsd__dnode *t, uint32_t v)
+{
+	uint32_t d = 0;
+
+	for (; t; t = v < t->e.vidx ? t->l : t->r) {
+		d++;
+		if (t->e.vidx == v)
+			break;
+	}
+	return d;
+}
+
+/* t with v's entry replaced by e (v is in t); new path, shared rest. */
+static struct rsd__dnode *dn_replace(struct dn_pool *p, struct rsd__dnode *t, struct rsd__vdelta e)
+{
+	if (e.vidx == t->e.vidx)
+		return dn_new(p, dn_get(t->l), dn_get(t->r), e);
+	if (e.vidx < t->e.vidx)
+		return dn_new(p, dn_replace(p, t->l, e), dn_get(t->r), t->e);
+	return dn_new(p, dn_get(t->l), dn_replace(p, t->r, e), t->e);
+}
+
+/* Split t (v not in it) into the keys below v, *lo, and above, *hi. */
+static void dn_split(struct dn_pool *p, struct rsd__dnode *t, uint32_t v, struct rsd__dnode **lo,
+		     struct rsd__dnode **hi)
+{
+	if (!t) {
+		*lo = NULL;
+		*hi = NULL;
+	} else if (t->e.vidx < v) {
+		struct rsd__dnode *a;
+
+		dn_split(p, t->r, v, &a, hi);
+		*lo = dn_new(p, dn_get(t->l), a, t->e);
+	} else {
+		struct rsd__dnode *b;
+
+		dn_split(p, t->l, v, lo, &b);
+		*hi = dn_new(p, b, dn_get(t->r), t->e);
+	}
+}
+
+/* t with e inserted (e.vidx not in t). */
+static struct rsd__dnode *dn_insert(struct dn_pool *p, struct rsd__dnode *t, struct rsd__vdelta e)
+{
+	struct rsd__dnode *lo, *hi;
+
+	if (t && dn_prio(t->e.vidx) > dn_prio(e.vidx)) {
+		if (e.vidx < t->e.vidx)
+			return dn_new(p, dn_insert(p, t->l, e), dn_get(t->r), t->e);
+		return dn_new(p, dn_get(t->l), dn_insert(p, t->r, e), t->e);
+	}
+	dn_split(p, t, e.vidx, &lo, &hi);
+	return dn_new(p, lo, hi, e);
+}
+
+/* Nodes a merge of a and b makes: a's right spine and b's left one. */
+static uint32_t dn_spines(const struct rsd__dnode *a, const struct rsd__dnode *b)
+{
+	uint32_t n = 0;
+
+	for (; a; a = a->r)
+		n++;
+	for (; b; b = b->l)
+		n++;
+	return n;
+}
+
+/* The treap of a's keys and then b's (all below them), sharing both. */
+static struct rsd__dnode *dn_merge(struct dn_pool *p, struct rsd__dnode *a, struct rsd__dnode *b)
+{
+	if (!a)
+		return dn_get(b);
+	if (!b)
+		return dn_get(a);
+	if (dn_prio(a->e.vidx) > dn_prio(b->e.vidx))
+		return dn_new(p, dn_get(a->l), dn_merge(p, a->r, b), a->e);
+	return dn_new(p, dn_merge(p, a, b->l), dn_get(b->r), b->e);
+}
+
+/* t without v's entry (v is in t). */
+static struct rsd__dnode *dn_remove(struct dn_pool *p, struct rsd__dnode *t, uint32_t v)
+{
+	if (v == t->e.vidx)
+		return dn_merge(p, t->l, t->r);
+	if (v < t->e.vidx)
+		return dn_new(p, dn_remove(p, t->l, v), dn_get(t->r), t->e);
+	return dn_new(p, dn_get(t->l), dn_remove(p, t->r, v), t->e);
+}
+
+static bool dn_walk(const struct rsd__dnode *n, bool (*fn)(void *, const struct rsd__vdelta *),
+		    void *ctx)
+{
+	for (; n; n = n->r) {
+		if (!dn_walk(n->l, fn, ctx) || !fn(ctx, &n->e))
+			return false;
+	}
+	return true;
+}
+
+bool rsd__ps_walk(const struct rsd__pstate *s, bool (*fn)(void *ctx, const struct rsd__vdelta *e),
+		  void *ctx)
+{
+	return dn_walk(s->root, fn, ctx);
+}
+
+/* ---- states ---- */
+
+/* A state with room for at least cap_acct accounting entries. */
+static struct rsd__pstate *ps_alloc(struct rsd__pspace *sp, uint32_t cap_acct)
+{
+	size_t size = rsd__slab_size(sizeof(struct rsd__pstate) +
+				     (size_t)cap_acct * sizeof(struct rsd__ps_bytes));
+	struct rsd__pstate *s = rsd__slab_alloc(&sp->slab, size);
+
+	if (!s) {
+		rsd__err(RSD_ENOMEM, "out of memory: planning state of %zu bytes", size);
 		return NULL;
 	}
-	s = rsd__slab_alloc(&sp->slab, cls);
-	if (!s)
-		return NULL;
-	room = (rsd__slab_size(cls) - head) / sizeof(struct rsd__vdelta);
-	s->cls = cls;
-	s->cap_acct = cap_acct;
-	s->cap_delta = room > UINT32_MAX ? UINT32_MAX : (uint32_t)room;
-	/* Both arrays hold 8-byte aligned records: no padding is needed. */
+	s->size = size;
+	s->cap_acct = (uint32_t)((size - sizeof(*s)) / sizeof(*s->acct));
+	/* 8-byte aligned records after the header: no padding is needed */
 	s->acct = (struct rsd__ps_bytes *)(s + 1);
-	s->delta = (struct rsd__vdelta *)(s->acct + cap_acct);
 	return s;
 }
 
 struct rsd__pstate *rsd__ps_initial(struct rsd__pspace *sp)
 {
 	const struct rsd_image *img = sp->img;
-	struct rsd__pstate *s = ps_alloc(sp, img->nlocs + 2, 4);
+	struct rsd__pstate *s = ps_alloc(sp, img->nlocs + 2);
 
 	if (!s)
 		return NULL;
 	s->tail = NULL;
 	s->nreclaim = 0;
 	s->ndelta = 0;
+	s->root = NULL;
 	s->nacct = 0;
 	for (uint32_t i = 0; i < img->nlocs; i++) {
 		const struct rsd_img_loc *l = &img->locs[i];
@@ -166,24 +342,30 @@ struct rsd__pstate *rsd__ps_initial(struct rsd__pspace *sp)
 	return s;
 }
 
-/* t takes s's contents (and, when share, a reference to its actions). */
+/*
+ * t takes s's contents; when share, it takes references of its own to the
+ * delta and the actions (else it takes over s's).
+ */
 static void ps_fill(struct rsd__pstate *t, const struct rsd__pstate *s, bool share)
 {
 	t->hash = s->hash;
 	t->tail = s->tail;
-	if (share && t->tail)
-		t->tail->refs++;
+	t->root = s->root;
+	if (share) {
+		if (t->tail)
+			t->tail->refs++;
+		dn_get(t->root);
+	}
 	t->nreclaim = s->nreclaim;
 	t->nacct = s->nacct;
 	t->ndelta = s->ndelta;
 	memcpy(t->acct, s->acct, s->nacct * sizeof(*s->acct));
-	memcpy(t->delta, s->delta, s->ndelta * sizeof(*s->delta));
 }
 
 struct rsd__pstate *rsd__ps_copy(struct rsd__pspace *sp, const struct rsd__pstate *s)
 {
-	/* A little headroom: a successor usually changes a value or two. */
-	struct rsd__pstate *t = ps_alloc(sp, s->nacct + 1, s->ndelta + 2);
+	/* A little headroom: a spill may add its destination. */
+	struct rsd__pstate *t = ps_alloc(sp, s->nacct + 1);
 
 	if (t)
 		ps_fill(t, s, true);
@@ -196,7 +378,7 @@ void rsd__node_put(struct rsd__pspace *sp, struct rsd__act_node *n)
 	while (n && --n->refs == 0) {
 		struct rsd__act_node *prev = n->prev;
 
-		rsd__slab_free(&sp->slab, n, NODE_CLS);
+		rsd__slab_free(&sp->slab, n, sizeof(*n));
 		n = prev;
 	}
 }
@@ -206,22 +388,22 @@ void rsd__ps_free(struct rsd__pspace *sp, struct rsd__pstate *s)
 	if (!s)
 		return;
 	rsd__node_put(sp, s->tail);
-	rsd__slab_free(&sp->slab, s, s->cls);
+	dn_put(sp, s->root);
+	rsd__slab_free(&sp->slab, s, s->size);
 }
 
 static struct rsd__pstate *ps_grow(struct rsd__pspace *sp, struct rsd__pstate *s,
-				   uint32_t need_acct, uint32_t need_delta)
+				   uint32_t need_acct)
 {
 	struct rsd__pstate *t;
 
-	if (need_acct <= s->cap_acct && need_delta <= s->cap_delta)
+	if (need_acct <= s->cap_acct)
 		return s;
-	t = ps_alloc(sp, need_acct > s->cap_acct ? need_acct + 2 : s->cap_acct,
-		     need_delta > s->cap_delta ? need_delta * 2 : s->cap_delta);
+	t = ps_alloc(sp, need_acct + 2);
 	if (!t)
 		return NULL;
-	ps_fill(t, s, false); /* the tail reference moves to t */
-	rsd__slab_free(&sp->slab, s, s->cls);
+	ps_fill(t, s, false); /* the tail and root references move to t */
+	rsd__slab_free(&sp->slab, s, s->size);
 	return t;
 }
 
@@ -241,56 +423,57 @@ const struct rsd__locset *rsd__ps_base_fill(struct rsd__pspace *sp, uint32_t v,
 	return &sl->l;
 }
 
-const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v)
-{
-	bool found;
-	uint32_t i = rsd__ps_delta_pos(s, v, &found);
-
-	return found ? &s->delta[i] : NULL;
-}
-
 struct rsd__locset rsd__ps_locs(struct rsd__pspace *sp, const struct rsd__pstate *s, uint32_t v)
 {
-	const struct rsd__vdelta *d = rsd__ps_find(s, v);
-
-	return d ? rsd__ps_set(sp, d) : rsd__ps_base_locs(sp, v);
+	return rsd__ps_locs_of(sp, v, rsd__ps_find(s, v));
 }
 
 struct rsd__pstate *rsd__ps_set_locs(struct rsd__pspace *sp, struct rsd__pstate *s, uint32_t v,
 				     const struct rsd__locset *locs)
 {
 	struct rsd__locset base = rsd__ps_base_locs(sp, v);
-	struct rsd__vdelta *d;
-	bool found;
-	uint32_t i = rsd__ps_delta_pos(s, v, &found);
-	long id;
+	const struct rsd__vdelta *old = rsd__ps_find(s, v);
+	bool drop = ls_eq(&base, locs);
+	struct rsd__vdelta e = { v, 0 };
+	struct rsd__dnode *root;
+	struct dn_pool pool;
+	uint32_t need;
 
-	if (ls_eq(&base, locs)) {
+	if (drop) {
 		/* Back to the image's set: keep the delta normalized. */
-		if (found) {
-			s->hash -= rsd__vdelta_hash(&s->delta[i]);
-			memmove(&s->delta[i], &s->delta[i + 1],
-				(s->ndelta - i - 1) * sizeof(*s->delta));
-			s->ndelta--;
-		}
-		return s;
-	}
-	id = intern(sp, locs);
-	if (id < 0)
-		return NULL;
-	if (!found) {
-		s = ps_grow(sp, s, s->nacct, s->ndelta + 1);
-		if (!s)
-			return NULL;
-		memmove(&s->delta[i + 1], &s->delta[i], (s->ndelta - i) * sizeof(*s->delta));
-		s->ndelta++;
-		s->delta[i].vidx = v;
+		const struct rsd__dnode *n = s->root;
+
+		if (!old)
+			return s;
+		/* the path above v's node, then the merge of its children */
+		need = dn_depth(n, v) - 1;
+		while (n->e.vidx != v)
+			n = v < n->e.vidx ? n->l : n->r;
+		need += dn_spines(n->l, n->r);
 	} else {
-		s->hash -= rsd__vdelta_hash(&s->delta[i]);
+		long id = intern(sp, locs);
+
+		if (id < 0)
+			return NULL;
+		e.ls = (uint32_t)id;
+		/* a replace copies the path to v; an insert splits along it */
+		need = dn_depth(s->root, v) + !old;
 	}
-	d = &s->delta[i];
-	d->ls = (uint32_t)id;
-	s->hash += rsd__vdelta_hash(d);
+	if (!dn_pool_fill(sp, &pool, need))
+		return NULL;
+	if (old)
+		s->hash -= rsd__vdelta_hash(old);
+	if (drop) {
+		root = dn_remove(&pool, s->root, v);
+		s->ndelta--;
+	} else {
+		root = old ? dn_replace(&pool, s->root, e) : dn_insert(&pool, s->root, e);
+		s->ndelta += !old;
+		s->hash += rsd__vdelta_hash(&e);
+	}
+	dn_put(sp, s->root); /* old points into it: not used from here on */
+	s->root = root;
+	dn_pool_drain(sp, &pool);
 	return s;
 }
 
@@ -335,7 +518,7 @@ struct rsd__pstate *rsd__ps_used(struct rsd__pspace *sp, struct rsd__pstate *s, 
 		i++;
 	if (i == s->nacct || s->acct[i].slot != slot) {
 		/* A spill destination enters the maps (it changes SIG). */
-		s = ps_grow(sp, s, s->nacct + 1, s->ndelta);
+		s = ps_grow(sp, s, s->nacct + 1);
 		if (!s)
 			return NULL;
 		memmove(&s->acct[i + 1], &s->acct[i], (s->nacct - i) * sizeof(*s->acct));
@@ -358,11 +541,10 @@ bool rsd__ps_append(struct rsd__pspace *sp, struct rsd__pstate *s, const struct 
 {
 	struct rsd__act_node *n;
 
-	_Static_assert(sizeof(*n) <= 64 << NODE_CLS, "a reclaim record fits its slab class");
-	n = rsd__slab_alloc(&sp->slab, NODE_CLS);
+	n = rsd__slab_alloc(&sp->slab, sizeof(*n));
 	if (!n)
-		return false;
-	n->prev = s->tail; /* the state's reference moves to the new node */
+		return false; /* the caller records it */
+	n->prev = s->tail;    /* the state's reference moves to the new node */
 	n->refs = 1;
 	n->action = *a;
 	n->ev = *ev;

@@ -5,16 +5,20 @@
  * search_state_limit levels:
  *
  *  - per value, the set of planned locations (of 130 slots) is stored only
- *    where it differs from the published image ("delta", sorted by value
- *    index, normalized: an entry equal to the image's set is removed), so a
- *    copy costs O(changed values), not O(all values); an entry names its
- *    set by a 32-bit code (struct rsd__vdelta), 8 bytes an entry;
+ *    where it differs from the published image ("delta", ordered by value
+ *    index, normalized: an entry equal to the image's set is removed); an
+ *    entry names its set by a 32-bit code (struct rsd__vdelta). The delta
+ *    is a persistent treap shared between a state and its successors
+ *    (struct rsd__dnode): a copy takes a reference to its root, and a
+ *    change copies the O(log n) nodes on one path, so a chain of n spills
+ *    costs O(n log n) time and memory, not the O(n^2) that copying a
+ *    sorted array per level cost;
  *  - location accounting (used, reserved) is a short array sorted by slot,
  *    holding exactly the locations present in the state's maps;
  *  - reclaim actions and their evictions form a reference-counted list
  *    shared between a state and its successors (each successor appends one);
- *  - states and reclaim records come from the search's slab (arena.h): no
- *    malloc/free pair per successor.
+ *  - states, delta nodes and reclaim records come from the search's slab
+ *    (arena.h): no malloc/free pair per successor.
  *
  * Private to the controller search (search.h lists its files) and
  * lib/ctrl/pstate.c.
@@ -147,6 +151,19 @@ static inline uint64_t rsd__acct_hash(const struct rsd__ps_bytes *a)
 	       rsd__mix64(a->reserved ^ 0x85ebca77c2b2ae63ull * (a->slot + 1));
 }
 
+/*
+ * A node of a delta treap: ordered by vidx, a max-heap by a hash of vidx
+ * (so the tree's shape is a function of its keys, pstate.c). Nodes
+ * are immutable once linked and reference-counted: refs counts the states'
+ * roots and parent nodes that point at it. They come from the search's
+ * slab.
+ */
+struct rsd__dnode {
+	struct rsd__dnode *l, *r;
+	struct rsd__vdelta e;
+	uint32_t refs;
+};
+
 struct rsd__pstate {
 	/*
 	 * The sum of rsd__vdelta_hash() of every delta entry and
@@ -158,10 +175,10 @@ struct rsd__pstate {
 	struct rsd__act_node *tail; /* last reclaim action, NULL when none */
 	size_t nreclaim;
 	uint32_t nacct, cap_acct;
-	uint32_t ndelta, cap_delta;
-	int cls;		    /* its slab class (struct rsd__pspace) */
+	uint32_t ndelta;	    /* entries in the delta treap */
+	size_t size;		    /* its slab object's bytes (struct rsd__pspace) */
 	struct rsd__ps_bytes *acct; /* sorted by slot; inside this block */
-	struct rsd__vdelta *delta;  /* sorted by vidx; inside this block */
+	struct rsd__dnode *root;    /* the delta; one reference is this state's */
 };
 
 /*
@@ -182,8 +199,8 @@ struct rsd__bl_slot {
  * set cache (tab NULL: none, every lookup computes), the table of the
  * distinct location sets that delta entries name by id (those that are
  * not their own code: sets[], found through an open-addressing index of
- * id + 1, 0 empty), and the slab that states and reclaim records come
- * from.
+ * id + 1, 0 empty), and the slab that states, delta nodes and reclaim records
+ * come from.
  */
 struct rsd__pspace {
 	const struct rsd_image *img;
@@ -191,7 +208,8 @@ struct rsd__pspace {
 	struct rsd__locset *sets;
 	uint32_t nsets, capsets;
 	uint32_t *sidx;
-	uint32_t sidxcap; /* 0 or a power of two, at least 2 * capsets */
+	uint32_t sidxcap;	     /* 0 or a power of two, at least 2 * capsets */
+	struct rsd__slab_source src; /* the controller's memory cache */
 	struct rsd__slab slab;
 };
 
@@ -220,25 +238,22 @@ static inline struct rsd__locset rsd__ps_base_locs(struct rsd__pspace *sp, uint3
 	return *rsd__ps_base_fill(sp, v, &buf);
 }
 
-/* Position of v in s's delta, or where it would be inserted (*found false). */
-static inline uint32_t rsd__ps_delta_pos(const struct rsd__pstate *s, uint32_t v, bool *found)
+struct rsd__locset rsd__ps_locs(struct rsd__pspace *sp, const struct rsd__pstate *s, uint32_t v);
+/* Value v's delta entry in s, NULL when it has none (O(log n)). */
+static inline const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v)
 {
-	uint32_t lo = 0, hi = s->ndelta;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (s->delta[mid].vidx < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*found = lo < s->ndelta && s->delta[lo].vidx == v;
-	return lo;
+	for (const struct rsd__dnode *n = s->root; n; n = v < n->e.vidx ? n->l : n->r)
+		if (n->e.vidx == v)
+			return &n->e;
+	return NULL;
 }
 
-struct rsd__locset rsd__ps_locs(struct rsd__pspace *sp, const struct rsd__pstate *s, uint32_t v);
-const struct rsd__vdelta *rsd__ps_find(const struct rsd__pstate *s, uint32_t v);
+/*
+ * Call fn on each delta entry of s in vidx order until it returns false.
+ * Returns false when fn stopped the walk.
+ */
+bool rsd__ps_walk(const struct rsd__pstate *s, bool (*fn)(void *ctx, const struct rsd__vdelta *e),
+		  void *ctx);
 /* The location set of delta entry d. */
 static inline struct rsd__locset rsd__ps_set(const struct rsd__pspace *sp,
 					     const struct rsd__vdelta *d)
@@ -275,11 +290,10 @@ const struct rsd__ps_bytes *rsd__ps_acct(const struct rsd__pstate *s, unsigned s
 struct rsd__ps_succ {
 	uint64_t hash;		/* its running hash */
 	uint64_t used;		/* its used bytes at s->acct[apos] */
-	struct rsd__vdelta ent; /* v's delta entry in it (keep) */
+	struct rsd__vdelta ent; /* v's delta entry in it (ls: only when keep) */
 	uint32_t ndelta;	/* its delta length */
-	uint32_t dpos;		/* v's position in s's delta (found: replaced) */
 	uint32_t apos;		/* the lowered location's index in s's accounting */
-	bool found, keep;	/* keep: it has a delta entry for v, ent */
+	bool keep;		/* it has a delta entry for v, ent */
 };
 
 /* The change rsd__ps_used(slot, 0, sub) would make to s. */
@@ -297,12 +311,11 @@ struct rsd__ps_used_edit {
 int rsd__ps_edit_used(const struct rsd__pstate *s, unsigned slot, uint64_t sub,
 		      struct rsd__ps_used_edit *u);
 
-/* Value v's set in s, its delta position dpos known (rsd__ps_delta_pos()). */
-static inline struct rsd__locset rsd__ps_locs_at(struct rsd__pspace *sp,
-						 const struct rsd__pstate *s, uint32_t v,
-						 uint32_t dpos, bool found)
+/* Value v's set, d its delta entry in a state (NULL: none, the image's). */
+static inline struct rsd__locset rsd__ps_locs_of(struct rsd__pspace *sp, uint32_t v,
+						 const struct rsd__vdelta *d)
 {
-	return found ? rsd__ps_set(sp, &s->delta[dpos]) : rsd__ps_base_locs(sp, v);
+	return d ? rsd__ps_set(sp, d) : rsd__ps_base_locs(sp, v);
 }
 
 /* The code of location set l (struct rsd__vdelta), added to the table
@@ -310,28 +323,26 @@ static inline struct rsd__locset rsd__ps_locs_at(struct rsd__pspace *sp,
 long rsd__ps_code(struct rsd__pspace *sp, const struct rsd__locset *l);
 
 /*
- * Describe the successor in which v (at dpos, found, in s's delta) gets
- * the set of the given code, as rsd__ps_set_locs() would leave it (keep:
- * that set is not v's image set, so v keeps a delta entry), with the used
- * change *u.
+ * Describe the successor in which v (old: its entry in s's delta, NULL
+ * when none) gets the set of the given code, as rsd__ps_set_locs() would
+ * leave it (keep: that set is not v's image set, so v keeps a delta
+ * entry), with the used change *u.
  */
-static inline void rsd__ps_describe(const struct rsd__pstate *s, uint32_t v, uint32_t dpos,
-				    bool found, bool keep, uint32_t code,
+static inline void rsd__ps_describe(const struct rsd__pstate *s, uint32_t v,
+				    const struct rsd__vdelta *old, bool keep, uint32_t code,
 				    const struct rsd__ps_used_edit *u, struct rsd__ps_succ *out)
 {
 	out->hash = s->hash + u->dhash;
 	out->used = u->used;
 	out->apos = u->apos;
-	out->dpos = dpos;
-	out->found = found;
 	out->keep = keep;
 	out->ndelta = s->ndelta;
-	if (found) {
-		out->hash -= rsd__vdelta_hash(&s->delta[dpos]);
+	if (old) {
+		out->hash -= rsd__vdelta_hash(old);
 		out->ndelta--;
 	}
+	out->ent.vidx = v; /* also where v's entry goes, or went, when not keep */
 	if (keep) {
-		out->ent.vidx = v;
 		out->ent.ls = code;
 		out->hash += rsd__vdelta_hash(&out->ent);
 		out->ndelta++;

@@ -21,7 +21,7 @@ enum ftype {
  * its value's position in the ranked state's delta (found: an entry
  * there; else where one would go), known from the merge that listed it;
  * a list a SEARCH level took over from its parent (search_derive()) keeps
- * the parent's, so the drop views look the position up in their state.
+ * the parent's, so the drop views look the entry up in their state.
  */
 struct ranked {
 	uint32_t vidx, dpos;

@@ -60,9 +60,19 @@ static uint64_t key_head(char tag, uint32_t ndelta, uint32_t nacct)
  */
 #define ACCT_KEY_BYTES (2 * sizeof(uint64_t)) /* used, then slot and pad */
 
+/* Append a delta entry at *ctx (a write position in the key). */
+static bool put_delta(void *ctx, const struct rsd__vdelta *e)
+{
+	unsigned char **q = ctx;
+
+	memcpy(*q, e, sizeof(*e));
+	*q += sizeof(*e);
+	return true;
+}
+
 static int key_serialize(struct search *x, char tag, const struct rsd__pstate *S)
 {
-	size_t nd = S->ndelta * sizeof(*S->delta), na = (size_t)S->nacct * ACCT_KEY_BYTES;
+	size_t nd = S->ndelta * sizeof(struct rsd__vdelta), na = (size_t)S->nacct * ACCT_KEY_BYTES;
 	uint64_t head = key_head(tag, S->ndelta, S->nacct);
 	unsigned char *q;
 
@@ -75,8 +85,7 @@ static int key_serialize(struct search *x, char tag, const struct rsd__pstate *S
 		return x->err;
 	q = x->key;
 	KEY_PUT(q, head);
-	memcpy(q, S->delta, nd);
-	q += nd;
+	rsd__ps_walk(S, put_delta, &q);
 	for (uint32_t i = 0; i < S->nacct; i++, q += ACCT_KEY_BYTES)
 		memcpy(q, &S->acct[i], ACCT_KEY_BYTES);
 	x->keylen = (size_t)(q - x->key);
@@ -90,32 +99,57 @@ struct succ_key {
 };
 
 /*
+ * A comparison of S's delta, with v's entry replaced, inserted or removed
+ * as the successor t has it, against a key's delta words at k.
+ */
+struct succ_cmp {
+	const unsigned char *k;
+	const struct rsd__ps_succ *t;
+	bool placed; /* t's entry for v was compared (or has none) */
+};
+
+static bool succ_cmp_ent(struct succ_cmp *c, const struct rsd__vdelta *e)
+{
+	if (memcmp(c->k, e, sizeof(*e)) != 0)
+		return false;
+	c->k += sizeof(*e);
+	return true;
+}
+
+static bool succ_cmp_one(void *ctx, const struct rsd__vdelta *e)
+{
+	struct succ_cmp *c = ctx;
+
+	if (!c->placed && e->vidx >= c->t->ent.vidx) {
+		c->placed = true;
+		if (c->t->keep && !succ_cmp_ent(c, &c->t->ent))
+			return false;
+		if (e->vidx == c->t->ent.vidx)
+			return true; /* replaced or removed */
+	}
+	return succ_cmp_ent(c, e);
+}
+
+/*
  * Is key the request key of the successor? Compared where the key lies,
- * as key_serialize() would have written the successor: S's delta with
- * v's entry replaced, inserted or removed (the runs before and after it
- * compared whole), S's accounting with one used word changed.
+ * as key_serialize() would have written the successor: S's delta in order
+ * with v's entry replaced, inserted or removed, S's accounting with one
+ * used word changed.
  */
 static bool succ_eq(const void *ctx, const unsigned char *k, size_t len)
 {
 	const struct rsd__pstate *S = ((const struct succ_key *)ctx)->S;
 	const struct rsd__ps_succ *t = ((const struct succ_key *)ctx)->t;
-	size_t before = t->dpos * sizeof(*S->delta);
-	size_t after = (S->ndelta - t->dpos - t->found) * sizeof(*S->delta);
 	uint64_t head = key_head('R', t->ndelta, S->nacct);
+	struct succ_cmp c = { k + sizeof(head), t, false };
 
-	if (len != sizeof(head) + t->ndelta * sizeof(*S->delta) +
+	if (len != sizeof(head) + t->ndelta * sizeof(struct rsd__vdelta) +
 			    (size_t)S->nacct * ACCT_KEY_BYTES ||
-	    memcmp(k, &head, sizeof(head)) != 0 || memcmp(k + sizeof(head), S->delta, before) != 0)
+	    memcmp(k, &head, sizeof(head)) != 0 || !rsd__ps_walk(S, succ_cmp_one, &c))
 		return false;
-	k += sizeof(head) + before;
-	if (t->keep) {
-		if (memcmp(k, &t->ent, sizeof(t->ent)) != 0)
-			return false;
-		k += sizeof(t->ent);
-	}
-	if (memcmp(k, S->delta + t->dpos + t->found, after) != 0)
+	if (!c.placed && t->keep && !succ_cmp_ent(&c, &t->ent))
 		return false;
-	k += after;
+	k = c.k;
 	for (uint32_t i = 0; i < S->nacct; i++, k += ACCT_KEY_BYTES) {
 		uint64_t used = i == t->apos ? t->used : S->acct[i].used;
 
@@ -159,9 +193,8 @@ int rsd__search_drop_view(struct search *x, const struct rsd__pstate *S, const s
 			  unsigned src, const struct rsd__ps_used_edit *u, struct drop_view *dv)
 {
 	/* c may come from an ancestor's list: find its entry in S. */
-	bool found;
-	uint32_t dpos = rsd__ps_delta_pos(S, c->vidx, &found);
-	uint32_t L = found ? S->delta[dpos].ls : c->bcode, code = 0;
+	const struct rsd__vdelta *old = rsd__ps_find(S, c->vidx);
+	uint32_t L = old ? old->ls : c->bcode, code = 0;
 	struct rsd__locset after, base;
 	bool keep, coded = !((L | c->bcode) & RSD__LS_TABLE) && src < 31;
 
@@ -172,7 +205,7 @@ int rsd__search_drop_view(struct search *x, const struct rsd__pstate *S, const s
 		dv->others = code != 0;
 		keep = code != c->bcode;
 	} else {
-		after = rsd__ps_locs_at(&x->sp, S, c->vidx, dpos, found);
+		after = rsd__ps_locs_of(&x->sp, c->vidx, old);
 		base = rsd__ps_base_locs(&x->sp, c->vidx);
 		ls_del(&after, src);
 		dv->others = !ls_empty(&after);
@@ -187,7 +220,7 @@ int rsd__search_drop_view(struct search *x, const struct rsd__pstate *S, const s
 			return x->err = (int)k;
 		code = (uint32_t)k;
 	}
-	rsd__ps_describe(S, c->vidx, dpos, found, keep, code, u, &dv->s);
+	rsd__ps_describe(S, c->vidx, old, keep, code, u, &dv->s);
 	dv->keyhash = request_hash('R', dv->s.hash, dv->s.ndelta, S->nacct);
 	dv->state = DV_DROP;
 	rsd__memo_prefetch_slot(&x->failed_req, dv->keyhash);

@@ -462,59 +462,79 @@ static int order_part(struct search *x, size_t lo, size_t hi, unsigned slot, str
 	return 0;
 }
 
+/*
+ * CANDIDATES(S, X, blocked): the merge of the image's list at X with S's
+ * delta, both in registration order, into cvidx[] (with cbi[] and cpos[]).
+ */
+struct cand_merge {
+	struct search *x;
+	unsigned X;
+	const struct active *act;
+	const uint32_t *base;
+	uint32_t nb, bi, di, n;
+	bool projected;
+};
+
+static void cand_add(struct cand_merge *m, uint32_t v, uint32_t at, uint32_t pos)
+{
+	if (!m->act || !rsd__search_active_has(m->act, v, -1)) {
+		m->x->cbi[m->n] = at;
+		m->x->cpos[m->n] = pos;
+		m->x->cvidx[m->n++] = v;
+	}
+}
+
+/* Every image candidate below v: none has a delta entry. */
+static void cand_base_upto(struct cand_merge *m, uint64_t v)
+{
+	for (; m->bi < m->nb && m->base[m->bi] < v; m->bi++)
+		cand_add(m, m->base[m->bi], m->bi, m->di << 1); /* one would go at di */
+}
+
+static bool cand_delta(void *ctx, const struct rsd__vdelta *d)
+{
+	struct cand_merge *m = ctx;
+	struct rsd__pspace *sp = &m->x->sp;
+	uint32_t pos;
+
+	cand_base_upto(m, d->vidx);
+	pos = m->di++ << 1 | 1;
+	if (m->bi < m->nb && m->base[m->bi] == d->vidx) {
+		if (rsd__ps_set_has(sp, d, m->X))
+			cand_add(m, d->vidx, m->bi, pos);
+		m->bi++;
+	} else {
+		struct rsd__locset bl = rsd__ps_base_locs(sp, d->vidx);
+
+		/* projected here by planning (a protected original is not) */
+		if (rsd__ps_set_has(sp, d, m->X) && !ls_has(&bl, m->X)) {
+			m->projected = true;
+			cand_add(m, d->vidx, UINT32_MAX, pos);
+		}
+	}
+	return true;
+}
+
 /* Blocked being the handles of act; the ranked list is taken from the
  * frames' arena (its caller is the top frame). */
 int rsd__search_rank(struct search *x, const struct rsd__pstate *S, unsigned X,
 		     const struct active *act, struct ranked **out, uint32_t *nout, bool *cached)
 {
-	uint32_t nb, bi = 0, di = 0, n = 0, nord = 0;
-	const uint32_t *base;
-	bool projected = false;
+	struct cand_merge m = { x, X, act, NULL, 0, 0, 0, 0, false };
+	uint32_t n, nord = 0;
+	bool projected;
 	struct ranked *r;
 
 	if (build_base(x, X))
 		return x->err;
-	base = x->base_cands[X];
-	nb = x->nbase_cands[X];
-	if (scratch_reserve(x, (size_t)nb + S->ndelta + 1))
+	m.base = x->base_cands[X];
+	m.nb = x->nbase_cands[X];
+	if (scratch_reserve(x, (size_t)m.nb + S->ndelta + 1))
 		return x->err;
-	/* Merge the image list with the delta, both in registration order. */
-	while (bi < nb || di < S->ndelta) {
-		const struct rsd__vdelta *d = di < S->ndelta ? &S->delta[di] : NULL;
-		uint32_t v, at = UINT32_MAX, pos = di << 1 | 1;
-		bool cand;
-
-		if (bi < nb && (!d || base[bi] < d->vidx)) {
-			at = bi;
-			v = base[bi++];
-			cand = true;
-			pos = di << 1; /* no entry: one would go at di */
-		} else if (bi < nb && base[bi] == d->vidx) {
-			at = bi;
-			v = base[bi++];
-			di++;
-			cand = rsd__ps_set_has(&x->sp, d, X);
-		} else {
-			/*
-			 * d is not NULL here: without a delta entry left, bi < nb
-			 * (loop condition) and the first branch was taken. The
-			 * analyzer assumes S->delta NULL with ndelta > 0.
-			 */
-			/* NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
-			struct rsd__locset bl = rsd__ps_base_locs(&x->sp, d->vidx);
-
-			v = d->vidx;
-			di++;
-			/* projected here by planning (a protected original is not) */
-			cand = rsd__ps_set_has(&x->sp, d, X) && !ls_has(&bl, X);
-			projected |= cand;
-		}
-		if (cand && (!act || !rsd__search_active_has(act, v, -1))) {
-			x->cbi[n] = at;
-			x->cpos[n] = pos;
-			x->cvidx[n++] = v;
-		}
-	}
+	rsd__ps_walk(S, cand_delta, &m);
+	cand_base_upto(&m, UINT64_MAX);
+	n = m.n;
+	projected = m.projected;
 	r = rsd__arena_alloc(&x->stk, (n ? n : 1) * sizeof(*r));
 	if (!r)
 		return x->err = -RSD_ENOMEM; /* recorded by the arena */

@@ -20,7 +20,7 @@
 #include "internal.h"
 #include "core/core.h"
 
-/* A manager and an image just sufficient for retirement and the cache. */
+/* A manager and an image just sufficient for retirement and the slab. */
 struct fixture {
 	struct rsd_manager m;
 	struct rsd_image rt;
@@ -35,11 +35,11 @@ static struct fixture *fixture_new(void)
 	return f;
 }
 
-/* Retired nodes go back to the cache, as a reclaimed image's would. */
+/* Retired nodes go back to the slab, as a reclaimed image's would. */
 static void fixture_reclaim(struct fixture *f)
 {
 	for (size_t i = 0; i < f->rt.nretired; i++)
-		rsd__objcache_free(&f->m.oc, f->rt.retired[i].p, f->rt.retired[i].nbytes);
+		rsd__slab_free(&f->m.oc, f->rt.retired[i].p, f->rt.retired[i].nbytes);
 	if (f->rt.retired != f->rt.inline_retired)
 		free(f->rt.retired);
 	f->rt.retired = NULL;
@@ -50,7 +50,7 @@ static void fixture_end(struct fixture *f, struct rsd_pv *pv)
 {
 	fixture_reclaim(f);
 	rsd__pv_free_nodes(pv, &f->m.oc, NULL);
-	rsd__objcache_drain(&f->m.oc);
+	rsd__slab_fini(&f->m.oc);
 	free(f);
 }
 
@@ -62,7 +62,7 @@ static void *val(uint64_t i)
 
 static size_t counted;
 
-static void count_value(struct rsd_objcache *oc, void *v)
+static void count_value(struct rsd__slab *oc, void *v)
 {
 	(void)oc;
 	(void)v;
@@ -71,7 +71,7 @@ static void count_value(struct rsd_objcache *oc, void *v)
 
 static size_t rolled_back;
 
-static void count_rollback(struct rsd_objcache *oc, void *v, uint64_t gen)
+static void count_rollback(struct rsd__slab *oc, void *v, uint64_t gen)
 {
 	(void)oc;
 	(void)v;
@@ -272,10 +272,10 @@ ATF_TC_BODY(retire_every_node, tc)
 	f->rt.retired[0].fn(&f->m, f->rt.retired[0].p);
 	f->rt.nretired = 0;
 	/* A root, two inner nodes and 35 leaves (1100 = 34 * 32 + 12), given
-	 * back to the cache as from the reclaimer; none of the values. */
+	 * back to the slab as from the reclaimer; none of the values. */
 	for (void **p = atomic_load(&f->m.oc.remote); p; p = *p)
 		nodes++;
-	if (!RSD_OBJCACHE_PASSTHROUGH)
+	if (!RSD__SLAB_PASSTHROUGH)
 		ATF_CHECK_EQ(nodes, 38);
 	/* An empty table retires nothing. */
 	ATF_CHECK_EQ(rsd__ptab_retire_nodes(&(struct rsd_ptab){ 0 }, &f->rt), 0);

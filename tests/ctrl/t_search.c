@@ -10,8 +10,13 @@
  *    larger than a chunk served whole, 8-byte alignment, mark/release
  *    reusing exactly the memory released, a release to before the first
  *    chunk, a reused chunk too small for the next allocation;
- *  - the slab: size classes at their boundaries, freed blocks reused per
- *    class;
+ *  - planning states (lib/ctrl/pstate.c): random edits of random states,
+ *    each copied from another, against a reference that keeps every
+ *    value's planned set in full: each state's sets, its delta (the
+ *    entries that differ from the image, in value order, as many as
+ *    ndelta) and its running hash stay exact, whatever its copies did
+ *    after (the delta treap's nodes are shared); an edit refused for
+ *    memory leaves its state as it was;
  *  - the memo (lib/ctrl/memo.c): keys of one hash told apart by their
  *    bytes, every key kept across table growth, a lookup that compares
  *    keys where they lie;
@@ -34,7 +39,9 @@
 
 #include "ctrl/arena.h"
 #include "ctrl/memo.h"
+#include "ctrl/pstate.h"
 #include "fixture.h"
+#include "rsd/fault.h"
 
 ATF_TC_WITHOUT_HEAD(mem_cache);
 ATF_TC_BODY(mem_cache, tc)
@@ -142,38 +149,166 @@ ATF_TC_BODY(arena_stack, tc)
 	rsd__arena_fini(&a); /* an empty arena may be finished again */
 }
 
-ATF_TC_WITHOUT_HEAD(slab_classes);
-ATF_TC_BODY(slab_classes, tc)
-{
-	struct rsd__slab s;
-	void *a, *b, *c, *d;
+/* ---- planning states against a reference ---- */
 
+enum {
+	PS_VALUES = 48,
+	PS_STATES = 24,
+	PS_STEPS = 4000
+};
+
+/* A state and, per value index, the set it should plan. */
+struct ps_ref {
+	struct rsd__pstate *S;
+	struct rsd__locset want[PS_VALUES];
+};
+
+struct ps_walk {
+	const struct rsd__pspace *sp;
+	const struct ps_ref *ref;
+	const struct rsd__locset *base;
+	uint32_t n;
+	int64_t last;
+	uint64_t hash;
+};
+
+static bool ps_walk_check(void *ctx, const struct rsd__vdelta *e)
+{
+	struct ps_walk *w = ctx;
+	struct rsd__locset l = rsd__ps_set(w->sp, e);
+
+	ATF_REQUIRE((int64_t)e->vidx > w->last); /* strictly in value order */
+	ATF_REQUIRE(e->vidx < PS_VALUES);
+	ATF_REQUIRE(ls_eq(&l, &w->ref->want[e->vidx]));
+	ATF_REQUIRE(!ls_eq(&l, &w->base[e->vidx])); /* normalized */
+	w->last = e->vidx;
+	w->hash += rsd__vdelta_hash(e);
+	w->n++;
+	return true;
+}
+
+static void ps_check(struct rsd__pspace *sp, const struct ps_ref *r, const struct rsd__locset *base)
+{
+	struct ps_walk w = { sp, r, base, 0, -1, 0 };
+	uint32_t ndiff = 0;
+
+	for (uint32_t v = 0; v < PS_VALUES; v++) {
+		struct rsd__locset l = rsd__ps_locs(sp, r->S, v);
+
+		ATF_REQUIRE(ls_eq(&l, &r->want[v]));
+		ATF_REQUIRE_EQ(rsd__ps_find(r->S, v) != NULL, !ls_eq(&r->want[v], &base[v]));
+		ndiff += !ls_eq(&r->want[v], &base[v]);
+	}
+	ATF_REQUIRE(rsd__ps_walk(r->S, ps_walk_check, &w));
+	ATF_REQUIRE_EQ(w.n, ndiff);
+	ATF_REQUIRE_EQ(r->S->ndelta, ndiff);
+	for (uint32_t i = 0; i < r->S->nacct; i++)
+		w.hash += rsd__acct_hash(&r->S->acct[i]);
+	ATF_REQUIRE_EQ(r->S->hash, w.hash);
+}
+
+/* A random set over host kinds, low and high CUDA slots (some sets are
+ * their own codes, others go to the search's table). */
+static struct rsd__locset ps_random_set(unsigned *seed)
+{
+	const struct rsd_location at[] = { PAGEABLE,
+					   PINNED,
+					   { RSD_CUDA, 0 },
+					   { RSD_CUDA, 3 },
+					   { RSD_CUDA, 40 } };
+	struct rsd__locset l;
+
+	memset(&l, 0, sizeof(l));
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		if (rand_r(seed) % 3 == 0)
+			ls_add(&l, rsd__loc_slot(at[i]));
+	return l;
+}
+
+ATF_TC_WITHOUT_HEAD(pstate_reference);
+ATF_TC_BODY(pstate_reference, tc)
+{
+	static struct ps_ref ref[PS_STATES];
+	struct rsd__locset base[PS_VALUES];
+	const struct rsd_image *img;
+	struct rsd__pspace sp;
+	unsigned seed = 34, nref = 1, nomem = 0;
+	struct fx f;
+
+	fx_init(&f, NULL, 0, 0);
+	for (uint32_t i = 0; i < PS_VALUES; i++) {
+		struct rsd_handle h = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+
+		if (i % 3 == 0)
+			fx_ensure(&f, h, PINNED);
+	}
+	img = rsd__read_begin(f.m);
+	RSD_REQUIRE_OK(rsd__ps_space_init(&sp, img, NULL));
+	for (uint32_t v = 0; v < PS_VALUES; v++) {
+		base[v] = rsd__ps_base_locs(&sp, v);
+		ATF_REQUIRE(ls_has(&base[v], rsd__loc_slot(PAGEABLE)));
+		ATF_REQUIRE_EQ(ls_has(&base[v], rsd__loc_slot(PINNED)), v % 3 == 0);
+		ref[0].want[v] = base[v];
+	}
+	ref[0].S = rsd__ps_initial(&sp);
+	ATF_REQUIRE(ref[0].S);
+	ps_check(&sp, &ref[0], base);
+	for (unsigned step = 0; step < PS_STEPS; step++) {
+		unsigned k = (unsigned)rand_r(&seed) % nref, op = (unsigned)rand_r(&seed) % 8;
+		struct ps_ref *r = &ref[k];
+
+		if (op == 0 && nref < PS_STATES) {
+			/* a successor: shares everything with k */
+			r = &ref[nref++];
+			*r = ref[k];
+			r->S = rsd__ps_copy(&sp, ref[k].S);
+			ATF_REQUIRE(r->S);
+		} else if (op == 1 && nref > 1) {
+			/* a state gone: its copies keep what they share */
+			rsd__ps_free(&sp, r->S);
+			*r = ref[--nref];
+			r = &ref[k < nref ? k : 0];
+		} else {
+			uint32_t v = (uint32_t)rand_r(&seed) % PS_VALUES;
+			/* back to the image's set a third of the time (a removal) */
+			struct rsd__locset l = op % 3 ? ps_random_set(&seed) : base[v];
+			struct rsd__pstate *T;
+
+			if (op == 7) {
+				/* every allocation refused: under AddressSanitizer
+				 * each node is one, elsewhere the slab may have
+				 * room */
+				RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 1, RSD_ENOMEM));
+				T = rsd__ps_set_locs(&sp, r->S, v, &l);
+				RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
+				if (!T) {
+					nomem++;
+					ps_check(&sp, r, base);
+					continue;
+				}
+			} else {
+				T = rsd__ps_set_locs(&sp, r->S, v, &l);
+				ATF_REQUIRE(T);
+			}
+			r->S = T;
+			r->want[v] = l;
+		}
+		ps_check(&sp, r, base);
+		if (step % 64 == 0)
+			for (unsigned i = 0; i < nref; i++)
+				ps_check(&sp, &ref[i], base);
+	}
+	for (unsigned i = 0; i < nref; i++) {
+		ps_check(&sp, &ref[i], base);
+		rsd__ps_free(&sp, ref[i].S);
+	}
+	/* the edits were not all no-ops: the table holds the high-slot sets */
+	ATF_CHECK(sp.nsets > 0);
 	if (RSD__ARENA_PASSTHROUGH)
-		atf_tc_skip("AddressSanitizer build: blocks are not reused (arena.h)");
-	ATF_CHECK_EQ(rsd__slab_class(0), 0);
-	ATF_CHECK_EQ(rsd__slab_class(64), 0);
-	ATF_CHECK_EQ(rsd__slab_class(65), 1);
-	ATF_CHECK_EQ(rsd__slab_class(128), 1);
-	ATF_CHECK_EQ(rsd__slab_class(129), 2);
-	ATF_CHECK_EQ(rsd__slab_class(rsd__slab_size(RSD__SLAB_CLASSES - 1)), RSD__SLAB_CLASSES - 1);
-	ATF_CHECK_EQ(rsd__slab_class(rsd__slab_size(RSD__SLAB_CLASSES - 1) + 1), -1);
-	rsd__slab_init(&s, 1024, NULL);
-	a = rsd__slab_alloc(&s, 1);
-	b = rsd__slab_alloc(&s, 1);
-	c = rsd__slab_alloc(&s, 2);
-	ATF_REQUIRE(a && b && c && a != b);
-	memset(a, 1, 128);
-	memset(b, 2, 128);
-	memset(c, 3, 256);
-	rsd__slab_free(&s, a, 1);
-	rsd__slab_free(&s, b, 1);
-	/* last freed, first reused; another class keeps its own list */
-	ATF_CHECK_EQ(rsd__slab_alloc(&s, 1), b);
-	d = rsd__slab_alloc(&s, 2);
-	ATF_CHECK(d != a && d != c);
-	ATF_CHECK_EQ(rsd__slab_alloc(&s, 1), a);
-	rsd__slab_free(&s, NULL, 0);
-	rsd__slab_fini(&s);
+		ATF_CHECK(nomem > 0);
+	rsd__ps_space_fini(&sp);
+	rsd__read_end();
+	fx_fini(&f);
 }
 
 struct key_cmp {
@@ -320,7 +455,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, mem_cache);
 	ATF_TP_ADD_TC(tp, arena_chunks);
 	ATF_TP_ADD_TC(tp, arena_stack);
-	ATF_TP_ADD_TC(tp, slab_classes);
+	ATF_TP_ADD_TC(tp, pstate_reference);
 	ATF_TP_ADD_TC(tp, memo_keys);
 	ATF_TP_ADD_TC(tp, example_d_exact_limit);
 	ATF_TP_ADD_TC(tp, example_d_table_sets);
