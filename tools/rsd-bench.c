@@ -42,6 +42,7 @@
 #include "bench/prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/gpu_pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/demo_prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/fhe_keys.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -81,6 +82,7 @@ static const struct bench_case cases[] = {
 	{ "gpu_pipeline", "gpu", case_gpu_pipeline, false },
 	{ "staging", "pipeline", case_pipeline_staging, false },
 	{ "demo_prefetch", "pipeline", case_demo_prefetch, false },
+	{ "fhe_keys", "pipeline", case_fhe_keys, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
