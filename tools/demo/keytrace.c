@@ -278,6 +278,26 @@ static void kt_kernel_done(void *arg)
 		atomic_fetch_add(&c->run->faults, 1);
 }
 
+/*
+ * The simulated device's ops with copies counted: every byte brought to a
+ * device, by a use's plan or by the controller looking ahead, passes
+ * through the driver's copy. One replay runs at a time.
+ */
+static struct rsd_device_ops kt_ops;
+static atomic_uint_fast64_t kt_h2d_bytes, kt_h2d_copies;
+
+static int kt_copy(void *ctx, void *dst, struct rsd_location dst_at, const void *src,
+		   struct rsd_location src_at, uint64_t nbytes, void *stream)
+{
+	int err = rsd_simdev_ops()->copy(ctx, dst, dst_at, src, src_at, nbytes, stream);
+
+	if (!err && dst_at.kind == RSD_CUDA && src_at.kind != RSD_CUDA) {
+		atomic_fetch_add(&kt_h2d_bytes, nbytes);
+		atomic_fetch_add(&kt_h2d_copies, 1);
+	}
+	return err;
+}
+
 static uint64_t kt_now(void)
 {
 	struct timespec ts;
@@ -315,7 +335,9 @@ static int kt_open(struct kt_run *x)
 		err = rsd_simdev_stream_create(x->sd, 0, &x->cs);
 	if (err)
 		return err;
-	x->ops = rsd_simdev_ops();
+	kt_ops = *rsd_simdev_ops();
+	kt_ops.copy = kt_copy;
+	x->ops = &kt_ops;
 	mc.driver = x->ops;
 	mc.driver_ctx = x->sd;
 	err = rsd_manager_create(&mc, &x->m);
@@ -324,6 +346,8 @@ static int kt_open(struct kt_run *x)
 					      rsd_tiered_lru_create(NULL, 0, &x->pol);
 	if (!err)
 		err = rsd_controller_create(x->m, x->pol, 0, &x->c);
+	if (!err && o->lookahead)
+		err = rsd_controller_set_flags(x->c, RSD_CTRL_LOOKAHEAD);
 	if (err)
 		return err;
 	for (unsigned k = 0; k < x->t->nkeys; k++) {
@@ -386,22 +410,10 @@ static int kt_use(struct kt_run *x, unsigned i)
 	}
 }
 
-/* Count what the use brought to the device, then close it. */
 static int kt_done(struct kt_run *x, unsigned i)
 {
-	struct rsd_plan_report *rep = NULL;
-	int err = rsd_use_close(x->u[i], &rep);
+	int err = rsd_use_close(x->u[i], NULL);
 
-	for (size_t j = 0; rep && j < rep->ntransitions; j++) {
-		const struct rsd_transition *tr = &rep->transitions[j];
-
-		if (!tr->no_op && tr->has_destination && tr->destination.kind == RSD_CUDA &&
-		    tr->has_source && tr->source.kind != RSD_CUDA) {
-			x->r->h2d_bytes += tr->logical_nbytes;
-			x->r->copies++;
-		}
-	}
-	rsd_plan_report_free(rep);
 	rsd_use_free(x->u[i]);
 	x->u[i] = NULL;
 	return err;
@@ -484,9 +496,13 @@ int kt_replay(const struct kt_trace *t, const struct kt_opts *o, struct kt_resul
 	if (!err) {
 		r->copy_ns = rsd_simdev_copy_ns(x.sd, KT_CUDA0, RSD_LOC_PINNED_HOST,
 						t->key_bytes[0] / o->scale);
+		atomic_store(&kt_h2d_bytes, 0);
+		atomic_store(&kt_h2d_copies, 0);
 		t0 = kt_now();
 		err = kt_accesses(&x);
 		r->elapsed_ns = kt_now() - t0;
+		r->h2d_bytes = atomic_load(&kt_h2d_bytes);
+		r->copies = (unsigned)atomic_load(&kt_h2d_copies);
 	}
 	if (err)
 		fprintf(stderr, "key trace replay failed: %s\n", rsd_last_error()->message);
@@ -606,25 +622,29 @@ static int kt_budget_runs(const struct kt_trace *t, struct kt_cli *cli, uint64_t
 	bound = kt_belady(t, cli->o.scale, budget, &exact);
 	printf("\ndevice budget %.1f MiB: Belady's bound %.1f MiB%s\n", demo_mib(budget),
 	       demo_mib(bound), exact ? "" : " (keys of several sizes: not a strict bound)");
-	printf("  %-10s %-11s %10s %8s %11s %9s %8s\n", "policy", "mode", "to device", "x bound",
+	printf("  %-24s %-11s %10s %8s %11s %9s %8s\n", "policy", "mode", "to device", "x bound",
 	       "elapsed ms", "ideal ms", "x ideal");
 	for (int p = 0; p < NPOLICIES; p++) {
 		if (!(cli->policies & (1u << p)))
 			continue;
-		for (int pre = 0; pre < 2; pre++) {
+		/* waiting, prefetching one access ahead, and (next-use only)
+		 * looking ahead as far as the budget allows */
+		for (int mode = 0; mode < (p == DP_NEXT_USE ? 3 : 2); mode++) {
+			static const char *const mname[] = { "waiting", "prefetching",
+							     "lookahead" };
 			struct kt_result r;
 			double ideal;
 
 			cli->o.pol = (enum demo_policy)p;
-			cli->o.prefetch = pre;
+			cli->o.prefetch = mode > 0;
+			cli->o.lookahead = mode == 2;
 			if (kt_replay(t, &cli->o, &r))
 				return 1;
 			ideal = kt_ideal(t, &cli->o, bound, r.copy_ns);
-			printf("  %-10s %-11s %6.1f MiB %8.3f %11.1f %9.1f %8.3f\n",
-			       demo_policy_name[p], pre ? "prefetching" : "waiting",
-			       demo_mib(r.h2d_bytes), (double)r.h2d_bytes / (double)bound,
-			       (double)r.elapsed_ns / 1e6, ideal / 1e6,
-			       (double)r.elapsed_ns / ideal);
+			printf("  %-24s %-11s %6.1f MiB %8.3f %11.1f %9.1f %8.3f\n",
+			       demo_policy_name[p], mname[mode], demo_mib(r.h2d_bytes),
+			       (double)r.h2d_bytes / (double)bound, (double)r.elapsed_ns / 1e6,
+			       ideal / 1e6, (double)r.elapsed_ns / ideal);
 			if (r.kernel_faults || r.kernel_reads != t->naccess) {
 				printf("  %u of %u kernels read their key, %u read wrong bytes\n",
 				       r.kernel_reads, t->naccess, r.kernel_faults);

@@ -41,6 +41,7 @@ struct kt_opts {
 	uint64_t budget;      /* cuda:0's budget in scaled bytes */
 	enum demo_policy pol; /* with the trace as the schedule */
 	bool prefetch;	      /* use access i + 1 while kernel i runs */
+	bool lookahead;	      /* and RSD_CTRL_LOOKAHEAD: prefetch what fits */
 };
 
 struct kt_result {
