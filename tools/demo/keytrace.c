@@ -489,7 +489,7 @@ int kt_replay(const struct kt_trace *t, const struct kt_opts *o, struct kt_resul
 
 	memset(r, 0, sizeof(*r));
 	x.h = calloc(t->nkeys, sizeof(*x.h));
-	x.u = calloc(t->naccess, sizeof(*x.u));
+	x.u = calloc(t->naccess, sizeof(struct rsd_use *));
 	x.done = calloc(t->naccess, sizeof(*x.done));
 	x.chk = calloc(t->naccess, sizeof(*x.chk));
 	err = x.h && x.u && x.done && x.chk ? kt_open(&x) : -RSD_ENOMEM;
@@ -606,8 +606,8 @@ static int kt_parse_args(int argc, char **argv, struct kt_cli *cli)
 
 double kt_ideal(const struct kt_trace *t, const struct kt_opts *o, uint64_t bound, uint64_t copy_ns)
 {
-	double key = (double)(t->key_bytes[0] / o->scale);
-	double copies = (double)bound / key * (double)copy_ns;
+	uint64_t key = t->key_bytes[0] / o->scale; /* one scaled key */
+	double copies = (double)bound / (double)key * (double)copy_ns;
 	double kernels = (double)t->naccess * (double)o->kernel_ns * o->time_scale;
 
 	return copies > kernels ? copies : kernels;
