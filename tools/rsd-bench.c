@@ -43,6 +43,7 @@
 #include "bench/gpu_pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/demo_prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/devloss.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/fhe_keys.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {
 	const char *name;
@@ -83,6 +84,7 @@ static const struct bench_case cases[] = {
 	{ "staging", "pipeline", case_pipeline_staging, false },
 	{ "demo_prefetch", "pipeline", case_demo_prefetch, false },
 	{ "devloss", "devloss", case_devloss, false },
+	{ "fhe_keys", "pipeline", case_fhe_keys, false },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -26,10 +26,20 @@
  *
  * Uses the CUDA runtime when a GPU is present, the simulated device
  * otherwise (and says which).
+ *
+ * rsd-demo --trace FILE replays a key-access trace instead
+ * (tools/demo/keytrace.c): the user's own, or the OpenFHE bootstrapping
+ * trace in tools/data/fhe-bootstrap/.
  */
+#include <string.h>
+
 #include "demo/demo.h"
+#include "demo/keytrace.h"
 
 int main(int argc, char **argv)
 {
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--trace") || !strncmp(argv[i], "--trace=", 8))
+			return kt_main(argc, argv);
 	return demo_run(argc, argv, NULL);
 }

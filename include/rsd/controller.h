@@ -583,10 +583,32 @@ int rsd_blockers_describe(const struct rsd_blockers *b, char *buf, size_t len);
 #define RSD_CTRL_NOWAIT (1u << 1)
 
 /**
+ * RSD_CTRL_LOOKAHEAD - rsd_controller_set_flags() flag: prefetch as far ahead as the budget allows.
+ *
+ * With the next-use policy and a declared schedule, after each successful
+ * rsd_controller_use_async() the controller queues copies to the use's
+ * device (its first CUDA requirement's location) for the values of the
+ * following schedule steps, nearest next use first, for as long as each
+ * fits: in the budget's free room, or in room made by dropping device
+ * replicas whose next use is farther than the incoming value's, farthest
+ * first. A materialization that is leased, held, arriving or waiting for
+ * a released lease's event (an earlier queued use's kernel still reads
+ * it) is never dropped, nor a sole copy, nor anything needed no later
+ * than the incoming value; the walk stops at the first value that does
+ * not fit. It looks at most 256 steps ahead, is deterministic (a function
+ * of the schedule position and the published state), and never fails the
+ * use: a refused drop or copy ends it, and rsd_last_error() is left as the
+ * use left it. Values that must be loaded from a source are not prefetched.
+ * Off by default; without a schedule or under another policy it does
+ * nothing.
+ */
+#define RSD_CTRL_LOOKAHEAD (1u << 2)
+
+/**
  * rsd_controller_set_flags() - Set a controller's options.
  * @c: the controller.
- * @flags: RSD_CTRL_PRECHECK, RSD_CTRL_NOWAIT, both or 0; replaces the flags
- *	set before.
+ * @flags: RSD_CTRL_PRECHECK, RSD_CTRL_NOWAIT, RSD_CTRL_LOOKAHEAD, any of
+ *	them together, or 0; replaces the flags set before.
  *
  * Context: Takes the controller's lock.
  * Return: 0 on success, or

@@ -147,11 +147,13 @@ int rsd_controller_create(struct rsd_manager *m, const struct rsd_policy *policy
 
 int rsd_controller_set_flags(struct rsd_controller *c, unsigned flags)
 {
+	const unsigned known = RSD_CTRL_PRECHECK | RSD_CTRL_NOWAIT | RSD_CTRL_LOOKAHEAD;
+
 	if (!c)
 		return rsd__err(RSD_ETYPE, "rsd_controller_set_flags: controller is NULL");
-	if (flags & ~(RSD_CTRL_PRECHECK | RSD_CTRL_NOWAIT))
+	if (flags & ~known)
 		return rsd__err(RSD_EINVAL, "rsd_controller_set_flags: unknown flags %#x",
-				flags & ~(RSD_CTRL_PRECHECK | RSD_CTRL_NOWAIT));
+				flags & ~known);
 	pthread_mutex_lock(&c->lock);
 	c->flags = flags;
 	pthread_mutex_unlock(&c->lock);

@@ -203,6 +203,15 @@ int (*rsd__policy_cmp(const struct rsd_policy *p))(const struct rsd_eviction_can
 int (*rsd__next_use_cmp(const struct rsd_policy *p))(const struct rsd_eviction_candidate *,
 						     const struct rsd_eviction_candidate *);
 
+/*
+ * RSD_CTRL_LOOKAHEAD (lookahead.c): after a successful not-waiting use r,
+ * queue copies to r's device for the values of the next
+ * RSD__LOOKAHEAD_STEPS schedule steps that fit. Takes c->lock; never
+ * fails the use, leaves the thread's last error as it was.
+ */
+#define RSD__LOOKAHEAD_STEPS 256u
+void rsd__lookahead(struct rsd_controller *c, const struct rsd_request *r);
+
 /* Frees p when rsd_next_use_create made it (nextuse.c); otherwise nothing. */
 void rsd__next_use_free(struct rsd_policy *p);
 

@@ -561,6 +561,8 @@ int rsd_controller_use_async(struct rsd_controller *c, const struct rsd_request 
 	bool was = rsd__queue_mode_set(true);
 	int err = rsd_controller_use(c, r, consumer_streams, ncs, ts, nts, out);
 
+	if (!err)
+		rsd__lookahead(c, r); /* RSD_CTRL_LOOKAHEAD */
 	rsd__queue_mode_set(was);
 	return err;
 }

@@ -18,6 +18,7 @@ static void usage(void)
 		"                [--device-mib N] [--pinned-mib N] [--share N]\n"
 		"                [--policy lru|next-use|both] [--near N] [--no-prefetch]\n"
 		"                [--kernel-us N] [--links] [--compare-prefetch] [-q]\n"
+		"       rsd-demo --trace FILE [...]  (replay a key-access trace; --trace --help)\n"
 		"  --share N   ciphertexts each rank sends on per stage (MPI job only; default 1)\n"
 		"  --policy P  the controller's policy; both (the default of one process) runs\n"
 		"              the workload under each and compares them (MPI job: lru only)\n"

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replaying a key-access trace (tools/data/fhe-bootstrap/README.md) through
+ * the controller: rsd-demo --trace FILE and rsd-bench --case fhe_keys.
+ *
+ * Every distinct key of the trace is a pinned host value, its bytes divided
+ * by a scale factor; the link model's bandwidths are divided by the same
+ * factor, so a scaled key's copy takes as long as the full key's would. The
+ * trace is the controller's schedule, one step per access, and each access
+ * is a kernel of known length on the simulated device reading the key.
+ */
+#ifndef RSD_DEMO_KEYTRACE_H
+#define RSD_DEMO_KEYTRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "demo.h"
+
+/* The main trace's keys are 63 x 2 MiB: divided by 63 each is 2 MiB. */
+#define KT_DEFAULT_SCALE 63u
+/*
+ * One key switch's kernel: the HEonGPU documentation's CKKS bootstrapping
+ * table (RTX 4090; N = 2^16, 2^15 slots, "Slim" bootstrapping) gives
+ * 164.20 ms for one bootstrapping; charged to the 161 key switches of the
+ * main trace, that is 1.02 ms each.
+ */
+#define KT_DEFAULT_KERNEL_NS 1020000ull
+
+struct kt_trace {
+	unsigned naccess, nkeys;
+	uint32_t *access;    /* the key index of each access, in trace order */
+	uint64_t *key_bytes; /* per key, full size as the trace gives it */
+	char **key_name;     /* per key */
+};
+
+struct kt_opts {
+	uint64_t scale;	      /* key bytes and link bandwidths divided by it */
+	double time_scale;    /* every modelled duration multiplied by it */
+	uint64_t kernel_ns;   /* one access's kernel, before time_scale */
+	uint64_t budget;      /* cuda:0's budget in scaled bytes */
+	enum demo_policy pol; /* with the trace as the schedule */
+	bool prefetch;	      /* use access i + 1 while kernel i runs */
+	bool lookahead;	      /* and RSD_CTRL_LOOKAHEAD: prefetch what fits */
+};
+
+struct kt_result {
+	uint64_t h2d_bytes;	/* scaled bytes brought to the device */
+	unsigned copies;	/* copies to the device */
+	uint64_t elapsed_ns;	/* first use to the last kernel's end */
+	uint64_t copy_ns;	/* the model's duration of one scaled key's copy */
+	unsigned kernel_reads;	/* kernels that ran and checked their key */
+	unsigned kernel_faults; /* of those, kernels that read wrong bytes */
+};
+
+/* Read a trace: '#' lines are comments, the first other line names the
+ * columns, of which "key" and "key_bytes" are used. 0, or -1 after
+ * printing why to stderr. */
+int kt_load(const char *path, struct kt_trace *t);
+void kt_free(struct kt_trace *t);
+/* The scaled bytes of every distinct key. */
+uint64_t kt_key_bytes(const struct kt_trace *t, uint64_t scale);
+/*
+ * Bytes brought to a device of budget bytes (scaled) by Belady's rule:
+ * fetch on a miss, evict the key used farthest ahead. Optimal when the
+ * keys have one size (as in every OpenFHE trace); *exact says whether they
+ * do.
+ */
+uint64_t kt_belady(const struct kt_trace *t, uint64_t scale, uint64_t budget, bool *exact);
+/* max(bound bytes copied at the link rate, one copy taking copy_ns per
+ * key, and the kernels), in ns: the ideal elapsed time. */
+double kt_ideal(const struct kt_trace *t, const struct kt_opts *o, uint64_t bound,
+		uint64_t copy_ns);
+/* One replay. 0, or -1 after printing why to stderr. */
+int kt_replay(const struct kt_trace *t, const struct kt_opts *o, struct kt_result *r);
+
+/* rsd-demo --trace FILE [options]: the exit status. */
+int kt_main(int argc, char **argv);
+
+#endif
