@@ -328,6 +328,37 @@ static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, int er
 	return rsd__progress_wait(c->m, seen, room ? &at : NULL, need, until_ns);
 }
 
+/*
+ * Whether err, a failure may_pass() lets wait, can never be taken away by
+ * the end of work in flight: the decision found too little room at its
+ * short location because of live lifetimes (active leases, holds,
+ * reservations), which end only when whoever owns them, perhaps a thread
+ * waiting here itself, releases or closes them. Judged on the image the
+ * decision read (its blockers), so the failure is the one the same use
+ * has alone there. Waiting for them instead is how two threads that keep
+ * leases between uses waited for each other for ever.
+ */
+static bool blocked_for_good(int err)
+{
+	const struct rsd_blockers *b = rsd_last_blockers();
+
+	return (err == -RSD_EPLAN || err == -RSD_ESEARCHLIMIT) && b && rsd__blockers_for_good(b);
+}
+
+/*
+ * An entry refused for budget at a location where live lifetimes alone
+ * leave too little room for the bytes it asked for: no wait brings that
+ * room, a new decision (which sees the lifetimes) goes another way or
+ * fails for good.
+ */
+static bool refused_for_good(struct rsd_controller *c, int err)
+{
+	const struct rsd_error *e = rsd_last_error();
+
+	return err == -RSD_EEXEC && e->cause == -RSD_EBUDGET && e->has_location &&
+	       rsd__lifetimes_block(c->m, e->location, e->requested_bytes);
+}
+
 /* Back to a use that never attempted: nothing entered, nothing leased. */
 static void attempt_reset(struct rsd_use *u)
 {
@@ -371,7 +402,7 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 {
 	struct rsd_location cuda[RSD_NSLOTS];
 	struct rsd__use_waiter w;
-	bool waiting = false, last = false;
+	bool waiting = false, last = false, redecided = false;
 	uint64_t limit, until = 0;
 	struct rsd_error saved;
 	struct rsd_use *u;
@@ -400,16 +431,21 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		int why;
 
 		err = attempt(u, r, ts, nts);
-		if (!err || !limit || !may_pass(err))
+		if (!err || !limit || !may_pass(err) || blocked_for_good(err))
 			break;
 		if (!until)
 			until = limit > UINT64_MAX - rsd__now_ns() ? UINT64_MAX :
 								     rsd__now_ns() + limit;
-		/* Overtaken by another commit: the state moved, decide again. */
-		if (err == -RSD_ESTALE && rsd__now_ns() < until) {
+		/* Overtaken by another commit: the state moved, decide again.
+		 * Refused for room that only lifetimes hold: decide again at
+		 * once (once in a row), on a state that shows them. */
+		if ((err == -RSD_ESTALE || (!redecided && refused_for_good(c, err))) &&
+		    rsd__now_ns() < until) {
+			redecided = err != -RSD_ESTALE;
 			attempt_reset(u);
 			continue;
 		}
+		redecided = false;
 		if (!waiting) {
 			wait_join(c, &w);
 			waiting = true;

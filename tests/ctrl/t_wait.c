@@ -24,6 +24,7 @@
 #include "fixture.h"
 
 static const struct rsd_location C0 = { RSD_CUDA, 0 };
+static const struct rsd_location C1 = { RSD_CUDA, 1 };
 
 static uint64_t now_ms(void)
 {
@@ -40,13 +41,24 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* A use of one value at cuda:0 on its own thread. */
+/*
+ * A use of one value at cuda:0 on its own thread. With keep, the thread
+ * first takes a lease on kept at cuda:0 and keeps it across the use (as a
+ * worker keeps its inputs between kernels): leased, then the use after
+ * go, the lease released after done.
+ */
 struct user {
 	struct rsd_controller *c;
 	struct rsd_handle h;
 	void *stream;
+	bool keep;
+	struct rsd_manager *m;
+	struct rsd_handle kept;
+	pthread_barrier_t *leased, *go, *done;
 	int rc;
-	uint64_t version; /* the state_version its decision was made on */
+	uint64_t version;      /* the state_version its decision was made on */
+	struct rsd_blockers b; /* of a failure that named them (has_b) */
+	bool has_b;
 	atomic_bool returned;
 	pthread_t t;
 };
@@ -56,15 +68,29 @@ static void *user_main(void *p)
 	struct user *u = p;
 	struct rsd_requirement q = fx_req(u->h, C0);
 	struct rsd_request r = { "wait", &q, 1, NULL, 0 };
+	struct rsd_lease *l = NULL;
 	struct rsd_use *use;
 
+	if (u->keep) {
+		RSD_REQUIRE_OK(rsd_acquire(u->m, &u->kept, 1, C0, u->stream, &l));
+		pthread_barrier_wait(u->leased);
+		pthread_barrier_wait(u->go);
+	}
 	u->rc = rsd_controller_use(u->c, &r, &u->stream, 1, NULL, 0, &use);
 	if (!u->rc) {
 		u->version = rsd_use_decision(use)->expected_state_version;
 		RSD_CHECK_OK(rsd_use_close(use, NULL));
 		rsd_use_free(use);
+	} else if (rsd_last_blockers()) {
+		u->b = *rsd_last_blockers();
+		u->has_b = true;
 	}
 	atomic_store(&u->returned, true);
+	if (l) {
+		pthread_barrier_wait(u->done);
+		RSD_CHECK_OK(rsd_lease_release(l, 0));
+		rsd_lease_free(l);
+	}
 	return NULL;
 }
 
@@ -113,15 +139,20 @@ struct wenv {
 	void *st;
 };
 
-static void wenv_open(struct wenv *e, uint64_t budget)
+static void wenv_open_n(struct wenv *e, uint64_t budget, int ndevices)
 {
 	struct rsd_budget b = { C0, budget };
 
-	fx_init(&e->f, &b, 1, 1);
+	fx_init(&e->f, &b, 1, ndevices);
 	RSD_REQUIRE_OK(rsd_simdev_stream_create(e->f.sd, 0, &e->st));
 	e->a = fx_adopt(&e->f, PAGEABLE, RSD_REPLICABLE);
 	e->v = fx_adopt(&e->f, PAGEABLE, RSD_REPLICABLE);
 	RSD_REQUIRE_OK(rsd_controller_create(e->f.m, NULL, 0, &e->c));
+}
+
+static void wenv_open(struct wenv *e, uint64_t budget)
+{
+	wenv_open_n(e, budget, 1);
 }
 
 static void wenv_on_command(struct wenv *e)
@@ -274,6 +305,80 @@ ATF_TC_BODY(nothing_in_flight_fails_at_once, tc)
 }
 
 /*
+ * Two threads each keep a lease at cuda:0 (budget 2N: full) and use a
+ * value that needs the other's bytes, while a copy to cuda:1 stays
+ * queued (work in flight that never ends while the test holds the
+ * device). Only a release can make room, and each releaser is the other
+ * waiter: both uses fail at once with RSD_EPLAN, as each does alone, the
+ * leases named as live. Before, both slept as long as any work was in
+ * flight anywhere (here, until the test lets the copy run; in a busy
+ * process, for ever), each waiting for the other's lease.
+ */
+ATF_TC_WITHOUT_HEAD(kept_leases_do_not_deadlock);
+ATF_TC_BODY(kept_leases_do_not_deadlock, tc)
+{
+	pthread_barrier_t leased, go, done;
+	struct user k[2];
+	struct rsd_handle x, y, a, b, z;
+	struct wenv e;
+	uint64_t t0;
+
+	wenv_open_n(&e, 2 * N, 2);
+	x = e.a;
+	y = e.v;
+	a = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	b = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	z = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	fx_ensure(&e.f, x, C0);
+	fx_ensure(&e.f, y, C0);
+	wenv_on_command(&e);
+	RSD_REQUIRE_OK(rsd_ensure_async(e.f.m, z, C1, NULL, NULL));
+	ATF_REQUIRE_EQ(pthread_barrier_init(&leased, NULL, 3), 0);
+	ATF_REQUIRE_EQ(pthread_barrier_init(&go, NULL, 3), 0);
+	ATF_REQUIRE_EQ(pthread_barrier_init(&done, NULL, 3), 0);
+	for (int i = 0; i < 2; i++) {
+		k[i] = (struct user){ .c = e.c,
+				      .h = i ? b : a,
+				      .stream = e.st,
+				      .keep = true,
+				      .m = e.f.m,
+				      .kept = i ? y : x,
+				      .leased = &leased,
+				      .go = &go,
+				      .done = &done };
+		ATF_REQUIRE_EQ(pthread_create(&k[i].t, NULL, user_main, &k[i]), 0);
+	}
+	pthread_barrier_wait(&leased);
+	fails_alone(e.c, a, e.st, RSD_EPLAN);
+	fails_alone(e.c, b, e.st, RSD_EPLAN);
+	t0 = now_ms();
+	pthread_barrier_wait(&go);
+	while (now_ms() - t0 < 1000 &&
+	       !(atomic_load(&k[0].returned) && atomic_load(&k[1].returned)))
+		sleep_ms(5);
+	ATF_CHECK_MSG(atomic_load(&k[0].returned) && atomic_load(&k[1].returned),
+		      "the uses still wait after %llu ms", (unsigned long long)(now_ms() - t0));
+	/* let whatever still waits return before the checks */
+	wenv_run(&e, NULL);
+	pthread_barrier_wait(&done);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(k[i].t, NULL);
+		ATF_CHECK_EQ(k[i].rc, -RSD_EPLAN);
+		ATF_REQUIRE(k[i].has_b);
+		ATF_CHECK(rsd_location_equal(k[i].b.location, C0));
+		ATF_CHECK_EQ(k[i].b.lease_bytes, 2 * N);
+		ATF_CHECK_EQ(k[i].b.live_bytes, 2 * N);
+		ATF_CHECK_EQ(k[i].b.requested_bytes, N);
+	}
+	ATF_CHECK(fx_at(&e.f, x, C0) && fx_at(&e.f, y, C0));
+	ATF_CHECK(!fx_at(&e.f, a, C0) && !fx_at(&e.f, b, C0));
+	pthread_barrier_destroy(&leased);
+	pthread_barrier_destroy(&go);
+	pthread_barrier_destroy(&done);
+	wenv_close(&e);
+}
+
+/*
  * Three threads: two uses wait for the same location, the first from
  * before the second began, each needing one of two values there dropped
  * once their pending events complete. The first waiter is served first:
@@ -363,5 +468,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, nothing_in_flight_fails_at_once);
 	ATF_TP_ADD_TC(tp, waiters_served_in_order);
 	ATF_TP_ADD_TC(tp, no_victim_in_flight);
+	ATF_TP_ADD_TC(tp, kept_leases_do_not_deadlock);
 	return atf_no_error();
 }
