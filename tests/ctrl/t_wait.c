@@ -21,6 +21,7 @@
 #include <atf-c.h>
 
 #include "../check.h"
+#include "../gate.h"
 #include "fixture.h"
 
 static const struct rsd_location C0 = { RSD_CUDA, 0 };
@@ -160,6 +161,14 @@ static void wenv_on_command(struct wenv *e)
 	rsd_simdev_set_auto_complete(e->f.sd, false);
 }
 
+/* cuda:0 (budget N) full with v, the device on command. */
+static void wenv_open_full(struct wenv *e)
+{
+	wenv_open(e, N);
+	fx_ensure(&e->f, e->v, C0);
+	wenv_on_command(e);
+}
+
 /* Let the device work (the test's waiters' own copies then run at once). */
 static void wenv_run(struct wenv *e, void *stream)
 {
@@ -207,9 +216,7 @@ ATF_TC_BODY(waits_for_pending_lease, tc)
 {
 	struct wenv e;
 
-	wenv_open(&e, N);
-	fx_ensure(&e.f, e.v, C0);
-	wenv_on_command(&e);
+	wenv_open_full(&e);
 	pending_on_device(&e.f, e.v, e.st);
 	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
 	ATF_CHECK(rsd_last_error()->has_blockers);
@@ -304,6 +311,93 @@ ATF_TC_BODY(nothing_in_flight_fails_at_once, tc)
 	wenv_close(&e);
 }
 
+/* A source whose load stops on a gate: the plan loading it keeps its
+ * headroom at the destination until the test opens the gate. */
+struct gsrc {
+	struct fx *f;
+	struct gate gate;
+	struct rsd_handle h;
+	int rc; /* of the plan that loads it */
+	pthread_t t;
+};
+
+static int gsrc_load(void *ctx, struct rsd_resident **out)
+{
+	struct gsrc *g = ctx;
+	uint64_t n = N;
+
+	gate_hold(&g->gate);
+	return rsd_resident_alloc(g->f->m, &rsd_resident_type, PAGEABLE, 1, &n, NULL, 0, out);
+}
+
+static void *gsrc_plan(void *p)
+{
+	struct gsrc *g = p;
+	struct rsd_action act = rsd_action_ensure(g->h, C0);
+
+	g->rc = rsd_execute_actions(g->f->m, &act, 1, "held", NULL, 0, NULL, NULL);
+	return NULL;
+}
+
+/*
+ * Another thread's plan holds the only room at cuda:0 (budget N) for its
+ * ensure of g, stopped in g's load: alone, a use of a fails with
+ * RSD_EPLAN (the headroom is no victim, and not a lifetime); the waiting
+ * use sleeps until the plan has ended, then drops g to make room.
+ */
+ATF_TC_WITHOUT_HEAD(waits_for_held_headroom);
+ATF_TC_BODY(waits_for_held_headroom, tc)
+{
+	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
+	struct gsrc g = { .gate = GATE_INIT };
+	struct rsd_source src = { gsrc_load, NULL, &g };
+	struct user u;
+	struct wenv e;
+
+	wenv_open(&e, N);
+	g.f = &e.f;
+	RSD_REQUIRE_OK(rsd_register_source(e.f.m, &spec, &src, PAGEABLE, &g.h));
+	ATF_REQUIRE_EQ(pthread_create(&g.t, NULL, gsrc_plan, &g), 0);
+	gate_wait_entered(&g.gate);
+	ATF_CHECK_EQ(fx_used(&e.f, C0), 0);
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	ATF_CHECK(rsd_last_blockers() && rsd_last_blockers()->plan_held_bytes == N &&
+		  rsd_last_blockers()->live_bytes == 0);
+
+	user_start(&u, e.c, e.a, e.st);
+	sleep_ms(50);
+	ATF_CHECK_MSG(!atomic_load(&u.returned), "the use returned %d while the plan held", u.rc);
+	gate_open(&g.gate);
+	pthread_join(g.t, NULL);
+	RSD_CHECK_OK(g.rc);
+	pthread_join(u.t, NULL);
+	RSD_CHECK_OK(u.rc);
+	ATF_CHECK(fx_at(&e.f, e.a, C0));
+	ATF_CHECK(!fx_at(&e.f, g.h, C0));
+	wenv_close(&e);
+}
+
+/*
+ * cuda:0 (budget N) holds v, whose queued move to pinned host (a spill
+ * another thread started) has not run: v is leaving, no victim, and its
+ * bytes stay charged until the copy is done. Alone a use of a fails with
+ * RSD_EPLAN; the waiting use sleeps until the move completes, then finds
+ * the room.
+ */
+ATF_TC_WITHOUT_HEAD(waits_for_queued_spill);
+ATF_TC_BODY(waits_for_queued_spill, tc)
+{
+	struct wenv e;
+
+	wenv_open_full(&e);
+	RSD_REQUIRE_OK(rsd_move_async(e.f.m, e.v, PINNED, &C0, NULL, NULL));
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	waits_then_succeeds(&e, NULL);
+	ATF_CHECK(fx_at(&e.f, e.v, PINNED));
+	wenv_close(&e);
+}
+
 /*
  * Two threads each keep a lease at cuda:0 (budget 2N: full) and use a
  * value that needs the other's bytes, while a copy to cuda:1 stays
@@ -379,40 +473,50 @@ ATF_TC_BODY(kept_leases_do_not_deadlock, tc)
 }
 
 /*
- * Three threads: two uses wait for the same location, the first from
- * before the second began, each needing one of two values there dropped
- * once their pending events complete. The first waiter is served first:
- * the second decides only after the first's entry committed.
+ * Four threads: three uses wait for the same location, each from before
+ * the next began, each needing one of three values there dropped once
+ * their pending events complete. They are served in the order they began
+ * to wait: each decides only after the one before it committed its entry,
+ * so none is overtaken (no starvation).
  */
 ATF_TC_WITHOUT_HEAD(waiters_served_in_order);
 ATF_TC_BODY(waiters_served_in_order, tc)
 {
-	struct rsd_handle a2, v2;
-	struct user u1, u2;
+	struct rsd_handle want[3], old[3];
+	struct user u[3];
 	struct wenv e;
 
-	wenv_open(&e, 2 * N);
-	a2 = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
-	v2 = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
-	fx_ensure(&e.f, e.v, C0);
-	fx_ensure(&e.f, v2, C0);
+	wenv_open(&e, 3 * N);
+	for (int i = 0; i < 3; i++) {
+		want[i] = i ? fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE) : e.a;
+		old[i] = i ? fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE) : e.v;
+		fx_ensure(&e.f, old[i], C0);
+	}
 	wenv_on_command(&e);
-	pending_on_device(&e.f, e.v, e.st);
-	pending_on_device(&e.f, v2, e.st);
+	for (int i = 0; i < 3; i++)
+		pending_on_device(&e.f, old[i], e.st);
+	fails_alone(e.c, want[0], e.st, RSD_EPLAN);
 
-	user_start(&u1, e.c, e.a, e.st);
-	sleep_ms(30);
-	user_start(&u2, e.c, a2, e.st);
-	sleep_ms(30);
-	ATF_CHECK(!atomic_load(&u1.returned) && !atomic_load(&u2.returned));
+	for (int i = 0; i < 3; i++) {
+		user_start(&u[i], e.c, want[i], e.st);
+		sleep_ms(30);
+	}
+	for (int i = 0; i < 3; i++)
+		ATF_CHECK_MSG(!atomic_load(&u[i].returned), "use %d returned %d before the work", i,
+			      u[i].rc);
 	wenv_run(&e, e.st);
-	pthread_join(u1.t, NULL);
-	pthread_join(u2.t, NULL);
-	RSD_CHECK_OK(u1.rc);
-	RSD_CHECK_OK(u2.rc);
-	/* the second decided on a state after the first's entry */
-	ATF_CHECK_MSG(u1.version < u2.version, "decided on state_version %llu and %llu",
-		      (unsigned long long)u1.version, (unsigned long long)u2.version);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(u[i].t, NULL);
+		RSD_CHECK_OK(u[i].rc);
+		ATF_CHECK(fx_at(&e.f, want[i], C0));
+		ATF_CHECK(!fx_at(&e.f, old[i], C0));
+	}
+	/* each decided on a state after the entry of the one before it */
+	for (int i = 1; i < 3; i++)
+		ATF_CHECK_MSG(u[i - 1].version < u[i].version,
+			      "use %d decided on state_version %llu, use %d on %llu", i - 1,
+			      (unsigned long long)u[i - 1].version, i,
+			      (unsigned long long)u[i].version);
 	wenv_close(&e);
 }
 
@@ -460,6 +564,56 @@ ATF_TC_BODY(no_victim_in_flight, tc)
 	fx_fini(&f);
 }
 
+/* The one eviction d makes, of h at cuda:0. */
+static void evicts(struct rsd_controller *c, const struct rsd_request *r, struct rsd_handle h)
+{
+	struct rsd_decision *d;
+
+	RSD_REQUIRE_OK(rsd_controller_decide(c, r, &d));
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, h));
+	ATF_CHECK(rsd_location_equal(d->evictions[0].action.location, C0));
+	rsd_decision_free(d);
+}
+
+/*
+ * No victim leaving or arriving: at cuda:0 (budget 2N), x is evicted
+ * first by priority. While a queued move takes x away to pinned host
+ * (leaving), and then while a queued copy brings x back (arriving), a
+ * request that needs one value gone evicts y instead; idle again, x.
+ */
+ATF_TC_WITHOUT_HEAD(no_victim_leaving_or_arriving);
+ATF_TC_BODY(no_victim_leaving_or_arriving, tc)
+{
+	struct rsd_requirement q;
+	struct rsd_request r = { "room", &q, 1, NULL, 0 };
+	struct rsd_handle x, y;
+	struct wenv e;
+
+	wenv_open(&e, 2 * N);
+	x = e.v;
+	y = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	q = fx_req(e.a, C0);
+	fx_ensure(&e.f, x, C0);
+	fx_ensure(&e.f, y, C0);
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(e.c, x, -1, NULL));
+	evicts(e.c, &r, x);
+
+	wenv_on_command(&e);
+	RSD_REQUIRE_OK(rsd_move_async(e.f.m, x, PINNED, &C0, NULL, NULL));
+	evicts(e.c, &r, y);
+	wenv_run(&e, NULL);
+	ATF_REQUIRE(!fx_at(&e.f, x, C0));
+
+	wenv_on_command(&e);
+	RSD_REQUIRE_OK(rsd_ensure_async(e.f.m, x, C0, NULL, NULL));
+	evicts(e.c, &r, y);
+	wenv_run(&e, NULL);
+	RSD_REQUIRE_OK(rsd_manager_reap(e.f.m));
+	evicts(e.c, &r, x);
+	wenv_close(&e);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, waits_for_pending_lease);
@@ -469,5 +623,8 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, waiters_served_in_order);
 	ATF_TP_ADD_TC(tp, no_victim_in_flight);
 	ATF_TP_ADD_TC(tp, kept_leases_do_not_deadlock);
+	ATF_TP_ADD_TC(tp, waits_for_held_headroom);
+	ATF_TP_ADD_TC(tp, waits_for_queued_spill);
+	ATF_TP_ADD_TC(tp, no_victim_leaving_or_arriving);
 	return atf_no_error();
 }
