@@ -374,13 +374,22 @@ static void attempt_reset(struct rsd_use *u)
 	u->entered = u->closed = false;
 }
 
-/* One attempt: decide, enter, lease, record the epoch. */
+/*
+ * One attempt: decide, enter, lease, record the epoch. *taken: a value
+ * was not resident for its lease after the entry: another thread moved
+ * or dropped it between the entry's commit and the lease, or its copy
+ * there was still arriving (the decision counts an arriving copy as
+ * there, a lease waits for none). Either is other threads' work, which a
+ * use waits for as for the failures of may_pass().
+ */
 static int attempt(struct rsd_use *u, const struct rsd_request *r,
-		   const struct rsd_transfer_stream *ts, size_t nts)
+		   const struct rsd_transfer_stream *ts, size_t nts, bool *taken)
 {
 	struct rsd_controller *c = u->c;
-	int err = rsd_controller_decide(c, r, &u->decision);
+	int err;
 
+	*taken = false;
+	err = rsd_controller_decide(c, r, &u->decision);
 	if (err)
 		return err;
 	u->entered = true;
@@ -389,6 +398,7 @@ static int attempt(struct rsd_use *u, const struct rsd_request *r,
 	if (err)
 		return err;
 	err = acquire_groups(u);
+	*taken = err == -RSD_EUNAVAILABLE;
 	if (!err)
 		err = record_epoch(u);
 	if (err)
@@ -402,8 +412,8 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 {
 	struct rsd_location cuda[RSD_NSLOTS];
 	struct rsd__use_waiter w;
-	bool waiting = false, last = false, redecided = false;
-	uint64_t limit, until = 0;
+	bool waiting = false, last = false, redecided = false, taken = false;
+	uint64_t limit, until = 0, v, last_v = 0;
 	struct rsd_error saved;
 	struct rsd_use *u;
 	size_t ncuda;
@@ -430,8 +440,8 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		uint64_t seen = rsd__progress(c->m);
 		int why;
 
-		err = attempt(u, r, ts, nts);
-		if (!err || !limit || !may_pass(err) || blocked_for_good(err))
+		err = attempt(u, r, ts, nts, &taken);
+		if (!err || !limit || (!taken && (!may_pass(err) || blocked_for_good(err))))
 			break;
 		if (!until)
 			until = limit > UINT64_MAX - rsd__now_ns() ? UINT64_MAX :
@@ -451,10 +461,21 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 			waiting = true;
 		}
 		why = wait_turn(c, &w, err, seen, until);
-		/* Room a waiter looks for may have come before it began to
-		 * wait: with nothing left in flight, one more attempt. */
-		if (why == 2 && !last && err == -RSD_EEXEC) {
+		/*
+		 * Room a waiter looks for may have come before it began to
+		 * wait: with nothing left in flight, one more attempt. Another
+		 * thread's transfer admitted beside that attempt (its arriving
+		 * copy moves no state version) refuses the entry too, and is
+		 * done by the next wait: one more attempt for as long as each
+		 * decides on a newer state than the one before; one that fails
+		 * twice on the same state fails so alone.
+		 */
+		v = u->decision ? u->decision->expected_state_version : 0;
+		if (why == 1) {
+			last = false;
+		} else if (why == 2 && (err == -RSD_EEXEC || taken) && (!last || v != last_v)) {
 			last = true;
+			last_v = v;
 			why = 1;
 		}
 		if (why != 1)
