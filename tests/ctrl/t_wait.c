@@ -281,6 +281,41 @@ ATF_TC_BODY(wait_limit, tc)
 }
 
 /*
+ * The bound with two waiters of one location: the pending event never
+ * completes while they wait; the second waits behind the first (served in
+ * order) and each returns once the controller's 100 ms limit from its own
+ * first failure are spent, with the failure it has alone (RSD_EPLAN, the
+ * pending lease named). A waiter's bound holds in the queue too.
+ */
+ATF_TC_WITHOUT_HEAD(wait_limit_in_queue);
+ATF_TC_BODY(wait_limit_in_queue, tc)
+{
+	struct rsd_handle a2;
+	struct user u[2];
+	uint64_t t0, ms;
+	struct wenv e;
+
+	wenv_open_full(&e);
+	a2 = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	pending_on_device(&e.f, e.v, e.st);
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	RSD_REQUIRE_OK(rsd_controller_set_wait_limit(e.c, 100000000));
+	t0 = now_ms();
+	user_start(&u[0], e.c, e.a, e.st);
+	user_start(&u[1], e.c, a2, e.st);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(u[i].t, NULL);
+		ms = now_ms() - t0;
+		ATF_CHECK_MSG(ms >= 100 && ms < 400, "use %d returned after %llu ms, limit 100", i,
+			      (unsigned long long)ms);
+		ATF_CHECK_EQ(u[i].rc, -RSD_EPLAN);
+		ATF_CHECK(u[i].has_b && u[i].b.pending_bytes == N && u[i].b.live_bytes == 0);
+	}
+	ATF_CHECK(fx_at(&e.f, e.v, C0));
+	wenv_close(&e);
+}
+
+/*
  * Nothing in flight: the only copy at cuda:0 is under an active lease,
  * which no completion ends. The use fails at once with RSD_EPLAN, as it
  * does alone, instead of waiting.
@@ -619,6 +654,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, waits_for_pending_lease);
 	ATF_TP_ADD_TC(tp, waits_for_queued_copy);
 	ATF_TP_ADD_TC(tp, wait_limit);
+	ATF_TP_ADD_TC(tp, wait_limit_in_queue);
 	ATF_TP_ADD_TC(tp, nothing_in_flight_fails_at_once);
 	ATF_TP_ADD_TC(tp, waiters_served_in_order);
 	ATF_TP_ADD_TC(tp, no_victim_in_flight);
