@@ -508,6 +508,10 @@ struct rsd_blocked_lease {
  *	(struct rsd_location_snapshot): no eviction frees them.
  * @plan_held_bytes: the headroom executing plans keep there in the image:
  *	no eviction frees it either.
+ * @live_bytes: of @blocked_bytes, under at least one active lease or hold:
+ *	only their owners' release or close frees these, never the end of
+ *	work in flight. With @reserved_bytes it is what a waiting use
+ *	(rsd_controller_use()) cannot wait for.
  *
  * A materialization under several protections counts toward each of
  * @lease_bytes, @pending_bytes, @hold_bytes and @arriving_bytes.
@@ -525,6 +529,7 @@ struct rsd_blockers {
 	uint32_t nleases;
 	struct rsd_blocked_lease leases[RSD_BLOCKERS_MAX];
 	uint64_t in_flight_bytes, plan_held_bytes;
+	uint64_t live_bytes;
 };
 
 /**

@@ -99,6 +99,7 @@ void rsd__blockers_collect(const struct rsd_view *view, struct rsd_location at,
 			b->lease_bytes += pc.use ? n : 0;
 			b->pending_bytes += pc.pending ? n : 0;
 			b->hold_bytes += pc.hold ? n : 0;
+			b->live_bytes += pc.use || pc.hold ? n : 0;
 			b->arriving_bytes += mat->arriving ? n : 0;
 			if (b->nvalues < RSD_BLOCKERS_MAX)
 				b->values[b->nvalues++] = (struct rsd_blocked_value){
@@ -111,6 +112,34 @@ void rsd__blockers_collect(const struct rsd_view *view, struct rsd_location at,
 		v++;
 	}
 	pending_leases(img, at, b);
+}
+
+bool rsd__blockers_for_good(const struct rsd_blockers *b)
+{
+	uint64_t live = b->live_bytes + b->reserved_bytes;
+
+	return live >= b->budget_bytes || b->requested_bytes > b->budget_bytes - live;
+}
+
+bool rsd__lifetimes_block(struct rsd_manager *m, struct rsd_location at, uint64_t n)
+{
+	const struct rsd_image *img = rsd__read_begin(m);
+	const struct rsd_img_loc *row = rsd__img_loc(img, at);
+	struct rsd_blockers b;
+	struct rsd_view view;
+	bool block = false;
+
+	if (row && row->acct.has_budget && n) {
+		memset(&b, 0, sizeof(b));
+		rsd__view_init(&view, img);
+		rsd__blockers_collect(&view, at, &b);
+		b.requested_bytes = n;
+		b.budget_bytes = row->acct.budget;
+		b.reserved_bytes = row->acct.reserved;
+		block = rsd__blockers_for_good(&b);
+	}
+	rsd__read_end();
+	return block;
 }
 
 /* snprintf that keeps counting past the end of buf, as snprintf does. */

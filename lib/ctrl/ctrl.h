@@ -224,6 +224,16 @@ void rsd__next_use_free(struct rsd_policy *p);
 void rsd__blockers_collect(const struct rsd_view *view, struct rsd_location at,
 			   struct rsd_blockers *b);
 void rsd__blockers_set(const struct rsd_blockers *b);
+/*
+ * Whether the lifetimes alone of b (live_bytes, reserved_bytes) leave too
+ * little of the budget for requested_bytes: no completion of work in
+ * flight can then make room, only a release or close by whoever owns
+ * them (DOC: rsd_controller_use_wait).
+ */
+bool rsd__blockers_for_good(const struct rsd_blockers *b);
+/* The same test at `at` for n more bytes on the state published now
+ * (an entry refused for budget); false where `at` has no budget. */
+bool rsd__lifetimes_block(struct rsd_manager *m, struct rsd_location at, uint64_t n);
 
 /* VALIDATE of §12.7 against an image of manager manager_id (controller.c). */
 int rsd__validate(const struct rsd_image *img, uint64_t manager_id, const struct rsd_request *r);

@@ -328,6 +328,37 @@ static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, int er
 	return rsd__progress_wait(c->m, seen, room ? &at : NULL, need, until_ns);
 }
 
+/*
+ * Whether err, a failure may_pass() lets wait, can never be taken away by
+ * the end of work in flight: the decision found too little room at its
+ * short location because of live lifetimes (active leases, holds,
+ * reservations), which end only when whoever owns them, perhaps a thread
+ * waiting here itself, releases or closes them. Judged on the image the
+ * decision read (its blockers), so the failure is the one the same use
+ * has alone there. Waiting for them instead is how two threads that keep
+ * leases between uses waited for each other for ever.
+ */
+static bool blocked_for_good(int err)
+{
+	const struct rsd_blockers *b = rsd_last_blockers();
+
+	return (err == -RSD_EPLAN || err == -RSD_ESEARCHLIMIT) && b && rsd__blockers_for_good(b);
+}
+
+/*
+ * An entry refused for budget at a location where live lifetimes alone
+ * leave too little room for the bytes it asked for: no wait brings that
+ * room, a new decision (which sees the lifetimes) goes another way or
+ * fails for good.
+ */
+static bool refused_for_good(struct rsd_controller *c, int err)
+{
+	const struct rsd_error *e = rsd_last_error();
+
+	return err == -RSD_EEXEC && e->cause == -RSD_EBUDGET && e->has_location &&
+	       rsd__lifetimes_block(c->m, e->location, e->requested_bytes);
+}
+
 /* Back to a use that never attempted: nothing entered, nothing leased. */
 static void attempt_reset(struct rsd_use *u)
 {
@@ -343,13 +374,22 @@ static void attempt_reset(struct rsd_use *u)
 	u->entered = u->closed = false;
 }
 
-/* One attempt: decide, enter, lease, record the epoch. */
+/*
+ * One attempt: decide, enter, lease, record the epoch. *taken: a value
+ * was not resident for its lease after the entry: another thread moved
+ * or dropped it between the entry's commit and the lease, or its copy
+ * there was still arriving (the decision counts an arriving copy as
+ * there, a lease waits for none). Either is other threads' work, which a
+ * use waits for as for the failures of may_pass().
+ */
 static int attempt(struct rsd_use *u, const struct rsd_request *r,
-		   const struct rsd_transfer_stream *ts, size_t nts)
+		   const struct rsd_transfer_stream *ts, size_t nts, bool *taken)
 {
 	struct rsd_controller *c = u->c;
-	int err = rsd_controller_decide(c, r, &u->decision);
+	int err;
 
+	*taken = false;
+	err = rsd_controller_decide(c, r, &u->decision);
 	if (err)
 		return err;
 	u->entered = true;
@@ -358,6 +398,7 @@ static int attempt(struct rsd_use *u, const struct rsd_request *r,
 	if (err)
 		return err;
 	err = acquire_groups(u);
+	*taken = err == -RSD_EUNAVAILABLE;
 	if (!err)
 		err = record_epoch(u);
 	if (err)
@@ -371,8 +412,8 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 {
 	struct rsd_location cuda[RSD_NSLOTS];
 	struct rsd__use_waiter w;
-	bool waiting = false, last = false;
-	uint64_t limit, until = 0;
+	bool waiting = false, last = false, redecided = false, taken = false;
+	uint64_t limit, until = 0, v, last_v = 0;
 	struct rsd_error saved;
 	struct rsd_use *u;
 	size_t ncuda;
@@ -399,26 +440,42 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		uint64_t seen = rsd__progress(c->m);
 		int why;
 
-		err = attempt(u, r, ts, nts);
-		if (!err || !limit || !may_pass(err))
+		err = attempt(u, r, ts, nts, &taken);
+		if (!err || !limit || (!taken && (!may_pass(err) || blocked_for_good(err))))
 			break;
 		if (!until)
 			until = limit > UINT64_MAX - rsd__now_ns() ? UINT64_MAX :
 								     rsd__now_ns() + limit;
-		/* Overtaken by another commit: the state moved, decide again. */
-		if (err == -RSD_ESTALE && rsd__now_ns() < until) {
+		/* Overtaken by another commit: the state moved, decide again.
+		 * Refused for room that only lifetimes hold: decide again at
+		 * once (once in a row), on a state that shows them. */
+		if ((err == -RSD_ESTALE || (!redecided && refused_for_good(c, err))) &&
+		    rsd__now_ns() < until) {
+			redecided = err != -RSD_ESTALE;
 			attempt_reset(u);
 			continue;
 		}
+		redecided = false;
 		if (!waiting) {
 			wait_join(c, &w);
 			waiting = true;
 		}
 		why = wait_turn(c, &w, err, seen, until);
-		/* Room a waiter looks for may have come before it began to
-		 * wait: with nothing left in flight, one more attempt. */
-		if (why == 2 && !last && err == -RSD_EEXEC) {
+		/*
+		 * Room a waiter looks for may have come before it began to
+		 * wait: with nothing left in flight, one more attempt. Another
+		 * thread's transfer admitted beside that attempt (its arriving
+		 * copy moves no state version) refuses the entry too, and is
+		 * done by the next wait: one more attempt for as long as each
+		 * decides on a newer state than the one before; one that fails
+		 * twice on the same state fails so alone.
+		 */
+		v = u->decision ? u->decision->expected_state_version : 0;
+		if (why == 1) {
+			last = false;
+		} else if (why == 2 && (err == -RSD_EEXEC || taken) && (!last || v != last_v)) {
 			last = true;
+			last_v = v;
 			why = 1;
 		}
 		if (why != 1)

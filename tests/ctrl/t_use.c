@@ -442,6 +442,9 @@ ATF_TC_BODY(absent_device_before_stream, tc)
  * point at cuda:0): the use unwinds (the pageable lease released, the
  * reservation released, the placement kept), returns the acquire's code and
  * writes nothing to *out; what entry committed is the partial report.
+ * That is the fail-fast use (RSD_CTRL_NOWAIT): a waiting one takes a value
+ * not resident for its lease for another thread's work (moved away, or
+ * still arriving), unwinds the same way and decides again.
  */
 ATF_TC_WITHOUT_HEAD(acquire_failure_unwinds);
 ATF_TC_BODY(acquire_failure_unwinds, tc)
@@ -464,6 +467,7 @@ ATF_TC_BODY(acquire_failure_unwinds, tc)
 	q[0] = fx_req(g, PAGEABLE);
 	q[1] = fx_req(h, c0);
 	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
+	RSD_REQUIRE_OK(rsd_controller_set_flags(c, RSD_CTRL_NOWAIT));
 	rsd_plan_report_free(rsd_take_partial_report());
 	RSD_REQUIRE_OK(rsd_fault_inject("acquire", "cuda:0", 1, RSD_EUNAVAILABLE));
 	RSD_CHECK_ERR(RSD_EUNAVAILABLE, rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u));
@@ -486,6 +490,15 @@ ATF_TC_BODY(acquire_failure_unwinds, tc)
 	RSD_REQUIRE_OK(rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u));
 	RSD_CHECK_OK(rsd_use_close(u, NULL));
 	rsd_use_free(u);
+	/* waiting: the failed lease is unwound and the use decided again */
+	RSD_REQUIRE_OK(rsd_controller_set_flags(c, 0));
+	RSD_REQUIRE_OK(rsd_fault_inject("acquire", "cuda:0", 1, RSD_EUNAVAILABLE));
+	RSD_CHECK_OK(rsd_controller_use(c, &r, &s0, 1, NULL, 0, &u));
+	RSD_REQUIRE_OK(rsd_fault_inject("acquire", NULL, 0, 0));
+	ATF_CHECK_EQ(fx_reserved(&f, PAGEABLE), 7);
+	RSD_CHECK_OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+	ATF_CHECK_EQ(fx_reserved(&f, PAGEABLE), 0);
 	rsd_simdev_complete_all(f.sd);
 	rsd_controller_free(c);
 	rsd_simdev_stream_destroy(f.sd, s0);

@@ -21,9 +21,11 @@
 #include <atf-c.h>
 
 #include "../check.h"
+#include "../gate.h"
 #include "fixture.h"
 
 static const struct rsd_location C0 = { RSD_CUDA, 0 };
+static const struct rsd_location C1 = { RSD_CUDA, 1 };
 
 static uint64_t now_ms(void)
 {
@@ -40,13 +42,24 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* A use of one value at cuda:0 on its own thread. */
+/*
+ * A use of one value at cuda:0 on its own thread. With keep, the thread
+ * first takes a lease on kept at cuda:0 and keeps it across the use (as a
+ * worker keeps its inputs between kernels): leased, then the use after
+ * go, the lease released after done.
+ */
 struct user {
 	struct rsd_controller *c;
 	struct rsd_handle h;
 	void *stream;
+	bool keep;
+	struct rsd_manager *m;
+	struct rsd_handle kept;
+	pthread_barrier_t *leased, *go, *done;
 	int rc;
-	uint64_t version; /* the state_version its decision was made on */
+	uint64_t version;      /* the state_version its decision was made on */
+	struct rsd_blockers b; /* of a failure that named them (has_b) */
+	bool has_b;
 	atomic_bool returned;
 	pthread_t t;
 };
@@ -56,15 +69,29 @@ static void *user_main(void *p)
 	struct user *u = p;
 	struct rsd_requirement q = fx_req(u->h, C0);
 	struct rsd_request r = { "wait", &q, 1, NULL, 0 };
+	struct rsd_lease *l = NULL;
 	struct rsd_use *use;
 
+	if (u->keep) {
+		RSD_REQUIRE_OK(rsd_acquire(u->m, &u->kept, 1, C0, u->stream, &l));
+		pthread_barrier_wait(u->leased);
+		pthread_barrier_wait(u->go);
+	}
 	u->rc = rsd_controller_use(u->c, &r, &u->stream, 1, NULL, 0, &use);
 	if (!u->rc) {
 		u->version = rsd_use_decision(use)->expected_state_version;
 		RSD_CHECK_OK(rsd_use_close(use, NULL));
 		rsd_use_free(use);
+	} else if (rsd_last_blockers()) {
+		u->b = *rsd_last_blockers();
+		u->has_b = true;
 	}
 	atomic_store(&u->returned, true);
+	if (l) {
+		pthread_barrier_wait(u->done);
+		RSD_CHECK_OK(rsd_lease_release(l, 0));
+		rsd_lease_free(l);
+	}
 	return NULL;
 }
 
@@ -113,20 +140,33 @@ struct wenv {
 	void *st;
 };
 
-static void wenv_open(struct wenv *e, uint64_t budget)
+static void wenv_open_n(struct wenv *e, uint64_t budget, int ndevices)
 {
 	struct rsd_budget b = { C0, budget };
 
-	fx_init(&e->f, &b, 1, 1);
+	fx_init(&e->f, &b, 1, ndevices);
 	RSD_REQUIRE_OK(rsd_simdev_stream_create(e->f.sd, 0, &e->st));
 	e->a = fx_adopt(&e->f, PAGEABLE, RSD_REPLICABLE);
 	e->v = fx_adopt(&e->f, PAGEABLE, RSD_REPLICABLE);
 	RSD_REQUIRE_OK(rsd_controller_create(e->f.m, NULL, 0, &e->c));
 }
 
+static void wenv_open(struct wenv *e, uint64_t budget)
+{
+	wenv_open_n(e, budget, 1);
+}
+
 static void wenv_on_command(struct wenv *e)
 {
 	rsd_simdev_set_auto_complete(e->f.sd, false);
+}
+
+/* cuda:0 (budget N) full with v, the device on command. */
+static void wenv_open_full(struct wenv *e)
+{
+	wenv_open(e, N);
+	fx_ensure(&e->f, e->v, C0);
+	wenv_on_command(e);
 }
 
 /* Let the device work (the test's waiters' own copies then run at once). */
@@ -176,9 +216,7 @@ ATF_TC_BODY(waits_for_pending_lease, tc)
 {
 	struct wenv e;
 
-	wenv_open(&e, N);
-	fx_ensure(&e.f, e.v, C0);
-	wenv_on_command(&e);
+	wenv_open_full(&e);
 	pending_on_device(&e.f, e.v, e.st);
 	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
 	ATF_CHECK(rsd_last_error()->has_blockers);
@@ -243,6 +281,41 @@ ATF_TC_BODY(wait_limit, tc)
 }
 
 /*
+ * The bound with two waiters of one location: the pending event never
+ * completes while they wait; the second waits behind the first (served in
+ * order) and each returns once the controller's 100 ms limit from its own
+ * first failure are spent, with the failure it has alone (RSD_EPLAN, the
+ * pending lease named). A waiter's bound holds in the queue too.
+ */
+ATF_TC_WITHOUT_HEAD(wait_limit_in_queue);
+ATF_TC_BODY(wait_limit_in_queue, tc)
+{
+	struct rsd_handle a2;
+	struct user u[2];
+	uint64_t t0, ms;
+	struct wenv e;
+
+	wenv_open_full(&e);
+	a2 = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	pending_on_device(&e.f, e.v, e.st);
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	RSD_REQUIRE_OK(rsd_controller_set_wait_limit(e.c, 100000000));
+	t0 = now_ms();
+	user_start(&u[0], e.c, e.a, e.st);
+	user_start(&u[1], e.c, a2, e.st);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(u[i].t, NULL);
+		ms = now_ms() - t0;
+		ATF_CHECK_MSG(ms >= 100 && ms < 400, "use %d returned after %llu ms, limit 100", i,
+			      (unsigned long long)ms);
+		ATF_CHECK_EQ(u[i].rc, -RSD_EPLAN);
+		ATF_CHECK(u[i].has_b && u[i].b.pending_bytes == N && u[i].b.live_bytes == 0);
+	}
+	ATF_CHECK(fx_at(&e.f, e.v, C0));
+	wenv_close(&e);
+}
+
+/*
  * Nothing in flight: the only copy at cuda:0 is under an active lease,
  * which no completion ends. The use fails at once with RSD_EPLAN, as it
  * does alone, instead of waiting.
@@ -273,41 +346,212 @@ ATF_TC_BODY(nothing_in_flight_fails_at_once, tc)
 	wenv_close(&e);
 }
 
+/* A source whose load stops on a gate: the plan loading it keeps its
+ * headroom at the destination until the test opens the gate. */
+struct gsrc {
+	struct fx *f;
+	struct gate gate;
+	struct rsd_handle h;
+	int rc; /* of the plan that loads it */
+	pthread_t t;
+};
+
+static int gsrc_load(void *ctx, struct rsd_resident **out)
+{
+	struct gsrc *g = ctx;
+	uint64_t n = N;
+
+	gate_hold(&g->gate);
+	return rsd_resident_alloc(g->f->m, &rsd_resident_type, PAGEABLE, 1, &n, NULL, 0, out);
+}
+
+static void *gsrc_plan(void *p)
+{
+	struct gsrc *g = p;
+	struct rsd_action act = rsd_action_ensure(g->h, C0);
+
+	g->rc = rsd_execute_actions(g->f->m, &act, 1, "held", NULL, 0, NULL, NULL);
+	return NULL;
+}
+
 /*
- * Three threads: two uses wait for the same location, the first from
- * before the second began, each needing one of two values there dropped
- * once their pending events complete. The first waiter is served first:
- * the second decides only after the first's entry committed.
+ * Another thread's plan holds the only room at cuda:0 (budget N) for its
+ * ensure of g, stopped in g's load: alone, a use of a fails with
+ * RSD_EPLAN (the headroom is no victim, and not a lifetime); the waiting
+ * use sleeps until the plan has ended, then drops g to make room.
+ */
+ATF_TC_WITHOUT_HEAD(waits_for_held_headroom);
+ATF_TC_BODY(waits_for_held_headroom, tc)
+{
+	struct rsd_value_spec spec = { &rsd_resident_type, N, N, RSD_REPLICABLE,
+				       RSD_RECONSTRUCTIBLE };
+	struct gsrc g = { .gate = GATE_INIT };
+	struct rsd_source src = { gsrc_load, NULL, &g };
+	struct user u;
+	struct wenv e;
+
+	wenv_open(&e, N);
+	g.f = &e.f;
+	RSD_REQUIRE_OK(rsd_register_source(e.f.m, &spec, &src, PAGEABLE, &g.h));
+	ATF_REQUIRE_EQ(pthread_create(&g.t, NULL, gsrc_plan, &g), 0);
+	gate_wait_entered(&g.gate);
+	ATF_CHECK_EQ(fx_used(&e.f, C0), 0);
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	ATF_CHECK(rsd_last_blockers() && rsd_last_blockers()->plan_held_bytes == N &&
+		  rsd_last_blockers()->live_bytes == 0);
+
+	user_start(&u, e.c, e.a, e.st);
+	sleep_ms(50);
+	ATF_CHECK_MSG(!atomic_load(&u.returned), "the use returned %d while the plan held", u.rc);
+	gate_open(&g.gate);
+	pthread_join(g.t, NULL);
+	RSD_CHECK_OK(g.rc);
+	pthread_join(u.t, NULL);
+	RSD_CHECK_OK(u.rc);
+	ATF_CHECK(fx_at(&e.f, e.a, C0));
+	ATF_CHECK(!fx_at(&e.f, g.h, C0));
+	wenv_close(&e);
+}
+
+/*
+ * cuda:0 (budget N) holds v, whose queued move to pinned host (a spill
+ * another thread started) has not run: v is leaving, no victim, and its
+ * bytes stay charged until the copy is done. Alone a use of a fails with
+ * RSD_EPLAN; the waiting use sleeps until the move completes, then finds
+ * the room.
+ */
+ATF_TC_WITHOUT_HEAD(waits_for_queued_spill);
+ATF_TC_BODY(waits_for_queued_spill, tc)
+{
+	struct wenv e;
+
+	wenv_open_full(&e);
+	RSD_REQUIRE_OK(rsd_move_async(e.f.m, e.v, PINNED, &C0, NULL, NULL));
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	waits_then_succeeds(&e, NULL);
+	ATF_CHECK(fx_at(&e.f, e.v, PINNED));
+	wenv_close(&e);
+}
+
+/*
+ * Two threads each keep a lease at cuda:0 (budget 2N: full) and use a
+ * value that needs the other's bytes, while a copy to cuda:1 stays
+ * queued (work in flight that never ends while the test holds the
+ * device). Only a release can make room, and each releaser is the other
+ * waiter: both uses fail at once with RSD_EPLAN, as each does alone, the
+ * leases named as live. Before, both slept as long as any work was in
+ * flight anywhere (here, until the test lets the copy run; in a busy
+ * process, for ever), each waiting for the other's lease.
+ */
+ATF_TC_WITHOUT_HEAD(kept_leases_do_not_deadlock);
+ATF_TC_BODY(kept_leases_do_not_deadlock, tc)
+{
+	pthread_barrier_t leased, go, done;
+	struct user k[2];
+	struct rsd_handle x, y, a, b, z;
+	struct wenv e;
+	uint64_t t0;
+
+	wenv_open_n(&e, 2 * N, 2);
+	x = e.a;
+	y = e.v;
+	a = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	b = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	z = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	fx_ensure(&e.f, x, C0);
+	fx_ensure(&e.f, y, C0);
+	wenv_on_command(&e);
+	RSD_REQUIRE_OK(rsd_ensure_async(e.f.m, z, C1, NULL, NULL));
+	ATF_REQUIRE_EQ(pthread_barrier_init(&leased, NULL, 3), 0);
+	ATF_REQUIRE_EQ(pthread_barrier_init(&go, NULL, 3), 0);
+	ATF_REQUIRE_EQ(pthread_barrier_init(&done, NULL, 3), 0);
+	for (int i = 0; i < 2; i++) {
+		k[i] = (struct user){ .c = e.c,
+				      .h = i ? b : a,
+				      .stream = e.st,
+				      .keep = true,
+				      .m = e.f.m,
+				      .kept = i ? y : x,
+				      .leased = &leased,
+				      .go = &go,
+				      .done = &done };
+		ATF_REQUIRE_EQ(pthread_create(&k[i].t, NULL, user_main, &k[i]), 0);
+	}
+	pthread_barrier_wait(&leased);
+	fails_alone(e.c, a, e.st, RSD_EPLAN);
+	fails_alone(e.c, b, e.st, RSD_EPLAN);
+	t0 = now_ms();
+	pthread_barrier_wait(&go);
+	while (now_ms() - t0 < 1000 &&
+	       !(atomic_load(&k[0].returned) && atomic_load(&k[1].returned)))
+		sleep_ms(5);
+	ATF_CHECK_MSG(atomic_load(&k[0].returned) && atomic_load(&k[1].returned),
+		      "the uses still wait after %llu ms", (unsigned long long)(now_ms() - t0));
+	/* let whatever still waits return before the checks */
+	wenv_run(&e, NULL);
+	pthread_barrier_wait(&done);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(k[i].t, NULL);
+		ATF_CHECK_EQ(k[i].rc, -RSD_EPLAN);
+		ATF_REQUIRE(k[i].has_b);
+		ATF_CHECK(rsd_location_equal(k[i].b.location, C0));
+		ATF_CHECK_EQ(k[i].b.lease_bytes, 2 * N);
+		ATF_CHECK_EQ(k[i].b.live_bytes, 2 * N);
+		ATF_CHECK_EQ(k[i].b.requested_bytes, N);
+	}
+	ATF_CHECK(fx_at(&e.f, x, C0) && fx_at(&e.f, y, C0));
+	ATF_CHECK(!fx_at(&e.f, a, C0) && !fx_at(&e.f, b, C0));
+	pthread_barrier_destroy(&leased);
+	pthread_barrier_destroy(&go);
+	pthread_barrier_destroy(&done);
+	wenv_close(&e);
+}
+
+/*
+ * Four threads: three uses wait for the same location, each from before
+ * the next began, each needing one of three values there dropped once
+ * their pending events complete. They are served in the order they began
+ * to wait: each decides only after the one before it committed its entry,
+ * so none is overtaken (no starvation).
  */
 ATF_TC_WITHOUT_HEAD(waiters_served_in_order);
 ATF_TC_BODY(waiters_served_in_order, tc)
 {
-	struct rsd_handle a2, v2;
-	struct user u1, u2;
+	struct rsd_handle want[3], old[3];
+	struct user u[3];
 	struct wenv e;
 
-	wenv_open(&e, 2 * N);
-	a2 = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
-	v2 = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
-	fx_ensure(&e.f, e.v, C0);
-	fx_ensure(&e.f, v2, C0);
+	wenv_open(&e, 3 * N);
+	for (int i = 0; i < 3; i++) {
+		want[i] = i ? fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE) : e.a;
+		old[i] = i ? fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE) : e.v;
+		fx_ensure(&e.f, old[i], C0);
+	}
 	wenv_on_command(&e);
-	pending_on_device(&e.f, e.v, e.st);
-	pending_on_device(&e.f, v2, e.st);
+	for (int i = 0; i < 3; i++)
+		pending_on_device(&e.f, old[i], e.st);
+	fails_alone(e.c, want[0], e.st, RSD_EPLAN);
 
-	user_start(&u1, e.c, e.a, e.st);
-	sleep_ms(30);
-	user_start(&u2, e.c, a2, e.st);
-	sleep_ms(30);
-	ATF_CHECK(!atomic_load(&u1.returned) && !atomic_load(&u2.returned));
+	for (int i = 0; i < 3; i++) {
+		user_start(&u[i], e.c, want[i], e.st);
+		sleep_ms(30);
+	}
+	for (int i = 0; i < 3; i++)
+		ATF_CHECK_MSG(!atomic_load(&u[i].returned), "use %d returned %d before the work", i,
+			      u[i].rc);
 	wenv_run(&e, e.st);
-	pthread_join(u1.t, NULL);
-	pthread_join(u2.t, NULL);
-	RSD_CHECK_OK(u1.rc);
-	RSD_CHECK_OK(u2.rc);
-	/* the second decided on a state after the first's entry */
-	ATF_CHECK_MSG(u1.version < u2.version, "decided on state_version %llu and %llu",
-		      (unsigned long long)u1.version, (unsigned long long)u2.version);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(u[i].t, NULL);
+		RSD_CHECK_OK(u[i].rc);
+		ATF_CHECK(fx_at(&e.f, want[i], C0));
+		ATF_CHECK(!fx_at(&e.f, old[i], C0));
+	}
+	/* each decided on a state after the entry of the one before it */
+	for (int i = 1; i < 3; i++)
+		ATF_CHECK_MSG(u[i - 1].version < u[i].version,
+			      "use %d decided on state_version %llu, use %d on %llu", i - 1,
+			      (unsigned long long)u[i - 1].version, i,
+			      (unsigned long long)u[i].version);
 	wenv_close(&e);
 }
 
@@ -355,13 +599,68 @@ ATF_TC_BODY(no_victim_in_flight, tc)
 	fx_fini(&f);
 }
 
+/* The one eviction d makes, of h at cuda:0. */
+static void evicts(struct rsd_controller *c, const struct rsd_request *r, struct rsd_handle h)
+{
+	struct rsd_decision *d;
+
+	RSD_REQUIRE_OK(rsd_controller_decide(c, r, &d));
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, h));
+	ATF_CHECK(rsd_location_equal(d->evictions[0].action.location, C0));
+	rsd_decision_free(d);
+}
+
+/*
+ * No victim leaving or arriving: at cuda:0 (budget 2N), x is evicted
+ * first by priority. While a queued move takes x away to pinned host
+ * (leaving), and then while a queued copy brings x back (arriving), a
+ * request that needs one value gone evicts y instead; idle again, x.
+ */
+ATF_TC_WITHOUT_HEAD(no_victim_leaving_or_arriving);
+ATF_TC_BODY(no_victim_leaving_or_arriving, tc)
+{
+	struct rsd_requirement q;
+	struct rsd_request r = { "room", &q, 1, NULL, 0 };
+	struct rsd_handle x, y;
+	struct wenv e;
+
+	wenv_open(&e, 2 * N);
+	x = e.v;
+	y = fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE);
+	q = fx_req(e.a, C0);
+	fx_ensure(&e.f, x, C0);
+	fx_ensure(&e.f, y, C0);
+	RSD_REQUIRE_OK(rsd_controller_set_policy_metadata(e.c, x, -1, NULL));
+	evicts(e.c, &r, x);
+
+	wenv_on_command(&e);
+	RSD_REQUIRE_OK(rsd_move_async(e.f.m, x, PINNED, &C0, NULL, NULL));
+	evicts(e.c, &r, y);
+	wenv_run(&e, NULL);
+	ATF_REQUIRE(!fx_at(&e.f, x, C0));
+
+	wenv_on_command(&e);
+	RSD_REQUIRE_OK(rsd_ensure_async(e.f.m, x, C0, NULL, NULL));
+	evicts(e.c, &r, y);
+	wenv_run(&e, NULL);
+	RSD_REQUIRE_OK(rsd_manager_reap(e.f.m));
+	evicts(e.c, &r, x);
+	wenv_close(&e);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, waits_for_pending_lease);
 	ATF_TP_ADD_TC(tp, waits_for_queued_copy);
 	ATF_TP_ADD_TC(tp, wait_limit);
+	ATF_TP_ADD_TC(tp, wait_limit_in_queue);
 	ATF_TP_ADD_TC(tp, nothing_in_flight_fails_at_once);
 	ATF_TP_ADD_TC(tp, waiters_served_in_order);
 	ATF_TP_ADD_TC(tp, no_victim_in_flight);
+	ATF_TP_ADD_TC(tp, kept_leases_do_not_deadlock);
+	ATF_TP_ADD_TC(tp, waits_for_held_headroom);
+	ATF_TP_ADD_TC(tp, waits_for_queued_spill);
+	ATF_TP_ADD_TC(tp, no_victim_leaving_or_arriving);
 	return atf_no_error();
 }
