@@ -16,7 +16,9 @@
  *  - a flush waits for every queued event without the transition lock,
  *    then commits in order; the first failed copy is the plan's failure,
  *    and the copies queued after it are rolled back as if never run (their
- *    charges refunded; the peaks they raised stay).
+ *    charges refunded; the peaks they raised stay). A copy the device gave
+ *    no answer for (its sync and its stream's drain failed) may still run:
+ *    it stays in flight as a queued copy instead (rsd__xfer_unanswered()).
  *
  * The batch lives on the executing thread's stack; at most RSD_BATCH_MAX
  * copies are queued (a full batch runs further copies synchronously), so
@@ -92,7 +94,8 @@ int rsd__batch_flush(struct rsd_manager *m)
 	/* The copies are counted in m->inflight since their admission. */
 	rsd__writer_pause(m);
 	for (size_t i = 0; i < n; i++) {
-		errs[i] = rsd__copy_wait(m, b->q[i].stream, b->q[i].event);
+		/* An event left set: the device gave no answer. */
+		errs[i] = rsd__copy_wait(m, b->q[i].stream, &b->q[i].event);
 		if (errs[i] && !err) {
 			err = errs[i];
 			first = *rsd_last_error();
@@ -118,7 +121,14 @@ int rsd__batch_flush(struct rsd_manager *m)
 			b->failed_index = d->index;
 		}
 		rsd__lin_note(m, RSD_LIN_SETTLE_BEGIN, d->index);
-		rsd__xfer_settle(m, d->rec, &d->from, d->to, d->leave ? &d->from : NULL, err);
+		if (d->event)
+			/* Not rolled back: it may still run. */
+			rsd__xfer_unanswered(m, d->rec, &d->from, d->from, d->to,
+					     d->leave ? &d->from : NULL, NULL, false, d->stream,
+					     d->event, errs[i]);
+		else
+			rsd__xfer_settle(m, d->rec, &d->from, d->to, d->leave ? &d->from : NULL,
+					 err);
 		rsd__lin_note(m, RSD_LIN_SETTLE_END, d->index);
 		if (err)
 			continue;

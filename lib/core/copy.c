@@ -137,25 +137,30 @@ void rsd__copy_drain(struct rsd_manager *m, void *stream)
 	*rsd__err_record() = saved;
 }
 
-int rsd__copy_wait(struct rsd_manager *m, void *stream, void *event)
+int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event)
 {
-	int err;
+	void *ev = *event;
+	int err, q;
 
-	if (!event)
+	if (!ev)
 		return 0;
-	err = m->ops->event_sync(m->ops_ctx, event);
-	m->ops->event_destroy(m->ops_ctx, event);
-	if (err)
-		rsd__copy_drain(m, stream);
+	err = m->ops->event_sync(m->ops_ctx, ev);
+	if (err) {
+		/* A failed sync says nothing of the copy (reference.md §8.5):
+		 * drain its stream, then the event's state is the answer.
+		 * When even the drain fails there is none: the event is kept
+		 * and the caller keeps both ends of the copy. */
+		struct rsd_error saved = *rsd_last_error();
+
+		q = m->ops->stream_sync(m->ops_ctx, stream) ? 0 :
+							      m->ops->event_query(m->ops_ctx, ev);
+		if (!q) {
+			*rsd__err_record() = saved;
+			return err;
+		}
+		err = q < 0 ? q : 0; /* q < 0: the copy's own failure */
+	}
+	m->ops->event_destroy(m->ops_ctx, ev);
+	*event = NULL;
 	return err;
-}
-
-int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		  struct rsd_resident *dst, struct rsd_location to, void *stream)
-{
-	void *ev;
-	int err;
-
-	err = rsd__copy_issue(m, src, from, dst, to, &stream, &ev);
-	return err ? err : rsd__copy_wait(m, stream, ev);
 }

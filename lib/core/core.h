@@ -1236,18 +1236,20 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 /*
  * Copying a value (§4.4), in two steps so that only the first runs under
  * the lock: allocate the destination with the source's layout, then copy
- * into it and wait for the bytes (no lock; the caller frees dst on error).
+ * into it and wait for the bytes (no lock; the caller frees dst on a
+ * definite error).
  */
 int rsd__copy_alloc(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location to,
 		    void *stream, struct rsd_resident **out);
-int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		  struct rsd_resident *dst, struct rsd_location to, void *stream);
-/* rsd__copy_run in two halves: queue the copy and record its event (NULL
- * for a host copy, done at once; *stream is the stream used), then wait
- * for that event. Both drain the stream on failure. */
+/* Queue the copy and record its event (NULL for a host copy, done at
+ * once; *stream is the stream used); drains the stream on failure. */
 int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
 		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event);
-int rsd__copy_wait(struct rsd_manager *m, void *stream, void *event);
+/* Wait for *event and destroy it: 0, or the copy's definite failure (a
+ * failed sync is answered by the event once its stream drained). When
+ * even the drain fails there is no answer: the error is returned with
+ * *event kept, and the copy may still run (rsd__xfer_unanswered()). */
+int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event);
 void rsd__copy_drain(struct rsd_manager *m, void *stream);
 
 /*
@@ -1295,6 +1297,14 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
  * holds room at `at`, or the error of waiting.
  */
 int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
+/* A waited copy the device gave no answer for (rsd__copy_wait() failed
+ * and kept its event) stays in flight as a queued copy; err: the error
+ * the caller returns. */
+void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
+			  const struct rsd_location *from, struct rsd_location src,
+			  struct rsd_location to, const struct rsd_location *leave,
+			  struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event,
+			  int err);
 /* The failure of the queued copy fill (fill->qc->err set), as the error
  * of a copy that read its destination. */
 int rsd__fill_error(const struct rsd_lease_rec *fill);

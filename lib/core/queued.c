@@ -171,6 +171,45 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 	}
 }
 
+/*
+ * A waited copy (synchronous, or a plan batch's) whose completion the
+ * device would not answer: its event's sync failed and so did the drain
+ * of its stream, so the copy may still read its source and write its
+ * destination. It becomes what a not-waiting call would have queued (the
+ * destination resident and filling, a move's source kept as the
+ * record's leftover, the source protected), so that both ends stay
+ * allocated and charged until a reap gets the device's answer: then it
+ * is folded in as any queued copy (completed, or undone and its error
+ * kept once). The caller returns the device's error. Without memory for
+ * the record (or once the manager is closed) neither end is ever freed:
+ * the destination is kept for the life of the process and settled as a
+ * failure. Keeps the error record.
+ */
+void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
+			  const struct rsd_location *from, struct rsd_location src,
+			  struct rsd_location to, const struct rsd_location *leave,
+			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
+			  void *event, int err)
+{
+	struct rsd_error saved = *rsd_last_error();
+	struct rsd_lease_rec *l = m->closed ? NULL : rsd__qcopy_new(m);
+	struct rsd_mat *dst;
+
+	if (l) {
+		rsd__qcopy_commit(m, l, rec, from, src, to, leave, loaded, loaded_charged, stream,
+				  event);
+		*rsd__err_record() = saved;
+		return;
+	}
+	dst = rsd__rec_mat(rec, to);
+	rsd__keep_forever(dst->value);
+	dst->value = NULL;
+	if (loaded)
+		rsd__keep_forever(loaded);
+	rsd__xfer_settle(m, rec, from, to, NULL, err);
+	*rsd__err_record() = saved;
+}
+
 /* Free what the copy read and no materialization owns, with its charge. */
 static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
 {
@@ -188,7 +227,10 @@ static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
  * error for whoever needs the value next. A destination something
  * protects stays, marked failed, until that protection ends: a consumer
  * stream ordered after the copy may still be queued on its storage, and
- * the protection's end must find it to lower its location's counts.
+ * the protection's end must find it to lower its location's counts. A
+ * transfer reading it (busy: a waited copy that synchronized the fill and
+ * now copies out of it, staged or not) protects it the same way; its
+ * settle removes it (rsd__xfer_settle()).
  */
 static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
@@ -197,7 +239,7 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 	struct rsd_record *rec = qc->rec;
 	struct rsd_mat *dst = rsd__rec_mat(rec, qc->to);
 
-	if (dst && rsd__mat_protected(dst)) {
+	if (dst && (rsd__mat_protected(dst) || dst->busy)) {
 		dst->failed = qc->err;
 		rsd__mark_dirty(m, rec);
 	} else if (dst) {
@@ -333,7 +375,7 @@ bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rs
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
 
-	if (!mat || !mat->failed || rsd__mat_protected(mat))
+	if (!mat || !mat->failed || rsd__mat_protected(mat) || mat->busy)
 		return false;
 	rsd__remove(m, rec, at);
 	return true;

@@ -269,6 +269,10 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
 		if (leave)
 			rsd__remove(m, rec, *leave);
 	}
+	/* The source was a queued copy's destination that failed while this
+	 * transfer read it: kept until now, it goes once nothing else does. */
+	if (smat)
+		rsd__failed_settle(m, rec, *from);
 	rsd__xfer_wake(m);
 }
 
@@ -353,7 +357,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	if (!err)
 		err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev);
 	if (!err && !defer && !queued)
-		err = rsd__copy_wait(m, stream, ev);
+		err = rsd__copy_wait(m, stream, &ev);
 	rsd__writer_resume(m);
 	if (fill) {
 		if (!err && fill->qc->err)
@@ -365,7 +369,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		 * nothing: the last thread back frees what this transfer
 		 * holds. A copy only queued may still read and write: both
 		 * ends stay allocated for ever (the record lets go of them). */
-		if (!err && (queued || defer)) {
+		if (ev) { /* queued, deferred, or waited with no answer */
 			rsd__keep_forever(copy);
 			rsd__rec_mat(rec, to)->value = NULL;
 			rsd__keep_forever(x->value);
@@ -387,6 +391,17 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			x->charged = false;
 		}
 		return 0;
+	}
+	if (err && ev && !queued && !defer) {
+		/* A waited copy without an answer from the device: it stays
+		 * in flight, as a queued copy (queued.c). */
+		rsd__xfer_unanswered(m, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
+				     x->temporary ? x->value : NULL, x->charged, stream, ev, err);
+		if (x->temporary) {
+			x->value = NULL;
+			x->charged = false;
+		}
+		return err;
 	}
 	rsd__qcopy_discard(m, queued);
 	if (!err && defer) {
