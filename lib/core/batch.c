@@ -125,7 +125,7 @@ int rsd__batch_flush(struct rsd_manager *m)
 			/* Not rolled back: it may still run. */
 			rsd__xfer_unanswered(m, d->rec, &d->from, d->from, d->to,
 					     d->leave ? &d->from : NULL, NULL, false, d->stream,
-					     d->event, errs[i]);
+					     d->event, errs[i], false);
 		else
 			rsd__xfer_settle(m, d->rec, &d->from, d->to, d->leave ? &d->from : NULL,
 					 err);

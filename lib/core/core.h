@@ -595,6 +595,12 @@ struct rsd_qcopy {
 	bool leftover_charged;
 	bool restore; /* leftover is a move's source: reinstated on failure */
 	int err;      /* the device's error, once an event reported one */
+	/* err was returned by the call that queued it (a copy known to have
+	 * failed whose queued work may still run): not kept again. Nothing
+	 * of it was installed: garbage is its destination's storage, freed
+	 * with its temporary charge at `to` once the event completed. */
+	bool told;
+	struct rsd_resident *garbage;
 	uint64_t queued_ns;
 };
 
@@ -1168,6 +1174,13 @@ int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct 
  * version step, the charge refunded, the value freed). */
 void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+/* The abort of a transfer whose destination the device may still write
+ * (no answer from it): the same, but the storage is kept for the life of
+ * the process, never freed. rsd__xfer_settle() then aborts nothing. */
+void rsd__arrival_abandon(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+/* The same, the storage handed to the caller (its charge refunded). */
+struct rsd_resident *rsd__arrival_take(struct rsd_manager *m, struct rsd_record *rec,
+				       struct rsd_location at);
 /* 0, or -RSD_EINUSE naming what protects mat (protections, a transfer). */
 int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
 void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
@@ -1242,15 +1255,19 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 int rsd__copy_alloc(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location to,
 		    void *stream, struct rsd_resident **out);
 /* Queue the copy and record its event (NULL for a host copy, done at
- * once; *stream is the stream used); drains the stream on failure. */
+ * once; *stream is the stream used); drains the stream on failure, and
+ * sets *stuck when even that drain failed (what it queued may still
+ * write dst: dst must never be freed, rsd__arrival_abandon()). */
 int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event);
+		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event,
+		    bool *stuck);
 /* Wait for *event and destroy it: 0, or the copy's definite failure (a
  * failed sync is answered by the event once its stream drained). When
  * even the drain fails there is no answer: the error is returned with
  * *event kept, and the copy may still run (rsd__xfer_unanswered()). */
 int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event);
-void rsd__copy_drain(struct rsd_manager *m, void *stream);
+/* Best effort, the error record kept: 0, or the failed sync's code. */
+int rsd__copy_drain(struct rsd_manager *m, void *stream);
 
 /*
  * Not-waiting calls (queued.c, reference.md §22). The public *_async entry
@@ -1299,12 +1316,14 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
 int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
 /* A waited copy the device gave no answer for (rsd__copy_wait() failed
  * and kept its event) stays in flight as a queued copy; err: the error
- * the caller returns. */
+ * the caller returns. failed: the copy is known to have failed (its issue
+ * did), and event only orders what it queued: it is undone when that
+ * completes, its error not kept again. */
 void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
 			  const struct rsd_location *from, struct rsd_location src,
 			  struct rsd_location to, const struct rsd_location *leave,
-			  struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event,
-			  int err);
+			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
+			  void *event, int err, bool failed);
 /* The failure of the queued copy fill (fill->qc->err set), as the error
  * of a copy that read its destination. */
 int rsd__fill_error(const struct rsd_lease_rec *fill);
@@ -1347,13 +1366,14 @@ void rsd__keep_forever(struct rsd_resident *r);
  * returns RSD__UNSTAGED, having done nothing, for any other copy, with
  * staging off, or when the pair cannot be allocated (the caller copies
  * directly); else 0 with the copy's completion event in *event, or a
- * negative code with the stream drained. span is the copy's common span
- * (0: buffer by buffer). Called without m->lock.
+ * negative code with the stream drained (*stuck set when the drain
+ * failed). span is the copy's common span (0: buffer by buffer). Called
+ * without m->lock.
  */
 #define RSD__UNSTAGED 1
 int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,
-		      uint64_t span, void *stream, void **event);
+		      uint64_t span, void *stream, void **event, bool *stuck);
 /* At create: nbytes is the config's staging_nbytes (0: RSD_STAGING, else
  * the default). Allocates nothing but the per-device locks. */
 int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes);

@@ -106,12 +106,15 @@ void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_
 		     struct rsd_location to, void *stream, void *event)
 {
 	struct rsd_qcopy *qc = l->qc;
+	struct rsd_mat *dst;
 
 	memset(qc, 0, sizeof(*qc));
 	qc->rec = rec;
 	qc->to = to;
 	qc->queued_ns = rsd__now_ns();
-	rsd__rec_mat(rec, to)->fill = l;
+	dst = rsd__rec_mat(rec, to);
+	if (dst) /* none for a failed copy's record (qcopy_failed()) */
+		dst->fill = l;
 	l->id = rsd__next_id();
 	l->loc = to;
 	l->n = 0;
@@ -129,14 +132,42 @@ void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_
 	atomic_fetch_add_explicit(&m->nqueued, 1, memory_order_relaxed);
 }
 
+/* The copy's resident source is protected like a released GPU lease's
+ * value (no version step of its own: the commit makes it). */
+static void protect_source(struct rsd_manager *m, const struct rsd_location *from,
+			   struct rsd_mat *mat)
+{
+	if (!mat)
+		return;
+	mat->pending_count++;
+	m->acct[rsd__loc_slot(*from)].pending_count++;
+}
+
+/* The record names what it protects (protect_source()), once filled. */
+static void name_source(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+			const struct rsd_location *from, bool protected)
+{
+	if (from)
+		l->loc = *from;
+	if (!protected)
+		return;
+	l->n = 1;
+	l->recs[0] = rec;
+	l->ids[0] = rec->handle.id;
+	rsd__mark_dirty(m, rec);
+}
+
 void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
 		       const struct rsd_location *from, struct rsd_location src,
 		       struct rsd_location to, const struct rsd_location *leave,
 		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event)
 {
 	struct rsd_qcopy *qc = l->qc;
-	struct rsd_mat *mat;
+	struct rsd_mat *mat = from && !leave ? rsd__rec_mat(rec, *from) : NULL;
 
+	/* Protected before the settle: a failed copy's kept destination it
+	 * reads would go there (rsd__failed_settle()). */
+	protect_source(m, from, mat);
 	/* The commit of a waited copy, except that a move's source is taken
 	 * out of the record instead of freed. */
 	rsd__xfer_settle(m, rec, from, to, NULL, 0);
@@ -156,19 +187,43 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 			charge_temp(m, qc->leftover_at, rec->spec.storage_nbytes, true);
 		qc->leftover_charged = true;
 	}
-	if (from)
-		l->loc = *from;
-	mat = from && !leave ? rsd__rec_mat(rec, *from) : NULL;
-	if (mat) {
-		/* Protected like a released GPU lease's value; no version
-		 * step of its own: the commit above made it. */
-		l->n = 1;
-		l->recs[0] = rec;
-		l->ids[0] = rec->handle.id;
-		mat->pending_count++;
-		m->acct[rsd__loc_slot(*from)].pending_count++;
-		rsd__mark_dirty(m, rec);
+	name_source(m, l, rec, from, mat != NULL);
+}
+
+/*
+ * A copy known to have failed (its issue did, or the fill of its source)
+ * whose queued work may still read its source and write its destination:
+ * nothing of it is installed. The record keeps the destination's storage
+ * (its charge a temporary one) and a loaded source, protects a resident
+ * source, and frees them once its event, recorded behind that work,
+ * completed.
+ */
+static void qcopy_failed(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+			 const struct rsd_location *from, struct rsd_location src,
+			 struct rsd_location to, struct rsd_resident *loaded, bool loaded_charged,
+			 void *stream, void *event, int err)
+{
+	struct rsd_mat *mat = from ? rsd__rec_mat(rec, *from) : NULL;
+	struct rsd_resident *dst;
+	struct rsd_qcopy *qc;
+
+	protect_source(m, from, mat);
+	dst = rsd__arrival_take(m, rec, to);
+	charge_temp(m, to, rec->spec.storage_nbytes, true);
+	rsd__xfer_settle(m, rec, from, to, NULL, err);
+	rsd__qcopy_fill(m, l, rec, to, stream, event);
+	qc = l->qc;
+	qc->err = err;
+	qc->told = true;
+	qc->garbage = dst;
+	if (loaded) {
+		qc->leftover = loaded;
+		qc->leftover_at = src;
+		if (!loaded_charged)
+			charge_temp(m, src, rec->spec.storage_nbytes, true);
+		qc->leftover_charged = true;
 	}
+	name_source(m, l, rec, from, mat != NULL);
 }
 
 /*
@@ -189,21 +244,20 @@ void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
 			  const struct rsd_location *from, struct rsd_location src,
 			  struct rsd_location to, const struct rsd_location *leave,
 			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
-			  void *event, int err)
+			  void *event, int err, bool failed)
 {
 	struct rsd_error saved = *rsd_last_error();
 	struct rsd_lease_rec *l = m->closed ? NULL : rsd__qcopy_new(m);
-	struct rsd_mat *dst;
-
-	if (l) {
+	if (l && failed)
+		qcopy_failed(m, l, rec, from, src, to, loaded, loaded_charged, stream, event, err);
+	else if (l)
 		rsd__qcopy_commit(m, l, rec, from, src, to, leave, loaded, loaded_charged, stream,
 				  event);
+	if (l) {
 		*rsd__err_record() = saved;
 		return;
 	}
-	dst = rsd__rec_mat(rec, to);
-	rsd__keep_forever(dst->value);
-	dst->value = NULL;
+	rsd__arrival_abandon(m, rec, to);
 	if (loaded)
 		rsd__keep_forever(loaded);
 	rsd__xfer_settle(m, rec, from, to, NULL, err);
@@ -213,6 +267,11 @@ void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
 /* Free what the copy read and no materialization owns, with its charge. */
 static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
 {
+	if (qc->garbage) {
+		charge_temp(m, qc->to, qc->rec->spec.storage_nbytes, false);
+		rsd__resident_destroy(qc->garbage);
+		qc->garbage = NULL;
+	}
 	if (!qc->leftover)
 		return;
 	if (qc->leftover_charged)
@@ -237,7 +296,9 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_qcopy *qc = l->qc;
 	struct rsd_record *rec = qc->rec;
-	struct rsd_mat *dst = rsd__rec_mat(rec, qc->to);
+	/* A failed copy's record installed nothing: a copy there now is
+	 * another transfer's (qcopy_failed()). */
+	struct rsd_mat *dst = qc->told ? NULL : rsd__rec_mat(rec, qc->to);
 
 	if (dst && (rsd__mat_protected(dst) || dst->busy)) {
 		dst->failed = qc->err;
@@ -270,7 +331,10 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 		*rsd__err_record() = saved;
 	}
 	/* Reported once: to the next call that needs the value or to an
-	 * explicit reap, whichever comes first (the other then sees none). */
+	 * explicit reap, whichever comes first (the other then sees none);
+	 * not again when the call that queued it returned it. */
+	if (qc->told)
+		return;
 	rec->copy_err = qc->err;
 	rec->copy_err_at = qc->to;
 	m->copy_err = qc->err;
@@ -312,11 +376,15 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
 {
 	struct rsd_qcopy *qc = l->qc;
 
-	if (!qc || !qc->leftover)
+	if (!qc || (!qc->leftover && !qc->garbage))
 		return;
 	if (keep) {
-		rsd__keep_forever(qc->leftover);
+		if (qc->leftover)
+			rsd__keep_forever(qc->leftover);
+		if (qc->garbage)
+			rsd__keep_forever(qc->garbage);
 		qc->leftover = NULL;
+		qc->garbage = NULL;
 	}
 	drop_leftover(m, qc);
 }
