@@ -282,6 +282,24 @@ static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
 }
 
 /*
+ * Reinstall a moved source: only its bookkeeping can fail (memory for the
+ * record's copies or the owner map), and a failure keeps the value's
+ * only copy out of the manager for good, so a transient one is tried
+ * again, at most INSTALL_TRIES times.
+ */
+#define INSTALL_TRIES 3
+
+static int install_back_hard(struct rsd_manager *m, struct rsd_record *rec,
+			     struct rsd_location at, struct rsd_resident *v)
+{
+	int err = rsd__install_back(m, rec, at, v);
+
+	for (int i = 1; err == -RSD_ENOMEM && i < INSTALL_TRIES; i++)
+		err = rsd__install_back(m, rec, at, v);
+	return err;
+}
+
+/*
  * The copy failed: undo it as if it had never been queued, and keep the
  * error for whoever needs the value next. A destination something
  * protects stays, marked failed, until that protection ends: a consumer
@@ -316,7 +334,7 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 		qc->leftover_charged = false;
 		qc->leftover = NULL;
 		v->managed = false;
-		if (rsd__install_back(m, rec, qc->leftover_at, v)) {
+		if (install_back_hard(m, rec, qc->leftover_at, v)) {
 			/* Out of memory for the bookkeeping: the bytes are
 			 * never freed, only no longer managed. */
 			rsd__keep_forever(v);
