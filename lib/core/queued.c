@@ -289,8 +289,8 @@ static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
  */
 #define INSTALL_TRIES 3
 
-static int install_back_hard(struct rsd_manager *m, struct rsd_record *rec,
-			     struct rsd_location at, struct rsd_resident *v)
+static int install_back_hard(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+			     struct rsd_resident *v)
 {
 	int err = rsd__install_back(m, rec, at, v);
 
