@@ -29,34 +29,39 @@
 #include "core.h"
 #include "../trace.h"
 
-static _Thread_local struct rsd_xfer_batch *cur;
-
 void rsd__batch_begin(struct rsd_manager *m, struct rsd_xfer_batch *b)
 {
+	struct rsd_exec *x = rsd__exec();
+
 	memset(b, 0, sizeof(*b));
 	b->m = m;
-	b->up = cur;
-	cur = b;
+	b->up = x->batch;
+	x->batch = b;
 }
 
 void rsd__batch_end(struct rsd_xfer_batch *b)
 {
-	cur = b->up;
+	rsd__exec()->batch = b->up;
 }
 
 bool rsd__batch_room(void)
 {
+	const struct rsd_xfer_batch *cur = rsd__exec()->batch;
+
 	return cur && cur->n < RSD_BATCH_MAX;
 }
 
 bool rsd__batch_pending(void)
 {
+	const struct rsd_xfer_batch *cur = rsd__exec()->batch;
+
 	return cur && cur->n;
 }
 
 void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd_location to,
 		    bool leave, void *stream, void *event)
 {
+	struct rsd_xfer_batch *cur = rsd__exec()->batch;
 	struct rsd_xfer_deferred *d = &cur->q[cur->n++];
 
 	memset(d, 0, sizeof(*d));
@@ -71,6 +76,7 @@ void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd
 
 void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_transition *out)
 {
+	struct rsd_xfer_batch *cur = rsd__exec()->batch;
 	struct rsd_xfer_deferred *d = &cur->q[cur->n - 1];
 
 	d->rep = *rep;
@@ -80,7 +86,7 @@ void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_
 
 int rsd__batch_flush(struct rsd_manager *m)
 {
-	struct rsd_xfer_batch *b = cur;
+	struct rsd_xfer_batch *b = rsd__exec()->batch;
 	struct rsd_error first;
 	int err = 0, errs[RSD_BATCH_MAX] = { 0 };
 

@@ -952,9 +952,30 @@ static inline void rsd__lin_note(const struct rsd_manager *m, enum rsd_lin_kind 
  * m are refused with RSD_EREENTRANT until it returns (§9.1); other
  * threads proceed. Frames live on the caller's stack.
  */
+/*
+ * What the calling thread is executing, as one scope: a not-waiting
+ * call's queue mode (queued.c), a plan's batch of queued copies (batch.c)
+ * and the innermost plan's headroom (manager.c). Each entry point sets its
+ * part and puts the old value back, nested. A source load's callback runs
+ * in a fresh, empty scope (rsd__callback_begin() saves the whole context
+ * and clears it, rsd__callback_end() puts it back): a call it makes on
+ * another manager neither queues its copies nor joins the plan's batch,
+ * and its charges do not count against the plan's headroom.
+ */
+struct rsd_xfer_batch;
+struct rsd_plan_hold;
+struct rsd_exec {
+	bool queue_mode;
+	struct rsd_xfer_batch *batch;
+	struct rsd_plan_hold *hold;
+};
+/* The calling thread's context (never NULL). */
+struct rsd_exec *rsd__exec(void);
+
 struct rsd_cb_frame {
 	const struct rsd_manager *m;
 	struct rsd_cb_frame *up;
+	struct rsd_exec saved; /* the caller's context, back at the end */
 };
 void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m);
 void rsd__callback_end(struct rsd_cb_frame *f);

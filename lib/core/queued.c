@@ -41,18 +41,17 @@
 #include "core.h"
 #include "../trace.h"
 
-static _Thread_local bool queue_mode;
-
 bool rsd__queue_mode(void)
 {
-	return queue_mode;
+	return rsd__exec()->queue_mode;
 }
 
 bool rsd__queue_mode_set(bool on)
 {
-	bool was = queue_mode;
+	struct rsd_exec *x = rsd__exec();
+	bool was = x->queue_mode;
 
-	queue_mode = on;
+	x->queue_mode = on;
 	return was;
 }
 
@@ -412,7 +411,7 @@ int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at)
 	struct rsd_lease_rec *l;
 	int err;
 
-	if (!queue_mode)
+	if (!rsd__queue_mode())
 		return 0;
 	/* Creation order: the oldest copy is likely the first to finish. */
 	rsd__list_for_each_entry(l, &m->leases, node)
