@@ -16,7 +16,9 @@
  *  - a flush waits for every queued event without the transition lock,
  *    then commits in order; the first failed copy is the plan's failure,
  *    and the copies queued after it are rolled back as if never run (their
- *    charges refunded; the peaks they raised stay).
+ *    charges refunded; the peaks they raised stay). A copy the device gave
+ *    no answer for (its sync and its stream's drain failed) may still run:
+ *    it stays in flight as a queued copy instead (rsd__xfer_unanswered()).
  *
  * The batch lives on the executing thread's stack; at most RSD_BATCH_MAX
  * copies are queued (a full batch runs further copies synchronously), so
@@ -27,34 +29,39 @@
 #include "core.h"
 #include "../trace.h"
 
-static _Thread_local struct rsd_xfer_batch *cur;
-
 void rsd__batch_begin(struct rsd_manager *m, struct rsd_xfer_batch *b)
 {
+	struct rsd_exec *x = rsd__exec();
+
 	memset(b, 0, sizeof(*b));
 	b->m = m;
-	b->up = cur;
-	cur = b;
+	b->up = x->batch;
+	x->batch = b;
 }
 
 void rsd__batch_end(struct rsd_xfer_batch *b)
 {
-	cur = b->up;
+	rsd__exec()->batch = b->up;
 }
 
 bool rsd__batch_room(void)
 {
+	const struct rsd_xfer_batch *cur = rsd__exec()->batch;
+
 	return cur && cur->n < RSD_BATCH_MAX;
 }
 
 bool rsd__batch_pending(void)
 {
+	const struct rsd_xfer_batch *cur = rsd__exec()->batch;
+
 	return cur && cur->n;
 }
 
 void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd_location to,
 		    bool leave, void *stream, void *event)
 {
+	struct rsd_xfer_batch *cur = rsd__exec()->batch;
 	struct rsd_xfer_deferred *d = &cur->q[cur->n++];
 
 	memset(d, 0, sizeof(*d));
@@ -69,6 +76,7 @@ void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd
 
 void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_transition *out)
 {
+	struct rsd_xfer_batch *cur = rsd__exec()->batch;
 	struct rsd_xfer_deferred *d = &cur->q[cur->n - 1];
 
 	d->rep = *rep;
@@ -78,7 +86,7 @@ void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_
 
 int rsd__batch_flush(struct rsd_manager *m)
 {
-	struct rsd_xfer_batch *b = cur;
+	struct rsd_xfer_batch *b = rsd__exec()->batch;
 	struct rsd_error first;
 	int err = 0, errs[RSD_BATCH_MAX] = { 0 };
 
@@ -92,7 +100,8 @@ int rsd__batch_flush(struct rsd_manager *m)
 	/* The copies are counted in m->inflight since their admission. */
 	rsd__writer_pause(m);
 	for (size_t i = 0; i < n; i++) {
-		errs[i] = rsd__copy_wait(m, b->q[i].stream, b->q[i].event);
+		/* An event left set: the device gave no answer. */
+		errs[i] = rsd__copy_wait(m, b->q[i].stream, &b->q[i].event);
 		if (errs[i] && !err) {
 			err = errs[i];
 			first = *rsd_last_error();
@@ -118,7 +127,14 @@ int rsd__batch_flush(struct rsd_manager *m)
 			b->failed_index = d->index;
 		}
 		rsd__lin_note(m, RSD_LIN_SETTLE_BEGIN, d->index);
-		rsd__xfer_settle(m, d->rec, &d->from, d->to, d->leave ? &d->from : NULL, err);
+		if (d->event)
+			/* Not rolled back: it may still run. */
+			rsd__xfer_unanswered(m, d->rec, &d->from, d->from, d->to,
+					     d->leave ? &d->from : NULL, NULL, false, d->stream,
+					     d->event, errs[i], false);
+		else
+			rsd__xfer_settle(m, d->rec, &d->from, d->to, d->leave ? &d->from : NULL,
+					 err);
 		rsd__lin_note(m, RSD_LIN_SETTLE_END, d->index);
 		if (err)
 			continue;

@@ -89,7 +89,8 @@ static void *pick_stream(struct rsd_manager *m, struct rsd_location from, struct
 }
 
 int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event)
+		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event,
+		    bool *stuck)
 {
 	uint64_t span = common_span(src, dst);
 	int err;
@@ -107,7 +108,7 @@ int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struc
 	}
 	if (!*stream)
 		*stream = pick_stream(m, from, to);
-	err = rsd__staging_copy(m, src, from, dst, to, span, *stream, event);
+	err = rsd__staging_copy(m, src, from, dst, to, span, *stream, event, stuck);
 	if (err != RSD__UNSTAGED)
 		return err; /* staged (pageable <-> device): drained on failure */
 	if (span) {
@@ -122,40 +123,46 @@ int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struc
 	}
 	if (!err)
 		err = m->ops->event_record(m->ops_ctx, *stream, event);
-	if (err)
-		rsd__copy_drain(m, *stream);
+	if (err && rsd__copy_drain(m, *stream))
+		*stuck = true;
 	return err;
 }
 
-void rsd__copy_drain(struct rsd_manager *m, void *stream)
+int rsd__copy_drain(struct rsd_manager *m, void *stream)
 {
 	/* Best effort: drain the stream before the caller frees its target;
 	 * a second failure must not mask the first. */
 	struct rsd_error saved = *rsd_last_error();
+	int err = m->ops->stream_sync(m->ops_ctx, stream);
 
-	m->ops->stream_sync(m->ops_ctx, stream);
 	*rsd__err_record() = saved;
-}
-
-int rsd__copy_wait(struct rsd_manager *m, void *stream, void *event)
-{
-	int err;
-
-	if (!event)
-		return 0;
-	err = m->ops->event_sync(m->ops_ctx, event);
-	m->ops->event_destroy(m->ops_ctx, event);
-	if (err)
-		rsd__copy_drain(m, stream);
 	return err;
 }
 
-int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		  struct rsd_resident *dst, struct rsd_location to, void *stream)
+int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event)
 {
-	void *ev;
-	int err;
+	void *ev = *event;
+	int err, q;
 
-	err = rsd__copy_issue(m, src, from, dst, to, &stream, &ev);
-	return err ? err : rsd__copy_wait(m, stream, ev);
+	if (!ev)
+		return 0;
+	err = m->ops->event_sync(m->ops_ctx, ev);
+	if (err) {
+		/* A failed sync says nothing of the copy (reference.md §8.5):
+		 * drain its stream, then the event's state is the answer.
+		 * When even the drain fails there is none: the event is kept
+		 * and the caller keeps both ends of the copy. */
+		struct rsd_error saved = *rsd_last_error();
+
+		q = m->ops->stream_sync(m->ops_ctx, stream) ? 0 :
+							      m->ops->event_query(m->ops_ctx, ev);
+		if (!q) {
+			*rsd__err_record() = saved;
+			return err;
+		}
+		err = q < 0 ? q : 0; /* q < 0: the copy's own failure */
+	}
+	m->ops->event_destroy(m->ops_ctx, ev);
+	*event = NULL;
+	return err;
 }

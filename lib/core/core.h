@@ -605,6 +605,12 @@ struct rsd_qcopy {
 	bool leftover_charged;
 	bool restore; /* leftover is a move's source: reinstated on failure */
 	int err;      /* the device's error, once an event reported one */
+	/* err was returned by the call that queued it (a copy known to have
+	 * failed whose queued work may still run): not kept again. Nothing
+	 * of it was installed: garbage is its destination's storage, freed
+	 * with its temporary charge at `to` once the event completed. */
+	bool told;
+	struct rsd_resident *garbage;
 	uint64_t queued_ns;
 };
 
@@ -959,9 +965,30 @@ static inline void rsd__lin_note(const struct rsd_manager *m, enum rsd_lin_kind 
  * m are refused with RSD_EREENTRANT until it returns (§9.1); other
  * threads proceed. Frames live on the caller's stack.
  */
+/*
+ * What the calling thread is executing, as one scope: a not-waiting
+ * call's queue mode (queued.c), a plan's batch of queued copies (batch.c)
+ * and the innermost plan's headroom (manager.c). Each entry point sets its
+ * part and puts the old value back, nested. A source load's callback runs
+ * in a fresh, empty scope (rsd__callback_begin() saves the whole context
+ * and clears it, rsd__callback_end() puts it back): a call it makes on
+ * another manager neither queues its copies nor joins the plan's batch,
+ * and its charges do not count against the plan's headroom.
+ */
+struct rsd_xfer_batch;
+struct rsd_plan_hold;
+struct rsd_exec {
+	bool queue_mode;
+	struct rsd_xfer_batch *batch;
+	struct rsd_plan_hold *hold;
+};
+/* The calling thread's context (never NULL). */
+struct rsd_exec *rsd__exec(void);
+
 struct rsd_cb_frame {
 	const struct rsd_manager *m;
 	struct rsd_cb_frame *up;
+	struct rsd_exec saved; /* the caller's context, back at the end */
 };
 void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m);
 void rsd__callback_end(struct rsd_cb_frame *f);
@@ -1203,6 +1230,13 @@ int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct 
  * version step, the charge refunded, the value freed). */
 void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+/* The abort of a transfer whose destination the device may still write
+ * (no answer from it): the same, but the storage is kept for the life of
+ * the process, never freed. rsd__xfer_settle() then aborts nothing. */
+void rsd__arrival_abandon(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+/* The same, the storage handed to the caller (its charge refunded). */
+struct rsd_resident *rsd__arrival_take(struct rsd_manager *m, struct rsd_record *rec,
+				       struct rsd_location at);
 /* 0, or -RSD_EINUSE naming what protects mat (protections, a transfer). */
 int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
 void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
@@ -1271,19 +1305,25 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 /*
  * Copying a value (§4.4), in two steps so that only the first runs under
  * the lock: allocate the destination with the source's layout, then copy
- * into it and wait for the bytes (no lock; the caller frees dst on error).
+ * into it and wait for the bytes (no lock; the caller frees dst on a
+ * definite error).
  */
 int rsd__copy_alloc(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location to,
 		    void *stream, struct rsd_resident **out);
-int rsd__copy_run(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		  struct rsd_resident *dst, struct rsd_location to, void *stream);
-/* rsd__copy_run in two halves: queue the copy and record its event (NULL
- * for a host copy, done at once; *stream is the stream used), then wait
- * for that event. Both drain the stream on failure. */
+/* Queue the copy and record its event (NULL for a host copy, done at
+ * once; *stream is the stream used); drains the stream on failure, and
+ * sets *stuck when even that drain failed (what it queued may still
+ * write dst: dst must never be freed, rsd__arrival_abandon()). */
 int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event);
-int rsd__copy_wait(struct rsd_manager *m, void *stream, void *event);
-void rsd__copy_drain(struct rsd_manager *m, void *stream);
+		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event,
+		    bool *stuck);
+/* Wait for *event and destroy it: 0, or the copy's definite failure (a
+ * failed sync is answered by the event once its stream drained). When
+ * even the drain fails there is no answer: the error is returned with
+ * *event kept, and the copy may still run (rsd__xfer_unanswered()). */
+int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event);
+/* Best effort, the error record kept: 0, or the failed sync's code. */
+int rsd__copy_drain(struct rsd_manager *m, void *stream);
 
 /*
  * Not-waiting calls (queued.c, reference.md §22). The public *_async entry
@@ -1330,6 +1370,16 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
  * holds room at `at`, or the error of waiting.
  */
 int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
+/* A waited copy the device gave no answer for (rsd__copy_wait() failed
+ * and kept its event) stays in flight as a queued copy; err: the error
+ * the caller returns. failed: the copy is known to have failed (its issue
+ * did), and event only orders what it queued: it is undone when that
+ * completes, its error not kept again. */
+void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
+			  const struct rsd_location *from, struct rsd_location src,
+			  struct rsd_location to, const struct rsd_location *leave,
+			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
+			  void *event, int err, bool failed);
 /* The failure of the queued copy fill (fill->qc->err set), as the error
  * of a copy that read its destination. */
 int rsd__fill_error(const struct rsd_lease_rec *fill);
@@ -1372,13 +1422,14 @@ void rsd__keep_forever(struct rsd_resident *r);
  * returns RSD__UNSTAGED, having done nothing, for any other copy, with
  * staging off, or when the pair cannot be allocated (the caller copies
  * directly); else 0 with the copy's completion event in *event, or a
- * negative code with the stream drained. span is the copy's common span
- * (0: buffer by buffer). Called without m->lock.
+ * negative code with the stream drained (*stuck set when the drain
+ * failed). span is the copy's common span (0: buffer by buffer). Called
+ * without m->lock.
  */
 #define RSD__UNSTAGED 1
 int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,
-		      uint64_t span, void *stream, void **event);
+		      uint64_t span, void *stream, void **event, bool *stuck);
 /* At create: nbytes is the config's staging_nbytes (0: RSD_STAGING, else
  * the default). Allocates nothing but the per-device locks. */
 int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes);

@@ -357,3 +357,15 @@ void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rs
 	m->acct[rsd__loc_slot(at)].arriving--;
 	pop(m, rec, at, false);
 }
+
+struct rsd_resident *rsd__arrival_take(struct rsd_manager *m, struct rsd_record *rec,
+				       struct rsd_location at)
+{
+	m->acct[rsd__loc_slot(at)].arriving--;
+	return pop(m, rec, at, true);
+}
+
+void rsd__arrival_abandon(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+{
+	rsd__keep_forever(rsd__arrival_take(m, rec, at));
+}

@@ -753,6 +753,24 @@ out:
 }
 
 /*
+ * A synchronization that ends a lease without an event: what the lease's
+ * streams queued (a kernel reading its bytes) must be over before its
+ * values lose the protection, so a failed sync is tried again, at most
+ * SYNC_TRIES times; after that the device is taken as drained (a device
+ * that fails every sync is lost, and its memory is never freed).
+ */
+#define SYNC_TRIES 3
+
+static void device_sync_hard(struct rsd_manager *m, int device)
+{
+	struct rsd_error saved = *rsd_last_error();
+
+	for (int i = 0; i < SYNC_TRIES && m->ops->device_sync(m->ops_ctx, device); i++)
+		;
+	*rsd__err_record() = saved;
+}
+
+/*
  * End a GPU lease by synchronizing its device: the lease protects its
  * values while the device drains, waiting without the lock (close waits
  * for it, as for a copy). why completes "lease N on cuda:D ...".
@@ -760,7 +778,7 @@ out:
 static void release_device_synced(struct rsd_manager *m, struct rsd_lease_rec *l, const char *why)
 {
 	rsd__device_wait_begin(m);
-	m->ops->device_sync(m->ops_ctx, l->loc.device);
+	device_sync_hard(m, l->loc.device);
 	rsd__device_wait_end(m);
 	rsd__warn(m, "lease %llu on cuda:%d %s: synchronized the device", (unsigned long long)l->id,
 		  l->loc.device, why);
@@ -814,7 +832,8 @@ static int release_gpu(struct rsd_manager *m, struct rsd_lease *obj, struct rsd_
 			m->ops->event_destroy(m->ops_ctx, events[i]);
 		free(events);
 		for (i = 0; i < obj->nstreams; i++)
-			m->ops->stream_sync(m->ops_ctx, obj->streams[i]);
+			if (m->ops->stream_sync(m->ops_ctx, obj->streams[i]))
+				device_sync_hard(m, l->loc.device);
 		rsd__warn(
 			m,
 			"lease %llu: recording a completion event failed (%s): synchronized its streams",

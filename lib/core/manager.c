@@ -185,12 +185,16 @@ int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, siz
 	return 0;
 }
 
-/* The innermost plan executing on this thread (struct rsd_plan_hold). */
-static _Thread_local struct rsd_plan_hold *own_hold;
+static _Thread_local struct rsd_exec exec;
+
+struct rsd_exec *rsd__exec(void)
+{
+	return &exec;
+}
 
 uint64_t rsd__plan_hold_own(unsigned slot)
 {
-	return own_hold ? own_hold->bytes[slot] : 0;
+	return exec.hold ? exec.hold->bytes[slot] : 0;
 }
 
 /* The location's ledger as an admission on this thread sums it. */
@@ -273,8 +277,8 @@ void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 		h->rise[slot] = peaks[i].nbytes - now;
 		hold_set(m, h, slot);
 	}
-	h->up = own_hold;
-	own_hold = h;
+	h->up = exec.hold;
+	exec.hold = h;
 }
 
 void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h)
@@ -283,24 +287,26 @@ void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h)
 		h->rise[slot] = 0;
 		hold_set(m, h, slot);
 	}
-	own_hold = h->up;
+	exec.hold = h->up;
 	progress_step(m);
 }
 
 void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add)
 {
+	struct rsd_plan_hold *h = exec.hold;
+
 	m->locs_dirty = true;
-	if (!own_hold || !own_hold->rise[slot])
+	if (!h || !h->rise[slot])
 		return;
 	/* net stays within +-2^62 (no wrap): by then the headroom is long
 	 * at 0 or at rise, where more of the same no longer moves it. */
 	if (n > INT64_MAX / 2)
 		n = INT64_MAX / 2;
 	if (add)
-		own_hold->net[slot] += own_hold->net[slot] > INT64_MAX / 2 ? 0 : (int64_t)n;
+		h->net[slot] += h->net[slot] > INT64_MAX / 2 ? 0 : (int64_t)n;
 	else
-		own_hold->net[slot] -= own_hold->net[slot] < -(INT64_MAX / 2) ? 0 : (int64_t)n;
-	hold_set(m, own_hold, slot);
+		h->net[slot] -= h->net[slot] < -(INT64_MAX / 2) ? 0 : (int64_t)n;
+	hold_set(m, h, slot);
 }
 
 void rsd__bump(struct rsd_manager *m)
@@ -371,10 +377,13 @@ void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m)
 	f->m = m;
 	f->up = cb_top;
 	cb_top = f;
+	f->saved = exec;
+	memset(&exec, 0, sizeof(exec));
 }
 
 void rsd__callback_end(struct rsd_cb_frame *f)
 {
+	exec = f->saved;
 	cb_top = f->up;
 }
 

@@ -41,18 +41,17 @@
 #include "core.h"
 #include "../trace.h"
 
-static _Thread_local bool queue_mode;
-
 bool rsd__queue_mode(void)
 {
-	return queue_mode;
+	return rsd__exec()->queue_mode;
 }
 
 bool rsd__queue_mode_set(bool on)
 {
-	bool was = queue_mode;
+	struct rsd_exec *x = rsd__exec();
+	bool was = x->queue_mode;
 
-	queue_mode = on;
+	x->queue_mode = on;
 	return was;
 }
 
@@ -106,12 +105,15 @@ void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_
 		     struct rsd_location to, void *stream, void *event)
 {
 	struct rsd_qcopy *qc = l->qc;
+	struct rsd_mat *dst;
 
 	memset(qc, 0, sizeof(*qc));
 	qc->rec = rec;
 	qc->to = to;
 	qc->queued_ns = rsd__now_ns();
-	rsd__rec_mat(rec, to)->fill = l;
+	dst = rsd__rec_mat(rec, to);
+	if (dst) /* none for a failed copy's record (qcopy_failed()) */
+		dst->fill = l;
 	l->id = rsd__next_id();
 	l->loc = to;
 	l->n = 0;
@@ -129,14 +131,42 @@ void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_
 	atomic_fetch_add_explicit(&m->nqueued, 1, memory_order_relaxed);
 }
 
+/* The copy's resident source is protected like a released GPU lease's
+ * value (no version step of its own: the commit makes it). */
+static void protect_source(struct rsd_manager *m, const struct rsd_location *from,
+			   struct rsd_mat *mat)
+{
+	if (!mat)
+		return;
+	mat->pending_count++;
+	m->acct[rsd__loc_slot(*from)].pending_count++;
+}
+
+/* The record names what it protects (protect_source()), once filled. */
+static void name_source(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+			const struct rsd_location *from, bool protected)
+{
+	if (from)
+		l->loc = *from;
+	if (!protected)
+		return;
+	l->n = 1;
+	l->recs[0] = rec;
+	l->ids[0] = rec->handle.id;
+	rsd__mark_dirty(m, rec);
+}
+
 void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
 		       const struct rsd_location *from, struct rsd_location src,
 		       struct rsd_location to, const struct rsd_location *leave,
 		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event)
 {
 	struct rsd_qcopy *qc = l->qc;
-	struct rsd_mat *mat;
+	struct rsd_mat *mat = from && !leave ? rsd__rec_mat(rec, *from) : NULL;
 
+	/* Protected before the settle: a failed copy's kept destination it
+	 * reads would go there (rsd__failed_settle()). */
+	protect_source(m, from, mat);
 	/* The commit of a waited copy, except that a move's source is taken
 	 * out of the record instead of freed. */
 	rsd__xfer_settle(m, rec, from, to, NULL, 0);
@@ -156,24 +186,91 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 			charge_temp(m, qc->leftover_at, rec->spec.storage_nbytes, true);
 		qc->leftover_charged = true;
 	}
-	if (from)
-		l->loc = *from;
-	mat = from && !leave ? rsd__rec_mat(rec, *from) : NULL;
-	if (mat) {
-		/* Protected like a released GPU lease's value; no version
-		 * step of its own: the commit above made it. */
-		l->n = 1;
-		l->recs[0] = rec;
-		l->ids[0] = rec->handle.id;
-		mat->pending_count++;
-		m->acct[rsd__loc_slot(*from)].pending_count++;
-		rsd__mark_dirty(m, rec);
+	name_source(m, l, rec, from, mat != NULL);
+}
+
+/*
+ * A copy known to have failed (its issue did, or the fill of its source)
+ * whose queued work may still read its source and write its destination:
+ * nothing of it is installed. The record keeps the destination's storage
+ * (its charge a temporary one) and a loaded source, protects a resident
+ * source, and frees them once its event, recorded behind that work,
+ * completed.
+ */
+static void qcopy_failed(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
+			 const struct rsd_location *from, struct rsd_location src,
+			 struct rsd_location to, struct rsd_resident *loaded, bool loaded_charged,
+			 void *stream, void *event, int err)
+{
+	struct rsd_mat *mat = from ? rsd__rec_mat(rec, *from) : NULL;
+	struct rsd_resident *dst;
+	struct rsd_qcopy *qc;
+
+	protect_source(m, from, mat);
+	dst = rsd__arrival_take(m, rec, to);
+	charge_temp(m, to, rec->spec.storage_nbytes, true);
+	rsd__xfer_settle(m, rec, from, to, NULL, err);
+	rsd__qcopy_fill(m, l, rec, to, stream, event);
+	qc = l->qc;
+	qc->err = err;
+	qc->told = true;
+	qc->garbage = dst;
+	if (loaded) {
+		qc->leftover = loaded;
+		qc->leftover_at = src;
+		if (!loaded_charged)
+			charge_temp(m, src, rec->spec.storage_nbytes, true);
+		qc->leftover_charged = true;
 	}
+	name_source(m, l, rec, from, mat != NULL);
+}
+
+/*
+ * A waited copy (synchronous, or a plan batch's) whose completion the
+ * device would not answer: its event's sync failed and so did the drain
+ * of its stream, so the copy may still read its source and write its
+ * destination. It becomes what a not-waiting call would have queued (the
+ * destination resident and filling, a move's source kept as the
+ * record's leftover, the source protected), so that both ends stay
+ * allocated and charged until a reap gets the device's answer: then it
+ * is folded in as any queued copy (completed, or undone and its error
+ * kept once). The caller returns the device's error. Without memory for
+ * the record (or once the manager is closed) neither end is ever freed:
+ * the destination is kept for the life of the process and settled as a
+ * failure. Keeps the error record.
+ */
+void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
+			  const struct rsd_location *from, struct rsd_location src,
+			  struct rsd_location to, const struct rsd_location *leave,
+			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
+			  void *event, int err, bool failed)
+{
+	struct rsd_error saved = *rsd_last_error();
+	struct rsd_lease_rec *l = m->closed ? NULL : rsd__qcopy_new(m);
+	if (l && failed)
+		qcopy_failed(m, l, rec, from, src, to, loaded, loaded_charged, stream, event, err);
+	else if (l)
+		rsd__qcopy_commit(m, l, rec, from, src, to, leave, loaded, loaded_charged, stream,
+				  event);
+	if (l) {
+		*rsd__err_record() = saved;
+		return;
+	}
+	rsd__arrival_abandon(m, rec, to);
+	if (loaded)
+		rsd__keep_forever(loaded);
+	rsd__xfer_settle(m, rec, from, to, NULL, err);
+	*rsd__err_record() = saved;
 }
 
 /* Free what the copy read and no materialization owns, with its charge. */
 static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
 {
+	if (qc->garbage) {
+		charge_temp(m, qc->to, qc->rec->spec.storage_nbytes, false);
+		rsd__resident_destroy(qc->garbage);
+		qc->garbage = NULL;
+	}
 	if (!qc->leftover)
 		return;
 	if (qc->leftover_charged)
@@ -184,20 +281,43 @@ static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
 }
 
 /*
+ * Reinstall a moved source: only its bookkeeping can fail (memory for the
+ * record's copies or the owner map), and a failure keeps the value's
+ * only copy out of the manager for good, so a transient one is tried
+ * again, at most INSTALL_TRIES times.
+ */
+#define INSTALL_TRIES 3
+
+static int install_back_hard(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+			     struct rsd_resident *v)
+{
+	int err = rsd__install_back(m, rec, at, v);
+
+	for (int i = 1; err == -RSD_ENOMEM && i < INSTALL_TRIES; i++)
+		err = rsd__install_back(m, rec, at, v);
+	return err;
+}
+
+/*
  * The copy failed: undo it as if it had never been queued, and keep the
  * error for whoever needs the value next. A destination something
  * protects stays, marked failed, until that protection ends: a consumer
  * stream ordered after the copy may still be queued on its storage, and
- * the protection's end must find it to lower its location's counts.
+ * the protection's end must find it to lower its location's counts. A
+ * transfer reading it (busy: a waited copy that synchronized the fill and
+ * now copies out of it, staged or not) protects it the same way; its
+ * settle removes it (rsd__xfer_settle()).
  */
 static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_qcopy *qc = l->qc;
 	struct rsd_record *rec = qc->rec;
-	struct rsd_mat *dst = rsd__rec_mat(rec, qc->to);
+	/* A failed copy's record installed nothing: a copy there now is
+	 * another transfer's (qcopy_failed()). */
+	struct rsd_mat *dst = qc->told ? NULL : rsd__rec_mat(rec, qc->to);
 
-	if (dst && rsd__mat_protected(dst)) {
+	if (dst && (rsd__mat_protected(dst) || dst->busy)) {
 		dst->failed = qc->err;
 		rsd__mark_dirty(m, rec);
 	} else if (dst) {
@@ -213,7 +333,7 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 		qc->leftover_charged = false;
 		qc->leftover = NULL;
 		v->managed = false;
-		if (rsd__install_back(m, rec, qc->leftover_at, v)) {
+		if (install_back_hard(m, rec, qc->leftover_at, v)) {
 			/* Out of memory for the bookkeeping: the bytes are
 			 * never freed, only no longer managed. */
 			rsd__keep_forever(v);
@@ -228,7 +348,10 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 		*rsd__err_record() = saved;
 	}
 	/* Reported once: to the next call that needs the value or to an
-	 * explicit reap, whichever comes first (the other then sees none). */
+	 * explicit reap, whichever comes first (the other then sees none);
+	 * not again when the call that queued it returned it. */
+	if (qc->told)
+		return;
 	rec->copy_err = qc->err;
 	rec->copy_err_at = qc->to;
 	m->copy_err = qc->err;
@@ -270,11 +393,15 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
 {
 	struct rsd_qcopy *qc = l->qc;
 
-	if (!qc || !qc->leftover)
+	if (!qc || (!qc->leftover && !qc->garbage))
 		return;
 	if (keep) {
-		rsd__keep_forever(qc->leftover);
+		if (qc->leftover)
+			rsd__keep_forever(qc->leftover);
+		if (qc->garbage)
+			rsd__keep_forever(qc->garbage);
 		qc->leftover = NULL;
+		qc->garbage = NULL;
 	}
 	drop_leftover(m, qc);
 }
@@ -284,7 +411,7 @@ int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at)
 	struct rsd_lease_rec *l;
 	int err;
 
-	if (!queue_mode)
+	if (!rsd__queue_mode())
 		return 0;
 	/* Creation order: the oldest copy is likely the first to finish. */
 	rsd__list_for_each_entry(l, &m->leases, node)
@@ -335,7 +462,7 @@ bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rs
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
 
-	if (!mat || !mat->failed || rsd__mat_protected(mat))
+	if (!mat || !mat->failed || rsd__mat_protected(mat) || mat->busy)
 		return false;
 	rsd__remove(m, rec, at);
 	return true;

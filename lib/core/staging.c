@@ -269,6 +269,31 @@ static int pair_get(struct rsd_manager *m, struct rsd_staging *st, uint64_t n,
 	return 0;
 }
 
+/*
+ * With st->lock held: a failed copy left work queued on the pair that its
+ * buffers' events may not cover (the one that failed was an event_record)
+ * and its stream would not drain. Each buffer's event becomes one
+ * recorded behind all of it; without one, the pair is used no more (its
+ * copies go direct) and is freed at release only.
+ */
+static void pair_fence(struct rsd_manager *m, struct rsd_staging *st, void *stream)
+{
+	struct rsd_error saved = *rsd_last_error();
+
+	for (unsigned b = 0; b < 2 && !st->failed; b++) {
+		void *ev = NULL;
+
+		if (m->ops->event_record(m->ops_ctx, stream, &ev)) {
+			st->failed = true;
+			break;
+		}
+		if (st->ev[b])
+			m->ops->event_destroy(m->ops_ctx, st->ev[b]);
+		st->ev[b] = ev;
+	}
+	*rsd__err_record() = saved;
+}
+
 static char *buffer(struct rsd_staging *st, unsigned b)
 {
 	return st->base + (uint64_t)b * st->size;
@@ -437,7 +462,7 @@ static void pair_warn(struct rsd_manager *m, struct rsd_location dev, uint64_t s
 
 int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,
-		      uint64_t span, void *stream, void **event)
+		      uint64_t span, void *stream, void **event, bool *stuck)
 {
 	struct cursor c = { .src = src, .dst = dst, .span = span };
 	struct rsd_location dev;
@@ -460,7 +485,7 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 	pthread_mutex_lock(&st->lock);
 	err = pair_get(m, st, n, &why, &said);
 	size = st->size;
-	if (!err && !st->base) {
+	if (!err && (!st->base || st->failed)) {
 		pthread_mutex_unlock(&st->lock);
 		if (said)
 			pair_warn(m, dev, 0, pair_want(m, n), &why);
@@ -469,10 +494,12 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 	if (!err)
 		err = in ? stage_in(m, st, &c, to, stream, event) :
 			   stage_out(m, st, &c, from, stream, event);
-	if (err)
-		/* Before the pair goes to the next copy: nothing this one
-		 * queued may still read or write it. */
-		rsd__copy_drain(m, stream);
+	if (err && rsd__copy_drain(m, stream)) {
+		/* What it queued may still write the destination, and the
+		 * pair: the next holder must wait for it. */
+		*stuck = true;
+		pair_fence(m, st, stream);
+	}
 	pthread_mutex_unlock(&st->lock);
 	if (said)
 		pair_warn(m, dev, size, pair_want(m, n), &why);

@@ -263,12 +263,18 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
 	rec->inflight--;
 	m->inflight--;
 	if (err) {
-		rsd__arrival_abort(m, rec, to);
+		/* Gone already when abandoned (rsd__arrival_abandon()). */
+		if (rsd__rec_mat(rec, to))
+			rsd__arrival_abort(m, rec, to);
 	} else {
 		rsd__arrival_commit(m, rec, to);
 		if (leave)
 			rsd__remove(m, rec, *leave);
 	}
+	/* The source was a queued copy's destination that failed while this
+	 * transfer read it: kept until now, it goes once nothing else does. */
+	if (smat)
+		rsd__failed_settle(m, rec, *from);
 	rsd__xfer_wake(m);
 }
 
@@ -308,7 +314,8 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	struct rsd_resident *copy = NULL;
 	struct rsd_mat *smat;
 	void *ev = NULL;
-	bool defer, device = to.kind == RSD_CUDA || x->src.kind == RSD_CUDA;
+	bool defer, stuck = false, recorded = false,
+		    device = to.kind == RSD_CUDA || x->src.kind == RSD_CUDA;
 	int err;
 
 	if (x->temporary && rsd_location_equal(x->src, to)) {
@@ -351,9 +358,9 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	if (fill)
 		err = m->ops->event_sync(m->ops_ctx, fill->events[0]);
 	if (!err)
-		err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev);
+		err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev, &stuck);
 	if (!err && !defer && !queued)
-		err = rsd__copy_wait(m, stream, ev);
+		err = rsd__copy_wait(m, stream, &ev);
 	rsd__writer_resume(m);
 	if (fill) {
 		if (!err && fill->qc->err)
@@ -365,7 +372,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		 * nothing: the last thread back frees what this transfer
 		 * holds. A copy only queued may still read and write: both
 		 * ends stay allocated for ever (the record lets go of them). */
-		if (!err && (queued || defer)) {
+		if (ev || stuck) { /* queued, deferred, or without an answer */
 			rsd__keep_forever(copy);
 			rsd__rec_mat(rec, to)->value = NULL;
 			rsd__keep_forever(x->value);
@@ -388,7 +395,51 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		}
 		return 0;
 	}
+	/*
+	 * The copy failed to queue and its stream would not drain: what it
+	 * queued may still read the source and write the destination. An
+	 * event recorded behind it says when it is over: till then it is in
+	 * flight, as below, known to have failed.
+	 */
+	if (stuck) {
+		struct rsd_error saved = *rsd_last_error();
+
+		if (!m->ops->event_record(m->ops_ctx, stream, &ev)) {
+			stuck = false;
+			recorded = true;
+		}
+		*rsd__err_record() = saved;
+	}
+	if (err && ev) {
+		/* A waited copy without an answer from the device, or a copy
+		 * known to have failed that may still run (as above, or a
+		 * queued one whose source's fill failed): it stays in flight,
+		 * as a queued copy (queued.c). */
+		rsd__qcopy_discard(m, queued);
+		rsd__xfer_unanswered(m, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
+				     x->temporary ? x->value : NULL, x->charged, stream, ev, err,
+				     recorded || queued || defer);
+		if (x->temporary) {
+			x->value = NULL;
+			x->charged = false;
+		}
+		return err;
+	}
 	rsd__qcopy_discard(m, queued);
+	if (stuck) {
+		/* Not even an event: neither end is ever freed. */
+		rsd__arrival_abandon(m, rec, to);
+		if (x->temporary) {
+			/* A loaded source it may still read: kept too. */
+			rsd__keep_forever(x->value);
+			x->value = NULL;
+		}
+		rsd__warn(m,
+			  "value %llu: a failed copy's stream could not be synchronized; its "
+			  "destination (%llu bytes) stays allocated for the life of the process",
+			  (unsigned long long)rec->handle.id,
+			  (unsigned long long)rec->spec.storage_nbytes);
+	}
 	if (!err && defer) {
 		rsd__batch_add(rec, x->src, to, leave != NULL, stream, ev);
 		*deferred = true;

@@ -485,6 +485,82 @@ ATF_TC_BODY(value_callback_reentry, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * A source callback runs in an executor scope of its own: a waiting call
+ * it makes on another manager waits for its copy, although the caller's
+ * not-waiting call (queue mode) or plan (its batch of queued copies) is
+ * in progress on this thread. (Before, the callback inherited both: the
+ * other manager's copy was queued, or even put in this manager's batch,
+ * and rsd_ensure() returned with its destination still arriving.)
+ */
+struct other_mgr {
+	struct cfx *g;
+	struct rsd_handle h;
+	int rc;
+	bool arriving, found;
+};
+
+static int other_manager_hook(struct csrc *s)
+{
+	struct other_mgr *o = s->arg;
+	const struct rsd_materialization_snapshot *ms;
+	struct rsd_snapshot *snap;
+
+	o->rc = rsd_ensure(o->g->m, o->h, cfx_cuda(0), NULL, NULL);
+	snap = cfx_snap(o->g);
+	ms = cfx_snap_mat(snap, o->h, cfx_cuda(0));
+	o->found = ms != NULL;
+	o->arriving = ms && ms->arriving;
+	rsd_snapshot_free(snap);
+	return 0;
+}
+
+static void check_other_manager(bool plan)
+{
+	struct other_mgr o = { 0 };
+	struct csrc s = { 0 };
+	struct rsd_handle h;
+	struct cfx f, g;
+
+	cfx_sim(&f, NULL, 0, 1);
+	cfx_sim(&g, NULL, 0, 1);
+	o.g = &g;
+	o.h = cfx_adopt(&g, PINNED, 64, RSD_REPLICABLE);
+	s.hook = other_manager_hook;
+	s.arg = &o;
+	h = cfx_sourced(&f, &s, PAGEABLE);
+	if (plan) {
+		struct rsd_action a = rsd_action_ensure(h, PINNED);
+
+		OK(rsd_execute_actions(f.m, &a, 1, "outer", NULL, 0, NULL, NULL));
+	} else {
+		OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL));
+	}
+	ATF_CHECK_EQ(s.loads, 1);
+	ATF_CHECK_EQ_MSG(o.rc, 0, "inner rsd_ensure: %d", o.rc);
+	ATF_CHECK_MSG(o.found && !o.arriving,
+		      "the other manager's copy had not arrived when rsd_ensure returned "
+		      "(found %d, arriving %d)",
+		      o.found, o.arriving);
+	ATF_CHECK_EQ(cfx_in_flight(&g, cfx_cuda(0)), 0);
+	OK(rsd_manager_close(f.m, 0));
+	OK(rsd_manager_close(g.m, 0));
+	cfx_fini(&f);
+	cfx_fini(&g);
+}
+
+ATF_TC_WITHOUT_HEAD(callback_scope_not_waiting);
+ATF_TC_BODY(callback_scope_not_waiting, tc)
+{
+	check_other_manager(false);
+}
+
+ATF_TC_WITHOUT_HEAD(callback_scope_plan_batch);
+ATF_TC_BODY(callback_scope_plan_batch, tc)
+{
+	check_other_manager(true);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, loader_reads_succeed);
@@ -493,5 +569,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, other_thread_proceeds_during_load);
 	ATF_TP_ADD_TC(tp, waiting_thread_proceeds_when_load_starts);
 	ATF_TP_ADD_TC(tp, value_callback_reentry);
+	ATF_TP_ADD_TC(tp, callback_scope_not_waiting);
+	ATF_TP_ADD_TC(tp, callback_scope_plan_batch);
 	return 0;
 }

@@ -252,6 +252,18 @@ static void check_in_flight(struct cfx *f, struct rsd_handle h, struct rsd_locat
 	rsd_snapshot_free(snap);
 }
 
+/* After the copy ran: a reap folds it in, and the value is whole at both
+ * ends; the manager closes. */
+static void finish_whole(struct cfx *f, struct rsd_handle h, int seed)
+{
+	OK(rsd_manager_reap(f->m));
+	rsd_simdev_set_progress(f->sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(cfx_has_pattern(f, h, CUDA0, seed));
+	ATF_CHECK(cfx_has_pattern(f, h, PINNED, seed));
+	OK(rsd_manager_close(f->m, 0));
+	cfx_fini(f);
+}
+
 /*
  * One failed event query of a queued copy that has not run: the reap that
  * sees it synchronizes the copy's stream before it decides, so the
@@ -277,12 +289,7 @@ ATF_TC_BODY(query_failure_is_no_answer, tc)
 	rsd_simdev_complete_all(f.sd);
 	join(t);
 	CHECK_CALL(r, 0);
-	OK(rsd_manager_reap(f.m));
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	ATF_CHECK(cfx_has_pattern(&f, h, CUDA0, 0x33));
-	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x33));
-	OK(rsd_manager_close(f.m, 0));
-	cfx_fini(&f);
+	finish_whole(&f, h, 0x33);
 }
 
 /*
@@ -324,6 +331,66 @@ ATF_TC_BODY(sync_failure_is_no_answer, tc)
 	OK(rsd_manager_reap(f.m));
 	OK(rsd_manager_close(f.m, 0));
 	cfx_fini(&f);
+}
+
+/*
+ * A waited copy (rsd_ensure, and a plan's batch of two copies) whose event
+ * sync fails: the stream is drained and the event then says the copy
+ * completed, so the call succeeds and the bytes are there. (Before, the
+ * failed sync was the copy's failure: the call returned RSD_EDEVICE and
+ * the destination was freed while a GPU might still have written it.)
+ */
+ATF_TC_WITHOUT_HEAD(waited_sync_failure_is_no_answer);
+ATF_TC_BODY(waited_sync_failure_is_no_answer, tc)
+{
+	struct rsd_action a[2];
+	struct rsd_handle h, g;
+	struct cfx f;
+
+	setup(&f, NULL, 0);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	h = filled(&f, PINNED, 0x61);
+	g = filled(&f, PINNED, 0x62);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	OK(rsd_ensure(f.m, h, CUDA0, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA0, 0x61));
+	OK(rsd_drop(f.m, h, CUDA0, NULL));
+
+	a[0] = rsd_action_ensure(h, CUDA0);
+	a[1] = rsd_action_ensure(g, CUDA0);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	OK(rsd_execute_actions(f.m, a, 2, "synced", NULL, 0, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA0, 0x61));
+	ATF_CHECK(cfx_has_pattern(&f, g, CUDA0, 0x62));
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), 2 * N);
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
+ * A waited copy the device gives no answer for: its event sync fails and
+ * so does the sync of its stream. The call returns the device's error,
+ * but neither end is freed: the copy stays in flight as a queued copy
+ * (destination charged and filling, source protected by its event), and
+ * the first reap after the device answers folds it in, complete.
+ */
+ATF_TC_WITHOUT_HEAD(waited_copy_without_answer_stays);
+ATF_TC_BODY(waited_copy_without_answer_stays, tc)
+{
+	struct rsd_handle h;
+	struct cfx f;
+	int rc;
+
+	setup(&f, NULL, 0);
+	h = filled(&f, PINNED, 0x64);
+	rsd_simdev_fail_all(f.sd, RSD_SIMDEV_EVENT_SYNC, RSD_EDEVICE);
+	rc = rsd_ensure(f.m, h, CUDA0, NULL, NULL);
+	ATF_CHECK_EQ_MSG(rc, -RSD_EDEVICE, "rc %d: %s", rc, rsd_last_error()->message);
+	rsd_simdev_fail_all(f.sd, RSD_SIMDEV_EVENT_SYNC, 0);
+	check_in_flight(&f, h, CUDA0, PINNED);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), N);
+	rsd_simdev_complete_all(f.sd);
+	finish_whole(&f, h, 0x64);
 }
 
 /* ---- 3: after a sticky fault, nothing behind it goes before the drain ------- */
@@ -632,6 +699,8 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, undo_reinstall_not_admitted);
 	ATF_TP_ADD_TC(tp, query_failure_is_no_answer);
 	ATF_TP_ADD_TC(tp, sync_failure_is_no_answer);
+	ATF_TP_ADD_TC(tp, waited_sync_failure_is_no_answer);
+	ATF_TP_ADD_TC(tp, waited_copy_without_answer_stays);
 	ATF_TP_ADD_TC(tp, sticky_fault_drains_before_free);
 	ATF_TP_ADD_TC(tp, many_host_waiters_return);
 	ATF_TP_ADD_TC(tp, many_waiters_on_failed_copy);

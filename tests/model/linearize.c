@@ -180,6 +180,10 @@ struct lz {
 	atomic_uint copy_gen;
 	atomic_ullong hot; /* a value (id << 2 | host location) with a queued copy, or 0 */
 	atomic_bool stop;
+	/* The ledger probe's reservation is the checker's own lifetime: the
+	 * end checks turn probes off (probes_off) and wait until none is
+	 * running (probing) before they count lifetimes. */
+	atomic_bool probes_off, probing;
 	pthread_t checker;
 	struct hz_wd wd_main;
 	struct rsd_controller *ctl; /* for LZF_USES */
