@@ -135,7 +135,9 @@ struct rsd_view;
  * image img for request r, whose handles were validated against img. Caller
  * holds c->lock and the RCU read section img was read in (core.h). On
  * success fills *res (free with rsd__search_result_fini). On failure returns
- * -RSD_EPLAN / -RSD_ESEARCHLIMIT (message and search figures recorded),
+ * -RSD_EPLAN / -RSD_ESEARCHLIMIT (message and search figures recorded;
+ * -RSD_EPLAN "source X is protected", without figures, where a feasible
+ * state moves an EXCLUSIVE required value from a protected replica),
  * -RSD_EUSAGE (policy misbehaved), -RSD_EUNAVAILABLE, -RSD_ENOMEM or a
  * policy's own code; res->explored is set either way.
  */

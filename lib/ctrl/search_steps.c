@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../plan/plan.h"
 #include "memo.h"
 #include "pstate.h"
 #include "search.h"
@@ -123,6 +124,34 @@ static bool stop_at(struct search *x, struct shortfall *sh, unsigned slot, uint6
 	return need - x->budget[slot] > x->freeable[slot];
 }
 
+/*
+ * A feasible state's enter actions move an EXCLUSIVE required value from
+ * its resident replica; the plan simulation that confirms the decision
+ * refuses a move whose source is protected (arriving, used, held, or
+ * under a pending lease whose events have not all completed). SIMULATE
+ * does not look at protection, and no reclaim changes that source: a
+ * protected materialization is never a candidate, and an EXCLUSIVE value
+ * has no other replica to move from. So every plan the search could
+ * propose has that move: fail the search with the simulation's own
+ * answer rather than propose a plan its confirmation rejects.
+ */
+static int refuse_protected_source(const struct search *x)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+
+	for (size_t i = 0; i < x->nenter; i++) {
+		const struct rsd_action *a = &x->enter[i];
+
+		if (a->kind != RSD_ACT_MOVE || !a->has_from ||
+		    !rsd__plan_mat_protected(x->c->m, x->view, rsd__img_find(x->img, a->handle.id),
+					     a->from))
+			continue;
+		return rsd__err(RSD_EPLAN, "source %s is protected",
+				rsd_location_name(a->from, name, sizeof(name)));
+	}
+	return 0;
+}
+
 /* SIMULATE on used[] and reserved[] (all of S's map entries filled in);
  * every slot it writes is added to *w. */
 static int simulate(struct search *x, const struct rsd__pstate *S, struct shortfall *sh,
@@ -201,7 +230,7 @@ static int simulate(struct search *x, const struct rsd__pstate *S, struct shortf
 		}
 		x->nenter++;
 	}
-	return 0;
+	return x->precheck ? 0 : refuse_protected_source(x);
 }
 
 /*

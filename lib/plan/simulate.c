@@ -244,45 +244,45 @@ static void sim_remove(struct sim *s, struct sim_val *v, unsigned slot)
 	set(v, slot, false);
 }
 
-/*
- * Protection as execution would see it after its reap: use and hold tokens
- * protect; a pending lease protects until every one of its events reports
- * complete (a query error counts as protected).
- */
-static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
+bool rsd__plan_mat_protected(struct rsd_manager *m, const struct rsd_view *view,
+			     const struct rsd_img_value *iv, struct rsd_location at)
 {
-	struct rsd_location at = rsd__slot_loc(slot);
 	struct rsd_prot_counts c;
 	uint32_t k, done = 0;
 
-	for (k = 0; k < v->iv->nmats && !rsd_location_equal(v->iv->mats[k].loc, at); k++)
+	for (k = 0; k < iv->nmats && !rsd_location_equal(iv->mats[k].loc, at); k++)
 		;
-	if (k == v->iv->nmats)
+	if (k == iv->nmats)
 		return false;
 	/* A transfer in flight writes it: nothing may take it away. */
-	if (v->iv->mats[k].arriving)
+	if (iv->mats[k].arriving)
 		return true;
-	c = rsd__view_mat_prot(s->view, v->iv, k);
+	c = rsd__view_mat_prot(view, iv, k);
 	if (c.use || c.hold)
 		return true;
 	if (!c.pending)
 		return false;
 	const struct rsd_lease_rec *l;
 
-	for (uint64_t i = 0; (l = rsd__ptab_next(&s->img->pending, &i));) {
+	for (uint64_t i = 0; (l = rsd__ptab_next(&view->img->pending, &i));) {
 		bool covers = false, complete = true;
 
 		if (!rsd_location_equal(l->loc, at))
 			continue;
 		for (size_t j = 0; j < l->n && !covers; j++)
-			covers = l->ids[j] == v->id;
+			covers = l->ids[j] == iv->handle.id;
 		if (!covers)
 			continue;
 		for (size_t j = 0; j < l->nevents && complete; j++)
-			complete = s->m->ops->event_query(s->m->ops_ctx, l->events[j]) == 1;
+			complete = m->ops->event_query(m->ops_ctx, l->events[j]) == 1;
 		done += complete;
 	}
 	return done < c.pending;
+}
+
+static bool is_protected(struct sim *s, const struct sim_val *v, unsigned slot)
+{
+	return rsd__plan_mat_protected(s->m, s->view, v->iv, rsd__slot_loc(slot));
 }
 
 static struct sim_val *value(struct sim *s, const struct rsd_img_value *iv)
