@@ -492,9 +492,10 @@ lifetimes_recorded_body()
 	require_recording
 	record_lifetimes
 	events lifetimes-trace >all
-	# rsd:device_work (the simulated device's engines) runs on their own
-	# clock; t_hooks and chrome_trace check it.
-	grep -v -E '^rsd:(state|device_work):' all | normalize_lifetimes lifetimes.expected >got
+	# rsd:device_work and rsd:copy_start/end (the simulated device's
+	# engines) run on their own clock; t_hooks, chrome_trace and
+	# engines_overlap check them.
+	grep -v -E '^rsd:(state|device_work|copy_start|copy_end):' all | normalize_lifetimes lifetimes.expected >got
 	stale_phase=false
 	if ! diff -u lifetimes.expected got >diff.out; then
 		cat diff.out >&2
@@ -540,6 +541,59 @@ lifetimes_recorded_body()
 			"(lib/plan/scope.c reads rsd_last_error()->phase when err == 0)"
 		atf_fail "scope-enter plan_end: phase is not \"none\" after a successful entry"
 	fi
+}
+
+atf_test_case engines_overlap
+engines_overlap_head()
+{
+	atf_set descr "Each copy on the simulated device records rsd:copy_start and" \
+		"rsd:copy_end on its engine (h2d, peer, d2h), the H2D copy inside the" \
+		"kernel it overlapped; rsd-trace draws a track per engine and says so"
+	atf_set require.user root
+	atf_set timeout 120
+}
+engines_overlap_body()
+{
+	require_recording
+	[ -x "$(srcdir_file t_engines)" ] || atf_fail "t_engines is missing beside this test"
+	record engines-trace "$(srcdir_file t_engines)" -r "$(pwd)/engines.result" engines
+	grep -q '^passed' engines.result || atf_fail "t_engines: $(cat engines.result)"
+	events engines-trace >all
+	grep -E '^rsd:copy_(start|end):' all |
+		sed -E 's/ copy_id = [0-9]+,//; s/ duration_ns = [0-9]+,//' >got
+	cat >expected <<'EOT'
+rsd:copy_start: { device = 0, engine = "h2d", nbytes = 1048576, source = "pinned-host", destination = "cuda:0" }
+rsd:copy_end: { device = 0, engine = "h2d", nbytes = 1048576, clock = "host" }
+rsd:copy_start: { device = 0, engine = "peer", nbytes = 1048576, source = "cuda:0", destination = "cuda:1" }
+rsd:copy_end: { device = 0, engine = "peer", nbytes = 1048576, clock = "host" }
+rsd:copy_start: { device = 1, engine = "d2h", nbytes = 1048576, source = "cuda:1", destination = "pinned-host" }
+rsd:copy_end: { device = 1, engine = "d2h", nbytes = 1048576, clock = "host" }
+EOT
+	diff -u expected got >&2 || atf_fail "the copies on their engines differ (diff on stderr)"
+	tool=$(rsd_trace_tool) || atf_skip "tools/rsd-trace not found (set RSD_SRCDIR or RSD_TRACE_TOOL)"
+	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
+	atf_check -s exit:0 -o save:sum -e empty "$tool" --no-plot --chrome e.json engines-trace
+	atf_check -o match:'^ *cuda:0 +h2d +1 +1048576 ' cat sum
+	chrome_ok e.json engines-trace
+	atf_check -s exit:0 -o save:e.sum.json "$tool" --json --no-plot engines-trace
+	# The H2D copy (about 10 ms) was queued once the compute stream reached
+	# its kernel (40 ms): most of the copy's time is with compute, and the
+	# d2h copy on the other device never is.
+	check_json e.sum.json \
+		'[(r["device"], r["engine"], r["items"]) for r in d["engines"]] == [("cuda:0", "compute", 1), ("cuda:0", "h2d", 1), ("cuda:0", "peer", 1), ("cuda:1", "d2h", 1)]' \
+		'[r["busy_ns"] > 5000000 and 2 * r["overlap_compute_ns"] > r["busy_ns"] for r in d["engines"] if r["engine"] == "h2d"] == [True]' \
+		'[r["overlap_compute_ns"] for r in d["engines"] if r["engine"] in ("compute", "d2h")] == [0, 0]'
+	/usr/bin/python3 - e.json <<'EOF' || atf_fail "the Chrome trace does not show the copy inside the kernel"
+import json, sys
+evs = json.load(open(sys.argv[1]))["traceEvents"]
+thread = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e.get("name") == "thread_name"}
+xs = lambda t: [e for e in evs if e["ph"] == "X" and thread.get((e["pid"], e["tid"])) == t]
+k, c = xs("cuda:0 compute (kernels)"), xs("cuda:0 copy engine H2D")
+ok = (len(k) == 1 and len(c) == 1 and c[0]["ts"] < k[0]["ts"] + k[0]["dur"]
+      and k[0]["ts"] < c[0]["ts"] + c[0]["dur"] <= k[0]["ts"] + k[0]["dur"]
+      and len(xs("cuda:0 peer link")) == 1 and len(xs("cuda:1 copy engine D2H")) == 1)
+sys.exit(0 if ok else 1)
+EOF
 }
 
 atf_test_case demo_ranks
@@ -683,6 +737,7 @@ atf_init_test_cases()
 {
 	atf_add_test_case chrome_trace
 	atf_add_test_case demo_ranks
+	atf_add_test_case engines_overlap
 	atf_add_test_case hooks_recorded
 	atf_add_test_case html_page
 	atf_add_test_case lifetimes_recorded
