@@ -471,7 +471,7 @@ html_page_body()
 	atf_check -s exit:0 -o save:w.json "$tool" --json --no-plot --html w.html workload-trace
 	check_json w.json "d[\"html\"] == \"$(pwd)/w.html\""
 	page_ok w.html w.json
-	atf_check -o match:'^sections 5, occupancy charts 2, ' cat w.html.check
+	atf_check -o match:'^sections 6, occupancy charts 2, ' cat w.html.check
 	# Only the page itself: no URL to fetch anything from.
 	if grep -E -i '(src|href)="?(https?:)?//' w.html; then
 		atf_fail "the page refers to something outside it"
@@ -594,6 +594,15 @@ ok = (len(k) == 1 and len(c) == 1 and c[0]["ts"] < k[0]["ts"] + k[0]["dur"]
       and len(xs("cuda:0 peer link")) == 1 and len(xs("cuda:1 copy engine D2H")) == 1)
 sys.exit(0 if ok else 1)
 EOF
+	# The report page: a row per engine, a bar per copy or kernel.
+	atf_check -s exit:0 -o ignore "$tool" --no-plot --html e.html engines-trace
+	atf_check_equal "$(grep -o '<rect [^>]*class="ran"' e.html | wc -l)" 4
+	for row in "cuda:0 compute" "cuda:0 h2d" "cuda:0 peer" "cuda:1 d2h"; do
+		grep -q "class=\"yt\">$row" e.html || atf_fail "no $row row on the report page"
+	done
+	if command -v chromium >/dev/null 2>&1; then
+		page_ok e.html e.sum.json
+	fi
 }
 
 atf_test_case demo_ranks
