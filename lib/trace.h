@@ -55,6 +55,29 @@
 
 #include "internal.h"
 
+/*
+ * The engine a copy from src to dst runs on, as rsd:copy_start/end name it,
+ * and in *device the device that owns it (a peer copy's source; device, the
+ * caller's fallback, for a copy between host locations). Both builds.
+ */
+static inline const char *rsd__trace_copy_engine(struct rsd_location src, struct rsd_location dst,
+						 int *device)
+{
+	if (src.kind == RSD_CUDA && dst.kind == RSD_CUDA) {
+		*device = src.device;
+		return src.device == dst.device ? "d2d" : "peer";
+	}
+	if (dst.kind == RSD_CUDA) {
+		*device = dst.device;
+		return "h2d";
+	}
+	if (src.kind == RSD_CUDA) {
+		*device = src.device;
+		return "d2h";
+	}
+	return "h2h";
+}
+
 #if defined(RSD_TRACE) && RSD_TRACE
 
 #include "../tracepoints/rsd_tp.h"

@@ -194,35 +194,13 @@ static uint64_t item_start(struct rsd_simdev *sd, const struct sim_work *w, uint
 	return rsd__sim_link_start(sd, w, now);
 }
 
-/* The engine a copy runs on, for rsd:copy_start/end, and the device that
- * owns it (a peer copy's source). */
-static const char *copy_engine(const struct sim_stream *s, const struct sim_work *w, int *device)
-{
-	struct rsd_location src = w->copy.src_at, dst = w->copy.dst_at;
-
-	*device = s->device;
-	if (src.kind == RSD_CUDA && dst.kind == RSD_CUDA) {
-		*device = src.device;
-		return src.device == dst.device ? "d2d" : "peer";
-	}
-	if (dst.kind == RSD_CUDA) {
-		*device = dst.device;
-		return "h2d";
-	}
-	if (src.kind == RSD_CUDA) {
-		*device = src.device;
-		return "d2h";
-	}
-	return "h2h";
-}
-
 /* w, a copy of s, as the engine takes it (rsd:copy_start) or is done with
  * it (rsd:copy_end, its host time since it started). The ticket numbers
  * copies uniquely on this simulated device. */
 static void trace_copy(const struct sim_stream *s, const struct sim_work *w, bool end)
 {
-	int device;
-	const char *engine = copy_engine(s, w, &device);
+	int device = s->device;
+	const char *engine = rsd__trace_copy_engine(w->copy.src_at, w->copy.dst_at, &device);
 	uint64_t now;
 
 	if (!end) {

@@ -543,6 +543,35 @@ lifetimes_recorded_body()
 	fi
 }
 
+# record_engines CASE: records t_engines:CASE into ./CASE-trace and its
+# events, as babeltrace2 prints them, into ./all; skips where CASE did.
+record_engines()
+{
+	[ -x "$(srcdir_file t_engines)" ] || atf_fail "t_engines is missing beside this test"
+	record "$1-trace" "$(srcdir_file t_engines)" -r "$(pwd)/$1.result" "$1"
+	if grep -q '^skipped' "$1.result"; then
+		atf_skip "t_engines:$1: $(cat "$1.result")"
+	fi
+	grep -q '^passed' "$1.result" || atf_fail "t_engines:$1: $(cat "$1.result")"
+	events "$1-trace" >all
+}
+
+# three_copies CLOCK <EVENTS: EVENTS (rsd:copy_start/end lines) are the
+# three copies t_engines makes, H2D to cuda:0, peer to cuda:1, D2H from it,
+# each start then its end measured on CLOCK; ids and durations not compared.
+three_copies()
+{
+	local clock=$1
+
+	sed -E 's/ copy_id = [0-9]+,//; s/ duration_ns = [0-9]+,//' >got
+	for e in "0 h2d pinned-host cuda:0" "0 peer cuda:0 cuda:1" "1 d2h cuda:1 pinned-host"; do
+		set -- $e "$clock"
+		echo "rsd:copy_start: { device = $1, engine = \"$2\", nbytes = 1048576, source = \"$3\", destination = \"$4\" }"
+		echo "rsd:copy_end: { device = $1, engine = \"$2\", nbytes = 1048576, clock = \"$5\" }"
+	done >expected
+	diff -u expected got >&2 || atf_fail "the copies on their engines differ (diff on stderr)"
+}
+
 atf_test_case engines_overlap
 engines_overlap_head()
 {
@@ -555,21 +584,9 @@ engines_overlap_head()
 engines_overlap_body()
 {
 	require_recording
-	[ -x "$(srcdir_file t_engines)" ] || atf_fail "t_engines is missing beside this test"
-	record engines-trace "$(srcdir_file t_engines)" -r "$(pwd)/engines.result" engines
-	grep -q '^passed' engines.result || atf_fail "t_engines: $(cat engines.result)"
-	events engines-trace >all
+	record_engines engines
 	grep -E '^rsd:copy_(start|end):' all |
-		sed -E 's/ copy_id = [0-9]+,//; s/ duration_ns = [0-9]+,//' >got
-	cat >expected <<'EOT'
-rsd:copy_start: { device = 0, engine = "h2d", nbytes = 1048576, source = "pinned-host", destination = "cuda:0" }
-rsd:copy_end: { device = 0, engine = "h2d", nbytes = 1048576, clock = "host" }
-rsd:copy_start: { device = 0, engine = "peer", nbytes = 1048576, source = "cuda:0", destination = "cuda:1" }
-rsd:copy_end: { device = 0, engine = "peer", nbytes = 1048576, clock = "host" }
-rsd:copy_start: { device = 1, engine = "d2h", nbytes = 1048576, source = "cuda:1", destination = "pinned-host" }
-rsd:copy_end: { device = 1, engine = "d2h", nbytes = 1048576, clock = "host" }
-EOT
-	diff -u expected got >&2 || atf_fail "the copies on their engines differ (diff on stderr)"
+		three_copies host
 	tool=$(rsd_trace_tool) || atf_skip "tools/rsd-trace not found (set RSD_SRCDIR or RSD_TRACE_TOOL)"
 	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
 	atf_check -s exit:0 -o save:sum -e empty "$tool" --no-plot --chrome e.json engines-trace
@@ -602,6 +619,38 @@ EOF
 	done
 	if command -v chromium >/dev/null 2>&1; then
 		page_ok e.html e.sum.json
+	fi
+}
+
+atf_test_case cuda_copies_timed
+cuda_copies_timed_head()
+{
+	atf_set descr "On the CUDA runtime double, each copy of the CUDA driver records" \
+		"rsd:copy_start and rsd:copy_end once a sync sees it complete, with the" \
+		"time its events measured (clock \"gpu\")"
+	atf_set require.user root
+	atf_set timeout 120
+}
+cuda_copies_timed_body()
+{
+	require_recording
+	record_engines cuda_copies
+	# The double runs on the simulated device, whose own copy events (clock
+	# "host", small ids) are there too; the driver's ids have the top bit.
+	grep -E '^rsd:copy_(start|end):' all |
+		grep -E 'copy_id = (9[0-9]{18}|1[0-9]{19}),' >raw
+	atf_check_equal "$(grep -c 'clock = "host"' all)" 3
+	three_copies gpu <raw
+	# Each pair shares its copy id; the three ids differ.
+	atf_check_equal "$(sed -E 's/.*copy_id = ([0-9]+),.*/\1/' raw | uniq | wc -l)" 3
+	atf_check_equal "$(sed -E 's/.*copy_id = ([0-9]+),.*/\1/' raw | sort -u | wc -l)" 3
+	if tool=$(rsd_trace_tool) && [ -x /usr/bin/python3 ]; then
+		atf_check -s exit:0 -o save:c.json "$tool" --json --no-plot cuda_copies-trace
+		# Each engine ran two: the driver's copy and the double's own.
+		check_json c.json \
+			'[(r["device"], r["engine"], r["items"], r["bytes"]) for r in d["engines"]] == [("cuda:0", "h2d", 2, 2097152), ("cuda:0", "peer", 2, 2097152), ("cuda:1", "d2h", 2, 2097152)]'
+		atf_check -s exit:0 -o ignore "$tool" --no-plot --chrome c.chrome.json cuda_copies-trace
+		chrome_ok c.chrome.json cuda_copies-trace
 	fi
 }
 
@@ -745,6 +794,7 @@ EOF
 atf_init_test_cases()
 {
 	atf_add_test_case chrome_trace
+	atf_add_test_case cuda_copies_timed
 	atf_add_test_case demo_ranks
 	atf_add_test_case engines_overlap
 	atf_add_test_case hooks_recorded
