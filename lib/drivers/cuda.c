@@ -685,9 +685,9 @@ static bool timed_events(struct cuda_timed *t, int dev, cudaStream_t s)
 	bool ok;
 	int prev;
 
-	if (dev < 0 || dev >= cuda.ndevices || dev_lost(dev) || cudaGetDevice(&prev) != cudaSuccess)
+	if (dev < 0 || dev >= cuda.ndevices || dev_lost(dev))
 		return false;
-	if (cudaSetDevice(dev) != cudaSuccess) {
+	if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(dev) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return false;
 	}
