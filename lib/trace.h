@@ -29,6 +29,10 @@
  *                              publication
  *   rsd_trace_device_work      when the simulated device's engine ends a
  *                              copy or a kernel (lib/drivers/simdev*.c)
+ *   rsd_trace_copy_start/end   when a driver's engine takes a queued copy
+ *                              and when it is done (lib/drivers/simdev*.c;
+ *                              the CUDA driver once a sync or query sees
+ *                              the copy's end event complete)
  *   rsd_trace_device_lost      when a lost device's location is quarantined,
  *                              and at each later sweep that settles copies
  *                              there (lib/core/devloss.c)
@@ -50,6 +54,29 @@
 #include <rsd/rsd.h>
 
 #include "internal.h"
+
+/*
+ * The engine a copy from src to dst runs on, as rsd:copy_start/end name it,
+ * and in *device the device that owns it (a peer copy's source; device, the
+ * caller's fallback, for a copy between host locations). Both builds.
+ */
+static inline const char *rsd__trace_copy_engine(struct rsd_location src, struct rsd_location dst,
+						 int *device)
+{
+	if (src.kind == RSD_CUDA && dst.kind == RSD_CUDA) {
+		*device = src.device;
+		return src.device == dst.device ? "d2d" : "peer";
+	}
+	if (dst.kind == RSD_CUDA) {
+		*device = dst.device;
+		return "h2d";
+	}
+	if (src.kind == RSD_CUDA) {
+		*device = src.device;
+		return "d2h";
+	}
+	return "h2h";
+}
 
 #if defined(RSD_TRACE) && RSD_TRACE
 
@@ -276,6 +303,36 @@ static inline void rsd_trace_device_work(int device, bool kernel, const char *en
 			     duration_ns);
 }
 
+/* Whether a session records copies on their engines. */
+static inline bool rsd_trace_copy_enabled(void)
+{
+	return lttng_ust_tracepoint_enabled(rsd, copy_start) ||
+	       lttng_ust_tracepoint_enabled(rsd, copy_end);
+}
+
+static inline void rsd_trace_copy_start(int device, const char *engine, uint64_t copy_id,
+					uint64_t nbytes, struct rsd_location src,
+					struct rsd_location dst)
+{
+	char sname[RSD_LOCATION_NAME_MAX], dname[RSD_LOCATION_NAME_MAX];
+
+	if (!lttng_ust_tracepoint_enabled(rsd, copy_start))
+		return;
+	lttng_ust_tracepoint(rsd, copy_start, device, rsd__trace_str(engine), copy_id, nbytes,
+			     rsd_location_name(src, sname, sizeof(sname)),
+			     rsd_location_name(dst, dname, sizeof(dname)));
+}
+
+/* gpu_clock: duration_ns is the GPU's (cudaEventElapsedTime), not the host's. */
+static inline void rsd_trace_copy_end(int device, const char *engine, uint64_t copy_id,
+				      uint64_t nbytes, uint64_t duration_ns, bool gpu_clock)
+{
+	if (!lttng_ust_tracepoint_enabled(rsd, copy_end))
+		return;
+	lttng_ust_tracepoint(rsd, copy_end, device, rsd__trace_str(engine), copy_id, nbytes,
+			     duration_ns, gpu_clock ? "gpu" : "host");
+}
+
 static inline void rsd_trace_device_lost(uint64_t manager_id, struct rsd_location at, bool first,
 					 uint64_t removed, uint64_t kept, uint64_t lost)
 {
@@ -441,6 +498,24 @@ static inline void rsd_trace_device_work(int device, bool kernel, const char *en
 {
 	(void)device, (void)kernel, (void)engine, (void)nbytes, (void)has_locations, (void)src,
 		(void)dst, (void)duration_ns;
+}
+
+static inline bool rsd_trace_copy_enabled(void)
+{
+	return false;
+}
+
+static inline void rsd_trace_copy_start(int device, const char *engine, uint64_t copy_id,
+					uint64_t nbytes, struct rsd_location src,
+					struct rsd_location dst)
+{
+	(void)device, (void)engine, (void)copy_id, (void)nbytes, (void)src, (void)dst;
+}
+
+static inline void rsd_trace_copy_end(int device, const char *engine, uint64_t copy_id,
+				      uint64_t nbytes, uint64_t duration_ns, bool gpu_clock)
+{
+	(void)device, (void)engine, (void)copy_id, (void)nbytes, (void)duration_ns, (void)gpu_clock;
 }
 
 static inline void rsd_trace_device_lost(uint64_t manager_id, struct rsd_location at, bool first,

@@ -348,6 +348,46 @@ LTTNG_UST_TRACEPOINT_EVENT(rsd, device_work,
 )
 LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, device_work, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
 /*
+ * One queued copy on its engine, fired by the driver when the engine takes
+ * it (copy_start, with its source and destination) and when it is done
+ * (copy_end). engine: "h2d", "d2h",
+ * "peer" (device to device; through host memory when the pair has no peer
+ * access), "d2d" (within one device) or "h2h"; device: the
+ * device whose engine runs it (a peer copy's source). copy_id pairs the two
+ * events of a copy within a process and device. copy_end's duration_ns is
+ * how long the engine ran it; clock says whose clock measured it: "host"
+ * (the simulated device) or "gpu" (cudaEventElapsedTime). Unlike
+ * rsd:copy_complete (an output a lease saw complete), these are the
+ * driver's own copies, one per queued copy.
+ */
+LTTNG_UST_TRACEPOINT_EVENT(rsd, copy_start,
+	LTTNG_UST_TP_ARGS(int, device, const char *, engine, uint64_t, copy_id,
+			  uint64_t, nbytes, const char *, source_name,
+			  const char *, destination_name),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(int, device, device)
+		lttng_ust_field_string(engine, engine)
+		lttng_ust_field_integer(uint64_t, copy_id, copy_id)
+		lttng_ust_field_integer(uint64_t, nbytes, nbytes)
+		lttng_ust_field_string(source, source_name)
+		lttng_ust_field_string(destination, destination_name)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, copy_start, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+LTTNG_UST_TRACEPOINT_EVENT(rsd, copy_end,
+	LTTNG_UST_TP_ARGS(int, device, const char *, engine, uint64_t, copy_id,
+			  uint64_t, nbytes, uint64_t, duration_ns, const char *, clock),
+	LTTNG_UST_TP_FIELDS(
+		lttng_ust_field_integer(int, device, device)
+		lttng_ust_field_string(engine, engine)
+		lttng_ust_field_integer(uint64_t, copy_id, copy_id)
+		lttng_ust_field_integer(uint64_t, nbytes, nbytes)
+		lttng_ust_field_integer(uint64_t, duration_ns, duration_ns)
+		lttng_ust_field_string(clock, clock)
+	)
+)
+LTTNG_UST_TRACEPOINT_LOGLEVEL(rsd, copy_end, LTTNG_UST_TRACEPOINT_LOGLEVEL_INFO)
+/*
  * A device that failed for good, as one manager settles it: first 1 when
  * its location was quarantined by this sweep; removed: copies there that
  * left the books (their storage never given back to the dead context);

@@ -194,6 +194,25 @@ static uint64_t item_start(struct rsd_simdev *sd, const struct sim_work *w, uint
 	return rsd__sim_link_start(sd, w, now);
 }
 
+/* w, a copy of s, as the engine takes it (rsd:copy_start) or is done with
+ * it (rsd:copy_end, its host time since it started). The ticket numbers
+ * copies uniquely on this simulated device. */
+static void trace_copy(const struct sim_stream *s, const struct sim_work *w, bool end)
+{
+	int device = s->device;
+	const char *engine = rsd__trace_copy_engine(w->copy.src_at, w->copy.dst_at, &device);
+	uint64_t now;
+
+	if (!end) {
+		rsd_trace_copy_start(device, engine, w->ticket, w->copy.nbytes, w->copy.src_at,
+				     w->copy.dst_at);
+		return;
+	}
+	now = mono_ns();
+	rsd_trace_copy_end(device, engine, w->ticket, w->copy.nbytes,
+			   now > w->started_ns ? now - w->started_ns : 0, false);
+}
+
 /* With sd->lock held, s not running and non-empty: start its front item.
  * The lock is dropped while it executes; returns its modelled end (0: none),
  * with s still running: finish_one ends it. */
@@ -214,6 +233,8 @@ static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 	now = mono_ns();
 	w->started_ns = now;
 	w->due_ns = item_start(sd, w, now);
+	if (w->kind == SIM_WORK_COPY && !w->skip && rsd_trace_copy_enabled())
+		trace_copy(s, w, false);
 	pthread_mutex_unlock(&sd->lock);
 	execute(w);
 	pthread_mutex_lock(&sd->lock);
@@ -280,6 +301,8 @@ static void finish_one(struct rsd_simdev *sd, struct sim_stream *s)
 	if ((w->kind == SIM_WORK_KERNEL || w->kind == SIM_WORK_COPY) && !w->skip &&
 	    rsd_trace_device_work_enabled())
 		trace_work(s, w);
+	if (w->kind == SIM_WORK_COPY && !w->skip && rsd_trace_copy_enabled())
+		trace_copy(s, w, true);
 	rsd__sim_pending_del(sd, w);
 	s->running = false;
 	s->inflight = false;

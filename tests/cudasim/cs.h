@@ -56,6 +56,7 @@
 	X(cudaEventQuery)              \
 	X(cudaEventSynchronize)        \
 	X(cudaEventDestroy)            \
+	X(cudaEventElapsedTime)        \
 	X(cudaLaunchHostFunc)
 
 enum cs_call {

@@ -13,15 +13,28 @@
  * is a new simulated-device event (struct cs_rec), and the event points at
  * its latest one. A record is reference-counted because a thread may still
  * be waiting on it in cudaEventSynchronize when the event is recorded
- * again or destroyed.
+ * again or destroyed. A record of a timing event (no
+ * cudaEventDisableTiming) also queues, just before it, a host function
+ * that stamps the host clock when the stream reaches it: what
+ * cudaEventElapsedTime subtracts, as the GPU subtracts its own clock's.
  *
  * Waiting (stream, event and device synchronization) blocks in the
  * simulated device until the work has run, whatever makes it progress.
  * cs.lock is never held while waiting.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cs.h"
+
+/* When a timing event's record was reached on its stream. Referenced by
+ * the record and by the host function that sets it (which may run after
+ * the record is gone); freed by the last. */
+struct cs_stamp {
+	_Atomic uint64_t ns; /* 0: not reached yet */
+	atomic_int refs;
+};
 
 struct cs_stream {
 	void *sim; /* the simulated stream; also the cudaStream_t value */
@@ -33,6 +46,7 @@ struct cs_stream {
 struct cs_rec {
 	void *sim;     /* the simulated-device event of one record */
 	unsigned refs; /* protected by cs.lock: the event's, and waiters' */
+	struct cs_stamp *stamp; /* a timing event's; NULL otherwise */
 };
 
 struct cs_event {
@@ -332,11 +346,29 @@ static cudaError_t event_ctx(cudaEvent_t event)
 	return cs_ctx(dev);
 }
 
+static void stamp_put(struct cs_stamp *st)
+{
+	if (st && atomic_fetch_sub(&st->refs, 1) == 1)
+		free(st);
+}
+
+/* The host function before a timing record: the stream got there now. */
+static void stamp_run(void *p)
+{
+	struct cs_stamp *st = p;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	atomic_store(&st->ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + 1);
+	stamp_put(st);
+}
+
 /* With cs.lock held: drop one reference to a record. */
 static void rec_put(struct cs_rec *r)
 {
 	if (r && --r->refs == 0) {
 		cs.ops->event_destroy(cs.sd, r->sim);
+		stamp_put(r->stamp);
 		free(r);
 	}
 }
@@ -408,7 +440,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 		goto out;
 	}
 	r = calloc(1, sizeof(*r));
+	if (r && !(ev->flags & cudaEventDisableTiming)) {
+		r->stamp = calloc(1, sizeof(*r->stamp));
+		if (r->stamp)
+			atomic_init(&r->stamp->refs, 2);
+		if (!r->stamp || rsd_simdev_launch_host_func(cs.sd, st, stamp_run, r->stamp)) {
+			free(r->stamp);
+			free(r);
+			r = NULL;
+		}
+	}
 	if (!r || cs.ops->event_record(cs.sd, st, &r->sim)) {
+		if (r)
+			stamp_put(r->stamp); /* its host function holds the other */
 		free(r);
 		e = cudaErrorUnknown;
 		goto out;
@@ -505,6 +549,49 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 	if (e)
 		return cs_ret(e);
 	cs_stream_mark(st);
+	return cudaSuccess;
+}
+
+/* The time between two completed records of timing events of one device,
+ * in ms, as the runtime answers it: cudaErrorInvalidResourceHandle for a
+ * never-recorded or non-timing event or two devices' events,
+ * cudaErrorNotReady while either is pending. */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	cudaError_t e = cs_enter(CS_cudaEventElapsedTime);
+	struct cs_event *a, *b;
+	uint64_t t0 = 0, t1 = 0;
+	int done = 1;
+
+	if (!e)
+		e = event_ctx(start);
+	if (!e)
+		e = event_ctx(end);
+	if (e)
+		return e;
+	if (!ms)
+		return cs_ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&cs.lock);
+	a = find_event(start);
+	b = find_event(end);
+	if (!a || !b || !a->rec || !b->rec || !a->rec->stamp || !b->rec->stamp ||
+	    a->device != b->device) {
+		e = cudaErrorInvalidResourceHandle;
+	} else {
+		done = cs.ops->event_query(cs.sd, a->rec->sim);
+		if (done > 0)
+			done = cs.ops->event_query(cs.sd, b->rec->sim);
+		t0 = atomic_load(&a->rec->stamp->ns);
+		t1 = atomic_load(&b->rec->stamp->ns);
+	}
+	pthread_mutex_unlock(&cs.lock);
+	if (e)
+		return cs_ret(e);
+	if (done < 0)
+		return cs_ret(cudaErrorUnknown);
+	if (!done || !t0 || !t1)
+		return cs_ret(cudaErrorNotReady);
+	*ms = (float)((double)((int64_t)(t1 - t0)) / 1e6);
 	return cudaSuccess;
 }
 

@@ -4,7 +4,7 @@
  * librsd depends on it: async copies take effect when their stream runs,
  * synchronization blocks until then, copies involving pageable memory
  * synchronize as documented, events are re-recorded and belong to a
- * device, host functions run in stream order and may not call the
+ * device, timing events measure the time between two records, host functions run in stream order and may not call the
  * runtime, device memory is finite, and the last error is per thread with
  * sticky errors that cannot be cleared.
  *
@@ -362,6 +362,60 @@ ATF_TC_BODY(devices_events_and_host_functions, tc)
 #endif
 }
 
+#if RSD_CUDASIM
+/* Stands for GPU work between two records: 30 ms on the stream. */
+static void busy_30ms(void *arg)
+{
+	(void)arg;
+	sleep_ms(30);
+}
+#endif
+
+ATF_TC_WITHOUT_HEAD(elapsed_time_between_records);
+ATF_TC_BODY(elapsed_time_between_records, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	struct rsd_simdev *sd;
+	cudaEvent_t a, b, untimed;
+	cudaStream_t s;
+	float ms = -1;
+
+	ATF_REQUIRE_EQ(rsd_cudasim_configure(1, 1 << 20), cudaSuccess);
+	sd = on_command();
+	OK(cudaStreamCreate(&s));
+	OK(cudaEventCreate(&a));
+	OK(cudaEventCreate(&b));
+	OK(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming));
+
+	OK(cudaEventRecord(a, s));
+	/* b never recorded: no time to give. */
+	ATF_CHECK_EQ(cudaEventElapsedTime(&ms, a, b), cudaErrorInvalidResourceHandle);
+	(void)cudaGetLastError();
+	OK(cudaLaunchHostFunc(s, busy_30ms, NULL));
+	OK(cudaEventRecord(b, s));
+	OK(cudaEventRecord(untimed, s));
+	/* Both recorded, the stream not run: not ready, ms untouched. */
+	ATF_CHECK_EQ(cudaEventElapsedTime(&ms, a, b), cudaErrorNotReady);
+	(void)cudaGetLastError();
+	ATF_CHECK_EQ(ms, -1);
+	rsd_simdev_stream_complete(sd, s);
+	OK(cudaEventElapsedTime(&ms, a, b));
+	ATF_CHECK_MSG(ms >= 30 && ms < 2000, "elapsed %f ms for 30 ms of work", (double)ms);
+	OK(cudaEventElapsedTime(&ms, b, a));
+	ATF_CHECK_MSG(ms <= -30, "elapsed %f ms backwards", (double)ms);
+	/* An event made without timing has none; nor does a NULL result. */
+	ATF_CHECK_EQ(cudaEventElapsedTime(&ms, a, untimed), cudaErrorInvalidResourceHandle);
+	(void)cudaGetLastError();
+	ATF_CHECK_EQ(cudaEventElapsedTime(NULL, a, b), cudaErrorInvalidValue);
+	(void)cudaGetLastError();
+	OK(cudaEventDestroy(untimed));
+	OK(cudaEventDestroy(b));
+	OK(cudaEventDestroy(a));
+	OK(cudaStreamDestroy(s));
+#endif
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, async_copy_runs_with_its_stream);
@@ -369,5 +423,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, pageable_copies_synchronize_as_documented);
 	ATF_TP_ADD_TC(tp, errors_last_error_and_sticky);
 	ATF_TP_ADD_TC(tp, devices_events_and_host_functions);
+	ATF_TP_ADD_TC(tp, elapsed_time_between_records);
 	return atf_no_error();
 }

@@ -471,7 +471,7 @@ html_page_body()
 	atf_check -s exit:0 -o save:w.json "$tool" --json --no-plot --html w.html workload-trace
 	check_json w.json "d[\"html\"] == \"$(pwd)/w.html\""
 	page_ok w.html w.json
-	atf_check -o match:'^sections 5, occupancy charts 2, ' cat w.html.check
+	atf_check -o match:'^sections 6, occupancy charts 2, ' cat w.html.check
 	# Only the page itself: no URL to fetch anything from.
 	if grep -E -i '(src|href)="?(https?:)?//' w.html; then
 		atf_fail "the page refers to something outside it"
@@ -492,9 +492,10 @@ lifetimes_recorded_body()
 	require_recording
 	record_lifetimes
 	events lifetimes-trace >all
-	# rsd:device_work (the simulated device's engines) runs on their own
-	# clock; t_hooks and chrome_trace check it.
-	grep -v -E '^rsd:(state|device_work):' all | normalize_lifetimes lifetimes.expected >got
+	# rsd:device_work and rsd:copy_start/end (the simulated device's
+	# engines) run on their own clock; t_hooks, chrome_trace and
+	# engines_overlap check them.
+	grep -v -E '^rsd:(state|device_work|copy_start|copy_end):' all | normalize_lifetimes lifetimes.expected >got
 	stale_phase=false
 	if ! diff -u lifetimes.expected got >diff.out; then
 		cat diff.out >&2
@@ -539,6 +540,117 @@ lifetimes_recorded_body()
 		atf_expect_fail "rsd_scope_enter's rsd:plan_end names a stale phase on success" \
 			"(lib/plan/scope.c reads rsd_last_error()->phase when err == 0)"
 		atf_fail "scope-enter plan_end: phase is not \"none\" after a successful entry"
+	fi
+}
+
+# record_engines CASE: records t_engines:CASE into ./CASE-trace and its
+# events, as babeltrace2 prints them, into ./all; skips where CASE did.
+record_engines()
+{
+	[ -x "$(srcdir_file t_engines)" ] || atf_fail "t_engines is missing beside this test"
+	record "$1-trace" "$(srcdir_file t_engines)" -r "$(pwd)/$1.result" "$1"
+	if grep -q '^skipped' "$1.result"; then
+		atf_skip "t_engines:$1: $(cat "$1.result")"
+	fi
+	grep -q '^passed' "$1.result" || atf_fail "t_engines:$1: $(cat "$1.result")"
+	events "$1-trace" >all
+}
+
+# three_copies CLOCK <EVENTS: EVENTS (rsd:copy_start/end lines) are the
+# three copies t_engines makes, H2D to cuda:0, peer to cuda:1, D2H from it,
+# each start then its end measured on CLOCK; ids and durations not compared.
+three_copies()
+{
+	local clock=$1
+
+	sed -E 's/ copy_id = [0-9]+,//; s/ duration_ns = [0-9]+,//' >got
+	for e in "0 h2d pinned-host cuda:0" "0 peer cuda:0 cuda:1" "1 d2h cuda:1 pinned-host"; do
+		set -- $e "$clock"
+		echo "rsd:copy_start: { device = $1, engine = \"$2\", nbytes = 1048576, source = \"$3\", destination = \"$4\" }"
+		echo "rsd:copy_end: { device = $1, engine = \"$2\", nbytes = 1048576, clock = \"$5\" }"
+	done >expected
+	diff -u expected got >&2 || atf_fail "the copies on their engines differ (diff on stderr)"
+}
+
+atf_test_case engines_overlap
+engines_overlap_head()
+{
+	atf_set descr "Each copy on the simulated device records rsd:copy_start and" \
+		"rsd:copy_end on its engine (h2d, peer, d2h), the H2D copy inside the" \
+		"kernel it overlapped; rsd-trace draws a track per engine and says so"
+	atf_set require.user root
+	atf_set timeout 120
+}
+engines_overlap_body()
+{
+	require_recording
+	record_engines engines
+	grep -E '^rsd:copy_(start|end):' all |
+		three_copies host
+	tool=$(rsd_trace_tool) || atf_skip "tools/rsd-trace not found (set RSD_SRCDIR or RSD_TRACE_TOOL)"
+	[ -x /usr/bin/python3 ] || atf_skip "/usr/bin/python3 is not installed"
+	atf_check -s exit:0 -o save:sum -e empty "$tool" --no-plot --chrome e.json engines-trace
+	atf_check -o match:'^ *cuda:0 +h2d +1 +1048576 ' cat sum
+	chrome_ok e.json engines-trace
+	atf_check -s exit:0 -o save:e.sum.json "$tool" --json --no-plot engines-trace
+	# The H2D copy (about 10 ms) was queued once the compute stream reached
+	# its kernel (40 ms): most of the copy's time is with compute, and the
+	# d2h copy on the other device never is.
+	check_json e.sum.json \
+		'[(r["device"], r["engine"], r["items"]) for r in d["engines"]] == [("cuda:0", "compute", 1), ("cuda:0", "h2d", 1), ("cuda:0", "peer", 1), ("cuda:1", "d2h", 1)]' \
+		'[r["busy_ns"] > 5000000 and 2 * r["overlap_compute_ns"] > r["busy_ns"] for r in d["engines"] if r["engine"] == "h2d"] == [True]' \
+		'[r["overlap_compute_ns"] for r in d["engines"] if r["engine"] in ("compute", "d2h")] == [0, 0]'
+	/usr/bin/python3 - e.json <<'EOF' || atf_fail "the Chrome trace does not show the copy inside the kernel"
+import json, sys
+evs = json.load(open(sys.argv[1]))["traceEvents"]
+thread = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs if e.get("name") == "thread_name"}
+xs = lambda t: [e for e in evs if e["ph"] == "X" and thread.get((e["pid"], e["tid"])) == t]
+k, c = xs("cuda:0 compute (kernels)"), xs("cuda:0 copy engine H2D")
+ok = (len(k) == 1 and len(c) == 1 and c[0]["ts"] < k[0]["ts"] + k[0]["dur"]
+      and k[0]["ts"] < c[0]["ts"] + c[0]["dur"] <= k[0]["ts"] + k[0]["dur"]
+      and len(xs("cuda:0 peer link")) == 1 and len(xs("cuda:1 copy engine D2H")) == 1)
+sys.exit(0 if ok else 1)
+EOF
+	# The report page: a row per engine, a bar per copy or kernel.
+	atf_check -s exit:0 -o ignore "$tool" --no-plot --html e.html engines-trace
+	atf_check_equal "$(grep -o '<rect [^>]*class="ran"' e.html | wc -l)" 4
+	for row in "cuda:0 compute" "cuda:0 h2d" "cuda:0 peer" "cuda:1 d2h"; do
+		grep -q "class=\"yt\">$row" e.html || atf_fail "no $row row on the report page"
+	done
+	if command -v chromium >/dev/null 2>&1; then
+		page_ok e.html e.sum.json
+	fi
+}
+
+atf_test_case cuda_copies_timed
+cuda_copies_timed_head()
+{
+	atf_set descr "On the CUDA runtime double, each copy of the CUDA driver records" \
+		"rsd:copy_start and rsd:copy_end once a sync sees it complete, with the" \
+		"time its events measured (clock \"gpu\")"
+	atf_set require.user root
+	atf_set timeout 120
+}
+cuda_copies_timed_body()
+{
+	require_recording
+	record_engines cuda_copies
+	# The double runs on the simulated device, whose own copy events (clock
+	# "host", small ids) are there too; the driver's ids have the top bit.
+	grep -E '^rsd:copy_(start|end):' all |
+		grep -E 'copy_id = (9[0-9]{18}|1[0-9]{19}),' >raw
+	atf_check_equal "$(grep -c 'clock = "host"' all)" 3
+	three_copies gpu <raw
+	# Each pair shares its copy id; the three ids differ.
+	atf_check_equal "$(sed -E 's/.*copy_id = ([0-9]+),.*/\1/' raw | uniq | wc -l)" 3
+	atf_check_equal "$(sed -E 's/.*copy_id = ([0-9]+),.*/\1/' raw | sort -u | wc -l)" 3
+	if tool=$(rsd_trace_tool) && [ -x /usr/bin/python3 ]; then
+		atf_check -s exit:0 -o save:c.json "$tool" --json --no-plot cuda_copies-trace
+		# Each engine ran two: the driver's copy and the double's own.
+		check_json c.json \
+			'[(r["device"], r["engine"], r["items"], r["bytes"]) for r in d["engines"]] == [("cuda:0", "h2d", 2, 2097152), ("cuda:0", "peer", 2, 2097152), ("cuda:1", "d2h", 2, 2097152)]'
+		atf_check -s exit:0 -o ignore "$tool" --no-plot --chrome c.chrome.json cuda_copies-trace
+		chrome_ok c.chrome.json cuda_copies-trace
 	fi
 }
 
@@ -682,7 +794,9 @@ EOF
 atf_init_test_cases()
 {
 	atf_add_test_case chrome_trace
+	atf_add_test_case cuda_copies_timed
 	atf_add_test_case demo_ranks
+	atf_add_test_case engines_overlap
 	atf_add_test_case hooks_recorded
 	atf_add_test_case html_page
 	atf_add_test_case lifetimes_recorded

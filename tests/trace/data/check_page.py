@@ -9,14 +9,16 @@ DOM.html is what `chromium --headless --dump-dom` printed for the page
 said about the same trace. Checks that:
   - the page's script ran (body data-ready is the number of legend entries);
   - nothing is fetched: no element has an http(s) src or href, no <link>;
-  - the five sections are there, each with its heading: occupancy, links,
-    residency, evictions, summary;
+  - the six sections are there, each with its heading: occupancy, links,
+    residency, engines, evictions, summary;
   - occupancy has one chart per location of the summary's peak-use table
     (per process in a job), each with a "used" and a "used+reserved" series
     per manager, and a "budget" series where the location has one;
   - links has one series per source -> destination pair the summary moved
     bytes over;
   - residency draws at least one bar per location values lived at;
+  - engines draws one row per device engine of the summary, with as many
+    bars as the copies and kernels it ran;
   - the evictions table has one row per completed drop and discard (up
     to the page's limit, which it then says);
   - the summary section holds the text report.
@@ -34,6 +36,7 @@ class Dom(HTMLParser):
     def __init__(self):
         super().__init__()
         self.stack, self.sections, self.series, self.bars = [], {}, {}, 0
+        self.nran = 0  # bars of the engines chart
         self.body, self.external, self.rows, self.texts = {}, [], 0, {}
         self.svgs = {}
 
@@ -57,6 +60,8 @@ class Dom(HTMLParser):
             self.series.setdefault(sec, []).append(a["data-series"])
         if tag == "rect" and "lived" in a.get("class", ""):
             self.bars += 1
+        if tag == "rect" and "ran" in a.get("class", "").split():
+            self.nran += 1
         if tag == "tr" and sec == "evictions":
             self.rows += 1
 
@@ -88,7 +93,7 @@ def main(argv):
         bad.append("the page's script did not run (body data-ready %r)" % dom.body.get("data-ready"))
     for tag, a in dom.external:
         bad.append("an external resource: <%s %s>" % (tag, a))
-    for sec in ("occupancy", "links", "residency", "evictions", "summary"):
+    for sec in ("occupancy", "links", "residency", "engines", "evictions", "summary"):
         if not dom.sections.get(sec):
             bad.append("section %s is missing or has no heading" % sec)
     occ = dom.series.get("occupancy", [])
@@ -119,6 +124,10 @@ def main(argv):
     locs_lived = {s.split(", ")[0] for s in occ}
     if locs_lived and not dom.bars:
         bad.append("residency: no bars")
+    nitems = sum(r["items"] for r in d.get("engines", []))
+    if dom.nran != nitems:
+        bad.append("engines: %d bars for the %d copies and kernels the summary counts"
+                   % (dom.nran, nitems))
     nev = sum(e["count"] for p in procs for e in p["evictions"]
               if e["action"] in ("drop", "discard"))
     m = re.search(r"(\d+) evictions", dom.texts.get("evictions", ""))
