@@ -87,12 +87,31 @@ int rsd__err_dead_copy(const struct rsd_record *rec, const struct rsd_mat *mat)
 			mat->hold_count, mat->pending_count);
 }
 
-bool rsd__devloss_answer(int code)
+/*
+ * A stream of a sound device that waited for the lost device's work
+ * inherits the loss: its events report RSD_EDEVLOST, but the work queued
+ * on it after the wait (a consumer's kernel, a copy) is still queued and
+ * still names its memory, to be skipped in order. That answer is no final
+ * one: the stream is drained first, as for any failed stream, or what the
+ * answer releases would be freed under that work.
+ */
+bool rsd__devloss_answer(struct rsd_manager *m, void *stream, int code)
 {
+	struct rsd_error saved;
+	bool final;
+	int dev;
+
 	if (code != -RSD_EDEVLOST)
 		return false;
 	rsd__devlost_note();
-	return true;
+	if (!stream || !m->ops->stream_device || !m->ops->device_lost)
+		return true;
+	/* The event's error is what the caller reports. */
+	saved = *rsd_last_error();
+	final = m->ops->stream_device(m->ops_ctx, stream, &dev) ||
+		m->ops->device_lost(m->ops_ctx, dev);
+	*rsd__err_record() = saved;
+	return final;
 }
 
 bool rsd__devloss_dead_block(const struct rsd_resident *r)

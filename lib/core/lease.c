@@ -272,7 +272,7 @@ static int query(struct rsd_manager *m, struct rsd_pend_link *k)
 {
 	int q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 
-	if (q >= 0 || !(k->drained || rsd__devloss_answer(q)))
+	if (q >= 0 || !(k->drained || rsd__devloss_answer(m, k->l->streams[k->k], q)))
 		return q;
 	event_failed(m, k->l, q);
 	return 1;
@@ -470,7 +470,7 @@ static int sync_answer(struct rsd_manager *m, const struct rsd_lease_rec *l, siz
 	if (!e)
 		return 0;
 	/* Its device was lost: the event never completes (devloss.c). */
-	if (rsd__devloss_answer(e)) {
+	if (rsd__devloss_answer(m, l->streams[i], e)) {
 		if (!*failed)
 			*failed = e;
 		return 0;
