@@ -163,7 +163,8 @@ static bool copy_out_pending(const struct rsd_manager *m, const struct rsd_recor
 	for (uint32_t k = 0; k < rec->nmats; k++) {
 		const struct rsd_lease_rec *f = rec->mats[k].fill;
 
-		if (f && (loc_failed(m, f->loc) || (f->qc->restore && loc_failed(m, f->qc->leftover_at))))
+		if (f && (loc_failed(m, f->loc) ||
+			  (f->qc->restore && loc_failed(m, f->qc->leftover_at))))
 			return true;
 	}
 	return false;

@@ -290,7 +290,6 @@ static int query(struct rsd_manager *m, struct rsd_pend_link *k)
 	return 1;
 }
 
-
 /*
  * Without m->lock: drain the stream an event was recorded on. A stream
  * its owner destroyed meanwhile (the driver calls it no stream,
