@@ -1175,9 +1175,11 @@ int rsd__err_lost(const struct rsd_record *rec);
 /* -RSD_EDEVLOST, recorded: mat, rec's copy on a lost device, is kept
  * (unreadable) while something protects it. */
 int rsd__err_dead_copy(const struct rsd_record *rec, const struct rsd_mat *mat);
-/* An event's error that is the device's final answer: its device was
- * lost, so the event never completes (noted for the quarantine). */
-bool rsd__devloss_answer(int code);
+/* An event's error that is the device's final answer: the device of its
+ * stream was lost, so the event never completes (noted for the
+ * quarantine). A sound device's stream is drained first; dev is the
+ * device of a stream the driver no longer knows. */
+bool rsd__devloss_answer(struct rsd_manager *m, void *stream, int dev, int code);
 /* Whether r's block is on a lost device: nothing is given back to the
  * driver, the bytes leave the books only. */
 bool rsd__devloss_dead_block(const struct rsd_resident *r);

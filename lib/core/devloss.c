@@ -87,12 +87,34 @@ int rsd__err_dead_copy(const struct rsd_record *rec, const struct rsd_mat *mat)
 			mat->hold_count, mat->pending_count);
 }
 
-bool rsd__devloss_answer(int code)
+/*
+ * A stream of a sound device that waited for the lost device's work
+ * inherits the loss: its events report RSD_EDEVLOST, but the work queued
+ * on it after the wait (a consumer's kernel, a copy) is still queued and
+ * still names its memory, to be skipped in order. That answer is no final
+ * one: the stream is drained first, as for any failed stream, or what the
+ * answer releases would be freed under that work.
+ */
+bool rsd__devloss_answer(struct rsd_manager *m, void *stream, int dev, int code)
 {
+	struct rsd_error saved;
+	int rc;
+
 	if (code != -RSD_EDEVLOST)
 		return false;
 	rsd__devlost_note();
-	return true;
+	if (!m->ops->device_lost)
+		return true;
+	/* The event's error is what the caller reports. A stream its owner
+	 * destroyed (the driver no longer knows it) is on dev, the device
+	 * of the record it came with. */
+	saved = *rsd_last_error();
+	rc = stream && m->ops->stream_device ? m->ops->stream_device(m->ops_ctx, stream, &dev) :
+					       -RSD_ETYPE;
+	*rsd__err_record() = saved;
+	if (rc == -RSD_EDEVLOST || dev < 0 || dev >= m->ndevices)
+		return true;
+	return m->ops->device_lost(m->ops_ctx, dev);
 }
 
 bool rsd__devloss_dead_block(const struct rsd_resident *r)
@@ -130,10 +152,30 @@ struct sweep_counts {
 	uint64_t removed, kept, lost;
 };
 
+/*
+ * A queued copy out of a failed location to a sound one may still land:
+ * it may have run before the loss, on a sound device's stream. Whether
+ * the value survives is known when it ends (rsd__qcopy_finish() asks for
+ * the sweep again).
+ */
+static bool copy_out_pending(const struct rsd_manager *m, const struct rsd_record *rec)
+{
+	for (uint32_t k = 0; k < rec->nmats; k++) {
+		const struct rsd_lease_rec *f = rec->mats[k].fill;
+
+		if (f && (loc_failed(m, f->loc) ||
+			  (f->qc->restore && loc_failed(m, f->qc->leftover_at))))
+			return true;
+	}
+	return false;
+}
+
 /* Settle rec's copies at failed locations (see the top of the file). */
 static void sweep_record(struct rsd_manager *m, struct rsd_record *rec, struct sweep_counts *c,
 			 struct sweep_counts *at_slot)
 {
+	if (copy_out_pending(m, rec))
+		return;
 	for (uint32_t j = rec->nmats; j-- > 0;) {
 		struct rsd_mat *mat = &rec->mats[j];
 		struct rsd_location at = mat->loc;

@@ -262,6 +262,17 @@ static void event_failed(struct rsd_manager *m, struct rsd_lease_rec *l, int cod
 		  (unsigned long long)l->id, rsd_strerror(code));
 }
 
+/* The device l's events run on: a GPU lease's, or a queued copy's CUDA
+ * end; -1 for none. */
+static int rec_device(const struct rsd_lease_rec *l)
+{
+	if (l->loc.kind == RSD_CUDA)
+		return l->loc.device;
+	if (l->qc && l->qc->to.kind == RSD_CUDA)
+		return l->qc->to.device;
+	return -1;
+}
+
 /*
  * An event query's answer: 1 when it completed, 0 when it still runs, or
  * a query error. An error says nothing of the work until the event's
@@ -272,21 +283,11 @@ static int query(struct rsd_manager *m, struct rsd_pend_link *k)
 {
 	int q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
 
-	if (q >= 0 || !(k->drained || rsd__devloss_answer(q)))
+	if (q >= 0 ||
+	    !(k->drained || rsd__devloss_answer(m, k->l->streams[k->k], rec_device(k->l), q)))
 		return q;
 	event_failed(m, k->l, q);
 	return 1;
-}
-
-/* The device l's events run on: a GPU lease's, or a queued copy's CUDA
- * end; -1 for none. */
-static int rec_device(const struct rsd_lease_rec *l)
-{
-	if (l->loc.kind == RSD_CUDA)
-		return l->loc.device;
-	if (l->qc && l->qc->to.kind == RSD_CUDA)
-		return l->qc->to.device;
-	return -1;
 }
 
 /*
@@ -470,7 +471,7 @@ static int sync_answer(struct rsd_manager *m, const struct rsd_lease_rec *l, siz
 	if (!e)
 		return 0;
 	/* Its device was lost: the event never completes (devloss.c). */
-	if (rsd__devloss_answer(e)) {
+	if (rsd__devloss_answer(m, l->streams[i], rec_device(l), e)) {
 		if (!*failed)
 			*failed = e;
 		return 0;

@@ -222,6 +222,14 @@ int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n)
 	l = admit_ledger(m, at);
 	if (n <= rsd__ledger_free(&l))
 		return 0;
+	/* A lost device not met yet: full of copies no call has touched
+	 * since, it refuses for the loss, which this call then quarantines
+	 * (devloss.c), not for budget. */
+	if (at.kind == RSD_CUDA && m->ops->device_lost &&
+	    m->ops->device_lost(m->ops_ctx, at.device)) {
+		rsd__devlost_note();
+		return rsd__err_failed(at, n);
+	}
 	if (l.has_budget) {
 		rsd_trace_budget_reject(m->id, at, &l, n);
 		return rsd__err_budget(at, &l, n);

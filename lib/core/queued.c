@@ -378,6 +378,12 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 	}
 	if (qc->err)
 		undo(m, l);
+	/* A copy out of a lost device ended: the value's fate is known now
+	 * (devloss.c sweeps it at this call's exit). */
+	if ((l->n && l->loc.kind == RSD_CUDA && m->acct[rsd__loc_slot(l->loc)].failed) ||
+	    (qc->restore && qc->leftover_at.kind == RSD_CUDA &&
+	     m->acct[rsd__loc_slot(qc->leftover_at)].failed))
+		rsd__devlost_note();
 	drop_leftover(m, qc);
 	atomic_fetch_sub_explicit(&m->nqueued, 1, memory_order_relaxed);
 	rsd__mark_dirty(m, rec);

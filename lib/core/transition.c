@@ -30,6 +30,8 @@ static const char R_ABSENT[] = "materialization already absent";
 
 /* Positive: wait for a transfer of the value to commit, then start again. */
 #define XFER_RETRY 1
+/* Positive: a queued copy was waited for and folded in; start again now. */
+#define XFER_WAITED 2
 
 /* Where a copy reads from: an existing replica or a temporary load. */
 struct xfer {
@@ -455,13 +457,39 @@ static void set_source(struct rsd_transition *rep, struct rsd_location at)
 	rep->source = at;
 }
 
+/*
+ * A queued move of rec away from `at` keeps its source's bytes aside until
+ * the copy answers, and its undo puts them back at `at` only if no copy is
+ * there by then. A copy arriving there meanwhile may read the move's
+ * destination and fail with it: the undo would then free the value's last
+ * bytes. So an action that would place a copy at `at` first waits for that
+ * move's copy (folded in by the wait) and then runs again: XFER_WAITED, or
+ * the wait's error, or 0 when no such move is queued.
+ */
+static int wait_move_from(struct rsd_manager *m, const struct rsd_record *rec,
+			  struct rsd_location at)
+{
+	for (uint32_t k = 0; k < rec->nmats; k++) {
+		struct rsd_lease_rec *f = rec->mats[k].fill;
+		int err;
+
+		if (!f || !f->qc || !f->qc->restore || !rsd_location_equal(f->qc->leftover_at, at))
+			continue;
+		err = rsd__lease_wait(m, f);
+		return err ? err : XFER_WAITED;
+	}
+	return 0;
+}
+
 static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_action *a,
 		     void *stream, struct rsd_transition *rep, bool *deferred)
 {
 	struct rsd_location d = a->location;
 	struct xfer x;
-	int err;
+	int err = wait_move_from(m, rec, d);
 
+	if (err)
+		return err;
 	struct rsd_mat *dmat = rsd__rec_mat(rec, d);
 
 	if (dmat && dmat->arriving)
@@ -501,8 +529,10 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	struct rsd_mat *smat;
 	struct xfer x;
 	bool have_src;
-	int err;
+	int err = wait_move_from(m, rec, d);
 
+	if (err)
+		return err;
 	struct rsd_mat *dmat = rsd__rec_mat(rec, d);
 
 	if (dmat && dmat->arriving)
@@ -773,6 +803,8 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 				continue;
 			}
 		}
+		if (err == XFER_WAITED)
+			continue;
 		if (err != XFER_RETRY)
 			break;
 		/* Another thread's transfer of this value decides the outcome:

@@ -85,14 +85,31 @@ static int event_failed(const struct sim_event *ev, const struct sim_fault *f)
 			rsd_strerror(f->err));
 }
 
+/* With sd->lock held: a copy of the lost device's that started before
+ * the loss and that another thread still runs (its bytes moving, or its
+ * modelled time not over), which the loss cannot stop. */
+static bool lost_copy_running(struct rsd_simdev *sd, int device)
+{
+	for (const struct sim_stream *s = sd->streams; s; s = s->next)
+		if (s->device == device && s->running && s->current &&
+		    s->current->kind == SIM_WORK_COPY && !s->current->skip &&
+		    !pthread_equal(s->runner, pthread_self()))
+			return true;
+	return false;
+}
+
 /* With sd->lock held: 0, or for an event of a lost device -RSD_EDEVLOST,
- * recorded: complete or not, such an event reports the loss. */
+ * recorded: complete or not, such an event reports the loss. The answer
+ * lets the caller free what the device's work used, so it waits for a
+ * copy the loss caught running: it still reads and writes its ends. */
 static int event_lost(struct rsd_simdev *sd, const struct sim_event *ev)
 {
 	char op[64];
 
 	if (!sd->dev[ev->device].lost)
 		return 0;
+	while (lost_copy_running(sd, ev->device))
+		rsd__sim_wait(sd);
 	snprintf(op, sizeof(op), "event %p", (const void *)ev);
 	return rsd__sim_lost(sd, ev->device, op);
 }

@@ -110,6 +110,14 @@ static void *do_acquire(void *arg)
 	return NULL;
 }
 
+static void *do_ensure(void *arg)
+{
+	struct call *c = arg;
+
+	call_done(c, rsd_ensure(c->f->m, c->h, c->at, NULL, NULL));
+	return NULL;
+}
+
 static void *do_ensure_async(void *arg)
 {
 	struct call *c = arg;
@@ -300,7 +308,7 @@ ATF_TC_BODY(query_failure_is_no_answer, tc)
 ATF_TC_WITHOUT_HEAD(sync_failure_is_no_answer);
 ATF_TC_BODY(sync_failure_is_no_answer, tc)
 {
-	struct call w = { 0 };
+	struct call w;
 	const struct rsd_resident *v;
 	struct rsd_handle h;
 	pthread_t t;
@@ -547,6 +555,54 @@ ATF_TC_BODY(many_waiters_on_failed_copy, tc)
 }
 
 /*
+ * A queued move from pinned memory to cuda:0 that fails on the device, and
+ * another thread's ensure back to pinned memory while it is queued: the
+ * ensure waits for the move's copy before placing anything there, so the
+ * move's undo finds the place free and puts the source back. (Before, the
+ * ensure's own copy, arriving at pinned memory and reading the move's
+ * destination, was there when a reap undid the move: the undo kept no
+ * source, the ensure then failed with the move's copy, and the value's
+ * only bytes were gone.) The copy's error goes to exactly one of the
+ * ensure and the reap that races it; the value is whole at pinned memory.
+ */
+ATF_TC_WITHOUT_HEAD(ensure_beside_failed_move_keeps_source);
+ATF_TC_BODY(ensure_beside_failed_move_keeps_source, tc)
+{
+	struct rsd_snapshot *snap;
+	struct call w;
+	struct rsd_handle h;
+	pthread_t t;
+	int reaped;
+	struct cfx f;
+
+	setup(&f, NULL, 0);
+	h = filled(&f, PINNED, 0x5b);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	w = (struct call){ .f = &f, .h = h, .at = PINNED };
+	start_waiter(&w, do_ensure, &t, 1);
+	rsd_simdev_complete_all(f.sd);
+	/* Most often before the ensure is back from its wait. */
+	reaped = rsd_manager_reap(f.m);
+	join(t);
+	ATF_CHECK_MSG((reaped == -RSD_EDEVICE) != (w.rc == -RSD_EDEVICE),
+		      "the copy's error returned %s (reap %d, ensure %d: %s)",
+		      reaped && w.rc ? "twice" : "never", reaped, w.rc, w.msg);
+	ATF_CHECK_MSG(!reaped || reaped == -RSD_EDEVICE, "reap: %d", reaped);
+	ATF_CHECK_MSG(!w.rc || w.rc == -RSD_EDEVICE, "ensure: %d (%s)", w.rc, w.msg);
+	OK(rsd_manager_reap(f.m)); /* reported once */
+	snap = cfx_snap(&f);
+	ATF_REQUIRE_MSG(cfx_snap_mat(snap, h, PINNED), "the moved source was not put back");
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA0));
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->used_bytes, N);
+	rsd_snapshot_free(snap);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA0), 0);
+	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x5b));
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
  * Two not-waiting ensures into a full pinned budget, each waiting for the
  * room a queued move out of pinned memory still holds: both return once
  * the copy has run, and both values fit.
@@ -704,6 +760,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, sticky_fault_drains_before_free);
 	ATF_TP_ADD_TC(tp, many_host_waiters_return);
 	ATF_TP_ADD_TC(tp, many_waiters_on_failed_copy);
+	ATF_TP_ADD_TC(tp, ensure_beside_failed_move_keeps_source);
 	ATF_TP_ADD_TC(tp, room_waiters_return);
 	ATF_TP_ADD_TC(tp, works_after_failed_copy);
 	ATF_TP_ADD_TC(tp, works_after_failed_copy_nowait);

@@ -69,7 +69,7 @@ static void run_seeds(uint64_t first, unsigned nthreads, unsigned ops, unsigned 
  * returns RSD_ECLOSED once the device runs; Documentation/reliability.md,
  * "The hostile test", says what is missing).
  */
-#define SLICE_FAULTS "all,-close-race,-devloss,-uses"
+#define SLICE_FAULTS "all,-close-race"
 #define SLICE_CHECKS "all"
 
 static void run_hostile(uint64_t first, unsigned nthreads, unsigned ops, unsigned permille)
