@@ -14,7 +14,8 @@
  * A failure is legitimate only where the same call run alone at that
  * moment fails too: RSD_EDEVLOST from a call that names cuda:1 or touches a
  * value that may have been there (durable and device values), ending after
- * the loss began; RSD_EINUSE from a drop or a move whose copy a queued copy
+ * the loss began, or from a copy of a sourced value off cuda:1 whose
+ * driver op met the loss (the first call to meet it returns it); RSD_EINUSE from a drop or a move whose copy a queued copy
  * or a released lease may still use. Everything else must succeed. At the
  * end, with the device drained: nothing is charged or counted at cuda:1;
  * host, sourced and durable values all survive with their bytes; a device
@@ -94,6 +95,14 @@ static void judge(struct worker *w, const char *what, int rc, enum kind k, bool 
 	if (rc == -RSD_EDEVLOST && begun && w->queued1[k] &&
 	    strstr(rsd_last_error()->message, "a queued copy of value")) {
 		w->queued1[k] = false;
+		w->devlost++;
+		return;
+	}
+	/* A sourced value whose only copy was at cuda:1: the call that
+	 * copies from it meets the loss in the driver and returns it, as it
+	 * would alone (§23.1); its source loads it again at the next one. */
+	if (rc == -RSD_EDEVLOST && begun && k == SOURCED &&
+	    strstr(rsd_last_error()->message, "cuda:1, which was lost")) {
 		w->devlost++;
 		return;
 	}
