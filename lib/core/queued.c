@@ -486,7 +486,8 @@ int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec)
 	int code = rec->copy_err;
 
 	rec->copy_err = 0;
-	m->copy_errs--;
+	if (m->copy_errs)
+		m->copy_errs--;
 	if (m->copy_err_rec == rec)
 		m->copy_err = 0;
 	return copy_failure(code, rec->handle.id, rec->copy_err_at);
@@ -496,7 +497,7 @@ int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec)
  * call has reported (the slot keeps only the last one). */
 static struct rsd_record *copy_error_other(struct rsd_manager *m)
 {
-	for (size_t i = 0; m->copy_errs && i < m->nrecs; i++)
+	for (size_t i = 0; i < m->nrecs; i++)
 		if (m->recs[i]->copy_err && !m->recs[i]->discarded)
 			return m->recs[i];
 	m->copy_errs = 0;
@@ -517,7 +518,8 @@ int rsd__copy_error_reap(struct rsd_manager *m)
 	m->copy_err = 0;
 	if (rec->copy_err == code) {
 		rec->copy_err = 0;
-		m->copy_errs--;
+		if (m->copy_errs)
+			m->copy_errs--;
 	}
 	return copy_failure(code, rec->handle.id, m->copy_err_at);
 }

@@ -687,9 +687,9 @@ static bool may_queue(struct rsd_record *rec, const struct rsd_action *a)
 
 /*
  * Whether a copy that failed with RSD_EDEVLOST read a copy on a device the
- * driver now reports lost (its bytes are gone, not the value): the action
- * runs again once the loss is quarantined, from the value's other copy or
- * its source (§23.2: the rest works as before).
+ * driver now reports lost (those bytes are gone, not the value): once the
+ * loss is quarantined the action runs again from the value's other copy,
+ * where it has one (§23.2: the rest works as before).
  */
 static bool source_lost(struct rsd_manager *m, const struct rsd_transition *rep, int err)
 {
