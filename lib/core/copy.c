@@ -131,12 +131,14 @@ int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struc
 int rsd__copy_drain(struct rsd_manager *m, void *stream)
 {
 	/* Best effort: drain the stream before the caller frees its target;
-	 * a second failure must not mask the first. */
+	 * a second failure must not mask the first. A stream whose device
+	 * was lost runs nothing any more: that answer is as final as a
+	 * drain (devloss.c settles what was there). */
 	struct rsd_error saved = *rsd_last_error();
 	int err = m->ops->stream_sync(m->ops_ctx, stream);
 
 	*rsd__err_record() = saved;
-	return err;
+	return rsd__devloss_answer(m, stream, -1, err) ? 0 : err;
 }
 
 int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event)
@@ -151,16 +153,23 @@ int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event)
 		/* A failed sync says nothing of the copy (reference.md §8.5):
 		 * drain its stream, then the event's state is the answer.
 		 * When even the drain fails there is none: the event is kept
-		 * and the caller keeps both ends of the copy. */
+		 * and the caller keeps both ends of the copy. A lost device's
+		 * RSD_EDEVLOST is the answer: the copy failed, once. */
 		struct rsd_error saved = *rsd_last_error();
+		int d = m->ops->stream_sync(m->ops_ctx, stream);
 
-		q = m->ops->stream_sync(m->ops_ctx, stream) ? 0 :
-							      m->ops->event_query(m->ops_ctx, ev);
-		if (!q) {
+		q = d ? 0 : m->ops->event_query(m->ops_ctx, ev);
+		if (!q && !rsd__devloss_answer(m, stream, -1, d)) {
 			*rsd__err_record() = saved;
 			return err;
 		}
-		err = q < 0 ? q : 0; /* q < 0: the copy's own failure */
+		if (q) {
+			err = q < 0 ? q : 0; /* q < 0: the copy's own failure */
+		} else if (err == d) {
+			*rsd__err_record() = saved;
+		} else {
+			err = d; /* the drain's record names the loss */
+		}
 	}
 	m->ops->event_destroy(m->ops_ctx, ev);
 	*event = NULL;

@@ -850,6 +850,9 @@ struct rsd_manager {
 	int copy_err;
 	struct rsd_record *copy_err_rec;
 	struct rsd_location copy_err_at;
+	/* Records whose copy_err is set: a reap with copy_err reported
+	 * looks for the others (an upper bound: a freed record's is gone). */
+	uint32_t copy_errs;
 	/* Publication bookkeeping. */
 	struct rsd__slab oc; /* freed publication objects for the next ones */
 	struct rsd_record **dirty;
@@ -1395,9 +1398,9 @@ bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rs
  * the error of the call that needed the value; cleared, and no explicit
  * reap reports it after this. */
 int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec);
-/* The last queued copy's failure no call has reported yet, for
- * rsd_manager_reap(): 0, or the error (cleared: the value's next call
- * does not report it again). */
+/* A queued copy's failure no call has reported yet, for
+ * rsd_manager_reap(): the last one, else any other; 0, or the error
+ * (cleared: the value's next call does not report it again). */
 int rsd__copy_error_reap(struct rsd_manager *m);
 /* Keep waiting on l's events possible without the lock: a pinned record
  * may be folded in meanwhile (its state DONE), and its last unpinner

@@ -148,6 +148,20 @@ static bool has_other_copy(const struct rsd_manager *m, const struct rsd_record 
 	return false;
 }
 
+/* Whether a queued copy of rec still reads its copy at `at`: whether the
+ * value outlives the loss is that copy's answer (its end sweeps again,
+ * rsd__qcopy_finish()). */
+static bool feeds_copy(const struct rsd_record *rec, struct rsd_location at)
+{
+	for (uint32_t k = 0; k < rec->nmats; k++) {
+		const struct rsd_lease_rec *fill = rec->mats[k].fill;
+
+		if (fill && fill->n && rsd_location_equal(fill->loc, at))
+			return true;
+	}
+	return false;
+}
+
 struct sweep_counts {
 	uint64_t removed, kept, lost;
 };
@@ -185,7 +199,7 @@ static void sweep_record(struct rsd_manager *m, struct rsd_record *rec, struct s
 			continue;
 		/* A transfer or queued copy in flight settles it when it ends
 		 * (its thread's writer exit sweeps again). */
-		if (mat->arriving || mat->busy || mat->leaving || mat->fill)
+		if (mat->arriving || mat->busy || mat->leaving || mat->fill || feeds_copy(rec, at))
 			continue;
 		if (!rec->lost && !rec->has_source && !has_other_copy(m, rec)) {
 			rec->lost = true;

@@ -352,6 +352,8 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 	 * not again when the call that queued it returned it. */
 	if (qc->told)
 		return;
+	if (!rec->copy_err)
+		m->copy_errs++;
 	rec->copy_err = qc->err;
 	rec->copy_err_at = qc->to;
 	m->copy_err = qc->err;
@@ -374,6 +376,10 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 			src->pending_count--;
 			m->acct[rsd__loc_slot(l->loc)].pending_count--;
 			rsd__failed_settle(m, rec, l->loc);
+			/* It read a copy on a failed device: the writer exit
+			 * settles that copy now (devloss.c). */
+			if (l->loc.kind == RSD_CUDA && m->acct[rsd__loc_slot(l->loc)].failed)
+				rsd__devlost_note();
 		}
 	}
 	if (qc->err)
@@ -454,7 +460,9 @@ int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat)
 	char name[RSD_LOCATION_NAME_MAX];
 	int code = mat->failed;
 
-	if (code == -RSD_EDEVLOST)
+	/* A copy on a sound device fails with RSD_EDEVLOST too when it
+	 * touched a lost one: only a copy on the lost device died with it. */
+	if (code == -RSD_EDEVLOST && mat->value && rsd__devloss_dead_block(mat->value))
 		return rsd__err_dead_copy(rec, mat);
 	return rsd__err(failure_code(code),
 			"value %llu at %s: a queued copy to it failed on the device (%s); it stays "
@@ -484,21 +492,42 @@ int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec)
 	int code = rec->copy_err;
 
 	rec->copy_err = 0;
+	if (m->copy_errs)
+		m->copy_errs--;
 	if (m->copy_err_rec == rec)
 		m->copy_err = 0;
 	return copy_failure(code, rec->handle.id, rec->copy_err_at);
 }
 
+/* With m->copy_err reported already: another record's failure that no
+ * call has reported (the slot keeps only the last one). */
+static struct rsd_record *copy_error_other(struct rsd_manager *m)
+{
+	for (size_t i = 0; i < m->nrecs; i++)
+		if (m->recs[i]->copy_err && !m->recs[i]->discarded)
+			return m->recs[i];
+	m->copy_errs = 0;
+	return NULL;
+}
+
 int rsd__copy_error_reap(struct rsd_manager *m)
 {
+	struct rsd_record *rec = m->copy_err_rec;
 	int code = m->copy_err;
 
-	if (!code)
-		return 0;
+	if (!code) {
+		rec = m->copy_errs ? copy_error_other(m) : NULL;
+		if (!rec)
+			return 0;
+		return rsd__copy_error(m, rec);
+	}
 	m->copy_err = 0;
-	if (m->copy_err_rec->copy_err == code)
-		m->copy_err_rec->copy_err = 0;
-	return copy_failure(code, m->copy_err_rec->handle.id, m->copy_err_at);
+	if (rec->copy_err == code) {
+		rec->copy_err = 0;
+		if (m->copy_errs)
+			m->copy_errs--;
+	}
+	return copy_failure(code, rec->handle.id, m->copy_err_at);
 }
 
 int rsd__reap_now(struct rsd_manager *m)

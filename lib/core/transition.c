@@ -715,13 +715,25 @@ static bool may_queue(struct rsd_record *rec, const struct rsd_action *a)
 	return a->location.kind == RSD_CUDA || src.kind == RSD_CUDA;
 }
 
+/*
+ * Whether a copy that failed with RSD_EDEVLOST read a copy on a device the
+ * driver now reports lost (those bytes are gone, not the value): once the
+ * loss is quarantined the action runs again from the value's other copy,
+ * where it has one (§23.2: the rest works as before).
+ */
+static bool source_lost(struct rsd_manager *m, const struct rsd_transition *rep, int err)
+{
+	return err == -RSD_EDEVLOST && rep->has_source && rep->source.kind == RSD_CUDA &&
+	       m->ops->device_lost && m->ops->device_lost(m->ops_ctx, rep->source.device);
+}
+
 static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, void *stream,
 			  struct rsd_transition *report)
 {
 	struct rsd_transition rep;
 	struct rsd_record *rec;
 	uint64_t started = 0;
-	bool stamp, deferred, flushed = false;
+	bool stamp, deferred, flushed = false, relost = false;
 	int err, dev;
 
 	err = rsd__reap(m);
@@ -805,6 +817,19 @@ static int exec_action_in(struct rsd_manager *m, const struct rsd_action *a, voi
 		}
 		if (err == XFER_WAITED)
 			continue;
+		/* The quarantine takes the dead copy out (devloss.c); a
+		 * second loss is the action's answer, and so is this one
+		 * when no other copy is left (§23.1). */
+		if (!relost && !rsd__batch_pending() && source_lost(m, &rep, err)) {
+			struct rsd_error saved = *rsd_last_error();
+			struct rsd_location other;
+
+			relost = true;
+			rsd__quarantine(m);
+			*rsd__err_record() = saved;
+			if (min_resident(rec, NULL, &other))
+				continue;
+		}
 		if (err != XFER_RETRY)
 			break;
 		/* Another thread's transfer of this value decides the outcome:

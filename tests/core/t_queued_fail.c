@@ -13,6 +13,7 @@
  * The simulated device runs on command: a queued copy stays queued until
  * the test completes the device's work.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <atf-c.h>
@@ -117,6 +118,46 @@ ATF_TC_BODY(copy_failing_on_the_device, tc)
 	check_undone(&f, h);
 	OK(rsd_drop(f.m, h, CUDA0, NULL));		 /* reported once: by the reap */
 	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x17)); /* nothing else lost */
+	cfx_fini(&f);
+}
+
+/*
+ * Two values' copies fail before any reap: each explicit reap reports one
+ * of them (the last to fail first), so that reaps drain them all; then
+ * there is none, and neither value's next call reports its copy again.
+ */
+ATF_TC_WITHOUT_HEAD(each_reap_reports_one);
+ATF_TC_BODY(each_reap_reports_one, tc)
+{
+	struct rsd_handle a, b;
+	struct rsd_lease *l;
+	char want[64];
+	struct cfx f;
+
+	setup(&f);
+	a = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	b = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	rsd_simdev_fail_all(f.sd, RSD_SIMDEV_COPY_EXEC, RSD_EDEVICE);
+	OK(rsd_ensure_async(f.m, a, CUDA0, NULL, NULL));
+	OK(rsd_ensure_async(f.m, b, CUDA0, NULL, NULL));
+	rsd_simdev_complete_all(f.sd);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	snprintf(want, sizeof(want), "a queued copy of value %llu to cuda:0",
+		 (unsigned long long)b.id);
+	CHECK_MSG_HAS(want);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	snprintf(want, sizeof(want), "a queued copy of value %llu to cuda:0",
+		 (unsigned long long)a.id);
+	CHECK_MSG_HAS(want);
+	OK(rsd_manager_reap(f.m));
+	check_undone(&f, a);
+	check_undone(&f, b);
+	OK(rsd_acquire(f.m, &a, 1, PINNED, NULL, &l));
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	OK(rsd_acquire(f.m, &b, 1, PINNED, NULL, &l));
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
 	cfx_fini(&f);
 }
 
@@ -271,6 +312,7 @@ ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, device_failure_undone);
 	ATF_TP_ADD_TC(tp, copy_failing_on_the_device);
+	ATF_TP_ADD_TC(tp, each_reap_reports_one);
 	ATF_TP_ADD_TC(tp, destination_kept_while_leased);
 	ATF_TP_ADD_TC(tp, destination_kept_while_held);
 	ATF_TP_ADD_TC(tp, close_after_fault);
