@@ -7,9 +7,9 @@
  * Naming. Functions, variables and macros shared between files are rsd__*
  * (RSD__* for constants); those of one file are static and unprefixed.
  * Types:
- * - the public types of include/rsd/ are struct rsd_NAME; core.h completes
- *   the opaque ones (struct rsd_manager, rsd_lease, rsd_hold, ...) and
- *   names the core's own objects the same way (struct rsd_record,
+ * - the public types of include/rsd/ are struct rsd_NAME; core.h (with
+ *   image.h, its read side) completes the opaque ones (struct rsd_manager,
+ *   rsd_lease, rsd_hold, ...) and names the core's own objects the same way (struct rsd_record,
  *   rsd_mat, rsd_image, rsd_acct): they are the library's state;
  * - a type private to another layer, shared between its files, is
  *   struct rsd__NAME (lib/ctrl: rsd__meta, rsd__pstate, rsd__ps_bytes);

@@ -2,7 +2,9 @@
 /*
  * The manager core: writer-side state and the images it publishes.
  *
- * Two worlds live here.
+ * Two worlds live in lib/core; this header is the writer's, image.h (which
+ * it includes) the readers'. The types come first; the functions follow,
+ * grouped by the file that defines them.
  *
  *  - The writer state (struct rsd_manager fields marked "protected by
  *    m->lock"): value records, materializations with their protection
@@ -93,13 +95,7 @@
 #include "../internal.h"
 #include "../list.h"
 #include "../base/slab.h"
-
-/*
- * Bytes that keep a group of fields off the cache lines of its neighbours,
- * whatever the structure's alignment (16 bytes from malloc): a line holding
- * a field of the group ends within the padding.
- */
-#define RSD_CACHELINE 64
+#include "image.h"
 
 /* ---- residents ---------------------------------------------------------- */
 
@@ -121,19 +117,6 @@ struct rsd_resident {
 	/* Owned by a manager: rsd_resident_free() refuses it. */
 	bool managed;
 };
-
-/* Common location of every buffer; false when mixed (or no buffer). */
-bool rsd__resident_location(const struct rsd_resident *r, struct rsd_location *at);
-/* Allocate like rsd_resident_alloc() with an explicit driver. */
-int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int ndevices,
-			const struct rsd_type *type, struct rsd_location at, size_t nbuf,
-			const uint64_t *nbytes, const void *meta, size_t meta_len,
-			struct rsd_resident **out);
-/* Free a resident whatever its ownership. */
-void rsd__resident_destroy(struct rsd_resident *r);
-struct rsd_manager;
-/* Retirement callback freeing a resident after a grace period. */
-void rsd__retire_resident(struct rsd_manager *m, void *p);
 
 /* ---- per-value records (writer side) -------------------------------------- */
 
@@ -210,64 +193,22 @@ struct rsd_record {
 	bool durable;
 };
 
-struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
-/* The materialization at `at` when it is resident (not arriving). */
-static inline struct rsd_mat *rsd__rec_resident(struct rsd_record *rec, struct rsd_location at)
-{
-	struct rsd_mat *mat = rsd__rec_mat(rec, at);
-
-	return rsd__mat_resident(mat) ? mat : NULL;
-}
-/* Free a record (from m->oc) and its materialization array, not the
- * materializations' values. Writer path. */
-void rsd__record_free(struct rsd_manager *m, struct rsd_record *rec);
-
 /* ---- per-location accounting ---------------------------------------------- */
 
-/* Indexed by rsd__loc_slot(); protected by m->lock. */
-struct rsd_acct {
-	bool known; /* in the registry (m->order) */
-	bool has_budget;
-	uint64_t budget;
-	uint64_t used, reserved;
-	uint64_t peak_used, peak_charged;
-	uint64_t value_count, reservation_count;
-	uint64_t use_count, hold_count, pending_count;
-	/* Arriving materializations here (transfers admitted, not committed). */
-	uint32_t arriving;
-	/* Bytes of work in flight outside used and reserved: temporary source
-	 * charges of loads (§7.2) and the sources of queued moves still being
-	 * read (queued.c). Admitted and counted in peak_charged like
-	 * reservations; published as in_flight_bytes. */
-	uint64_t temp;
-	/* Headroom the plans executing now keep for their own actions (§21.2,
-	 * struct rsd_plan_hold), and how many plans keep some; published as
-	 * plan_held_bytes and plan_hold_count. */
-	uint64_t plan_hold;
-	uint32_t plan_holders;
-	/* A CUDA location whose device the driver reports lost (devloss.c):
-	 * set once, never cleared; nothing is admitted there. */
-	bool failed;
-};
+/* struct rsd_acct, the books of one location, is in image.h: each image
+ * publishes a copy of them. m->acct[] holds the live ones. */
 
-/*
- * The ledger of a (live or published) location: every term admission sums.
- * own_bytes: the part of plan_hold kept by the calling thread's own plan,
- * which its own actions may use (0 for readers: they see every plan's).
- */
-static inline struct rsd__ledger rsd__acct_ledger(const struct rsd_acct *a, uint64_t own_bytes)
+/* used + reserved + temp: what peak_charged follows. */
+static inline uint64_t rsd__acct_charged(const struct rsd_acct *a)
 {
-	struct rsd__ledger l = {
-		.has_budget = a->has_budget,
-		.budget = a->has_budget ? a->budget : 0,
-		.used = a->used,
-		.reserved = a->reserved,
-		.in_flight = a->temp,
-		.held = a->plan_hold - own_bytes,
-		.holders = a->plan_holders - (own_bytes != 0),
-	};
+	return a->used + a->reserved + a->temp;
+}
 
-	return l;
+/* Raise peak_charged to the charge now. */
+static inline void rsd__acct_peak(struct rsd_acct *a)
+{
+	if (rsd__acct_charged(a) > a->peak_charged)
+		a->peak_charged = rsd__acct_charged(a);
 }
 
 /* ---- storage-owner index (keymap.c) ---------------------------------------- */
@@ -293,242 +234,6 @@ struct rsd_keymap {
 	struct rsd_keymap_slot *slots;
 	size_t cap, count; /* cap a power of two */
 };
-
-struct rsd_keymap_slot *rsd__keymap_find(struct rsd_keymap *km, int device, const void *base);
-int rsd__keymap_insert(struct rsd_keymap *km, int device, const void *base, uint64_t owner,
-		       struct rsd_location at);
-void rsd__keymap_remove(struct rsd_keymap *km, int device, const void *base);
-void rsd__keymap_free(struct rsd_keymap *km);
-
-/* ---- the published image (image.c, pvec.c) --------------------------------- */
-
-#define RSD_PV_BITS 5
-#define RSD_PV_WIDTH (1u << RSD_PV_BITS)
-
-struct rsd_pv_node {
-	uint64_t gen; /* the publication that created it: mutable only during it */
-	void *slot[RSD_PV_WIDTH];
-};
-
-struct rsd_pv {
-	struct rsd_pv_node *root;
-	unsigned shift; /* bits below the root level: 0 = root is a leaf */
-	uint64_t count;
-};
-
-struct rsd_img_mat {
-	struct rsd_location loc;
-	uint64_t storage_nbytes;
-	uint32_t use_count, hold_count, pending_count;
-	bool arriving;
-};
-
-/* Immutable image of one value. */
-struct rsd_img_value {
-	struct rsd_handle handle;
-	uint64_t index; /* registration index: its slot in the value vector */
-	struct rsd_value_spec spec;
-	bool has_source;
-	struct rsd_location source_loc;
-	bool discarded;
-	bool lost; /* lost with its device at lost_at (devloss.c) */
-	bool durable;
-	struct rsd_location lost_at;
-	uint32_t nmats;
-	uint64_t gen; /* the publication that built it (a failed one frees it) */
-	struct rsd_img_mat mats[];
-};
-
-/* Immutable image of one known location (registry order). */
-struct rsd_img_loc {
-	struct rsd_location loc;
-	struct rsd_acct acct;
-	/* Registration indices of the values with a materialization here: a
-	 * persistent sparse bitmap (word k covers indices 64k..64k+63), so a
-	 * reader lists a location's values without scanning every value. */
-	struct rsd_pv members;
-};
-
-/* The next registration index >= *i with a materialization at l; false
- * past the last one. */
-bool rsd__img_loc_next(const struct rsd_img_loc *l, uint64_t *i);
-
-struct rsd_reservation;
-struct rsd_image;
-
-/*
- * One reservation as the image publishes it: immutable for readers; the
- * fields after label are the writer's (m->lock). Built at the publication
- * after the reservation was made or changed (its label in the same block),
- * retired at the one after it was released or changed again.
- */
-struct rsd_img_resv {
-	struct rsd_location loc;
-	uint64_t nbytes;
-	const char *label;
-	uint64_t gen;		       /* the publication that built it */
-	uint64_t pos;		       /* its slot in the table */
-	struct rsd_reservation *owner; /* NULL once released: then on m->resv_dead */
-	struct rsd__list_node dead;
-};
-
-/*
- * A published table of objects in the order they joined it (ptab.c): a
- * persistent vector (pvec.c) of slots, NULL where an object left. A
- * publication clears or appends the slots of what changed, copying one
- * path each, and rebuilds the table without its holes once they would be
- * more than half of it, so that its size stays within twice its live
- * objects and every change costs O(1) amortized (plus the path).
- */
-struct rsd_ptab {
-	struct rsd_pv pv;
-	uint64_t live; /* non-NULL slots */
-};
-
-/* The first object at a slot >= *i, with *i moved past it; NULL at the end. */
-void *rsd__ptab_next(const struct rsd_ptab *t, uint64_t *i);
-/* Whether a table of count slots with live objects is rebuilt. */
-bool rsd__ptab_sparse(uint64_t count, uint64_t live);
-/* Retire every node of t into rt (t is being replaced whole). */
-int rsd__ptab_retire_nodes(const struct rsd_ptab *t, struct rsd_image *rt);
-/* A failed publication takes back rt's retirements from index from on:
- * free what rsd__ptab_retire_nodes() allocated for those. */
-void rsd__ptab_retire_undo(struct rsd_image *rt, size_t from);
-
-struct rsd_lease_rec;
-
-/* Something the next image no longer references, freed after a grace period. */
-struct rsd_retired {
-	void (*fn)(struct rsd_manager *m, void *p); /* NULL: an object of the manager's slab */
-	void *p;
-	size_t nbytes; /* with fn NULL: its size, for rsd__slab_free() */
-};
-
-/*
- * One protection-count change appended to an image after it was built
- * (prot.c): lease and hold calls publish only this.
- */
-struct rsd_img_prot {
-	uint64_t index;	  /* the value's registration index */
-	uint64_t version; /* state_version after the call that made it */
-	uint32_t slot;	  /* rsd__loc_slot() of the materialization */
-	int32_t use, hold;
-};
-
-/* Log entries per image, and distinct materializations with a nonzero net
- * change in any published prefix of it (what a reader's view must hold). */
-#define RSD_PROT_LOG_MAX 256
-#define RSD_PROT_NET_MAX 32
-
-struct rsd_image {
-	struct rsd_manager *m;
-	uint64_t state_version;
-	bool closed;
-	/*
-	 * The protection log: entries [0, nlog) are published and immutable;
-	 * the writer fills log[nlog] onwards and then advances nlog with
-	 * release semantics. A reader reads nlog once (rsd__view_init) and
-	 * adds those entries to the counts below. A full publication folds
-	 * the log into new value images and starts the next image with none.
-	 * The array (RSD_PROT_LOG_MAX entries) is allocated at the image's
-	 * first protection change and freed with the image.
-	 */
-	atomic_uint nlog;
-	_Atomic(struct rsd_img_prot *) log;
-	struct rsd_pv values; /* struct rsd_img_value *, registration order */
-	uint32_t nlocs;
-	const struct rsd_img_loc *locs;
-	struct rsd_ptab resv;	 /* struct rsd_img_resv *, creation order */
-	struct rsd_ptab pending; /* struct rsd_lease_rec *, order they became pending */
-	/* Only the writer and the reclaimer use what follows, while readers
-	 * may still read the fields above: keep them off those lines. */
-	char reader_pad[RSD_CACHELINE];
-	/* Replaced images wait in a batch for one grace period (m->reclaim). */
-	struct rsd_image *batch_next;
-	/* On a batch head: the next batch in its queue (the reclaimer's or
-	 * m->gpq) and, in m->gpq, the grace period it waits for. */
-	struct rsd_image *gp_next;
-	uint64_t gp_seq;
-	bool reclaim_soon; /* it retired memory or events: do not batch */
-	/* Lease records retired while it was published, linked through
-	 * free_next: a reap of N leases appends N without growing an array. */
-	struct rsd_lease_rec *retired_leases;
-	struct rsd_retired *retired; /* inline_retired until it grows */
-	size_t nretired, capretired;
-	struct rsd_retired inline_retired[8];
-};
-
-void *rsd__pv_get(const struct rsd_pv *pv, uint64_t i);
-/* Set slot i (i <= count; i == count appends), copying frozen nodes on the
- * path and retiring them into rt. */
-int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt);
-/* Free every node reachable from pv, calling fn (when not NULL) on every
- * value; used at destroy. */
-void rsd__pv_free_nodes(struct rsd_pv *pv, struct rsd__slab *oc,
-			void (*fn)(struct rsd__slab *oc, void *val));
-/* Undo a failed publication: free the nodes of generation gen reachable from
- * pv (nodes of earlier ones are shared with a published image) and clear
- * the slots appended in place at indices >= from (the published count),
- * calling fn (when not NULL) on every value in the slots freed or cleared. */
-void rsd__pv_free_gen(struct rsd_pv *pv, struct rsd__slab *oc, uint64_t from, uint64_t gen,
-		      void (*fn)(struct rsd__slab *oc, void *val, uint64_t gen));
-int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
-void rsd__retire_free(struct rsd_manager *m, void *p);
-/* Retire an object of nbytes from m->oc: it goes back to the cache. */
-int rsd__retire_obj(struct rsd_image *img, void *p, size_t nbytes);
-
-/* Protection counts as an image publishes them: base plus log. */
-struct rsd_prot_counts {
-	uint64_t use, hold, pending;
-};
-
-/*
- * What one reader sees of an image: the log length read once, the version
- * it implies and the log's net changes per materialization. Every count
- * and the version a reader reports must come from the same view.
- */
-struct rsd_view {
-	const struct rsd_image *img;
-	uint64_t version;
-	uint32_t nnet;
-	struct rsd_img_prot net[RSD_PROT_NET_MAX];
-};
-
-void rsd__view_init(struct rsd_view *v, const struct rsd_image *img);
-struct rsd_prot_counts rsd__view_mat_prot(const struct rsd_view *v, const struct rsd_img_value *iv,
-					  uint32_t k);
-struct rsd_prot_counts rsd__view_loc_prot(const struct rsd_view *v, const struct rsd_img_loc *l);
-/* The state_version an image publishes now (its base or its last log entry). */
-uint64_t rsd__img_version(const struct rsd_image *img);
-
-static inline bool rsd__prot_any(struct rsd_prot_counts c)
-{
-	return c.use || c.hold || c.pending;
-}
-
-/*
- * Commit a lease or hold change of n values at `at` (use, hold and pending
- * are +1/-1 or 0): adjusts the writer's counts and the version (+1), then
- * appends a use/hold change to the published image's log when it can, or
- * leaves it for the full publication at writer exit.
- */
-void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at, struct rsd_record *const *recs,
-		      size_t n, int use, int hold, int pending);
-/* Mark the values of the image's log for re-imaging (full publication). */
-void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img);
-
-/* Binary search of the image by handle id (ids grow with registration). */
-const struct rsd_img_value *rsd__img_find(const struct rsd_image *img, uint64_t id);
-const struct rsd_img_loc *rsd__img_loc(const struct rsd_image *img, struct rsd_location at);
-
-/*
- * Reader side: registers the calling thread with liburcu on first use (and
- * unregisters it at thread exit), then rcu_read_lock(). Returns the image.
- */
-const struct rsd_image *rsd__read_begin(struct rsd_manager *m);
-void rsd__read_end(void);
-/* Make sure the calling thread is a registered RCU thread. */
-void rsd__rcu_register(void);
 
 /* ---- lifetimes ------------------------------------------------------------- */
 
@@ -645,11 +350,6 @@ struct rsd_objlink {
 	struct rsd__list_node node;
 };
 
-/* List and unlist an object (lifetime.c); the _locked forms (after struct
- * rsd_manager) with m->objs_lock held, unlink only while link->m is set. */
-void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link);
-void rsd__obj_unlink(struct rsd_objlink *link);
-
 /*
  * What a lifetime object's *_free() does when its caller never released it
  * (abandonment, §8.9): the same for leases, holds and reservations, told
@@ -661,22 +361,13 @@ struct rsd_lifetime_kind {
 	int (*release)(void *obj); /* its *_release() */
 };
 
-/*
- * Called by *_free() after rsd__guard_free(). An object still active and
- * listed by a manager is released (kind->release) with a warning; the
- * warnings name it "<noun> '<label>'", or without a label "<noun>" and
- * "<noun> on <n> value(s)". True: the caller goes on to unlink and free it.
- * False: the release failed and the manager still lists the object, so
- * both are kept (m->keep_alive) and the caller returns without freeing.
- */
-bool rsd__free_release(const struct rsd_lifetime_kind *kind, void *obj,
-		       const struct rsd_objlink *link, bool active, const char *label, size_t n);
-
 /* Handles kept without an allocation: in a lease object, a lease record,
  * and the handle set rsd_hold() validates. */
 #define RSD_HANDLES_INLINE 4
+
 /* Consumer streams of a lease searched linearly for a duplicate. */
 #define RSD_STREAMS_SCAN 8
+
 /* Recycled lease objects and records kept per manager. */
 #define RSD_LEASE_CACHE_MAX 64
 
@@ -889,137 +580,6 @@ static inline void rsd__obj_unlink_locked(struct rsd_objlink *link)
 	link->m = NULL;
 }
 
-/* Process-unique, never 0: manager, handle and lifetime ids. */
-uint64_t rsd__next_id(void);
-
-/*
- * Writer entry: guard (a source callback of m on this thread, same-thread
- * re-entry), transition lock, then the prologue named by flags. On success
- * the lock is held; leave with rsd__writer_exit(), which publishes what
- * changed and unlocks. Waiting for the lock is bounded by other calls'
- * admit and commit phases: no transfer runs under it.
- */
-#define RSD_W_OPEN 1u /* refuse a closed manager */
-#define RSD_W_REAP 2u /* reap completed leases */
-int rsd__writer_enter(struct rsd_manager *m, unsigned flags);
-void rsd__writer_exit(struct rsd_manager *m);
-/*
- * The lock without any guard, for clean-up that must not fail (§21.4: a
- * call releasing what it built on its own failure path) and for commits.
- * Leave with rsd__writer_exit().
- */
-void rsd__writer_lock(struct rsd_manager *m);
-/*
- * Phases of a transfer (transition.c). pause leaves the lock for a transfer
- * phase: it publishes what earlier commits of the same call changed (only
- * when state_version moved: an admission alone is never published) and
- * unlocks; resume takes the lock back, unguarded, for the commit.
- */
-void rsd__writer_pause(struct rsd_manager *m);
-void rsd__writer_resume(struct rsd_manager *m);
-/* Sleep without the lock until some transfer commits or rolls back, a
- * load ends or a waited-for lease is reaped; the lock is held again on
- * return. Callers re-check their condition. */
-void rsd__writer_wait(struct rsd_manager *m);
-/* Wake every thread in rsd__writer_wait(); m->lock held. */
-void rsd__xfer_wake(struct rsd_manager *m);
-/*
- * Waits of the controller for other threads' work (lib/ctrl/use.c).
- * rsd__progress() reads a count that steps whenever something may have
- * given room back: a commit or rollback, a transfer's or load's end, a
- * plan's end (its held headroom), a reaped lease event. Taken before a
- * decision, it is what rsd__progress_wait() waits to move past, so no
- * wake-up between the two is lost.
- */
-uint64_t rsd__progress(struct rsd_manager *m);
-/*
- * Sleep without the lock until the count moves past seen (with at: until
- * an admission outside any plan would take need more bytes at *at, or
- * bytes charged or held there go) or the
- * clock (rsd__now_ns()) reaches until_ns, reaping completed lease events
- * and queued copies as they finish (nobody else may reap them). Returns 1
- * when the count moved (or the room is there), 0 when until_ns came first,
- * 2 when it has not and
- * nothing is in flight (no transfer, load, executing plan or queued copy,
- * and no lease event pending, or only lease events that stayed pending
- * for 200 ms), so that no wait can change anything; or -RSD_ECLOSED. The
- * thread's last error is kept.
- */
-int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_location *at,
-		       uint64_t need, uint64_t until_ns);
-/* Leave the lock for a wait on the device, counted in m->inflight (close
- * waits for it, as for a transfer); end takes the lock back and wakes
- * the waiters. */
-void rsd__device_wait_begin(struct rsd_manager *m);
-void rsd__device_wait_end(struct rsd_manager *m);
-
-/* The test-only section log (internal.h, linlog.c); m->lock held. */
-extern atomic_uint rsd__lin_on;
-void rsd__lin_note_slow(const struct rsd_manager *m, enum rsd_lin_kind kind, uint64_t arg);
-/* arg: the action index of RSD_LIN_SETTLE_*, else 0. */
-static inline void rsd__lin_note(const struct rsd_manager *m, enum rsd_lin_kind kind, uint64_t arg)
-{
-	if (rsd__unlikely(atomic_load_explicit(&rsd__lin_on, memory_order_relaxed) != 0))
-		rsd__lin_note_slow(m, kind, arg);
-}
-
-/*
- * A source callback of m runs on this thread: the thread's own calls into
- * m are refused with RSD_EREENTRANT until it returns (§9.1); other
- * threads proceed. Frames live on the caller's stack.
- */
-/*
- * What the calling thread is executing, as one scope: a not-waiting
- * call's queue mode (queued.c), a plan's batch of queued copies (batch.c)
- * and the innermost plan's headroom (manager.c). Each entry point sets its
- * part and puts the old value back, nested. A source load's callback runs
- * in a fresh, empty scope (rsd__callback_begin() saves the whole context
- * and clears it, rsd__callback_end() puts it back): a call it makes on
- * another manager neither queues its copies nor joins the plan's batch,
- * and its charges do not count against the plan's headroom.
- */
-struct rsd_xfer_batch;
-struct rsd_plan_hold;
-struct rsd_exec {
-	bool queue_mode;
-	struct rsd_xfer_batch *batch;
-	struct rsd_plan_hold *hold;
-};
-/* The calling thread's context (never NULL). */
-struct rsd_exec *rsd__exec(void);
-
-struct rsd_cb_frame {
-	const struct rsd_manager *m;
-	struct rsd_cb_frame *up;
-	struct rsd_exec saved; /* the caller's context, back at the end */
-};
-void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m);
-void rsd__callback_end(struct rsd_cb_frame *f);
-bool rsd__in_callback(const struct rsd_manager *m);
-/* Publish the writer state now (writer_exit does it). */
-int rsd__publish(struct rsd_manager *m);
-/* Whether the writer state differs from the published image. */
-bool rsd__unpublished(const struct rsd_manager *m);
-/*
- * For readers, before rsd__read_begin(): when a writer call committed but
- * could not publish (m->unpublished), publish now under the transition
- * lock, so that a reader sees every change a call reported done. 0, or
- * -RSD_ENOMEM when publication fails again (nothing is read then), or the
- * writer guard's refusal (a source load is running, same-thread re-entry).
- */
-int rsd__read_fresh(struct rsd_manager *m);
-/*
- * For a decision, before rsd__read_fresh(): while copies not-waiting calls
- * queued are outstanding, reap (a writer section), so that the copies that
- * completed count as complete and their destinations can be evicted. No
- * lock when none is queued. 0, or the reap's or the writer guard's error.
- */
-int rsd__reap_queued(struct rsd_manager *m);
-/* A writer section that only reaps (rsd_manager_reap() without reporting
- * a queued copy's failure): a use reaps before it decides, so that its own
- * entry's reap cannot make the decision stale. */
-int rsd__reap_now(struct rsd_manager *m);
-int rsd__publish_first(struct rsd_manager *m);
 /* Append a batch head to a queue linked through gp_next. */
 static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_image **tail,
 					struct rsd_image *b)
@@ -1032,220 +592,7 @@ static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_imag
 	*tail = b;
 }
 
-/* Hand the batch of replaced images to the reclaimer. */
-void rsd__reclaim_flush(struct rsd_manager *m);
-/* Run a batch's retirements and free its images (after a grace period);
- * writer: called by the writer (m->lock held), not the reclaimer thread. */
-void rsd__image_reclaim(struct rsd_image *batch, bool writer);
-/* Queue a batch for reclamation after a grace period (reclaim.c). */
-void rsd__reclaim_submit(struct rsd_image *batch);
-/* Wait until every grace period asked for so far has ended (and the
- * reclaimer freed what it was given). */
-void rsd__reclaim_barrier(void);
-/* Count a live manager (rsd_manager_create), and uncount it at destroy:
- * the last put ends the reclaimer thread. */
-void rsd__reclaim_get(void);
-void rsd__reclaim_put(void);
-/* Ask for a grace period: its number for rsd__gp_done(). */
-uint64_t rsd__gp_request(void);
-bool rsd__gp_done(uint64_t seq);
-/* Free the manager's plain batches whose grace period ended (at most max;
- * 0: all of them, at destroy). Writer path. */
-void rsd__reclaim_poll(struct rsd_manager *m, unsigned max);
-/* Free the last image; after rcu_barrier() at destroy. */
-void rsd__image_destroy(struct rsd_manager *m);
-
-int rsd__check_spec(const struct rsd_value_spec *spec);
-/* Validate a location against this manager's runtime (§1.3). */
-int rsd__check_location(const struct rsd_manager *m, struct rsd_location at);
-/* Validate a stream for a destination (§4.1 step 5). */
-int rsd__check_stream(const struct rsd_manager *m, void *stream, struct rsd_location at);
-/* The same check with an explicit driver (a lease keeps its own). */
-int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *stream,
-			     struct rsd_location at);
-/* Resolve a handle (§2.5). */
-int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
-/* The same, but a value lost with its device resolves (a discard ends it). */
-int rsd__resolve_lost(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
-/* Resolve n handles that must be resident at `at` (acquire, hold): an
- * arriving copy is not resident (RSD_EUNAVAILABLE); a copy a move in
- * flight is taking away is waited for (lock released meanwhile). */
-int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, size_t n,
-			  struct rsd_location at, struct rsd_record **recs);
-/* Admission rule (§7.1) for n more bytes at slot: n <= rsd__ledger_free()
- * of the location's ledger as this thread sees it (every term but its own
- * plan's headroom); records the error naming every term. */
-int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
-/*
- * The headroom a plan's preflight predicted (its peaks above the location's
- * used + reserved then: rise), kept from other threads' admissions while
- * the plan executes and releases the lock for its transfers (§21.2). What
- * the plan's own actions charge comes out of it and what they give back
- * returns to it, never past rise: bytes[slot] = rise - net, kept within
- * [0, rise], so a byte the plan charged is never counted twice. Lives on
- * the executing thread's stack (the innermost is the thread's own); take
- * and give under m->lock.
- */
-struct rsd_plan_hold {
-	uint64_t bytes[RSD_NSLOTS]; /* kept now, in the location's plan_hold */
-	uint64_t rise[RSD_NSLOTS];  /* predicted at the preflight */
-	int64_t net[RSD_NSLOTS];    /* charged minus refunded by its own thread */
-	struct rsd_plan_hold *up;   /* the thread's enclosing plan, if any */
-};
-struct rsd_location_bytes;
-void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
-			 const struct rsd_location_bytes *peaks, size_t npeaks);
-void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h);
-/* The calling thread's own plan's headroom at slot (0 outside a plan). */
-uint64_t rsd__plan_hold_own(unsigned slot);
-/*
- * Every change of a location's used, reserved or temp goes through here
- * (m->lock held): n bytes charged (add) or refunded at slot by this
- * thread, after the caller changed the counter: it adjusts the thread's
- * own plan's headroom (struct rsd_plan_hold) and marks the location table
- * for publication.
- */
-void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add);
-/* used + reserved + temp: what peak_charged follows. */
-static inline uint64_t rsd__acct_charged(const struct rsd_acct *a)
-{
-	return a->used + a->reserved + a->temp;
-}
-/* Raise peak_charged to the charge now. */
-static inline void rsd__acct_peak(struct rsd_acct *a)
-{
-	if (rsd__acct_charged(a) > a->peak_charged)
-		a->peak_charged = rsd__acct_charged(a);
-}
-/* Record a location lazily (+1) when not yet known. An arriving
- * destination's location is recorded at its commit; until then the
- * published table shows it in a row of its own (image.c). */
-void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
-void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
-void rsd__bump(struct rsd_manager *m);
-/*
- * Reap completed pending leases (§8.5), stream by stream (§21.5). An
- * event whose query fails is no answer: its stream is synchronized
- * without the lock and the reap starts over (rsd__reap_flags() with
- * drain false leaves it pending instead, for a close that waits for
- * nothing). Returns 0, a sync's error or RSD_ECLOSED.
- */
-int rsd__reap(struct rsd_manager *m);
-int rsd__reap_flags(struct rsd_manager *m, bool drain);
-/* Forget every queued event (close drops the leases themselves). */
-void rsd__pend_clear(struct rsd_manager *m);
-/* Wait for a pending lease's events without the lock, then fold them in
- * (the lease is finalized on success). */
-int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l);
-/* Fold a pending lease in as complete: its events leave their queues and
- * it is finalized unless a waiter does that (a forced close uses it for
- * events the device reported failed). */
-void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l);
-/* Finalize a pending lease (+1). */
-void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
-/* Unlink a lease record and free it after a grace period (no version). */
-void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
-/* Free a lease record and its events (after its grace period). */
-void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l);
-/* The published tables follow these changes at the next publication
- * (image.c): l became pending; l was retired; r was made or its bytes
- * changed; r stopped counting. */
-void rsd__pending_added(struct rsd_manager *m, struct rsd_lease_rec *l);
-void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l);
-void rsd__resv_changed(struct rsd_manager *m, struct rsd_reservation *r);
-void rsd__resv_removed(struct rsd_manager *m, struct rsd_reservation *r);
-/* Free every record, value and lease record of a closing manager
- * (close.c); m->lock held, nothing in flight. */
-void rsd__close_drop(struct rsd_manager *m);
-/* Close-time teardown of every lifetime (forced close). */
-void rsd__lifetimes_drop(struct rsd_manager *m);
-/* Validate and deduplicate a handle set (§8.1) into buf when n <= cap,
- * else into a new array (*out != buf: the caller frees it). */
-int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf, size_t cap,
-		    struct rsd_handle **out, size_t *nout);
-/* Free the recycled lease objects and records; at destroy. */
-void rsd__lease_caches_free(struct rsd_manager *m);
-void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
-
-/* in lib/core/devloss.c: */
-/* With the writer lock held, after a driver op failed with RSD_EDEVLOST:
- * mark the locations of the devices the driver reports lost as failed. */
-void rsd__quarantine(struct rsd_manager *m);
-/* -RSD_EDEVLOST, recorded, naming at and what was asked there. */
-int rsd__err_failed(struct rsd_location at, uint64_t n);
-/* -RSD_EDEVLOST, recorded: rec was lost with its device. */
-int rsd__err_lost(const struct rsd_record *rec);
-/* -RSD_EDEVLOST, recorded: mat, rec's copy on a lost device, is kept
- * (unreadable) while something protects it. */
-int rsd__err_dead_copy(const struct rsd_record *rec, const struct rsd_mat *mat);
-/* An event's error that is the device's final answer: the device of its
- * stream was lost, so the event never completes (noted for the
- * quarantine). A sound device's stream is drained first; dev is the
- * device of a stream the driver no longer knows. */
-bool rsd__devloss_answer(struct rsd_manager *m, void *stream, int dev, int code);
-/* Whether r's block is on a lost device: nothing is given back to the
- * driver, the bytes leave the books only. */
-bool rsd__devloss_dead_block(const struct rsd_resident *r);
-/* A value just adopted with mode: mark it durable when mode has
- * RSD_DURABLE. */
-void rsd__durable_set(struct rsd_manager *m, struct rsd_record *rec, enum rsd_replica_mode mode);
-/* A move of rec from `from` keeps that copy: rec is durable and it is its
- * last host copy (the move copies, as an ensure). */
-bool rsd__durable_keep(const struct rsd_record *rec, struct rsd_location from);
-/* At writer exit, m->ndurable nonzero: write back a host copy of every
- * durable value the call changed whose copies are all on devices. */
-void rsd__durable_writeback(struct rsd_manager *m);
-
-/* Install / remove (§4.5). */
-int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
-		 struct rsd_resident *v, bool allow_exclusive);
-/* Install bytes the caller moved out of a reservation at `at` under the
- * same hold of the lock: rsd__install without the admission (the
- * location's total does not change). */
-int rsd__install_counted(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
-			 struct rsd_resident *v);
-/*
- * Put back a moved source whose copy failed (queued.c): its bytes never
- * left `at` (their charge stayed there, a temporary one the caller has
- * just refunded), so nothing is admitted and no other thread's headroom
- * can refuse it; an RSD_EXCLUSIVE value may still show its failed copy's
- * kept destination beside it.
- */
-int rsd__install_back(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
-		      struct rsd_resident *v);
-/*
- * rsd_adopt's two steps (register.c). spec: the spec a resident adopted at
- * `at` gets, checked in rsd_adopt's order (conformance, replica mode, a
- * resident some manager owns). install: a new record with value as its
- * one materialization, committed in registration order; counted as for
- * rsd__install_counted. Writer path.
- */
-int rsd__adopt_spec(const struct rsd_resident *value, struct rsd_location at,
-		    enum rsd_replica_mode mode, struct rsd_value_spec *spec);
-int rsd__adopt_install(struct rsd_manager *m, struct rsd_resident *value, struct rsd_location at,
-		       const struct rsd_value_spec *spec, bool counted, struct rsd_record **out);
-/* §2.4 materialization validation. */
-int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
-		      struct rsd_location at);
-/* The admit phase of a transfer: v becomes an arriving materialization,
- * charged and indexed, not resident and not yet counted in state_version. */
-int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
-			  struct rsd_resident *v, bool allow_exclusive);
-/* Its commit (+1, and +1 for a location recorded now) or its abort (no
- * version step, the charge refunded, the value freed). */
-void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
-void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
-/* The abort of a transfer whose destination the device may still write
- * (no answer from it): the same, but the storage is kept for the life of
- * the process, never freed. rsd__xfer_settle() then aborts nothing. */
-void rsd__arrival_abandon(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
-/* The same, the storage handed to the caller (its charge refunded). */
-struct rsd_resident *rsd__arrival_take(struct rsd_manager *m, struct rsd_record *rec,
-				       struct rsd_location at);
-/* 0, or -RSD_EINUSE naming what protects mat (protections, a transfer). */
-int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
-void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
-
+/* in lib/core/batch.c: */
 /*
  * A plan's queued copies (batch.c): admitted and issued without waiting,
  * committed in action order by rsd__batch_flush(). One batch per thread,
@@ -1280,22 +627,428 @@ bool rsd__batch_pending(void);
 void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd_location to,
 		    bool leave, void *stream, void *event);
 void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_transition *out);
+
 /* Wait for the queued copies without the lock, then commit them in order
  * (the first failure rolls back the rest; b->failed names its action). */
 int rsd__batch_flush(struct rsd_manager *m);
-/* Clear a transfer's marks and commit it (err 0) or roll it back. */
-void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
-		      const struct rsd_location *from, struct rsd_location to,
-		      const struct rsd_location *leave, int err);
 
-/* Run one action on the writer path (§4); report may be NULL. */
-int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
-		     struct rsd_transition *report);
+/* in lib/core/close.c: */
+/* Free every record, value and lease record of a closing manager
+ * (close.c); m->lock held, nothing in flight. */
+void rsd__close_drop(struct rsd_manager *m);
+
+/* Keep a resident allocated for the life of the process (close.c). */
+void rsd__keep_forever(struct rsd_resident *r);
+
+/* in lib/core/copy.c: */
+/*
+ * Copying a value (§4.4), in two steps so that only the first runs under
+ * the lock: allocate the destination with the source's layout, then copy
+ * into it and wait for the bytes (no lock; the caller frees dst on a
+ * definite error).
+ */
+int rsd__copy_alloc(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location to,
+		    void *stream, struct rsd_resident **out);
+
+/* Queue the copy and record its event (NULL for a host copy, done at
+ * once; *stream is the stream used); drains the stream on failure, and
+ * sets *stuck when even that drain failed (what it queued may still
+ * write dst: dst must never be freed, rsd__arrival_abandon()). */
+int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
+		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event,
+		    bool *stuck);
+
+/* Wait for *event and destroy it: 0, or the copy's definite failure (a
+ * failed sync is answered by the event once its stream drained). When
+ * even the drain fails there is no answer: the error is returned with
+ * *event kept, and the copy may still run (rsd__xfer_unanswered()). */
+int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event);
+
+/* Best effort, the error record kept: 0, or the failed sync's code. */
+int rsd__copy_drain(struct rsd_manager *m, void *stream);
+
+/* in lib/core/devloss.c: */
+/* With the writer lock held, after a driver op failed with RSD_EDEVLOST:
+ * mark the locations of the devices the driver reports lost as failed. */
+void rsd__quarantine(struct rsd_manager *m);
+
+/* -RSD_EDEVLOST, recorded, naming at and what was asked there. */
+int rsd__err_failed(struct rsd_location at, uint64_t n);
+
+/* -RSD_EDEVLOST, recorded: rec was lost with its device. */
+int rsd__err_lost(const struct rsd_record *rec);
+
+/* -RSD_EDEVLOST, recorded: mat, rec's copy on a lost device, is kept
+ * (unreadable) while something protects it. */
+int rsd__err_dead_copy(const struct rsd_record *rec, const struct rsd_mat *mat);
+
+/* An event's error that is the device's final answer: the device of its
+ * stream was lost, so the event never completes (noted for the
+ * quarantine). A sound device's stream is drained first; dev is the
+ * device of a stream the driver no longer knows. */
+bool rsd__devloss_answer(struct rsd_manager *m, void *stream, int dev, int code);
+
+/* Whether r's block is on a lost device: nothing is given back to the
+ * driver, the bytes leave the books only. */
+bool rsd__devloss_dead_block(const struct rsd_resident *r);
+
+/* A value just adopted with mode: mark it durable when mode has
+ * RSD_DURABLE. */
+void rsd__durable_set(struct rsd_manager *m, struct rsd_record *rec, enum rsd_replica_mode mode);
+
+/* A move of rec from `from` keeps that copy: rec is durable and it is its
+ * last host copy (the move copies, as an ensure). */
+bool rsd__durable_keep(const struct rsd_record *rec, struct rsd_location from);
+
+/* At writer exit, m->ndurable nonzero: write back a host copy of every
+ * durable value the call changed whose copies are all on devices. */
+void rsd__durable_writeback(struct rsd_manager *m);
+
+/* in lib/core/hold.c: */
+/* Close-time teardown of every lifetime (forced close). */
+void rsd__lifetimes_drop(struct rsd_manager *m);
 
 /* Named reservations, shared with scopes. Writer path. */
 int rsd__reserve_locked(struct rsd_manager *m, struct rsd_location at, uint64_t nbytes,
 			const char *label, struct rsd_reservation **out);
 void rsd__reservation_release_locked(struct rsd_manager *m, struct rsd_reservation *r);
+
+/* in lib/core/image.c: */
+int rsd__retire(struct rsd_image *img, void (*fn)(struct rsd_manager *m, void *p), void *p);
+
+void rsd__retire_free(struct rsd_manager *m, void *p);
+
+/* Retire an object of nbytes from m->oc: it goes back to the cache. */
+int rsd__retire_obj(struct rsd_image *img, void *p, size_t nbytes);
+
+/* Publish the writer state now (writer_exit does it). */
+int rsd__publish(struct rsd_manager *m);
+
+int rsd__publish_first(struct rsd_manager *m);
+
+/* Hand the batch of replaced images to the reclaimer. */
+void rsd__reclaim_flush(struct rsd_manager *m);
+
+/* Run a batch's retirements and free its images (after a grace period);
+ * writer: called by the writer (m->lock held), not the reclaimer thread. */
+void rsd__image_reclaim(struct rsd_image *batch, bool writer);
+
+/* Free the manager's plain batches whose grace period ended (at most max;
+ * 0: all of them, at destroy). Writer path. */
+void rsd__reclaim_poll(struct rsd_manager *m, unsigned max);
+
+/* Free the last image; after rcu_barrier() at destroy. */
+void rsd__image_destroy(struct rsd_manager *m);
+
+/* The published tables follow these changes at the next publication
+ * (image.c): l became pending; l was retired; r was made or its bytes
+ * changed; r stopped counting. */
+void rsd__pending_added(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__pending_removed(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__resv_changed(struct rsd_manager *m, struct rsd_reservation *r);
+void rsd__resv_removed(struct rsd_manager *m, struct rsd_reservation *r);
+
+/* in lib/core/install.c: */
+/* Install / remove (§4.5). */
+int rsd__install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		 struct rsd_resident *v, bool allow_exclusive);
+
+/* Install bytes the caller moved out of a reservation at `at` under the
+ * same hold of the lock: rsd__install without the admission (the
+ * location's total does not change). */
+int rsd__install_counted(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+			 struct rsd_resident *v);
+
+/*
+ * Put back a moved source whose copy failed (queued.c): its bytes never
+ * left `at` (their charge stayed there, a temporary one the caller has
+ * just refunded), so nothing is admitted and no other thread's headroom
+ * can refuse it; an RSD_EXCLUSIVE value may still show its failed copy's
+ * kept destination beside it.
+ */
+int rsd__install_back(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+		      struct rsd_resident *v);
+
+/* §2.4 materialization validation. */
+int rsd__mat_validate(const struct rsd_value_spec *spec, const struct rsd_resident *v,
+		      struct rsd_location at);
+
+/* The admit phase of a transfer: v becomes an arriving materialization,
+ * charged and indexed, not resident and not yet counted in state_version. */
+int rsd__install_arriving(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at,
+			  struct rsd_resident *v, bool allow_exclusive);
+
+/* Its commit (+1, and +1 for a location recorded now) or its abort (no
+ * version step, the charge refunded, the value freed). */
+void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+void rsd__arrival_abort(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+
+/* The abort of a transfer whose destination the device may still write
+ * (no answer from it): the same, but the storage is kept for the life of
+ * the process, never freed. rsd__xfer_settle() then aborts nothing. */
+void rsd__arrival_abandon(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+
+/* The same, the storage handed to the caller (its charge refunded). */
+struct rsd_resident *rsd__arrival_take(struct rsd_manager *m, struct rsd_record *rec,
+				       struct rsd_location at);
+
+/* 0, or -RSD_EINUSE naming what protects mat (protections, a transfer). */
+int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat);
+void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+
+/* Take the materialization at `at` out of rec without freeing its value
+ * (its charge refunded, +1); the caller owns the value. */
+struct rsd_resident *rsd__detach(struct rsd_manager *m, struct rsd_record *rec,
+				 struct rsd_location at);
+
+/* in lib/core/keymap.c: */
+struct rsd_keymap_slot *rsd__keymap_find(struct rsd_keymap *km, int device, const void *base);
+int rsd__keymap_insert(struct rsd_keymap *km, int device, const void *base, uint64_t owner,
+		       struct rsd_location at);
+void rsd__keymap_remove(struct rsd_keymap *km, int device, const void *base);
+void rsd__keymap_free(struct rsd_keymap *km);
+
+/* in lib/core/lease.c: */
+/*
+ * Reap completed pending leases (§8.5), stream by stream (§21.5). An
+ * event whose query fails is no answer: its stream is synchronized
+ * without the lock and the reap starts over (rsd__reap_flags() with
+ * drain false leaves it pending instead, for a close that waits for
+ * nothing). Returns 0, a sync's error or RSD_ECLOSED.
+ */
+int rsd__reap(struct rsd_manager *m);
+int rsd__reap_flags(struct rsd_manager *m, bool drain);
+
+/* Forget every queued event (close drops the leases themselves). */
+void rsd__pend_clear(struct rsd_manager *m);
+
+/* Wait for a pending lease's events without the lock, then fold them in
+ * (the lease is finalized on success). */
+int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/* Fold a pending lease in as complete: its events leave their queues and
+ * it is finalized unless a waiter does that (a forced close uses it for
+ * events the device reported failed). */
+void rsd__lease_complete(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/* Finalize a pending lease (+1). */
+void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/* Unlink a lease record and free it after a grace period (no version). */
+void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/* Free a lease record and its events (after its grace period). */
+void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/* Validate and deduplicate a handle set (§8.1) into buf when n <= cap,
+ * else into a new array (*out != buf: the caller frees it). */
+int rsd__handle_set(const struct rsd_handle *h, size_t n, struct rsd_handle *buf, size_t cap,
+		    struct rsd_handle **out, size_t *nout);
+
+/* Free the recycled lease objects and records; at destroy. */
+void rsd__lease_caches_free(struct rsd_manager *m);
+
+/* Keep waiting on l's events possible without the lock: a pinned record
+ * may be folded in meanwhile (its state DONE), and its last unpinner
+ * frees it. */
+static inline void rsd__lease_pin(struct rsd_lease_rec *l)
+{
+	l->waiters++;
+}
+void rsd__lease_unpin(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/* Lease records and event queues, shared with queued copies. */
+struct rsd_lease_rec *rsd__lease_rec_new(struct rsd_manager *m, size_t k);
+void rsd__lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l);
+void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k);
+
+/* in lib/core/lifetime.c: */
+/* List and unlist an object (lifetime.c); the _locked forms (after struct
+ * rsd_manager) with m->objs_lock held, unlink only while link->m is set. */
+void rsd__obj_link(struct rsd_manager *m, struct rsd_objlink *link);
+void rsd__obj_unlink(struct rsd_objlink *link);
+
+/*
+ * Called by *_free() after rsd__guard_free(). An object still active and
+ * listed by a manager is released (kind->release) with a warning; the
+ * warnings name it "<noun> '<label>'", or without a label "<noun>" and
+ * "<noun> on <n> value(s)". True: the caller goes on to unlink and free it.
+ * False: the release failed and the manager still lists the object, so
+ * both are kept (m->keep_alive) and the caller returns without freeing.
+ */
+bool rsd__free_release(const struct rsd_lifetime_kind *kind, void *obj,
+		       const struct rsd_objlink *link, bool active, const char *label, size_t n);
+
+/* in lib/core/linlog.c: */
+/* The test-only section log (internal.h, linlog.c); m->lock held. */
+extern atomic_uint rsd__lin_on;
+void rsd__lin_note_slow(const struct rsd_manager *m, enum rsd_lin_kind kind, uint64_t arg);
+
+/* arg: the action index of RSD_LIN_SETTLE_*, else 0. */
+static inline void rsd__lin_note(const struct rsd_manager *m, enum rsd_lin_kind kind, uint64_t arg)
+{
+	if (rsd__unlikely(atomic_load_explicit(&rsd__lin_on, memory_order_relaxed) != 0))
+		rsd__lin_note_slow(m, kind, arg);
+}
+
+/* in lib/core/manager.c: */
+struct rsd_mat *rsd__rec_mat(struct rsd_record *rec, struct rsd_location at);
+
+/* The materialization at `at` when it is resident (not arriving). */
+static inline struct rsd_mat *rsd__rec_resident(struct rsd_record *rec, struct rsd_location at)
+{
+	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+
+	return rsd__mat_resident(mat) ? mat : NULL;
+}
+
+/* Process-unique, never 0: manager, handle and lifetime ids. */
+uint64_t rsd__next_id(void);
+
+/*
+ * Writer entry: guard (a source callback of m on this thread, same-thread
+ * re-entry), transition lock, then the prologue named by flags. On success
+ * the lock is held; leave with rsd__writer_exit(), which publishes what
+ * changed and unlocks. Waiting for the lock is bounded by other calls'
+ * admit and commit phases: no transfer runs under it.
+ */
+#define RSD_W_OPEN 1u /* refuse a closed manager */
+#define RSD_W_REAP 2u /* reap completed leases */
+int rsd__writer_enter(struct rsd_manager *m, unsigned flags);
+void rsd__writer_exit(struct rsd_manager *m);
+
+/*
+ * The lock without any guard, for clean-up that must not fail (§21.4: a
+ * call releasing what it built on its own failure path) and for commits.
+ * Leave with rsd__writer_exit().
+ */
+void rsd__writer_lock(struct rsd_manager *m);
+
+/*
+ * Phases of a transfer (transition.c). pause leaves the lock for a transfer
+ * phase: it publishes what earlier commits of the same call changed (only
+ * when state_version moved: an admission alone is never published) and
+ * unlocks; resume takes the lock back, unguarded, for the commit.
+ */
+void rsd__writer_pause(struct rsd_manager *m);
+void rsd__writer_resume(struct rsd_manager *m);
+
+/* Sleep without the lock until some transfer commits or rolls back, a
+ * load ends or a waited-for lease is reaped; the lock is held again on
+ * return. Callers re-check their condition. */
+void rsd__writer_wait(struct rsd_manager *m);
+
+/* Wake every thread in rsd__writer_wait(); m->lock held. */
+void rsd__xfer_wake(struct rsd_manager *m);
+
+/* Leave the lock for a wait on the device, counted in m->inflight (close
+ * waits for it, as for a transfer); end takes the lock back and wakes
+ * the waiters. */
+void rsd__device_wait_begin(struct rsd_manager *m);
+void rsd__device_wait_end(struct rsd_manager *m);
+
+/*
+ * A source callback of m runs on this thread: the thread's own calls into
+ * m are refused with RSD_EREENTRANT until it returns (§9.1); other
+ * threads proceed. Frames live on the caller's stack.
+ */
+/*
+ * What the calling thread is executing, as one scope: a not-waiting
+ * call's queue mode (queued.c), a plan's batch of queued copies (batch.c)
+ * and the innermost plan's headroom (manager.c). Each entry point sets its
+ * part and puts the old value back, nested. A source load's callback runs
+ * in a fresh, empty scope (rsd__callback_begin() saves the whole context
+ * and clears it, rsd__callback_end() puts it back): a call it makes on
+ * another manager neither queues its copies nor joins the plan's batch,
+ * and its charges do not count against the plan's headroom.
+ */
+struct rsd_xfer_batch;
+struct rsd_plan_hold;
+struct rsd_exec {
+	bool queue_mode;
+	struct rsd_xfer_batch *batch;
+	struct rsd_plan_hold *hold;
+};
+
+/* The calling thread's context (never NULL). */
+struct rsd_exec *rsd__exec(void);
+
+struct rsd_cb_frame {
+	const struct rsd_manager *m;
+	struct rsd_cb_frame *up;
+	struct rsd_exec saved; /* the caller's context, back at the end */
+};
+void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m);
+void rsd__callback_end(struct rsd_cb_frame *f);
+bool rsd__in_callback(const struct rsd_manager *m);
+
+/* Whether the writer state differs from the published image. */
+bool rsd__unpublished(const struct rsd_manager *m);
+
+/* Validate a location against this manager's runtime (§1.3). */
+int rsd__check_location(const struct rsd_manager *m, struct rsd_location at);
+
+/* The same check with an explicit driver (a lease keeps its own). */
+int rsd__check_driver_stream(const struct rsd_device_ops *ops, void *ctx, void *stream,
+			     struct rsd_location at);
+
+/* Resolve a handle (§2.5). */
+int rsd__resolve(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
+
+/* The same, but a value lost with its device resolves (a discard ends it). */
+int rsd__resolve_lost(struct rsd_manager *m, struct rsd_handle h, struct rsd_record **out);
+
+/* Resolve n handles that must be resident at `at` (acquire, hold): an
+ * arriving copy is not resident (RSD_EUNAVAILABLE); a copy a move in
+ * flight is taking away is waited for (lock released meanwhile). */
+int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, size_t n,
+			  struct rsd_location at, struct rsd_record **recs);
+
+/* Admission rule (§7.1) for n more bytes at slot: n <= rsd__ledger_free()
+ * of the location's ledger as this thread sees it (every term but its own
+ * plan's headroom); records the error naming every term. */
+int rsd__admit(struct rsd_manager *m, struct rsd_location at, uint64_t n);
+
+/*
+ * The headroom a plan's preflight predicted (its peaks above the location's
+ * used + reserved then: rise), kept from other threads' admissions while
+ * the plan executes and releases the lock for its transfers (§21.2). What
+ * the plan's own actions charge comes out of it and what they give back
+ * returns to it, never past rise: bytes[slot] = rise - net, kept within
+ * [0, rise], so a byte the plan charged is never counted twice. Lives on
+ * the executing thread's stack (the innermost is the thread's own); take
+ * and give under m->lock.
+ */
+struct rsd_plan_hold {
+	uint64_t bytes[RSD_NSLOTS]; /* kept now, in the location's plan_hold */
+	uint64_t rise[RSD_NSLOTS];  /* predicted at the preflight */
+	int64_t net[RSD_NSLOTS];    /* charged minus refunded by its own thread */
+	struct rsd_plan_hold *up;   /* the thread's enclosing plan, if any */
+};
+struct rsd_location_bytes;
+void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
+			 const struct rsd_location_bytes *peaks, size_t npeaks);
+void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h);
+
+/*
+ * Every change of a location's used, reserved or temp goes through here
+ * (m->lock held): n bytes charged (add) or refunded at slot by this
+ * thread, after the caller changed the counter: it adjusts the thread's
+ * own plan's headroom (struct rsd_plan_hold) and marks the location table
+ * for publication.
+ */
+void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add);
+
+/* Record a location lazily (+1) when not yet known. An arriving
+ * destination's location is recorded at its commit; until then the
+ * published table shows it in a row of its own (image.c). */
+void rsd__record_location(struct rsd_manager *m, struct rsd_location at);
+void rsd__mark_dirty(struct rsd_manager *m, struct rsd_record *rec);
+void rsd__bump(struct rsd_manager *m);
+
+void rsd__warn(struct rsd_manager *m, const char *fmt, ...) rsd__printf(2, 3);
+
+/* in lib/core/output.c: */
 /*
  * rsd_adopt_reserved() under the lock (output.c), for it, scopes and uses:
  * the value's charge moves out of r into the value in one step; with a
@@ -1307,28 +1060,52 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 			       struct rsd_resident *value, enum rsd_replica_mode mode,
 			       void *producer_stream, struct rsd_handle *out);
 
+/* in lib/core/prot.c: */
 /*
- * Copying a value (§4.4), in two steps so that only the first runs under
- * the lock: allocate the destination with the source's layout, then copy
- * into it and wait for the bytes (no lock; the caller frees dst on a
- * definite error).
+ * Commit a lease or hold change of n values at `at` (use, hold and pending
+ * are +1/-1 or 0): adjusts the writer's counts and the version (+1), then
+ * appends a use/hold change to the published image's log when it can, or
+ * leaves it for the full publication at writer exit.
  */
-int rsd__copy_alloc(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location to,
-		    void *stream, struct rsd_resident **out);
-/* Queue the copy and record its event (NULL for a host copy, done at
- * once; *stream is the stream used); drains the stream on failure, and
- * sets *stuck when even that drain failed (what it queued may still
- * write dst: dst must never be freed, rsd__arrival_abandon()). */
-int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struct rsd_location from,
-		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event,
-		    bool *stuck);
-/* Wait for *event and destroy it: 0, or the copy's definite failure (a
- * failed sync is answered by the event once its stream drained). When
- * even the drain fails there is no answer: the error is returned with
- * *event kept, and the copy may still run (rsd__xfer_unanswered()). */
-int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event);
-/* Best effort, the error record kept: 0, or the failed sync's code. */
-int rsd__copy_drain(struct rsd_manager *m, void *stream);
+void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at, struct rsd_record *const *recs,
+		      size_t n, int use, int hold, int pending);
+
+/* Mark the values of the image's log for re-imaging (full publication). */
+void rsd__prot_fold(struct rsd_manager *m, const struct rsd_image *img);
+
+/* in lib/core/ptab.c: */
+/* Whether a table of count slots with live objects is rebuilt. */
+bool rsd__ptab_sparse(uint64_t count, uint64_t live);
+
+/* Retire every node of t into rt (t is being replaced whole). */
+int rsd__ptab_retire_nodes(const struct rsd_ptab *t, struct rsd_image *rt);
+
+/* A failed publication takes back rt's retirements from index from on:
+ * free what rsd__ptab_retire_nodes() allocated for those. */
+void rsd__ptab_retire_undo(struct rsd_image *rt, size_t from);
+
+/* in lib/core/pvec.c: */
+/* Set slot i (i <= count; i == count appends), copying frozen nodes on the
+ * path and retiring them into rt. */
+int rsd__pv_set(struct rsd_pv *pv, uint64_t i, void *val, uint64_t gen, struct rsd_image *rt);
+
+/* Free every node reachable from pv, calling fn (when not NULL) on every
+ * value; used at destroy. */
+void rsd__pv_free_nodes(struct rsd_pv *pv, struct rsd__slab *oc,
+			void (*fn)(struct rsd__slab *oc, void *val));
+
+/* Undo a failed publication: free the nodes of generation gen reachable from
+ * pv (nodes of earlier ones are shared with a published image) and clear
+ * the slots appended in place at indices >= from (the published count),
+ * calling fn (when not NULL) on every value in the slots freed or cleared. */
+void rsd__pv_free_gen(struct rsd_pv *pv, struct rsd__slab *oc, uint64_t from, uint64_t gen,
+		      void (*fn)(struct rsd__slab *oc, void *val, uint64_t gen));
+
+/* in lib/core/queued.c: */
+/* A writer section that only reaps (rsd_manager_reap() without reporting
+ * a queued copy's failure): a use reaps before it decides, so that its own
+ * entry's reap cannot make the decision stale. */
+int rsd__reap_now(struct rsd_manager *m);
 
 /*
  * Not-waiting calls (queued.c, reference.md §22). The public *_async entry
@@ -1341,8 +1118,10 @@ int rsd__copy_drain(struct rsd_manager *m, void *stream);
 /* A queued copy's record, allocated before its transfer phase so that the
  * commit cannot fail (NULL: out of memory; the copy is then waited for). */
 struct rsd_lease_rec *rsd__qcopy_new(struct rsd_manager *m);
+
 /* Give back a record that was not used (NULL is ignored). */
 void rsd__qcopy_discard(struct rsd_manager *m, struct rsd_lease_rec *l);
+
 /*
  * Commit a queued copy from src (a materialization when from is set, else
  * `loaded`, a value a source load made, charged temporarily when
@@ -1353,6 +1132,7 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 		       const struct rsd_location *from, struct rsd_location src,
 		       struct rsd_location to, const struct rsd_location *leave,
 		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event);
+
 /*
  * Make l the record of a write into rec's materialization at `to` that
  * event, recorded on stream, completes: `to` is filling until then, and
@@ -1362,11 +1142,14 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
  */
 void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
 		     struct rsd_location to, void *stream, void *event);
+
 /* The record's event completed (or failed: l->qc->err): fold it in. */
 void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
+
 /* Close without finishing it: free what it reads, or keep it for ever
  * (keep: the device may still read it). */
 void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool keep);
+
 /*
  * A not-waiting call's admission at `at` failed: when a queued copy still
  * holds a temporary charge there (a move's source bytes, a loaded value),
@@ -1375,6 +1158,7 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
  * holds room at `at`, or the error of waiting.
  */
 int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
+
 /* A waited copy the device gave no answer for (rsd__copy_wait() failed
  * and kept its event) stays in flight as a queued copy; err: the error
  * the caller returns. failed: the copy is known to have failed (its issue
@@ -1385,42 +1169,83 @@ void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
 			  struct rsd_location to, const struct rsd_location *leave,
 			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
 			  void *event, int err, bool failed);
+
 /* The failure of the queued copy fill (fill->qc->err set), as the error
  * of a copy that read its destination. */
 int rsd__fill_error(const struct rsd_lease_rec *fill);
+
 /* The error of using mat, the kept destination of a failed queued copy
  * (mat->failed set). */
 int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat);
+
 /* Remove rec's materialization at `at` when it is a failed copy's kept
  * destination whose last protection has ended (+1, true); else nothing. */
 bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
+
 /* The recorded failure of a queued copy of rec (rec->copy_err set), as
  * the error of the call that needed the value; cleared, and no explicit
  * reap reports it after this. */
 int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec);
+
 /* A queued copy's failure no call has reported yet, for
  * rsd_manager_reap(): the last one, else any other; 0, or the error
  * (cleared: the value's next call does not report it again). */
 int rsd__copy_error_reap(struct rsd_manager *m);
-/* Keep waiting on l's events possible without the lock: a pinned record
- * may be folded in meanwhile (its state DONE), and its last unpinner
- * frees it. */
-static inline void rsd__lease_pin(struct rsd_lease_rec *l)
-{
-	l->waiters++;
-}
-void rsd__lease_unpin(struct rsd_manager *m, struct rsd_lease_rec *l);
-/* Lease records and event queues, shared with queued copies. */
-struct rsd_lease_rec *rsd__lease_rec_new(struct rsd_manager *m, size_t k);
-void rsd__lease_rec_put(struct rsd_manager *m, struct rsd_lease_rec *l);
-void rsd__pend_push(struct rsd_manager *m, void *stream, struct rsd_pend_link *k);
-/* Take the materialization at `at` out of rec without freeing its value
- * (its charge refunded, +1); the caller owns the value. */
-struct rsd_resident *rsd__detach(struct rsd_manager *m, struct rsd_record *rec,
-				 struct rsd_location at);
-/* Keep a resident allocated for the life of the process (close.c). */
-void rsd__keep_forever(struct rsd_resident *r);
 
+/* in lib/core/reclaim.c: */
+/* Queue a batch for reclamation after a grace period (reclaim.c). */
+void rsd__reclaim_submit(struct rsd_image *batch);
+
+/* Wait until every grace period asked for so far has ended (and the
+ * reclaimer freed what it was given). */
+void rsd__reclaim_barrier(void);
+
+/* Count a live manager (rsd_manager_create), and uncount it at destroy:
+ * the last put ends the reclaimer thread. */
+void rsd__reclaim_get(void);
+void rsd__reclaim_put(void);
+
+/* Ask for a grace period: its number for rsd__gp_done(). */
+uint64_t rsd__gp_request(void);
+bool rsd__gp_done(uint64_t seq);
+
+/* in lib/core/register.c: */
+/* Free a record (from m->oc) and its materialization array, not the
+ * materializations' values. Writer path. */
+void rsd__record_free(struct rsd_manager *m, struct rsd_record *rec);
+
+int rsd__check_spec(const struct rsd_value_spec *spec);
+
+/*
+ * rsd_adopt's two steps (register.c). spec: the spec a resident adopted at
+ * `at` gets, checked in rsd_adopt's order (conformance, replica mode, a
+ * resident some manager owns). install: a new record with value as its
+ * one materialization, committed in registration order; counted as for
+ * rsd__install_counted. Writer path.
+ */
+int rsd__adopt_spec(const struct rsd_resident *value, struct rsd_location at,
+		    enum rsd_replica_mode mode, struct rsd_value_spec *spec);
+int rsd__adopt_install(struct rsd_manager *m, struct rsd_resident *value, struct rsd_location at,
+		       const struct rsd_value_spec *spec, bool counted, struct rsd_record **out);
+
+/* in lib/core/resident.c: */
+/* Common location of every buffer; false when mixed (or no buffer). */
+bool rsd__resident_location(const struct rsd_resident *r, struct rsd_location *at);
+
+/* Allocate like rsd_resident_alloc() with an explicit driver. */
+int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int ndevices,
+			const struct rsd_type *type, struct rsd_location at, size_t nbuf,
+			const uint64_t *nbytes, const void *meta, size_t meta_len,
+			struct rsd_resident **out);
+
+/* Free a resident whatever its ownership. */
+void rsd__resident_destroy(struct rsd_resident *r);
+struct rsd_manager;
+
+/* Retirement callback freeing a resident after a grace period. */
+void rsd__retire_resident(struct rsd_manager *m, void *p);
+
+/* in lib/core/staging.c: */
 /*
  * Staged copies (staging.c): a copy between pageable host memory and a
  * device runs through the device's pinned staging pair. rsd__staging_copy
@@ -1435,12 +1260,24 @@ void rsd__keep_forever(struct rsd_resident *r);
 int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,
 		      uint64_t span, void *stream, void **event, bool *stuck);
+
 /* At create: nbytes is the config's staging_nbytes (0: RSD_STAGING, else
  * the default). Allocates nothing but the per-device locks. */
 int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes);
+
 /* Free the staging memory (at close, without m->lock); destroy frees the
  * rest. */
 void rsd__staging_release(struct rsd_manager *m);
 void rsd__staging_destroy(struct rsd_manager *m);
+
+/* in lib/core/transition.c: */
+/* Clear a transfer's marks and commit it (err 0) or roll it back. */
+void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
+		      const struct rsd_location *from, struct rsd_location to,
+		      const struct rsd_location *leave, int err);
+
+/* Run one action on the writer path (§4); report may be NULL. */
+int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
+		     struct rsd_transition *report);
 
 #endif

@@ -916,3 +916,18 @@ bool rsd__img_loc_next(const struct rsd_img_loc *l, uint64_t *i)
 	}
 	return false;
 }
+
+bool rsd__img_pending_next(const struct rsd_image *img, uint64_t *i, struct rsd_img_lease *out)
+{
+	const struct rsd_lease_rec *l = rsd__ptab_next(&img->pending, i);
+
+	if (!l)
+		return false;
+	*out = (struct rsd_img_lease){ .id = l->id,
+				       .loc = l->loc,
+				       .n = l->n,
+				       .ids = l->ids,
+				       .nevents = l->nevents,
+				       .streams = l->streams };
+	return true;
+}

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/core.h"
+#include "../core/image.h"
 #include "ctrl.h"
 
 /* Valid while rsd_last_error()->has_blockers; a later failure clears that. */
@@ -26,7 +26,7 @@ void rsd__blockers_set(const struct rsd_blockers *b)
 }
 
 /* A pending lease's consumer streams (immutable once pending). */
-static void lease_streams(const struct rsd_lease_rec *l, struct rsd_blocked_lease *bl)
+static void lease_streams(const struct rsd_img_lease *l, struct rsd_blocked_lease *bl)
 {
 	for (size_t k = 0; k < l->nevents; k++) {
 		void *s = l->streams[k];
@@ -47,27 +47,27 @@ static void lease_streams(const struct rsd_lease_rec *l, struct rsd_blocked_leas
 static void pending_leases(const struct rsd_image *img, struct rsd_location at,
 			   struct rsd_blockers *b)
 {
-	const struct rsd_lease_rec *l;
+	struct rsd_img_lease l;
 
-	for (uint64_t i = 0; (l = rsd__ptab_next(&img->pending, &i));) {
+	for (uint64_t i = 0; rsd__img_pending_next(img, &i, &l);) {
 		struct rsd_blocked_lease *bl;
 
-		if (!rsd_location_equal(l->loc, at))
+		if (!rsd_location_equal(l.loc, at))
 			continue;
 		if (b->npending++ >= RSD_BLOCKERS_MAX)
 			continue;
 		bl = &b->leases[b->nleases++];
 		memset(bl, 0, sizeof(*bl));
-		bl->lease_id = l->id;
-		bl->nvalues = (uint32_t)l->n;
-		bl->nevents = (uint32_t)l->nevents;
-		for (size_t j = 0; j < l->n; j++) {
-			const struct rsd_img_value *iv = rsd__img_find(img, l->ids[j]);
+		bl->lease_id = l.id;
+		bl->nvalues = (uint32_t)l.n;
+		bl->nevents = (uint32_t)l.nevents;
+		for (size_t j = 0; j < l.n; j++) {
+			const struct rsd_img_value *iv = rsd__img_find(img, l.ids[j]);
 
 			if (iv)
 				bl->nbytes += iv->spec.storage_nbytes;
 		}
-		lease_streams(l, bl);
+		lease_streams(&l, bl);
 	}
 }
 

@@ -2,7 +2,7 @@
 /*
  * The residency controller (reference.md §12.4-12.7, §13.5): optional
  * automation over one manager, built on the public API plus the core's
- * read side (core.h). It keeps policy metadata and access epochs, and
+ * read side (lib/core/image.h). It keeps policy metadata and access epochs, and
  * decides when asked: decide reads one published image in place (an RCU
  * read section, no snapshot copy), searches, and simulates the plan on
  * that same image to confirm it. It never calls a source and never
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/core.h"
+#include "../core/image.h"
 #include "ctrl.h"
 
 #define DEFAULT_LIMIT 100000
@@ -243,9 +243,9 @@ static int check_live(struct rsd_controller *c, const struct rsd_handle *h, size
 
 	if (img->closed)
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
-			       (unsigned long long)c->m->id);
+			       (unsigned long long)c->manager_id);
 	for (size_t i = 0; i < n && !err; i++)
-		err = rsd__img_resolve(img, c->m->id, h[i], &idx);
+		err = rsd__img_resolve(img, c->manager_id, h[i], &idx);
 	rsd__read_end();
 	return err;
 }

@@ -133,7 +133,7 @@ struct rsd_view;
 /*
  * Run the lazy memoized search of reference.md §13.4 on the published
  * image img for request r, whose handles were validated against img. Caller
- * holds c->lock and the RCU read section img was read in (core.h). On
+ * holds c->lock and the RCU read section img was read in (image.h). On
  * success fills *res (free with rsd__search_result_fini). On failure returns
  * -RSD_EPLAN / -RSD_ESEARCHLIMIT (message and search figures recorded;
  * -RSD_EPLAN "source X is protected", without figures, where a feasible

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/core.h"
-#include "../plan/plan.h"
+#include "../core/image.h"
+#include "../plan/plan_api.h"
 #include "../trace.h"
 #include "ctrl.h"
 
@@ -181,12 +181,12 @@ static int decide_locked(struct rsd_controller *c, const struct rsd_request *r,
 	img = rsd__read_begin(c->m);
 	if (img->closed) {
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
-			       (unsigned long long)c->m->id);
+			       (unsigned long long)c->manager_id);
 		goto out;
 	}
 	rsd__view_init(&view, img);
 	V = view.version;
-	err = rsd__validate(img, c->m->id, r);
+	err = rsd__validate(img, c->manager_id, r);
 	if (err)
 		goto out;
 	err = rsd__search(c, &view, r, &res);

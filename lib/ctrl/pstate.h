@@ -28,12 +28,12 @@
 
 #include <string.h>
 
-#include "../core/core.h"
+#include "../core/image.h"
 #include "arena.h"
 #include "ctrl.h"
 
 /*
- * The search reads one published image (core.h) inside an RCU read-side
+ * The search reads one published image (lib/core/image.h) inside an RCU read-side
  * section that decide holds from start to end, so every value image it
  * reaches stays valid. Values are addressed by registration index, which
  * counts discarded values.
@@ -106,7 +106,7 @@ struct rsd__vdelta {
 
 /*
  * A location's planned used and reserved bytes (the core's per-location
- * accounting is struct rsd_acct, core.h). pad is always 0: the first two
+ * accounting is struct rsd_acct, image.h). pad is always 0: the first two
  * words serialize and compare as plain bytes (search_keys.c). reserved
  * never changes during a search (planning moves only used bytes; a
  * location that enters the maps has 0), so those two words identify an

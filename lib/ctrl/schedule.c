@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/core.h"
+#include "../core/image.h"
 #include "ctrl.h"
 
 static int id_cmp(const void *a, const void *b)
@@ -70,7 +70,7 @@ static int check_steps(struct rsd_controller *c, const struct rsd_schedule_step 
 	img = rsd__read_begin(c->m);
 	if (img->closed)
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
-			       (unsigned long long)c->m->id);
+			       (unsigned long long)c->manager_id);
 	for (size_t i = 0; i < nsteps && !err; i++)
 		for (size_t k = 0; k < steps[i].nhandles && !err; k++) {
 			err = rsd__img_resolve(img, c->manager_id, steps[i].handles[k], &idx);

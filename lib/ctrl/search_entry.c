@@ -334,7 +334,7 @@ int rsd__search(struct rsd_controller *c, const struct rsd_view *view, const str
 		x->budget[s] = a->has_budget ? a->budget : 0;
 		/* As the plan simulation reads it (simulate.c prepare()): the
 		 * confirmation applies the same ledger to the same image. */
-		x->ledger[s] = rsd__acct_ledger(a, rsd__plan_hold_own(s));
+		x->ledger[s] = rsd__img_loc_ledger(&img->locs[i]);
 		x->failed[s] = a->failed;
 	}
 	x->req_vidx = rsd__malloc(r->nrequirements * sizeof(*x->req_vidx));

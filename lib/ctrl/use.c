@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../plan/plan.h"
+#include "../plan/plan_api.h"
 #include "ctrl.h"
 
 /* The requirements at one location, leased together. */

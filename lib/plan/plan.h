@@ -4,15 +4,7 @@
 #define RSD_PLAN_PRIV_H
 
 #include "../core/core.h"
-
-/*
- * Simulate p against one image (§10.3). Readers pass the image they hold
- * under rcu_read_lock(); the writer passes m->img after publishing, so the
- * image equals its state. with_reservations: admit p's reservations after
- * the reclaim actions (explain, scope preflight; not execute_actions).
- */
-int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const struct rsd_plan *p,
-		       struct rsd_explanation **out);
+#include "plan_api.h"
 
 /*
  * Whether iv's materialization at `at` in view's image is protected as
@@ -28,27 +20,10 @@ bool rsd__plan_mat_protected(struct rsd_manager *m, const struct rsd_view *view,
 
 /* Deep copy of a plan (names, arrays, labels) in one allocation. */
 struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
-/* Validate a plan's records without a manager (§10.1). */
-int rsd__plan_check(const struct rsd_plan *p);
-
-/* Allocate what rsd_scope_close(s, report) will need and ask the writer
- * guard whether this thread may close it, so that a caller that must do
- * other work first (a use releasing its leases) can fail before changing
- * anything. */
-int rsd__scope_close_prepare(struct rsd_scope *s, bool report);
-
-/* End an entered scope whose close failed before it ran (its reap
- * failed): release its reservations without exit actions, under the
- * transition lock taken without the guard, and mark it closed. Cannot
- * fail (§21.4); a no-op on a closed scope. */
-void rsd__scope_abandon(struct rsd_scope *s);
 
 /* Reports. */
 struct rsd_plan_report *rsd__report_new(const char *name, const struct rsd_transition *t, size_t n,
 					uint64_t started, uint64_t completed);
-/* Make r (may be NULL) this thread's partial report, freeing the previous
- * one; rsd_take_partial_report() hands it over. */
-void rsd__partial_report_set(struct rsd_plan_report *r);
 /* A report with room for cap transitions, allocated before a plan commits
  * anything so that its success never needs memory; rsd__report_fill()
  * (n <= cap) completes it. */
@@ -66,11 +41,6 @@ int rsd__exec_failure(const char *plan, enum rsd_plan_phase phase, long action_i
  * predict is kept in *hold for the plan (rsd__plan_hold_give after it). */
 int rsd__preflight(struct rsd_manager *m, const struct rsd_plan *p, struct rsd_plan_hold *hold);
 
-/* Validate a transfer-stream map (§10.2): locations available, each stream
- * the driver's and on its location's device, no location twice. Reads only
- * what is fixed at manager creation, so it needs no lock. */
-int rsd__check_transfer_streams(struct rsd_manager *m, const struct rsd_transfer_stream *ts,
-				size_t nts);
 void *rsd__stream_for(const struct rsd_transfer_stream *ts, size_t nts, const struct rsd_action *a);
 
 #endif
