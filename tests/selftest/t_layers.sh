@@ -93,7 +93,7 @@ lib/ctrl/indirect.c reaches lib/core/core.h
 atf_test_case comments_name_existing_files
 comments_name_existing_files_head()
 {
-	atf_set "descr" "every foo.c or foo.h a line of lib/ names is a file of the tree or a system header"
+	atf_set "descr" "every foo.c or foo.h named in lib/ is a file of the tree or a system header"
 }
 comments_name_existing_files_body()
 {
