@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../plan/plan.h"
+#include "../plan/plan_api.h"
 #include "memo.h"
 #include "pstate.h"
 #include "search.h"

@@ -6,18 +6,6 @@
 #include "../core/core.h"
 #include "plan_api.h"
 
-/*
- * Whether iv's materialization at `at` in view's image is protected as
- * execution would see it after its reap: arriving (a transfer in flight
- * writes it), or with use or hold tokens, or with a pending lease not all
- * of whose events report complete now (a query error counts as
- * protected). False where iv has no materialization at `at`. The plan
- * simulation refuses to remove such a one; the controller's search asks
- * the same question so that it never plans what the simulation refuses.
- */
-bool rsd__plan_mat_protected(struct rsd_manager *m, const struct rsd_view *view,
-			     const struct rsd_img_value *iv, struct rsd_location at);
-
 /* Deep copy of a plan (names, arrays, labels) in one allocation. */
 struct rsd_plan *rsd__plan_copy(const struct rsd_plan *p);
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the plan layer offers the controller (lib/ctrl): plan checks and
- * simulation against a published image, a scope's two-step close, partial
- * reports and transfer-stream maps. Only the read side of the core
- * (image.h) is needed to call them; plan.h is the rest of the layer.
+ * What the plan layer offers the controller (lib/ctrl): plan checks,
+ * simulation against a published image and its protection test, a
+ * scope's two-step close, partial reports and transfer-stream maps. Only
+ * the read side of the core (image.h) is needed to call them; plan.h is
+ * the rest of the layer.
  */
 #ifndef RSD_PLAN_API_H
 #define RSD_PLAN_API_H
@@ -19,6 +20,18 @@
  */
 int rsd__plan_simulate(struct rsd_manager *m, const struct rsd_view *view, const struct rsd_plan *p,
 		       struct rsd_explanation **out);
+
+/*
+ * Whether iv's materialization at `at` in view's image is protected as
+ * execution would see it after its reap: arriving (a transfer in flight
+ * writes it), or with use or hold tokens, or with a pending lease not all
+ * of whose events report complete now (a query error counts as
+ * protected). False where iv has no materialization at `at`. The plan
+ * simulation refuses to remove such a one; the controller's search asks
+ * the same question so that it never plans what the simulation refuses.
+ */
+bool rsd__plan_mat_protected(struct rsd_manager *m, const struct rsd_view *view,
+			     const struct rsd_img_value *iv, struct rsd_location at);
 
 /* in lib/plan/plan.c: */
 /* Validate a plan's records without a manager (§10.1). */
