@@ -42,7 +42,7 @@
 #include "bench/prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/gpu_pipeline.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/demo_prefetch.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
-#include "bench/devloss.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
+#include "bench/devloss.c"  /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 #include "bench/fhe_keys.c" /* NOLINT(bugprone-suspicious-include): one program, split by concept */
 
 struct bench_case {

@@ -44,8 +44,8 @@ struct cs_stream {
 };
 
 struct cs_rec {
-	void *sim;     /* the simulated-device event of one record */
-	unsigned refs; /* protected by cs.lock: the event's, and waiters' */
+	void *sim;		/* the simulated-device event of one record */
+	unsigned refs;		/* protected by cs.lock: the event's, and waiters' */
 	struct cs_stamp *stamp; /* a timing event's; NULL otherwise */
 };
 
