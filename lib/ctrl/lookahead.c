@@ -12,13 +12,23 @@
  * runs, and the bytes brought are those of the next-use policy without
  * looking ahead: the evictions are the same, only earlier.
  *
- * What must stay stays: when that victim is leased, held, arriving,
+ * What must stay stays: when that victim is leased, held, arriving or
  * waiting for a released lease's event (an earlier queued use's kernel
- * still reads it) or a sole copy (only replicas are dropped), the walk
- * stops there, to go on after a later use; so does it at the first value
- * that does not fit, and a later, smaller value never overtakes a nearer
- * one. Every choice is a function of the schedule position and the
- * published state: deterministic.
+ * still reads it), or used before the incoming value, the walk stops
+ * there, to go on after a later use; so does it at the first value that
+ * does not fit, and a later, smaller value never overtakes a nearer one.
+ *
+ * Writing back ahead: a victim that is the value's only copy (replicable,
+ * no source: its eviction would be a spill) and is otherwise free to go
+ * gets a copy on the host now, on the device-to-host engine, to the first
+ * host location the policy would spill it to that has room; its eviction
+ * later, at its use or at a later walk, is then a drop. Its room is not
+ * free until that copy lands, so from there on the walk queues no more
+ * copies to the device: it only goes on naming the victims of the
+ * following values, replicas counted as gone and sole copies written
+ * back, in the same order and under the same stops. Every choice is a
+ * function of the schedule position and the published state:
+ * deterministic.
  *
  * It is best effort: the use has succeeded when it runs, a failed drop or
  * copy ends the walk, and the caller's last error is left as it was.
@@ -39,6 +49,7 @@ struct la_held {
 	struct rsd_handle h;
 	uint64_t charge;
 	bool droppable; /* an unprotected replica, resident */
+	bool sole;	/* an unprotected sole copy a host copy keeps: written back */
 	bool gone;
 	bool has_nu; /* nu: its next use at or after the incoming one's */
 	uint64_t nu;
@@ -128,13 +139,18 @@ static size_t la_held(const struct rsd_snapshot *s, struct rsd_location at, stru
 		const struct rsd_value_snapshot *vs = &s->values[v];
 		const struct rsd_materialization_snapshot *ms = la_at(vs, at);
 
+		bool free;
+
 		if (!ms)
 			continue;
+		free = !ms->arriving && !ms->use_count && !ms->hold_count &&
+		       !ms->pending_event_count;
 		out[n++] = (struct la_held){
 			.h = vs->handle,
 			.charge = ms->charged_nbytes,
-			.droppable = vs->nmaterializations > 1 && !ms->arriving && !ms->use_count &&
-				     !ms->hold_count && !ms->pending_event_count,
+			.droppable = vs->nmaterializations > 1 && free,
+			.sole = vs->nmaterializations == 1 && free && !vs->has_source &&
+				!vs->lost && vs->spec.replica_mode == RSD_REPLICABLE,
 		};
 	}
 	return n;
@@ -182,9 +198,11 @@ static struct la_held *la_victim(struct rsd_controller *c, struct la_held *held,
 	return best;
 }
 
-/* Room at `at` from the snapshot: what its budget has left. */
+/* Room at `at` from the snapshot: what its budget has left (UINT64_MAX
+ * without a budget, with false). */
 static bool la_room(const struct rsd_snapshot *s, struct rsd_location at, uint64_t *room)
 {
+	*room = UINT64_MAX;
 	for (size_t i = 0; i < s->nlocations; i++)
 		if (rsd_location_equal(s->locations[i].location, at)) {
 			if (!s->locations[i].has_budget)
@@ -195,16 +213,91 @@ static bool la_room(const struct rsd_snapshot *s, struct rsd_location at, uint64
 	return false;
 }
 
+/* The host room this walk's write-backs have left, per host kind. */
+struct la_host {
+	uint64_t room[2]; /* pageable, pinned */
+	bool known[2];
+};
+
+/*
+ * Write x, the value's only copy, back to the first host location the
+ * policy would spill it from `at` to that has room for it; false when
+ * there is none or the copy cannot be queued. Caller holds c->lock.
+ */
+static bool la_write_back(struct rsd_controller *c, struct rsd_location at,
+			  const struct rsd_snapshot *s, struct la_host *hr, const struct la_held *x)
+{
+	const struct rsd_value_snapshot *vs = la_value(s, x->h.id);
+	const struct rsd_policy *p = c->policy;
+	struct rsd_location to[RSD_NSLOTS];
+	size_t k = p->ops->fallback_locations(p->ctx, at, to, RSD_NSLOTS);
+
+	for (size_t i = 0; vs && i < k && i < RSD_NSLOTS; i++) {
+		uint64_t need = vs->spec.storage_nbytes;
+		int j;
+
+		if (to[i].kind != RSD_PAGEABLE_HOST && to[i].kind != RSD_PINNED_HOST)
+			continue;
+		j = to[i].kind == RSD_PINNED_HOST;
+		if (!hr->known[j]) {
+			la_room(s, to[i], &hr->room[j]);
+			hr->known[j] = true;
+		}
+		if (hr->room[j] < need)
+			continue;
+		if (rsd_ensure_async(c->m, x->h, to[i], NULL, NULL))
+			return false;
+		if (hr->room[j] != UINT64_MAX)
+			hr->room[j] -= need;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Make room for a value of need bytes used d steps on (at step st) from
+ * the victims Belady's rule takes there: replicas dropped (filling) or
+ * counted as gone, sole copies written back (filling ends: their room
+ * comes later). false at a victim that must stay. Caller holds c->lock.
+ */
+static bool la_make_room(struct rsd_controller *c, struct rsd_location at,
+			 const struct rsd_snapshot *s, struct la_held *held, size_t nheld,
+			 struct la_host *hr, uint32_t st, uint64_t d, uint64_t need, uint64_t *room,
+			 bool *filling)
+{
+	while (*room < need) {
+		struct la_held *x = la_victim(c, held, nheld, st, d);
+
+		if (!x || x->sooner)
+			return false;
+		if (x->droppable) {
+			if (*filling && rsd_drop(c->m, x->h, at, NULL))
+				return false;
+		} else if (!x->sole || !la_write_back(c, at, s, hr, x)) {
+			return false;
+		} else {
+			*filling = false;
+		}
+		x->gone = true;
+		*room += x->charge;
+	}
+	return true;
+}
+
 /*
  * Bring the upcoming values in, nearest first, while each fits; room is
  * made only by the drop Belady's rule would make at the value's use, and
- * only when that drop can be made now. held has room for one more entry
- * per upcoming value. Caller holds c->lock.
+ * only when that drop can be made now; sole copies among those victims
+ * are written back, after which the walk only names victims. held has
+ * room for one more entry per upcoming value. Caller holds c->lock.
  */
 static void la_fill(struct rsd_controller *c, struct rsd_location at, const struct rsd_snapshot *s,
 		    const struct la_next *up, size_t nup, struct la_held *held, size_t nheld,
 		    uint64_t room)
 {
+	struct la_host hr = { { 0, 0 }, { false, false } };
+	bool filling = true;
+
 	for (size_t i = 0; i < nup; i++) {
 		const struct rsd_value_snapshot *vs = la_value(s, up[i].h.id);
 		uint32_t st = (uint32_t)((c->sched.pos + up[i].d) % c->sched.nsteps);
@@ -215,17 +308,12 @@ static void la_fill(struct rsd_controller *c, struct rsd_location at, const stru
 		if (!vs->nmaterializations)
 			return; /* a load: not a copy the engine can run ahead */
 		need = vs->spec.storage_nbytes;
-		while (room < need) {
-			struct la_held *x = la_victim(c, held, nheld, st, up[i].d);
-
-			if (!x || !x->droppable || x->sooner || rsd_drop(c->m, x->h, at, NULL))
-				return;
-			x->gone = true;
-			room += x->charge;
-		}
-		if (rsd_ensure_async(c->m, up[i].h, at, NULL, NULL))
+		if (!la_make_room(c, at, s, held, nheld, &hr, st, up[i].d, need, &room, &filling))
+			return;
+		if (filling && rsd_ensure_async(c->m, up[i].h, at, NULL, NULL))
 			return;
 		room -= need;
+		/* there (or, past a write-back, counted there) from now on */
 		held[nheld++] = (struct la_held){ .h = up[i].h, .charge = need };
 	}
 }

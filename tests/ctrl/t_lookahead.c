@@ -22,7 +22,7 @@ enum where {
 	ARRIVING
 };
 
-static enum where where(struct fx *f, struct rsd_handle h)
+static enum where where_at(struct fx *f, struct rsd_handle h, struct rsd_location at)
 {
 	struct rsd_snapshot *s;
 	enum where w = ABSENT;
@@ -31,10 +31,15 @@ static enum where where(struct fx *f, struct rsd_handle h)
 	for (size_t v = 0; v < s->nvalues; v++)
 		for (size_t i = 0;
 		     s->values[v].handle.id == h.id && i < s->values[v].nmaterializations; i++)
-			if (rsd_location_equal(s->values[v].materializations[i].location, CUDA0))
+			if (rsd_location_equal(s->values[v].materializations[i].location, at))
 				w = s->values[v].materializations[i].arriving ? ARRIVING : RESIDENT;
 	rsd_snapshot_free(s);
 	return w;
+}
+
+static enum where where(struct fx *f, struct rsd_handle h)
+{
+	return where_at(f, h, CUDA0);
 }
 
 struct la;
@@ -54,10 +59,14 @@ struct la {
 
 /* nv pinned replicable values, a device budget of room values, a
  * controller under the next-use policy (lru: the tiered LRU) with the
- * schedule steps[] (value indices), flags as given. */
-static void la_open(struct la *t, bool immediate, size_t nv, uint64_t room, const unsigned *steps,
-		    size_t nsteps, bool lru, unsigned flags)
+ * schedule steps[] (value indices), flags as given; spill: cuda:0's sole
+ * copies spill to pinned memory (else the policy names no fallback). */
+static void la_open_spill(struct la *t, bool immediate, size_t nv, uint64_t room,
+			  const unsigned *steps, size_t nsteps, bool lru, unsigned flags,
+			  bool spill)
 {
+	const struct rsd_location pinned = PINNED;
+	const struct rsd_fallback_tier tier = { CUDA0, &pinned, 1 };
 	const struct rsd_budget b = { CUDA0, room * N };
 	struct rsd_schedule_step st[256];
 
@@ -69,8 +78,8 @@ static void la_open(struct la *t, bool immediate, size_t nv, uint64_t room, cons
 	for (size_t i = 0; i < nv; i++)
 		t->v[i] = fx_adopt(&t->f, PINNED, RSD_REPLICABLE);
 	t->nv = nv;
-	OK(lru ? rsd_tiered_lru_create(NULL, 0, &t->pol) :
-		 rsd_next_use_create(NULL, 0, 0, &t->pol));
+	OK(lru ? rsd_tiered_lru_create(spill ? &tier : NULL, spill, &t->pol) :
+		 rsd_next_use_create(spill ? &tier : NULL, spill, 0, &t->pol));
 	OK(rsd_controller_create(t->f.m, t->pol, 0, &t->c));
 	OK(rsd_controller_set_flags(t->c, flags));
 	for (size_t i = 0; i < nsteps; i++)
@@ -78,6 +87,12 @@ static void la_open(struct la *t, bool immediate, size_t nv, uint64_t room, cons
 	if (nsteps)
 		OK(rsd_controller_set_schedule(t->c, st, nsteps, false));
 	OK(rsd_simdev_stream_create(t->f.sd, 0, &t->cs));
+}
+
+static void la_open(struct la *t, bool immediate, size_t nv, uint64_t room, const unsigned *steps,
+		    size_t nsteps, bool lru, unsigned flags)
+{
+	la_open_spill(t, immediate, nv, room, steps, nsteps, lru, flags, false);
 }
 
 static void la_close(struct la *t)
@@ -327,6 +342,83 @@ ATF_TC_BODY(bytes_are_beladys, tc)
 	}
 }
 
+/* Values 0 and 1 only on the device (their host copies dropped), then
+ * copies left queued until run. */
+static void la_sole_pair(struct la *t)
+{
+	for (int i = 0; i < 2; i++) {
+		fx_ensure(&t->f, t->v[i], CUDA0);
+		OK(rsd_drop(t->f.m, t->v[i], PINNED, NULL));
+	}
+	rsd_simdev_set_auto_complete(t->f.sd, false);
+}
+
+/*
+ * Writing back ahead: a, c, a, b with a and b only on the device and room
+ * for two. At c's use Belady's victim is b (used last), free to go but
+ * its only copy: a's use queues b's copy to pinned memory (one copy, c
+ * not brought: its room comes when that copy lands) and c's use finds b
+ * a replica and drops it: one copy, c's. Without the flag, c's use spills
+ * b: two copies then. Twice each: the same actions.
+ */
+ATF_TC_WITHOUT_HEAD(writes_back_ahead);
+ATF_TC_BODY(writes_back_ahead, tc)
+{
+	static const unsigned steps[] = { 0, 2, 0, 1 };
+
+	for (int run = 0; run < 4; run++) {
+		bool on = run < 2;
+		struct rsd_use *u;
+		struct la t;
+
+		la_open_spill(&t, true, 3, 2, steps, 4, false, on ? RSD_CTRL_LOOKAHEAD : 0, true);
+		la_sole_pair(&t);
+		u = la_step(&t, 0, on ? 1 : 0, "RR-", 2, __LINE__);
+		ATF_CHECK_EQ_MSG(where_at(&t.f, t.v[1], PINNED), on ? ARRIVING : ABSENT, "run %d",
+				 run);
+		ATF_CHECK_EQ_MSG(where_at(&t.f, t.v[0], PINNED), ABSENT, "run %d", run);
+		rsd_simdev_complete_all(t.f.sd);
+		la_done(u);
+		/* a spill's room is waited for: copies run as queued */
+		rsd_simdev_set_auto_complete(t.f.sd, true);
+		u = la_step(&t, 2, on ? 1 : 2, "R-R", 2, __LINE__);
+		ATF_CHECK_EQ_MSG(where_at(&t.f, t.v[1], PINNED), RESIDENT, "run %d", run);
+		rsd_simdev_complete_all(t.f.sd);
+		la_done(u);
+		la_close(&t);
+	}
+}
+
+/*
+ * Never what a use still needs: a, b, c with a and b only on the device
+ * and room for two. c's victim is a (never used again, b being used
+ * before c), leased by its use: no copy is written back, nothing moves;
+ * at b's use a's released lease still waits for its kernel's event: the
+ * same. c's own use spills a.
+ */
+ATF_TC_WITHOUT_HEAD(write_back_keeps_what_uses_need);
+ATF_TC_BODY(write_back_keeps_what_uses_need, tc)
+{
+	static const unsigned steps[] = { 0, 1, 2 };
+	struct rsd_use *u, *w;
+	struct la t;
+
+	la_open_spill(&t, true, 3, 2, steps, 3, false, RSD_CTRL_LOOKAHEAD, true);
+	la_sole_pair(&t);
+	u = la_step(&t, 0, 0, "RR-", 2, __LINE__);
+	la_done(u); /* its event stays pending: the stream is not run */
+	w = la_step(&t, 1, 0, "RR-", 2, __LINE__);
+	ATF_CHECK_EQ(where_at(&t.f, t.v[0], PINNED), ABSENT);
+	rsd_simdev_complete_all(t.f.sd);
+	la_done(w);
+	rsd_simdev_set_auto_complete(t.f.sd, true);
+	u = la_step(&t, 2, 2, "-RR", 2, __LINE__);
+	ATF_CHECK_EQ(where_at(&t.f, t.v[0], PINNED), RESIDENT);
+	rsd_simdev_complete_all(t.f.sd);
+	la_done(u);
+	la_close(&t);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, fills_free_room);
@@ -334,5 +426,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, drops_the_belady_victim);
 	ATF_TP_ADD_TC(tp, keeps_what_uses_need);
 	ATF_TP_ADD_TC(tp, bytes_are_beladys);
+	ATF_TP_ADD_TC(tp, writes_back_ahead);
+	ATF_TP_ADD_TC(tp, write_back_keeps_what_uses_need);
 	return 0;
 }
