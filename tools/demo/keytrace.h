@@ -71,6 +71,15 @@ uint64_t kt_belady(const struct kt_trace *t, uint64_t scale, uint64_t budget, bo
  * key, and the kernels), in ns: the ideal elapsed time. */
 double kt_ideal(const struct kt_trace *t, const struct kt_opts *o, uint64_t bound,
 		uint64_t copy_ns);
+/*
+ * A lower bound on any replay's elapsed time, in ns, that the ideal
+ * leaves out: kernel i cannot start before the keys the first i + 1
+ * accesses must bring at least (Belady's bytes for that prefix, at
+ * copy_ns per key on the one copy engine) have arrived, and the kernels
+ * from i on run one after another. The maximum over i; never below the
+ * ideal's two terms (i = 0 and the last i). Uses o->budget.
+ */
+double kt_critical(const struct kt_trace *t, const struct kt_opts *o, uint64_t copy_ns);
 /* One replay. 0, or -1 after printing why to stderr. */
 int kt_replay(const struct kt_trace *t, const struct kt_opts *o, struct kt_result *r);
 
