@@ -598,9 +598,13 @@ int rsd_blockers_describe(const struct rsd_blockers *b, char *buf, size_t len);
  * replicas whose next use is farther than the incoming value's, farthest
  * first. A materialization that is leased, held, arriving or waiting for
  * a released lease's event (an earlier queued use's kernel still reads
- * it) is never dropped, nor a sole copy, nor anything needed no later
- * than the incoming value; the walk stops at the first value that does
- * not fit. It looks at most 256 steps ahead, is deterministic (a function
+ * it) is never dropped, nor anything needed no later than the incoming
+ * value; the walk stops at the first value that does not fit. Such a
+ * victim that is its value's only copy (replicable, no source) is written
+ * back instead, to the first host location of the policy's fallbacks with
+ * room, so that its eviction later is a drop; past it the walk queues no
+ * more copies to the device, only further write-backs of the following
+ * values' victims. It looks at most 256 steps ahead, is deterministic (a function
  * of the schedule position and the published state), and never fails the
  * use: a refused drop or copy ends it, and rsd_last_error() is left as the
  * use left it. Values that must be loaded from a source are not prefetched.
