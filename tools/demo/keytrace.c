@@ -623,13 +623,14 @@ double kt_ideal(const struct kt_trace *t, const struct kt_opts *o, uint64_t boun
 
 double kt_critical(const struct kt_trace *t, const struct kt_opts *o, uint64_t copy_ns)
 {
-	double key = (double)(t->key_bytes[0] / o->scale);
+	uint64_t key = t->key_bytes[0] / o->scale; /* one scaled key */
 	double kernel = (double)o->kernel_ns * o->time_scale, best = 0;
 	bool exact;
 
 	for (unsigned i = 0; i < t->naccess; i++) {
 		double before = (double)kt_belady_n(t, o->scale, o->budget, i + 1, &exact);
-		double path = before / key * (double)copy_ns + (double)(t->naccess - i) * kernel;
+		double path =
+			before / (double)key * (double)copy_ns + (double)(t->naccess - i) * kernel;
 
 		if (path > best)
 			best = path;
