@@ -14,9 +14,10 @@
  *
  * What must stay stays: when that victim is leased, held, arriving or
  * waiting for a released lease's event (an earlier queued use's kernel
- * still reads it), or used before the incoming value, the walk stops
- * there, to go on after a later use; so does it at the first value that
- * does not fit, and a later, smaller value never overtakes a nearer one.
+ * still reads it), used before the incoming value, or the only copy of a
+ * value with a source or of an exclusive one, the walk stops there, to go
+ * on after a later use; so does it at the first value that does not fit,
+ * and a later, smaller value never overtakes a nearer one.
  *
  * Writing back ahead: a victim that is the value's only copy (replicable,
  * no source: its eviction would be a spill) and is otherwise free to go
