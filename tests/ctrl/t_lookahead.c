@@ -419,6 +419,38 @@ ATF_TC_BODY(write_back_keeps_what_uses_need, tc)
 	la_close(&t);
 }
 
+/*
+ * Nor what is used before the incoming value: a, b, c, a with a and b only
+ * on the device and room for two. At c's use Belady's victim is b (never
+ * used again, a is), free to go after a's use but used before c: nothing
+ * is written back. b's use leases it: nothing again. c's use spills b.
+ */
+ATF_TC_WITHOUT_HEAD(write_back_not_before_use);
+ATF_TC_BODY(write_back_not_before_use, tc)
+{
+	static const unsigned steps[] = { 0, 1, 2, 0 };
+	struct rsd_use *u;
+	struct la t;
+
+	la_open_spill(&t, true, 3, 2, steps, 4, false, RSD_CTRL_LOOKAHEAD, true);
+	la_sole_pair(&t);
+	u = la_step(&t, 0, 0, "RR-", 2, __LINE__);
+	ATF_CHECK_EQ(where_at(&t.f, t.v[1], PINNED), ABSENT);
+	rsd_simdev_complete_all(t.f.sd);
+	la_done(u);
+	rsd_simdev_complete_all(t.f.sd);
+	u = la_step(&t, 1, 0, "RR-", 2, __LINE__);
+	ATF_CHECK_EQ(where_at(&t.f, t.v[1], PINNED), ABSENT);
+	rsd_simdev_complete_all(t.f.sd);
+	la_done(u);
+	rsd_simdev_set_auto_complete(t.f.sd, true);
+	u = la_step(&t, 2, 2, "R-R", 2, __LINE__);
+	ATF_CHECK_EQ(where_at(&t.f, t.v[1], PINNED), RESIDENT);
+	ATF_CHECK_EQ(where_at(&t.f, t.v[0], PINNED), ABSENT);
+	la_done(u);
+	la_close(&t);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, fills_free_room);
@@ -428,5 +460,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, bytes_are_beladys);
 	ATF_TP_ADD_TC(tp, writes_back_ahead);
 	ATF_TP_ADD_TC(tp, write_back_keeps_what_uses_need);
+	ATF_TP_ADD_TC(tp, write_back_not_before_use);
 	return 0;
 }
