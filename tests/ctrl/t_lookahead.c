@@ -389,6 +389,18 @@ ATF_TC_BODY(writes_back_ahead, tc)
 	}
 }
 
+/* Use value i with copies run as queued (the room of a spill is waited
+ * for): its plan spills value spilled to pinned memory, two copies. */
+static void la_spill_use(struct la *t, unsigned i, unsigned spilled, const char *want, int line)
+{
+	struct rsd_use *u;
+
+	rsd_simdev_set_auto_complete(t->f.sd, true);
+	u = la_step(t, i, 2, want, 2, line);
+	ATF_CHECK_EQ_MSG(where_at(&t->f, t->v[spilled], PINNED), RESIDENT, "line %d", line);
+	la_done(u);
+}
+
 /*
  * Never what a use still needs: a, b, c with a and b only on the device
  * and room for two. c's victim is a (never used again, b being used
@@ -411,11 +423,7 @@ ATF_TC_BODY(write_back_keeps_what_uses_need, tc)
 	ATF_CHECK_EQ(where_at(&t.f, t.v[0], PINNED), ABSENT);
 	rsd_simdev_complete_all(t.f.sd);
 	la_done(w);
-	rsd_simdev_set_auto_complete(t.f.sd, true);
-	u = la_step(&t, 2, 2, "-RR", 2, __LINE__);
-	ATF_CHECK_EQ(where_at(&t.f, t.v[0], PINNED), RESIDENT);
-	rsd_simdev_complete_all(t.f.sd);
-	la_done(u);
+	la_spill_use(&t, 2, 0, "-RR", __LINE__);
 	la_close(&t);
 }
 
@@ -443,11 +451,8 @@ ATF_TC_BODY(write_back_not_before_use, tc)
 	ATF_CHECK_EQ(where_at(&t.f, t.v[1], PINNED), ABSENT);
 	rsd_simdev_complete_all(t.f.sd);
 	la_done(u);
-	rsd_simdev_set_auto_complete(t.f.sd, true);
-	u = la_step(&t, 2, 2, "R-R", 2, __LINE__);
-	ATF_CHECK_EQ(where_at(&t.f, t.v[1], PINNED), RESIDENT);
+	la_spill_use(&t, 2, 1, "R-R", __LINE__);
 	ATF_CHECK_EQ(where_at(&t.f, t.v[0], PINNED), ABSENT);
-	la_done(u);
 	la_close(&t);
 }
 
