@@ -59,7 +59,7 @@ static void keep_streamed(struct rsd_manager *m)
 			/* A stream may use a GPU lease's device bytes, and a
 			 * queued copy (or a released lease's stream) the
 			 * bytes at either end, host memory included. */
-			if (!mat->value || !(mat->pending_count || mat->fill ||
+			if (!mat->value || !(mat->pending_count || mat->state == RSD_MAT_FILLING ||
 					     (mat->loc.kind == RSD_CUDA && mat->use_count)))
 				continue;
 			rsd__keep_forever(mat->value);

@@ -120,6 +120,39 @@ struct rsd_resident {
 
 /* ---- per-value records (writer side) -------------------------------------- */
 
+/*
+ * The state of one materialization (reference: Documentation/design.md,
+ * "Materialization states"). rsd__mat_set_state() (xfer.c) is its only
+ * writer and refuses an illegal transition:
+ *
+ *   (install) -> RESIDENT   a committed install: readable, complete.
+ *   (install) -> ARRIVING   the admit phase of a waited transfer: charged
+ *                           and indexed, not resident; nothing reads it.
+ *   ARRIVING  -> RESIDENT   the transfer's commit (rsd__arrival_commit());
+ *                           a failed transfer pops it instead.
+ *   RESIDENT  -> FILLING    a queued copy committed into it (fill names
+ *                           the copy's pending record): resident, its bytes
+ *                           complete only once that record's event is.
+ *   FILLING   -> RESIDENT   the copy's event answered (rsd__qcopy_finish());
+ *                           on a failure it is removed, or goes FAILED.
+ *   RESIDENT  -> FAILED     the copy into it failed (err: the device's code)
+ *                           while something protects it, or its device was
+ *                           lost with it protected (-RSD_EDEVLOST).
+ *   FAILED    -> (removed)  the change that ends its last protection
+ *                           (rsd__failed_settle()); never resident again.
+ *
+ * Who may free the storage: RESIDENT, when unprotected and not busy
+ * (rsd__removable()); ARRIVING, only its transfer (abort or take); FILLING,
+ * nobody until its copy is answered; FAILED, only rsd__failed_settle().
+ * Snapshots show every state but RESIDENT as arriving.
+ */
+enum rsd_mat_state {
+	RSD_MAT_RESIDENT,
+	RSD_MAT_ARRIVING,
+	RSD_MAT_FILLING,
+	RSD_MAT_FAILED,
+};
+
 /* One materialization; protected by m->lock. */
 struct rsd_mat {
 	struct rsd_location loc;
@@ -131,27 +164,18 @@ struct rsd_mat {
 	/*
 	 * Transfers beside the writer (transition.c). busy: transfers in flight
 	 * that read this materialization; leaving: one of them is a move that
-	 * removes it at its commit; arriving: the destination of a transfer
-	 * admitted and not yet committed (charged, not resident).
+	 * removes it at its commit. Counters of readers, not states.
 	 */
 	uint32_t busy;
 	bool leaving;
-	bool arriving;
-	/*
-	 * A copy a not-waiting call queued into it (queued.c, §22): the
-	 * materialization is resident, its bytes are complete only once the
-	 * record's event is; cleared when a reap (or a wait) sees it.
-	 */
+	enum rsd_mat_state state; /* written by rsd__mat_set_state() only */
+	/* FILLING: the pending record of the copy a not-waiting call queued
+	 * into it (queued.c, §22); NULL in every other state. */
 	struct rsd_lease_rec *fill;
-	/*
-	 * That copy failed (its device error) while something protected the
-	 * destination: a GPU lease whose stream is ordered after the copy, a
-	 * hold, a released lease's events. Its storage stays, charged and
-	 * shown arriving, so nothing frees it under a stream; nothing reads,
-	 * copies from or replaces it; the change that ends its last
-	 * protection removes it (rsd__failed_settle()).
-	 */
-	int failed;
+	/* FAILED: that copy's device error (or -RSD_EDEVLOST); 0 otherwise.
+	 * Its storage stays, charged and shown arriving, so nothing frees it
+	 * under a stream; nothing reads, copies from or replaces it. */
+	int err;
 };
 
 static inline bool rsd__mat_protected(const struct rsd_mat *mat)
@@ -159,10 +183,16 @@ static inline bool rsd__mat_protected(const struct rsd_mat *mat)
 	return mat->use_count || mat->hold_count || mat->pending_count;
 }
 
-/* Resident: committed, readable by leases and transfers. */
+/* Resident: committed, readable by leases and transfers (FILLING and
+ * FAILED are committed: their readers check the state themselves). */
 static inline bool rsd__mat_resident(const struct rsd_mat *mat)
 {
-	return mat && !mat->arriving;
+	return mat && mat->state != RSD_MAT_ARRIVING;
+}
+
+static inline bool rsd__mat_failed(const struct rsd_mat *mat)
+{
+	return mat->state == RSD_MAT_FAILED;
 }
 
 /* One managed value; protected by m->lock. Never freed before close. */
@@ -1175,7 +1205,7 @@ void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
 int rsd__fill_error(const struct rsd_lease_rec *fill);
 
 /* The error of using mat, the kept destination of a failed queued copy
- * (mat->failed set). */
+ * (mat FAILED, its code in mat->err). */
 int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat);
 
 /* Remove rec's materialization at `at` when it is a failed copy's kept
@@ -1279,5 +1309,15 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
 /* Run one action on the writer path (§4); report may be NULL. */
 int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
 		     struct rsd_transition *report);
+
+/* in lib/core/xfer.c: */
+/*
+ * Move mat to state `to` (the only writer of struct rsd_mat.state): fill
+ * is the queued copy's record for FILLING, err the device's code for
+ * FAILED; both are cleared in every other state. An illegal transition is
+ * a bug of the library: it aborts with both states named.
+ */
+void rsd__mat_set_state(struct rsd_mat *mat, enum rsd_mat_state to, struct rsd_lease_rec *fill,
+			int err);
 
 #endif

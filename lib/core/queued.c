@@ -113,7 +113,7 @@ void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_
 	qc->queued_ns = rsd__now_ns();
 	dst = rsd__rec_mat(rec, to);
 	if (dst) /* none for a failed copy's record (qcopy_failed()) */
-		dst->fill = l;
+		rsd__mat_set_state(dst, RSD_MAT_FILLING, l, 0);
 	l->id = rsd__next_id();
 	l->loc = to;
 	l->n = 0;
@@ -318,7 +318,7 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 	struct rsd_mat *dst = qc->told ? NULL : rsd__rec_mat(rec, qc->to);
 
 	if (dst && (rsd__mat_protected(dst) || dst->busy)) {
-		dst->failed = qc->err;
+		rsd__mat_set_state(dst, RSD_MAT_FAILED, NULL, qc->err);
 		rsd__mark_dirty(m, rec);
 	} else if (dst) {
 		rsd__remove(m, rec, qc->to);
@@ -368,7 +368,7 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 	struct rsd_mat *mat = rsd__rec_mat(rec, qc->to);
 
 	if (mat && mat->fill == l)
-		mat->fill = NULL;
+		rsd__mat_set_state(mat, RSD_MAT_RESIDENT, NULL, 0);
 	if (l->n) {
 		struct rsd_mat *src = rsd__rec_mat(rec, l->loc);
 
@@ -458,7 +458,7 @@ static int copy_failure(int code, uint64_t value, struct rsd_location at)
 int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	int code = mat->failed;
+	int code = mat->err;
 
 	/* A copy on a sound device fails with RSD_EDEVLOST too when it
 	 * touched a lost one: only a copy on the lost device died with it. */
@@ -476,7 +476,7 @@ bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rs
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
 
-	if (!mat || !mat->failed || rsd__mat_protected(mat) || mat->busy)
+	if (!mat || !rsd__mat_failed(mat) || rsd__mat_protected(mat) || mat->busy)
 		return false;
 	rsd__remove(m, rec, at);
 	return true;

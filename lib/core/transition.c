@@ -51,7 +51,8 @@ static bool min_resident(const struct rsd_record *rec, const struct rsd_location
 		struct rsd_location l = rec->mats[i].loc;
 
 		/* A failed copy's kept destination holds no bytes to read. */
-		if (rec->mats[i].arriving || rec->mats[i].failed ||
+		if (rec->mats[i].state == RSD_MAT_ARRIVING ||
+		    rec->mats[i].state == RSD_MAT_FAILED ||
 		    (exclude && rsd_location_equal(l, *exclude)))
 			continue;
 		if (!found || rsd_location_cmp(l, *out) < 0)
@@ -73,8 +74,8 @@ static bool arriving_before(const struct rsd_record *rec, struct rsd_location sr
 	for (uint32_t i = 0; i < rec->nmats; i++) {
 		struct rsd_location l = rec->mats[i].loc;
 
-		if (rec->mats[i].arriving && !(exclude && rsd_location_equal(l, *exclude)) &&
-		    rsd_location_cmp(l, src) < 0)
+		if (rec->mats[i].state == RSD_MAT_ARRIVING &&
+		    !(exclude && rsd_location_equal(l, *exclude)) && rsd_location_cmp(l, src) < 0)
 			return true;
 	}
 	return false;
@@ -99,7 +100,8 @@ static uint32_t resident_count(const struct rsd_record *rec)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < rec->nmats; i++)
-		n += !rec->mats[i].arriving && !rec->mats[i].failed;
+		n += rec->mats[i].state == RSD_MAT_RESIDENT ||
+		     rec->mats[i].state == RSD_MAT_FILLING;
 	return n;
 }
 
@@ -492,9 +494,9 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 		return err;
 	struct rsd_mat *dmat = rsd__rec_mat(rec, d);
 
-	if (dmat && dmat->arriving)
+	if (dmat && dmat->state == RSD_MAT_ARRIVING)
 		return XFER_RETRY;
-	if (dmat && dmat->failed)
+	if (dmat && rsd__mat_failed(dmat))
 		return rsd__failed_error(rec, dmat);
 	rep->has_destination = true;
 	rep->destination = d;
@@ -535,9 +537,9 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		return err;
 	struct rsd_mat *dmat = rsd__rec_mat(rec, d);
 
-	if (dmat && dmat->arriving)
+	if (dmat && dmat->state == RSD_MAT_ARRIVING)
 		return XFER_RETRY;
-	if (dmat && dmat->failed)
+	if (dmat && rsd__mat_failed(dmat))
 		return rsd__failed_error(rec, dmat);
 	if (a->has_from) {
 		s = a->from;
@@ -554,7 +556,7 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		return rsd__err(RSD_EUNAVAILABLE, "explicit source %s is not resident",
 				rsd_location_name(s, name, sizeof(name)));
 	smat = have_src ? rsd__rec_mat(rec, s) : NULL;
-	if (smat && smat->failed)
+	if (smat && rsd__mat_failed(smat))
 		return rsd__failed_error(rec, smat);
 	if (dmat) {
 		if (!have_src || rsd_location_equal(s, d)) {
