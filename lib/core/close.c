@@ -209,8 +209,8 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		goto out;
 	rsd__list_for_each_entry(l, &m->leases, node) {
 		active += l->state == RSD_LEASE_ACTIVE;
-		pending += l->state == RSD_LEASE_PENDING && !l->qc;
-		queued += !!l->qc;
+		pending += l->state == RSD_LEASE_PENDING && !l->xf;
+		queued += !!l->xf;
 	}
 	rsd__list_for_each_entry(h, &m->holds, node)
 		holds++;

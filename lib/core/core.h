@@ -310,7 +310,7 @@ struct rsd_lease_rec {
 	unsigned waiters; /* threads waiting for its events without m->lock */
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj; /* the caller's object while active */
-	struct rsd_qcopy *qc;  /* a queued copy's record (queued.c), else NULL */
+	struct rsd_xfer *xf;   /* the transfer it carries (xfer.c), else NULL */
 	/* Its slot in the published pending table (m->lock): tab says where
 	 * it is between publications (enum rsd_tab_state), tab_node links it
 	 * on m->pend_new or m->pend_dead meanwhile. */
@@ -324,12 +324,54 @@ struct rsd_lease_rec {
 };
 
 /*
- * A copy a not-waiting call queued (queued.c, §22), as the pending lease
- * record that carries its event: the record protects the copy's source
- * (recs[0] at loc, when n is 1) as a released GPU lease would, and the
- * destination points back at it (struct rsd_mat.fill). Writer path.
+ * A copy in flight that no thread waits for under the lock (xfer.c): a
+ * not-waiting call's copy (queued.c, §22), a waited copy the device gave
+ * no answer for, or the output a producer stream still writes. It rides
+ * the pending lease record that owns its event (l->xf): lease.c owns every
+ * pending event (released GPU leases and transfers alike), queues it on
+ * its stream, reaps it and counts its waiters (l->waiters: any number of
+ * threads may wait, each returns; the last one frees a retired record).
+ * The record protects the copy's source (recs[0] at loc, when n is 1) as
+ * a released GPU lease would (pending_count); the destination is FILLING
+ * and points back at the record (struct rsd_mat.fill). Writer path.
+ *
+ * States (rsd__xfer_set_state() is their only writer; design.md,
+ * "Transfers in flight"):
+ *
+ *   IDLE    allocated before the transfer phase so that queueing cannot
+ *           fail; nothing of it is visible. Freed by rsd__xfer_discard().
+ *   QUEUED  issued, its event on its stream's queue; err may already hold
+ *           a failure known at issue (told). A failed query or sync of its
+ *           event leaves it here: only the device's definite answer moves
+ *           it. Nothing frees its destination, source, leftover or garbage.
+ *   DONE    its event completed without error (rsd__qcopy_finish()).
+ *   FAILED  its event answered with an error (lease.c event_failed()), or
+ *           it completed after a failure known at issue.
+ *   SETTLED folded in: the destination is resident again (DONE), or
+ *           removed or FAILED (FAILED); the source's protection is dropped,
+ *           leftover and garbage freed, the error kept once for the value
+ *           (rec->copy_err) unless told; the record is retired and freed,
+ *           with this object, after a grace period (readers may still see
+ *           it in the pending table).
  */
-struct rsd_qcopy {
+enum rsd_xfer_state {
+	RSD_XFER_IDLE,
+	RSD_XFER_QUEUED,
+	RSD_XFER_DONE,
+	RSD_XFER_FAILED,
+	RSD_XFER_SETTLED,
+};
+
+/* Why the copy is in flight without a waiter under the lock. */
+enum rsd_xfer_kind {
+	RSD_XFER_ASYNC,	     /* a not-waiting call queued it (§22) */
+	RSD_XFER_UNANSWERED, /* a waited copy the device did not answer */
+	RSD_XFER_OUTPUT,     /* rsd_adopt_reserved(): a producer stream writes it */
+};
+
+struct rsd_xfer {
+	enum rsd_xfer_state state;
+	enum rsd_xfer_kind kind;
 	struct rsd_record *rec;
 	struct rsd_location to; /* the destination being filled */
 	/* Bytes the copy reads that no materialization owns any more (a
@@ -339,7 +381,7 @@ struct rsd_qcopy {
 	struct rsd_location leftover_at;
 	bool leftover_charged;
 	bool restore; /* leftover is a move's source: reinstated on failure */
-	int err;      /* the device's error, once an event reported one */
+	int err;      /* the one recorded error: the first the device reported */
 	/* err was returned by the call that queued it (a copy known to have
 	 * failed whose queued work may still run): not kept again. Nothing
 	 * of it was installed: garbage is its destination's storage, freed
@@ -1141,17 +1183,10 @@ int rsd__reap_now(struct rsd_manager *m);
  * Not-waiting calls (queued.c, reference.md §22). The public *_async entry
  * points run in queue mode, a flag of the calling thread: place() then
  * commits a device copy as soon as it is queued, with its event kept in a
- * pending lease record (struct rsd_qcopy), instead of waiting for it.
+ * pending lease record (its struct rsd_xfer), instead of waiting for it.
  */
 /* rsd__queue_mode() and rsd__queue_mode_set() are in internal.h: the
  * controller's not-waiting calls set it too. */
-/* A queued copy's record, allocated before its transfer phase so that the
- * commit cannot fail (NULL: out of memory; the copy is then waited for). */
-struct rsd_lease_rec *rsd__qcopy_new(struct rsd_manager *m);
-
-/* Give back a record that was not used (NULL is ignored). */
-void rsd__qcopy_discard(struct rsd_manager *m, struct rsd_lease_rec *l);
-
 /*
  * Commit a queued copy from src (a materialization when from is set, else
  * `loaded`, a value a source load made, charged temporarily when
@@ -1171,9 +1206,9 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
  * rsd_adopt_reserved() for the output a producer stream still writes.
  */
 void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
-		     struct rsd_location to, void *stream, void *event);
+		     struct rsd_location to, void *stream, void *event, enum rsd_xfer_kind kind);
 
-/* The record's event completed (or failed: l->qc->err): fold it in. */
+/* The record's event completed (or failed: l->xf->err): fold it in. */
 void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
 
 /* Close without finishing it: free what it reads, or keep it for ever
@@ -1200,7 +1235,7 @@ void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
 			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
 			  void *event, int err, bool failed);
 
-/* The failure of the queued copy fill (fill->qc->err set), as the error
+/* The failure of the queued copy fill (fill->xf->err set), as the error
  * of a copy that read its destination. */
 int rsd__fill_error(const struct rsd_lease_rec *fill);
 
@@ -1319,5 +1354,26 @@ int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *st
  */
 void rsd__mat_set_state(struct rsd_mat *mat, enum rsd_mat_state to, struct rsd_lease_rec *fill,
 			int err);
+
+/* A transfer's pending record (l->xf IDLE) with its event, stream and
+ * queue link in one slab block, allocated before the transfer phase so
+ * that queueing cannot fail (NULL: out of memory; the copy is then
+ * waited for). m->lock held. */
+struct rsd_lease_rec *rsd__xfer_new(struct rsd_manager *m);
+
+/* Give back a record whose transfer was never queued (IDLE; NULL is
+ * ignored). m->lock held. */
+void rsd__xfer_discard(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/* Free the block of a retired record's transfer (any thread). */
+void rsd__xfer_free(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/*
+ * Move xf to state `to` (the only writer of struct rsd_xfer.state): QUEUED
+ * from IDLE, DONE or FAILED from QUEUED, SETTLED from DONE or FAILED. err
+ * is FAILED's error, recorded unless one is already (the first stays). An
+ * illegal transition aborts, as rsd__mat_set_state() does.
+ */
+void rsd__xfer_set_state(struct rsd_xfer *xf, enum rsd_xfer_state to, int err);
 
 #endif

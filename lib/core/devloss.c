@@ -179,7 +179,7 @@ static bool copy_out_pending(const struct rsd_manager *m, const struct rsd_recor
 		const struct rsd_lease_rec *f = rec->mats[k].fill;
 
 		if (f && (loc_failed(m, f->loc) ||
-			  (f->qc->restore && loc_failed(m, f->qc->leftover_at))))
+			  (f->xf->restore && loc_failed(m, f->xf->leftover_at))))
 			return true;
 	}
 	return false;

@@ -332,7 +332,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	}
 	/* Without memory for its record a queued copy is waited for. */
 	if (device && rsd__queue_mode())
-		queued = rsd__qcopy_new(m);
+		queued = rsd__xfer_new(m);
 	err = rsd__admit(m, to, rec->spec.storage_nbytes);
 	if (!err)
 		err = rsd__copy_alloc(m, x->value, to, stream, &copy);
@@ -342,7 +342,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			rsd__resident_destroy(copy);
 	}
 	if (err) {
-		rsd__qcopy_discard(m, queued);
+		rsd__xfer_discard(m, queued);
 		return err;
 	}
 	smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
@@ -367,7 +367,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		err = rsd__copy_wait(m, stream, &ev);
 	rsd__writer_resume(m);
 	if (fill) {
-		if (!err && fill->qc->err)
+		if (!err && fill->xf->err)
 			err = rsd__fill_error(fill);
 		rsd__lease_unpin(m, fill);
 	}
@@ -385,7 +385,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			else
 				x->value = NULL; /* a loaded value: not freed either */
 		}
-		rsd__qcopy_discard(m, queued);
+		rsd__xfer_discard(m, queued);
 		closed_settle(m, rec, x);
 		return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 				(unsigned long long)m->id);
@@ -419,7 +419,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		 * known to have failed that may still run (as above, or a
 		 * queued one whose source's fill failed): it stays in flight,
 		 * as a queued copy (queued.c). */
-		rsd__qcopy_discard(m, queued);
+		rsd__xfer_discard(m, queued);
 		rsd__xfer_unanswered(m, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
 				     x->temporary ? x->value : NULL, x->charged, stream, ev, err,
 				     recorded || queued || defer);
@@ -429,7 +429,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		}
 		return err;
 	}
-	rsd__qcopy_discard(m, queued);
+	rsd__xfer_discard(m, queued);
 	if (stuck) {
 		/* Not even an event: neither end is ever freed. */
 		rsd__arrival_abandon(m, rec, to);
@@ -475,7 +475,7 @@ static int wait_move_from(struct rsd_manager *m, const struct rsd_record *rec,
 		struct rsd_lease_rec *f = rec->mats[k].fill;
 		int err;
 
-		if (!f || !f->qc || !f->qc->restore || !rsd_location_equal(f->qc->leftover_at, at))
+		if (!f || !f->xf || !f->xf->restore || !rsd_location_equal(f->xf->leftover_at, at))
 			continue;
 		err = rsd__lease_wait(m, f);
 		return err ? err : XFER_WAITED;

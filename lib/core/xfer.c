@@ -2,13 +2,17 @@
 /*
  * Copies in flight and the state of the materializations they write.
  *
- * A materialization's state (enum rsd_mat_state, core.h) changes only
- * here, so that every transition is one the table below allows; the
- * table is the one Documentation/design.md explains ("Materialization
- * states"). Everything here runs with m->lock held.
+ * A materialization's state (enum rsd_mat_state, core.h) and a transfer's
+ * (enum rsd_xfer_state) change only here, so that every transition is one
+ * the tables below allow; Documentation/design.md explains them
+ * ("Materialization states", "Transfers in flight"). A transfer lives in
+ * one slab block with its pending record's event, stream and queue link:
+ * allocating it costs no malloc on the not-waiting path. Everything here
+ * runs with m->lock held, but rsd__xfer_free().
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 
@@ -59,4 +63,88 @@ void rsd__mat_set_state(struct rsd_mat *mat, enum rsd_mat_state to, struct rsd_l
 	mat->state = to;
 	mat->fill = fill;
 	mat->err = err;
+}
+
+static const unsigned xfer_legal[] = {
+	[RSD_XFER_IDLE] = BIT(RSD_XFER_QUEUED),
+	[RSD_XFER_QUEUED] = BIT(RSD_XFER_DONE) | BIT(RSD_XFER_FAILED),
+	[RSD_XFER_DONE] = BIT(RSD_XFER_SETTLED),
+	[RSD_XFER_FAILED] = BIT(RSD_XFER_SETTLED),
+	[RSD_XFER_SETTLED] = 0,
+};
+
+static const char *const xfer_state_name[] = {
+	[RSD_XFER_IDLE] = "idle",     [RSD_XFER_QUEUED] = "queued",   [RSD_XFER_DONE] = "done",
+	[RSD_XFER_FAILED] = "failed", [RSD_XFER_SETTLED] = "settled",
+};
+
+void rsd__xfer_set_state(struct rsd_xfer *xf, enum rsd_xfer_state to, int err)
+{
+	if (rsd__unlikely(!(xfer_legal[xf->state] & BIT(to)) || (to == RSD_XFER_FAILED && !err))) {
+		fprintf(stderr,
+			"librsd: internal: transfer of value %llu: %s -> %s (error %d): not a "
+			"transition the state machine has\n",
+			xf->rec ? (unsigned long long)xf->rec->handle.id : 0ull,
+			xfer_state_name[xf->state], xfer_state_name[to], err);
+		fflush(stderr);
+		abort();
+	}
+	if (to == RSD_XFER_FAILED && !xf->err)
+		xf->err = err;
+	xf->state = to;
+}
+
+/* The block: the event, its stream, its queue link and the transfer. */
+#define XFER_BLOCK (2 * sizeof(void *) + sizeof(struct rsd_pend_link) + sizeof(struct rsd_xfer))
+
+struct rsd_lease_rec *rsd__xfer_new(struct rsd_manager *m)
+{
+	struct rsd_lease_rec *l = rsd__lease_rec_new(m, 1);
+	void **events;
+
+	if (!l)
+		return NULL;
+	events = rsd__slab_alloc(&m->oc, XFER_BLOCK);
+	if (!events) {
+		rsd__lease_rec_put(m, l);
+		return NULL;
+	}
+	memset(events, 0, XFER_BLOCK);
+	l->events = events;
+	l->streams = events + 1;
+	l->links = (struct rsd_pend_link *)(events + 2);
+	l->xf = (struct rsd_xfer *)(l->links + 1);
+	return l;
+}
+
+/* Detach the block from l (its record is being freed or reused). */
+static void *xfer_block_take(struct rsd_lease_rec *l)
+{
+	void *block = l->events;
+
+	l->events = NULL;
+	l->streams = NULL;
+	l->links = NULL;
+	l->xf = NULL;
+	return block;
+}
+
+void rsd__xfer_discard(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	if (!l)
+		return;
+	if (rsd__unlikely(l->xf->state != RSD_XFER_IDLE || l->nevents)) {
+		fprintf(stderr, "librsd: internal: discarding a transfer that was queued (%s)\n",
+			xfer_state_name[l->xf->state]);
+		fflush(stderr);
+		abort();
+	}
+	rsd__slab_free(&m->oc, xfer_block_take(l), XFER_BLOCK);
+	rsd__lease_rec_put(m, l);
+}
+
+void rsd__xfer_free(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	/* The reclaimer frees retired records off the writer's thread. */
+	rsd__slab_free_remote(&m->oc, xfer_block_take(l), XFER_BLOCK);
 }
