@@ -324,10 +324,16 @@ struct rsd_lease_rec {
 };
 
 /*
- * A copy in flight that no thread waits for under the lock (xfer.c): a
- * not-waiting call's copy (queued.c, §22), a waited copy the device gave
- * no answer for, or the output a producer stream still writes. It rides
- * the pending lease record that owns its event (l->xf): lease.c owns every
+ * One copy or load in flight (xfer.c). A synchronous one is on its
+ * issuing thread's stack (transition.c); a plan batch's sits in the
+ * batch's array until the flush (batch.c); one that outlives its issuer
+ * (a not-waiting call's, queued.c §22; a waited copy the device gave no
+ * answer for; the output a producer stream still writes) is in a slab
+ * block with its pending record. A staged copy (staging.c) is any of
+ * these: staging is how rsd__copy_issue() moves its bytes.
+ *
+ * One that outlives its issuer rides the pending lease record that owns
+ * its event (l->xf): lease.c owns every
  * pending event (released GPU leases and transfers alike), queues it on
  * its stream, reaps it and counts its waiters (l->waiters: any number of
  * threads may wait, each returns; the last one frees a retired record).
@@ -338,17 +344,26 @@ struct rsd_lease_rec {
  * States (rsd__xfer_set_state() is their only writer; design.md,
  * "Transfers in flight"):
  *
- *   IDLE    allocated before the transfer phase so that queueing cannot
- *           fail; nothing of it is visible. Freed by rsd__xfer_discard().
- *   QUEUED  issued, its event on its stream's queue; err may already hold
- *           a failure known at issue (told). A failed query or sync of its
+ *   IDLE    its source chosen (transfer_source()) or its record allocated
+ *           before the transfer phase so that queueing cannot fail;
+ *           nothing of it is visible. A pending one that is never queued
+ *           is freed by rsd__xfer_discard().
+ *   QUEUED  issued, its event on its stream; err may already hold a
+ *           failure known at issue (told). A failed query or sync of its
  *           event leaves it here: only the device's definite answer moves
- *           it. Nothing frees its destination, source, leftover or garbage.
- *   DONE    its event completed without error (rsd__qcopy_finish()).
- *   FAILED  its event answered with an error (lease.c event_failed()), or
- *           it completed after a failure known at issue.
- *   SETTLED folded in: the destination is resident again (DONE), or
- *           removed or FAILED (FAILED); the source's protection is dropped,
+ *           it. A waited or batched copy the device did not answer stays
+ *           QUEUED where it is and is carried on by a pending record's
+ *           (rsd__xfer_unanswered()). Nothing frees its destination,
+ *           source, leftover or garbage.
+ *   DONE    its event completed without error (the issuer's wait, the
+ *           batch's flush, or rsd__qcopy_finish()).
+ *   FAILED  the device answered with an error (the issue, the wait, or
+ *           lease.c event_failed()), or a pending one completed after a
+ *           failure known at issue. A DONE copy behind a failed one in a
+ *           batch stays DONE: it is rolled back at its settle.
+ *   SETTLED committed or rolled back (rsd__xfer_settle()), or, for a
+ *           pending one, folded in: the destination resident (DONE), or
+ *           removed or FAILED (FAILED); the source's protection dropped,
  *           leftover and garbage freed, the error kept once for the value
  *           (rec->copy_err) unless told; the record is retired and freed,
  *           with this object, after a grace period (readers may still see
@@ -362,8 +377,10 @@ enum rsd_xfer_state {
 	RSD_XFER_SETTLED,
 };
 
-/* Why the copy is in flight without a waiter under the lock. */
+/* Who holds the copy while it is in flight. */
 enum rsd_xfer_kind {
+	RSD_XFER_SYNC,	     /* its issuing thread waits for it */
+	RSD_XFER_BATCH,	     /* a plan's batch, until its flush */
 	RSD_XFER_ASYNC,	     /* a not-waiting call queued it (§22) */
 	RSD_XFER_UNANSWERED, /* a waited copy the device did not answer */
 	RSD_XFER_OUTPUT,     /* rsd_adopt_reserved(): a producer stream writes it */
@@ -373,7 +390,17 @@ struct rsd_xfer {
 	enum rsd_xfer_state state;
 	enum rsd_xfer_kind kind;
 	struct rsd_record *rec;
-	struct rsd_location to; /* the destination being filled */
+	/* What it reads: the replica at src, or (temporary) value, what the
+	 * source's load made, charged at src while charged. */
+	struct rsd_location src;
+	struct rsd_resident *value;
+	bool temporary;		/* value is the load's: freed unless installed */
+	bool charged;		/* the temporary charge is still held at src */
+	bool leave;		/* a move: the replica at src goes at the commit */
+	struct rsd_location to; /* the destination */
+	/* Its stream and completion event while its issuer or a batch holds
+	 * it (a pending record's streams[0] and events[0] once one does). */
+	void *stream, *event;
 	/* Bytes the copy reads that no materialization owns any more (a
 	 * move's source, a loaded value), freed with their temporary charge
 	 * at leftover_at once the copy completed. */
@@ -672,11 +699,8 @@ static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_imag
  * there is one.
  */
 #define RSD_BATCH_MAX 16
-struct rsd_xfer_deferred {
-	struct rsd_record *rec;
-	struct rsd_location from, to;
-	bool leave; /* a move: from goes at the commit */
-	void *stream, *event;
+struct rsd_batch_entry {
+	struct rsd_xfer xf;	    /* RSD_XFER_BATCH */
 	struct rsd_transition rep;  /* the action's report, completed at commit */
 	struct rsd_transition *out; /* where the caller wants it, or NULL */
 	bool stamp;
@@ -687,7 +711,7 @@ struct rsd_xfer_batch {
 	struct rsd_xfer_batch *up;
 	size_t index; /* of the action the caller runs now */
 	size_t n;
-	struct rsd_xfer_deferred q[RSD_BATCH_MAX];
+	struct rsd_batch_entry q[RSD_BATCH_MAX];
 	/* The first queued copy that failed at a flush, and its action. */
 	bool failed;
 	size_t failed_index;
@@ -696,8 +720,8 @@ void rsd__batch_begin(struct rsd_manager *m, struct rsd_xfer_batch *b);
 void rsd__batch_end(struct rsd_xfer_batch *b);
 bool rsd__batch_room(void);
 bool rsd__batch_pending(void);
-void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd_location to,
-		    bool leave, void *stream, void *event);
+/* Hold x, queued, until the flush (a copy of it: the caller's ends). */
+void rsd__batch_add(const struct rsd_xfer *x);
 void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_transition *out);
 
 /* Wait for the queued copies without the lock, then commit them in order

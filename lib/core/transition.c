@@ -33,14 +33,6 @@ static const char R_ABSENT[] = "materialization already absent";
 /* Positive: a queued copy was waited for and folded in; start again now. */
 #define XFER_WAITED 2
 
-/* Where a copy reads from: an existing replica or a temporary load. */
-struct xfer {
-	struct rsd_location src;
-	struct rsd_resident *value;
-	bool temporary; /* value came from the source; freed unless installed */
-	bool charged;	/* the temporary charge is still held at src */
-};
-
 /* The least resident location, `exclude` left out. */
 static bool min_resident(const struct rsd_record *rec, const struct rsd_location *exclude,
 			 struct rsd_location *out)
@@ -114,7 +106,7 @@ static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	rsd__acct_peak(a);
 }
 
-static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rsd_record *rec)
+static void uncharge_temp(struct rsd_manager *m, struct rsd_xfer *x, const struct rsd_record *rec)
 {
 	if (!x->charged)
 		return;
@@ -144,7 +136,7 @@ static void xfer_end(struct rsd_manager *m, struct rsd_record *rec)
  * thread marked as its callback's (its own calls into m are refused), and
  * the result is checked once the lock is back.
  */
-static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x)
 {
 	uint64_t c = rec->spec.storage_nbytes;
 	struct rsd_resident *v = NULL;
@@ -225,9 +217,10 @@ fail:
  * resident copy is leaving with a move, an arriving one would come first,
  * or nothing is resident while a load or copy of it runs.
  */
-static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x)
 {
-	memset(x, 0, sizeof(*x));
+	memset(x, 0, sizeof(*x)); /* IDLE, RSD_XFER_SYNC */
+	x->rec = rec;
 	if (min_resident(rec, NULL, &x->src)) {
 		struct rsd_mat *mat = rsd__rec_mat(rec, x->src);
 
@@ -245,7 +238,7 @@ static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct
 	return load_source(m, rec, x);
 }
 
-static void xfer_finish(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+static void xfer_finish(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x)
 {
 	uncharge_temp(m, x, rec);
 	if (x->temporary && x->value)
@@ -288,7 +281,7 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
  * stays in the record, which the last thread back frees whole
  * (rsd__close_drop()).
  */
-static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x)
 {
 	struct rsd_mat *smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
 
@@ -302,6 +295,20 @@ static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct 
 }
 
 /*
+ * x was issued (or its issue tried) and, unless only queued, waited for:
+ * an event still set means it may still run (QUEUED: a batch's, a queued
+ * one's, or one the device did not answer); else the device answered.
+ */
+static void xfer_issued(struct rsd_xfer *x, void *stream, void *ev, int err)
+{
+	x->stream = stream;
+	x->event = ev;
+	rsd__xfer_set_state(x, RSD_XFER_QUEUED, 0);
+	if (!ev)
+		rsd__xfer_set_state(x, err ? RSD_XFER_FAILED : RSD_XFER_DONE, err);
+}
+
+/*
  * Put x's value (or a copy of it) at `to`; x->value is consumed on install.
  * A copy is admitted (destination allocated, charged, arriving; source
  * busy, and leaving when `leave` names it for a move), transferred without
@@ -310,7 +317,7 @@ static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct 
  * (*deferred set). In queue mode (a not-waiting call, queued.c) a device
  * copy is committed as soon as it is queued.
  */
-static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
+static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x,
 		 struct rsd_location to, void *stream, bool allow_exclusive,
 		 const struct rsd_location *leave, bool *deferred)
 {
@@ -330,6 +337,8 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			x->value = NULL;
 		return err;
 	}
+	x->to = to;
+	x->leave = leave != NULL;
 	/* Without memory for its record a queued copy is waited for. */
 	if (device && rsd__queue_mode())
 		queued = rsd__xfer_new(m);
@@ -366,6 +375,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	if (!err && !defer && !queued)
 		err = rsd__copy_wait(m, stream, &ev);
 	rsd__writer_resume(m);
+	xfer_issued(x, stream, ev, err);
 	if (fill) {
 		if (!err && fill->xf->err)
 			err = rsd__fill_error(fill);
@@ -445,11 +455,12 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			  (unsigned long long)rec->spec.storage_nbytes);
 	}
 	if (!err && defer) {
-		rsd__batch_add(rec, x->src, to, leave != NULL, stream, ev);
+		rsd__batch_add(x);
 		*deferred = true;
 		return 0;
 	}
 	rsd__xfer_settle(m, rec, x->temporary ? NULL : &x->src, to, leave, err);
+	rsd__xfer_set_state(x, RSD_XFER_SETTLED, 0);
 	return err;
 }
 
@@ -487,7 +498,7 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 		     void *stream, struct rsd_transition *rep, bool *deferred)
 {
 	struct rsd_location d = a->location;
-	struct xfer x;
+	struct rsd_xfer x;
 	int err = wait_move_from(m, rec, d);
 
 	if (err)
@@ -529,7 +540,7 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_location d = a->location, s;
 	struct rsd_mat *smat;
-	struct xfer x;
+	struct rsd_xfer x;
 	bool have_src;
 	int err = wait_move_from(m, rec, d);
 
@@ -583,7 +594,8 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	if (busy_after(rec, d))
 		return XFER_RETRY;
 	if (have_src) {
-		memset(&x, 0, sizeof(x));
+		memset(&x, 0, sizeof(x)); /* IDLE, RSD_XFER_SYNC */
+		x.rec = rec;
 		x.src = s;
 		x.value = rsd__rec_mat(rec, s)->value;
 	} else {
