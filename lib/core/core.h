@@ -342,7 +342,7 @@ struct rsd_lease_rec {
  * and points back at the record (struct rsd_mat.fill). Writer path.
  *
  * States (rsd__xfer_set_state() is their only writer; design.md,
- * "Transfers in flight"):
+ * "The transfer object"):
  *
  *   IDLE    its source chosen (transfer_source()) or its record allocated
  *           before the transfer phase so that queueing cannot fail;

@@ -5,10 +5,12 @@
  * A materialization's state (enum rsd_mat_state, core.h) and a transfer's
  * (enum rsd_xfer_state) change only here, so that every transition is one
  * the tables below allow; Documentation/design.md explains them
- * ("Materialization states", "Transfers in flight"). A transfer lives in
- * one slab block with its pending record's event, stream and queue link:
- * allocating it costs no malloc on the not-waiting path. Everything here
- * runs with m->lock held, but rsd__xfer_free().
+ * ("Materialization states", "The transfer object"). A transfer that
+ * outlives its issuer lives in one slab block with its pending record's
+ * event, stream and queue link: allocating it costs no malloc on the
+ * not-waiting path. Materializations and pending transfers change with
+ * m->lock held; a waited or batched transfer belongs to its thread, and
+ * rsd__xfer_free() may run on any thread.
  */
 #include <stdio.h>
 #include <stdlib.h>
