@@ -129,9 +129,7 @@ int rsd__batch_flush(struct rsd_manager *m)
 		rsd__lin_note(m, RSD_LIN_SETTLE_BEGIN, d->index);
 		if (x->event) {
 			/* Not rolled back: it may still run. */
-			rsd__xfer_unanswered(m, x->rec, &x->src, x->src, x->to,
-					     x->leave ? &x->src : NULL, NULL, false, x->stream,
-					     x->event, errs[i], false);
+			rsd__xfer_unanswered(m, x, errs[i], false);
 		} else {
 			rsd__xfer_settle(m, x->rec, &x->src, x->to, x->leave ? &x->src : NULL, err);
 			rsd__xfer_set_state(x, RSD_XFER_SETTLED, 0);

@@ -1212,15 +1212,13 @@ int rsd__reap_now(struct rsd_manager *m);
 /* rsd__queue_mode() and rsd__queue_mode_set() are in internal.h: the
  * controller's not-waiting calls set it too. */
 /*
- * Commit a queued copy from src (a materialization when from is set, else
- * `loaded`, a value a source load made, charged temporarily when
- * loaded_charged) to `to`, a move's source at *leave: +1 as a waited
- * commit, `to` filling until l's event completes.
+ * Commit x, a copy queued on x->stream with x->event, as l's transfer
+ * (l->xf takes x's place): from x->src (a materialization, or the value a
+ * source load made when x->temporary, charged temporarily while
+ * x->charged) to x->to, removing the replica at x->src for a move: +1 as a
+ * waited commit, x->to filling until l's event completes.
  */
-void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
-		       const struct rsd_location *from, struct rsd_location src,
-		       struct rsd_location to, const struct rsd_location *leave,
-		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event);
+void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, const struct rsd_xfer *x);
 
 /*
  * Make l the record of a write into rec's materialization at `to` that
@@ -1248,16 +1246,13 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
  */
 int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
 
-/* A waited copy the device gave no answer for (rsd__copy_wait() failed
- * and kept its event) stays in flight as a queued copy; err: the error
- * the caller returns. failed: the copy is known to have failed (its issue
- * did), and event only orders what it queued: it is undone when that
- * completes, its error not kept again. */
-void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
-			  const struct rsd_location *from, struct rsd_location src,
-			  struct rsd_location to, const struct rsd_location *leave,
-			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
-			  void *event, int err, bool failed);
+/* x, a waited copy the device gave no answer for (rsd__copy_wait()
+ * failed and kept its event, x->event), stays in flight as a queued copy
+ * whose pending record's transfer carries it on (x keeps its state); err:
+ * the error the caller returns. failed: the copy is known to have failed
+ * (its issue did), and x->event only orders what it queued: it is undone
+ * when that completes, its error not kept again. */
+void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err, bool failed);
 
 /* The failure of the queued copy fill (fill->xf->err set), as the error
  * of a copy that read its destination. */

@@ -125,12 +125,23 @@ static void name_source(struct rsd_manager *m, struct rsd_lease_rec *l, struct r
 	rsd__mark_dirty(m, rec);
 }
 
-void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
-		       const struct rsd_location *from, struct rsd_location src,
-		       struct rsd_location to, const struct rsd_location *leave,
-		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event)
+/* What x reads: its replica (NULL for a loaded value), and that value. */
+static const struct rsd_location *xfer_from(const struct rsd_xfer *x)
+{
+	return x->temporary ? NULL : &x->src;
+}
+
+static struct rsd_resident *xfer_loaded(const struct rsd_xfer *x)
+{
+	return x->temporary ? x->value : NULL;
+}
+
+void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, const struct rsd_xfer *x)
 {
 	struct rsd_xfer *xf = l->xf;
+	struct rsd_record *rec = x->rec;
+	const struct rsd_location *from = xfer_from(x), *leave = x->leave ? &x->src : NULL;
+	struct rsd_resident *loaded = xfer_loaded(x);
 	struct rsd_mat *mat = from && !leave ? rsd__rec_mat(rec, *from) : NULL;
 
 	/* Protected before the settle: a failed copy's kept destination it
@@ -138,20 +149,20 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 	protect_source(m, from, mat);
 	/* The commit of a waited copy, except that a move's source is taken
 	 * out of the record instead of freed. */
-	rsd__xfer_settle(m, rec, from, to, NULL, 0);
-	rsd__qcopy_fill(m, l, rec, to, stream, event, RSD_XFER_ASYNC);
+	rsd__xfer_settle(m, rec, from, x->to, NULL, 0);
+	rsd__qcopy_fill(m, l, rec, x->to, x->stream, x->event, RSD_XFER_ASYNC);
 	if (leave) {
 		xf->leftover = rsd__detach(m, rec, *leave);
 		xf->leftover_at = *leave;
 		xf->restore = true;
 	} else if (loaded) {
 		xf->leftover = loaded;
-		xf->leftover_at = src;
+		xf->leftover_at = x->src;
 	}
 	if (xf->leftover) {
 		/* The source's charge becomes a temporary one (a load's
 		 * already is) until the copy has read the bytes. */
-		if (xf->restore || !loaded_charged)
+		if (xf->restore || !x->charged)
 			charge_temp(m, xf->leftover_at, rec->spec.storage_nbytes, true);
 		xf->leftover_charged = true;
 	}
@@ -208,28 +219,27 @@ static void qcopy_failed(struct rsd_manager *m, struct rsd_lease_rec *l, struct 
  * the destination is kept for the life of the process and settled as a
  * failure. Keeps the error record.
  */
-void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
-			  const struct rsd_location *from, struct rsd_location src,
-			  struct rsd_location to, const struct rsd_location *leave,
-			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
-			  void *event, int err, bool failed)
+void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err, bool failed)
 {
 	struct rsd_error saved = *rsd_last_error();
 	struct rsd_lease_rec *l = m->closed ? NULL : rsd__xfer_new(m);
+	const struct rsd_location *from = xfer_from(x);
+	struct rsd_resident *loaded = xfer_loaded(x);
+
 	if (l && failed)
-		qcopy_failed(m, l, rec, from, src, to, loaded, loaded_charged, stream, event, err);
+		qcopy_failed(m, l, x->rec, from, x->src, x->to, loaded, x->charged, x->stream,
+			     x->event, err);
 	else if (l)
-		rsd__qcopy_commit(m, l, rec, from, src, to, leave, loaded, loaded_charged, stream,
-				  event);
+		rsd__qcopy_commit(m, l, x);
 	if (l) {
 		l->xf->kind = RSD_XFER_UNANSWERED;
 		*rsd__err_record() = saved;
 		return;
 	}
-	rsd__arrival_abandon(m, rec, to);
+	rsd__arrival_abandon(m, x->rec, x->to);
 	if (loaded)
 		rsd__keep_forever(loaded);
-	rsd__xfer_settle(m, rec, from, to, NULL, err);
+	rsd__xfer_settle(m, x->rec, from, x->to, NULL, err);
 	*rsd__err_record() = saved;
 }
 

@@ -401,8 +401,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 				(unsigned long long)m->id);
 	}
 	if (!err && queued) {
-		rsd__qcopy_commit(m, queued, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
-				  x->temporary ? x->value : NULL, x->charged, stream, ev);
+		rsd__qcopy_commit(m, queued, x);
 		if (x->temporary) {
 			x->value = NULL;
 			x->charged = false;
@@ -430,9 +429,8 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 		 * queued one whose source's fill failed): it stays in flight,
 		 * as a queued copy (queued.c). */
 		rsd__xfer_discard(m, queued);
-		rsd__xfer_unanswered(m, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
-				     x->temporary ? x->value : NULL, x->charged, stream, ev, err,
-				     recorded || queued || defer);
+		x->event = ev; /* recorded behind a stuck issue, perhaps */
+		rsd__xfer_unanswered(m, x, err, recorded || queued || defer);
 		if (x->temporary) {
 			x->value = NULL;
 			x->charged = false;
