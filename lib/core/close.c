@@ -304,6 +304,7 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	rsd__reclaim_poll(m, 0);
 	rsd__image_destroy(m);
 	rsd__slab_fini(&m->oc);
+	rsd__slab_fini(&m->xfers);
 	rsd__lease_caches_free(m);
 	free(m->recs);
 	free(m->dirty);

@@ -624,6 +624,9 @@ struct rsd_manager {
 	 * freed through retirement). */
 	struct rsd_lease_rec *lease_rec_cache;
 	unsigned nlease_rec_cache;
+	/* The blocks of pending transfers (xfer.c): a slab of their own, so
+	 * that taking back the ones the reclaimer freed walks only those. */
+	struct rsd__slab xfers;
 	struct rsd__list holds; /* tracked holds, newest first */
 	struct rsd__list resv;	/* tracked reservations, creation order */
 	uint64_t next_lifetime_id;

@@ -106,7 +106,7 @@ struct rsd_lease_rec *rsd__xfer_new(struct rsd_manager *m)
 
 	if (!l)
 		return NULL;
-	events = rsd__slab_alloc(&m->oc, XFER_BLOCK);
+	events = rsd__slab_alloc(&m->xfers, XFER_BLOCK);
 	if (!events) {
 		rsd__lease_rec_put(m, l);
 		return NULL;
@@ -141,12 +141,12 @@ void rsd__xfer_discard(struct rsd_manager *m, struct rsd_lease_rec *l)
 		fflush(stderr);
 		abort();
 	}
-	rsd__slab_free(&m->oc, xfer_block_take(l), XFER_BLOCK);
+	rsd__slab_free(&m->xfers, xfer_block_take(l), XFER_BLOCK);
 	rsd__lease_rec_put(m, l);
 }
 
 void rsd__xfer_free(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	/* The reclaimer frees retired records off the writer's thread. */
-	rsd__slab_free_remote(&m->oc, xfer_block_take(l), XFER_BLOCK);
+	rsd__slab_free_remote(&m->xfers, xfer_block_take(l), XFER_BLOCK);
 }
