@@ -58,26 +58,21 @@ bool rsd__batch_pending(void)
 	return cur && cur->n;
 }
 
-void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd_location to,
-		    bool leave, void *stream, void *event)
+void rsd__batch_add(const struct rsd_xfer *x)
 {
 	struct rsd_xfer_batch *cur = rsd__exec()->batch;
-	struct rsd_xfer_deferred *d = &cur->q[cur->n++];
+	struct rsd_batch_entry *d = &cur->q[cur->n++];
 
 	memset(d, 0, sizeof(*d));
-	d->rec = rec;
-	d->from = from;
-	d->to = to;
-	d->leave = leave;
-	d->stream = stream;
-	d->event = event;
+	d->xf = *x;
+	d->xf.kind = RSD_XFER_BATCH;
 	d->index = cur->index;
 }
 
 void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_transition *out)
 {
 	struct rsd_xfer_batch *cur = rsd__exec()->batch;
-	struct rsd_xfer_deferred *d = &cur->q[cur->n - 1];
+	struct rsd_batch_entry *d = &cur->q[cur->n - 1];
 
 	d->rep = *rep;
 	d->stamp = stamp;
@@ -100,8 +95,12 @@ int rsd__batch_flush(struct rsd_manager *m)
 	/* The copies are counted in m->inflight since their admission. */
 	rsd__writer_pause(m);
 	for (size_t i = 0; i < n; i++) {
-		/* An event left set: the device gave no answer. */
-		errs[i] = rsd__copy_wait(m, b->q[i].stream, &b->q[i].event);
+		struct rsd_xfer *x = &b->q[i].xf;
+
+		/* An event left set: the device gave no answer (QUEUED). */
+		errs[i] = rsd__copy_wait(m, x->stream, &x->event);
+		if (!x->event)
+			rsd__xfer_set_state(x, errs[i] ? RSD_XFER_FAILED : RSD_XFER_DONE, errs[i]);
 		if (errs[i] && !err) {
 			err = errs[i];
 			first = *rsd_last_error();
@@ -119,7 +118,8 @@ int rsd__batch_flush(struct rsd_manager *m)
 	}
 	err = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct rsd_xfer_deferred *d = &b->q[i];
+		struct rsd_batch_entry *d = &b->q[i];
+		struct rsd_xfer *x = &d->xf;
 
 		if (!err && errs[i]) {
 			err = errs[i];
@@ -127,14 +127,13 @@ int rsd__batch_flush(struct rsd_manager *m)
 			b->failed_index = d->index;
 		}
 		rsd__lin_note(m, RSD_LIN_SETTLE_BEGIN, d->index);
-		if (d->event)
+		if (x->event) {
 			/* Not rolled back: it may still run. */
-			rsd__xfer_unanswered(m, d->rec, &d->from, d->from, d->to,
-					     d->leave ? &d->from : NULL, NULL, false, d->stream,
-					     d->event, errs[i], false);
-		else
-			rsd__xfer_settle(m, d->rec, &d->from, d->to, d->leave ? &d->from : NULL,
-					 err);
+			rsd__xfer_unanswered(m, x, errs[i], false);
+		} else {
+			rsd__xfer_settle(m, x->rec, &x->src, x->to, x->leave ? &x->src : NULL, err);
+			rsd__xfer_set_state(x, RSD_XFER_SETTLED, 0);
+		}
 		rsd__lin_note(m, RSD_LIN_SETTLE_END, d->index);
 		if (err)
 			continue;

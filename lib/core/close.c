@@ -59,7 +59,7 @@ static void keep_streamed(struct rsd_manager *m)
 			/* A stream may use a GPU lease's device bytes, and a
 			 * queued copy (or a released lease's stream) the
 			 * bytes at either end, host memory included. */
-			if (!mat->value || !(mat->pending_count || mat->fill ||
+			if (!mat->value || !(mat->pending_count || mat->state == RSD_MAT_FILLING ||
 					     (mat->loc.kind == RSD_CUDA && mat->use_count)))
 				continue;
 			rsd__keep_forever(mat->value);
@@ -209,8 +209,8 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		goto out;
 	rsd__list_for_each_entry(l, &m->leases, node) {
 		active += l->state == RSD_LEASE_ACTIVE;
-		pending += l->state == RSD_LEASE_PENDING && !l->qc;
-		queued += !!l->qc;
+		pending += l->state == RSD_LEASE_PENDING && !l->xf;
+		queued += !!l->xf;
 	}
 	rsd__list_for_each_entry(h, &m->holds, node)
 		holds++;
@@ -304,6 +304,7 @@ void rsd_manager_destroy(struct rsd_manager *m)
 	rsd__reclaim_poll(m, 0);
 	rsd__image_destroy(m);
 	rsd__slab_fini(&m->oc);
+	rsd__slab_fini(&m->xfers);
 	rsd__lease_caches_free(m);
 	free(m->recs);
 	free(m->dirty);

@@ -120,6 +120,39 @@ struct rsd_resident {
 
 /* ---- per-value records (writer side) -------------------------------------- */
 
+/*
+ * The state of one materialization (reference: Documentation/design.md,
+ * "Materialization states"). rsd__mat_set_state() (xfer.c) is its only
+ * writer and refuses an illegal transition:
+ *
+ *   (install) -> RESIDENT   a committed install: readable, complete.
+ *   (install) -> ARRIVING   the admit phase of a waited transfer: charged
+ *                           and indexed, not resident; nothing reads it.
+ *   ARRIVING  -> RESIDENT   the transfer's commit (rsd__arrival_commit());
+ *                           a failed transfer pops it instead.
+ *   RESIDENT  -> FILLING    a queued copy committed into it (fill names
+ *                           the copy's pending record): resident, its bytes
+ *                           complete only once that record's event is.
+ *   FILLING   -> RESIDENT   the copy's event answered (rsd__qcopy_finish());
+ *                           on a failure it is removed, or goes FAILED.
+ *   RESIDENT  -> FAILED     the copy into it failed (err: the device's code)
+ *                           while something protects it, or its device was
+ *                           lost with it protected (-RSD_EDEVLOST).
+ *   FAILED    -> (removed)  the change that ends its last protection
+ *                           (rsd__failed_settle()); never resident again.
+ *
+ * Who may free the storage: RESIDENT, when unprotected and not busy
+ * (rsd__removable()); ARRIVING, only its transfer (abort or take); FILLING,
+ * nobody until its copy is answered; FAILED, only rsd__failed_settle().
+ * Snapshots show every state but RESIDENT as arriving.
+ */
+enum rsd_mat_state {
+	RSD_MAT_RESIDENT,
+	RSD_MAT_ARRIVING,
+	RSD_MAT_FILLING,
+	RSD_MAT_FAILED,
+};
+
 /* One materialization; protected by m->lock. */
 struct rsd_mat {
 	struct rsd_location loc;
@@ -131,27 +164,18 @@ struct rsd_mat {
 	/*
 	 * Transfers beside the writer (transition.c). busy: transfers in flight
 	 * that read this materialization; leaving: one of them is a move that
-	 * removes it at its commit; arriving: the destination of a transfer
-	 * admitted and not yet committed (charged, not resident).
+	 * removes it at its commit. Counters of readers, not states.
 	 */
 	uint32_t busy;
 	bool leaving;
-	bool arriving;
-	/*
-	 * A copy a not-waiting call queued into it (queued.c, §22): the
-	 * materialization is resident, its bytes are complete only once the
-	 * record's event is; cleared when a reap (or a wait) sees it.
-	 */
+	enum rsd_mat_state state; /* written by rsd__mat_set_state() only */
+	/* FILLING: the pending record of the copy a not-waiting call queued
+	 * into it (queued.c, §22); NULL in every other state. */
 	struct rsd_lease_rec *fill;
-	/*
-	 * That copy failed (its device error) while something protected the
-	 * destination: a GPU lease whose stream is ordered after the copy, a
-	 * hold, a released lease's events. Its storage stays, charged and
-	 * shown arriving, so nothing frees it under a stream; nothing reads,
-	 * copies from or replaces it; the change that ends its last
-	 * protection removes it (rsd__failed_settle()).
-	 */
-	int failed;
+	/* FAILED: that copy's device error (or -RSD_EDEVLOST); 0 otherwise.
+	 * Its storage stays, charged and shown arriving, so nothing frees it
+	 * under a stream; nothing reads, copies from or replaces it. */
+	int err;
 };
 
 static inline bool rsd__mat_protected(const struct rsd_mat *mat)
@@ -159,10 +183,16 @@ static inline bool rsd__mat_protected(const struct rsd_mat *mat)
 	return mat->use_count || mat->hold_count || mat->pending_count;
 }
 
-/* Resident: committed, readable by leases and transfers. */
+/* Resident: committed, readable by leases and transfers (FILLING and
+ * FAILED are committed: their readers check the state themselves). */
 static inline bool rsd__mat_resident(const struct rsd_mat *mat)
 {
-	return mat && !mat->arriving;
+	return mat && mat->state != RSD_MAT_ARRIVING;
+}
+
+static inline bool rsd__mat_failed(const struct rsd_mat *mat)
+{
+	return mat->state == RSD_MAT_FAILED;
 }
 
 /* One managed value; protected by m->lock. Never freed before close. */
@@ -280,7 +310,7 @@ struct rsd_lease_rec {
 	unsigned waiters; /* threads waiting for its events without m->lock */
 	uint64_t pending_since_ns;
 	struct rsd_lease *obj; /* the caller's object while active */
-	struct rsd_qcopy *qc;  /* a queued copy's record (queued.c), else NULL */
+	struct rsd_xfer *xf;   /* the transfer it carries (xfer.c), else NULL */
 	/* Its slot in the published pending table (m->lock): tab says where
 	 * it is between publications (enum rsd_tab_state), tab_node links it
 	 * on m->pend_new or m->pend_dead meanwhile. */
@@ -294,14 +324,83 @@ struct rsd_lease_rec {
 };
 
 /*
- * A copy a not-waiting call queued (queued.c, §22), as the pending lease
- * record that carries its event: the record protects the copy's source
- * (recs[0] at loc, when n is 1) as a released GPU lease would, and the
- * destination points back at it (struct rsd_mat.fill). Writer path.
+ * One copy or load in flight (xfer.c). A synchronous one is on its
+ * issuing thread's stack (transition.c); a plan batch's sits in the
+ * batch's array until the flush (batch.c); one that outlives its issuer
+ * (a not-waiting call's, queued.c §22; a waited copy the device gave no
+ * answer for; the output a producer stream still writes) is in a slab
+ * block with its pending record. A staged copy (staging.c) is any of
+ * these: staging is how rsd__copy_issue() moves its bytes.
+ *
+ * One that outlives its issuer rides the pending lease record that owns
+ * its event (l->xf): lease.c owns every
+ * pending event (released GPU leases and transfers alike), queues it on
+ * its stream, reaps it and counts its waiters (l->waiters: any number of
+ * threads may wait, each returns; the last one frees a retired record).
+ * The record protects the copy's source (recs[0] at loc, when n is 1) as
+ * a released GPU lease would (pending_count); the destination is FILLING
+ * and points back at the record (struct rsd_mat.fill). Writer path.
+ *
+ * States (rsd__xfer_set_state() is their only writer; design.md,
+ * "The transfer object"):
+ *
+ *   IDLE    its source chosen (transfer_source()) or its record allocated
+ *           before the transfer phase so that queueing cannot fail;
+ *           nothing of it is visible. A pending one that is never queued
+ *           is freed by rsd__xfer_discard().
+ *   QUEUED  issued, its event on its stream; err may already hold a
+ *           failure known at issue (told). A failed query or sync of its
+ *           event leaves it here: only the device's definite answer moves
+ *           it. A waited or batched copy the device did not answer stays
+ *           QUEUED where it is and is carried on by a pending record's
+ *           (rsd__xfer_unanswered()). Nothing frees its destination,
+ *           source, leftover or garbage.
+ *   DONE    its event completed without error (the issuer's wait, the
+ *           batch's flush, or rsd__qcopy_finish()).
+ *   FAILED  the device answered with an error (the issue, the wait, or
+ *           lease.c event_failed()), or a pending one completed after a
+ *           failure known at issue. A DONE copy behind a failed one in a
+ *           batch stays DONE: it is rolled back at its settle.
+ *   SETTLED committed or rolled back (rsd__xfer_settle()), or, for a
+ *           pending one, folded in: the destination resident (DONE), or
+ *           removed or FAILED (FAILED); the source's protection dropped,
+ *           leftover and garbage freed, the error kept once for the value
+ *           (rec->copy_err) unless told; the record is retired and freed,
+ *           with this object, after a grace period (readers may still see
+ *           it in the pending table).
  */
-struct rsd_qcopy {
+enum rsd_xfer_state {
+	RSD_XFER_IDLE,
+	RSD_XFER_QUEUED,
+	RSD_XFER_DONE,
+	RSD_XFER_FAILED,
+	RSD_XFER_SETTLED,
+};
+
+/* Who holds the copy while it is in flight. */
+enum rsd_xfer_kind {
+	RSD_XFER_SYNC,	     /* its issuing thread waits for it */
+	RSD_XFER_BATCH,	     /* a plan's batch, until its flush */
+	RSD_XFER_ASYNC,	     /* a not-waiting call queued it (§22) */
+	RSD_XFER_UNANSWERED, /* a waited copy the device did not answer */
+	RSD_XFER_OUTPUT,     /* rsd_adopt_reserved(): a producer stream writes it */
+};
+
+struct rsd_xfer {
+	enum rsd_xfer_state state;
+	enum rsd_xfer_kind kind;
 	struct rsd_record *rec;
-	struct rsd_location to; /* the destination being filled */
+	/* What it reads: the replica at src, or (temporary) value, what the
+	 * source's load made, charged at src while charged. */
+	struct rsd_location src;
+	struct rsd_resident *value;
+	bool temporary;		/* value is the load's: freed unless installed */
+	bool charged;		/* the temporary charge is still held at src */
+	bool leave;		/* a move: the replica at src goes at the commit */
+	struct rsd_location to; /* the destination */
+	/* Its stream and completion event while its issuer or a batch holds
+	 * it (a pending record's streams[0] and events[0] once one does). */
+	void *stream, *event;
 	/* Bytes the copy reads that no materialization owns any more (a
 	 * move's source, a loaded value), freed with their temporary charge
 	 * at leftover_at once the copy completed. */
@@ -309,7 +408,7 @@ struct rsd_qcopy {
 	struct rsd_location leftover_at;
 	bool leftover_charged;
 	bool restore; /* leftover is a move's source: reinstated on failure */
-	int err;      /* the device's error, once an event reported one */
+	int err;      /* the one recorded error: the first the device reported */
 	/* err was returned by the call that queued it (a copy known to have
 	 * failed whose queued work may still run): not kept again. Nothing
 	 * of it was installed: garbage is its destination's storage, freed
@@ -525,6 +624,9 @@ struct rsd_manager {
 	 * freed through retirement). */
 	struct rsd_lease_rec *lease_rec_cache;
 	unsigned nlease_rec_cache;
+	/* The blocks of pending transfers (xfer.c): a slab of their own, so
+	 * that taking back the ones the reclaimer freed walks only those. */
+	struct rsd__slab xfers;
 	struct rsd__list holds; /* tracked holds, newest first */
 	struct rsd__list resv;	/* tracked reservations, creation order */
 	uint64_t next_lifetime_id;
@@ -600,11 +702,8 @@ static inline void rsd__gp_queue_append(struct rsd_image **head, struct rsd_imag
  * there is one.
  */
 #define RSD_BATCH_MAX 16
-struct rsd_xfer_deferred {
-	struct rsd_record *rec;
-	struct rsd_location from, to;
-	bool leave; /* a move: from goes at the commit */
-	void *stream, *event;
+struct rsd_batch_entry {
+	struct rsd_xfer xf;	    /* RSD_XFER_BATCH */
 	struct rsd_transition rep;  /* the action's report, completed at commit */
 	struct rsd_transition *out; /* where the caller wants it, or NULL */
 	bool stamp;
@@ -615,7 +714,7 @@ struct rsd_xfer_batch {
 	struct rsd_xfer_batch *up;
 	size_t index; /* of the action the caller runs now */
 	size_t n;
-	struct rsd_xfer_deferred q[RSD_BATCH_MAX];
+	struct rsd_batch_entry q[RSD_BATCH_MAX];
 	/* The first queued copy that failed at a flush, and its action. */
 	bool failed;
 	size_t failed_index;
@@ -624,8 +723,8 @@ void rsd__batch_begin(struct rsd_manager *m, struct rsd_xfer_batch *b);
 void rsd__batch_end(struct rsd_xfer_batch *b);
 bool rsd__batch_room(void);
 bool rsd__batch_pending(void);
-void rsd__batch_add(struct rsd_record *rec, struct rsd_location from, struct rsd_location to,
-		    bool leave, void *stream, void *event);
+/* Hold x, queued, until the flush (a copy of it: the caller's ends). */
+void rsd__batch_add(const struct rsd_xfer *x);
 void rsd__batch_report(const struct rsd_transition *rep, bool stamp, struct rsd_transition *out);
 
 /* Wait for the queued copies without the lock, then commit them in order
@@ -1111,27 +1210,18 @@ int rsd__reap_now(struct rsd_manager *m);
  * Not-waiting calls (queued.c, reference.md §22). The public *_async entry
  * points run in queue mode, a flag of the calling thread: place() then
  * commits a device copy as soon as it is queued, with its event kept in a
- * pending lease record (struct rsd_qcopy), instead of waiting for it.
+ * pending lease record (its struct rsd_xfer), instead of waiting for it.
  */
 /* rsd__queue_mode() and rsd__queue_mode_set() are in internal.h: the
  * controller's not-waiting calls set it too. */
-/* A queued copy's record, allocated before its transfer phase so that the
- * commit cannot fail (NULL: out of memory; the copy is then waited for). */
-struct rsd_lease_rec *rsd__qcopy_new(struct rsd_manager *m);
-
-/* Give back a record that was not used (NULL is ignored). */
-void rsd__qcopy_discard(struct rsd_manager *m, struct rsd_lease_rec *l);
-
 /*
- * Commit a queued copy from src (a materialization when from is set, else
- * `loaded`, a value a source load made, charged temporarily when
- * loaded_charged) to `to`, a move's source at *leave: +1 as a waited
- * commit, `to` filling until l's event completes.
+ * Commit x, a copy queued on x->stream with x->event, as l's transfer
+ * (l->xf takes x's place): from x->src (a materialization, or the value a
+ * source load made when x->temporary, charged temporarily while
+ * x->charged) to x->to, removing the replica at x->src for a move: +1 as a
+ * waited commit, x->to filling until l's event completes.
  */
-void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
-		       const struct rsd_location *from, struct rsd_location src,
-		       struct rsd_location to, const struct rsd_location *leave,
-		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event);
+void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, const struct rsd_xfer *x);
 
 /*
  * Make l the record of a write into rec's materialization at `to` that
@@ -1141,9 +1231,9 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
  * rsd_adopt_reserved() for the output a producer stream still writes.
  */
 void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
-		     struct rsd_location to, void *stream, void *event);
+		     struct rsd_location to, void *stream, void *event, enum rsd_xfer_kind kind);
 
-/* The record's event completed (or failed: l->qc->err): fold it in. */
+/* The record's event completed (or failed: l->xf->err): fold it in. */
 void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
 
 /* Close without finishing it: free what it reads, or keep it for ever
@@ -1159,23 +1249,20 @@ void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool kee
  */
 int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
 
-/* A waited copy the device gave no answer for (rsd__copy_wait() failed
- * and kept its event) stays in flight as a queued copy; err: the error
- * the caller returns. failed: the copy is known to have failed (its issue
- * did), and event only orders what it queued: it is undone when that
- * completes, its error not kept again. */
-void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
-			  const struct rsd_location *from, struct rsd_location src,
-			  struct rsd_location to, const struct rsd_location *leave,
-			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
-			  void *event, int err, bool failed);
+/* x, a waited copy the device gave no answer for (rsd__copy_wait()
+ * failed and kept its event, x->event), stays in flight as a queued copy
+ * whose pending record's transfer carries it on (x keeps its state); err:
+ * the error the caller returns. failed: the copy is known to have failed
+ * (its issue did), and x->event only orders what it queued: it is undone
+ * when that completes, its error not kept again. */
+void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err, bool failed);
 
-/* The failure of the queued copy fill (fill->qc->err set), as the error
+/* The failure of the queued copy fill (fill->xf->err set), as the error
  * of a copy that read its destination. */
 int rsd__fill_error(const struct rsd_lease_rec *fill);
 
 /* The error of using mat, the kept destination of a failed queued copy
- * (mat->failed set). */
+ * (mat FAILED, its code in mat->err). */
 int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat);
 
 /* Remove rec's materialization at `at` when it is a failed copy's kept
@@ -1279,5 +1366,36 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
 /* Run one action on the writer path (§4); report may be NULL. */
 int rsd__exec_action(struct rsd_manager *m, const struct rsd_action *a, void *stream,
 		     struct rsd_transition *report);
+
+/* in lib/core/xfer.c: */
+/*
+ * Move mat to state `to` (the only writer of struct rsd_mat.state): fill
+ * is the queued copy's record for FILLING, err the device's code for
+ * FAILED; both are cleared in every other state. An illegal transition is
+ * a bug of the library: it aborts with both states named.
+ */
+void rsd__mat_set_state(struct rsd_mat *mat, enum rsd_mat_state to, struct rsd_lease_rec *fill,
+			int err);
+
+/* A transfer's pending record (l->xf IDLE) with its event, stream and
+ * queue link in one slab block, allocated before the transfer phase so
+ * that queueing cannot fail (NULL: out of memory; the copy is then
+ * waited for). m->lock held. */
+struct rsd_lease_rec *rsd__xfer_new(struct rsd_manager *m);
+
+/* Give back a record whose transfer was never queued (IDLE; NULL is
+ * ignored). m->lock held. */
+void rsd__xfer_discard(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/* Free the block of a retired record's transfer (any thread). */
+void rsd__xfer_free(struct rsd_manager *m, struct rsd_lease_rec *l);
+
+/*
+ * Move xf to state `to` (the only writer of struct rsd_xfer.state): QUEUED
+ * from IDLE, DONE or FAILED from QUEUED, SETTLED from DONE or FAILED. err
+ * is FAILED's error, recorded unless one is already (the first stays). An
+ * illegal transition aborts, as rsd__mat_set_state() does.
+ */
+void rsd__xfer_set_state(struct rsd_xfer *xf, enum rsd_xfer_state to, int err);
 
 #endif

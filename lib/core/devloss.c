@@ -140,9 +140,10 @@ static bool has_other_copy(const struct rsd_manager *m, const struct rsd_record 
 	for (uint32_t k = 0; k < rec->nmats; k++) {
 		const struct rsd_mat *mat = &rec->mats[k];
 
-		if (loc_failed(m, mat->loc) || mat->failed || mat->arriving)
+		if (loc_failed(m, mat->loc) || mat->state == RSD_MAT_FAILED ||
+		    mat->state == RSD_MAT_ARRIVING)
 			continue;
-		if (!mat->fill || !loc_failed(m, mat->fill->loc))
+		if (mat->state != RSD_MAT_FILLING || !loc_failed(m, mat->fill->loc))
 			return true;
 	}
 	return false;
@@ -178,7 +179,7 @@ static bool copy_out_pending(const struct rsd_manager *m, const struct rsd_recor
 		const struct rsd_lease_rec *f = rec->mats[k].fill;
 
 		if (f && (loc_failed(m, f->loc) ||
-			  (f->qc->restore && loc_failed(m, f->qc->leftover_at))))
+			  (f->xf->restore && loc_failed(m, f->xf->leftover_at))))
 			return true;
 	}
 	return false;
@@ -199,7 +200,8 @@ static void sweep_record(struct rsd_manager *m, struct rsd_record *rec, struct s
 			continue;
 		/* A transfer or queued copy in flight settles it when it ends
 		 * (its thread's writer exit sweeps again). */
-		if (mat->arriving || mat->busy || mat->leaving || mat->fill || feeds_copy(rec, at))
+		if (mat->state == RSD_MAT_ARRIVING || mat->state == RSD_MAT_FILLING || mat->busy ||
+		    mat->leaving || feeds_copy(rec, at))
 			continue;
 		if (!rec->lost && !rec->has_source && !has_other_copy(m, rec)) {
 			rec->lost = true;
@@ -213,8 +215,8 @@ static void sweep_record(struct rsd_manager *m, struct rsd_record *rec, struct s
 			rsd__remove(m, rec, at);
 			c->removed++;
 			s->removed++;
-		} else if (!mat->failed) {
-			mat->failed = -RSD_EDEVLOST;
+		} else if (!rsd__mat_failed(mat)) {
+			rsd__mat_set_state(mat, RSD_MAT_FAILED, NULL, -RSD_EDEVLOST);
 			rsd__mark_dirty(m, rec);
 			rsd__bump(m);
 			c->kept++;
@@ -302,7 +304,7 @@ bool rsd__durable_keep(const struct rsd_record *rec, struct rsd_location from)
 		const struct rsd_mat *mat = &rec->mats[k];
 
 		if (mat->loc.kind != RSD_CUDA && !rsd_location_equal(mat->loc, from) &&
-		    !mat->arriving && !mat->failed)
+		    mat->state != RSD_MAT_ARRIVING && mat->state != RSD_MAT_FAILED)
 			return false;
 	}
 	return true;
@@ -321,9 +323,9 @@ static bool writeback_due(const struct rsd_record *rec)
 		if (mat->loc.kind != RSD_CUDA)
 			return false;
 		/* A producer or a copy still writes it: its end comes back here. */
-		if (mat->arriving || mat->fill || mat->busy)
+		if (mat->state == RSD_MAT_ARRIVING || mat->state == RSD_MAT_FILLING || mat->busy)
 			return false;
-		dev |= !mat->failed;
+		dev |= !rsd__mat_failed(mat);
 	}
 	return dev;
 }

@@ -266,7 +266,7 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 		iv->mats[n].pending_count = mat->pending_count;
 		/* Committed but still filling (§22), or kept after that copy
 		 * failed, shows as arriving too. */
-		iv->mats[n].arriving = mat->arriving || mat->fill || mat->failed;
+		iv->mats[n].arriving = mat->state != RSD_MAT_RESIDENT;
 		n++;
 	}
 	return iv;

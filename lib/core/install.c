@@ -191,7 +191,8 @@ static int install(struct rsd_manager *m, struct rsd_record *rec, struct rsd_loc
 	mat->loc = at;
 	mat->value = v;
 	mat->storage_nbytes = rsd_resident_storage_nbytes(v);
-	mat->arriving = arriving;
+	if (arriving)
+		rsd__mat_set_state(mat, RSD_MAT_ARRIVING, NULL, 0);
 	v->managed = true;
 	a = &m->acct[rsd__loc_slot(at)];
 	a->used += charge;
@@ -260,7 +261,7 @@ void rsd__arrival_commit(struct rsd_manager *m, struct rsd_record *rec, struct r
 		mat = &rec->mats[rec->nmats - 1];
 		*mat = done;
 	}
-	mat->arriving = false;
+	rsd__mat_set_state(mat, RSD_MAT_RESIDENT, NULL, 0);
 	m->acct[rsd__loc_slot(at)].arriving--;
 	rsd__record_location(m, at);
 	rsd__mark_dirty(m, rec);
@@ -271,7 +272,7 @@ int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat)
 {
 	char name[RSD_LOCATION_NAME_MAX];
 
-	if (mat->busy || mat->arriving || mat->fill)
+	if (mat->busy || mat->state == RSD_MAT_ARRIVING || mat->state == RSD_MAT_FILLING)
 		return rsd__err(RSD_EINUSE,
 				"materialization of %llu at %s is in use: a transfer is in flight",
 				(unsigned long long)rec->handle.id,

@@ -49,7 +49,10 @@ void rsd__lease_rec_free(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	for (size_t i = 0; i < l->nevents; i++)
 		m->ops->event_destroy(m->ops_ctx, l->events[i]);
-	free(l->events);
+	if (l->xf)
+		rsd__xfer_free(m, l);
+	else
+		free(l->events);
 	free(l); /* recs and ids live in the same block */
 }
 
@@ -210,7 +213,7 @@ void rsd__lease_retire(struct rsd_manager *m, struct rsd_lease_rec *l)
 
 void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	if (l->qc) {
+	if (l->xf) {
 		rsd__qcopy_finish(m, l);
 		return;
 	}
@@ -251,9 +254,9 @@ void rsd__lease_unpin(struct rsd_manager *m, struct rsd_lease_rec *l)
  */
 static void event_failed(struct rsd_manager *m, struct rsd_lease_rec *l, int code)
 {
-	if (l->qc) {
-		if (!l->qc->err)
-			l->qc->err = code;
+	if (l->xf) {
+		if (l->xf->state == RSD_XFER_QUEUED)
+			rsd__xfer_set_state(l->xf, RSD_XFER_FAILED, code);
 		return;
 	}
 	rsd__warn(m,
@@ -268,8 +271,8 @@ static int rec_device(const struct rsd_lease_rec *l)
 {
 	if (l->loc.kind == RSD_CUDA)
 		return l->loc.device;
-	if (l->qc && l->qc->to.kind == RSD_CUDA)
-		return l->qc->to.device;
+	if (l->xf && l->xf->to.kind == RSD_CUDA)
+		return l->xf->to.device;
 	return -1;
 }
 
@@ -329,8 +332,8 @@ static int drain(struct rsd_manager *m, struct rsd_pend_link *k)
 		err = rsd__err(-err > 0 && -err < RSD_EMAX ? -err : RSD_EDEVICE,
 			       "no answer from the device for %s %llu: its event_query failed, "
 			       "and so did the sync of its stream: %s",
-			       l->qc ? "the queued copy of value" : "lease",
-			       (unsigned long long)(l->qc ? l->qc->rec->handle.id : l->id),
+			       l->xf ? "the queued copy of value" : "lease",
+			       (unsigned long long)(l->xf ? l->xf->rec->handle.id : l->id),
 			       rsd_last_error()->message);
 	lease_waiter_gone(m, l);
 	if (!err && m->closed)
@@ -629,7 +632,7 @@ again:
 			err = rsd__err(RSD_EUNAVAILABLE,
 				       "value %llu at %s is arriving: a queued copy is still "
 				       "writing it (RSD_ACQUIRE_NOWAIT)",
-				       (unsigned long long)fill->qc->rec->handle.id,
+				       (unsigned long long)fill->xf->rec->handle.id,
 				       rsd_location_name(at, name, sizeof(name)));
 			goto out;
 		}

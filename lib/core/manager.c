@@ -169,7 +169,7 @@ int rsd__resolve_resident(struct rsd_manager *m, const struct rsd_handle *h, siz
 						"value %llu is not resident at %s",
 						(unsigned long long)h[i].id,
 						rsd_location_name(at, name, sizeof(name)));
-			if (rsd__unlikely(mat->failed))
+			if (rsd__unlikely(rsd__mat_failed(mat)))
 				return rsd__failed_error(recs[i], mat);
 			leaving |= mat->leaving;
 		}

@@ -26,14 +26,14 @@
 static int producer_prepare(struct rsd_manager *m, void *stream, struct rsd_lease_rec **out,
 			    void **event)
 {
-	struct rsd_lease_rec *l = rsd__qcopy_new(m);
+	struct rsd_lease_rec *l = rsd__xfer_new(m);
 	int err;
 
 	if (!l)
 		return rsd__err(RSD_ENOMEM, "out of memory for an output's producer event");
 	err = m->ops->event_record(m->ops_ctx, stream, event);
 	if (err) {
-		rsd__qcopy_discard(m, l);
+		rsd__xfer_discard(m, l);
 		return err;
 	}
 	*out = l;
@@ -88,14 +88,14 @@ int rsd__adopt_reserved_locked(struct rsd_manager *m, struct rsd_reservation *r,
 		rsd__acct_change(m, rsd__loc_slot(at), spec.storage_nbytes, true);
 		if (fill) {
 			m->ops->event_destroy(m->ops_ctx, event);
-			rsd__qcopy_discard(m, fill);
+			rsd__xfer_discard(m, fill);
 		}
 		return err;
 	}
 	rsd__resv_changed(m, r);
 	rsd__durable_set(m, rec, mode);
 	if (fill)
-		rsd__qcopy_fill(m, fill, rec, at, producer_stream, event);
+		rsd__qcopy_fill(m, fill, rec, at, producer_stream, event, RSD_XFER_OUTPUT);
 	rsd_trace_adopt_reserved(m->id, rec->handle.id, at, spec.storage_nbytes, r->id, r->label,
 				 r->nbytes, fill != NULL);
 	*out = rec->handle;

@@ -117,7 +117,7 @@ void rsd__commit_prot(struct rsd_manager *m, struct rsd_location at, struct rsd_
 		a->pending_count += pending;
 		/* The last protection of a failed copy's destination ends:
 		 * it goes now, which the log cannot carry. */
-		if (rsd__unlikely(mat->failed) && rsd__failed_settle(m, recs[i], at))
+		if (rsd__unlikely(rsd__mat_failed(mat)) && rsd__failed_settle(m, recs[i], at))
 			log = NULL;
 	}
 	m->version++;

@@ -9,8 +9,8 @@
  * waiting: the destination is resident from then on (state_version steps
  * as for a waited copy) and merely *filling* until its event completes.
  *
- * The event lives in a pending lease record (struct rsd_qcopy hangs off
- * it), which is what makes the rest follow without new machinery:
+ * The event lives in a pending lease record (the copy's struct rsd_xfer,
+ * xfer.c, hangs off it), which is what makes the rest follow without new machinery:
  *  - the record sits on its transfer stream's queue of released events, so
  *    the reap points fold its completion in, in stream order, at the cost
  *    of a released GPU lease;
@@ -55,39 +55,6 @@ bool rsd__queue_mode_set(bool on)
 	return was;
 }
 
-struct rsd_lease_rec *rsd__qcopy_new(struct rsd_manager *m)
-{
-	struct rsd_lease_rec *l = rsd__lease_rec_new(m, 1);
-	/* One block: the event, its stream, its queue link and the copy. */
-	void **events;
-
-	if (!l)
-		return NULL;
-	events = rsd__calloc(1, 2 * sizeof(void *) + sizeof(struct rsd_pend_link) +
-					sizeof(struct rsd_qcopy));
-	if (!events) {
-		rsd__lease_rec_put(m, l);
-		return NULL;
-	}
-	l->events = events;
-	l->streams = events + 1;
-	l->links = (struct rsd_pend_link *)(events + 2);
-	l->qc = (struct rsd_qcopy *)(l->links + 1);
-	return l;
-}
-
-void rsd__qcopy_discard(struct rsd_manager *m, struct rsd_lease_rec *l)
-{
-	if (!l)
-		return;
-	free(l->events);
-	l->events = NULL;
-	l->streams = NULL;
-	l->links = NULL;
-	l->qc = NULL;
-	rsd__lease_rec_put(m, l);
-}
-
 static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t c, bool add)
 {
 	struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
@@ -102,18 +69,20 @@ static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t 
 }
 
 void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
-		     struct rsd_location to, void *stream, void *event)
+		     struct rsd_location to, void *stream, void *event, enum rsd_xfer_kind kind)
 {
-	struct rsd_qcopy *qc = l->qc;
+	struct rsd_xfer *xf = l->xf;
 	struct rsd_mat *dst;
 
-	memset(qc, 0, sizeof(*qc));
-	qc->rec = rec;
-	qc->to = to;
-	qc->queued_ns = rsd__now_ns();
+	memset(xf, 0, sizeof(*xf));
+	rsd__xfer_set_state(xf, RSD_XFER_QUEUED, 0);
+	xf->kind = kind;
+	xf->rec = rec;
+	xf->to = to;
+	xf->queued_ns = rsd__now_ns();
 	dst = rsd__rec_mat(rec, to);
 	if (dst) /* none for a failed copy's record (qcopy_failed()) */
-		dst->fill = l;
+		rsd__mat_set_state(dst, RSD_MAT_FILLING, l, 0);
 	l->id = rsd__next_id();
 	l->loc = to;
 	l->n = 0;
@@ -124,7 +93,7 @@ void rsd__qcopy_fill(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_
 	l->links[0].l = l;
 	l->links[0].k = 0;
 	l->state = RSD_LEASE_PENDING;
-	l->pending_since_ns = qc->queued_ns;
+	l->pending_since_ns = xf->queued_ns;
 	rsd__list_add_tail(&m->leases, &l->node);
 	rsd__pend_push(m, stream, &l->links[0]);
 	rsd__pending_added(m, l);
@@ -156,12 +125,23 @@ static void name_source(struct rsd_manager *m, struct rsd_lease_rec *l, struct r
 	rsd__mark_dirty(m, rec);
 }
 
-void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rsd_record *rec,
-		       const struct rsd_location *from, struct rsd_location src,
-		       struct rsd_location to, const struct rsd_location *leave,
-		       struct rsd_resident *loaded, bool loaded_charged, void *stream, void *event)
+/* What x reads: its replica (NULL for a loaded value), and that value. */
+static const struct rsd_location *xfer_from(const struct rsd_xfer *x)
 {
-	struct rsd_qcopy *qc = l->qc;
+	return x->temporary ? NULL : &x->src;
+}
+
+static struct rsd_resident *xfer_loaded(const struct rsd_xfer *x)
+{
+	return x->temporary ? x->value : NULL;
+}
+
+void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, const struct rsd_xfer *x)
+{
+	struct rsd_xfer *xf = l->xf;
+	struct rsd_record *rec = x->rec;
+	const struct rsd_location *from = xfer_from(x), *leave = x->leave ? &x->src : NULL;
+	struct rsd_resident *loaded = xfer_loaded(x);
 	struct rsd_mat *mat = from && !leave ? rsd__rec_mat(rec, *from) : NULL;
 
 	/* Protected before the settle: a failed copy's kept destination it
@@ -169,22 +149,22 @@ void rsd__qcopy_commit(struct rsd_manager *m, struct rsd_lease_rec *l, struct rs
 	protect_source(m, from, mat);
 	/* The commit of a waited copy, except that a move's source is taken
 	 * out of the record instead of freed. */
-	rsd__xfer_settle(m, rec, from, to, NULL, 0);
-	rsd__qcopy_fill(m, l, rec, to, stream, event);
+	rsd__xfer_settle(m, rec, from, x->to, NULL, 0);
+	rsd__qcopy_fill(m, l, rec, x->to, x->stream, x->event, RSD_XFER_ASYNC);
 	if (leave) {
-		qc->leftover = rsd__detach(m, rec, *leave);
-		qc->leftover_at = *leave;
-		qc->restore = true;
+		xf->leftover = rsd__detach(m, rec, *leave);
+		xf->leftover_at = *leave;
+		xf->restore = true;
 	} else if (loaded) {
-		qc->leftover = loaded;
-		qc->leftover_at = src;
+		xf->leftover = loaded;
+		xf->leftover_at = x->src;
 	}
-	if (qc->leftover) {
+	if (xf->leftover) {
 		/* The source's charge becomes a temporary one (a load's
 		 * already is) until the copy has read the bytes. */
-		if (qc->restore || !loaded_charged)
-			charge_temp(m, qc->leftover_at, rec->spec.storage_nbytes, true);
-		qc->leftover_charged = true;
+		if (xf->restore || !x->charged)
+			charge_temp(m, xf->leftover_at, rec->spec.storage_nbytes, true);
+		xf->leftover_charged = true;
 	}
 	name_source(m, l, rec, from, mat != NULL);
 }
@@ -204,23 +184,23 @@ static void qcopy_failed(struct rsd_manager *m, struct rsd_lease_rec *l, struct 
 {
 	struct rsd_mat *mat = from ? rsd__rec_mat(rec, *from) : NULL;
 	struct rsd_resident *dst;
-	struct rsd_qcopy *qc;
+	struct rsd_xfer *xf;
 
 	protect_source(m, from, mat);
 	dst = rsd__arrival_take(m, rec, to);
 	charge_temp(m, to, rec->spec.storage_nbytes, true);
 	rsd__xfer_settle(m, rec, from, to, NULL, err);
-	rsd__qcopy_fill(m, l, rec, to, stream, event);
-	qc = l->qc;
-	qc->err = err;
-	qc->told = true;
-	qc->garbage = dst;
+	rsd__qcopy_fill(m, l, rec, to, stream, event, RSD_XFER_UNANSWERED);
+	xf = l->xf;
+	xf->err = err;
+	xf->told = true;
+	xf->garbage = dst;
 	if (loaded) {
-		qc->leftover = loaded;
-		qc->leftover_at = src;
+		xf->leftover = loaded;
+		xf->leftover_at = src;
 		if (!loaded_charged)
 			charge_temp(m, src, rec->spec.storage_nbytes, true);
-		qc->leftover_charged = true;
+		xf->leftover_charged = true;
 	}
 	name_source(m, l, rec, from, mat != NULL);
 }
@@ -239,45 +219,45 @@ static void qcopy_failed(struct rsd_manager *m, struct rsd_lease_rec *l, struct 
  * the destination is kept for the life of the process and settled as a
  * failure. Keeps the error record.
  */
-void rsd__xfer_unanswered(struct rsd_manager *m, struct rsd_record *rec,
-			  const struct rsd_location *from, struct rsd_location src,
-			  struct rsd_location to, const struct rsd_location *leave,
-			  struct rsd_resident *loaded, bool loaded_charged, void *stream,
-			  void *event, int err, bool failed)
+void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err, bool failed)
 {
 	struct rsd_error saved = *rsd_last_error();
-	struct rsd_lease_rec *l = m->closed ? NULL : rsd__qcopy_new(m);
+	struct rsd_lease_rec *l = m->closed ? NULL : rsd__xfer_new(m);
+	const struct rsd_location *from = xfer_from(x);
+	struct rsd_resident *loaded = xfer_loaded(x);
+
 	if (l && failed)
-		qcopy_failed(m, l, rec, from, src, to, loaded, loaded_charged, stream, event, err);
+		qcopy_failed(m, l, x->rec, from, x->src, x->to, loaded, x->charged, x->stream,
+			     x->event, err);
 	else if (l)
-		rsd__qcopy_commit(m, l, rec, from, src, to, leave, loaded, loaded_charged, stream,
-				  event);
+		rsd__qcopy_commit(m, l, x);
 	if (l) {
+		l->xf->kind = RSD_XFER_UNANSWERED;
 		*rsd__err_record() = saved;
 		return;
 	}
-	rsd__arrival_abandon(m, rec, to);
+	rsd__arrival_abandon(m, x->rec, x->to);
 	if (loaded)
 		rsd__keep_forever(loaded);
-	rsd__xfer_settle(m, rec, from, to, NULL, err);
+	rsd__xfer_settle(m, x->rec, from, x->to, NULL, err);
 	*rsd__err_record() = saved;
 }
 
 /* Free what the copy read and no materialization owns, with its charge. */
-static void drop_leftover(struct rsd_manager *m, struct rsd_qcopy *qc)
+static void drop_leftover(struct rsd_manager *m, struct rsd_xfer *xf)
 {
-	if (qc->garbage) {
-		charge_temp(m, qc->to, qc->rec->spec.storage_nbytes, false);
-		rsd__resident_destroy(qc->garbage);
-		qc->garbage = NULL;
+	if (xf->garbage) {
+		charge_temp(m, xf->to, xf->rec->spec.storage_nbytes, false);
+		rsd__resident_destroy(xf->garbage);
+		xf->garbage = NULL;
 	}
-	if (!qc->leftover)
+	if (!xf->leftover)
 		return;
-	if (qc->leftover_charged)
-		charge_temp(m, qc->leftover_at, qc->rec->spec.storage_nbytes, false);
-	rsd__resident_destroy(qc->leftover);
-	qc->leftover = NULL;
-	qc->leftover_charged = false;
+	if (xf->leftover_charged)
+		charge_temp(m, xf->leftover_at, xf->rec->spec.storage_nbytes, false);
+	rsd__resident_destroy(xf->leftover);
+	xf->leftover = NULL;
+	xf->leftover_charged = false;
 }
 
 /*
@@ -311,29 +291,29 @@ static int install_back_hard(struct rsd_manager *m, struct rsd_record *rec, stru
 static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	struct rsd_qcopy *qc = l->qc;
-	struct rsd_record *rec = qc->rec;
+	struct rsd_xfer *xf = l->xf;
+	struct rsd_record *rec = xf->rec;
 	/* A failed copy's record installed nothing: a copy there now is
 	 * another transfer's (qcopy_failed()). */
-	struct rsd_mat *dst = qc->told ? NULL : rsd__rec_mat(rec, qc->to);
+	struct rsd_mat *dst = xf->told ? NULL : rsd__rec_mat(rec, xf->to);
 
 	if (dst && (rsd__mat_protected(dst) || dst->busy)) {
-		dst->failed = qc->err;
+		rsd__mat_set_state(dst, RSD_MAT_FAILED, NULL, xf->err);
 		rsd__mark_dirty(m, rec);
 	} else if (dst) {
-		rsd__remove(m, rec, qc->to);
+		rsd__remove(m, rec, xf->to);
 	}
-	if (qc->restore && !rsd__rec_mat(rec, qc->leftover_at)) {
-		struct rsd_resident *v = qc->leftover;
+	if (xf->restore && !rsd__rec_mat(rec, xf->leftover_at)) {
+		struct rsd_resident *v = xf->leftover;
 		struct rsd_error saved = *rsd_last_error();
 
 		/* Its charge never left: the temporary one becomes the
 		 * value's again, with no admission (nothing can refuse it). */
-		charge_temp(m, qc->leftover_at, rec->spec.storage_nbytes, false);
-		qc->leftover_charged = false;
-		qc->leftover = NULL;
+		charge_temp(m, xf->leftover_at, rec->spec.storage_nbytes, false);
+		xf->leftover_charged = false;
+		xf->leftover = NULL;
 		v->managed = false;
-		if (install_back_hard(m, rec, qc->leftover_at, v)) {
+		if (install_back_hard(m, rec, xf->leftover_at, v)) {
 			/* Out of memory for the bookkeeping: the bytes are
 			 * never freed, only no longer managed. */
 			rsd__keep_forever(v);
@@ -342,7 +322,7 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 				  "failed: %s; its bytes stay allocated for the life of the "
 				  "process",
 				  (unsigned long long)rec->handle.id,
-				  rsd_location_name(qc->leftover_at, name, sizeof(name)),
+				  rsd_location_name(xf->leftover_at, name, sizeof(name)),
 				  rsd_last_error()->message);
 		}
 		*rsd__err_record() = saved;
@@ -350,25 +330,29 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 	/* Reported once: to the next call that needs the value or to an
 	 * explicit reap, whichever comes first (the other then sees none);
 	 * not again when the call that queued it returned it. */
-	if (qc->told)
+	if (xf->told)
 		return;
 	if (!rec->copy_err)
 		m->copy_errs++;
-	rec->copy_err = qc->err;
-	rec->copy_err_at = qc->to;
-	m->copy_err = qc->err;
+	rec->copy_err = xf->err;
+	rec->copy_err_at = xf->to;
+	m->copy_err = xf->err;
 	m->copy_err_rec = rec;
-	m->copy_err_at = qc->to;
+	m->copy_err_at = xf->to;
 }
 
 void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
-	struct rsd_qcopy *qc = l->qc;
-	struct rsd_record *rec = qc->rec;
-	struct rsd_mat *mat = rsd__rec_mat(rec, qc->to);
+	struct rsd_xfer *xf = l->xf;
+	struct rsd_record *rec = xf->rec;
+	struct rsd_mat *mat = rsd__rec_mat(rec, xf->to);
 
+	/* Its event answered: a failure the device reported made it FAILED
+	 * already (lease.c); one known at issue (told) is answered now. */
+	if (xf->state == RSD_XFER_QUEUED)
+		rsd__xfer_set_state(xf, xf->err ? RSD_XFER_FAILED : RSD_XFER_DONE, xf->err);
 	if (mat && mat->fill == l)
-		mat->fill = NULL;
+		rsd__mat_set_state(mat, RSD_MAT_RESIDENT, NULL, 0);
 	if (l->n) {
 		struct rsd_mat *src = rsd__rec_mat(rec, l->loc);
 
@@ -382,40 +366,41 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 				rsd__devlost_note();
 		}
 	}
-	if (qc->err)
+	if (xf->state == RSD_XFER_FAILED)
 		undo(m, l);
 	/* A copy out of a lost device ended: the value's fate is known now
 	 * (devloss.c sweeps it at this call's exit). */
 	if ((l->n && l->loc.kind == RSD_CUDA && m->acct[rsd__loc_slot(l->loc)].failed) ||
-	    (qc->restore && qc->leftover_at.kind == RSD_CUDA &&
-	     m->acct[rsd__loc_slot(qc->leftover_at)].failed))
+	    (xf->restore && xf->leftover_at.kind == RSD_CUDA &&
+	     m->acct[rsd__loc_slot(xf->leftover_at)].failed))
 		rsd__devlost_note();
-	drop_leftover(m, qc);
+	drop_leftover(m, xf);
 	atomic_fetch_sub_explicit(&m->nqueued, 1, memory_order_relaxed);
 	rsd__mark_dirty(m, rec);
 	m->locs_dirty = true;
 	/* the destination arrived (or went): waiters decide again */
 	rsd__xfer_wake(m);
-	rsd_trace_copy_complete(m->id, rec->handle.id, qc->to, rsd__now_ns() - qc->queued_ns,
-				qc->err);
+	rsd_trace_copy_complete(m->id, rec->handle.id, xf->to, rsd__now_ns() - xf->queued_ns,
+				xf->err);
+	rsd__xfer_set_state(xf, RSD_XFER_SETTLED, 0);
 	rsd__lease_retire(m, l);
 }
 
 void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool keep)
 {
-	struct rsd_qcopy *qc = l->qc;
+	struct rsd_xfer *xf = l->xf;
 
-	if (!qc || (!qc->leftover && !qc->garbage))
+	if (!xf || (!xf->leftover && !xf->garbage))
 		return;
 	if (keep) {
-		if (qc->leftover)
-			rsd__keep_forever(qc->leftover);
-		if (qc->garbage)
-			rsd__keep_forever(qc->garbage);
-		qc->leftover = NULL;
-		qc->garbage = NULL;
+		if (xf->leftover)
+			rsd__keep_forever(xf->leftover);
+		if (xf->garbage)
+			rsd__keep_forever(xf->garbage);
+		xf->leftover = NULL;
+		xf->garbage = NULL;
 	}
-	drop_leftover(m, qc);
+	drop_leftover(m, xf);
 }
 
 int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at)
@@ -427,7 +412,7 @@ int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at)
 		return 0;
 	/* Creation order: the oldest copy is likely the first to finish. */
 	rsd__list_for_each_entry(l, &m->leases, node)
-		if (l->qc && l->qc->leftover_charged && rsd_location_equal(l->qc->leftover_at, at))
+		if (l->xf && l->xf->leftover_charged && rsd_location_equal(l->xf->leftover_at, at))
 			break;
 	if (!l)
 		return 0;
@@ -458,7 +443,7 @@ static int copy_failure(int code, uint64_t value, struct rsd_location at)
 int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat)
 {
 	char name[RSD_LOCATION_NAME_MAX];
-	int code = mat->failed;
+	int code = mat->err;
 
 	/* A copy on a sound device fails with RSD_EDEVLOST too when it
 	 * touched a lost one: only a copy on the lost device died with it. */
@@ -476,7 +461,7 @@ bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rs
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
 
-	if (!mat || !mat->failed || rsd__mat_protected(mat) || mat->busy)
+	if (!mat || !rsd__mat_failed(mat) || rsd__mat_protected(mat) || mat->busy)
 		return false;
 	rsd__remove(m, rec, at);
 	return true;
@@ -484,7 +469,7 @@ bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rs
 
 int rsd__fill_error(const struct rsd_lease_rec *fill)
 {
-	return copy_failure(fill->qc->err, fill->qc->rec->handle.id, fill->qc->to);
+	return copy_failure(fill->xf->err, fill->xf->rec->handle.id, fill->xf->to);
 }
 
 int rsd__copy_error(struct rsd_manager *m, struct rsd_record *rec)

@@ -33,14 +33,6 @@ static const char R_ABSENT[] = "materialization already absent";
 /* Positive: a queued copy was waited for and folded in; start again now. */
 #define XFER_WAITED 2
 
-/* Where a copy reads from: an existing replica or a temporary load. */
-struct xfer {
-	struct rsd_location src;
-	struct rsd_resident *value;
-	bool temporary; /* value came from the source; freed unless installed */
-	bool charged;	/* the temporary charge is still held at src */
-};
-
 /* The least resident location, `exclude` left out. */
 static bool min_resident(const struct rsd_record *rec, const struct rsd_location *exclude,
 			 struct rsd_location *out)
@@ -51,7 +43,8 @@ static bool min_resident(const struct rsd_record *rec, const struct rsd_location
 		struct rsd_location l = rec->mats[i].loc;
 
 		/* A failed copy's kept destination holds no bytes to read. */
-		if (rec->mats[i].arriving || rec->mats[i].failed ||
+		if (rec->mats[i].state == RSD_MAT_ARRIVING ||
+		    rec->mats[i].state == RSD_MAT_FAILED ||
 		    (exclude && rsd_location_equal(l, *exclude)))
 			continue;
 		if (!found || rsd_location_cmp(l, *out) < 0)
@@ -73,8 +66,8 @@ static bool arriving_before(const struct rsd_record *rec, struct rsd_location sr
 	for (uint32_t i = 0; i < rec->nmats; i++) {
 		struct rsd_location l = rec->mats[i].loc;
 
-		if (rec->mats[i].arriving && !(exclude && rsd_location_equal(l, *exclude)) &&
-		    rsd_location_cmp(l, src) < 0)
+		if (rec->mats[i].state == RSD_MAT_ARRIVING &&
+		    !(exclude && rsd_location_equal(l, *exclude)) && rsd_location_cmp(l, src) < 0)
 			return true;
 	}
 	return false;
@@ -99,7 +92,8 @@ static uint32_t resident_count(const struct rsd_record *rec)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < rec->nmats; i++)
-		n += !rec->mats[i].arriving && !rec->mats[i].failed;
+		n += rec->mats[i].state == RSD_MAT_RESIDENT ||
+		     rec->mats[i].state == RSD_MAT_FILLING;
 	return n;
 }
 
@@ -112,7 +106,7 @@ static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t 
 	rsd__acct_peak(a);
 }
 
-static void uncharge_temp(struct rsd_manager *m, struct xfer *x, const struct rsd_record *rec)
+static void uncharge_temp(struct rsd_manager *m, struct rsd_xfer *x, const struct rsd_record *rec)
 {
 	if (!x->charged)
 		return;
@@ -142,7 +136,7 @@ static void xfer_end(struct rsd_manager *m, struct rsd_record *rec)
  * thread marked as its callback's (its own calls into m are refused), and
  * the result is checked once the lock is back.
  */
-static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+static int load_source(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x)
 {
 	uint64_t c = rec->spec.storage_nbytes;
 	struct rsd_resident *v = NULL;
@@ -223,9 +217,10 @@ fail:
  * resident copy is leaving with a move, an arriving one would come first,
  * or nothing is resident while a load or copy of it runs.
  */
-static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x)
 {
-	memset(x, 0, sizeof(*x));
+	memset(x, 0, sizeof(*x)); /* IDLE, RSD_XFER_SYNC */
+	x->rec = rec;
 	if (min_resident(rec, NULL, &x->src)) {
 		struct rsd_mat *mat = rsd__rec_mat(rec, x->src);
 
@@ -243,7 +238,7 @@ static int transfer_source(struct rsd_manager *m, struct rsd_record *rec, struct
 	return load_source(m, rec, x);
 }
 
-static void xfer_finish(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+static void xfer_finish(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x)
 {
 	uncharge_temp(m, x, rec);
 	if (x->temporary && x->value)
@@ -286,7 +281,7 @@ void rsd__xfer_settle(struct rsd_manager *m, struct rsd_record *rec,
  * stays in the record, which the last thread back frees whole
  * (rsd__close_drop()).
  */
-static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x)
+static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x)
 {
 	struct rsd_mat *smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
 
@@ -300,6 +295,20 @@ static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct 
 }
 
 /*
+ * x was issued (or its issue tried) and, unless only queued, waited for:
+ * an event still set means it may still run (QUEUED: a batch's, a queued
+ * one's, or one the device did not answer); else the device answered.
+ */
+static void xfer_issued(struct rsd_xfer *x, void *stream, void *ev, int err)
+{
+	x->stream = stream;
+	x->event = ev;
+	rsd__xfer_set_state(x, RSD_XFER_QUEUED, 0);
+	if (!ev)
+		rsd__xfer_set_state(x, err ? RSD_XFER_FAILED : RSD_XFER_DONE, err);
+}
+
+/*
  * Put x's value (or a copy of it) at `to`; x->value is consumed on install.
  * A copy is admitted (destination allocated, charged, arriving; source
  * busy, and leaving when `leave` names it for a move), transferred without
@@ -308,7 +317,7 @@ static void closed_settle(struct rsd_manager *m, struct rsd_record *rec, struct 
  * (*deferred set). In queue mode (a not-waiting call, queued.c) a device
  * copy is committed as soon as it is queued.
  */
-static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
+static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer *x,
 		 struct rsd_location to, void *stream, bool allow_exclusive,
 		 const struct rsd_location *leave, bool *deferred)
 {
@@ -328,9 +337,11 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			x->value = NULL;
 		return err;
 	}
+	x->to = to;
+	x->leave = leave != NULL;
 	/* Without memory for its record a queued copy is waited for. */
 	if (device && rsd__queue_mode())
-		queued = rsd__qcopy_new(m);
+		queued = rsd__xfer_new(m);
 	err = rsd__admit(m, to, rec->spec.storage_nbytes);
 	if (!err)
 		err = rsd__copy_alloc(m, x->value, to, stream, &copy);
@@ -340,7 +351,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			rsd__resident_destroy(copy);
 	}
 	if (err) {
-		rsd__qcopy_discard(m, queued);
+		rsd__xfer_discard(m, queued);
 		return err;
 	}
 	smat = x->temporary ? NULL : rsd__rec_mat(rec, x->src);
@@ -364,8 +375,9 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	if (!err && !defer && !queued)
 		err = rsd__copy_wait(m, stream, &ev);
 	rsd__writer_resume(m);
+	xfer_issued(x, stream, ev, err);
 	if (fill) {
-		if (!err && fill->qc->err)
+		if (!err && fill->xf->err)
 			err = rsd__fill_error(fill);
 		rsd__lease_unpin(m, fill);
 	}
@@ -383,14 +395,13 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			else
 				x->value = NULL; /* a loaded value: not freed either */
 		}
-		rsd__qcopy_discard(m, queued);
+		rsd__xfer_discard(m, queued);
 		closed_settle(m, rec, x);
 		return rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 				(unsigned long long)m->id);
 	}
 	if (!err && queued) {
-		rsd__qcopy_commit(m, queued, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
-				  x->temporary ? x->value : NULL, x->charged, stream, ev);
+		rsd__qcopy_commit(m, queued, x);
 		if (x->temporary) {
 			x->value = NULL;
 			x->charged = false;
@@ -417,17 +428,16 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 		 * known to have failed that may still run (as above, or a
 		 * queued one whose source's fill failed): it stays in flight,
 		 * as a queued copy (queued.c). */
-		rsd__qcopy_discard(m, queued);
-		rsd__xfer_unanswered(m, rec, x->temporary ? NULL : &x->src, x->src, to, leave,
-				     x->temporary ? x->value : NULL, x->charged, stream, ev, err,
-				     recorded || queued || defer);
+		rsd__xfer_discard(m, queued);
+		x->event = ev; /* recorded behind a stuck issue, perhaps */
+		rsd__xfer_unanswered(m, x, err, recorded || queued || defer);
 		if (x->temporary) {
 			x->value = NULL;
 			x->charged = false;
 		}
 		return err;
 	}
-	rsd__qcopy_discard(m, queued);
+	rsd__xfer_discard(m, queued);
 	if (stuck) {
 		/* Not even an event: neither end is ever freed. */
 		rsd__arrival_abandon(m, rec, to);
@@ -443,11 +453,12 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 			  (unsigned long long)rec->spec.storage_nbytes);
 	}
 	if (!err && defer) {
-		rsd__batch_add(rec, x->src, to, leave != NULL, stream, ev);
+		rsd__batch_add(x);
 		*deferred = true;
 		return 0;
 	}
 	rsd__xfer_settle(m, rec, x->temporary ? NULL : &x->src, to, leave, err);
+	rsd__xfer_set_state(x, RSD_XFER_SETTLED, 0);
 	return err;
 }
 
@@ -473,7 +484,7 @@ static int wait_move_from(struct rsd_manager *m, const struct rsd_record *rec,
 		struct rsd_lease_rec *f = rec->mats[k].fill;
 		int err;
 
-		if (!f || !f->qc || !f->qc->restore || !rsd_location_equal(f->qc->leftover_at, at))
+		if (!f || !f->xf || !f->xf->restore || !rsd_location_equal(f->xf->leftover_at, at))
 			continue;
 		err = rsd__lease_wait(m, f);
 		return err ? err : XFER_WAITED;
@@ -485,16 +496,16 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 		     void *stream, struct rsd_transition *rep, bool *deferred)
 {
 	struct rsd_location d = a->location;
-	struct xfer x;
+	struct rsd_xfer x;
 	int err = wait_move_from(m, rec, d);
 
 	if (err)
 		return err;
 	struct rsd_mat *dmat = rsd__rec_mat(rec, d);
 
-	if (dmat && dmat->arriving)
+	if (dmat && dmat->state == RSD_MAT_ARRIVING)
 		return XFER_RETRY;
-	if (dmat && dmat->failed)
+	if (dmat && rsd__mat_failed(dmat))
 		return rsd__failed_error(rec, dmat);
 	rep->has_destination = true;
 	rep->destination = d;
@@ -527,7 +538,7 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	char name[RSD_LOCATION_NAME_MAX];
 	struct rsd_location d = a->location, s;
 	struct rsd_mat *smat;
-	struct xfer x;
+	struct rsd_xfer x;
 	bool have_src;
 	int err = wait_move_from(m, rec, d);
 
@@ -535,9 +546,9 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		return err;
 	struct rsd_mat *dmat = rsd__rec_mat(rec, d);
 
-	if (dmat && dmat->arriving)
+	if (dmat && dmat->state == RSD_MAT_ARRIVING)
 		return XFER_RETRY;
-	if (dmat && dmat->failed)
+	if (dmat && rsd__mat_failed(dmat))
 		return rsd__failed_error(rec, dmat);
 	if (a->has_from) {
 		s = a->from;
@@ -554,7 +565,7 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		return rsd__err(RSD_EUNAVAILABLE, "explicit source %s is not resident",
 				rsd_location_name(s, name, sizeof(name)));
 	smat = have_src ? rsd__rec_mat(rec, s) : NULL;
-	if (smat && smat->failed)
+	if (smat && rsd__mat_failed(smat))
 		return rsd__failed_error(rec, smat);
 	if (dmat) {
 		if (!have_src || rsd_location_equal(s, d)) {
@@ -581,7 +592,8 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 	if (busy_after(rec, d))
 		return XFER_RETRY;
 	if (have_src) {
-		memset(&x, 0, sizeof(x));
+		memset(&x, 0, sizeof(x)); /* IDLE, RSD_XFER_SYNC */
+		x.rec = rec;
 		x.src = s;
 		x.value = rsd__rec_mat(rec, s)->value;
 	} else {
