@@ -435,6 +435,96 @@ ATF_TC_BODY(copy_from_filling_source, tc)
 	cfx_fini(&f);
 }
 
+/* Two devices run on command; one pinned value holding pattern. */
+static struct rsd_handle pinned_on_two_devices(struct cfx *f, int pattern)
+{
+	struct rsd_handle h;
+
+	setup(f, NULL, 0, 2);
+	h = cfx_adopt(f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(f, h, PINNED, pattern);
+	return h;
+}
+
+/*
+ * A not-waiting copy from bytes a queued copy still fills is ordered after
+ * that copy on the device (§22): the call returns with both queued and
+ * nothing run (the device runs on command), and the simulator, which
+ * aborts on a read not ordered after the write it races, sees the peer
+ * copy read cuda:0 only after the move filled it.
+ */
+ATF_TC_WITHOUT_HEAD(copy_after_filling_source_on_device);
+ATF_TC_BODY(copy_after_filling_source_on_device, tc)
+{
+	struct rsd_transition rep;
+	struct rsd_snapshot *snap;
+	struct rsd_handle h;
+	struct cfx f;
+
+	h = pinned_on_two_devices(&f, 0x3c);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, &rep));
+	ATF_CHECK(rsd_location_equal(rep.source, CUDA0));
+	/* Neither copy ran: the second call did not wait for the first. */
+	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, NULL), 2);
+	snap = cfx_snap(&f);
+	ATF_CHECK(cfx_snap_mat(snap, h, CUDA0)->arriving);
+	ATF_CHECK_EQ(cfx_snap_mat(snap, h, CUDA0)->pending_event_count, 1);
+	ATF_CHECK(cfx_snap_mat(snap, h, CUDA1)->arriving);
+	ATF_CHECK(!cfx_snap_mat(snap, h, PINNED));
+	ATF_CHECK_EQ(cfx_used(&f, CUDA1), N);
+	rsd_snapshot_free(snap);
+	/* The source cuda:0 stays until the copy reading it is over. */
+	ERR(RSD_EINUSE, rsd_drop(f.m, h, CUDA0, NULL));
+
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m));
+	snap = cfx_snap(&f);
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA0)->arriving);
+	ATF_CHECK_EQ(cfx_snap_mat(snap, h, CUDA0)->pending_event_count, 0);
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA1)->arriving);
+	rsd_snapshot_free(snap);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA0, 0x3c));
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA1, 0x3c));
+	cfx_fini(&f);
+}
+
+/*
+ * The copy the second one is ordered after fails on the device: the
+ * second fails with it (the driver skips the work behind a failed event),
+ * both are undone, and the moved value is back where it was, its bytes
+ * intact. The value keeps one error, reported once.
+ */
+ATF_TC_WITHOUT_HEAD(filling_source_fails_both);
+ATF_TC_BODY(filling_source_fails_both, tc)
+{
+	struct rsd_snapshot *snap;
+	struct rsd_handle h;
+	struct cfx f;
+
+	h = pinned_on_two_devices(&f, 0x3d);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, NULL));
+	rsd_simdev_complete_all(f.sd);
+	/* One value, one kept error: the last copy folded in. */
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	OK(rsd_manager_reap(f.m));
+	snap = cfx_snap(&f);
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA0));
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA1));
+	ATF_CHECK(cfx_snap_mat(snap, h, PINNED) && !cfx_snap_mat(snap, h, PINNED)->arriving);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->used_bytes, 0);
+	rsd_snapshot_free(snap);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x3d));
+	OK(rsd_ensure(f.m, h, CUDA1, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA1, 0x3d));
+	cfx_fini(&f);
+}
+
 /* Close: a close that must not wait refuses queued copies (naming them);
  * one that may wait waits for them; a forced one without waiting keeps
  * the storage they read and write, on the device and in host memory. */
@@ -658,6 +748,8 @@ ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, ensure_returns_queued);
 	ATF_TP_ADD_TC(tp, same_outcome_as_waiting);
+	ATF_TP_ADD_TC(tp, copy_after_filling_source_on_device);
+	ATF_TP_ADD_TC(tp, filling_source_fails_both);
 	ATF_TP_ADD_TC(tp, consumer_ordered_on_device);
 	ATF_TP_ADD_TC(tp, consumer_order_failure);
 	ATF_TP_ADD_TC(tp, host_acquire_waits_or_fails);
