@@ -525,6 +525,79 @@ ATF_TC_BODY(filling_source_fails_both, tc)
 	cfx_fini(&f);
 }
 
+static void *ensure_async_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = rsd_ensure_async(w->f->m, w->h, w->at, NULL, NULL);
+	atomic_store(&w->done, true);
+	return NULL;
+}
+
+/*
+ * Several threads queue copies from sources still filling, at once: every
+ * call returns before the device ran anything (it runs on command, and
+ * the threads are joined first), each copy is ordered after its own
+ * source's fill, and every value arrives whole at both devices.
+ */
+#define NTHREADS 4
+
+ATF_TC_WITHOUT_HEAD(ordered_copies_from_threads);
+ATF_TC_BODY(ordered_copies_from_threads, tc)
+{
+	struct waiter w[NTHREADS];
+	pthread_t th[NTHREADS];
+	struct cfx f;
+
+	setup(&f, NULL, 0, 2);
+	for (int i = 0; i < NTHREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].f = &f;
+		w[i].at = CUDA1;
+		w[i].h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+		cfx_fill(&f, w[i].h, PINNED, 0x50 + i);
+		OK(rsd_move_async(f.m, w[i].h, CUDA0, NULL, NULL, NULL));
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		ATF_REQUIRE_EQ(pthread_create(&th[i], NULL, ensure_async_main, &w[i]), 0);
+	for (int i = 0; i < NTHREADS; i++) {
+		ATF_REQUIRE_EQ(pthread_join(th[i], NULL), 0);
+		ATF_CHECK_EQ(w[i].rc, 0);
+	}
+	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, NULL), 2 * NTHREADS);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA1), NTHREADS * N);
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	for (int i = 0; i < NTHREADS; i++) {
+		ATF_CHECK(!cfx_resident(&f, w[i].h, PINNED));
+		ATF_CHECK(cfx_has_pattern(&f, w[i].h, CUDA0, 0x50 + i));
+		ATF_CHECK(cfx_has_pattern(&f, w[i].h, CUDA1, 0x50 + i));
+	}
+	cfx_fini(&f);
+}
+
+/* A forced close that does not wait, with a copy ordered after a filling
+ * one: the storage both read and write stays allocated (the simulator
+ * aborts on a free under a queued copy), and the device still runs them
+ * in order. */
+ATF_TC_WITHOUT_HEAD(close_with_ordered_copy);
+ATF_TC_BODY(close_with_ordered_copy, tc)
+{
+	struct rsd_handle h;
+	struct cfx f;
+
+	h = pinned_on_two_devices(&f, 0x3e);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, NULL));
+	ERR(RSD_EINUSE, rsd_manager_close(f.m, RSD_CLOSE_NOWAIT));
+	CHECK_MSG_HAS("queued_copies=2");
+	OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT));
+	rsd_simdev_complete_all(f.sd);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, NULL), 0);
+	cfx_fini(&f);
+}
+
 /* Close: a close that must not wait refuses queued copies (naming them);
  * one that may wait waits for them; a forced one without waiting keeps
  * the storage they read and write, on the device and in host memory. */
@@ -750,6 +823,8 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, same_outcome_as_waiting);
 	ATF_TP_ADD_TC(tp, copy_after_filling_source_on_device);
 	ATF_TP_ADD_TC(tp, filling_source_fails_both);
+	ATF_TP_ADD_TC(tp, ordered_copies_from_threads);
+	ATF_TP_ADD_TC(tp, close_with_ordered_copy);
 	ATF_TP_ADD_TC(tp, consumer_ordered_on_device);
 	ATF_TP_ADD_TC(tp, consumer_order_failure);
 	ATF_TP_ADD_TC(tp, host_acquire_waits_or_fails);
