@@ -490,6 +490,58 @@ ATF_TC_BODY(copy_after_filling_source_on_device, tc)
 	cfx_fini(&f);
 }
 
+struct kernel_check {
+	const unsigned char *bytes;
+	int pattern;
+	bool ran, right;
+};
+
+/* The kernel's computation: are the bytes it reads the value's? */
+static void kernel_reads(void *arg)
+{
+	struct kernel_check *k = arg;
+
+	k->ran = true;
+	k->right = true;
+	for (uint64_t i = 0; i < N; i++)
+		if (k->bytes[i] != (unsigned char)k->pattern)
+			k->right = false;
+}
+
+/* A kernel on cuda:1 leased the ordered copy's destination while both
+ * copies were queued: it runs after both and reads the value's bytes. */
+ATF_TC_WITHOUT_HEAD(kernel_reads_ordered_copy);
+ATF_TC_BODY(kernel_reads_ordered_copy, tc)
+{
+	struct kernel_check k = { NULL, 0x3f, false, false };
+	struct rsd_simdev_access acc = { 0 };
+	const struct rsd_resident *r;
+	struct rsd_lease *l;
+	struct rsd_handle h;
+	struct cfx f;
+	void *cs;
+
+	h = pinned_on_two_devices(&f, k.pattern);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &cs), 0);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, NULL));
+	OK(rsd_acquire(f.m, &h, 1, CUDA1, cs, &l));
+	OK(rsd_lease_value(l, h, &r));
+	k.bytes = rsd_resident_data(r, 0);
+	acc.ptr = (void *)k.bytes;
+	acc.nbytes = N;
+	ATF_REQUIRE_EQ(rsd_simdev_launch_kernel(f.sd, cs, 1000, &acc, 1, kernel_reads, &k), 0);
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	ATF_CHECK(!k.ran);
+	rsd_simdev_complete_all(f.sd);
+	ATF_CHECK(k.ran);
+	ATF_CHECK(k.right);
+	OK(rsd_manager_reap(f.m));
+	rsd_simdev_stream_destroy(f.sd, cs);
+	cfx_fini(&f);
+}
+
 /*
  * The copy the second one is ordered after fails on the device: the
  * second fails with it (the driver skips the work behind a failed event),
@@ -822,6 +874,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, ensure_returns_queued);
 	ATF_TP_ADD_TC(tp, same_outcome_as_waiting);
 	ATF_TP_ADD_TC(tp, copy_after_filling_source_on_device);
+	ATF_TP_ADD_TC(tp, kernel_reads_ordered_copy);
 	ATF_TP_ADD_TC(tp, filling_source_fails_both);
 	ATF_TP_ADD_TC(tp, ordered_copies_from_threads);
 	ATF_TP_ADD_TC(tp, close_with_ordered_copy);
