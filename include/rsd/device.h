@@ -51,8 +51,11 @@ extern "C" {
  *	NULL stream stands for (that stays @default_stream).
  * @stream_wait_event: optional; later work queued on stream does not start
  *	before event (recorded on any stream of this driver) completes, as
- *	cudaStreamWaitEvent: the host does not wait. -RSD_ETYPE for a stream
- *	or event that is not this driver's.
+ *	cudaStreamWaitEvent: the host does not wait. When the work before
+ *	event failed, stream's later work fails too and its later events
+ *	report the error (CUDA's errors are sticky): a not-waiting copy
+ *	ordered after the copy filling its source fails with it.
+ *	-RSD_ETYPE for a stream or event that is not this driver's.
  * @device_lost: optional; whether a device failed for good (a sticky
  *	error: its context is gone). Once true it stays true, and every op
  *	naming the device, one of its streams or events (or memory on it, as

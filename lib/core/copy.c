@@ -141,6 +141,37 @@ int rsd__copy_drain(struct rsd_manager *m, void *stream)
 	return rsd__devloss_answer(m, stream, -1, err) ? 0 : err;
 }
 
+/*
+ * The device orders two copies when both run on its streams as DMA: not
+ * when an end is pageable (staged by the calling thread through the
+ * staging pair, or read by the driver on the host), nor host to host
+ * (memcpy). A copy ordered so reads its source only after the filling
+ * copy's event; if that copy fails the driver fails the waiting stream's
+ * later work too (device.h: stream_wait_event), so this copy's own event
+ * reports the failure and its undo follows (queued.c).
+ */
+bool rsd__copy_order_after(struct rsd_manager *m, struct rsd_location from, struct rsd_location to,
+			   void **stream, void *event)
+{
+	struct rsd_error saved;
+	void *s = *stream;
+
+	if (!m->ops->stream_wait_event || from.kind == RSD_PAGEABLE_HOST ||
+	    to.kind == RSD_PAGEABLE_HOST || (host_kind(from) && host_kind(to)))
+		return false;
+	saved = *rsd_last_error();
+	if (!s)
+		s = pick_stream(m, from, to);
+	/* Refused (a lost device, a foreign stream): the host waits, and
+	 * that wait gives the answer. */
+	if (m->ops->stream_wait_event(m->ops_ctx, s, event)) {
+		*rsd__err_record() = saved;
+		return false;
+	}
+	*stream = s;
+	return true;
+}
+
 int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event)
 {
 	void *ev = *event;

@@ -766,6 +766,12 @@ int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event);
 /* Best effort, the error record kept: 0, or the failed sync's code. */
 int rsd__copy_drain(struct rsd_manager *m, void *stream);
 
+/* Order a not-waiting copy from `from` to `to` after event (a queued copy
+ * filling its source) on the device: *stream (picked when NULL) waits for
+ * it there. false, the error record kept, when the host must wait instead. */
+bool rsd__copy_order_after(struct rsd_manager *m, struct rsd_location from, struct rsd_location to,
+			   void **stream, void *event);
+
 /* in lib/core/devloss.c: */
 /* With the writer lock held, after a driver op failed with RSD_EDEVLOST:
  * mark the locations of the devices the driver reports lost as failed. */

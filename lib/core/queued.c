@@ -357,6 +357,11 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 		struct rsd_mat *src = rsd__rec_mat(rec, l->loc);
 
 		if (src) {
+			/* Ordered on the device after a copy filling its
+			 * source that failed: it read no value (the driver
+			 * fails it too; this covers a driver that does not). */
+			if (src->failed && !qc->err)
+				qc->err = src->failed;
 			src->pending_count--;
 			m->acct[rsd__loc_slot(l->loc)].pending_count--;
 			rsd__failed_settle(m, rec, l->loc);

@@ -366,9 +366,11 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 	 * next action's admission, which changes that location's peaks. */
 	defer = !queued && !fill && smat && !leave && rsd__batch_room() && device;
 	xfer_begin(m, rec);
-	/* A queued copy still fills the source (§22): the host waits for it,
-	 * so this copy reads complete bytes (and fails if that one did). */
-	if (fill)
+	/* A queued copy still fills the source (§22): a not-waiting copy the
+	 * device can order waits for it on its stream (and fails with it,
+	 * copy.c); otherwise the host waits for it, so this copy reads
+	 * complete bytes (and fails if that one did). */
+	if (fill && !(queued && rsd__copy_order_after(m, x->src, to, &stream, fill->events[0])))
 		err = m->ops->event_sync(m->ops_ctx, fill->events[0]);
 	if (!err)
 		err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev, &stuck);

@@ -435,6 +435,221 @@ ATF_TC_BODY(copy_from_filling_source, tc)
 	cfx_fini(&f);
 }
 
+/* Two devices run on command; one pinned value holding pattern. */
+static struct rsd_handle pinned_on_two_devices(struct cfx *f, int pattern)
+{
+	struct rsd_handle h;
+
+	setup(f, NULL, 0, 2);
+	h = cfx_adopt(f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(f, h, PINNED, pattern);
+	return h;
+}
+
+/*
+ * A not-waiting copy from bytes a queued copy still fills is ordered after
+ * that copy on the device (§22): the call returns with both queued and
+ * nothing run (the device runs on command), and the simulator, which
+ * aborts on a read not ordered after the write it races, sees the peer
+ * copy read cuda:0 only after the move filled it.
+ */
+ATF_TC_WITHOUT_HEAD(copy_after_filling_source_on_device);
+ATF_TC_BODY(copy_after_filling_source_on_device, tc)
+{
+	struct rsd_transition rep;
+	struct rsd_snapshot *snap;
+	struct rsd_handle h;
+	struct cfx f;
+
+	h = pinned_on_two_devices(&f, 0x3c);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, &rep));
+	ATF_CHECK(rsd_location_equal(rep.source, CUDA0));
+	/* Neither copy ran: the second call did not wait for the first. */
+	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, NULL), 2);
+	snap = cfx_snap(&f);
+	ATF_CHECK(cfx_snap_mat(snap, h, CUDA0)->arriving);
+	ATF_CHECK_EQ(cfx_snap_mat(snap, h, CUDA0)->pending_event_count, 1);
+	ATF_CHECK(cfx_snap_mat(snap, h, CUDA1)->arriving);
+	ATF_CHECK(!cfx_snap_mat(snap, h, PINNED));
+	ATF_CHECK_EQ(cfx_used(&f, CUDA1), N);
+	rsd_snapshot_free(snap);
+	/* The source cuda:0 stays until the copy reading it is over. */
+	ERR(RSD_EINUSE, rsd_drop(f.m, h, CUDA0, NULL));
+
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m));
+	snap = cfx_snap(&f);
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA0)->arriving);
+	ATF_CHECK_EQ(cfx_snap_mat(snap, h, CUDA0)->pending_event_count, 0);
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA1)->arriving);
+	rsd_snapshot_free(snap);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA0, 0x3c));
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA1, 0x3c));
+	cfx_fini(&f);
+}
+
+struct kernel_check {
+	const unsigned char *bytes;
+	int pattern;
+	bool ran, right;
+};
+
+/* The kernel's computation: are the bytes it reads the value's? */
+static void kernel_reads(void *arg)
+{
+	struct kernel_check *k = arg;
+
+	k->ran = true;
+	k->right = true;
+	for (uint64_t i = 0; i < N; i++)
+		if (k->bytes[i] != (unsigned char)k->pattern)
+			k->right = false;
+}
+
+/* A kernel on cuda:1 leased the ordered copy's destination while both
+ * copies were queued: it runs after both and reads the value's bytes. */
+ATF_TC_WITHOUT_HEAD(kernel_reads_ordered_copy);
+ATF_TC_BODY(kernel_reads_ordered_copy, tc)
+{
+	struct kernel_check k = { NULL, 0x3f, false, false };
+	struct rsd_simdev_access acc = { 0 };
+	const struct rsd_resident *r;
+	struct rsd_lease *l;
+	struct rsd_handle h;
+	struct cfx f;
+	void *cs;
+
+	h = pinned_on_two_devices(&f, k.pattern);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 1, &cs), 0);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, NULL));
+	OK(rsd_acquire(f.m, &h, 1, CUDA1, cs, &l));
+	OK(rsd_lease_value(l, h, &r));
+	k.bytes = rsd_resident_data(r, 0);
+	acc.ptr = (void *)k.bytes;
+	acc.nbytes = N;
+	ATF_REQUIRE_EQ(rsd_simdev_launch_kernel(f.sd, cs, 1000, &acc, 1, kernel_reads, &k), 0);
+	OK(rsd_lease_release(l, 0));
+	rsd_lease_free(l);
+	ATF_CHECK(!k.ran);
+	rsd_simdev_complete_all(f.sd);
+	ATF_CHECK(k.ran);
+	ATF_CHECK(k.right);
+	OK(rsd_manager_reap(f.m));
+	rsd_simdev_stream_destroy(f.sd, cs);
+	cfx_fini(&f);
+}
+
+/*
+ * The copy the second one is ordered after fails on the device: the
+ * second fails with it (the driver skips the work behind a failed event),
+ * both are undone, and the moved value is back where it was, its bytes
+ * intact. The value keeps one error, reported once.
+ */
+ATF_TC_WITHOUT_HEAD(filling_source_fails_both);
+ATF_TC_BODY(filling_source_fails_both, tc)
+{
+	struct rsd_snapshot *snap;
+	struct rsd_handle h;
+	struct cfx f;
+
+	h = pinned_on_two_devices(&f, 0x3d);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, NULL));
+	rsd_simdev_complete_all(f.sd);
+	/* One value, one kept error: the last copy folded in. */
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	OK(rsd_manager_reap(f.m));
+	snap = cfx_snap(&f);
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA0));
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA1));
+	ATF_CHECK(cfx_snap_mat(snap, h, PINNED) && !cfx_snap_mat(snap, h, PINNED)->arriving);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->used_bytes, 0);
+	rsd_snapshot_free(snap);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(cfx_has_pattern(&f, h, PINNED, 0x3d));
+	OK(rsd_ensure(f.m, h, CUDA1, NULL, NULL));
+	ATF_CHECK(cfx_has_pattern(&f, h, CUDA1, 0x3d));
+	cfx_fini(&f);
+}
+
+static void *ensure_async_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = rsd_ensure_async(w->f->m, w->h, w->at, NULL, NULL);
+	atomic_store(&w->done, true);
+	return NULL;
+}
+
+/*
+ * Several threads queue copies from sources still filling, at once: every
+ * call returns before the device ran anything (it runs on command, and
+ * the threads are joined first), each copy is ordered after its own
+ * source's fill, and every value arrives whole at both devices.
+ */
+#define NTHREADS 4
+
+ATF_TC_WITHOUT_HEAD(ordered_copies_from_threads);
+ATF_TC_BODY(ordered_copies_from_threads, tc)
+{
+	struct waiter w[NTHREADS];
+	pthread_t th[NTHREADS];
+	struct cfx f;
+
+	setup(&f, NULL, 0, 2);
+	for (int i = 0; i < NTHREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].f = &f;
+		w[i].at = CUDA1;
+		w[i].h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+		cfx_fill(&f, w[i].h, PINNED, 0x50 + i);
+		OK(rsd_move_async(f.m, w[i].h, CUDA0, NULL, NULL, NULL));
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		ATF_REQUIRE_EQ(pthread_create(&th[i], NULL, ensure_async_main, &w[i]), 0);
+	for (int i = 0; i < NTHREADS; i++) {
+		ATF_REQUIRE_EQ(pthread_join(th[i], NULL), 0);
+		ATF_CHECK_EQ(w[i].rc, 0);
+	}
+	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, NULL), 2 * NTHREADS);
+	ATF_CHECK_EQ(cfx_used(&f, CUDA1), NTHREADS * N);
+	rsd_simdev_complete_all(f.sd);
+	OK(rsd_manager_reap(f.m));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	for (int i = 0; i < NTHREADS; i++) {
+		ATF_CHECK(!cfx_resident(&f, w[i].h, PINNED));
+		ATF_CHECK(cfx_has_pattern(&f, w[i].h, CUDA0, 0x50 + i));
+		ATF_CHECK(cfx_has_pattern(&f, w[i].h, CUDA1, 0x50 + i));
+	}
+	cfx_fini(&f);
+}
+
+/* A forced close that does not wait, with a copy ordered after a filling
+ * one: the storage both read and write stays allocated (the simulator
+ * aborts on a free under a queued copy), and the device still runs them
+ * in order. */
+ATF_TC_WITHOUT_HEAD(close_with_ordered_copy);
+ATF_TC_BODY(close_with_ordered_copy, tc)
+{
+	struct rsd_handle h;
+	struct cfx f;
+
+	h = pinned_on_two_devices(&f, 0x3e);
+	OK(rsd_move_async(f.m, h, CUDA0, NULL, NULL, NULL));
+	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, NULL));
+	ERR(RSD_EINUSE, rsd_manager_close(f.m, RSD_CLOSE_NOWAIT));
+	CHECK_MSG_HAS("queued_copies=2");
+	OK(rsd_manager_close(f.m, RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT));
+	rsd_simdev_complete_all(f.sd);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(f.sd, NULL), 0);
+	cfx_fini(&f);
+}
+
 /* Close: a close that must not wait refuses queued copies (naming them);
  * one that may wait waits for them; a forced one without waiting keeps
  * the storage they read and write, on the device and in host memory. */
@@ -658,6 +873,11 @@ ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, ensure_returns_queued);
 	ATF_TP_ADD_TC(tp, same_outcome_as_waiting);
+	ATF_TP_ADD_TC(tp, copy_after_filling_source_on_device);
+	ATF_TP_ADD_TC(tp, kernel_reads_ordered_copy);
+	ATF_TP_ADD_TC(tp, filling_source_fails_both);
+	ATF_TP_ADD_TC(tp, ordered_copies_from_threads);
+	ATF_TP_ADD_TC(tp, close_with_ordered_copy);
 	ATF_TP_ADD_TC(tp, consumer_ordered_on_device);
 	ATF_TP_ADD_TC(tp, consumer_order_failure);
 	ATF_TP_ADD_TC(tp, host_acquire_waits_or_fails);

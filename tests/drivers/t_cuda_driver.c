@@ -289,6 +289,68 @@ ATF_TC_BODY(gpu_pageable_copies_are_staged, tc)
 	}
 }
 
+/* Calls of cudaStreamWaitEvent so far (the double counts them; -1 on a
+ * GPU). */
+static long wait_calls(void)
+{
+#if RSD_CUDASIM
+	return (long)rsd_cudasim_calls("cudaStreamWaitEvent");
+#else
+	return -1;
+#endif
+}
+
+/*
+ * Through a manager: a not-waiting peer copy from cuda:0 while a queued
+ * copy still fills it is ordered after that copy on the device (one
+ * cudaStreamWaitEvent, the host does not wait), and cuda:1 gets the bytes.
+ */
+ATF_TC_WITHOUT_HEAD(gpu_copy_after_filling_source);
+ATF_TC_BODY(gpu_copy_after_filling_source, tc)
+{
+	const uint64_t n = 1 << 20;
+	struct rsd_location pin = RSD_LOC_PINNED_HOST;
+	struct rsd_manager_config mc = { 0 };
+	const struct rsd_resident *back;
+	const unsigned char *b;
+	struct rsd_manager *m;
+	struct rsd_resident *r;
+	struct rsd_transition rep;
+	struct rsd_lease *l;
+	struct rsd_handle h;
+	long w0;
+
+	need_devices(2);
+	mc.driver = C;
+	ATF_REQUIRE_EQ(rsd_manager_create(&mc, &m), 0);
+	ATF_REQUIRE_EQ(rsd_resident_alloc(m, &rsd_resident_type, pin, 1, &n, NULL, 0, &r), 0);
+	memset(rsd_resident_data(r, 0), 0x4b, n);
+	ATF_REQUIRE_EQ(rsd_adopt(m, r, NULL, RSD_REPLICABLE, &h), 0);
+	ATF_REQUIRE_EQ(rsd_move_async(m, h, cuda(0), NULL, NULL, NULL), 0);
+	w0 = wait_calls();
+	ATF_REQUIRE_EQ_MSG(rsd_ensure_async(m, h, cuda(1), NULL, &rep), 0, "%s",
+			   rsd_last_error()->message);
+	ATF_CHECK(rsd_location_equal(rep.source, cuda(0)));
+	if (w0 >= 0)
+		ATF_CHECK_EQ(wait_calls() - w0, 1);
+	ATF_REQUIRE_EQ(C->stream_sync(NULL, NULL), 0);
+	ATF_REQUIRE_EQ(rsd_manager_reap(m), 0);
+	/* cuda:1's bytes, copied back through pinned memory. */
+	ATF_REQUIRE_EQ(rsd_drop(m, h, cuda(0), NULL), 0);
+	ATF_REQUIRE_EQ(rsd_ensure(m, h, pin, NULL, &rep), 0);
+	ATF_CHECK(rsd_location_equal(rep.source, cuda(1)));
+	ATF_REQUIRE_EQ(rsd_acquire(m, &h, 1, pin, NULL, &l), 0);
+	ATF_REQUIRE_EQ(rsd_lease_value(l, h, &back), 0);
+	b = rsd_resident_data(back, 0);
+	for (uint64_t i = 0; i < n; i++)
+		if (b[i] != 0x4b)
+			atf_tc_fail("byte %llu differs", (unsigned long long)i);
+	ATF_CHECK_EQ(rsd_lease_release(l, 0), 0);
+	rsd_lease_free(l);
+	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	rsd_manager_destroy(m);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, no_device_fails_cleanly);
@@ -297,5 +359,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, gpu_streams_and_events);
 	ATF_TP_ADD_TC(tp, gpu_peer_copy);
 	ATF_TP_ADD_TC(tp, gpu_pageable_copies_are_staged);
+	ATF_TP_ADD_TC(tp, gpu_copy_after_filling_source);
 	return atf_no_error();
 }

@@ -91,7 +91,8 @@ static void pf_sim_kernel(struct pf_env *e, void *ptr, uint64_t nbytes)
 	CK(rsd_simdev_launch_kernel(e->sd, e->cs, e->kernel_ns, &acc, 1, NULL, NULL));
 }
 
-static void pf_open(struct pf_env *e, unsigned n, uint64_t nbytes, uint64_t kernel_ns)
+/* The simulated device with its link model, and its consumer stream. */
+static void pf_sim(struct pf_env *e)
 {
 	struct rsd_simdev_config cfg = {
 		.ndevices = 1,
@@ -107,6 +108,11 @@ static void pf_open(struct pf_env *e, unsigned n, uint64_t nbytes, uint64_t kern
 	e->ops = rsd_simdev_ops();
 	e->ctx = e->sd;
 	e->kernel = pf_sim_kernel;
+}
+
+static void pf_open(struct pf_env *e, unsigned n, uint64_t nbytes, uint64_t kernel_ns)
+{
+	pf_sim(e);
 	pf_open_on(e, n, nbytes, kernel_ns);
 }
 
@@ -389,9 +395,86 @@ static void pf_host_time(void)
 	bench_fig_base(f, "waiting ensure", bench_median(wait_ns, rounds) / 1e3);
 }
 
+/*
+ * The host time of a not-waiting use whose plan spills: cuda:0 holds two
+ * 64 MiB values and has room for no more; each round asks for the third
+ * (exclusive values, spilled to pinned memory by the fallback tier), so
+ * the plan moves the least recent one off the device and brings the
+ * requested one in. Its admission needs the room the queued spill frees:
+ * the figure is the median host time of rsd_controller_use_async(), beside
+ * the waiting rsd_controller_use() of the same plan in the same rounds.
+ */
+static double pf_spill_use(struct pf_env *e, unsigned i, bool async)
+{
+	uint64_t t0;
+	struct rsd_use *u;
+
+	t0 = bench_now_ns();
+	pf_use(e, i, async, &u);
+	t0 = bench_now_ns() - t0;
+	pf_done(u);
+	CK(e->ops->device_sync(e->ctx, 0));
+	CK(rsd_manager_reap(e->m));
+	return (double)t0;
+}
+
+static void pf_host_spill(void)
+{
+	const struct rsd_location to_pinned[] = { RSD_LOC_PINNED_HOST };
+	const struct rsd_fallback_tier tier = { PF_CUDA0, to_pinned, 1 };
+	const uint64_t nbytes = 64 * PF_MIB;
+	const unsigned rounds = QF(4u, 10u);
+	struct rsd_budget b = { PF_CUDA0, 2 * nbytes };
+	struct rsd_manager_config mc = { .budgets = &b, .nbudgets = 1 };
+	double async_ns[10], wait_ns[10];
+	struct bench_fig *f;
+	struct pf_env e;
+	unsigned next = 2;
+
+	pf_sim(&e);
+	e.n = 3;
+	e.nbytes = nbytes;
+	mc.driver = e.ops;
+	mc.driver_ctx = e.ctx;
+	CK(rsd_manager_create(&mc, &e.m));
+	CK(rsd_tiered_lru_create(&tier, 1, &e.pol));
+	CK(rsd_controller_create(e.m, e.pol, 0, &e.c));
+	e.h = calloc(e.n, sizeof(*e.h));
+	if (!e.h)
+		bench_fail("calloc", -RSD_ENOMEM);
+	for (unsigned i = 0; i < e.n; i++) {
+		struct rsd_resident *r;
+
+		CK(rsd_resident_alloc(e.m, &rsd_resident_type, RSD_LOC_PINNED_HOST, 1, &nbytes,
+				      NULL, 0, &r));
+		memset(rsd_resident_data(r, 0), (int)(i + 1), nbytes);
+		CK(rsd_adopt(e.m, r, NULL, RSD_EXCLUSIVE, &e.h[i]));
+	}
+	/* cuda:0 full, its pool holding both blocks: no backing allocation
+	 * is timed. */
+	for (unsigned i = 0; i < 2; i++)
+		CK(rsd_move(e.m, e.h[i], PF_CUDA0, NULL, NULL, NULL));
+	for (unsigned r = 0; r < rounds; r++) {
+		async_ns[r] = pf_spill_use(&e, next, true);
+		next = (next + 1) % e.n;
+		wait_ns[r] = pf_spill_use(&e, next, false);
+		next = (next + 1) % e.n;
+	}
+	pf_close(&e);
+	bench_note("pf_host_spill: %u rounds; a not-waiting use whose plan spills %.1f us "
+		   "median, the waiting use %.0f us",
+		   rounds, bench_median(async_ns, rounds) / 1e3,
+		   bench_median(wait_ns, rounds) / 1e3);
+	f = bench_fig("pf_host_spill", "use_async_spilling_64MiB",
+		      bench_median(async_ns, rounds) / 1e3, "us");
+	bench_fig_base(f, "waiting use", bench_median(wait_ns, rounds) / 1e3);
+	bench_fig_target(f, TGT_MAX, 100);
+}
+
 static void case_prefetch(void)
 {
 	bench_note("pipeline: simulated device, link model on, durations x%.0f", PF_SCALE);
 	pf_host_time();
+	pf_host_spill();
 	pf_pipeline();
 }
