@@ -346,7 +346,13 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 	struct rsd_xfer *xf = l->xf;
 	struct rsd_record *rec = xf->rec;
 	struct rsd_mat *mat = rsd__rec_mat(rec, xf->to);
+	struct rsd_mat *src = l->n ? rsd__rec_mat(rec, l->loc) : NULL;
 
+	/* Ordered on the device after a copy filling its source that
+	 * failed: it read no value (the driver fails it too; this covers a
+	 * driver that does not). */
+	if (src && rsd__mat_failed(src) && !xf->err && xf->state == RSD_XFER_QUEUED)
+		xf->err = src->err;
 	/* Its event answered: a failure the device reported made it FAILED
 	 * already (lease.c); one known at issue (told) is answered now. */
 	if (xf->state == RSD_XFER_QUEUED)
@@ -354,14 +360,7 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 	if (mat && mat->fill == l)
 		rsd__mat_set_state(mat, RSD_MAT_RESIDENT, NULL, 0);
 	if (l->n) {
-		struct rsd_mat *src = rsd__rec_mat(rec, l->loc);
-
 		if (src) {
-			/* Ordered on the device after a copy filling its
-			 * source that failed: it read no value (the driver
-			 * fails it too; this covers a driver that does not). */
-			if (src->failed && !qc->err)
-				qc->err = src->failed;
 			src->pending_count--;
 			m->acct[rsd__loc_slot(l->loc)].pending_count--;
 			rsd__failed_settle(m, rec, l->loc);
