@@ -237,6 +237,11 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	if (m->closed)
 		goto out; /* another thread closed it while this one waited */
 	m->closed = true;
+	/* Threads waiting for the device without the lock stop waiting: they
+	 * return RSD_ECLOSED, and what their work may still use stays
+	 * allocated (keep_streamed() above, transition.c). */
+	if (nothing)
+		rsd__waits_stop(m);
 	rsd__bump(m);
 	if (m->inflight) {
 		/*

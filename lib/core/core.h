@@ -506,6 +506,9 @@ struct rsd_manager {
 	struct rsd_img_prot lognet[RSD_PROT_NET_MAX];
 	unsigned nlognet;
 	bool closed;
+	/* Set once by close(FORCE | NOWAIT) under m->lock, read without it by
+	 * threads waiting for the device: they stop waiting (evwait.c). */
+	atomic_bool stop_waits;
 	uint64_t version;
 	struct rsd_record **recs; /* registration order == ascending handle id */
 	size_t nrecs, caprecs;
@@ -658,14 +661,38 @@ int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struc
 		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event,
 		    bool *stuck);
 
-/* Wait for *event and destroy it: 0, or the copy's definite failure (a
- * failed sync is answered by the event once its stream drained). When
- * even the drain fails there is no answer: the error is returned with
- * *event kept, and the copy may still run (rsd__xfer_unanswered()). */
+/* Wait for *event and destroy it: 0, or the copy's definite failure
+ * (rsd__event_answer()). Without an answer (the drain failed too, or a
+ * forced close interrupted the wait: RSD_ECLOSED) the error is returned
+ * with *event kept, and the copy may still run (rsd__xfer_unanswered()). */
 int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event);
 
 /* Best effort, the error record kept: 0, or the failed sync's code. */
 int rsd__copy_drain(struct rsd_manager *m, void *stream);
+
+/* in lib/core/evwait.c: */
+/*
+ * Without m->lock, counted as a device wait (rsd__device_wait_begin()):
+ * wait for event, recorded on stream (of device dev, -1 when not known),
+ * and get the device's answer: 0 with *failed 0 when it completed, or
+ * with *failed set (recorded) when it failed for sure (it still fails
+ * once its stream drained, or its device was lost). Otherwise no answer
+ * (the work may still run, *failed untouched): the failed wait's error,
+ * or RSD_ECLOSED when close(FORCE | NOWAIT) interrupted it.
+ */
+int rsd__event_answer(struct rsd_manager *m, void *stream, int dev, void *event, int *failed);
+
+/* Wait for event, until close(FORCE | NOWAIT) says stop: 0, the driver's
+ * error, or RSD_ECLOSED (recorded). No answer rule applied. */
+int rsd__event_wait(struct rsd_manager *m, void *event);
+
+/* Synchronize stream (its device dev when the stream is gone): 0 or the
+ * sync's error. Not interruptible. */
+int rsd__stream_drain(struct rsd_manager *m, void *stream, int dev);
+
+/* With m->lock held, from close(FORCE | NOWAIT): every thread waiting in
+ * rsd__event_wait() returns RSD_ECLOSED. */
+void rsd__waits_stop(struct rsd_manager *m);
 
 /* in lib/core/devloss.c: */
 /* With the writer lock held, after a driver op failed with RSD_EDEVLOST:

@@ -358,7 +358,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct xfer *x,
 	/* A queued copy still fills the source (§22): the host waits for it,
 	 * so this copy reads complete bytes (and fails if that one did). */
 	if (fill)
-		err = m->ops->event_sync(m->ops_ctx, fill->events[0]);
+		err = rsd__event_wait(m, fill->events[0]);
 	if (!err)
 		err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev, &stuck);
 	if (!err && !defer && !queued)

@@ -562,9 +562,12 @@ out:
 	return rc;
 }
 
-int rsd__sim_event_sync(void *ctx, void *event)
+/* How long event_wait sleeps between two calls of its stop callback. */
+#define SIM_STOP_POLL_NS 500000ull
+
+/* event_sync, and event_wait with stop (1 when it gave up). */
+static int event_wait(struct rsd_simdev *sd, void *event, bool (*stop)(void *arg), void *arg)
 {
-	struct rsd_simdev *sd = ctx;
 	struct sim_event *ev = NULL;
 	int rc;
 
@@ -575,14 +578,32 @@ int rsd__sim_event_sync(void *ctx, void *event)
 	/* Event objects are never freed while the simulator lives, so ev may
 	 * be read after every wake-up. A failure is reported once known; a
 	 * lost device's events never complete. */
-	while (!rc && !sd->dev[ev->device].lost && !event_fault(ev) && !event_complete(ev))
-		rsd__sim_wait(sd);
+	while (!rc && !sd->dev[ev->device].lost && !event_fault(ev) && !event_complete(ev)) {
+		if (!stop) {
+			rsd__sim_wait(sd);
+		} else if (stop(arg)) {
+			pthread_mutex_unlock(&sd->lock);
+			return 1;
+		} else {
+			rsd__sim_wait_ns(sd, SIM_STOP_POLL_NS);
+		}
+	}
 	if (!rc)
 		rc = event_lost(sd, ev);
 	if (!rc && event_fault(ev))
 		rc = event_failed(ev, event_fault(ev));
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
+}
+
+int rsd__sim_event_sync(void *ctx, void *event)
+{
+	return event_wait(ctx, event, NULL, NULL);
+}
+
+int rsd__sim_event_wait(void *ctx, void *event, bool (*stop)(void *arg), void *arg)
+{
+	return event_wait(ctx, event, stop, arg);
 }
 
 void rsd__sim_event_destroy(void *ctx, void *event)
