@@ -72,6 +72,9 @@ extern "C" {
  *	counts as one event_sync for the driver's fault injection. A manager
  *	waits with it so that a forced close can interrupt the wait; without
  *	it, it waits by @event_query in a loop that sleeps between queries.
+ * @stream_wait: optional; @stream_sync that can be told to give up, as
+ *	@event_wait. Without it, a manager's drain of a stream (after a
+ *	failed wait) cannot be interrupted.
  *
  * device_count, alloc, free and copy are required; a manager refuses a
  * driver without them. Optional ops may be NULL: a caller checks.
@@ -96,6 +99,7 @@ struct rsd_device_ops {
 	int (*stream_wait_event)(void *ctx, void *stream, void *event);
 	bool (*device_lost)(void *ctx, int device);
 	int (*event_wait)(void *ctx, void *event, bool (*stop)(void *arg), void *arg);
+	int (*stream_wait)(void *ctx, void *stream, bool (*stop)(void *arg), void *arg);
 };
 
 /**

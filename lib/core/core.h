@@ -686,8 +686,9 @@ int rsd__event_answer(struct rsd_manager *m, void *stream, int dev, void *event,
  * error, or RSD_ECLOSED (recorded). No answer rule applied. */
 int rsd__event_wait(struct rsd_manager *m, void *event);
 
-/* Synchronize stream (its device dev when the stream is gone): 0 or the
- * sync's error. Not interruptible. */
+/* Synchronize stream (its device dev when the stream is gone): 0, the
+ * sync's error, or RSD_ECLOSED (recorded) when close(FORCE | NOWAIT)
+ * interrupted it (drivers with stream_wait). */
 int rsd__stream_drain(struct rsd_manager *m, void *stream, int dev);
 
 /* With m->lock held, from close(FORCE | NOWAIT): every thread waiting in
@@ -979,31 +980,19 @@ void rsd__device_wait_end(struct rsd_manager *m);
  * m are refused with RSD_EREENTRANT until it returns (§9.1); other
  * threads proceed. Frames live on the caller's stack.
  */
-/*
- * What the calling thread is executing, as one scope: a not-waiting
- * call's queue mode (queued.c), a plan's batch of queued copies (batch.c)
- * and the innermost plan's headroom (manager.c). Each entry point sets its
- * part and puts the old value back, nested. A source load's callback runs
- * in a fresh, empty scope (rsd__callback_begin() saves the whole context
- * and clears it, rsd__callback_end() puts it back): a call it makes on
- * another manager neither queues its copies nor joins the plan's batch,
- * and its charges do not count against the plan's headroom.
- */
-struct rsd_xfer_batch;
-struct rsd_plan_hold;
-struct rsd_exec {
-	bool queue_mode;
-	struct rsd_xfer_batch *batch;
-	struct rsd_plan_hold *hold;
-};
-
-/* The calling thread's context (never NULL). */
+/* The calling thread's executor context (struct rsd_exec, internal.h;
+ * never NULL). A plan's batch and headroom are pushed and popped on it
+ * (batch.c, manager.c); whole scopes go through rsd__exec_enter(). */
 struct rsd_exec *rsd__exec(void);
 
+/* A source load's callback runs in a fresh, empty executor scope
+ * (RSD_EXEC_FRESH): a call it makes on another manager neither queues its
+ * copies nor joins the plan's batch, and its charges do not count against
+ * the plan's headroom. */
 struct rsd_cb_frame {
 	const struct rsd_manager *m;
 	struct rsd_cb_frame *up;
-	struct rsd_exec saved; /* the caller's context, back at the end */
+	struct rsd_exec_scope scope; /* the caller's context, back at the end */
 };
 void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m);
 void rsd__callback_end(struct rsd_cb_frame *f);
@@ -1140,8 +1129,8 @@ int rsd__reap_now(struct rsd_manager *m);
  * commits a device copy as soon as it is queued, with its event kept in a
  * pending lease record (struct rsd_qcopy), instead of waiting for it.
  */
-/* rsd__queue_mode() and rsd__queue_mode_set() are in internal.h: the
- * controller's not-waiting calls set it too. */
+/* rsd__queue_mode() and the executor scope that sets it are in
+ * internal.h: the controller's not-waiting calls enter it too. */
 /* A queued copy's record, allocated before its transfer phase so that the
  * commit cannot fail (NULL: out of memory; the copy is then waited for). */
 struct rsd_lease_rec *rsd__qcopy_new(struct rsd_manager *m);

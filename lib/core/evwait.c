@@ -21,11 +21,12 @@
  * included: the close sets m->stop_waits, and a waiter that sees it leaves
  * with RSD_ECLOSED, with no answer (what the work may still touch is kept
  * allocated for the life of the process: close.c, transition.c). A driver
- * with event_wait is told through its stop callback; any other is waited
- * for by event_query, spinning a little, then sleeping a growing while
+ * with event_wait (stream_wait for drains) is told through its stop
+ * callback; without event_wait an event is waited for by event_query, spinning a little, then sleeping a growing while
  * between queries, up to WAIT_SLEEP_MAX_NS: a wait for a long copy costs
  * a few thousand wake-ups a second at most, never a core, and notices a
- * completion (or a close) within that bound.
+ * completion (or a close) within that bound. Without stream_wait a drain
+ * is the driver's stream_sync, which nothing interrupts.
  */
 #include <sched.h>
 #include <time.h>
@@ -50,10 +51,11 @@ void rsd__waits_stop(struct rsd_manager *m)
 
 static int closed_error(struct rsd_manager *m)
 {
-	return rsd__err(RSD_ECLOSED,
-			"residency manager %llu was closed (RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT) while "
-			"this thread waited for the device",
-			(unsigned long long)m->id);
+	return rsd__err(
+		RSD_ECLOSED,
+		"residency manager %llu was closed (RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT) while "
+		"this thread waited for the device",
+		(unsigned long long)m->id);
 }
 
 /* The driver has no interruptible wait: poll the event. */
@@ -95,7 +97,17 @@ int rsd__event_wait(struct rsd_manager *m, void *event)
 
 int rsd__stream_drain(struct rsd_manager *m, void *stream, int dev)
 {
-	int err = m->ops->stream_sync(m->ops_ctx, stream);
+	int err;
+
+	if (stop_waiting(m))
+		return closed_error(m);
+	if (m->ops->stream_wait) {
+		err = m->ops->stream_wait(m->ops_ctx, stream, stop_waiting, m);
+		if (err > 0)
+			return closed_error(m);
+	} else {
+		err = m->ops->stream_sync(m->ops_ctx, stream);
+	}
 
 	/* A stream its owner destroyed meanwhile (the driver calls it no
 	 * stream) cannot be synchronized: its device can, which drains it. */
@@ -122,6 +134,8 @@ int rsd__event_answer(struct rsd_manager *m, void *stream, int dev, void *event,
 	}
 	saved = *rsd_last_error();
 	d = rsd__stream_drain(m, stream, dev);
+	if (d == -RSD_ECLOSED && stop_waiting(m))
+		return d;
 	if (d && rsd__devloss_answer(m, stream, dev, d)) {
 		*failed = d; /* the drain's record names the loss */
 		return 0;

@@ -309,7 +309,7 @@ static int drain(struct rsd_manager *m, struct rsd_pend_link *k)
 	rsd__device_wait_end(m);
 	if (!err)
 		k->drained = true;
-	else
+	else if (!m->closed) /* else interrupted by the close, or beside it */
 		err = rsd__err(-err > 0 && -err < RSD_EMAX ? -err : RSD_EDEVICE,
 			       "no answer from the device for %s %llu: its event_query failed, "
 			       "and so did the sync of its stream: %s",
@@ -317,7 +317,7 @@ static int drain(struct rsd_manager *m, struct rsd_pend_link *k)
 			       (unsigned long long)(l->qc ? l->qc->rec->handle.id : l->id),
 			       rsd_last_error()->message);
 	lease_waiter_gone(m, l);
-	if (!err && m->closed)
+	if (m->closed)
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 			       (unsigned long long)m->id);
 	return err;

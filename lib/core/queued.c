@@ -46,15 +46,6 @@ bool rsd__queue_mode(void)
 	return rsd__exec()->queue_mode;
 }
 
-bool rsd__queue_mode_set(bool on)
-{
-	struct rsd_exec *x = rsd__exec();
-	bool was = x->queue_mode;
-
-	x->queue_mode = on;
-	return was;
-}
-
 struct rsd_lease_rec *rsd__qcopy_new(struct rsd_manager *m)
 {
 	struct rsd_lease_rec *l = rsd__lease_rec_new(m, 1);

@@ -928,10 +928,12 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
 static int run_one_queued(struct rsd_manager *m, const char *fn, const struct rsd_action *a,
 			  void *stream, struct rsd_transition *report)
 {
-	bool was = rsd__queue_mode_set(true);
-	int err = run_one(m, fn, a, stream, report);
+	struct rsd_exec_scope scope;
+	int err;
 
-	rsd__queue_mode_set(was);
+	rsd__exec_enter(&scope, RSD_EXEC_QUEUE);
+	err = run_one(m, fn, a, stream, report);
+	rsd__exec_leave(&scope);
 	return err;
 }
 

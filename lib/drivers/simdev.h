@@ -373,6 +373,7 @@ int rsd__sim_event_record(void *ctx, void *stream, void **event);
 int rsd__sim_event_query(void *ctx, void *event);
 int rsd__sim_event_sync(void *ctx, void *event);
 int rsd__sim_event_wait(void *ctx, void *event, bool (*stop)(void *arg), void *arg);
+int rsd__sim_stream_wait(void *ctx, void *stream, bool (*stop)(void *arg), void *arg);
 void rsd__sim_event_destroy(void *ctx, void *event);
 int rsd__sim_stream_wait_event(void *ctx, void *stream, void *event);
 
