@@ -58,8 +58,11 @@ static void keep_streamed(struct rsd_manager *m)
 
 			/* A stream may use a GPU lease's device bytes, and a
 			 * queued copy (or a released lease's stream) the
-			 * bytes at either end, host memory included. */
-			if (!mat->value || !(mat->pending_count || mat->fill ||
+			 * bytes at either end, host memory included. So may
+			 * a copy another thread issued and was waiting for
+			 * (busy: its source): the close stops that wait
+			 * (evwait.c) before the copy has run. */
+			if (!mat->value || !(mat->pending_count || mat->fill || mat->busy ||
 					     (mat->loc.kind == RSD_CUDA && mat->use_count)))
 				continue;
 			rsd__keep_forever(mat->value);

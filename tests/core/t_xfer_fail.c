@@ -829,6 +829,41 @@ ATF_TC_BODY(force_nowait_close_ends_every_wait, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * A plan's two copies out of pinned memory, queued in its batch and
+ * waited for at its end: a forced close stops that wait, the plan fails
+ * for the close, and the copies' sources are kept allocated though the plan
+ * thread, the last one back, frees the values (the simulator aborts on
+ * memory freed under a queued copy when they run afterwards).
+ */
+ATF_TC_WITHOUT_HEAD(force_nowait_close_keeps_a_plans_sources);
+ATF_TC_BODY(force_nowait_close_keeps_a_plans_sources, tc)
+{
+	struct call cl = { 0 };
+	struct plan_arg p;
+	pthread_t t, tcl;
+	unsigned long syncs;
+	struct cfx f;
+
+	setup(&f, NULL, 0);
+	memset(&p, 0, sizeof(p));
+	p.f = cl.f = &f;
+	p.a[0] = rsd_action_ensure(filled(&f, PINNED, 0x31), CUDA0);
+	p.a[1] = rsd_action_ensure(filled(&f, PINNED, 0x32), CUDA0);
+	syncs = rsd_simdev_calls(f.sd, RSD_SIMDEV_EVENT_SYNC);
+	ATF_REQUIRE_EQ(pthread_create(&t, NULL, run_plan, &p), 0);
+	wait_calls(&f, RSD_SIMDEV_EVENT_SYNC, syncs + 1); /* the batch's first wait */
+	ATF_REQUIRE_EQ(pthread_create(&tcl, NULL, do_close_force_nowait, &cl), 0);
+	join_within(tcl, CLOSE_NOTICE_MS);
+	CHECK_CALL(cl, 0);
+	join_within(t, CLOSE_NOTICE_MS);
+	/* A plan reports a failed action as RSD_EEXEC, naming its cause. */
+	ATF_CHECK_MSG(p.rc == -RSD_EEXEC && strstr(p.msg, "was closed"), "plan: %d %s", p.rc,
+		      p.msg);
+	rsd_simdev_complete_all(f.sd);
+	cfx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, undo_reinstall_not_admitted);
@@ -845,5 +880,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, works_after_failed_copy_nowait);
 	ATF_TP_ADD_TC(tp, force_nowait_close_waits_for_nothing);
 	ATF_TP_ADD_TC(tp, force_nowait_close_ends_every_wait);
+	ATF_TP_ADD_TC(tp, force_nowait_close_keeps_a_plans_sources);
 	return 0;
 }
