@@ -295,10 +295,41 @@ void rsd__ptrmap_del(struct rsd__ptrmap *pm, const void *key);
 void rsd__ptrmap_clear(struct rsd__ptrmap *pm);
 void rsd__ptrmap_free(struct rsd__ptrmap *pm);
 
-/* The calling thread's queue mode (lib/core/queued.c): while set, device
- * copies of transitions are committed once queued instead of waited for.
- * rsd__queue_mode_set returns the previous mode. */
+/*
+ * What the calling thread is executing (lib/core/manager.c), one context
+ * per thread: its queue mode (while set, device copies of transitions are
+ * committed once queued instead of waited for: lib/core/queued.c), the
+ * plan batch its copies join (lib/core/batch.c) and the innermost plan's
+ * held headroom. Entry points change it only through a scope, which saves
+ * the whole context and puts it back when left, nested:
+ *
+ *	struct rsd_exec_scope s;
+ *
+ *	rsd__exec_enter(&s, RSD_EXEC_QUEUE);
+ *	... the waiting call, its copies queued ...
+ *	rsd__exec_leave(&s);
+ */
+struct rsd_xfer_batch;
+struct rsd_plan_hold;
+struct rsd_exec {
+	bool queue_mode;
+	struct rsd_xfer_batch *batch;
+	struct rsd_plan_hold *hold;
+};
+
+enum rsd_exec_kind {
+	RSD_EXEC_QUEUE, /* queue mode on, batch and headroom kept */
+	RSD_EXEC_FRESH, /* an empty context: queue mode off, no batch, no headroom */
+};
+
+struct rsd_exec_scope {
+	struct rsd_exec saved; /* the context entered from */
+};
+
+void rsd__exec_enter(struct rsd_exec_scope *s, enum rsd_exec_kind kind);
+void rsd__exec_leave(const struct rsd_exec_scope *s);
+
+/* Whether the calling thread is in queue mode. */
 bool rsd__queue_mode(void);
-bool rsd__queue_mode_set(bool on);
 
 #endif

@@ -68,6 +68,16 @@ extern "C" {
  *	earlier that reads or writes the lost device's memory (its stream's
  *	later events then report -RSD_EDEVLOST) and stream_sync of NULL,
  *	which waits for the sound devices' driver streams and then fails.
+ * @event_wait: optional; @event_sync that can be told to give up: it calls
+ *	stop(arg) before it blocks and at least once a millisecond while it
+ *	waits, and returns 1 as soon as that returns true (nothing is known
+ *	of the event then). Otherwise it answers as @event_sync does, and
+ *	counts as one event_sync for the driver's fault injection. A manager
+ *	waits with it so that a forced close can interrupt the wait; without
+ *	it, it waits by @event_query in a loop that sleeps between queries.
+ * @stream_wait: optional; @stream_sync that can be told to give up, as
+ *	@event_wait. Without it, a manager's drain of a stream (after a
+ *	failed wait) cannot be interrupted.
  *
  * device_count, alloc, free and copy are required; a manager refuses a
  * driver without them. Optional ops may be NULL: a caller checks.
@@ -91,6 +101,8 @@ struct rsd_device_ops {
 	void *(*transfer_stream)(void *ctx, struct rsd_location dst, struct rsd_location src);
 	int (*stream_wait_event)(void *ctx, void *stream, void *event);
 	bool (*device_lost)(void *ctx, int device);
+	int (*event_wait)(void *ctx, void *event, bool (*stop)(void *arg), void *arg);
+	int (*stream_wait)(void *ctx, void *stream, bool (*stop)(void *arg), void *arg);
 };
 
 /**

@@ -58,8 +58,12 @@ static void keep_streamed(struct rsd_manager *m)
 
 			/* A stream may use a GPU lease's device bytes, and a
 			 * queued copy (or a released lease's stream) the
-			 * bytes at either end, host memory included. */
+			 * bytes at either end, host memory included. So may
+			 * a copy another thread issued and was waiting for
+			 * (busy: its source): the close stops that wait
+			 * (evwait.c) before the copy has run. */
 			if (!mat->value || !(mat->pending_count || mat->state == RSD_MAT_FILLING ||
+					     mat->busy ||
 					     (mat->loc.kind == RSD_CUDA && mat->use_count)))
 				continue;
 			rsd__keep_forever(mat->value);
@@ -237,6 +241,11 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 	if (m->closed)
 		goto out; /* another thread closed it while this one waited */
 	m->closed = true;
+	/* Threads waiting for the device without the lock stop waiting: they
+	 * return RSD_ECLOSED, and what their work may still use stays
+	 * allocated (keep_streamed() above, transition.c). */
+	if (nothing)
+		rsd__waits_stop(m);
 	rsd__bump(m);
 	if (m->inflight) {
 		/*

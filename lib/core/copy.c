@@ -135,7 +135,7 @@ int rsd__copy_drain(struct rsd_manager *m, void *stream)
 	 * was lost runs nothing any more: that answer is as final as a
 	 * drain (devloss.c settles what was there). */
 	struct rsd_error saved = *rsd_last_error();
-	int err = m->ops->stream_sync(m->ops_ctx, stream);
+	int err = rsd__stream_drain(m, stream, -1);
 
 	*rsd__err_record() = saved;
 	return rsd__devloss_answer(m, stream, -1, err) ? 0 : err;
@@ -174,35 +174,15 @@ bool rsd__copy_order_after(struct rsd_manager *m, struct rsd_location from, stru
 
 int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event)
 {
-	void *ev = *event;
-	int err, q;
+	int failed, err;
 
-	if (!ev)
+	if (!*event)
 		return 0;
-	err = m->ops->event_sync(m->ops_ctx, ev);
-	if (err) {
-		/* A failed sync says nothing of the copy (reference.md §8.5):
-		 * drain its stream, then the event's state is the answer.
-		 * When even the drain fails there is none: the event is kept
-		 * and the caller keeps both ends of the copy. A lost device's
-		 * RSD_EDEVLOST is the answer: the copy failed, once. */
-		struct rsd_error saved = *rsd_last_error();
-		int d = m->ops->stream_sync(m->ops_ctx, stream);
-
-		q = d ? 0 : m->ops->event_query(m->ops_ctx, ev);
-		if (!q && !rsd__devloss_answer(m, stream, -1, d)) {
-			*rsd__err_record() = saved;
-			return err;
-		}
-		if (q) {
-			err = q < 0 ? q : 0; /* q < 0: the copy's own failure */
-		} else if (err == d) {
-			*rsd__err_record() = saved;
-		} else {
-			err = d; /* the drain's record names the loss */
-		}
-	}
-	m->ops->event_destroy(m->ops_ctx, ev);
+	/* No answer: the event is kept, the caller keeps both ends. */
+	err = rsd__event_answer(m, stream, -1, *event, &failed);
+	if (err)
+		return err;
+	m->ops->event_destroy(m->ops_ctx, *event);
 	*event = NULL;
-	return err;
+	return failed;
 }

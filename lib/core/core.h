@@ -605,6 +605,9 @@ struct rsd_manager {
 	struct rsd_img_prot lognet[RSD_PROT_NET_MAX];
 	unsigned nlognet;
 	bool closed;
+	/* Set once by close(FORCE | NOWAIT) under m->lock, read without it by
+	 * threads waiting for the device: they stop waiting (evwait.c). */
+	atomic_bool stop_waits;
 	uint64_t version;
 	struct rsd_record **recs; /* registration order == ascending handle id */
 	size_t nrecs, caprecs;
@@ -757,10 +760,10 @@ int rsd__copy_issue(struct rsd_manager *m, const struct rsd_resident *src, struc
 		    struct rsd_resident *dst, struct rsd_location to, void **stream, void **event,
 		    bool *stuck);
 
-/* Wait for *event and destroy it: 0, or the copy's definite failure (a
- * failed sync is answered by the event once its stream drained). When
- * even the drain fails there is no answer: the error is returned with
- * *event kept, and the copy may still run (rsd__xfer_unanswered()). */
+/* Wait for *event and destroy it: 0, or the copy's definite failure
+ * (rsd__event_answer()). Without an answer (the drain failed too, or a
+ * forced close interrupted the wait: RSD_ECLOSED) the error is returned
+ * with *event kept, and the copy may still run (rsd__xfer_unanswered()). */
 int rsd__copy_wait(struct rsd_manager *m, void *stream, void **event);
 
 /* Best effort, the error record kept: 0, or the failed sync's code. */
@@ -771,6 +774,31 @@ int rsd__copy_drain(struct rsd_manager *m, void *stream);
  * it there. false, the error record kept, when the host must wait instead. */
 bool rsd__copy_order_after(struct rsd_manager *m, struct rsd_location from, struct rsd_location to,
 			   void **stream, void *event);
+
+/* in lib/core/evwait.c: */
+/*
+ * Without m->lock, counted as a device wait (rsd__device_wait_begin()):
+ * wait for event, recorded on stream (of device dev, -1 when not known),
+ * and get the device's answer: 0 with *failed 0 when it completed, or
+ * with *failed set (recorded) when it failed for sure (it still fails
+ * once its stream drained, or its device was lost). Otherwise no answer
+ * (the work may still run, *failed untouched): the failed wait's error,
+ * or RSD_ECLOSED when close(FORCE | NOWAIT) interrupted it.
+ */
+int rsd__event_answer(struct rsd_manager *m, void *stream, int dev, void *event, int *failed);
+
+/* Wait for event, until close(FORCE | NOWAIT) says stop: 0, the driver's
+ * error, or RSD_ECLOSED (recorded). No answer rule applied. */
+int rsd__event_wait(struct rsd_manager *m, void *event);
+
+/* Synchronize stream (its device dev when the stream is gone): 0, the
+ * sync's error, or RSD_ECLOSED (recorded) when close(FORCE | NOWAIT)
+ * interrupted it (drivers with stream_wait). */
+int rsd__stream_drain(struct rsd_manager *m, void *stream, int dev);
+
+/* With m->lock held, from close(FORCE | NOWAIT): every thread waiting in
+ * rsd__event_wait() returns RSD_ECLOSED. */
+void rsd__waits_stop(struct rsd_manager *m);
 
 /* in lib/core/devloss.c: */
 /* With the writer lock held, after a driver op failed with RSD_EDEVLOST:
@@ -1057,31 +1085,19 @@ void rsd__device_wait_end(struct rsd_manager *m);
  * m are refused with RSD_EREENTRANT until it returns (§9.1); other
  * threads proceed. Frames live on the caller's stack.
  */
-/*
- * What the calling thread is executing, as one scope: a not-waiting
- * call's queue mode (queued.c), a plan's batch of queued copies (batch.c)
- * and the innermost plan's headroom (manager.c). Each entry point sets its
- * part and puts the old value back, nested. A source load's callback runs
- * in a fresh, empty scope (rsd__callback_begin() saves the whole context
- * and clears it, rsd__callback_end() puts it back): a call it makes on
- * another manager neither queues its copies nor joins the plan's batch,
- * and its charges do not count against the plan's headroom.
- */
-struct rsd_xfer_batch;
-struct rsd_plan_hold;
-struct rsd_exec {
-	bool queue_mode;
-	struct rsd_xfer_batch *batch;
-	struct rsd_plan_hold *hold;
-};
-
-/* The calling thread's context (never NULL). */
+/* The calling thread's executor context (struct rsd_exec, internal.h;
+ * never NULL). A plan's batch and headroom are pushed and popped on it
+ * (batch.c, manager.c); whole scopes go through rsd__exec_enter(). */
 struct rsd_exec *rsd__exec(void);
 
+/* A source load's callback runs in a fresh, empty executor scope
+ * (RSD_EXEC_FRESH): a call it makes on another manager neither queues its
+ * copies nor joins the plan's batch, and its charges do not count against
+ * the plan's headroom. */
 struct rsd_cb_frame {
 	const struct rsd_manager *m;
 	struct rsd_cb_frame *up;
-	struct rsd_exec saved; /* the caller's context, back at the end */
+	struct rsd_exec_scope scope; /* the caller's context, back at the end */
 };
 void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m);
 void rsd__callback_end(struct rsd_cb_frame *f);
@@ -1218,8 +1234,8 @@ int rsd__reap_now(struct rsd_manager *m);
  * commits a device copy as soon as it is queued, with its event kept in a
  * pending lease record (its struct rsd_xfer), instead of waiting for it.
  */
-/* rsd__queue_mode() and rsd__queue_mode_set() are in internal.h: the
- * controller's not-waiting calls set it too. */
+/* rsd__queue_mode() and the executor scope that sets it are in
+ * internal.h: the controller's not-waiting calls enter it too. */
 /*
  * Commit x, a copy queued on x->stream with x->event, as l's transfer
  * (l->xf takes x's place): from x->src (a materialization, or the value a

@@ -294,22 +294,6 @@ static int query(struct rsd_manager *m, struct rsd_pend_link *k)
 }
 
 /*
- * Without m->lock: drain the stream an event was recorded on. A stream
- * its owner destroyed meanwhile (the driver calls it no stream,
- * RSD_ETYPE) cannot be synchronized: the event's device is, which drains
- * it too. 0, or the error of the last sync tried.
- */
-static int drain_stream(struct rsd_manager *m, const struct rsd_lease_rec *l, void *stream)
-{
-	int dev = rec_device(l);
-	int err = m->ops->stream_sync(m->ops_ctx, stream);
-
-	if (err == -RSD_ETYPE && dev >= 0 && dev < m->ndevices)
-		err = m->ops->device_sync(m->ops_ctx, dev);
-	return err;
-}
-
-/*
  * A query of k's event failed: synchronize its stream without the lock
  * (counted in m->inflight; l kept alive as a waiter), so that the next
  * query of the event is the device's answer. 0, the sync's error (still
@@ -324,11 +308,11 @@ static int drain(struct rsd_manager *m, struct rsd_pend_link *k)
 
 	l->waiters++;
 	rsd__device_wait_begin(m);
-	err = drain_stream(m, l, stream);
+	err = rsd__stream_drain(m, stream, rec_device(l));
 	rsd__device_wait_end(m);
 	if (!err)
 		k->drained = true;
-	else
+	else if (!m->closed) /* else interrupted by the close, or beside it */
 		err = rsd__err(-err > 0 && -err < RSD_EMAX ? -err : RSD_EDEVICE,
 			       "no answer from the device for %s %llu: its event_query failed, "
 			       "and so did the sync of its stream: %s",
@@ -336,7 +320,7 @@ static int drain(struct rsd_manager *m, struct rsd_pend_link *k)
 			       (unsigned long long)(l->xf ? l->xf->rec->handle.id : l->id),
 			       rsd_last_error()->message);
 	lease_waiter_gone(m, l);
-	if (!err && m->closed)
+	if (m->closed)
 		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
 			       (unsigned long long)m->id);
 	return err;
@@ -462,33 +446,6 @@ void rsd__pend_clear(struct rsd_manager *m)
 	rsd__list_init(&m->pend_unordered.q);
 }
 
-/*
- * Without m->lock: wait for an event and get the device's answer. 0 when
- * it completed or failed (*failed set: the failure is definite, its
- * stream has drained); else the error of a sync that gave no answer.
- */
-static int sync_answer(struct rsd_manager *m, const struct rsd_lease_rec *l, size_t i, int *failed)
-{
-	int e = m->ops->event_sync(m->ops_ctx, l->events[i]), q;
-
-	if (!e)
-		return 0;
-	/* Its device was lost: the event never completes (devloss.c). */
-	if (rsd__devloss_answer(m, l->streams[i], rec_device(l), e)) {
-		if (!*failed)
-			*failed = e;
-		return 0;
-	}
-	/* A failed sync says nothing of the work: drain the stream, then
-	 * the event's state is the answer. */
-	if (drain_stream(m, l, l->streams[i]))
-		return e;
-	q = m->ops->event_query(m->ops_ctx, l->events[i]);
-	if (q < 0 && !*failed)
-		*failed = q;
-	return q ? 0 : e;
-}
-
 int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	int err = 0, failed = 0;
@@ -500,10 +457,12 @@ int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 	l->waiters++;
 	rsd__device_wait_begin(m);
 	for (size_t i = 0; i < l->nevents; i++) {
-		int e = sync_answer(m, l, i, &failed);
+		int f = 0, e = rsd__event_answer(m, l->streams[i], rec_device(l), l->events[i], &f);
 
 		if (e && !err)
 			err = e;
+		if (f && !failed)
+			failed = f;
 	}
 	rsd__device_wait_end(m);
 	done = l->state == RSD_LEASE_DONE;

@@ -192,6 +192,20 @@ struct rsd_exec *rsd__exec(void)
 	return &exec;
 }
 
+void rsd__exec_enter(struct rsd_exec_scope *s, enum rsd_exec_kind kind)
+{
+	s->saved = exec;
+	if (kind == RSD_EXEC_FRESH)
+		memset(&exec, 0, sizeof(exec));
+	else
+		exec.queue_mode = true;
+}
+
+void rsd__exec_leave(const struct rsd_exec_scope *s)
+{
+	exec = s->saved;
+}
+
 uint64_t rsd__plan_hold_own(unsigned slot)
 {
 	return exec.hold ? exec.hold->bytes[slot] : 0;
@@ -385,13 +399,12 @@ void rsd__callback_begin(struct rsd_cb_frame *f, const struct rsd_manager *m)
 	f->m = m;
 	f->up = cb_top;
 	cb_top = f;
-	f->saved = exec;
-	memset(&exec, 0, sizeof(exec));
+	rsd__exec_enter(&f->scope, RSD_EXEC_FRESH);
 }
 
 void rsd__callback_end(struct rsd_cb_frame *f)
 {
-	exec = f->saved;
+	rsd__exec_leave(&f->scope);
 	cb_top = f->up;
 }
 

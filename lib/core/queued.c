@@ -46,15 +46,6 @@ bool rsd__queue_mode(void)
 	return rsd__exec()->queue_mode;
 }
 
-bool rsd__queue_mode_set(bool on)
-{
-	struct rsd_exec *x = rsd__exec();
-	bool was = x->queue_mode;
-
-	x->queue_mode = on;
-	return was;
-}
-
 static void charge_temp(struct rsd_manager *m, struct rsd_location at, uint64_t c, bool add)
 {
 	struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];

@@ -371,7 +371,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 	 * copy.c); otherwise the host waits for it, so this copy reads
 	 * complete bytes (and fails if that one did). */
 	if (fill && !(queued && rsd__copy_order_after(m, x->src, to, &stream, fill->events[0])))
-		err = m->ops->event_sync(m->ops_ctx, fill->events[0]);
+		err = rsd__event_wait(m, fill->events[0]);
 	if (!err)
 		err = rsd__copy_issue(m, x->value, x->src, copy, to, &stream, &ev, &stuck);
 	if (!err && !defer && !queued)
@@ -942,10 +942,12 @@ int rsd_move(struct rsd_manager *m, struct rsd_handle h, struct rsd_location to,
 static int run_one_queued(struct rsd_manager *m, const char *fn, const struct rsd_action *a,
 			  void *stream, struct rsd_transition *report)
 {
-	bool was = rsd__queue_mode_set(true);
-	int err = run_one(m, fn, a, stream, report);
+	struct rsd_exec_scope scope;
+	int err;
 
-	rsd__queue_mode_set(was);
+	rsd__exec_enter(&scope, RSD_EXEC_QUEUE);
+	err = run_one(m, fn, a, stream, report);
+	rsd__exec_leave(&scope);
 	return err;
 }
 

@@ -304,9 +304,11 @@ int rsd_controller_scope_async(struct rsd_controller *c, const struct rsd_decisi
 			       const struct rsd_transfer_stream *ts, size_t nts,
 			       struct rsd_scope **out)
 {
-	bool was = rsd__queue_mode_set(true);
-	int err = rsd_controller_scope(c, d, ts, nts, out);
+	struct rsd_exec_scope scope;
+	int err;
 
-	rsd__queue_mode_set(was);
+	rsd__exec_enter(&scope, RSD_EXEC_QUEUE);
+	err = rsd_controller_scope(c, d, ts, nts, out);
+	rsd__exec_leave(&scope);
 	return err;
 }

@@ -615,11 +615,14 @@ int rsd_controller_use_async(struct rsd_controller *c, const struct rsd_request 
 			     void *const *consumer_streams, size_t ncs,
 			     const struct rsd_transfer_stream *ts, size_t nts, struct rsd_use **out)
 {
-	bool was = rsd__queue_mode_set(true);
-	int err = rsd_controller_use(c, r, consumer_streams, ncs, ts, nts, out);
+	struct rsd_exec_scope scope;
+	int err;
+
+	rsd__exec_enter(&scope, RSD_EXEC_QUEUE);
+	err = rsd_controller_use(c, r, consumer_streams, ncs, ts, nts, out);
 
 	if (!err)
 		rsd__lookahead(c, r); /* RSD_CTRL_LOOKAHEAD */
-	rsd__queue_mode_set(was);
+	rsd__exec_leave(&scope);
 	return err;
 }

@@ -611,6 +611,8 @@ static const struct rsd_device_ops sim_ops = {
 	.transfer_stream = sim_transfer_stream,
 	.stream_wait_event = rsd__sim_stream_wait_event,
 	.device_lost = sim_device_lost,
+	.event_wait = rsd__sim_event_wait,
+	.stream_wait = rsd__sim_stream_wait,
 };
 
 const struct rsd_device_ops *rsd_simdev_ops(void)

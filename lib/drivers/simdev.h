@@ -312,6 +312,8 @@ void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfe
 		    uint64_t upto);
 /* Sleep on sd->cond. */
 void rsd__sim_wait(struct rsd_simdev *sd);
+/* Sleep on sd->cond, at most ns. */
+void rsd__sim_wait_ns(struct rsd_simdev *sd, uint64_t ns);
 /* True when s has no unfinished work with a ticket up to upto. */
 bool rsd__sim_stream_done(const struct sim_stream *s, uint64_t upto);
 /* Switch mode (starting background workers if needed); -RSD_E* on failure
@@ -370,6 +372,8 @@ int rsd__sim_device_sync(void *ctx, int device);
 int rsd__sim_event_record(void *ctx, void *stream, void **event);
 int rsd__sim_event_query(void *ctx, void *event);
 int rsd__sim_event_sync(void *ctx, void *event);
+int rsd__sim_event_wait(void *ctx, void *event, bool (*stop)(void *arg), void *arg);
+int rsd__sim_stream_wait(void *ctx, void *stream, bool (*stop)(void *arg), void *arg);
 void rsd__sim_event_destroy(void *ctx, void *event);
 int rsd__sim_stream_wait_event(void *ctx, void *stream, void *event);
 

@@ -57,6 +57,11 @@ void rsd__sim_wait(struct rsd_simdev *sd)
 	pthread_cond_wait(&sd->cond, &sd->lock);
 }
 
+void rsd__sim_wait_ns(struct rsd_simdev *sd, uint64_t ns)
+{
+	wait_until(sd, mono_ns() + ns);
+}
+
 /* The worker that runs w, an item of s (sim_role in simdev.h). */
 static enum sim_role role_of(const struct sim_stream *s, const struct sim_work *w)
 {

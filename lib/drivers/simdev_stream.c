@@ -395,11 +395,30 @@ static int sync_lost(struct rsd_simdev *sd, const struct sim_stream *only, int d
 	return -1;
 }
 
+/* How long event_wait and stream_wait sleep between two calls of their
+ * stop callback. */
+#define SIM_STOP_POLL_NS 500000ull
+
+/* With sd->lock held: sleep until woken, or true at once when stop (may be
+ * NULL) says to give up. */
+static bool wait_or_stop(struct rsd_simdev *sd, bool (*stop)(void *arg), void *arg)
+{
+	if (!stop) {
+		rsd__sim_wait(sd);
+		return false;
+	}
+	if (stop(arg))
+		return true;
+	rsd__sim_wait_ns(sd, SIM_STOP_POLL_NS);
+	return false;
+}
+
 /* With sd->lock held: wait until the awaited streams have run their work up
  * to now; a lost device among them ends the wait (at once, or once the
- * sound transfer streams drained, for all of them). */
+ * sound transfer streams drained, for all of them). 1 when stop said to
+ * give up first. */
 static int sync_wait(struct rsd_simdev *sd, const struct sim_stream *only, int device,
-		     const char *op)
+		     const char *op, bool (*stop)(void *arg), void *arg)
 {
 	uint64_t upto = sd->tickets;
 	int lost;
@@ -410,14 +429,15 @@ static int sync_wait(struct rsd_simdev *sd, const struct sim_stream *only, int d
 			break;
 		if (streams_done(sd, only, device, upto))
 			break;
-		rsd__sim_wait(sd);
+		if (wait_or_stop(sd, stop, arg))
+			return 1;
 	}
 	return lost >= 0 ? rsd__sim_lost(sd, lost, op) : 0;
 }
 
-int rsd__sim_stream_sync(void *ctx, void *stream)
+/* stream_sync, and stream_wait with stop (1 when it gave up). */
+static int stream_wait(struct rsd_simdev *sd, void *stream, bool (*stop)(void *arg), void *arg)
 {
-	struct rsd_simdev *sd = ctx;
 	struct sim_stream *s = NULL;
 	int rc;
 
@@ -431,7 +451,7 @@ int rsd__sim_stream_sync(void *ctx, void *stream)
 		 * it until the wait is over. */
 		if (s)
 			s->refs++;
-		rc = sync_wait(sd, s, -1, "stream_sync");
+		rc = sync_wait(sd, s, -1, "stream_sync", stop, arg);
 		if (s) {
 			s->refs--;
 			rsd__sim_stream_put(sd, s);
@@ -439,6 +459,16 @@ int rsd__sim_stream_sync(void *ctx, void *stream)
 	}
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
+}
+
+int rsd__sim_stream_sync(void *ctx, void *stream)
+{
+	return stream_wait(ctx, stream, NULL, NULL);
+}
+
+int rsd__sim_stream_wait(void *ctx, void *stream, bool (*stop)(void *arg), void *arg)
+{
+	return stream_wait(ctx, stream, stop, arg);
 }
 
 int rsd__sim_device_sync(void *ctx, int device)
@@ -454,7 +484,7 @@ int rsd__sim_device_sync(void *ctx, int device)
 			      "simulated devices)",
 			      device, sd->ndevices);
 	if (!rc)
-		rc = sync_wait(sd, NULL, device, "device_sync");
+		rc = sync_wait(sd, NULL, device, "device_sync", NULL, NULL);
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
 }
@@ -562,9 +592,9 @@ out:
 	return rc;
 }
 
-int rsd__sim_event_sync(void *ctx, void *event)
+/* event_sync, and event_wait with stop (1 when it gave up). */
+static int event_wait(struct rsd_simdev *sd, void *event, bool (*stop)(void *arg), void *arg)
 {
-	struct rsd_simdev *sd = ctx;
 	struct sim_event *ev = NULL;
 	int rc;
 
@@ -575,14 +605,28 @@ int rsd__sim_event_sync(void *ctx, void *event)
 	/* Event objects are never freed while the simulator lives, so ev may
 	 * be read after every wake-up. A failure is reported once known; a
 	 * lost device's events never complete. */
-	while (!rc && !sd->dev[ev->device].lost && !event_fault(ev) && !event_complete(ev))
-		rsd__sim_wait(sd);
+	while (!rc && !sd->dev[ev->device].lost && !event_fault(ev) && !event_complete(ev)) {
+		if (wait_or_stop(sd, stop, arg)) {
+			pthread_mutex_unlock(&sd->lock);
+			return 1;
+		}
+	}
 	if (!rc)
 		rc = event_lost(sd, ev);
 	if (!rc && event_fault(ev))
 		rc = event_failed(ev, event_fault(ev));
 	pthread_mutex_unlock(&sd->lock);
 	return rc;
+}
+
+int rsd__sim_event_sync(void *ctx, void *event)
+{
+	return event_wait(ctx, event, NULL, NULL);
+}
+
+int rsd__sim_event_wait(void *ctx, void *event, bool (*stop)(void *arg), void *arg)
+{
+	return event_wait(ctx, event, stop, arg);
 }
 
 void rsd__sim_event_destroy(void *ctx, void *event)

@@ -318,9 +318,11 @@ int rsd_execute_actions_async(struct rsd_manager *m, const struct rsd_action *a,
 			      const char *name, const struct rsd_transfer_stream *ts, size_t nts,
 			      const uint64_t *expected_version, struct rsd_plan_report **report)
 {
-	bool was = rsd__queue_mode_set(true);
-	int err = rsd_execute_actions(m, a, n, name, ts, nts, expected_version, report);
+	struct rsd_exec_scope scope;
+	int err;
 
-	rsd__queue_mode_set(was);
+	rsd__exec_enter(&scope, RSD_EXEC_QUEUE);
+	err = rsd_execute_actions(m, a, n, name, ts, nts, expected_version, report);
+	rsd__exec_leave(&scope);
 	return err;
 }

@@ -459,9 +459,11 @@ int rsd_scope_enter_async(struct rsd_manager *m, const struct rsd_plan *p,
 			  const struct rsd_transfer_stream *ts, size_t nts,
 			  const uint64_t *expected_version, struct rsd_scope **out)
 {
-	bool was = rsd__queue_mode_set(true);
-	int err = rsd_scope_enter(m, p, ts, nts, expected_version, out);
+	struct rsd_exec_scope scope;
+	int err;
 
-	rsd__queue_mode_set(was);
+	rsd__exec_enter(&scope, RSD_EXEC_QUEUE);
+	err = rsd_scope_enter(m, p, ts, nts, expected_version, out);
+	rsd__exec_leave(&scope);
 	return err;
 }

@@ -18,7 +18,8 @@
  *    keeps working: the copy's error is returned once, other calls
  *    succeed, close(0) and close(NOWAIT) close.
  *  - close(FORCE | NOWAIT) waits for nothing, other threads' waits on a
- *    stream that never completes included; those threads get RSD_ECLOSED.
+ *    stream that never completes included; those threads get RSD_ECLOSED
+ *    at once, while the device still runs nothing.
  *
  * The simulated device runs on command: queued work stays queued until
  * the test completes it, so each test decides when a copy runs. A thread
@@ -750,6 +751,119 @@ ATF_TC_BODY(force_nowait_close_waits_for_nothing, tc)
 	cfx_fini(&f);
 }
 
+/* Join t, failing the test unless it returns within ms milliseconds. */
+static void join_within(pthread_t t, long ms)
+{
+	struct timespec dl;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (ms % 1000) * 1000000;
+	if (dl.tv_nsec >= 1000000000) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000;
+	}
+	ATF_REQUIRE_EQ_MSG(pthread_timedjoin_np(t, NULL, &dl), 0,
+			   "a thread still waited %ld ms after close(FORCE | NOWAIT)", ms);
+}
+
+/* How long a waiter may take to notice a forced close (its wait polls the
+ * close every 0.5 ms; the rest is slack for a loaded machine). */
+#define CLOSE_NOTICE_MS 2000
+
+/*
+ * Threads waiting on stalled copies, without the lock and in every way a
+ * wait happens: NWAITERS host acquires on one queued copy (its event), a
+ * waiting ensure (its own copy's event) and a reap whose event query
+ * failed (the drain of that copy's stream). close(FORCE | NOWAIT) returns
+ * 0 at once, and every one of them returns RSD_ECLOSED while the device
+ * still runs nothing; the device runs the copies only afterwards, into
+ * memory still allocated (the simulator aborts on memory freed under a
+ * queued copy).
+ */
+ATF_TC_WITHOUT_HEAD(force_nowait_close_ends_every_wait);
+ATF_TC_BODY(force_nowait_close_ends_every_wait, tc)
+{
+	struct call w[NWAITERS], e = { 0 }, r = { 0 }, cl = { 0 };
+	pthread_t t[NWAITERS], te, tr, tcl;
+	struct rsd_handle k, q;
+	struct timespec t0, t1;
+	unsigned long ran;
+	struct cfx f;
+	long ms;
+
+	setup(&f, NULL, 0);
+	k = filled(&f, PINNED, 0x21);
+	q = filled(&f, PINNED, 0x22);
+	wait_on_filling(&f, 0x20, false, w, t);
+	e.f = r.f = cl.f = &f;
+	e.h = k;
+	e.at = CUDA0;
+	start_waiter(&e, do_ensure, &te, 1);
+	OK(rsd_ensure_async(f.m, q, CUDA0, NULL, NULL));
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_EVENT_QUERY, 1, RSD_EDEVICE);
+	start_waiter(&r, do_reap, &tr, 1); /* the drain after the failed query */
+	ran = rsd_simdev_calls(f.sd, RSD_SIMDEV_COPY_EXEC);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ATF_REQUIRE_EQ(pthread_create(&tcl, NULL, do_close_force_nowait, &cl), 0);
+	join_within(tcl, CLOSE_NOTICE_MS);
+	CHECK_CALL(cl, 0);
+	for (int i = 0; i < NWAITERS; i++)
+		join_within(t[i], CLOSE_NOTICE_MS);
+	join_within(te, CLOSE_NOTICE_MS);
+	join_within(tr, CLOSE_NOTICE_MS);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	printf("close and %d waiters back in %ld ms\n", NWAITERS + 2, ms);
+	/* Nothing ran meanwhile: the copies are still queued. */
+	ATF_CHECK_EQ(rsd_simdev_calls(f.sd, RSD_SIMDEV_COPY_EXEC), ran);
+	for (int i = 0; i < NWAITERS; i++) {
+		CHECK_CALL(w[i], RSD_ECLOSED);
+		ATF_CHECK_EQ(w[i].lease, NULL);
+	}
+	CHECK_CALL(e, RSD_ECLOSED);
+	CHECK_CALL(r, RSD_ECLOSED);
+	ERR(RSD_ECLOSED, rsd_manager_reap(f.m));
+	rsd_simdev_complete_all(f.sd);
+	cfx_fini(&f);
+}
+
+/*
+ * A plan's two copies out of pinned memory, queued in its batch and
+ * waited for at its end: a forced close stops that wait, the plan fails
+ * for the close, and the copies' sources are kept allocated though the plan
+ * thread, the last one back, frees the values (the simulator aborts on
+ * memory freed under a queued copy when they run afterwards).
+ */
+ATF_TC_WITHOUT_HEAD(force_nowait_close_keeps_a_plans_sources);
+ATF_TC_BODY(force_nowait_close_keeps_a_plans_sources, tc)
+{
+	struct call cl = { 0 };
+	struct plan_arg p;
+	pthread_t t, tcl;
+	unsigned long syncs;
+	struct cfx f;
+
+	setup(&f, NULL, 0);
+	memset(&p, 0, sizeof(p));
+	p.f = cl.f = &f;
+	p.a[0] = rsd_action_ensure(filled(&f, PINNED, 0x31), CUDA0);
+	p.a[1] = rsd_action_ensure(filled(&f, PINNED, 0x32), CUDA0);
+	syncs = rsd_simdev_calls(f.sd, RSD_SIMDEV_EVENT_SYNC);
+	ATF_REQUIRE_EQ(pthread_create(&t, NULL, run_plan, &p), 0);
+	wait_calls(&f, RSD_SIMDEV_EVENT_SYNC, syncs + 1); /* the batch's first wait */
+	ATF_REQUIRE_EQ(pthread_create(&tcl, NULL, do_close_force_nowait, &cl), 0);
+	join_within(tcl, CLOSE_NOTICE_MS);
+	CHECK_CALL(cl, 0);
+	join_within(t, CLOSE_NOTICE_MS);
+	/* A plan reports a failed action as RSD_EEXEC, naming its cause. */
+	ATF_CHECK_MSG(p.rc == -RSD_EEXEC && strstr(p.msg, "was closed"), "plan: %d %s", p.rc,
+		      p.msg);
+	rsd_simdev_complete_all(f.sd);
+	cfx_fini(&f);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, undo_reinstall_not_admitted);
@@ -765,5 +879,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, works_after_failed_copy);
 	ATF_TP_ADD_TC(tp, works_after_failed_copy_nowait);
 	ATF_TP_ADD_TC(tp, force_nowait_close_waits_for_nothing);
+	ATF_TP_ADD_TC(tp, force_nowait_close_ends_every_wait);
+	ATF_TP_ADD_TC(tp, force_nowait_close_keeps_a_plans_sources);
 	return 0;
 }
