@@ -367,6 +367,7 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 	struct rsd_record *rec = qc->rec;
 	struct rsd_mat *mat = rsd__rec_mat(rec, qc->to);
 
+	rsd__lin_note(m, RSD_LIN_QDONE, rsd__lin_qdone_arg(rec->handle.id, qc->to));
 	if (mat && mat->fill == l)
 		mat->fill = NULL;
 	if (l->n) {
