@@ -30,10 +30,15 @@
  * have returned, when a transfer to or loading at that location, or a plan
  * holding its headroom, was in flight.
  *
- * Restrictions: transitions use no transfer streams and leases only host
- * locations, so no device event outlives a call (a pending lease's reap
- * happens whenever the background device completes it, in whichever call
- * reaps first, which no history records); source-load failures are
+ * Not-waiting calls (the hostile mode's model_shape runs): the call is
+ * replayed at its commit with the model in queue mode, and the completion
+ * of each copy it queued, logged by whichever call folds it in
+ * (RSD_LIN_QDONE), is an event of its own (model_copy_done()).
+ *
+ * Restrictions: transitions use no caller streams and leases only host
+ * locations, so no lease's device event outlives a call (a pending lease's
+ * reap happens whenever the background device completes it, in whichever
+ * call reaps first, which no history records); source-load failures are
  * injected into single transitions only.
  */
 #include <pthread.h>

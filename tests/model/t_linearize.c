@@ -11,8 +11,10 @@
  * The hostile_* cases run the hostile mode (hostile.inc): 4 to 8 threads,
  * not-waiting calls, GPU leases whose consumer streams run kernels reading
  * the leased bytes, controller uses, faults armed at random, budgets, bytes and close
- * checked, every call under a watchdog; runs without hostile calls in
- * which no fault fired are replayed as above. `make soak-hostile` runs it
+ * checked, every call under a watchdog; runs in which no fault fired and
+ * that made no hostile call, or only not-waiting calls, waits on their
+ * copies and reaps, are replayed as above (the queued copies' completions
+ * as events of their own). `make soak-hostile` runs it
  * for long; a failure prints the rsd-soak -H command that reruns it.
  */
 #include <stdio.h>
