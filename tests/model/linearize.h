@@ -79,7 +79,7 @@ struct lz_stats {
 	 * checks instead; queued copies whose completion was replayed; runs
 	 * in which each class fired; calls. */
 	unsigned long hostile_runs, replayed, replayed_hostile, end_checked, qdone, async_reloads,
-		fired[LZF_N],
+		qread_done, fired[LZF_N],
 		async_calls, waits, gpu_leases, kernels, uses, probes;
 };
 

@@ -108,6 +108,9 @@ static void run_hostile(uint64_t first, unsigned nthreads, unsigned ops, unsigne
 	       "them with not-waiting calls, %lu queued copies' completions), %lu end-checked\n",
 	       i, st.ops, st.hostile_runs, st.replayed, st.replayed_hostile, st.qdone,
 	       st.end_checked);
+	printf("  accepted: %lu loads again after a wait for room, %lu preflights passed with "
+	       "queued copies' reads over\n",
+	       st.async_reloads, st.qread_done);
 	printf("  %lu not-waiting calls, %lu waits on a queued copy, %lu GPU leases, %lu uses, "
 	       "%lu kernels reading them, %lu ledger probes\n",
 	       st.async_calls, st.waits, st.gpu_leases, st.uses, st.kernels, st.probes);
