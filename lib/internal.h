@@ -219,8 +219,9 @@ struct rsd_lin_log {
  * destination (0 pageable host, 1 pinned host, 2 + n cuda:n). */
 static inline uint64_t rsd__lin_qdone_arg(uint64_t id, struct rsd_location to)
 {
-	return id << 8 | (uint64_t)(to.kind == RSD_CUDA ? 2 + to.device :
-				    to.kind == RSD_PINNED_HOST ? 1 : 0);
+	return id << 8 | (uint64_t)(to.kind == RSD_CUDA	       ? 2 + to.device :
+				    to.kind == RSD_PINNED_HOST ? 1 :
+								 0);
 }
 /* Log this thread's sections into log (NULL: stop). */
 void rsd__lin_log_set(struct rsd_lin_log *log);

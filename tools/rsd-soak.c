@@ -223,8 +223,8 @@ int main(int argc, char **argv)
 		       "%lu not-waiting calls, "
 		       "%lu waits on a queued copy, %lu GPU leases, %lu uses, %lu kernels, %lu ledger probes\n",
 		       s.lst.hostile_runs, s.lst.replayed, s.lst.replayed_hostile, s.lst.qdone,
-		       s.lst.end_checked, s.lst.async_calls, s.lst.waits,
-		       s.lst.gpu_leases, s.lst.uses, s.lst.kernels, s.lst.probes);
+		       s.lst.end_checked, s.lst.async_calls, s.lst.waits, s.lst.gpu_leases,
+		       s.lst.uses, s.lst.kernels, s.lst.probes);
 		printf("  accepted: %lu loads again after a wait for room, %lu preflights passed "
 		       "with queued copies' reads over\n",
 		       s.lst.async_reloads, s.lst.qread_done);

@@ -91,8 +91,8 @@ struct mlocrec {
 struct mqcopy {
 	bool live;
 	int v, to;
-	int from;     /* the materialization it reads, or -1 */
-	int held_at;  /* where its inflight bytes are charged, or -1 */
+	int from;    /* the materialization it reads, or -1 */
+	int held_at; /* where its inflight bytes are charged, or -1 */
 	uint64_t held;
 };
 #define MM_QCOPIES 64
