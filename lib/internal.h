@@ -197,12 +197,16 @@ enum rsd_lin_kind {
 	RSD_LIN_ACT_END,
 	/* A plan's queued copy commits (or rolls back) at a flush. */
 	RSD_LIN_SETTLE_BEGIN,
-	RSD_LIN_SETTLE_END
+	RSD_LIN_SETTLE_END,
+	/* A not-waiting call's queued copy is folded in (completed or
+	 * failed), inside whichever writer section reaps it. */
+	RSD_LIN_QDONE
 };
 struct rsd_lin_ent {
 	enum rsd_lin_kind kind;
 	/* RSD_LIN_LOCK: 1, 2, ... in lock order; RSD_LIN_SETTLE_*: the
-	 * plan's index of the action whose copy settles; else 0 */
+	 * plan's index of the action whose copy settles; RSD_LIN_QDONE:
+	 * rsd__lin_qdone_arg() of the copy's value and destination; else 0 */
 	uint64_t seq;
 	uint64_t version;
 };
@@ -211,6 +215,14 @@ struct rsd_lin_log {
 	size_t n, cap;
 	bool overflow;
 };
+/* RSD_LIN_QDONE's argument: the value's id, then one byte for the
+ * destination (0 pageable host, 1 pinned host, 2 + n cuda:n). */
+static inline uint64_t rsd__lin_qdone_arg(uint64_t id, struct rsd_location to)
+{
+	return id << 8 | (uint64_t)(to.kind == RSD_CUDA	       ? 2 + to.device :
+				    to.kind == RSD_PINNED_HOST ? 1 :
+								 0);
+}
 /* Log this thread's sections into log (NULL: stop). */
 void rsd__lin_log_set(struct rsd_lin_log *log);
 

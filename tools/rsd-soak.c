@@ -26,8 +26,9 @@
  * with the checks CHECKS (same syntax; default all) and a watchdog: a call
  * running MS milliseconds (default 20000) is a hang, reported with every
  * thread's call, and the process aborts; -v prints the library's warnings
- * as they come. Runs without hostile calls in
- * which no armed fault fired are replayed against the model as for -T.
+ * as they come. Runs in which no armed fault fired are replayed against
+ * the model as for -T when they made no hostile call, or (half the runs
+ * with not-waiting calls) only not-waiting calls, waits and reaps.
  * -R makes every budget 8 times larger, so that admissions seldom wait
  * for room (with -T too).
  */
@@ -217,10 +218,16 @@ int main(int argc, char **argv)
 		       s.lst.runs, s.lst.ops, s.lst.events, s.lst.inflight_inuse,
 		       s.lst.inflight_budget, s.lst.inflight_plan);
 	if (s.hostile) {
-		printf("  hostile: %lu runs with hostile calls, %lu replayed; %lu not-waiting calls, "
+		printf("  hostile: %lu runs with hostile calls; %lu replayed against the model (%lu "
+		       "with not-waiting calls, %lu queued copies' completions), %lu end-checked; "
+		       "%lu not-waiting calls, "
 		       "%lu waits on a queued copy, %lu GPU leases, %lu uses, %lu kernels, %lu ledger probes\n",
-		       s.lst.hostile_runs, s.lst.replayed, s.lst.async_calls, s.lst.waits,
-		       s.lst.gpu_leases, s.lst.uses, s.lst.kernels, s.lst.probes);
+		       s.lst.hostile_runs, s.lst.replayed, s.lst.replayed_hostile, s.lst.qdone,
+		       s.lst.end_checked, s.lst.async_calls, s.lst.waits, s.lst.gpu_leases,
+		       s.lst.uses, s.lst.kernels, s.lst.probes);
+		printf("  accepted: %lu loads again after a wait for room, %lu preflights passed "
+		       "with queued copies' reads over\n",
+		       s.lst.async_reloads, s.lst.qread_done);
 		printf("  runs in which a fault fired:");
 		for (unsigned c = 0; c < LZF_N; c++)
 			printf(" %s %lu", lz_set_name(false, c), s.lst.fired[c]);

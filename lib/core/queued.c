@@ -339,6 +339,7 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 	struct rsd_mat *mat = rsd__rec_mat(rec, xf->to);
 	struct rsd_mat *src = l->n ? rsd__rec_mat(rec, l->loc) : NULL;
 
+	rsd__lin_note(m, RSD_LIN_QDONE, rsd__lin_qdone_arg(rec->handle.id, xf->to));
 	/* Ordered on the device after a copy filling its source that
 	 * failed: it read no value (the driver fails it too; this covers a
 	 * driver that does not). */

@@ -30,10 +30,15 @@
  * have returned, when a transfer to or loading at that location, or a plan
  * holding its headroom, was in flight.
  *
- * Restrictions: transitions use no transfer streams and leases only host
- * locations, so no device event outlives a call (a pending lease's reap
- * happens whenever the background device completes it, in whichever call
- * reaps first, which no history records); source-load failures are
+ * Not-waiting calls (the hostile mode's model_shape runs): the call is
+ * replayed at its commit with the model in queue mode, and the completion
+ * of each copy it queued, logged by whichever call folds it in
+ * (RSD_LIN_QDONE), is an event of its own (model_copy_done()).
+ *
+ * Restrictions: transitions use no caller streams and leases only host
+ * locations, so no lease's device event outlives a call (a pending lease's
+ * reap happens whenever the background device completes it, in whichever
+ * call reaps first, which no history records); source-load failures are
  * injected into single transitions only.
  */
 #include <pthread.h>
@@ -52,6 +57,7 @@
 #define LZ_THREADS 8
 #define LZ_LIVES 6 /* lifetimes of each kind a thread keeps */
 #define LZ_ACTS 4
+#define LZ_MAX_LIVES 4096 /* lifetimes numbered in one run (the probe stops short) */
 
 enum lz_kind {
 	K_ADOPT,
@@ -65,6 +71,8 @@ enum lz_kind {
 	K_RESERVE,
 	K_REND,
 	K_PLAN,
+	K_REAP,	 /* rsd_manager_reap() */
+	K_QDONE, /* not a call: a queued copy folded in (RSD_LIN_QDONE) */
 	K_N
 };
 
@@ -88,6 +96,7 @@ struct lz_op {
 	struct lz_act a[LZ_ACTS];
 	size_t na;
 	bool want, has_expected;
+	bool async; /* a not-waiting call (its device copies are queued) */
 	uint64_t expected;
 	enum msrc_fail fail;
 	unsigned nloads;
@@ -165,10 +174,15 @@ struct lz {
 	int nval, pub[MM_VALUES], npub;
 	atomic_int next_life;
 	atomic_bool reentry_bad;
-	struct lz_thread th[LZ_THREADS];
+	/* [LZ_THREADS]: the checker thread's ledger probes, in runs to replay */
+	struct lz_thread th[LZ_THREADS + 1];
 	/* The hostile mode (hostile.inc): this run's hostile calls are on;
 	 * fault arming and the first failure, under flock. */
 	bool hostile_ops;
+	/* A hostile run replayed unless a fault fires: its hostile calls are
+	 * the not-waiting ones, waits on their copies and reaps (no GPU
+	 * lease, controller use or stream destruction), all logged. */
+	bool model_shape;
 	pthread_mutex_t flock;
 	struct hz_arm {
 		bool on;
@@ -191,7 +205,8 @@ struct lz {
 	/* Replay. */
 	struct model md;
 	struct rsd_handle mh[MM_VALUES]; /* model value -> handle */
-	int life_slot[1024];
+	int life_slot[LZ_MAX_LIVES];
+	struct lz_op *qd; /* the K_QDONE pseudo-calls of the history */
 	struct lz_ev *ev;
 	size_t nev, capev;
 	char *why;
@@ -644,6 +659,7 @@ static void do_plan(struct lz_thread *t, bool async)
 	const uint64_t *exp;
 	int err;
 
+	op->async = async;
 	op->na = 1 + lz_rnd(&t->rng, LZ_ACTS);
 	for (size_t i = 0; i < op->na; i++) {
 		op->a[i] = pick_act(t, k5[lz_rnd(&t->rng, 5)], &v);
@@ -691,8 +707,9 @@ static void *worker(void *arg)
 	unsigned total = 0;
 
 	tl_rng = t->rng ^ 0x5bd1e995u;
-	/* A run with hostile calls is never replayed: nothing to log. */
-	if (!t->z->hostile_ops)
+	/* Runs with hostile calls other than model_shape's are never
+	 * replayed: nothing to log. */
+	if (!t->z->hostile_ops || t->z->model_shape)
 		rsd__lin_log_set(&t->log);
 	for (int k = 0; k < K_N; k++)
 		total += w[k];

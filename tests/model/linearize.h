@@ -73,10 +73,13 @@ struct lz_stats {
 	/* Plans whose queued copy committed after a later action of theirs. */
 	unsigned long plan_reordered;
 	unsigned long codes[32]; /* [0] successes, [e] -e */
-	/* The hostile mode: runs with its calls, runs replayed (no hostile
-	 * call, no fault fired), runs in which each class fired, calls. */
-	unsigned long hostile_runs, replayed, fired[LZF_N], async_calls, waits, gpu_leases, kernels,
-		uses, probes;
+	/* The hostile mode: runs with its calls; runs replayed against the
+	 * model (no fault fired, no hostile call or only not-waiting calls,
+	 * waits and reaps), of which with hostile calls; runs given the end
+	 * checks instead; queued copies whose completion was replayed; runs
+	 * in which each class fired; calls. */
+	unsigned long hostile_runs, replayed, replayed_hostile, end_checked, qdone, async_reloads,
+		qread_done, fired[LZF_N], async_calls, waits, gpu_leases, kernels, uses, probes;
 };
 
 /* One run; 0, or -1 with a description (seed, event, the history around it). */

@@ -84,15 +84,16 @@ static int admit(struct model *md, int l, uint64_t n)
 		return -RSD_EINVAL;
 	if (!r->known || !r->has_budget)
 		return 0;
-	if (r->used + r->reserved > r->budget || n > r->budget - r->used - r->reserved)
+	if (r->used + r->reserved + r->inflight > r->budget ||
+	    n > r->budget - r->used - r->reserved - r->inflight)
 		return -RSD_EBUDGET;
 	return 0;
 }
 
 static void peak_charged(struct mlocrec *r)
 {
-	if (r->used + r->reserved > r->peak_charged)
-		r->peak_charged = r->used + r->reserved;
+	if (r->used + r->reserved + r->inflight > r->peak_charged)
+		r->peak_charged = r->used + r->reserved + r->inflight;
 }
 
 struct mmat *model_mat(struct model *md, int v, int loc)
@@ -117,7 +118,7 @@ static int resolve(struct model *md, int h)
 
 static bool protected_mat(const struct mmat *m)
 {
-	return m->use || m->hold || m->pend;
+	return m->use || m->hold || m->pend || m->filling || m->qread;
 }
 
 /* §4.5 install, after the checks. */
@@ -306,6 +307,70 @@ static void xfer_finish(struct model *md, int v, struct xfer *x)
 	x->temporary = false;
 }
 
+/* §22.1: in queue mode a copy to or from a device is queued, not waited for. */
+static bool queues(const struct model *md, const struct xfer *x, int d)
+{
+	return md->queue_mode && (x->src >= ML_CUDA0 || d >= ML_CUDA0) &&
+	       !(x->temporary && x->src == d);
+}
+
+/*
+ * Commit a queued copy of v from x to d (installed already): the
+ * destination fills, and what the copy reads stays charged (a loaded
+ * value's temporary charge and a move's source, leaving, become inflight
+ * bytes of their location) or protected (a materialization read) until
+ * model_copy_done().
+ */
+static void queue_copy(struct model *md, int v, struct xfer *x, int d, bool leaving)
+{
+	struct mqcopy *q = md->qc;
+	uint64_t c = md->val[v].charge;
+
+	while (q->live)
+		q++; /* MM_QCOPIES is more than the values' materializations */
+	*q = (struct mqcopy){ .live = true, .v = v, .to = d, .from = -1, .held_at = -1 };
+	model_mat(md, v, d)->filling = true;
+	if (x->temporary || leaving) {
+		q->held_at = x->src;
+		q->held = c;
+		md->loc[x->src].inflight += c;
+		if (x->temporary)
+			md->loc[x->src].reserved -= c;
+		x->temporary = false;
+		peak_charged(&md->loc[x->src]);
+	} else {
+		q->from = x->src;
+		model_mat(md, v, x->src)->qread++;
+	}
+}
+
+int model_copy_done(struct model *md, int v, int loc)
+{
+	for (int i = 0; i < MM_QCOPIES; i++) {
+		struct mqcopy *q = &md->qc[i];
+
+		if (!q->live || q->v != v || q->to != loc)
+			continue;
+		model_mat(md, v, loc)->filling = false;
+		if (q->from >= 0)
+			model_mat(md, v, q->from)->qread--;
+		if (q->held_at >= 0)
+			md->loc[q->held_at].inflight -= q->held;
+		q->live = false;
+		return 0;
+	}
+	return -1;
+}
+
+int model_queued(const struct model *md)
+{
+	int n = 0;
+
+	for (int i = 0; i < MM_QCOPIES; i++)
+		n += md->qc[i].live;
+	return n;
+}
+
 /* Put the transfer source at d: shared charge or copy, then install. */
 static int place(struct model *md, int v, struct xfer *x, int d)
 {
@@ -334,6 +399,7 @@ static int do_ensure(struct model *md, int v, int d, struct rsd_transition *rep)
 {
 	struct mval *val = &md->val[v];
 	struct xfer x;
+	bool q;
 	int err;
 
 	rep->has_destination = true;
@@ -348,7 +414,10 @@ static int do_ensure(struct model *md, int v, int d, struct rsd_transition *rep)
 	if ((err = transfer_source(md, v, &x)))
 		return err;
 	set_src(rep, x.src);
+	q = queues(md, &x, d);
 	err = place(md, v, &x, d);
+	if (!err && q)
+		queue_copy(md, v, &x, d, false);
 	xfer_finish(md, v, &x);
 	return err;
 }
@@ -356,7 +425,7 @@ static int do_ensure(struct model *md, int v, int d, struct rsd_transition *rep)
 static int do_move(struct model *md, int v, const struct mact *a, struct rsd_transition *rep)
 {
 	int d = a->loc, s;
-	bool have_src;
+	bool have_src, q;
 	struct xfer x;
 	int err;
 
@@ -394,9 +463,12 @@ static int do_move(struct model *md, int v, const struct mact *a, struct rsd_tra
 		return err;
 	}
 	set_src(rep, x.src);
+	q = queues(md, &x, d);
 	err = place(md, v, &x, d);
 	if (!err && have_src)
 		remove_mat(md, v, s);
+	if (!err && q)
+		queue_copy(md, v, &x, d, have_src);
 	xfer_finish(md, v, &x);
 	return err;
 }

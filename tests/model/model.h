@@ -53,9 +53,16 @@ enum msrc_fail {
 	MSRC_WRONG_SIZE
 };
 
+/*
+ * filling: the destination of a not-waiting call's queued copy (§22.1),
+ * resident for the model but protected until model_copy_done(); qread:
+ * queued copies still reading this materialization (it is protected).
+ */
 struct mmat {
 	int loc;
 	unsigned use, hold, pend;
+	bool filling;
+	unsigned qread;
 };
 
 struct mval {
@@ -75,7 +82,20 @@ struct mlocrec {
 	bool known;
 	bool has_budget;
 	uint64_t budget, used, reserved, peak_used, peak_charged;
+	/* Bytes queued copies still read that belong to no materialization
+	 * (a move's source, a value loaded for the copy): admitted against. */
+	uint64_t inflight;
 };
+
+/* A not-waiting call's queued copy (§22.1), until model_copy_done(). */
+struct mqcopy {
+	bool live;
+	int v, to;
+	int from;    /* the materialization it reads, or -1 */
+	int held_at; /* where its inflight bytes are charged, or -1 */
+	uint64_t held;
+};
+#define MM_QCOPIES 64
 
 enum mlife_state {
 	MLS_GONE,
@@ -125,6 +145,10 @@ struct model {
 	struct mresv resv[MM_LIFETIMES];
 	struct mstream stream[MS_N];
 	uint64_t order;
+	/* Set around a not-waiting call's action: a copy to or from a device
+	 * is queued, committed at once and completes at model_copy_done(). */
+	bool queue_mode;
+	struct mqcopy qc[MM_QCOPIES];
 };
 
 /* An action over model refs. */
@@ -181,6 +205,11 @@ int model_resv_release(struct model *md, int slot);
 void model_resv_free(struct model *md, int slot);
 void model_stream_complete(struct model *md, int stream);
 int model_reap(struct model *md);
+/* The queued copy of value v to loc completed: 0, or -1 when the model
+ * has none (no state_version step either way). */
+int model_copy_done(struct model *md, int v, int loc);
+/* Queued copies not completed yet. */
+int model_queued(const struct model *md);
 int model_close(struct model *md, unsigned flags);
 
 /* The value's mat at a location, or NULL. */

@@ -38,8 +38,9 @@ static void sim_init(struct sim *s, struct model *md)
 		s->has_budget[l] = r->has_budget;
 		s->budget[l] = r->budget;
 		s->used[l] = r->used;
-		s->reserved[l] = r->reserved;
-		s->peak[l] = r->used + r->reserved;
+		/* bytes queued copies still read are admitted against */
+		s->reserved[l] = r->reserved + r->inflight;
+		s->peak[l] = r->used + s->reserved[l];
 	}
 }
 
@@ -96,7 +97,9 @@ static bool sim_protected(struct sim *s, int v, int l)
 
 	if (!m)
 		return false;
-	if (m->use || m->hold)
+	/* A queued copy's destination filling, or a materialization one
+	 * still reads (§22.1). */
+	if (m->use || m->hold || m->filling || m->qread)
 		return true;
 	for (int i = 0; i < MM_LIFETIMES; i++) {
 		struct mlease *ls = &md->lease[i];
