@@ -65,6 +65,19 @@ extern "C" {
  *	earlier that reads or writes the lost device's memory (its stream's
  *	later events then report -RSD_EDEVLOST) and stream_sync of NULL,
  *	which waits for the sound devices' driver streams and then fails.
+ * @gate_queue: optional; queue a closed gate on stream into *gate: work
+ *	queued on stream after it does not start before the gate is opened,
+ *	and the host does not wait (as a CUDA stream behind a host function
+ *	that has not returned). librsd's staging workers queue one before each
+ *	chunk of a pageable copy and open it once the chunk's bytes are in the
+ *	pinned staging buffer, so that a copy's completion event exists before
+ *	its bytes are staged. Without gate_queue and gate_open, librsd stages
+ *	pageable copies on the calling thread.
+ * @gate_open: open a gate and give it back. err 0 lets the stream pass; a
+ *	negative RSD_E* code fails the stream there, as a copy failing on the
+ *	device would: its later copies do not run and its later events report
+ *	err. Every gate is opened exactly once, from any thread, also when its
+ *	device was lost; it never waits for the stream.
  *
  * device_count, alloc, free and copy are required; a manager refuses a
  * driver without them. Optional ops may be NULL: a caller checks.
@@ -88,6 +101,8 @@ struct rsd_device_ops {
 	void *(*transfer_stream)(void *ctx, struct rsd_location dst, struct rsd_location src);
 	int (*stream_wait_event)(void *ctx, void *stream, void *event);
 	bool (*device_lost)(void *ctx, int device);
+	int (*gate_queue)(void *ctx, void *stream, void **gate);
+	void (*gate_open)(void *ctx, void *gate, int err);
 };
 
 /**

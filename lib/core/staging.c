@@ -34,14 +34,18 @@
  * copies move in more chunks); either is said once.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core.h"
+#include "../trace.h"
 
 #define STAGING_DEFAULT (8ull << 20)
 #define STAGING_MIN (64ull << 10)
@@ -62,11 +66,27 @@
  */
 struct rsd_staging {
 	pthread_mutex_t lock;
-	char *base;    /* 2 x size bytes at pinned host; NULL until used */
-	uint64_t size; /* of each buffer: the chunk a copy moves per step */
-	bool failed;   /* the first allocation failed: copies go direct */
-	bool capped;   /* growing failed: the pair keeps its size */
-	void *ev[2];   /* the last work queued on buffer 0 and 1; NULL: none */
+	char *base;	  /* 2 x size bytes at pinned host; NULL until used */
+	uint64_t size;	  /* of each buffer: the chunk a copy moves per step */
+	bool failed;	  /* the first allocation failed: copies go direct */
+	bool capped;	  /* growing failed: the pair keeps its size */
+	void *ev[2];	  /* the last work queued on buffer 0 and 1; NULL: none */
+	bool no_worker;	  /* the worker could not be started: said once */
+
+	/*
+	 * The device's host-to-device staging worker (struct stage_job):
+	 * started on the first copy handed to it, stopped by release. Its
+	 * queue is protected by qlock, which is taken under lock (to hand a
+	 * job over in the order the jobs' work was queued) and alone by the
+	 * worker, which never takes lock: a holder of lock may wait for the
+	 * worker's gates.
+	 */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;		    /* a job came, or stop */
+	struct stage_job *head, **tail;	    /* handed over, not yet taken */
+	bool running;			    /* thread is started and not joined */
+	bool stop;			    /* release asks it to end */
+	pthread_t thread;
 };
 
 /*
@@ -111,6 +131,16 @@ static uint64_t cursor_next(struct cursor *c, uint64_t max, const char **src, ch
 	return n;
 }
 
+/* Whether the cursor has bytes left to hand out. */
+static bool cursor_more(const struct cursor *c)
+{
+	struct cursor t = *c;
+	const char *s;
+	char *d;
+
+	return cursor_next(&t, 1, &s, &d) != 0;
+}
+
 /* ---- configuration -------------------------------------------------------- */
 
 /* RSD_STAGING: "off", or a byte count with an optional K, M or G suffix
@@ -153,6 +183,34 @@ bad:
 	return 0;
 }
 
+static int staging_locks_init(struct rsd_staging *st)
+{
+	int err = pthread_mutex_init(&st->lock, NULL);
+
+	if (err)
+		return err;
+	err = pthread_mutex_init(&st->qlock, NULL);
+	if (err)
+		goto lock;
+	err = pthread_cond_init(&st->qcond, NULL);
+	if (err)
+		goto qlock;
+	st->tail = &st->head;
+	return 0;
+qlock:
+	pthread_mutex_destroy(&st->qlock);
+lock:
+	pthread_mutex_destroy(&st->lock);
+	return err;
+}
+
+static void staging_locks_destroy(struct rsd_staging *st)
+{
+	pthread_cond_destroy(&st->qcond);
+	pthread_mutex_destroy(&st->qlock);
+	pthread_mutex_destroy(&st->lock);
+}
+
 int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes)
 {
 	bool bad = false;
@@ -176,13 +234,13 @@ int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes)
 		return rsd__err(RSD_ENOMEM, "out of memory for the staging of %d device(s)",
 				m->ndevices);
 	for (i = 0; i < m->ndevices; i++) {
-		err = pthread_mutex_init(&m->staging[i].lock, NULL);
+		err = staging_locks_init(&m->staging[i]);
 		if (err)
 			break;
 	}
 	if (i < m->ndevices) {
 		while (i--)
-			pthread_mutex_destroy(&m->staging[i].lock);
+			staging_locks_destroy(&m->staging[i]);
 		free(m->staging);
 		m->staging = NULL;
 		return rsd__err(RSD_ENOMEM, "cannot initialize a staging lock: %s", strerror(err));
@@ -341,6 +399,288 @@ static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor
 	return m->ops->event_record(m->ops_ctx, stream, event);
 }
 
+/* ---- host to device beside the caller --------------------------------------- */
+
+/*
+ * A host-to-device copy handed to the device's staging worker. The caller
+ * queued, on the copy's stream, each chunk's gate, the chunk's DMAs from
+ * its staging buffer and the chunk's event, then the copy's completion
+ * event, all at admission; the worker fills each chunk's buffer in order
+ * and opens its gate. Before it fills a buffer it waits for the DMA that
+ * last read it (the chunk's wait, the event the previous chunk on that
+ * buffer left in st->ev[], of this copy or an earlier one): jobs are
+ * handed over under st->lock in the order their work was queued, and the
+ * worker takes them in that order, so every event it waits for is behind
+ * gates it opened before. A copy's source stays valid until its
+ * completion event completed, which is after the worker's last read.
+ */
+struct stage_piece {
+	const char *src; /* pageable bytes */
+	uint64_t n;	 /* packed into the chunk's buffer in order */
+};
+
+struct stage_chunk {
+	void *gate;	   /* queued before the chunk's DMAs */
+	void *wait;	   /* the buffer's previous DMA (NULL: none); owned */
+	char *buf;
+	size_t first, npieces; /* in job->pieces */
+};
+
+struct stage_job {
+	struct stage_job *next;
+	int device;
+	uint64_t id; /* for the trace */
+	size_t nchunks, npieces;
+	struct stage_chunk *chunks;
+	struct stage_piece *pieces;
+};
+
+static atomic_uint_fast64_t stage_ids;
+
+/*
+ * The worker's wait for a buffer's previous DMA. A failed sync says
+ * nothing of the copy by itself (reference.md, "Errors"), and the worker
+ * cannot drain the stream as a caller would: its own closed gates may be
+ * on it. A failed event fails every sync, so the sync is tried again; one
+ * that keeps failing is checked with a query: complete, or failed on the
+ * device (a failed copy reads nothing, and everything after it on its
+ * stream is skipped), the buffer is free: 0. Still pending, the buffer may
+ * still be read: the error, and the chunk is not staged.
+ */
+#define WAIT_TRIES 3
+
+static int chunk_wait(struct rsd_manager *m, struct stage_chunk *c)
+{
+	int err = 0;
+
+	if (!c->wait)
+		return 0;
+	for (int i = 0; i < WAIT_TRIES; i++) {
+		err = m->ops->event_sync(m->ops_ctx, c->wait);
+		if (!err)
+			break;
+	}
+	if (err && m->ops->event_query(m->ops_ctx, c->wait))
+		err = 0;
+	m->ops->event_destroy(m->ops_ctx, c->wait);
+	c->wait = NULL;
+	return err;
+}
+
+/*
+ * Stage one job: fill each chunk's buffer, open its gate. A chunk that
+ * cannot be staged opens its gate as failed, which fails the copy's stream
+ * from there (its later events report the error): the copy fails with it
+ * through the caller's ordinary path, and later chunks of the job are not
+ * filled. Every gate is opened, whatever happens.
+ */
+static void job_run(struct rsd_manager *m, struct stage_job *j)
+{
+	struct rsd_location from = RSD_LOC_PAGEABLE_HOST, to = { RSD_CUDA, j->device };
+	struct rsd_error saved = *rsd_last_error();
+	int err = 0;
+
+	for (size_t k = 0; k < j->nchunks; k++) {
+		struct stage_chunk *c = &j->chunks[k];
+		int werr = chunk_wait(m, c);
+
+		if (!err)
+			err = werr;
+		if (!err) {
+			const struct stage_piece *p = j->pieces + c->first;
+			uint64_t off = 0, t0 = rsd__now_ns();
+
+			if (rsd_trace_copy_enabled()) {
+				for (size_t i = 0; i < c->npieces; i++)
+					off += p[i].n;
+				rsd_trace_copy_start(j->device, "staging", j->id, off, from, to);
+				off = 0;
+			}
+			for (size_t i = 0; i < c->npieces; i++) {
+				memcpy(c->buf + off, p[i].src, (size_t)p[i].n);
+				off += p[i].n;
+			}
+			if (rsd_trace_copy_enabled())
+				rsd_trace_copy_end(j->device, "staging", j->id, off,
+						   rsd__now_ns() - t0, false);
+		}
+		m->ops->gate_open(m->ops_ctx, c->gate, err);
+	}
+	*rsd__err_record() = saved;
+	free(j);
+}
+
+/* See worker_defer_to_host() in the simulated device: the worker must not
+ * preempt the thread that hands it work on a machine of few cores. */
+static void *stage_worker(void *arg)
+{
+	struct rsd_manager *m = ((void **)arg)[0];
+	struct rsd_staging *st = ((void **)arg)[1];
+	struct stage_job *j;
+
+	free(arg);
+#ifdef SCHED_BATCH
+	{
+		struct sched_param sp = { .sched_priority = 0 };
+
+		(void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+	}
+#endif
+	pthread_mutex_lock(&st->qlock);
+	for (;;) {
+		while (!st->head && !st->stop)
+			pthread_cond_wait(&st->qcond, &st->qlock);
+		j = st->head;
+		if (!j)
+			break; /* stopped, and every job staged */
+		st->head = j->next;
+		if (!st->head)
+			st->tail = &st->head;
+		pthread_mutex_unlock(&st->qlock);
+		job_run(m, j);
+		pthread_mutex_lock(&st->qlock);
+	}
+	pthread_mutex_unlock(&st->qlock);
+	return NULL;
+}
+
+/* With st->lock held: the worker runs (started now if needed); false when
+ * it cannot be started (the copy is staged on the calling thread). */
+static bool worker_get(struct rsd_manager *m, struct rsd_staging *st)
+{
+	void **arg;
+	int err;
+
+	if (st->running)
+		return true;
+	if (st->no_worker)
+		return false;
+	arg = malloc(2 * sizeof(*arg));
+	err = arg ? 0 : ENOMEM;
+	if (arg) {
+		arg[0] = m;
+		arg[1] = st;
+		st->stop = false;
+		err = pthread_create(&st->thread, NULL, stage_worker, arg);
+		if (err)
+			free(arg);
+	}
+	if (err) {
+		st->no_worker = true;
+		rsd__warn(m,
+			  "a staging worker cannot be started (%s): copies from pageable memory "
+			  "are staged by the calling thread",
+			  strerror(err));
+		return false;
+	}
+	st->running = true;
+	return true;
+}
+
+/* With st->lock held: end the worker once it staged every job handed to it
+ * (it opens every gate it was given). */
+static void worker_stop(struct rsd_staging *st)
+{
+	if (!st->running)
+		return;
+	pthread_mutex_lock(&st->qlock);
+	st->stop = true;
+	pthread_cond_signal(&st->qcond);
+	pthread_mutex_unlock(&st->qlock);
+	pthread_join(st->thread, NULL);
+	st->running = false;
+}
+
+/* The job for the pieces a cursor hands out in chunks of `chunk` bytes:
+ * chunks and pieces counted, arrays allocated with it; NULL without
+ * memory. */
+static struct stage_job *job_alloc(struct cursor c, uint64_t chunk)
+{
+	size_t nchunks = 0, npieces = 0;
+	uint64_t fill = 0, n;
+	struct stage_job *j;
+	const char *s;
+	char *d;
+
+	while ((n = cursor_next(&c, chunk - fill, &s, &d))) {
+		if (!fill)
+			nchunks++;
+		npieces++;
+		fill += n;
+		if (fill == chunk)
+			fill = 0;
+	}
+	if (npieces > (SIZE_MAX / 2) / (sizeof(*j->chunks) + sizeof(*j->pieces)))
+		return NULL;
+	j = rsd__calloc(1, sizeof(*j) + nchunks * sizeof(*j->chunks) +
+				   npieces * sizeof(*j->pieces));
+	if (!j)
+		return NULL;
+	j->chunks = (struct stage_chunk *)(j + 1);
+	j->pieces = (struct stage_piece *)(j->chunks + nchunks);
+	return j;
+}
+
+/*
+ * With st->lock held, the worker running: host to device, queued whole on
+ * the stream at once; the worker stages it. On failure what was queued is
+ * still handed over (its gates must be opened; its chunks go where they
+ * belong), and the caller drains the stream as for any failed copy.
+ */
+static int stage_in_beside(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j,
+			   struct cursor *c, struct rsd_location to, void *stream, void **event)
+{
+	const uint64_t chunk = st->size;
+	struct stage_chunk *ch = NULL;
+	uint64_t fill = 0, n;
+	unsigned b = 0;
+	const char *s;
+	char *d;
+	int err = 0;
+
+	j->device = to.device;
+	j->id = atomic_fetch_add(&stage_ids, 1) + 1;
+	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
+		if (!fill) {
+			ch = &j->chunks[j->nchunks];
+			err = m->ops->gate_queue(m->ops_ctx, stream, &ch->gate);
+			if (err)
+				break;
+			j->nchunks++;
+			ch->buf = buffer(st, b);
+			ch->first = j->npieces;
+			ch->wait = st->ev[b];
+			st->ev[b] = NULL;
+		}
+		j->pieces[j->npieces++] = (struct stage_piece){ s, n };
+		ch->npieces++;
+		err = m->ops->copy(m->ops_ctx, d, to, ch->buf + fill, RSD_LOC_PINNED_HOST, n,
+				   stream);
+		if (err)
+			break;
+		fill += n;
+		if (fill == chunk || !cursor_more(c)) {
+			err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
+			if (err)
+				break;
+			b ^= 1;
+			fill = 0;
+		}
+	}
+	if (!err)
+		err = m->ops->event_record(m->ops_ctx, stream, event);
+	if (!j->nchunks) {
+		free(j);
+		return err;
+	}
+	pthread_mutex_lock(&st->qlock);
+	*st->tail = j;
+	st->tail = &j->next;
+	pthread_cond_signal(&st->qcond);
+	pthread_mutex_unlock(&st->qlock);
+	return err;
+}
+
 /* Device to host: queue up to a chunk of DMAs into buffer b and record its
  * event; *filled gets the bytes (0: nothing was left). */
 static int fill_out(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
@@ -491,9 +831,19 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 			pair_warn(m, dev, 0, pair_want(m, n), &why);
 		return RSD__UNSTAGED;
 	}
+	if (!err && in && m->ops->gate_queue && m->ops->gate_open && worker_get(m, st)) {
+		struct stage_job *j = job_alloc(c, st->size);
+
+		/* Without memory for the job, this copy is staged here. */
+		if (j) {
+			err = stage_in_beside(m, st, j, &c, to, stream, event);
+			goto out;
+		}
+	}
 	if (!err)
 		err = in ? stage_in(m, st, &c, to, stream, event) :
 			   stage_out(m, st, &c, from, stream, event);
+out:
 	if (err && rsd__copy_drain(m, stream)) {
 		/* What it queued may still write the destination, and the
 		 * pair: the next holder must wait for it. */
@@ -513,6 +863,7 @@ void rsd__staging_release(struct rsd_manager *m)
 		struct rsd_error saved = *rsd_last_error();
 
 		pthread_mutex_lock(&st->lock);
+		worker_stop(st);
 		for (unsigned b = 0; b < 2; b++) {
 			if (!st->ev[b])
 				continue;
@@ -535,7 +886,7 @@ void rsd__staging_destroy(struct rsd_manager *m)
 {
 	rsd__staging_release(m);
 	for (int i = 0; m->staging && i < m->ndevices; i++)
-		pthread_mutex_destroy(&m->staging[i].lock);
+		staging_locks_destroy(&m->staging[i]);
 	free(m->staging);
 	m->staging = NULL;
 }

@@ -611,6 +611,8 @@ static const struct rsd_device_ops sim_ops = {
 	.transfer_stream = sim_transfer_stream,
 	.stream_wait_event = rsd__sim_stream_wait_event,
 	.device_lost = sim_device_lost,
+	.gate_queue = rsd__sim_gate_queue,
+	.gate_open = rsd__sim_gate_open,
 };
 
 const struct rsd_device_ops *rsd_simdev_ops(void)
