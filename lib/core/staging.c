@@ -8,11 +8,19 @@
  * pinned host buffers per device (its staging pair), chunk by chunk, so
  * that the host's memcpy of one chunk overlaps the DMA of the other:
  *
- *  - host to device: chunk k is copied into buffer k % 2 on the calling
- *    thread, its DMA queued on the copy's stream and an event recorded on
- *    it; a buffer is refilled only once its previous event completed. The
- *    copy returns with its last DMA still queued: its completion event,
- *    recorded after the last chunk, is what the caller waits for.
+ *  - host to device, beside the caller: with a driver that has gates
+ *    (gate_queue, gate_open), the caller queues the whole copy at
+ *    admission (per chunk a gate, the chunk's DMAs from buffer k % 2, an
+ *    event; then the completion event) and hands it to the device's
+ *    staging worker, which fills each buffer once the DMA that last read
+ *    it is done and opens the chunk's gate (struct stage_job below). The
+ *    not-waiting caller returns with its completion event recorded.
+ *  - host to device, on the calling thread (no gates, no worker): chunk k
+ *    is copied into buffer k % 2, its DMA queued on the copy's stream and
+ *    an event recorded on it; a buffer is refilled only once its previous
+ *    event completed. The copy returns with its last DMA still queued: its
+ *    completion event, recorded after the last chunk, is what the caller
+ *    waits for.
  *  - device to host: the DMA of chunk k into buffer k % 2 is queued with
  *    its event, then the oldest chunk in flight is waited for and copied
  *    out while the next one's DMA runs. It returns once the last chunk is
@@ -62,7 +70,9 @@
  * Staged copies to one device are serialized by it: they would share
  * that device's copy engine anyway. A copy returning with its DMA queued
  * leaves its event in ev[], and the next holder waits for it before it
- * touches that buffer.
+ * touches that buffer (a copy handed to the worker leaves the events of
+ * DMAs behind its gates: the next holder waits for the worker through
+ * them; the worker never takes lock, so that cannot deadlock).
  */
 struct rsd_staging {
 	pthread_mutex_t lock;
@@ -429,12 +439,15 @@ struct stage_chunk {
 struct stage_job {
 	struct stage_job *next;
 	int device;
-	uint64_t id; /* for the trace */
 	size_t nchunks, npieces;
 	struct stage_chunk *chunks;
 	struct stage_piece *pieces;
 };
 
+/* The chunks' copy ids in rsd:copy_start/end: unique per process, with
+ * bit 62 set, so they never equal a driver's (the simulated device's
+ * tickets, the CUDA driver's ids with bit 63). */
+#define STAGE_ID_BIT (1ull << 62)
 static atomic_uint_fast64_t stage_ids;
 
 /*
@@ -476,7 +489,7 @@ static int chunk_wait(struct rsd_manager *m, struct stage_chunk *c)
  */
 static void job_run(struct rsd_manager *m, struct stage_job *j)
 {
-	struct rsd_location from = RSD_LOC_PAGEABLE_HOST, to = { RSD_CUDA, j->device };
+	struct rsd_location from = RSD_LOC_PAGEABLE_HOST, to = RSD_LOC_PINNED_HOST;
 	struct rsd_error saved = *rsd_last_error();
 	int err = 0;
 
@@ -488,12 +501,13 @@ static void job_run(struct rsd_manager *m, struct stage_job *j)
 			err = werr;
 		if (!err) {
 			const struct stage_piece *p = j->pieces + c->first;
-			uint64_t off = 0, t0 = rsd__now_ns();
+			uint64_t off = 0, t0 = rsd__now_ns(), id = 0;
 
 			if (rsd_trace_copy_enabled()) {
+				id = STAGE_ID_BIT | (atomic_fetch_add(&stage_ids, 1) + 1);
 				for (size_t i = 0; i < c->npieces; i++)
 					off += p[i].n;
-				rsd_trace_copy_start(j->device, "staging", j->id, off, from, to);
+				rsd_trace_copy_start(j->device, "staging", id, off, from, to);
 				off = 0;
 			}
 			for (size_t i = 0; i < c->npieces; i++) {
@@ -501,7 +515,7 @@ static void job_run(struct rsd_manager *m, struct stage_job *j)
 				off += p[i].n;
 			}
 			if (rsd_trace_copy_enabled())
-				rsd_trace_copy_end(j->device, "staging", j->id, off,
+				rsd_trace_copy_end(j->device, "staging", id, off,
 						   rsd__now_ns() - t0, false);
 		}
 		m->ops->gate_open(m->ops_ctx, c->gate, err);
@@ -639,7 +653,6 @@ static int stage_in_beside(struct rsd_manager *m, struct rsd_staging *st, struct
 	int err = 0;
 
 	j->device = to.device;
-	j->id = atomic_fetch_add(&stage_ids, 1) + 1;
 	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
 		if (!fill) {
 			ch = &j->chunks[j->nchunks];
