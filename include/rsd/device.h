@@ -72,7 +72,9 @@ extern "C" {
  *	chunk of a pageable copy and open it once the chunk's bytes are in the
  *	pinned staging buffer, so that a copy's completion event exists before
  *	its bytes are staged. Without gate_queue and gate_open, librsd stages
- *	pageable copies on the calling thread.
+ *	pageable copies on the calling thread. A driver that runs work as it
+ *	is queued (the simulated device in immediate mode) returns 1 and
+ *	queues nothing: librsd then stages on the calling thread too.
  * @gate_open: open a gate and give it back. err 0 lets the stream pass; a
  *	negative RSD_E* code fails the stream there, as a copy failing on the
  *	device would: its later copies do not run and its later events report

@@ -76,12 +76,12 @@
  */
 struct rsd_staging {
 	pthread_mutex_t lock;
-	char *base;	  /* 2 x size bytes at pinned host; NULL until used */
-	uint64_t size;	  /* of each buffer: the chunk a copy moves per step */
-	bool failed;	  /* the first allocation failed: copies go direct */
-	bool capped;	  /* growing failed: the pair keeps its size */
-	void *ev[2];	  /* the last work queued on buffer 0 and 1; NULL: none */
-	bool no_worker;	  /* the worker could not be started: said once */
+	char *base;	/* 2 x size bytes at pinned host; NULL until used */
+	uint64_t size;	/* of each buffer: the chunk a copy moves per step */
+	bool failed;	/* the first allocation failed: copies go direct */
+	bool capped;	/* growing failed: the pair keeps its size */
+	void *ev[2];	/* the last work queued on buffer 0 and 1; NULL: none */
+	bool no_worker; /* the worker could not be started: said once */
 
 	/*
 	 * The device's host-to-device staging worker (struct stage_job):
@@ -92,10 +92,10 @@ struct rsd_staging {
 	 * worker's gates.
 	 */
 	pthread_mutex_t qlock;
-	pthread_cond_t qcond;		    /* a job came, or stop */
-	struct stage_job *head, **tail;	    /* handed over, not yet taken */
-	bool running;			    /* thread is started and not joined */
-	bool stop;			    /* release asks it to end */
+	pthread_cond_t qcond;		/* a job came, or stop */
+	struct stage_job *head, **tail; /* handed over, not yet taken */
+	bool running;			/* thread is started and not joined */
+	bool stop;			/* release asks it to end */
 	pthread_t thread;
 };
 
@@ -409,29 +409,42 @@ static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor
 	return m->ops->event_record(m->ops_ctx, stream, event);
 }
 
-/* ---- host to device beside the caller --------------------------------------- */
+/* ---- staging beside the caller ----------------------------------------------- */
 
 /*
- * A host-to-device copy handed to the device's staging worker. The caller
- * queued, on the copy's stream, each chunk's gate, the chunk's DMAs from
- * its staging buffer and the chunk's event, then the copy's completion
- * event, all at admission; the worker fills each chunk's buffer in order
- * and opens its gate. Before it fills a buffer it waits for the DMA that
- * last read it (the chunk's wait, the event the previous chunk on that
- * buffer left in st->ev[], of this copy or an earlier one): jobs are
- * handed over under st->lock in the order their work was queued, and the
- * worker takes them in that order, so every event it waits for is behind
- * gates it opened before. A copy's source stays valid until its
- * completion event completed, which is after the worker's last read.
+ * A copy handed to the device's staging worker. The caller queued it whole
+ * on the copy's stream at admission; the worker moves the bytes between
+ * the pageable side and the pair and opens the gates that let the DMAs go.
+ * Jobs are handed over under st->lock in the order their work was queued,
+ * and the worker takes them in that order, so every event it waits for is
+ * behind gates it opened before: it never waits for itself.
+ *
+ *  - Host to device: per chunk a gate, the chunk's DMAs from its buffer,
+ *    an event (left in st->ev[] for the buffer's next user); then the
+ *    completion event. The worker waits for the DMA that last read the
+ *    buffer (the chunk's wait: what st->ev[] held), fills it and opens
+ *    the gate. The source stays valid until the completion event, which
+ *    comes after the worker's last read.
+ *  - Device to host: per chunk a gate, the chunk's DMAs into its buffer,
+ *    the chunk's event (done); then a last gate, an event per buffer for
+ *    the buffers' next users, and the completion event. The worker opens
+ *    the first two gates once their buffers' previous users are done;
+ *    then for each chunk it waits for done, copies the buffer out and
+ *    opens the gate of the chunk two on (which refills that buffer), and
+ *    after the last copy-out the last gate. So the completion event, and
+ *    the pair's events, complete only once every byte is in the
+ *    destination.
  */
 struct stage_piece {
-	const char *src; /* pageable bytes */
+	const char *src; /* where the bytes are (pageable: host to device) */
+	char *dst;	 /* where they go (pageable: device to host) */
 	uint64_t n;	 /* packed into the chunk's buffer in order */
 };
 
 struct stage_chunk {
-	void *gate;	   /* queued before the chunk's DMAs */
-	void *wait;	   /* the buffer's previous DMA (NULL: none); owned */
+	void *gate; /* queued before the chunk's DMAs */
+	void *wait; /* the buffer's previous user (NULL: none); owned */
+	void *done; /* device to host: after the chunk's DMAs; owned */
 	char *buf;
 	size_t first, npieces; /* in job->pieces */
 };
@@ -439,6 +452,9 @@ struct stage_chunk {
 struct stage_job {
 	struct stage_job *next;
 	int device;
+	bool out;    /* device to host */
+	bool failed; /* queueing failed part way: nothing is copied out */
+	void *last;  /* device to host: the gate after the last chunk */
 	size_t nchunks, npieces;
 	struct stage_chunk *chunks;
 	struct stage_piece *pieces;
@@ -451,75 +467,137 @@ struct stage_job {
 static atomic_uint_fast64_t stage_ids;
 
 /*
- * The worker's wait for a buffer's previous DMA. A failed sync says
- * nothing of the copy by itself (reference.md, "Errors"), and the worker
- * cannot drain the stream as a caller would: its own closed gates may be
- * on it. A failed event fails every sync, so the sync is tried again; one
- * that keeps failing is checked with a query: complete, or failed on the
- * device (a failed copy reads nothing, and everything after it on its
- * stream is skipped), the buffer is free: 0. Still pending, the buffer may
- * still be read: the error, and the chunk is not staged.
+ * The worker's wait for an event. A failed sync says nothing of the copy
+ * by itself (reference.md, "Errors"), and the worker cannot drain the
+ * stream as a caller would: its own closed gates may be on it. A failed
+ * event fails every sync, so the sync is tried again; one that keeps
+ * failing is settled by a query. Returns 1 complete, the event's error
+ * (< 0) when its work failed on the device, 0 without an answer (the
+ * sync's error in *err). The event is given back.
  */
 #define WAIT_TRIES 3
 
-static int chunk_wait(struct rsd_manager *m, struct stage_chunk *c)
+static int ev_settle(struct rsd_manager *m, void **ev, int *err)
 {
-	int err = 0;
+	int q = 1;
 
-	if (!c->wait)
-		return 0;
+	*err = 0;
+	if (!*ev)
+		return 1;
 	for (int i = 0; i < WAIT_TRIES; i++) {
-		err = m->ops->event_sync(m->ops_ctx, c->wait);
-		if (!err)
+		*err = m->ops->event_sync(m->ops_ctx, *ev);
+		if (!*err)
 			break;
 	}
-	if (err && m->ops->event_query(m->ops_ctx, c->wait))
-		err = 0;
-	m->ops->event_destroy(m->ops_ctx, c->wait);
-	c->wait = NULL;
-	return err;
+	if (*err)
+		q = m->ops->event_query(m->ops_ctx, *ev);
+	m->ops->event_destroy(m->ops_ctx, *ev);
+	*ev = NULL;
+	return q;
+}
+
+/* A buffer's previous user is done: complete, or failed on the device (a
+ * failed copy, and everything after it on its stream, touches nothing).
+ * Else the error: the buffer may still be in use. */
+static int buffer_free(struct rsd_manager *m, void **ev)
+{
+	int err;
+
+	return ev_settle(m, ev, &err) ? 0 : err;
+}
+
+/* Copy one chunk between the pair and the pageable side, traced as the
+ * staging engine. */
+static void chunk_move(const struct stage_job *j, const struct stage_chunk *c)
+{
+	struct rsd_location pageable = RSD_LOC_PAGEABLE_HOST, pinned = RSD_LOC_PINNED_HOST;
+	const struct stage_piece *p = j->pieces + c->first;
+	uint64_t off = 0, t0 = rsd__now_ns(), id = 0;
+	bool traced = rsd_trace_copy_enabled();
+
+	if (traced) {
+		id = STAGE_ID_BIT | (atomic_fetch_add(&stage_ids, 1) + 1);
+		for (size_t i = 0; i < c->npieces; i++)
+			off += p[i].n;
+		rsd_trace_copy_start(j->device, "staging", id, off, j->out ? pinned : pageable,
+				     j->out ? pageable : pinned);
+		off = 0;
+	}
+	for (size_t i = 0; i < c->npieces; i++) {
+		if (j->out)
+			memcpy(p[i].dst, c->buf + off, (size_t)p[i].n);
+		else
+			memcpy(c->buf + off, p[i].src, (size_t)p[i].n);
+		off += p[i].n;
+	}
+	if (traced)
+		rsd_trace_copy_end(j->device, "staging", id, off, rsd__now_ns() - t0, false);
 }
 
 /*
- * Stage one job: fill each chunk's buffer, open its gate. A chunk that
+ * Host to device: fill each chunk's buffer, open its gate. A chunk that
  * cannot be staged opens its gate as failed, which fails the copy's stream
  * from there (its later events report the error): the copy fails with it
- * through the caller's ordinary path, and later chunks of the job are not
- * filled. Every gate is opened, whatever happens.
+ * through the caller's ordinary path, and later chunks are not filled.
  */
-static void job_run(struct rsd_manager *m, struct stage_job *j)
+static void job_in(struct rsd_manager *m, struct stage_job *j)
 {
-	struct rsd_location from = RSD_LOC_PAGEABLE_HOST, to = RSD_LOC_PINNED_HOST;
-	struct rsd_error saved = *rsd_last_error();
 	int err = 0;
 
 	for (size_t k = 0; k < j->nchunks; k++) {
 		struct stage_chunk *c = &j->chunks[k];
-		int werr = chunk_wait(m, c);
+		int werr = buffer_free(m, &c->wait);
 
 		if (!err)
 			err = werr;
-		if (!err) {
-			const struct stage_piece *p = j->pieces + c->first;
-			uint64_t off = 0, t0 = rsd__now_ns(), id = 0;
-
-			if (rsd_trace_copy_enabled()) {
-				id = STAGE_ID_BIT | (atomic_fetch_add(&stage_ids, 1) + 1);
-				for (size_t i = 0; i < c->npieces; i++)
-					off += p[i].n;
-				rsd_trace_copy_start(j->device, "staging", id, off, from, to);
-				off = 0;
-			}
-			for (size_t i = 0; i < c->npieces; i++) {
-				memcpy(c->buf + off, p[i].src, (size_t)p[i].n);
-				off += p[i].n;
-			}
-			if (rsd_trace_copy_enabled())
-				rsd_trace_copy_end(j->device, "staging", id, off,
-						   rsd__now_ns() - t0, false);
-		}
+		if (!err)
+			chunk_move(j, c);
 		m->ops->gate_open(m->ops_ctx, c->gate, err);
 	}
+}
+
+/*
+ * Device to host. A chunk whose DMA failed, or whose event gives no
+ * answer, is not copied out, nor is any after it: the remaining gates
+ * open with the error (the stream failed already, or fails there), and
+ * the copy fails through the caller's ordinary path. Every gate is opened
+ * after the worker's last write to the destination.
+ */
+static void job_out(struct rsd_manager *m, struct stage_job *j)
+{
+	int err = 0, q, serr;
+
+	for (size_t k = 0; k < j->nchunks && k < 2; k++) {
+		int werr = buffer_free(m, &j->chunks[k].wait);
+
+		if (!err)
+			err = werr;
+		m->ops->gate_open(m->ops_ctx, j->chunks[k].gate, err);
+	}
+	for (size_t k = 0; k < j->nchunks; k++) {
+		struct stage_chunk *c = &j->chunks[k];
+
+		q = ev_settle(m, &c->done, &serr);
+		if (!err && !j->failed)
+			err = q == 1 ? 0 : q < 0 ? q : serr;
+		if (!err && !j->failed)
+			chunk_move(j, c);
+		if (k + 2 < j->nchunks)
+			m->ops->gate_open(m->ops_ctx, j->chunks[k + 2].gate, err);
+	}
+	if (j->last)
+		m->ops->gate_open(m->ops_ctx, j->last, err);
+}
+
+/* Stage one job; every gate is opened, whatever happens. */
+static void job_run(struct rsd_manager *m, struct stage_job *j)
+{
+	struct rsd_error saved = *rsd_last_error();
+
+	if (j->out)
+		job_out(m, j);
+	else
+		job_in(m, j);
 	*rsd__err_record() = saved;
 	free(j);
 }
@@ -626,8 +704,8 @@ static struct stage_job *job_alloc(struct cursor c, uint64_t chunk)
 	}
 	if (npieces > (SIZE_MAX / 2) / (sizeof(*j->chunks) + sizeof(*j->pieces)))
 		return NULL;
-	j = rsd__calloc(1, sizeof(*j) + nchunks * sizeof(*j->chunks) +
-				   npieces * sizeof(*j->pieces));
+	j = rsd__calloc(1,
+			sizeof(*j) + nchunks * sizeof(*j->chunks) + npieces * sizeof(*j->pieces));
 	if (!j)
 		return NULL;
 	j->chunks = (struct stage_chunk *)(j + 1);
@@ -636,52 +714,29 @@ static struct stage_job *job_alloc(struct cursor c, uint64_t chunk)
 }
 
 /*
- * With st->lock held, the worker running: host to device, queued whole on
- * the stream at once; the worker stages it. On failure what was queued is
- * still handed over (its gates must be opened; its chunks go where they
- * belong), and the caller drains the stream as for any failed copy.
+ * Queue a chunk's gate. A driver that runs work as it is queued (the
+ * simulated device in immediate mode) answers 1 and queues none: the
+ * first chunk's answer makes the copy RSD__UNSTAGED here, staged on the
+ * calling thread as every item of such a device runs on it; a later
+ * chunk's (the mode changed in the middle) fails the copy.
  */
-static int stage_in_beside(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j,
-			   struct cursor *c, struct rsd_location to, void *stream, void **event)
+static int chunk_gate(struct rsd_manager *m, struct stage_job *j, void *stream, void **gate)
 {
-	const uint64_t chunk = st->size;
-	struct stage_chunk *ch = NULL;
-	uint64_t fill = 0, n;
-	unsigned b = 0;
-	const char *s;
-	char *d;
-	int err = 0;
+	int err = m->ops->gate_queue(m->ops_ctx, stream, gate);
 
-	j->device = to.device;
-	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
-		if (!fill) {
-			ch = &j->chunks[j->nchunks];
-			err = m->ops->gate_queue(m->ops_ctx, stream, &ch->gate);
-			if (err)
-				break;
-			j->nchunks++;
-			ch->buf = buffer(st, b);
-			ch->first = j->npieces;
-			ch->wait = st->ev[b];
-			st->ev[b] = NULL;
-		}
-		j->pieces[j->npieces++] = (struct stage_piece){ s, n };
-		ch->npieces++;
-		err = m->ops->copy(m->ops_ctx, d, to, ch->buf + fill, RSD_LOC_PINNED_HOST, n,
-				   stream);
-		if (err)
-			break;
-		fill += n;
-		if (fill == chunk || !cursor_more(c)) {
-			err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
-			if (err)
-				break;
-			b ^= 1;
-			fill = 0;
-		}
-	}
-	if (!err)
-		err = m->ops->event_record(m->ops_ctx, stream, event);
+	if (err <= 0)
+		return err;
+	if (!j->nchunks)
+		return RSD__UNSTAGED;
+	return rsd__err(RSD_EDEVICE,
+			"%s stopped queueing gates in the middle of a staged copy of cuda:%d",
+			m->ops->name, j->device);
+}
+
+/* With st->lock held: hand j over to the worker (a job that queued
+ * nothing is freed); returns err. */
+static int job_hand(struct rsd_staging *st, struct stage_job *j, int err)
+{
 	if (!j->nchunks) {
 		free(j);
 		return err;
@@ -692,6 +747,91 @@ static int stage_in_beside(struct rsd_manager *m, struct rsd_staging *st, struct
 	pthread_cond_signal(&st->qcond);
 	pthread_mutex_unlock(&st->qlock);
 	return err;
+}
+
+/*
+ * With st->lock held: queue j's chunks on the stream, each behind its
+ * gate, with their DMAs between the pair and dev (the device side) and
+ * their events: host to device left in st->ev[] for the buffer's next
+ * user (and moved into the next chunk on that buffer as its wait), device
+ * to host the chunk's done (the first two chunks wait for what st->ev[]
+ * held; later ones for the worker's copy-out two chunks before).
+ */
+static int queue_chunks(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j,
+			struct cursor *c, struct rsd_location dev, void *stream)
+{
+	const uint64_t chunk = st->size;
+	struct stage_chunk *ch = NULL;
+	uint64_t fill = 0, n;
+	unsigned b = 0;
+	const char *s;
+	char *d;
+	int err;
+
+	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
+		if (!fill) {
+			ch = &j->chunks[j->nchunks];
+			err = chunk_gate(m, j, stream, &ch->gate);
+			if (err)
+				return err;
+			j->nchunks++;
+			ch->buf = buffer(st, b);
+			ch->first = j->npieces;
+			if (!j->out || j->nchunks <= 2) {
+				ch->wait = st->ev[b];
+				st->ev[b] = NULL;
+			}
+		}
+		j->pieces[j->npieces++] = (struct stage_piece){ .src = s, .dst = d, .n = n };
+		ch->npieces++;
+		if (j->out)
+			err = m->ops->copy(m->ops_ctx, ch->buf + fill, RSD_LOC_PINNED_HOST, s, dev,
+					   n, stream);
+		else
+			err = m->ops->copy(m->ops_ctx, d, dev, ch->buf + fill, RSD_LOC_PINNED_HOST,
+					   n, stream);
+		if (err)
+			return err;
+		fill += n;
+		if (fill == chunk || !cursor_more(c)) {
+			err = m->ops->event_record(m->ops_ctx, stream,
+						   j->out ? &ch->done : &st->ev[b]);
+			if (err)
+				return err;
+			b ^= 1;
+			fill = 0;
+		}
+	}
+	return 0;
+}
+
+/*
+ * With st->lock held, the worker running: a copy between the pageable side
+ * and dev, queued whole on the stream at once (device to host with its
+ * last gate and the pair's events behind it), then handed to the worker.
+ * On failure what was queued is still handed over (its gates must be
+ * opened), marked failed: host to device its chunks still go where they
+ * belong, device to host nothing is copied out (the caller frees the
+ * destination once it drained the stream, as for any failed copy).
+ */
+static int stage_beside(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j,
+			struct cursor *c, struct rsd_location dev, bool out, void *stream,
+			void **event)
+{
+	int err;
+
+	j->device = dev.device;
+	j->out = out;
+	err = queue_chunks(m, st, j, c, dev, stream);
+	if (!err && out)
+		err = chunk_gate(m, j, stream, &j->last);
+	/* The buffers' next users wait for the last copy-out. */
+	for (unsigned b = 0; !err && out && b < 2 && b < j->nchunks; b++)
+		err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
+	if (!err)
+		err = m->ops->event_record(m->ops_ctx, stream, event);
+	j->failed = err != 0;
+	return job_hand(st, j, err);
 }
 
 /* Device to host: queue up to a chunk of DMAs into buffer b and record its
@@ -844,13 +984,17 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 			pair_warn(m, dev, 0, pair_want(m, n), &why);
 		return RSD__UNSTAGED;
 	}
-	if (!err && in && m->ops->gate_queue && m->ops->gate_open && worker_get(m, st)) {
+	if (!err && m->ops->gate_queue && m->ops->gate_open && worker_get(m, st)) {
 		struct stage_job *j = job_alloc(c, st->size);
 
 		/* Without memory for the job, this copy is staged here. */
 		if (j) {
-			err = stage_in_beside(m, st, j, &c, to, stream, event);
-			goto out;
+			struct cursor cc = c; /* c stays whole for the fallback */
+
+			err = stage_beside(m, st, j, &cc, dev, !in, stream, event);
+			if (err != RSD__UNSTAGED)
+				goto out;
+			err = 0; /* a device that runs work at once: staged here */
 		}
 	}
 	if (!err)

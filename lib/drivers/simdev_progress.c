@@ -475,7 +475,10 @@ void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_wo
  * (and be freed) before it is opened, and after gate_open its opener no
  * longer owns it. gate_queue on a lost device's stream fails as every op
  * naming it does; a gate queued before the loss is opened as any other
- * (the stream's later copies are skipped anyway).
+ * (the stream's later copies are skipped anyway). In immediate mode it
+ * queues nothing and answers 1 (the device runs work as it is queued), so
+ * librsd stages on the calling thread and that mode stays synchronous; a
+ * gate queued before a switch to immediate mode still works.
  */
 int rsd__sim_gate_queue(void *ctx, void *stream, void **gate)
 {
@@ -502,6 +505,13 @@ int rsd__sim_gate_queue(void *ctx, void *stream, void **gate)
 		pthread_mutex_unlock(&sd->lock);
 		free(w);
 		return rc;
+	}
+	if (sd->progress == RSD_SIMDEV_IMMEDIATE) {
+		/* Work runs as it is queued: a gate would hold its stream's
+		 * later work past the queueing call. */
+		pthread_mutex_unlock(&sd->lock);
+		free(w);
+		return 1;
 	}
 	/* Before the enqueue: in immediate mode w may be the stream's front,
 	 * and nothing runs past it until it is opened. */

@@ -646,11 +646,7 @@ ATF_TC_BODY(device_failure_mid_chunk, tc)
 	/* The third chunk's event. */
 	fail_mid_copy(RSD_SIMDEV_EVENT_RECORD, 3, true);
 	fail_mid_copy(RSD_SIMDEV_EVENT_RECORD, 3, false);
-	/* Device to host: the first two waits are for what the ensure to the
-	 * device left on the two buffers, the third for chunk 0, which is
-	 * copied out; the fourth, for chunk 1, fails with chunk 2 queued.
-	 * (Host to device: sync_failure_is_no_answer_beside.) */
-	fail_mid_copy(RSD_SIMDEV_EVENT_SYNC, 4, false);
+	/* (A failed sync: sync_failure_is_no_answer_beside.) */
 }
 
 /* ---- two threads, one device ------------------------------------------------------ */
@@ -810,7 +806,7 @@ static void kernel_reads_pattern(struct stx *x, struct rsd_handle h, uint64_t n,
  * link model's time for the copy (a caller that staged would spend the
  * 9 memcpys of the chunks, and wait for the DMAs of all but the last two),
  * and the copy is still pending. A kernel queued after it on a consumer
- * stream reads the right bytes.
+ * stream reads the right bytes. Back to pageable memory the same.
  */
 ATF_TC_WITHOUT_HEAD(async_returns_before_its_copy);
 ATF_TC_BODY(async_returns_before_its_copy, tc)
@@ -845,6 +841,16 @@ ATF_TC_BODY(async_returns_before_its_copy, tc)
 	ATF_CHECK(!cfx_mat(cfx_val(snap, h), dev)->arriving);
 	rsd_snapshot_free(snap);
 	check_bytes(&x, h, dev, 81);
+	/* Device to pageable: the same, the worker copying the chunks out;
+	 * a host lease waits for the copy. */
+	OK(rsd_drop(x.f.m, h, PAGEABLE, NULL));
+	t0 = simwait_now_ns();
+	OK(rsd_ensure_async(x.f.m, h, PAGEABLE, NULL, NULL));
+	host = simwait_now_ns() - t0;
+	ATF_CHECK(rsd_simdev_pending_events(x.f.sd, NULL) > 0);
+	ATF_CHECK_MSG(host < model / 4, "the call took %llu ns; the copy is modelled at %llu ns",
+		      (unsigned long long)host, (unsigned long long)model);
+	check_bytes(&x, h, PAGEABLE, 81);
 	stx_fini(&x);
 }
 
@@ -896,69 +902,103 @@ ATF_TC_BODY(several_waiters_one_copy, tc)
 /* The worker's wait for a buffer's previous DMA fails once (an injected
  * event_sync failure): a failed sync says nothing, the worker asks again
  * after draining, and the copy completes exactly. */
-ATF_TC_WITHOUT_HEAD(sync_failure_is_no_answer_beside);
-ATF_TC_BODY(sync_failure_is_no_answer_beside, tc)
+static void sync_fails_once(unsigned nth, bool to_device)
 {
 	const uint64_t n = 7 * CHUNK + 5;
+	struct rsd_location dev = cfx_cuda(0), to = to_device ? dev : PAGEABLE;
+	unsigned long calls;
 	struct rsd_handle h;
 	struct stx x;
 
 	stx_make(&x, CHUNK, NULL, 0);
 	h = adopt_pageable(&x, n, 83);
-	rsd_simdev_fail_nth(x.f.sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
-	OK(rsd_ensure(x.f.m, h, cfx_cuda(0), NULL, NULL));
-	ATF_CHECK(rsd_simdev_calls(x.f.sd, RSD_SIMDEV_EVENT_SYNC) >= 1);
-	check_bytes(&x, h, cfx_cuda(0), 83);
+	if (!to_device) {
+		OK(rsd_ensure(x.f.m, h, dev, NULL, NULL));
+		OK(rsd_drop(x.f.m, h, PAGEABLE, NULL));
+	}
+	calls = rsd_simdev_calls(x.f.sd, RSD_SIMDEV_EVENT_SYNC);
+	rsd_simdev_fail_nth(x.f.sd, RSD_SIMDEV_EVENT_SYNC, nth, RSD_EDEVICE);
+	OK(rsd_ensure(x.f.m, h, to, NULL, NULL));
+	ATF_CHECK(rsd_simdev_calls(x.f.sd, RSD_SIMDEV_EVENT_SYNC) >= calls + nth);
+	check_bytes(&x, h, to, 83);
 	ATF_CHECK_EQ(x.warnings, 0);
 	stx_fini(&x);
 }
 
+ATF_TC_WITHOUT_HEAD(sync_failure_is_no_answer_beside);
+ATF_TC_BODY(sync_failure_is_no_answer_beside, tc)
+{
+	/* Host to device: the first sync (the worker's wait for a buffer,
+	 * or the caller's for the copy). Device to host: the first waits
+	 * are for what the ensure to the device left on the two buffers,
+	 * then the worker's for each chunk before it is copied out. */
+	for (unsigned nth = 1; nth <= 5; nth++) {
+		sync_fails_once(nth, true);
+		sync_fails_once(nth, false);
+	}
+}
+
 /*
- * The DMA of a chunk fails on the device (after the call returned): the
- * copy fails once with the device's code when it is waited for, nothing
- * is lost (the pageable replica is the only one, and stays), nothing is
- * left queued, and the value can be ensured again on a new manager's
- * stream... and on this one once the failure is reaped.
+ * The DMA of a chunk fails on the device (after the worker opened its
+ * gate), either way: the copy fails once with the device's code when it is
+ * waited for, nothing is lost (the source replica is the only one, and
+ * stays with its bytes), nothing is left queued.
  */
-ATF_TC_WITHOUT_HEAD(chunk_fault_fails_once);
-ATF_TC_BODY(chunk_fault_fails_once, tc)
+static void chunk_fault(bool to_device)
 {
 	const uint64_t n = 7 * CHUNK + 5;
-	struct rsd_location dev = cfx_cuda(0);
+	struct rsd_location dev = cfx_cuda(0), to = to_device ? dev : PAGEABLE;
+	struct rsd_location from = to_device ? PAGEABLE : dev;
 	struct rsd_snapshot *before, *after;
 	struct rsd_handle h;
 	struct stx x;
 
 	stx_make(&x, CHUNK, NULL, 0);
 	h = adopt_pageable(&x, n, 84);
+	if (!to_device) {
+		OK(rsd_ensure(x.f.m, h, dev, NULL, NULL));
+		OK(rsd_drop(x.f.m, h, PAGEABLE, NULL));
+	}
 	before = cfx_snap(&x.f);
 	rsd_simdev_fail_nth(x.f.sd, RSD_SIMDEV_COPY_EXEC, 3, RSD_EDEVICE);
-	ERR(RSD_EDEVICE, rsd_ensure(x.f.m, h, dev, NULL, NULL));
+	ERR(RSD_EDEVICE, rsd_ensure(x.f.m, h, to, NULL, NULL));
 	after = cfx_snap(&x.f);
 	CHECK_SAME(before, after, true);
-	ATF_CHECK(!cfx_resident(&x.f, h, dev));
-	ATF_CHECK(cfx_resident(&x.f, h, PAGEABLE));
+	ATF_CHECK(!cfx_resident(&x.f, h, to));
+	ATF_CHECK(cfx_resident(&x.f, h, from));
+	ATF_CHECK_EQ(rsd_simdev_pending_events(x.f.sd, NULL), 0);
 	rsd_snapshot_free(before);
 	rsd_snapshot_free(after);
-	check_bytes(&x, h, PAGEABLE, 84);
+	check_bytes(&x, h, from, 84);
 	stx_fini(&x);
 }
 
+ATF_TC_WITHOUT_HEAD(chunk_fault_fails_once);
+ATF_TC_BODY(chunk_fault_fails_once, tc)
+{
+	chunk_fault(true);
+	chunk_fault(false);
+}
+
 /*
- * close(FORCE) while the worker is in the middle of a long copy (the link
- * model makes each chunk's DMA take milliseconds): close returns, every
+ * close(FORCE) while the worker is in the middle of long copies both ways
+ * (the link model makes each chunk's DMA take milliseconds): close returns, every
  * gate was opened (nothing is left pending on the device), and nothing
  * freed was still read (the simulator would abort).
  */
 ATF_TC_WITHOUT_HEAD(forced_close_mid_copy);
 ATF_TC_BODY(forced_close_mid_copy, tc)
 {
-	struct rsd_handle h;
+	struct rsd_handle h, k;
 	struct stx x;
 
 	stx_make_links(&x, BIG_CHUNK, 100);
+	k = adopt_pageable(&x, BIG, 86);
+	OK(rsd_ensure(x.f.m, k, cfx_cuda(0), NULL, NULL));
+	OK(rsd_drop(x.f.m, k, PAGEABLE, NULL));
 	h = adopt_pageable(&x, BIG, 85);
 	OK(rsd_ensure_async(x.f.m, h, cfx_cuda(0), NULL, NULL));
+	OK(rsd_ensure_async(x.f.m, k, PAGEABLE, NULL, NULL));
 	ATF_CHECK(rsd_simdev_pending_events(x.f.sd, NULL) > 0);
 	OK(rsd_manager_close(x.f.m, RSD_CLOSE_FORCE));
 	ATF_CHECK_EQ(rsd_simdev_pending_events(x.f.sd, NULL), 0);
