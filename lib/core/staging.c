@@ -21,10 +21,15 @@
  *    event completed. The copy returns with its last DMA still queued: its
  *    completion event, recorded after the last chunk, is what the caller
  *    waits for.
- *  - device to host: the DMA of chunk k into buffer k % 2 is queued with
- *    its event, then the oldest chunk in flight is waited for and copied
- *    out while the next one's DMA runs. It returns once the last chunk is
- *    in the destination; its completion event is the last chunk's (done).
+ *  - device to host, beside the caller: the same hand-over; the worker
+ *    waits for each chunk's DMA and copies it out, opening the gates that
+ *    refill the buffers and, after the last copy-out, the gate before the
+ *    completion event (struct stage_job below).
+ *  - device to host, on the calling thread: the DMA of chunk k into buffer
+ *    k % 2 is queued with its event, then the oldest chunk in flight is
+ *    waited for and copied out while the next one's DMA runs. It returns
+ *    once the last chunk is in the destination; its completion event is
+ *    the last chunk's (done).
  *
  * A copy made of several buffers (a value that is not one block on both
  * sides) flows through the pair as one stream of bytes: chunks pack the
@@ -471,7 +476,7 @@ static atomic_uint_fast64_t stage_ids;
  * by itself (reference.md, "Errors"), and the worker cannot drain the
  * stream as a caller would: its own closed gates may be on it. A failed
  * event fails every sync, so the sync is tried again; one that keeps
- * failing is settled by a query. Returns 1 complete, the event's error
+ * failing is settled by a query (an injected failure fails one call). Returns 1 complete, the event's error
  * (< 0) when its work failed on the device, 0 without an answer (the
  * sync's error in *err). The event is given back.
  */
@@ -496,14 +501,18 @@ static int ev_settle(struct rsd_manager *m, void **ev, int *err)
 	return q;
 }
 
-/* A buffer's previous user is done: complete, or failed on the device (a
- * failed copy, and everything after it on its stream, touches nothing).
- * Else the error: the buffer may still be in use. */
+/*
+ * 0 once a buffer's previous user is done, else the error. An event that
+ * failed is no answer either: its copy may not have run yet (a copy queued
+ * behind a failed one is skipped only when its turn comes), so the buffer
+ * is not touched and the chunk fails, as the calling thread's staging
+ * fails a copy whose buffer wait fails.
+ */
 static int buffer_free(struct rsd_manager *m, void **ev)
 {
-	int err;
+	int err, q = ev_settle(m, ev, &err);
 
-	return ev_settle(m, ev, &err) ? 0 : err;
+	return q == 1 ? 0 : q < 0 ? q : err;
 }
 
 /* Copy one chunk between the pair and the pageable side, traced as the
