@@ -389,7 +389,7 @@ static void pf_host_rounds(bool pageable, unsigned rounds, struct pf_host *out)
 		wait_ns[r] = (double)(bench_now_ns() - t0);
 	}
 	pf_close(&e);
-	out->next = bench_median(next_ns, rounds * (PF_HOST_PER - 1));
+	out->next = bench_median(next_ns, (size_t)rounds * (PF_HOST_PER - 1));
 	out->first = bench_median(first_ns, rounds);
 	out->wait = bench_median(wait_ns, rounds);
 }
