@@ -81,12 +81,13 @@
  */
 struct rsd_staging {
 	pthread_mutex_t lock;
-	char *base;	/* 2 x size bytes at pinned host; NULL until used */
-	uint64_t size;	/* of each buffer: the chunk a copy moves per step */
-	bool failed;	/* the first allocation failed: copies go direct */
-	bool capped;	/* growing failed: the pair keeps its size */
-	void *ev[2];	/* the last work queued on buffer 0 and 1; NULL: none */
-	bool no_worker; /* the worker could not be started: said once */
+	char *base;	  /* 2 x size bytes at pinned host; NULL until used */
+	uint64_t size;	  /* of each buffer: the chunk a copy moves per step */
+	bool failed;	  /* the first allocation failed: copies go direct */
+	bool capped;	  /* growing failed: the pair keeps its size */
+	void *ev[2];	  /* the last work queued on buffer 0 and 1; NULL: none */
+	bool no_worker;	  /* the worker could not be started: said once */
+	int worker_errno; /* why, until said (after lock is dropped) */
 
 	/*
 	 * The device's host-to-device staging worker (struct stage_job):
@@ -646,7 +647,8 @@ static void *stage_worker(void *arg)
 }
 
 /* With st->lock held: the worker runs (started now if needed); false when
- * it cannot be started (the copy is staged on the calling thread). */
+ * it cannot be started (its jobs are staged on the calling thread; the
+ * warning is made once the lock is dropped). */
 static bool worker_get(struct rsd_manager *m, struct rsd_staging *st)
 {
 	void **arg;
@@ -668,10 +670,7 @@ static bool worker_get(struct rsd_manager *m, struct rsd_staging *st)
 	}
 	if (err) {
 		st->no_worker = true;
-		rsd__warn(m,
-			  "a staging worker cannot be started (%s): copies from pageable memory "
-			  "are staged by the calling thread",
-			  strerror(err));
+		st->worker_errno = err;
 		return false;
 	}
 	st->running = true;
@@ -742,12 +741,18 @@ static int chunk_gate(struct rsd_manager *m, struct stage_job *j, void *stream, 
 			m->ops->name, j->device);
 }
 
-/* With st->lock held: hand j over to the worker (a job that queued
- * nothing is freed); returns err. */
-static int job_hand(struct rsd_staging *st, struct stage_job *j, int err)
+/* With st->lock held: hand j over to the worker, started on the first
+ * job (a job that queued nothing is freed). Without a worker the calling
+ * thread runs the job itself, as the worker would: every event it waits
+ * for is behind gates it opened before. Returns err. */
+static int job_hand(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j, int err)
 {
 	if (!j->nchunks) {
 		free(j);
+		return err;
+	}
+	if (!worker_get(m, st)) {
+		job_run(m, j);
 		return err;
 	}
 	pthread_mutex_lock(&st->qlock);
@@ -840,7 +845,7 @@ static int stage_beside(struct rsd_manager *m, struct rsd_staging *st, struct st
 	if (!err)
 		err = m->ops->event_record(m->ops_ctx, stream, event);
 	j->failed = err != 0;
-	return job_hand(st, j, err);
+	return job_hand(m, st, j, err);
 }
 
 /* Device to host: queue up to a chunk of DMAs into buffer b and record its
@@ -972,7 +977,7 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 	struct rsd_error why;
 	uint64_t n, size;
 	bool in, said;
-	int err;
+	int err, werr;
 
 	in = from.kind == RSD_PAGEABLE_HOST && to.kind == RSD_CUDA;
 	if (!m->staging || !(in || (from.kind == RSD_CUDA && to.kind == RSD_PAGEABLE_HOST)))
@@ -993,7 +998,7 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 			pair_warn(m, dev, 0, pair_want(m, n), &why);
 		return RSD__UNSTAGED;
 	}
-	if (!err && m->ops->gate_queue && m->ops->gate_open && worker_get(m, st)) {
+	if (!err && m->ops->gate_queue && m->ops->gate_open) {
 		struct stage_job *j = job_alloc(c, st->size);
 
 		/* Without memory for the job, this copy is staged here. */
@@ -1016,9 +1021,17 @@ out:
 		*stuck = true;
 		pair_fence(m, st, stream);
 	}
+	werr = st->worker_errno;
+	st->worker_errno = 0;
 	pthread_mutex_unlock(&st->lock);
 	if (said)
 		pair_warn(m, dev, size, pair_want(m, n), &why);
+	if (werr)
+		rsd__warn(
+			m,
+			"a staging worker for cuda:%d cannot be started (%s): its copies from and "
+			"to pageable memory are staged by the calling thread",
+			dev.device, strerror(werr));
 	return err;
 }
 
