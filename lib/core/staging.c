@@ -15,7 +15,8 @@
  *    staging worker, which fills each buffer once the DMA that last read
  *    it is done and opens the chunk's gate (struct stage_job below). The
  *    not-waiting caller returns with its completion event recorded.
- *  - host to device, on the calling thread (no gates, no worker): chunk k
+ *  - host to device, on the calling thread (a driver without gates, or
+ *    one that runs work as it is queued: gate_queue answers 1): chunk k
  *    is copied into buffer k % 2, its DMA queued on the copy's stream and
  *    an event recorded on it; a buffer is refilled only once its previous
  *    event completed. The copy returns with its last DMA still queued: its
@@ -25,11 +26,11 @@
  *    waits for each chunk's DMA and copies it out, opening the gates that
  *    refill the buffers and, after the last copy-out, the gate before the
  *    completion event (struct stage_job below).
- *  - device to host, on the calling thread: the DMA of chunk k into buffer
- *    k % 2 is queued with its event, then the oldest chunk in flight is
- *    waited for and copied out while the next one's DMA runs. It returns
- *    once the last chunk is in the destination; its completion event is
- *    the last chunk's (done).
+ *  - device to host, on the calling thread (the same drivers): the DMA of
+ *    chunk k into buffer k % 2 is queued with its event, then the oldest
+ *    chunk in flight is waited for and copied out while the next one's DMA
+ *    runs. It returns once the last chunk is in the destination; its
+ *    completion event is the last chunk's (done).
  *
  * A copy made of several buffers (a value that is not one block on both
  * sides) flows through the pair as one stream of bytes: chunks pack the
