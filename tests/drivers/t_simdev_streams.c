@@ -434,6 +434,9 @@ static void gated_queue(struct rsd_simdev *sd, struct gated *g)
 
 static void gated_free(struct rsd_simdev *sd, struct gated *g)
 {
+	/* A failed stream's events fail before its later copies are skipped:
+	 * drain it before freeing what they name (its answer is the fault). */
+	(void)S->stream_sync(sd, g->s);
 	S->event_destroy(sd, g->ev);
 	S->free(sd, RSD_LOC_PINNED_HOST, g->src, 64);
 	S->free(sd, cuda(0), g->dst, 64);
