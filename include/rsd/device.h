@@ -78,6 +78,21 @@ extern "C" {
  * @stream_wait: optional; @stream_sync that can be told to give up, as
  *	@event_wait. Without it, a manager's drain of a stream (after a
  *	failed wait) cannot be interrupted.
+ * @gate_queue: optional; queue a closed gate on stream into *gate: work
+ *	queued on stream after it does not start before the gate is opened,
+ *	and the host does not wait (as a CUDA stream behind a host function
+ *	that has not returned). librsd's staging workers queue one before each
+ *	chunk of a pageable copy and open it once the chunk's bytes are in the
+ *	pinned staging buffer, so that a copy's completion event exists before
+ *	its bytes are staged. Without gate_queue and gate_open, librsd stages
+ *	pageable copies on the calling thread. A driver that runs work as it
+ *	is queued (the simulated device in immediate mode) returns 1 and
+ *	queues nothing: librsd then stages on the calling thread too.
+ * @gate_open: open a gate and give it back. err 0 lets the stream pass; a
+ *	negative RSD_E* code fails the stream there, as a copy failing on the
+ *	device would: its later copies do not run and its later events report
+ *	err. Every gate is opened exactly once, from any thread, also when its
+ *	device was lost; it never waits for the stream.
  *
  * device_count, alloc, free and copy are required; a manager refuses a
  * driver without them. Optional ops may be NULL: a caller checks.
@@ -103,6 +118,8 @@ struct rsd_device_ops {
 	bool (*device_lost)(void *ctx, int device);
 	int (*event_wait)(void *ctx, void *event, bool (*stop)(void *arg), void *arg);
 	int (*stream_wait)(void *ctx, void *stream, bool (*stop)(void *arg), void *arg);
+	int (*gate_queue)(void *ctx, void *stream, void **gate);
+	void (*gate_open)(void *ctx, void *gate, int err);
 };
 
 /**

@@ -8,15 +8,29 @@
  * pinned host buffers per device (its staging pair), chunk by chunk, so
  * that the host's memcpy of one chunk overlaps the DMA of the other:
  *
- *  - host to device: chunk k is copied into buffer k % 2 on the calling
- *    thread, its DMA queued on the copy's stream and an event recorded on
- *    it; a buffer is refilled only once its previous event completed. The
- *    copy returns with its last DMA still queued: its completion event,
- *    recorded after the last chunk, is what the caller waits for.
- *  - device to host: the DMA of chunk k into buffer k % 2 is queued with
- *    its event, then the oldest chunk in flight is waited for and copied
- *    out while the next one's DMA runs. It returns once the last chunk is
- *    in the destination; its completion event is the last chunk's (done).
+ *  - host to device, beside the caller: with a driver that has gates
+ *    (gate_queue, gate_open), the caller queues the whole copy at
+ *    admission (per chunk a gate, the chunk's DMAs from buffer k % 2, an
+ *    event; then the completion event) and hands it to the device's
+ *    staging worker, which fills each buffer once the DMA that last read
+ *    it is done and opens the chunk's gate (struct stage_job below). The
+ *    not-waiting caller returns with its completion event recorded.
+ *  - host to device, on the calling thread (a driver without gates, or
+ *    one that runs work as it is queued: gate_queue answers 1): chunk k
+ *    is copied into buffer k % 2, its DMA queued on the copy's stream and
+ *    an event recorded on it; a buffer is refilled only once its previous
+ *    event completed. The copy returns with its last DMA still queued: its
+ *    completion event, recorded after the last chunk, is what the caller
+ *    waits for.
+ *  - device to host, beside the caller: the same hand-over; the worker
+ *    waits for each chunk's DMA and copies it out, opening the gates that
+ *    refill the buffers and, after the last copy-out, the gate before the
+ *    completion event (struct stage_job below).
+ *  - device to host, on the calling thread (the same drivers): the DMA of
+ *    chunk k into buffer k % 2 is queued with its event, then the oldest
+ *    chunk in flight is waited for and copied out while the next one's DMA
+ *    runs. It returns once the last chunk is in the destination; its
+ *    completion event is the last chunk's (done).
  *
  * A copy made of several buffers (a value that is not one block on both
  * sides) flows through the pair as one stream of bytes: chunks pack the
@@ -34,14 +48,18 @@
  * copies move in more chunks); either is said once.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core.h"
+#include "../trace.h"
 
 #define STAGING_DEFAULT (8ull << 20)
 #define STAGING_MIN (64ull << 10)
@@ -58,15 +76,34 @@
  * Staged copies to one device are serialized by it: they would share
  * that device's copy engine anyway. A copy returning with its DMA queued
  * leaves its event in ev[], and the next holder waits for it before it
- * touches that buffer.
+ * touches that buffer (a copy handed to the worker leaves the events of
+ * DMAs behind its gates: the next holder waits for the worker through
+ * them; the worker never takes lock, so that cannot deadlock).
  */
 struct rsd_staging {
 	pthread_mutex_t lock;
-	char *base;    /* 2 x size bytes at pinned host; NULL until used */
-	uint64_t size; /* of each buffer: the chunk a copy moves per step */
-	bool failed;   /* the first allocation failed: copies go direct */
-	bool capped;   /* growing failed: the pair keeps its size */
-	void *ev[2];   /* the last work queued on buffer 0 and 1; NULL: none */
+	char *base;	  /* 2 x size bytes at pinned host; NULL until used */
+	uint64_t size;	  /* of each buffer: the chunk a copy moves per step */
+	bool failed;	  /* the first allocation failed: copies go direct */
+	bool capped;	  /* growing failed: the pair keeps its size */
+	void *ev[2];	  /* the last work queued on buffer 0 and 1; NULL: none */
+	bool no_worker;	  /* the worker could not be started: said once */
+	int worker_errno; /* why, until said (after lock is dropped) */
+
+	/*
+	 * The device's host-to-device staging worker (struct stage_job):
+	 * started on the first copy handed to it, stopped by release. Its
+	 * queue is protected by qlock, which is taken under lock (to hand a
+	 * job over in the order the jobs' work was queued) and alone by the
+	 * worker, which never takes lock: a holder of lock may wait for the
+	 * worker's gates.
+	 */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;		/* a job came, or stop */
+	struct stage_job *head, **tail; /* handed over, not yet taken */
+	bool running;			/* thread is started and not joined */
+	bool stop;			/* release asks it to end */
+	pthread_t thread;
 };
 
 /*
@@ -111,6 +148,16 @@ static uint64_t cursor_next(struct cursor *c, uint64_t max, const char **src, ch
 	return n;
 }
 
+/* Whether the cursor has bytes left to hand out. */
+static bool cursor_more(const struct cursor *c)
+{
+	struct cursor t = *c;
+	const char *s;
+	char *d;
+
+	return cursor_next(&t, 1, &s, &d) != 0;
+}
+
 /* ---- configuration -------------------------------------------------------- */
 
 /* RSD_STAGING: "off", or a byte count with an optional K, M or G suffix
@@ -153,6 +200,34 @@ bad:
 	return 0;
 }
 
+static int staging_locks_init(struct rsd_staging *st)
+{
+	int err = pthread_mutex_init(&st->lock, NULL);
+
+	if (err)
+		return err;
+	err = pthread_mutex_init(&st->qlock, NULL);
+	if (err)
+		goto lock;
+	err = pthread_cond_init(&st->qcond, NULL);
+	if (err)
+		goto qlock;
+	st->tail = &st->head;
+	return 0;
+qlock:
+	pthread_mutex_destroy(&st->qlock);
+lock:
+	pthread_mutex_destroy(&st->lock);
+	return err;
+}
+
+static void staging_locks_destroy(struct rsd_staging *st)
+{
+	pthread_cond_destroy(&st->qcond);
+	pthread_mutex_destroy(&st->qlock);
+	pthread_mutex_destroy(&st->lock);
+}
+
 int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes)
 {
 	bool bad = false;
@@ -176,13 +251,13 @@ int rsd__staging_init(struct rsd_manager *m, uint64_t nbytes)
 		return rsd__err(RSD_ENOMEM, "out of memory for the staging of %d device(s)",
 				m->ndevices);
 	for (i = 0; i < m->ndevices; i++) {
-		err = pthread_mutex_init(&m->staging[i].lock, NULL);
+		err = staging_locks_init(&m->staging[i]);
 		if (err)
 			break;
 	}
 	if (i < m->ndevices) {
 		while (i--)
-			pthread_mutex_destroy(&m->staging[i].lock);
+			staging_locks_destroy(&m->staging[i]);
 		free(m->staging);
 		m->staging = NULL;
 		return rsd__err(RSD_ENOMEM, "cannot initialize a staging lock: %s", strerror(err));
@@ -341,6 +416,439 @@ static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor
 	return m->ops->event_record(m->ops_ctx, stream, event);
 }
 
+/* ---- staging beside the caller ----------------------------------------------- */
+
+/*
+ * A copy handed to the device's staging worker. The caller queued it whole
+ * on the copy's stream at admission; the worker moves the bytes between
+ * the pageable side and the pair and opens the gates that let the DMAs go.
+ * Jobs are handed over under st->lock in the order their work was queued,
+ * and the worker takes them in that order, so every event it waits for is
+ * behind gates it opened before: it never waits for itself.
+ *
+ *  - Host to device: per chunk a gate, the chunk's DMAs from its buffer,
+ *    an event (left in st->ev[] for the buffer's next user); then the
+ *    completion event. The worker waits for the DMA that last read the
+ *    buffer (the chunk's wait: what st->ev[] held), fills it and opens
+ *    the gate. The source stays valid until the completion event, which
+ *    comes after the worker's last read.
+ *  - Device to host: per chunk a gate, the chunk's DMAs into its buffer,
+ *    the chunk's event (done); then a last gate, an event per buffer for
+ *    the buffers' next users, and the completion event. The worker opens
+ *    the first two gates once their buffers' previous users are done;
+ *    then for each chunk it waits for done, copies the buffer out and
+ *    opens the gate of the chunk two on (which refills that buffer), and
+ *    after the last copy-out the last gate. So the completion event, and
+ *    the pair's events, complete only once every byte is in the
+ *    destination.
+ */
+struct stage_piece {
+	const char *src; /* where the bytes are (pageable: host to device) */
+	char *dst;	 /* where they go (pageable: device to host) */
+	uint64_t n;	 /* packed into the chunk's buffer in order */
+};
+
+struct stage_chunk {
+	void *gate; /* queued before the chunk's DMAs */
+	void *wait; /* the buffer's previous user (NULL: none); owned */
+	void *done; /* device to host: after the chunk's DMAs; owned */
+	char *buf;
+	size_t first, npieces; /* in job->pieces */
+};
+
+struct stage_job {
+	struct stage_job *next;
+	int device;
+	bool out;    /* device to host */
+	bool failed; /* queueing failed part way: nothing is copied out */
+	void *last;  /* device to host: the gate after the last chunk */
+	size_t nchunks, npieces;
+	struct stage_chunk *chunks;
+	struct stage_piece *pieces;
+};
+
+/* The chunks' copy ids in rsd:copy_start/end: unique per process, with
+ * bit 62 set, so they never equal a driver's (the simulated device's
+ * tickets, the CUDA driver's ids with bit 63). */
+#define STAGE_ID_BIT (1ull << 62)
+static atomic_uint_fast64_t stage_ids;
+
+/*
+ * The worker's wait for an event. A failed sync says nothing of the copy
+ * by itself (reference.md, "Errors"), and the worker cannot drain the
+ * stream as a caller would: its own closed gates may be on it. A failed
+ * event fails every sync, so the sync is tried again; one that keeps
+ * failing is settled by a query (an injected failure fails one call). Returns 1 complete, the event's error
+ * (< 0) when its work failed on the device, 0 without an answer (the
+ * sync's error in *err). The event is given back.
+ */
+#define WAIT_TRIES 3
+
+static int ev_settle(struct rsd_manager *m, void **ev, int *err)
+{
+	int q = 1;
+
+	*err = 0;
+	if (!*ev)
+		return 1;
+	for (int i = 0; i < WAIT_TRIES; i++) {
+		*err = m->ops->event_sync(m->ops_ctx, *ev);
+		if (!*err)
+			break;
+	}
+	if (*err)
+		q = m->ops->event_query(m->ops_ctx, *ev);
+	m->ops->event_destroy(m->ops_ctx, *ev);
+	*ev = NULL;
+	return q;
+}
+
+/*
+ * 0 once a buffer's previous user is done, else the error. An event that
+ * failed is no answer either: its copy may not have run yet (a copy queued
+ * behind a failed one is skipped only when its turn comes), so the buffer
+ * is not touched and the chunk fails, as the calling thread's staging
+ * fails a copy whose buffer wait fails.
+ */
+static int buffer_free(struct rsd_manager *m, void **ev)
+{
+	int err, q = ev_settle(m, ev, &err);
+
+	return q == 1 ? 0 : q < 0 ? q : err;
+}
+
+/* Copy one chunk between the pair and the pageable side, traced as the
+ * staging engine. */
+static void chunk_move(const struct stage_job *j, const struct stage_chunk *c)
+{
+	struct rsd_location pageable = RSD_LOC_PAGEABLE_HOST, pinned = RSD_LOC_PINNED_HOST;
+	const struct stage_piece *p = j->pieces + c->first;
+	uint64_t off = 0, t0 = rsd__now_ns(), id = 0;
+	bool traced = rsd_trace_copy_enabled();
+
+	if (traced) {
+		id = STAGE_ID_BIT | (atomic_fetch_add(&stage_ids, 1) + 1);
+		for (size_t i = 0; i < c->npieces; i++)
+			off += p[i].n;
+		rsd_trace_copy_start(j->device, "staging", id, off, j->out ? pinned : pageable,
+				     j->out ? pageable : pinned);
+		off = 0;
+	}
+	for (size_t i = 0; i < c->npieces; i++) {
+		if (j->out)
+			memcpy(p[i].dst, c->buf + off, (size_t)p[i].n);
+		else
+			memcpy(c->buf + off, p[i].src, (size_t)p[i].n);
+		off += p[i].n;
+	}
+	if (traced)
+		rsd_trace_copy_end(j->device, "staging", id, off, rsd__now_ns() - t0, false);
+}
+
+/*
+ * Host to device: fill each chunk's buffer, open its gate. A chunk that
+ * cannot be staged opens its gate as failed, which fails the copy's stream
+ * from there (its later events report the error): the copy fails with it
+ * through the caller's ordinary path, and later chunks are not filled.
+ */
+static void job_in(struct rsd_manager *m, struct stage_job *j)
+{
+	int err = 0;
+
+	for (size_t k = 0; k < j->nchunks; k++) {
+		struct stage_chunk *c = &j->chunks[k];
+		int werr = buffer_free(m, &c->wait);
+
+		if (!err)
+			err = werr;
+		if (!err)
+			chunk_move(j, c);
+		m->ops->gate_open(m->ops_ctx, c->gate, err);
+	}
+}
+
+/*
+ * Device to host. A chunk whose DMA failed, or whose event gives no
+ * answer, is not copied out, nor is any after it: the remaining gates
+ * open with the error (the stream failed already, or fails there), and
+ * the copy fails through the caller's ordinary path. Every gate is opened
+ * after the worker's last write to the destination.
+ */
+static void job_out(struct rsd_manager *m, struct stage_job *j)
+{
+	int err = 0, q, serr;
+
+	for (size_t k = 0; k < j->nchunks && k < 2; k++) {
+		int werr = buffer_free(m, &j->chunks[k].wait);
+
+		if (!err)
+			err = werr;
+		m->ops->gate_open(m->ops_ctx, j->chunks[k].gate, err);
+	}
+	for (size_t k = 0; k < j->nchunks; k++) {
+		struct stage_chunk *c = &j->chunks[k];
+
+		q = ev_settle(m, &c->done, &serr);
+		if (!err && !j->failed)
+			err = q == 1 ? 0 : q < 0 ? q : serr;
+		if (!err && !j->failed)
+			chunk_move(j, c);
+		if (k + 2 < j->nchunks)
+			m->ops->gate_open(m->ops_ctx, j->chunks[k + 2].gate, err);
+	}
+	if (j->last)
+		m->ops->gate_open(m->ops_ctx, j->last, err);
+}
+
+/* Stage one job; every gate is opened, whatever happens. */
+static void job_run(struct rsd_manager *m, struct stage_job *j)
+{
+	struct rsd_error saved = *rsd_last_error();
+
+	if (j->out)
+		job_out(m, j);
+	else
+		job_in(m, j);
+	*rsd__err_record() = saved;
+	free(j);
+}
+
+/* See worker_defer_to_host() in the simulated device: the worker must not
+ * preempt the thread that hands it work on a machine of few cores. */
+static void *stage_worker(void *arg)
+{
+	struct rsd_manager *m = ((void **)arg)[0];
+	struct rsd_staging *st = ((void **)arg)[1];
+	struct stage_job *j;
+
+	free(arg);
+#ifdef SCHED_BATCH
+	{
+		struct sched_param sp = { .sched_priority = 0 };
+
+		(void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+	}
+#endif
+	pthread_mutex_lock(&st->qlock);
+	for (;;) {
+		while (!st->head && !st->stop)
+			pthread_cond_wait(&st->qcond, &st->qlock);
+		j = st->head;
+		if (!j)
+			break; /* stopped, and every job staged */
+		st->head = j->next;
+		if (!st->head)
+			st->tail = &st->head;
+		pthread_mutex_unlock(&st->qlock);
+		job_run(m, j);
+		pthread_mutex_lock(&st->qlock);
+	}
+	pthread_mutex_unlock(&st->qlock);
+	return NULL;
+}
+
+/* With st->lock held: the worker runs (started now if needed); false when
+ * it cannot be started (its jobs are staged on the calling thread; the
+ * warning is made once the lock is dropped). */
+static bool worker_get(struct rsd_manager *m, struct rsd_staging *st)
+{
+	void **arg;
+	int err;
+
+	if (st->running)
+		return true;
+	if (st->no_worker)
+		return false;
+	arg = malloc(2 * sizeof(*arg));
+	err = arg ? 0 : ENOMEM;
+	if (arg) {
+		arg[0] = m;
+		arg[1] = st;
+		st->stop = false;
+		err = pthread_create(&st->thread, NULL, stage_worker, arg);
+		if (err)
+			free(arg);
+	}
+	if (err) {
+		st->no_worker = true;
+		st->worker_errno = err;
+		return false;
+	}
+	st->running = true;
+	return true;
+}
+
+/* With st->lock held: end the worker once it staged every job handed to it
+ * (it opens every gate it was given). */
+static void worker_stop(struct rsd_staging *st)
+{
+	if (!st->running)
+		return;
+	pthread_mutex_lock(&st->qlock);
+	st->stop = true;
+	pthread_cond_signal(&st->qcond);
+	pthread_mutex_unlock(&st->qlock);
+	pthread_join(st->thread, NULL);
+	st->running = false;
+}
+
+/* The job for the pieces a cursor hands out in chunks of `chunk` bytes:
+ * chunks and pieces counted, arrays allocated with it; NULL without
+ * memory. */
+static struct stage_job *job_alloc(struct cursor c, uint64_t chunk)
+{
+	size_t nchunks = 0, npieces = 0;
+	uint64_t fill = 0, n;
+	struct stage_job *j;
+	const char *s;
+	char *d;
+
+	while ((n = cursor_next(&c, chunk - fill, &s, &d))) {
+		if (!fill)
+			nchunks++;
+		npieces++;
+		fill += n;
+		if (fill == chunk)
+			fill = 0;
+	}
+	if (npieces > (SIZE_MAX / 2) / (sizeof(*j->chunks) + sizeof(*j->pieces)))
+		return NULL;
+	j = rsd__calloc(1,
+			sizeof(*j) + nchunks * sizeof(*j->chunks) + npieces * sizeof(*j->pieces));
+	if (!j)
+		return NULL;
+	j->chunks = (struct stage_chunk *)(j + 1);
+	j->pieces = (struct stage_piece *)(j->chunks + nchunks);
+	return j;
+}
+
+/*
+ * Queue a chunk's gate. A driver that runs work as it is queued (the
+ * simulated device in immediate mode) answers 1 and queues none: the
+ * first chunk's answer makes the copy RSD__UNSTAGED here, staged on the
+ * calling thread as every item of such a device runs on it; a later
+ * chunk's (the mode changed in the middle) fails the copy.
+ */
+static int chunk_gate(struct rsd_manager *m, struct stage_job *j, void *stream, void **gate)
+{
+	int err = m->ops->gate_queue(m->ops_ctx, stream, gate);
+
+	if (err <= 0)
+		return err;
+	if (!j->nchunks)
+		return RSD__UNSTAGED;
+	return rsd__err(RSD_EDEVICE,
+			"%s stopped queueing gates in the middle of a staged copy of cuda:%d",
+			m->ops->name, j->device);
+}
+
+/* With st->lock held: hand j over to the worker, started on the first
+ * job (a job that queued nothing is freed). Without a worker the calling
+ * thread runs the job itself, as the worker would: every event it waits
+ * for is behind gates it opened before. Returns err. */
+static int job_hand(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j, int err)
+{
+	if (!j->nchunks) {
+		free(j);
+		return err;
+	}
+	if (!worker_get(m, st)) {
+		job_run(m, j);
+		return err;
+	}
+	pthread_mutex_lock(&st->qlock);
+	*st->tail = j;
+	st->tail = &j->next;
+	pthread_cond_signal(&st->qcond);
+	pthread_mutex_unlock(&st->qlock);
+	return err;
+}
+
+/*
+ * With st->lock held: queue j's chunks on the stream, each behind its
+ * gate, with their DMAs between the pair and dev (the device side) and
+ * their events: host to device left in st->ev[] for the buffer's next
+ * user (and moved into the next chunk on that buffer as its wait), device
+ * to host the chunk's done (the first two chunks wait for what st->ev[]
+ * held; later ones for the worker's copy-out two chunks before).
+ */
+static int queue_chunks(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j,
+			struct cursor *c, struct rsd_location dev, void *stream)
+{
+	const uint64_t chunk = st->size;
+	struct stage_chunk *ch = NULL;
+	uint64_t fill = 0, n;
+	unsigned b = 0;
+	const char *s;
+	char *d;
+	int err;
+
+	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
+		if (!fill) {
+			ch = &j->chunks[j->nchunks];
+			err = chunk_gate(m, j, stream, &ch->gate);
+			if (err)
+				return err;
+			j->nchunks++;
+			ch->buf = buffer(st, b);
+			ch->first = j->npieces;
+			if (!j->out || j->nchunks <= 2) {
+				ch->wait = st->ev[b];
+				st->ev[b] = NULL;
+			}
+		}
+		j->pieces[j->npieces++] = (struct stage_piece){ .src = s, .dst = d, .n = n };
+		ch->npieces++;
+		if (j->out)
+			err = m->ops->copy(m->ops_ctx, ch->buf + fill, RSD_LOC_PINNED_HOST, s, dev,
+					   n, stream);
+		else
+			err = m->ops->copy(m->ops_ctx, d, dev, ch->buf + fill, RSD_LOC_PINNED_HOST,
+					   n, stream);
+		if (err)
+			return err;
+		fill += n;
+		if (fill == chunk || !cursor_more(c)) {
+			err = m->ops->event_record(m->ops_ctx, stream,
+						   j->out ? &ch->done : &st->ev[b]);
+			if (err)
+				return err;
+			b ^= 1;
+			fill = 0;
+		}
+	}
+	return 0;
+}
+
+/*
+ * With st->lock held, the worker running: a copy between the pageable side
+ * and dev, queued whole on the stream at once (device to host with its
+ * last gate and the pair's events behind it), then handed to the worker.
+ * On failure what was queued is still handed over (its gates must be
+ * opened), marked failed: host to device its chunks still go where they
+ * belong, device to host nothing is copied out (the caller frees the
+ * destination once it drained the stream, as for any failed copy).
+ */
+static int stage_beside(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j,
+			struct cursor *c, struct rsd_location dev, bool out, void *stream,
+			void **event)
+{
+	int err;
+
+	j->device = dev.device;
+	j->out = out;
+	err = queue_chunks(m, st, j, c, dev, stream);
+	if (!err && out)
+		err = chunk_gate(m, j, stream, &j->last);
+	/* The buffers' next users wait for the last copy-out. */
+	for (unsigned b = 0; !err && out && b < 2 && b < j->nchunks; b++)
+		err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
+	if (!err)
+		err = m->ops->event_record(m->ops_ctx, stream, event);
+	j->failed = err != 0;
+	return job_hand(m, st, j, err);
+}
+
 /* Device to host: queue up to a chunk of DMAs into buffer b and record its
  * event; *filled gets the bytes (0: nothing was left). */
 static int fill_out(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
@@ -470,7 +978,7 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 	struct rsd_error why;
 	uint64_t n, size;
 	bool in, said;
-	int err;
+	int err, werr;
 
 	in = from.kind == RSD_PAGEABLE_HOST && to.kind == RSD_CUDA;
 	if (!m->staging || !(in || (from.kind == RSD_CUDA && to.kind == RSD_PAGEABLE_HOST)))
@@ -491,18 +999,40 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 			pair_warn(m, dev, 0, pair_want(m, n), &why);
 		return RSD__UNSTAGED;
 	}
+	if (!err && m->ops->gate_queue && m->ops->gate_open) {
+		struct stage_job *j = job_alloc(c, st->size);
+
+		/* Without memory for the job, this copy is staged here. */
+		if (j) {
+			struct cursor cc = c; /* c stays whole for the fallback */
+
+			err = stage_beside(m, st, j, &cc, dev, !in, stream, event);
+			if (err != RSD__UNSTAGED)
+				goto out;
+			err = 0; /* a device that runs work at once: staged here */
+		}
+	}
 	if (!err)
 		err = in ? stage_in(m, st, &c, to, stream, event) :
 			   stage_out(m, st, &c, from, stream, event);
+out:
 	if (err && rsd__copy_drain(m, stream)) {
 		/* What it queued may still write the destination, and the
 		 * pair: the next holder must wait for it. */
 		*stuck = true;
 		pair_fence(m, st, stream);
 	}
+	werr = st->worker_errno;
+	st->worker_errno = 0;
 	pthread_mutex_unlock(&st->lock);
 	if (said)
 		pair_warn(m, dev, size, pair_want(m, n), &why);
+	if (werr)
+		rsd__warn(
+			m,
+			"a staging worker for cuda:%d cannot be started (%s): its copies from and "
+			"to pageable memory are staged by the calling thread",
+			dev.device, strerror(werr));
 	return err;
 }
 
@@ -513,6 +1043,7 @@ void rsd__staging_release(struct rsd_manager *m)
 		struct rsd_error saved = *rsd_last_error();
 
 		pthread_mutex_lock(&st->lock);
+		worker_stop(st);
 		for (unsigned b = 0; b < 2; b++) {
 			if (!st->ev[b])
 				continue;
@@ -535,7 +1066,7 @@ void rsd__staging_destroy(struct rsd_manager *m)
 {
 	rsd__staging_release(m);
 	for (int i = 0; m->staging && i < m->ndevices; i++)
-		pthread_mutex_destroy(&m->staging[i].lock);
+		staging_locks_destroy(&m->staging[i]);
 	free(m->staging);
 	m->staging = NULL;
 }

@@ -613,6 +613,8 @@ static const struct rsd_device_ops sim_ops = {
 	.device_lost = sim_device_lost,
 	.event_wait = rsd__sim_event_wait,
 	.stream_wait = rsd__sim_stream_wait,
+	.gate_queue = rsd__sim_gate_queue,
+	.gate_open = rsd__sim_gate_open,
 };
 
 const struct rsd_device_ops *rsd_simdev_ops(void)

@@ -93,6 +93,7 @@ enum sim_work_kind {
 	SIM_WORK_HOST_FUNC,
 	SIM_WORK_WAIT,
 	SIM_WORK_KERNEL,
+	SIM_WORK_GATE, /* stops its stream until opened (gate_queue/gate_open) */
 };
 
 /* A failure that sticks to a stream (or to an event whose stream is gone):
@@ -104,6 +105,8 @@ struct sim_fault {
 	bool lost;	    /* a copy touched a lost device (err is
 			     * RSD_EDEVLOST, call 0) */
 	int device;	    /* with lost: that device */
+	bool gate;	    /* a gate opened as failed (err is the opener's,
+			     * call 0) */
 };
 
 struct sim_work {
@@ -143,6 +146,10 @@ struct sim_work {
 			void (*fn)(void *arg);
 			void *arg;
 		} kernel;
+		struct {
+			bool open; /* gate_open ran: the stream may pass */
+			int err;   /* what it opened with (<= 0) */
+		} gate;
 	};
 };
 
@@ -322,8 +329,12 @@ int rsd__sim_set_progress(struct rsd_simdev *sd, enum rsd_simdev_progress mode, 
 /* Stop and join the background workers (sd->lock not held). */
 void rsd__sim_workers_stop(struct rsd_simdev *sd);
 
-/* With sd->lock held: whether w is a wait item whose event is pending. */
+/* With sd->lock held: whether w is a wait item whose event is pending, or
+ * a gate not yet opened. */
 bool rsd__sim_blocked(const struct sim_work *w);
+/* The gate ops (simdev_progress.c). */
+int rsd__sim_gate_queue(void *ctx, void *stream, void **gate);
+void rsd__sim_gate_open(void *ctx, void *gate, int err);
 
 /* Link model (simdev_links.c). */
 /* Fill sd->lm from cfg, the environment and the defaults. */

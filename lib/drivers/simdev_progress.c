@@ -48,8 +48,16 @@ static void wait_until(struct rsd_simdev *sd, uint64_t due)
  * be trusted, and the waiting stream inherits the loss instead. */
 bool rsd__sim_blocked(const struct sim_work *w)
 {
+	if (w && w->kind == SIM_WORK_GATE)
+		return !w->gate.open;
 	return w && w->kind == SIM_WORK_WAIT && w->wait.stream && !w->wait.stream->lost &&
 	       w->wait.stream->completed < w->wait.seq;
+}
+
+/* A closed gate: only its opener lets the stream go on. */
+static bool gated(const struct sim_work *w)
+{
+	return w && w->kind == SIM_WORK_GATE && !w->gate.open;
 }
 
 void rsd__sim_wait(struct rsd_simdev *sd)
@@ -134,6 +142,7 @@ static void execute(struct sim_work *w)
 	case SIM_WORK_EVENT:
 	case SIM_WORK_WAIT:
 	case SIM_WORK_KERNEL:
+	case SIM_WORK_GATE:
 		break;
 	}
 }
@@ -169,6 +178,14 @@ static void admit(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *
 {
 	int err;
 
+	if (w->kind == SIM_WORK_GATE && w->gate.err && !s->fault.err && !s->lost) {
+		/* Opened as failed: the stream stops here, as after a failed
+		 * copy. */
+		s->fault = (struct sim_fault){ .err = -w->gate.err,
+					       .after = s->completed,
+					       .gate = true };
+		return;
+	}
 	if (w->kind != SIM_WORK_COPY && w->kind != SIM_WORK_KERNEL)
 		return;
 	if (s->fault.err || s->lost) {
@@ -351,7 +368,7 @@ void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfe
 	for (;;) {
 		uint64_t now = mono_ns(), due = UINT64_MAX;
 		struct sim_stream *s, *todo = NULL;
-		bool busy = false;
+		bool busy = false, closed = false;
 
 		for (s = sd->streams; s; s = s->next) {
 			struct sim_stream *t = s;
@@ -362,8 +379,14 @@ void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfe
 				continue;
 			/* Blocked on another stream's event: advance that one
 			 * (it has unfinished work up to the event's record). */
-			while (!t->running && rsd__sim_blocked(t->head))
+			while (!t->running && rsd__sim_blocked(t->head) && !gated(t->head))
 				t = t->head->wait.stream;
+			if (!t->running && gated(t->head)) {
+				/* Another thread opens it (gate_open drives on
+				 * in immediate mode). */
+				closed = true;
+				continue;
+			}
 			if (!t->running) {
 				todo = t;
 				break;
@@ -388,7 +411,7 @@ void rsd__sim_drive(struct rsd_simdev *sd, struct sim_stream *only, bool transfe
 			run_one(sd, todo);
 		else if (due != UINT64_MAX)
 			wait_until(sd, due);
-		else if (busy)
+		else if (busy || (closed && upto != UINT64_MAX))
 			rsd__sim_wait(sd);
 		else
 			return;
@@ -417,6 +440,22 @@ void rsd__sim_streams_lose(struct rsd_simdev *sd, int device)
 	}
 }
 
+/* With sd->lock held: s may go on; the mode makes progress (in immediate
+ * mode by running, up to the end or a closed gate, what only allows). */
+static void progress(struct rsd_simdev *sd, struct sim_stream *s, struct sim_stream *only)
+{
+	switch (sd->progress) {
+	case RSD_SIMDEV_IMMEDIATE:
+		rsd__sim_drive(sd, only, false, UINT64_MAX);
+		break;
+	case RSD_SIMDEV_BACKGROUND:
+		kick_front(sd, s);
+		break;
+	case RSD_SIMDEV_ON_COMMAND:
+		break;
+	}
+}
+
 void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w)
 {
 	w->next = NULL;
@@ -427,19 +466,81 @@ void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_wo
 		s->ready_ns = mono_ns();
 	*s->tail = w;
 	s->tail = &w->next;
-	switch (sd->progress) {
-	case RSD_SIMDEV_IMMEDIATE:
-		/* Up to the end, not to w: a host function queueing on its own
-		 * stream returns at once (the item runs after it), and the
-		 * outermost caller then runs what it queued. */
-		rsd__sim_drive(sd, s, false, UINT64_MAX);
-		break;
-	case RSD_SIMDEV_BACKGROUND:
-		kick_front(sd, s);
-		break;
-	case RSD_SIMDEV_ON_COMMAND:
-		break;
+	/* Up to the end, not to w: a host function queueing on its own stream
+	 * returns at once (the item runs after it), and the outermost caller
+	 * then runs what it queued. */
+	progress(sd, s, s);
+}
+
+/*
+ * Gates (the driver's gate_queue and gate_open). A gate is a work item that
+ * its stream cannot pass until another thread opens it, as a CUDA stream
+ * cannot pass a host function that has not returned; unlike one, it takes
+ * no thread while closed. The handle is the item itself: it cannot finish
+ * (and be freed) before it is opened, and after gate_open its opener no
+ * longer owns it. gate_queue on a lost device's stream fails as every op
+ * naming it does; a gate queued before the loss is opened as any other
+ * (the stream's later copies are skipped anyway). In immediate mode it
+ * queues nothing and answers 1 (the device runs work as it is queued), so
+ * librsd stages on the calling thread and that mode stays synchronous; a
+ * gate queued before a switch to immediate mode still works.
+ */
+int rsd__sim_gate_queue(void *ctx, void *stream, void **gate)
+{
+	struct rsd_simdev *sd = ctx;
+	struct sim_stream *s;
+	struct sim_work *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return rsd__err(RSD_ENOMEM, "simulated device: out of memory for a gate");
+	w->kind = SIM_WORK_GATE;
+	pthread_mutex_lock(&sd->lock);
+	s = stream ? rsd__sim_find_stream(sd, stream) : NULL;
+	if (!s) {
+		pthread_mutex_unlock(&sd->lock);
+		free(w);
+		return rsd__err(RSD_ETYPE,
+				"simulated device: gate_queue on %p, which is not a stream of this "
+				"simulated device",
+				stream);
 	}
+	if (s->lost) {
+		int rc = rsd__sim_lost(sd, s->device, "gate_queue");
+
+		pthread_mutex_unlock(&sd->lock);
+		free(w);
+		return rc;
+	}
+	if (sd->progress == RSD_SIMDEV_IMMEDIATE) {
+		/* Work runs as it is queued: a gate would hold its stream's
+		 * later work past the queueing call. */
+		pthread_mutex_unlock(&sd->lock);
+		free(w);
+		return 1;
+	}
+	/* Before the enqueue: in immediate mode w may be the stream's front,
+	 * and nothing runs past it until it is opened. */
+	*gate = w;
+	rsd__sim_enqueue(sd, s, w);
+	pthread_mutex_unlock(&sd->lock);
+	return 0;
+}
+
+void rsd__sim_gate_open(void *ctx, void *gate, int err)
+{
+	struct rsd_simdev *sd = ctx;
+	struct sim_work *w = gate;
+	struct sim_stream *s;
+
+	pthread_mutex_lock(&sd->lock);
+	s = w->stream;
+	w->gate.open = true;
+	w->gate.err = err < 0 ? err : 0;
+	/* In immediate mode what queued behind it, and what waits for that
+	 * on other streams, runs now (w may be freed from here on). */
+	progress(sd, s, NULL);
+	pthread_cond_broadcast(&sd->cond);
+	pthread_mutex_unlock(&sd->lock);
 }
 
 struct worker_arg {

@@ -71,6 +71,11 @@ static const struct sim_fault *event_fault(const struct sim_event *ev)
  * event, recorded. */
 static int event_failed(const struct sim_event *ev, const struct sim_fault *f)
 {
+	if (f->gate)
+		return rsd__err(f->err,
+				"simulated device: event %p comes after a gate opened as failed "
+				"(on its stream, or on one its stream waited for): %s",
+				(const void *)ev, rsd_strerror(f->err));
 	if (f->lost)
 		return rsd__err(f->err,
 				"simulated device: event %p comes after a copy that touched "

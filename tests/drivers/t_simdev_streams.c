@@ -4,8 +4,8 @@
  * order, the three progress modes (on command, immediate, background with a
  * per-item delay) and switching between them, host functions, what a
  * simulator being destroyed does with queued work, the abort on freeing
- * memory a queued copy still uses, and the unpinned-host switch that makes
- * the driver's pinned check refuse pinned allocations.
+ * memory a queued copy still uses, the unpinned-host switch that makes
+ * the driver's pinned check refuse pinned allocations, and gates.
  */
 #include <atf-c.h>
 #include "../check.h"
@@ -412,6 +412,149 @@ ATF_TC_BODY(unpinned_host_is_refused, tc)
 	}
 }
 
+/* ---- gates (gate_queue, gate_open) ------------------------------------------ */
+
+/* A closed gate, a copy of 64 bytes from pinned host to cuda:0 and an
+ * event behind it, on a new stream. */
+struct gated {
+	void *s, *gate, *ev, *src, *dst;
+};
+
+static void gated_queue(struct rsd_simdev *sd, struct gated *g)
+{
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &g->s));
+	RSD_REQUIRE_OK(S->alloc(sd, RSD_LOC_PINNED_HOST, 64, &g->src));
+	RSD_REQUIRE_OK(S->alloc(sd, cuda(0), 64, &g->dst));
+	memset(g->src, 0xab, 64);
+	memset(g->dst, 0, 64);
+	ATF_REQUIRE_EQ(S->gate_queue(sd, g->s, &g->gate), 0);
+	RSD_REQUIRE_OK(S->copy(sd, g->dst, cuda(0), g->src, RSD_LOC_PINNED_HOST, 64, g->s));
+	RSD_REQUIRE_OK(S->event_record(sd, g->s, &g->ev));
+}
+
+static void gated_free(struct rsd_simdev *sd, struct gated *g)
+{
+	/* A failed stream's events fail before its later copies are skipped:
+	 * drain it before freeing what they name (its answer is the fault). */
+	(void)S->stream_sync(sd, g->s);
+	S->event_destroy(sd, g->ev);
+	S->free(sd, RSD_LOC_PINNED_HOST, g->src, 64);
+	S->free(sd, cuda(0), g->dst, 64);
+	rsd_simdev_stream_destroy(sd, g->s);
+	rsd_simdev_destroy(sd);
+}
+
+/*
+ * Background mode: the stream stops at a closed gate (its copy does not
+ * run, its event stays pending however long the workers run) while another
+ * stream's copy completes; opened, the copy runs and the event completes.
+ */
+ATF_TC_WITHOUT_HEAD(gate_holds_its_stream);
+ATF_TC_BODY(gate_holds_its_stream, tc)
+{
+	struct rsd_simdev *sd = make_mode(1, RSD_SIMDEV_BACKGROUND, 0, true);
+	unsigned char other[64];
+	struct gated g;
+	void *ev2, *d2, *t;
+
+	gated_queue(sd, &g);
+	RSD_REQUIRE_OK(S->alloc(sd, cuda(0), 64, &d2));
+	memset(other, 0x5a, sizeof(other));
+	t = S->default_stream(sd, 0);
+	RSD_REQUIRE_OK(S->copy(sd, d2, cuda(0), other, RSD_LOC_PAGEABLE_HOST, 64, t));
+	RSD_REQUIRE_OK(S->event_record(sd, t, &ev2));
+	ATF_CHECK_EQ(S->event_sync(sd, ev2), 0);
+	ATF_CHECK_EQ(memcmp(d2, other, 64), 0);
+	usleep(20000);
+	ATF_CHECK_EQ(S->event_query(sd, g.ev), 0);
+	ATF_CHECK_EQ(((unsigned char *)g.dst)[0], 0);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, g.s), 1);
+	S->gate_open(sd, g.gate, 0);
+	ATF_CHECK_EQ(S->event_sync(sd, g.ev), 0);
+	ATF_CHECK_EQ(memcmp(g.dst, g.src, 64), 0);
+	S->event_destroy(sd, ev2);
+	S->free(sd, cuda(0), d2, 64);
+	gated_free(sd, &g);
+}
+
+struct opener {
+	struct rsd_simdev *sd;
+	void *gate;
+	atomic_bool opened;
+};
+
+static void *opener_main(void *arg)
+{
+	struct opener *o = arg;
+
+	usleep(20000);
+	atomic_store(&o->opened, true);
+	S->gate_open(o->sd, o->gate, 0);
+	return NULL;
+}
+
+/* On command: completing the stream waits for the gate; opened (by
+ * another thread, while the completer waits), the work behind it runs. */
+ATF_TC_WITHOUT_HEAD(gate_on_command_waits_for_opening);
+ATF_TC_BODY(gate_on_command_waits_for_opening, tc)
+{
+	struct rsd_simdev *sd = make_mode(1, RSD_SIMDEV_ON_COMMAND, 0, true);
+	struct opener o = { .sd = sd };
+	struct gated g;
+	pthread_t t;
+
+	gated_queue(sd, &g);
+	o.gate = g.gate;
+	ATF_REQUIRE_EQ(pthread_create(&t, NULL, opener_main, &o), 0);
+	rsd_simdev_stream_complete(sd, g.s);
+	ATF_CHECK(atomic_load(&o.opened));
+	ATF_CHECK_EQ(S->event_query(sd, g.ev), 1);
+	ATF_CHECK_EQ(memcmp(g.dst, g.src, 64), 0);
+	pthread_join(t, NULL);
+	gated_free(sd, &g);
+}
+
+/* Opened as failed: the copy behind it does not run and every later event
+ * of the stream reports the opener's error, as after a copy that failed on
+ * the device. */
+ATF_TC_WITHOUT_HEAD(gate_opened_failed_fails_stream);
+ATF_TC_BODY(gate_opened_failed_fails_stream, tc)
+{
+	struct rsd_simdev *sd = make_mode(1, RSD_SIMDEV_BACKGROUND, 0, true);
+	struct gated g;
+	void *ev2;
+
+	gated_queue(sd, &g);
+	S->gate_open(sd, g.gate, -RSD_EDEVICE);
+	ATF_CHECK_EQ(S->event_sync(sd, g.ev), -RSD_EDEVICE);
+	ATF_CHECK_MSG(strstr(rsd_last_error()->message, "gate opened as failed"), "%s",
+		      rsd_last_error()->message);
+	ATF_CHECK_EQ(((unsigned char *)g.dst)[0], 0);
+	RSD_REQUIRE_OK(S->event_record(sd, g.s, &ev2));
+	ATF_CHECK_EQ(S->event_sync(sd, ev2), -RSD_EDEVICE);
+	S->event_destroy(sd, ev2);
+	gated_free(sd, &g);
+}
+
+/* Immediate mode runs work as it is queued: gate_queue answers 1 and
+ * queues nothing; a NULL or foreign stream is refused. */
+ATF_TC_WITHOUT_HEAD(gate_queue_answers);
+ATF_TC_BODY(gate_queue_answers, tc)
+{
+	struct rsd_simdev *sd = make_mode(1, RSD_SIMDEV_IMMEDIATE, 0, true);
+	void *s, *gate = NULL;
+	int junk;
+
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &s));
+	ATF_CHECK_EQ(S->gate_queue(sd, s, &gate), 1);
+	ATF_CHECK(gate == NULL);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(sd, NULL), 0);
+	ATF_CHECK_EQ(S->gate_queue(sd, NULL, &gate), -RSD_ETYPE);
+	ATF_CHECK_EQ(S->gate_queue(sd, &junk, &gate), -RSD_ETYPE);
+	rsd_simdev_stream_destroy(sd, s);
+	rsd_simdev_destroy(sd);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, host_func_on_command);
@@ -424,5 +567,9 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, destroy_drops_queued_work);
 	ATF_TP_ADD_TC(tp, free_under_queued_copy_aborts);
 	ATF_TP_ADD_TC(tp, unpinned_host_is_refused);
+	ATF_TP_ADD_TC(tp, gate_holds_its_stream);
+	ATF_TP_ADD_TC(tp, gate_on_command_waits_for_opening);
+	ATF_TP_ADD_TC(tp, gate_opened_failed_fails_stream);
+	ATF_TP_ADD_TC(tp, gate_queue_answers);
 	return atf_no_error();
 }
