@@ -13,10 +13,13 @@
  * failure the same call has alone at that point (with RSD_CTRL_NOWAIT).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atf-c.h>
 
@@ -61,6 +64,7 @@ struct user {
 	struct rsd_blockers b; /* of a failure that named them (has_b) */
 	bool has_b;
 	atomic_bool returned;
+	atomic_int tid; /* its kernel thread id, once running */
 	pthread_t t;
 };
 
@@ -72,6 +76,7 @@ static void *user_main(void *p)
 	struct rsd_lease *l = NULL;
 	struct rsd_use *use;
 
+	atomic_store(&u->tid, (int)syscall(SYS_gettid));
 	if (u->keep) {
 		RSD_REQUIRE_OK(rsd_acquire(u->m, &u->kept, 1, C0, u->stream, &l));
 		pthread_barrier_wait(u->leased);
@@ -102,6 +107,45 @@ static void user_start(struct user *u, struct rsd_controller *c, struct rsd_hand
 	u->h = h;
 	u->stream = st;
 	ATF_REQUIRE_EQ(pthread_create(&u->t, NULL, user_main, u), 0);
+}
+
+/* The state letter of thread tid (/proc), '?' when unknown. */
+static char thread_state(int tid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/*
+ * Until u's thread has slept through 10 polls 5 ms apart: a use waiting
+ * for work sleeps on its condition variable until that work ends, which
+ * in these tests happens only on the test's command; a sleep of a few
+ * polls could be a contended lock, ten in a row is the wait (a busy
+ * machine delays the thread, never makes it look asleep for 50 ms).
+ */
+static void user_asleep(struct user *u)
+{
+	int tid, asleep = 0;
+
+	for (int k = 0; k < 4000 && asleep < 10; k++) {
+		sleep_ms(5);
+		tid = atomic_load(&u->tid);
+		asleep = tid && !atomic_load(&u->returned) && thread_state(tid) == 'S' ?
+				 asleep + 1 :
+				 0;
+	}
+	ATF_REQUIRE_MSG(asleep >= 10, "the use did not begin to wait within 20 s");
 }
 
 /* b, resident at cuda:0, under a released GPU lease whose event is pending
@@ -532,9 +576,11 @@ ATF_TC_BODY(waiters_served_in_order, tc)
 		pending_on_device(&e.f, old[i], e.st);
 	fails_alone(e.c, want[0], e.st, RSD_EPLAN);
 
+	/* Each use asleep in its wait before the next one starts: the order
+	 * they began to wait is the order they were started in. */
 	for (int i = 0; i < 3; i++) {
 		user_start(&u[i], e.c, want[i], e.st);
-		sleep_ms(30);
+		user_asleep(&u[i]);
 	}
 	for (int i = 0; i < 3; i++)
 		ATF_CHECK_MSG(!atomic_load(&u[i].returned), "use %d returned %d before the work", i,
