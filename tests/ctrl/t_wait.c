@@ -360,6 +360,37 @@ ATF_TC_BODY(wait_limit_in_queue, tc)
 }
 
 /*
+ * Pending lease events alone are waited for at most 200 ms without
+ * progress (they end only when their consumer streams run, which may be
+ * work the caller has not let run): with no wait limit, the waiting use
+ * returns the failure it has alone (RSD_EPLAN, the pending lease named)
+ * once that time is spent, not before, and not for ever.
+ */
+ATF_TC_WITHOUT_HEAD(pending_leases_alone_bounded);
+ATF_TC_BODY(pending_leases_alone_bounded, tc)
+{
+	struct rsd_requirement q;
+	struct rsd_request r = { "pending", &q, 1, NULL, 0 };
+	struct rsd_use *use;
+	uint64_t t0, ms;
+	struct wenv e;
+
+	wenv_open_full(&e);
+	q = fx_req(e.a, C0);
+	pending_on_device(&e.f, e.v, e.st);
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	t0 = now_ms();
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_controller_use(e.c, &r, &e.st, 1, NULL, 0, &use));
+	ms = now_ms() - t0;
+	ATF_CHECK_MSG(ms >= 200 && ms < 5000, "waited %llu ms for pending lease events alone",
+		      (unsigned long long)ms);
+	ATF_CHECK(rsd_last_blockers() != NULL && rsd_last_blockers()->pending_bytes == N &&
+		  rsd_last_blockers()->npending == 1 && rsd_last_blockers()->live_bytes == 0);
+	ATF_CHECK(fx_at(&e.f, e.v, C0));
+	wenv_close(&e);
+}
+
+/*
  * Nothing in flight: the only copy at cuda:0 is under an active lease,
  * which no completion ends. The use fails at once with RSD_EPLAN, as it
  * does alone, instead of waiting.
@@ -554,9 +585,13 @@ ATF_TC_BODY(kept_leases_do_not_deadlock, tc)
 /*
  * Four threads: three uses wait for the same location, each from before
  * the next began, each needing one of three values there dropped once
- * their pending events complete. They are served in the order they began
- * to wait: each decides only after the one before it committed its entry,
- * so none is overtaken (no starvation).
+ * their queued copies there complete (an arriving copy is no victim).
+ * They are served in the order they began to wait: each decides only
+ * after the one before it committed its entry, so none is overtaken (no
+ * starvation). Queued copies, not pending lease events: those alone are
+ * waited for at most 200 ms without progress, and starting three waiters
+ * one after another, each seen asleep first, takes longer than that on a
+ * loaded machine (the first then fails with RSD_EPLAN, as documented).
  */
 ATF_TC_WITHOUT_HEAD(waiters_served_in_order);
 ATF_TC_BODY(waiters_served_in_order, tc)
@@ -566,15 +601,15 @@ ATF_TC_BODY(waiters_served_in_order, tc)
 	struct wenv e;
 
 	wenv_open(&e, 3 * N);
+	wenv_on_command(&e);
 	for (int i = 0; i < 3; i++) {
 		want[i] = i ? fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE) : e.a;
 		old[i] = i ? fx_adopt(&e.f, PAGEABLE, RSD_REPLICABLE) : e.v;
-		fx_ensure(&e.f, old[i], C0);
+		RSD_REQUIRE_OK(rsd_ensure_async(e.f.m, old[i], C0, NULL, NULL));
 	}
-	wenv_on_command(&e);
-	for (int i = 0; i < 3; i++)
-		pending_on_device(&e.f, old[i], e.st);
 	fails_alone(e.c, want[0], e.st, RSD_EPLAN);
+	ATF_CHECK(rsd_last_blockers() && rsd_last_blockers()->arriving_bytes == 3 * N &&
+		  rsd_last_blockers()->live_bytes == 0);
 
 	/* Each use asleep in its wait before the next one starts: the order
 	 * they began to wait is the order they were started in. */
@@ -585,7 +620,7 @@ ATF_TC_BODY(waiters_served_in_order, tc)
 	for (int i = 0; i < 3; i++)
 		ATF_CHECK_MSG(!atomic_load(&u[i].returned), "use %d returned %d before the work", i,
 			      u[i].rc);
-	wenv_run(&e, e.st);
+	wenv_run(&e, NULL);
 	for (int i = 0; i < 3; i++) {
 		pthread_join(u[i].t, NULL);
 		RSD_CHECK_OK(u[i].rc);
@@ -701,6 +736,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, waits_for_queued_copy);
 	ATF_TP_ADD_TC(tp, wait_limit);
 	ATF_TP_ADD_TC(tp, wait_limit_in_queue);
+	ATF_TP_ADD_TC(tp, pending_leases_alone_bounded);
 	ATF_TP_ADD_TC(tp, nothing_in_flight_fails_at_once);
 	ATF_TP_ADD_TC(tp, waiters_served_in_order);
 	ATF_TP_ADD_TC(tp, no_victim_in_flight);
