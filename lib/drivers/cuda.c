@@ -14,7 +14,8 @@
  * access is enabled, where cudaDeviceCanAccessPeer allows, once per pair at
  * its first peer copy or transfer stream, so peer copies take the direct
  * link instead of bouncing through host memory. Events come from
- * per-device free lists.
+ * per-device free lists. Gates, for librsd's staging workers, are host
+ * functions that wait until opened (see "Gates" below).
  *
  * A device whose context takes a sticky error (an illegal address, an
  * uncorrectable ECC error) is marked lost, found by asking each device's
