@@ -1121,7 +1121,8 @@ static int cu_gate_queue(void *ctx, void *stream, void **gate)
 	pthread_mutex_unlock(&gates.lock);
 	if (!g->line) {
 		free(g);
-		return rsd__err(RSD_ENOMEM, "CUDA driver: out of memory for a gate's stream record");
+		return rsd__err(RSD_ENOMEM,
+				"CUDA driver: out of memory for a gate's stream record");
 	}
 	g->refs = 2;
 	e = cudaLaunchHostFunc((cudaStream_t)stream, gate_wait, g);
@@ -1156,7 +1157,10 @@ static void cu_gate_open(void *ctx, void *gate, int err)
 	pthread_mutex_unlock(&gates.lock);
 }
 
-/* At record: the gates queued on ev's stream so far. */
+/* Just after the record: the gates queued on ev's stream so far. Counted
+ * after, not before, so a gate another thread queues on the stream at the
+ * same moment can only be counted in (an event that fails with it), never
+ * left out (an event behind a failed gate that reports success). */
 static void event_gates(struct cuda_event *ev, cudaStream_t s)
 {
 	pthread_mutex_lock(&gates.lock);

@@ -492,8 +492,7 @@ static void value_bytes_are(struct rsd_manager *m, struct rsd_handle h, struct r
 		OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 		OK(cudaSetDevice(0));
 	}
-	ATF_REQUIRE_EQ_MSG(rsd_acquire(m, &h, 1, where, s, &l), 0, "%s",
-			   rsd_last_error()->message);
+	ATF_REQUIRE_EQ_MSG(rsd_acquire(m, &h, 1, where, s, &l), 0, "%s", rsd_last_error()->message);
 	ATF_REQUIRE_EQ(rsd_lease_value(l, h, &r), 0);
 	b = rsd_resident_data(r, 0);
 	if (s) {
