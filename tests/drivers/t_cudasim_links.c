@@ -15,6 +15,7 @@
  */
 #include <atf-c.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -657,6 +658,60 @@ ATF_TC_BODY(driver_chunk_failure_fails_the_copy_once, tc)
 #endif
 }
 
+#if RSD_CUDASIM
+/* Threads ensuring one value to cuda:0 together; each takes its slot. */
+struct waiters {
+	struct rsd_manager *m;
+	struct rsd_handle h;
+	pthread_barrier_t start;
+	atomic_int next;
+	int rc[4];
+};
+
+static void *waiter_main(void *p)
+{
+	struct waiters *w = p;
+	int i = atomic_fetch_add(&w->next, 1);
+
+	pthread_barrier_wait(&w->start);
+	w->rc[i] = rsd_ensure(w->m, w->h, CUDA0, NULL, NULL);
+	return NULL;
+}
+#endif
+
+/* Four threads ensure one pageable value to cuda:0 at once through the
+ * CUDA driver: each returns 0 once it is there, it is staged once (a gate
+ * per chunk, 9 chunks), and the bytes are exact. */
+ATF_TC_WITHOUT_HEAD(driver_several_waiters_one_staged_copy);
+ATF_TC_BODY(driver_several_waiters_one_staged_copy, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	const uint64_t chunk = 64 << 10, n = 8 * chunk + 1;
+	struct waiters w = { .next = 0 };
+	unsigned long gates0;
+	struct rsd_manager *m;
+	pthread_t t[4];
+
+	(void)links();
+	m = staged_manager(chunk, n, 31, &w.h);
+	w.m = m;
+	gates0 = rsd_cudasim_calls("cudaLaunchHostFunc");
+	ATF_REQUIRE_EQ(pthread_barrier_init(&w.start, NULL, 4), 0);
+	for (int i = 0; i < 4; i++)
+		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, waiter_main, &w), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 4; i++)
+		ATF_CHECK_EQ_MSG(w.rc[i], 0, "thread %d: %d", i, w.rc[i]);
+	pthread_barrier_destroy(&w.start);
+	ATF_CHECK_EQ(rsd_cudasim_calls("cudaLaunchHostFunc") - gates0, 9);
+	value_bytes_are(m, w.h, CUDA0, n, 31);
+	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	rsd_manager_destroy(m);
+#endif
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, peer_copies_bounce_until_peer_access);
@@ -672,5 +727,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, driver_forced_close_mid_copy);
 	ATF_TP_ADD_TC(tp, driver_device_lost_mid_staged_copy);
 	ATF_TP_ADD_TC(tp, driver_chunk_failure_fails_the_copy_once);
+	ATF_TP_ADD_TC(tp, driver_several_waiters_one_staged_copy);
 	return atf_no_error();
 }
