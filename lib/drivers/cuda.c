@@ -14,7 +14,8 @@
  * access is enabled, where cudaDeviceCanAccessPeer allows, once per pair at
  * its first peer copy or transfer stream, so peer copies take the direct
  * link instead of bouncing through host memory. Events come from
- * per-device free lists.
+ * per-device free lists. Gates, for librsd's staging workers, are host
+ * functions that wait until opened (see "Gates" below).
  *
  * A device whose context takes a sticky error (an illegal address, an
  * uncorrectable ECC error) is marked lost, found by asking each device's
@@ -67,6 +68,10 @@ struct cuda_event {
 	int device;
 	cudaEvent_t ev;
 	struct cuda_event *next; /* its device's free list */
+	/* The gates queued on its stream before its record (see "Gates"):
+	 * line is NULL when that stream never had one. Set by event_record. */
+	struct gate_line *line;
+	uint64_t gates;
 };
 
 /* Oversize blocks kept per pool unless RSD_CUDA_OVERSIZE_KEEP says. */
@@ -984,6 +989,206 @@ static int cu_device_sync(void *ctx, int device)
 	return 0;
 }
 
+/* The device of stream, one of the driver's and not lost, into *dev. */
+static int stream_sound_device(void *ctx, const char *op, void *stream, int *dev)
+{
+	int rc = cu_stream_device(ctx, stream, dev);
+
+	if (rc)
+		return rc;
+	if (*dev < 0 || *dev >= cuda.ndevices)
+		return no_device(op, *dev);
+	return check_lost(op, *dev);
+}
+
+/*
+ * Gates (gate_queue, gate_open): a host function queued with
+ * cudaLaunchHostFunc that blocks on a condition variable until the gate is
+ * opened, so the stream's later work does not start before, and the host
+ * does not wait. The host function calls no CUDA API (the programming guide
+ * forbids it there) and takes only gates.lock.
+ *
+ * The runtime may run every host function of a process on one thread of
+ * its own, in the order they become ready, so a closed gate of one device's
+ * stream can delay another device's host functions (its gates) behind it.
+ * librsd's staging workers still progress: a worker waits only for events
+ * of DMAs queued before the gate it opens next, and those are behind gates
+ * it opened already (its own device's, in the order queued; staging.c,
+ * struct stage_job), never behind a host function that waits for a gate
+ * not yet opened. Whatever thread the runtime runs gates on, every one it
+ * waits for is opened without that thread.
+ *
+ * A host function cannot fail its stream: a gate opened as failed lets
+ * the stream pass like any other, and the DMAs behind it move whatever the
+ * staging buffer holds. The failure is kept per stream instead (struct
+ * gate_line: the first gate opened as failed, counted in the order gates
+ * were queued on it), and every event of this driver recorded on that
+ * stream after that gate reports its error to event_query and event_sync
+ * once the work before it is done (not earlier: the caller frees what the
+ * copy writes once its event answers). A consumer that orders itself after
+ * such an event with stream_wait_event (or a CUDA consumer of the stream)
+ * is not failed: it runs and may read garbage; librsd's caller learns of
+ * the failed copy from the copy's own event. The failure stays with the
+ * stream (as a sticky error would): a stream never carries on past it
+ * with its events reporting success.
+ *
+ * A gate is freed by whichever of its host function and gate_open comes
+ * last; on a lost device the runtime may never run the host function, and
+ * its gate is leaked with the device's memory.
+ *
+ * Locking: gates.lock protects every gate's open and refs and the lines;
+ * taken alone, never while calling the runtime.
+ */
+struct gate_line {
+	cudaStream_t s;
+	uint64_t queued;    /* gates queued on s so far */
+	uint64_t failed_at; /* the first failed gate's number; 0: none */
+	int err;	    /* its negative RSD_E* code */
+	struct gate_line *next;
+};
+
+struct cuda_gate {
+	struct gate_line *line;
+	uint64_t seq; /* its number on line */
+	bool open;
+	int refs; /* the host function's and the opener's */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a gate was opened */
+	struct gate_line *lines;
+} gates = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+/* With gates.lock held: s's line, or NULL (made when make is set and
+ * memory allows). Lines are never freed: a stream that had a gate keeps
+ * its record for the process's life. */
+static struct gate_line *gate_line_of(cudaStream_t s, bool make)
+{
+	struct gate_line *l;
+
+	for (l = gates.lines; l; l = l->next)
+		if (l->s == s)
+			return l;
+	if (!make)
+		return NULL;
+	l = calloc(1, sizeof(*l));
+	if (l) {
+		l->s = s;
+		l->next = gates.lines;
+		gates.lines = l;
+	}
+	return l;
+}
+
+/* With gates.lock held: give back one reference to g. */
+static void gate_put(struct cuda_gate *g)
+{
+	if (--g->refs == 0)
+		free(g);
+}
+
+/* The host function: waits, without the runtime, for the gate to open. */
+static void CUDART_CB gate_wait(void *arg)
+{
+	struct cuda_gate *g = arg;
+
+	pthread_mutex_lock(&gates.lock);
+	while (!g->open)
+		pthread_cond_wait(&gates.cond, &gates.lock);
+	gate_put(g);
+	pthread_mutex_unlock(&gates.lock);
+}
+
+static int cu_gate_queue(void *ctx, void *stream, void **gate)
+{
+	struct cuda_gate *g;
+	cudaError_t e;
+	int dev = -1, rc;
+
+	if (!gate)
+		return rsd__err(RSD_ETYPE, "CUDA driver: gate_queue needs a gate pointer");
+	if (!stream)
+		return rsd__err(RSD_ETYPE, "CUDA driver: gate_queue needs a stream, not NULL");
+	rc = stream_sound_device(ctx, "gate_queue", stream, &dev);
+	if (rc)
+		return rc;
+	g = rsd__calloc(1, sizeof(*g));
+	if (!g)
+		return rsd__err(RSD_ENOMEM, "CUDA driver: out of memory for a gate");
+	pthread_mutex_lock(&gates.lock);
+	g->line = gate_line_of((cudaStream_t)stream, true);
+	pthread_mutex_unlock(&gates.lock);
+	if (!g->line) {
+		free(g);
+		return rsd__err(RSD_ENOMEM,
+				"CUDA driver: out of memory for a gate's stream record");
+	}
+	g->refs = 2;
+	e = cudaLaunchHostFunc((cudaStream_t)stream, gate_wait, g);
+	if (e != cudaSuccess) {
+		free(g);
+		return cuda_fail("cudaLaunchHostFunc", e);
+	}
+	/* Numbered once queued: an event recorded after this call on the
+	 * stream counts it. */
+	pthread_mutex_lock(&gates.lock);
+	g->seq = ++g->line->queued;
+	pthread_mutex_unlock(&gates.lock);
+	*gate = g;
+	return 0;
+}
+
+static void cu_gate_open(void *ctx, void *gate, int err)
+{
+	struct cuda_gate *g = gate;
+
+	(void)ctx;
+	if (!g)
+		return;
+	pthread_mutex_lock(&gates.lock);
+	if (err < 0 && !g->line->failed_at) {
+		g->line->failed_at = g->seq;
+		g->line->err = err;
+	}
+	g->open = true;
+	pthread_cond_broadcast(&gates.cond);
+	gate_put(g);
+	pthread_mutex_unlock(&gates.lock);
+}
+
+/* Just after the record: the gates queued on ev's stream so far. Counted
+ * after, not before, so a gate another thread queues on the stream at the
+ * same moment can only be counted in (an event that fails with it), never
+ * left out (an event behind a failed gate that reports success). */
+static void event_gates(struct cuda_event *ev, cudaStream_t s)
+{
+	pthread_mutex_lock(&gates.lock);
+	ev->line = gate_line_of(s, false);
+	ev->gates = ev->line ? ev->line->queued : 0;
+	pthread_mutex_unlock(&gates.lock);
+}
+
+/* An event whose work is done: 0, or the error of a gate opened as
+ * failed before it on its stream (recorded). */
+static int event_gate_failed(const struct cuda_event *ev, const char *op)
+{
+	int err = 0;
+
+	if (!ev->line)
+		return 0;
+	pthread_mutex_lock(&gates.lock);
+	if (ev->line->failed_at && ev->line->failed_at <= ev->gates)
+		err = ev->line->err;
+	pthread_mutex_unlock(&gates.lock);
+	if (!err)
+		return 0;
+	return rsd__err(-err,
+			"CUDA driver: %s: event %p comes after a gate opened as failed on its "
+			"stream (a staged chunk that could not be staged): %s",
+			op, (const void *)ev, rsd_strerror(-err));
+}
+
 /* Back to its device's free list: CUDA events are costly to create. */
 static void event_put(struct cuda_event *ev)
 {
@@ -1037,12 +1242,7 @@ static int cu_event_record(void *ctx, void *stream, void **event)
 	if (!event)
 		return rsd__err(RSD_ETYPE, "CUDA driver: event_record needs an event pointer");
 	*event = NULL;
-	rc = cu_stream_device(ctx, stream, &dev);
-	if (rc)
-		return rc;
-	if (dev < 0 || dev >= cuda.ndevices)
-		return no_device("event_record", dev);
-	rc = check_lost("event_record", dev);
+	rc = stream_sound_device(ctx, "event_record", stream, &dev);
 	if (!rc)
 		rc = event_get(dev, &ev);
 	if (rc || !ev)
@@ -1053,6 +1253,7 @@ static int cu_event_record(void *ctx, void *stream, void **event)
 		event_put(ev);
 		return rc;
 	}
+	event_gates(ev, (cudaStream_t)stream);
 	ev->magic = CUDA_EVENT_MAGIC;
 	*event = ev;
 	return 0;
@@ -1073,6 +1274,7 @@ static int cu_event_query(void *ctx, void *event)
 {
 	struct cuda_event *ev = live_event(event);
 	cudaError_t e;
+	int rc;
 
 	(void)ctx;
 	if (!ev)
@@ -1082,7 +1284,8 @@ static int cu_event_query(void *ctx, void *event)
 	e = cudaEventQuery(ev->ev);
 	if (e == cudaSuccess) {
 		timed_reap();
-		return 1;
+		rc = event_gate_failed(ev, "event_query");
+		return rc ? rc : 1;
 	}
 	if (e == cudaErrorNotReady)
 		return 0;
@@ -1103,7 +1306,7 @@ static int cu_event_sync(void *ctx, void *event)
 	if (e != cudaSuccess)
 		return cuda_fail("cudaEventSynchronize", e);
 	timed_reap();
-	return 0;
+	return event_gate_failed(ev, "event_sync");
 }
 
 static void cu_event_destroy(void *ctx, void *event)
@@ -1174,6 +1377,8 @@ static const struct rsd_device_ops cuda_ops = {
 	.transfer_stream = cu_transfer_stream,
 	.stream_wait_event = cu_stream_wait_event,
 	.device_lost = cu_device_lost,
+	.gate_queue = cu_gate_queue,
+	.gate_open = cu_gate_open,
 };
 
 #else /* !RSD_HAVE_CUDA */

@@ -138,7 +138,11 @@ void rsd_cudasim_set_unpinned_host(bool on);
  *	thread that runs its queued work @delay_ns after it became runnable,
  *	independently of other streams; RSD_SIMDEV_ON_COMMAND: only the
  *	test's rsd_simdev_stream_complete() or rsd_simdev_complete_all() runs
- *	work; RSD_SIMDEV_IMMEDIATE: work runs as it is queued
+ *	work; RSD_SIMDEV_IMMEDIATE: work runs as it is queued, a host
+ *	function inside cudaLaunchHostFunc (unlike a real runtime), so one
+ *	that waits for its caller's later work hangs there: librsd's CUDA
+ *	driver's staging gates do, so a manager on the CUDA driver cannot
+ *	stage pageable copies in this mode
  * @delay_ns: background mode's delay
  *
  * Overrides RSD_CUDASIM_PROGRESS and RSD_CUDASIM_DELAY_NS. Work already
