@@ -62,9 +62,9 @@ static void keep_streamed(struct rsd_manager *m)
 			 * a copy another thread issued and was waiting for
 			 * (busy: its source): the close stops that wait
 			 * (evwait.c) before the copy has run. */
-			if (!mat->value || !(mat->pending_count || mat->state == RSD_MAT_FILLING ||
-					     mat->busy ||
-					     (mat->loc.kind == RSD_CUDA && mat->use_count)))
+			if (!mat->value ||
+			    !(mat->pending_count || mat->state == RSD_MAT_FILLING || mat->busy ||
+			      (mat->loc.kind == RSD_CUDA && mat->use_count)))
 				continue;
 			rsd__keep_forever(mat->value);
 			mat->value = NULL;
