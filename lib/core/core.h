@@ -1403,6 +1403,12 @@ void rsd__retire_resident(struct rsd_manager *m, void *p);
  * failed). span is the copy's common span (0: buffer by buffer). Called
  * without m->lock.
  */
+/* Without m->lock, never from a staging worker: until every device's
+ * staging worker staged the jobs handed to it so far (their gates all
+ * opened): 0, or -RSD_ECLOSED (recorded) when close(FORCE | NOWAIT) stops
+ * the wait. */
+int rsd__staging_quiesce(struct rsd_manager *m);
+
 #define RSD__UNSTAGED 1
 int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,

@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "core.h"
 #include "../trace.h"
@@ -101,6 +102,16 @@ struct rsd_staging {
 	pthread_mutex_t qlock;
 	pthread_cond_t qcond;		/* a job came, or stop */
 	struct stage_job *head, **tail; /* handed over, not yet taken */
+	/*
+	 * Jobs handed to the worker and jobs it has staged (qlock), and the
+	 * condition it signals after each: a failed copy's memory is freed
+	 * only once the worker is done with its job (rsd__staging_quiesce()),
+	 * since a failed stream reports its failure before the gates queued
+	 * on it are opened, and the worker still reads and writes both ends
+	 * until it opened the job's last gate.
+	 */
+	uint64_t handed, staged;
+	pthread_cond_t qidle;
 	bool running;			/* thread is started and not joined */
 	bool stop;			/* release asks it to end */
 	pthread_t thread;
@@ -212,8 +223,13 @@ static int staging_locks_init(struct rsd_staging *st)
 	err = pthread_cond_init(&st->qcond, NULL);
 	if (err)
 		goto qlock;
+	err = pthread_cond_init(&st->qidle, NULL);
+	if (err)
+		goto qcond;
 	st->tail = &st->head;
 	return 0;
+qcond:
+	pthread_cond_destroy(&st->qcond);
 qlock:
 	pthread_mutex_destroy(&st->qlock);
 lock:
@@ -223,6 +239,7 @@ lock:
 
 static void staging_locks_destroy(struct rsd_staging *st)
 {
+	pthread_cond_destroy(&st->qidle);
 	pthread_cond_destroy(&st->qcond);
 	pthread_mutex_destroy(&st->qlock);
 	pthread_mutex_destroy(&st->lock);
@@ -642,6 +659,8 @@ static void *stage_worker(void *arg)
 		pthread_mutex_unlock(&st->qlock);
 		job_run(m, j);
 		pthread_mutex_lock(&st->qlock);
+		st->staged++;
+		pthread_cond_broadcast(&st->qidle);
 	}
 	pthread_mutex_unlock(&st->qlock);
 	return NULL;
@@ -759,8 +778,51 @@ static int job_hand(struct rsd_manager *m, struct rsd_staging *st, struct stage_
 	pthread_mutex_lock(&st->qlock);
 	*st->tail = j;
 	st->tail = &j->next;
+	st->handed++;
 	pthread_cond_signal(&st->qcond);
 	pthread_mutex_unlock(&st->qlock);
+	return err;
+}
+
+/* Until st's worker staged every job handed to it so far: 0, or
+ * -RSD_ECLOSED (recorded) when close(FORCE | NOWAIT) stops the wait. */
+static int worker_idle(struct rsd_manager *m, struct rsd_staging *st)
+{
+	uint64_t upto;
+	int err = 0;
+
+	pthread_mutex_lock(&st->qlock);
+	upto = st->handed;
+	while (st->staged < upto) {
+		struct timespec ts;
+
+		if (atomic_load_explicit(&m->stop_waits, memory_order_acquire)) {
+			err = -RSD_ECLOSED;
+			break;
+		}
+		/* A timed wait: a forced close sets stop_waits without
+		 * taking qlock. */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&st->qidle, &st->qlock, &ts);
+	}
+	pthread_mutex_unlock(&st->qlock);
+	if (err)
+		err = rsd__err(RSD_ECLOSED, "residency manager %llu is closed",
+			       (unsigned long long)m->id);
+	return err;
+}
+
+int rsd__staging_quiesce(struct rsd_manager *m)
+{
+	int err = 0;
+
+	for (int d = 0; m->staging && d < m->ndevices && !err; d++)
+		err = worker_idle(m, &m->staging[d]);
 	return err;
 }
 
