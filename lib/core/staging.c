@@ -112,8 +112,8 @@ struct rsd_staging {
 	 */
 	uint64_t handed, staged;
 	pthread_cond_t qidle;
-	bool running;			/* thread is started and not joined */
-	bool stop;			/* release asks it to end */
+	bool running; /* thread is started and not joined */
+	bool stop;    /* release asks it to end */
 	pthread_t thread;
 };
 
