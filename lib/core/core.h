@@ -1371,10 +1371,6 @@ void rsd__retire_resident(struct rsd_manager *m, void *p);
  * the wait. */
 int rsd__staging_quiesce(struct rsd_manager *m);
 
-/* Whether a staging worker still has jobs to stage (it may still read or
- * write a copy's ends): the non-blocking form of rsd__staging_quiesce(). */
-bool rsd__staging_busy(struct rsd_manager *m);
-
 #define RSD__UNSTAGED 1
 int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,

@@ -132,12 +132,8 @@ int rsd__event_answer(struct rsd_manager *m, void *stream, int dev, void *event,
 	}
 	if (e == -RSD_ECLOSED && stop_waiting(m))
 		return e;
-	/* Its device was lost: the event never completes (devloss.c). The
-	 * answer lets the caller free the copy's ends: not before the staging
-	 * workers are done with them. */
+	/* Its device was lost: the event never completes (devloss.c). */
 	if (rsd__devloss_answer(m, stream, dev, e)) {
-		if (rsd__staging_quiesce(m) == -RSD_ECLOSED)
-			return -RSD_ECLOSED;
 		*failed = e;
 		return 0;
 	}

@@ -289,10 +289,6 @@ static int query(struct rsd_manager *m, struct rsd_pend_link *k)
 	if (q >= 0 ||
 	    !(k->drained || rsd__devloss_answer(m, k->l->streams[k->k], rec_device(k->l), q)))
 		return q;
-	/* A lost device's answer is final at once, but a staging worker may
-	 * still copy the ends it lets the reap free: asked again later. */
-	if (!k->drained && rsd__staging_busy(m))
-		return 0;
 	event_failed(m, k->l, q);
 	return 1;
 }

@@ -817,20 +817,6 @@ static int worker_idle(struct rsd_manager *m, struct rsd_staging *st)
 	return err;
 }
 
-bool rsd__staging_busy(struct rsd_manager *m)
-{
-	bool busy = false;
-
-	for (int d = 0; m->staging && d < m->ndevices && !busy; d++) {
-		struct rsd_staging *st = &m->staging[d];
-
-		pthread_mutex_lock(&st->qlock);
-		busy = st->staged < st->handed;
-		pthread_mutex_unlock(&st->qlock);
-	}
-	return busy;
-}
-
 int rsd__staging_quiesce(struct rsd_manager *m)
 {
 	int err = 0;
