@@ -245,3 +245,6 @@ DEMO_PROGS	:= $(filter $(B)/tools/rsd-demo $(B)/tools/rsd-demo-mpi $(B)/tools/rs
 $(DEMO_PROGS): $(DEMO_OBJS)
 $(DEMO_PROGS): EXTRA_LIBS += $(DEMO_OBJS) $(LIBA)
 -include $(DEMO_OBJS:.o=.d)
+# tests/tools checks the demo's offline figures (the key-trace bounds).
+$(B)/tests/tools/t_keytrace: $(DEMO_OBJS)
+$(B)/tests/tools/t_keytrace: EXTRA_LIBS += $(DEMO_OBJS) $(LIBA)

@@ -20,10 +20,13 @@
 /* The main trace's keys are 63 x 2 MiB: divided by 63 each is 2 MiB. */
 #define KT_DEFAULT_SCALE 63u
 /*
- * One key switch's kernel: the HEonGPU documentation's CKKS bootstrapping
- * table (RTX 4090; N = 2^16, 2^15 slots, "Slim" bootstrapping) gives
- * 164.20 ms for one bootstrapping; charged to the 161 key switches of the
- * main trace, that is 1.02 ms each.
+ * One key switch's kernel: the HEonGPU README's table of CKKS
+ * bootstrapping times (RTX 4090; "Slim" bootstrapping, N = 2^16, 2^15
+ * slots, less-key mode on, 4 levels left: the slowest of its three slim
+ * rows, the one nearest the trace's 10 levels left) gives 164.20 ms for
+ * one bootstrapping; charged to the 161 key switches of the main trace,
+ * that is 1.02 ms each. That time is the whole bootstrapping's, not only
+ * its key switches': a key switch's own kernel is, if anything, shorter.
  */
 #define KT_DEFAULT_KERNEL_NS 1020000ull
 
@@ -73,13 +76,29 @@ double kt_ideal(const struct kt_trace *t, const struct kt_opts *o, uint64_t boun
 		uint64_t copy_ns);
 /*
  * A lower bound on any replay's elapsed time, in ns, that the ideal
- * leaves out: kernel i cannot start before the keys the first i + 1
- * accesses must bring at least (Belady's bytes for that prefix, at
- * copy_ns per key on the one copy engine) have arrived, and the kernels
- * from i on run one after another. The maximum over i; never below the
- * ideal's two terms (i = 0 and the last i). Uses o->budget.
+ * leaves out, for keys of one size (one copy at a time, copy_ns each; the
+ * kernels one after another in trace order; a key's room taken from its
+ * copy's start to its eviction, after the last kernel that read it). Kernel
+ * i cannot start before the copies the first j + 1 accesses need at least
+ * (Belady's for that prefix), plus the kernels j + 1 to i, for every
+ * j <= i. After that start come the kernels from i on, and the copies the
+ * accesses from i on need beyond what the budget can hold then (Belady's
+ * for that suffix from an empty device, less the budget's keys), the last
+ * one followed by its kernel. The maximum over i of that start plus the
+ * longer of the two; never below the ideal's two terms. Uses o->budget.
  */
 double kt_critical(const struct kt_trace *t, const struct kt_opts *o, uint64_t copy_ns);
+/*
+ * An offline schedule under the same rules, with no host in the way: the
+ * copy engine takes the misses in trace order, each as soon as it is free
+ * and room is, evicting either the key whose room is free soonest (its
+ * last kernel ended, or before the engine is free; among those the one
+ * used farthest ahead) or Belady's victim, whichever of the two whole
+ * schedules ends first. Its elapsed time in ns; *copies, the keys it
+ * copies. Keys of one size; 0 when the budget holds none.
+ */
+double kt_plan(const struct kt_trace *t, const struct kt_opts *o, uint64_t copy_ns,
+	       unsigned *copies);
 /* One replay. 0, or -1 after printing why to stderr. */
 int kt_replay(const struct kt_trace *t, const struct kt_opts *o, struct kt_result *r);
 
