@@ -8,6 +8,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <atf-c.h>
 
@@ -85,6 +87,31 @@ ATF_TC_BODY(small_trace, tc)
 	ATF_CHECK_EQ(copies, 0);
 }
 
+/* The bootstrapping trace: below $RSD_SRCDIR (make check sets it), else
+ * below the tree this program was built in (<tree>/<build>/tests/tools/). */
+static void kt_bootstrap(struct kt_trace *t)
+{
+	const char *src = getenv("RSD_SRCDIR");
+	char tree[4096], path[4300];
+	ssize_t n;
+
+	if (src && *src) {
+		snprintf(tree, sizeof(tree), "%s", src);
+	} else {
+		n = readlink("/proc/self/exe", tree, sizeof(tree) - 1);
+		ATF_REQUIRE(n > 0);
+		tree[n] = '\0';
+		for (int up = 0; up < 4; up++) {
+			char *slash = strrchr(tree, '/');
+
+			ATF_REQUIRE(slash);
+			*slash = '\0';
+		}
+	}
+	snprintf(path, sizeof(path), "%s/tools/data/fhe-bootstrap/trace-bootstrap-n16.tsv", tree);
+	ATF_REQUIRE_EQ_MSG(kt_load(path, t), 0, "no trace at %s", path);
+}
+
 /*
  * The bootstrapping trace as fhe_keys replays it (keys 1/63, copies at 55
  * GB/s of the full key, 1.02 ms kernels): at 25% and 50% of the keys'
@@ -101,13 +128,9 @@ ATF_TC_BODY(bootstrap_trace, tc)
 			     .time_scale = 1,
 			     .kernel_ns = KT_DEFAULT_KERNEL_NS };
 	const double want_bound[2] = { 1.212, 1.248 }, want_plan[2] = { 1.225, 1.263 };
-	const char *src = getenv("RSD_SRCDIR");
-	char path[4096];
 	struct kt_trace t;
 
-	snprintf(path, sizeof(path), "%s/tools/data/fhe-bootstrap/trace-bootstrap-n16.tsv",
-		 src ? src : ".");
-	ATF_REQUIRE_EQ(kt_load(path, &t), 0);
+	kt_bootstrap(&t);
 	ATF_REQUIRE_EQ(t.naccess, 161);
 	ATF_REQUIRE_EQ(t.nkeys, 55);
 	for (unsigned q = 1; q <= 2; q++) {

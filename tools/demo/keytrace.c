@@ -626,7 +626,7 @@ double kt_critical(const struct kt_trace *t, const struct kt_opts *o, uint64_t c
 {
 	uint64_t key = t->key_bytes[0] / o->scale; /* one scaled key */
 	double kernel = (double)o->kernel_ns * o->time_scale, start = 0, best = 0;
-	double slots = (double)(o->budget / key);
+	uint64_t slots = o->budget / key; /* whole keys the budget holds */
 	bool exact;
 
 	for (unsigned i = 0; i < t->naccess; i++) {
@@ -640,7 +640,7 @@ double kt_critical(const struct kt_trace *t, const struct kt_opts *o, uint64_t c
 		start = i && start + kernel > before ? start + kernel : before;
 		/* then the kernels from i on, or the copies the suffix needs
 		 * beyond the slots it can find filled and the last one's kernel */
-		after = after / (double)key - slots;
+		after = after / (double)key - (double)slots;
 		rest = after > 0 ? after * (double)copy_ns + kernel : 0;
 		if (rest < (double)(t->naccess - i) * kernel)
 			rest = (double)(t->naccess - i) * kernel;
@@ -701,8 +701,8 @@ static double kt_plan_rule(const struct kt_trace *t, const struct kt_opts *o, ui
 		}
 		if (i == t->naccess)
 			break;
-		/* access i misses: evict the key free soonest, from when the
-		 * engine is free, used farthest ahead among equals */
+		/* access i misses: with the budget full, evict the rule's
+		 * victim, free from when the engine is */
 		for (unsigned v = 0; nheld == slots && v < t->nkeys; v++) {
 			double at = free_at[v] > engine ? free_at[v] : engine;
 			unsigned next = kt_use_from(t, v, i);
