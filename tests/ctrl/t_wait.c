@@ -421,6 +421,165 @@ ATF_TC_BODY(nothing_in_flight_fails_at_once, tc)
 	wenv_close(&e);
 }
 
+/*
+ * Another thread's calls that commit while a use decides: a policy that
+ * orders candidates as the tiered LRU does, but first, when asked for
+ * those at cuda:0 (once a decision here), has a second thread reserve and
+ * release 8 bytes at pageable host (two state_version steps that give no
+ * room back) and waits until it has, for the first 200 times it is armed.
+ */
+struct churn {
+	struct rsd_manager *m;
+	struct rsd_policy *lru, pol;
+	struct rsd_policy_ops ops;
+	atomic_bool armed, stop;
+	atomic_uint want, done;
+	pthread_t t;
+};
+
+static void *churn_main(void *p)
+{
+	struct churn *ch = p;
+
+	while (!atomic_load(&ch->stop)) {
+		struct rsd_reservation *r;
+
+		if (atomic_load(&ch->done) == atomic_load(&ch->want)) {
+			sleep_ms(0);
+			continue;
+		}
+		RSD_CHECK_OK(rsd_reserve(ch->m, PAGEABLE, 8, "churn", &r));
+		RSD_CHECK_OK(rsd_reservation_release(r));
+		rsd_reservation_free(r);
+		atomic_fetch_add(&ch->done, 1);
+	}
+	return NULL;
+}
+
+static const char *churn_name(void *ctx)
+{
+	struct churn *ch = ctx;
+
+	return ch->lru->ops->name(ch->lru->ctx);
+}
+
+static const struct rsd_policy_config_entry *churn_config(void *ctx, size_t *n)
+{
+	struct churn *ch = ctx;
+
+	return ch->lru->ops->config_identity(ch->lru->ctx, n);
+}
+
+static size_t churn_fallback(void *ctx, struct rsd_location loc, struct rsd_location *out,
+			     size_t cap)
+{
+	struct churn *ch = ctx;
+
+	return ch->lru->ops->fallback_locations(ch->lru->ctx, loc, out, cap);
+}
+
+static int churn_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
+{
+	struct churn *ch = ctx;
+
+	if (n && rsd_location_equal(c[0].location, C0) && atomic_load(&ch->armed) &&
+	    atomic_load(&ch->want) < 200) {
+		unsigned w = atomic_fetch_add(&ch->want, 1) + 1;
+
+		while (atomic_load(&ch->done) < w)
+			sleep_ms(0);
+	}
+	return ch->lru->ops->order_candidates(ch->lru->ctx, c, n);
+}
+
+static size_t churn_spill(void *ctx, const struct rsd_eviction_candidate *c,
+			  struct rsd_location *out, size_t cap)
+{
+	struct churn *ch = ctx;
+
+	return ch->lru->ops->spill_locations(ch->lru->ctx, c, out, cap);
+}
+
+/* The tiered LRU's ops (some optional), each wrapped. */
+static void churn_policy(struct churn *ch)
+{
+	const struct rsd_policy_ops *o = ch->lru->ops;
+
+	ch->ops = (struct rsd_policy_ops){
+		o->name ? churn_name : NULL,
+		o->config_identity ? churn_config : NULL,
+		o->fallback_locations ? churn_fallback : NULL,
+		churn_order,
+		o->spill_locations ? churn_spill : NULL,
+	};
+	ch->pol = (struct rsd_policy){ &ch->ops, ch };
+}
+
+/*
+ * A use that finds no plan while nothing is in flight, and another
+ * thread's calls that commit during each of its decisions (state_version
+ * steps that give no room back). cuda:0 holds v, the only copy of a
+ * must-preserve value, and no other location has room for it (pageable
+ * host keeps 8 bytes free, pinned host is full with a): a use of a at
+ * cuda:0 fails with RSD_EPLAN, v freeable (no lifetime blocks it). The
+ * waiting use decides again once after such commits, then returns
+ * RSD_EPLAN; it used to decide again after each of them, for as long as
+ * they came (the hostile test's watchdog hang: a use deciding again and
+ * again beside the checker thread's ledger probes).
+ */
+ATF_TC_WITHOUT_HEAD(commits_alone_not_waited_for);
+ATF_TC_BODY(commits_alone_not_waited_for, tc)
+{
+	struct rsd_budget b[3] = { { C0, N }, { PAGEABLE, N + 8 }, { PINNED, N } };
+	struct rsd_requirement q;
+	struct rsd_request r = { "no-room", &q, 1, NULL, 0 };
+	const struct rsd_blockers *bl;
+	struct rsd_controller *c;
+	struct churn ch = { 0 };
+	struct rsd_handle a;
+	struct rsd_use *use;
+	void *st;
+	struct fx f;
+	int rc;
+
+	fx_init(&f, b, 3, 1);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(f.sd, 0, &st));
+	(void)fx_adopt(&f, C0, RSD_REPLICABLE);
+	(void)fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
+	a = fx_adopt(&f, PINNED, RSD_REPLICABLE);
+	q = fx_req(a, C0);
+	ch.m = f.m;
+	RSD_REQUIRE_OK(rsd_tiered_lru_create(NULL, 0, &ch.lru));
+	churn_policy(&ch);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, &ch.pol, 0, &c));
+	fails_alone(c, a, st, RSD_EPLAN);
+	bl = rsd_last_blockers();
+	ATF_REQUIRE(bl != NULL);
+	ATF_CHECK_EQ(bl->freeable_bytes, N);
+	ATF_CHECK_EQ(bl->live_bytes + bl->reserved_bytes, 0);
+
+	ATF_REQUIRE_EQ(pthread_create(&ch.t, NULL, churn_main, &ch), 0);
+	atomic_store(&ch.armed, true);
+	rc = rsd_controller_use(c, &r, &st, 1, NULL, 0, &use);
+	atomic_store(&ch.armed, false);
+	atomic_store(&ch.stop, true);
+	pthread_join(ch.t, NULL);
+	RSD_CHECK_ERR(RSD_EPLAN, rc);
+	if (!rc) {
+		RSD_CHECK_OK(rsd_use_close(use, NULL));
+		rsd_use_free(use);
+	}
+	/* its first decision, and one more after the commits */
+	ATF_CHECK_EQ_MSG(atomic_load(&ch.done), 2, "the use decided %u times",
+			 atomic_load(&ch.done));
+
+	rsd_controller_free(c);
+	rsd_policy_free(ch.lru);
+	RSD_CHECK_OK(rsd_manager_close(f.m, 0));
+	rsd_simdev_stream_destroy(f.sd, st);
+	fx_fini(&f);
+}
+
 /* A source whose load stops on a gate: the plan loading it keeps its
  * headroom at the destination until the test opens the gate. */
 struct gsrc {
@@ -738,6 +897,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, wait_limit_in_queue);
 	ATF_TP_ADD_TC(tp, pending_leases_alone_bounded);
 	ATF_TP_ADD_TC(tp, nothing_in_flight_fails_at_once);
+	ATF_TP_ADD_TC(tp, commits_alone_not_waited_for);
 	ATF_TP_ADD_TC(tp, waiters_served_in_order);
 	ATF_TP_ADD_TC(tp, no_victim_in_flight);
 	ATF_TP_ADD_TC(tp, kept_leases_do_not_deadlock);
