@@ -430,8 +430,8 @@ ATF_TC_BODY(nothing_in_flight_fails_at_once, tc)
  */
 struct churn {
 	struct rsd_manager *m;
-	struct rsd_policy *lru, pol;
-	struct rsd_policy_ops ops;
+	struct rsd_policy *lru;
+	struct fx_wrap pol;
 	atomic_bool armed, stop;
 	atomic_uint want, done;
 	pthread_t t;
@@ -456,29 +456,7 @@ static void *churn_main(void *p)
 	return NULL;
 }
 
-static const char *churn_name(void *ctx)
-{
-	struct churn *ch = ctx;
-
-	return ch->lru->ops->name(ch->lru->ctx);
-}
-
-static const struct rsd_policy_config_entry *churn_config(void *ctx, size_t *n)
-{
-	struct churn *ch = ctx;
-
-	return ch->lru->ops->config_identity(ch->lru->ctx, n);
-}
-
-static size_t churn_fallback(void *ctx, struct rsd_location loc, struct rsd_location *out,
-			     size_t cap)
-{
-	struct churn *ch = ctx;
-
-	return ch->lru->ops->fallback_locations(ch->lru->ctx, loc, out, cap);
-}
-
-static int churn_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
+static void churn_order(void *ctx, const struct rsd_eviction_candidate *c, size_t n)
 {
 	struct churn *ch = ctx;
 
@@ -489,30 +467,6 @@ static int churn_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 		while (atomic_load(&ch->done) < w)
 			sleep_ms(0);
 	}
-	return ch->lru->ops->order_candidates(ch->lru->ctx, c, n);
-}
-
-static size_t churn_spill(void *ctx, const struct rsd_eviction_candidate *c,
-			  struct rsd_location *out, size_t cap)
-{
-	struct churn *ch = ctx;
-
-	return ch->lru->ops->spill_locations(ch->lru->ctx, c, out, cap);
-}
-
-/* The tiered LRU's ops (some optional), each wrapped. */
-static void churn_policy(struct churn *ch)
-{
-	const struct rsd_policy_ops *o = ch->lru->ops;
-
-	ch->ops = (struct rsd_policy_ops){
-		o->name ? churn_name : NULL,
-		o->config_identity ? churn_config : NULL,
-		o->fallback_locations ? churn_fallback : NULL,
-		churn_order,
-		o->spill_locations ? churn_spill : NULL,
-	};
-	ch->pol = (struct rsd_policy){ &ch->ops, ch };
 }
 
 /*
@@ -550,8 +504,8 @@ ATF_TC_BODY(commits_alone_not_waited_for, tc)
 	q = fx_req(a, C0);
 	ch.m = f.m;
 	RSD_REQUIRE_OK(rsd_tiered_lru_create(NULL, 0, &ch.lru));
-	churn_policy(&ch);
-	RSD_REQUIRE_OK(rsd_controller_create(f.m, &ch.pol, 0, &c));
+	fx_wrap_init(&ch.pol, ch.lru, churn_order, NULL, &ch);
+	RSD_REQUIRE_OK(rsd_controller_create(f.m, &ch.pol.pol, 0, &c));
 	fails_alone(c, a, st, RSD_EPLAN);
 	bl = rsd_last_blockers();
 	ATF_REQUIRE(bl != NULL);
