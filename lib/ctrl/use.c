@@ -318,7 +318,6 @@ static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, int er
 		    e->has_location;
 	struct rsd_location at = e->location;
 	uint64_t need = e->requested_bytes;
-
 	size_t len;
 	int why;
 
