@@ -360,8 +360,8 @@ ATF_TC_BODY(wait_limit_in_queue, tc)
 }
 
 /*
- * Pending lease events alone are waited for at most 200 ms without
- * progress (they end only when their consumer streams run, which may be
+ * Pending lease events alone are waited for at most 200 ms without any
+ * work ending (they end only when their consumer streams run, which may be
  * work the caller has not let run): with no wait limit, the waiting use
  * returns the failure it has alone (RSD_EPLAN, the pending lease named)
  * once that time is spent, not before, and not for ever.
@@ -432,7 +432,7 @@ struct churn {
 	struct rsd_manager *m;
 	struct rsd_policy *lru;
 	struct fx_wrap pol;
-	atomic_bool armed, stop;
+	atomic_bool armed, stop, free_run; /* free_run: commit in a loop */
 	atomic_uint want, done;
 	pthread_t t;
 };
@@ -444,7 +444,8 @@ static void *churn_main(void *p)
 	while (!atomic_load(&ch->stop)) {
 		struct rsd_reservation *r;
 
-		if (atomic_load(&ch->done) == atomic_load(&ch->want)) {
+		if (!atomic_load(&ch->free_run) &&
+		    atomic_load(&ch->done) == atomic_load(&ch->want)) {
 			sleep_ms(0);
 			continue;
 		}
@@ -532,6 +533,46 @@ ATF_TC_BODY(commits_alone_not_waited_for, tc)
 	RSD_CHECK_OK(rsd_manager_close(f.m, 0));
 	rsd_simdev_stream_destroy(f.sd, st);
 	fx_fini(&f);
+}
+
+/*
+ * Pending lease events are waited for as before while other threads'
+ * calls commit beside the wait (a reservation taken and released in a
+ * loop): those steps end no work, so the use still returns RSD_EPLAN only
+ * after 200 ms without any work ending, not at the first commits.
+ */
+ATF_TC_WITHOUT_HEAD(pending_leases_waited_beside_commits);
+ATF_TC_BODY(pending_leases_waited_beside_commits, tc)
+{
+	struct rsd_requirement q;
+	struct rsd_request r = { "pending", &q, 1, NULL, 0 };
+	struct churn ch = { 0 };
+	struct rsd_use *use;
+	uint64_t t0, ms;
+	unsigned before;
+	struct wenv e;
+
+	wenv_open_full(&e);
+	q = fx_req(e.a, C0);
+	pending_on_device(&e.f, e.v, e.st);
+	fails_alone(e.c, e.a, e.st, RSD_EPLAN);
+	ch.m = e.f.m;
+	atomic_store(&ch.free_run, true);
+	ATF_REQUIRE_EQ(pthread_create(&ch.t, NULL, churn_main, &ch), 0);
+	while (atomic_load(&ch.done) < 100)
+		sleep_ms(1);
+	before = atomic_load(&ch.done);
+	t0 = now_ms();
+	RSD_CHECK_ERR(RSD_EPLAN, rsd_controller_use(e.c, &r, &e.st, 1, NULL, 0, &use));
+	ms = now_ms() - t0;
+	ATF_CHECK_MSG(atomic_load(&ch.done) > before, "no commit beside the wait");
+	atomic_store(&ch.stop, true);
+	pthread_join(ch.t, NULL);
+	ATF_CHECK_MSG(ms >= 200 && ms < 5000, "waited %llu ms for pending lease events",
+		      (unsigned long long)ms);
+	ATF_CHECK(rsd_last_blockers() != NULL && rsd_last_blockers()->pending_bytes == N);
+	ATF_CHECK(fx_at(&e.f, e.v, C0));
+	wenv_close(&e);
 }
 
 /* A source whose load stops on a gate: the plan loading it keeps its
@@ -852,6 +893,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, pending_leases_alone_bounded);
 	ATF_TP_ADD_TC(tp, nothing_in_flight_fails_at_once);
 	ATF_TP_ADD_TC(tp, commits_alone_not_waited_for);
+	ATF_TP_ADD_TC(tp, pending_leases_waited_beside_commits);
 	ATF_TP_ADD_TC(tp, waiters_served_in_order);
 	ATF_TP_ADD_TC(tp, no_victim_in_flight);
 	ATF_TP_ADD_TC(tp, kept_leases_do_not_deadlock);
