@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <rsd/rsd.h>
@@ -225,6 +226,19 @@ static inline uint64_t rsd__lin_qdone_arg(uint64_t id, struct rsd_location to)
 }
 /* Log this thread's sections into log (NULL: stop). */
 void rsd__lin_log_set(struct rsd_lin_log *log);
+
+/*
+ * Diagnostics for a test's watchdog: what a hang waits for. The manager's
+ * dump prints who holds its transition lock (a thread's rsd__thread_token())
+ * and, when it can take the lock within a second, what is in flight and each
+ * known location's ledger; the controller's prints every use waiting for
+ * other threads' work, what it waits for and how often it tried. Neither
+ * changes any state.
+ */
+uintptr_t rsd__thread_token(void);
+void rsd__manager_dump(struct rsd_manager *m, FILE *f);
+struct rsd_controller;
+void rsd__controller_dump(struct rsd_controller *c, FILE *f);
 
 /*
  * Bookkeeping allocations: every malloc, calloc, realloc and strdup librsd

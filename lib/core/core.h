@@ -576,6 +576,12 @@ struct rsd_manager {
 	 * rsd__progress(); progress_waiters threads sleep on xfer_cond in
 	 * rsd__progress_wait(), woken by the writer exit that steps it. */
 	_Atomic uint64_t progress;
+	/* Steps with progress when work in flight ends: a transfer, load or
+	 * device wait (rsd__xfer_wake), a plan's held headroom given back, a
+	 * lease event reaped. The other steps are commits of calls that ran
+	 * under the lock, which a controller wait does not wait for
+	 * (rsd__progress_wait). Same locking as progress. */
+	_Atomic uint64_t ends;
 	uint64_t progress_version; /* m->version at the last step */
 	unsigned progress_waiters;
 	pthread_mutex_t objs_lock; /* m->objs and lease_obj_cache only */
@@ -1071,8 +1077,12 @@ void rsd__writer_resume(struct rsd_manager *m);
  * return. Callers re-check their condition. */
 void rsd__writer_wait(struct rsd_manager *m);
 
-/* Wake every thread in rsd__writer_wait(); m->lock held. */
+/* Wake every thread in rsd__writer_wait(); m->lock held. Steps progress as
+ * rsd__work_ended() does. */
 void rsd__xfer_wake(struct rsd_manager *m);
+/* Work in flight ended (m->ends): progress a controller wait waits for;
+ * m->lock held. */
+void rsd__work_ended(struct rsd_manager *m);
 
 /* Leave the lock for a wait on the device, counted in m->inflight (close
  * waits for it, as for a transfer); end takes the lock back and wakes

@@ -294,21 +294,34 @@ bool rsd__img_pending_next(const struct rsd_image *img, uint64_t *i, struct rsd_
  */
 uint64_t rsd__progress(struct rsd_manager *m);
 
+/* Both counts at once: all progress, and the part that is work in flight
+ * ending (a transfer, load or device wait, a plan's end, a reaped lease
+ * event; core.h, m->ends). */
+struct rsd__progress_mark {
+	uint64_t any, ends;
+};
+void rsd__progress_mark(struct rsd_manager *m, struct rsd__progress_mark *out);
+
 /*
- * Sleep without the lock until the count moves past seen (with at: until
+ * Sleep without the lock until the counts move past seen (with at: until
  * an admission outside any plan would take need more bytes at *at, or
  * bytes charged or held there go) or the
  * clock (rsd__now_ns()) reaches until_ns, reaping completed lease events
  * and queued copies as they finish (nobody else may reap them). Returns 1
- * when the count moved (or the room is there), 0 when until_ns came first,
- * 2 when it has not and
+ * when work in flight ended since seen, or the count moved while work that
+ * ends by itself (a transfer, load, executing plan or queued copy) is in
+ * flight (with at: when the room is there), 0 when until_ns came first,
+ * 2 when no wait can change anything: the count has not moved and
  * nothing is in flight (no transfer, load, executing plan or queued copy,
- * and no lease event pending, or only lease events that stayed pending
- * for 200 ms), so that no wait can change anything; or -RSD_ECLOSED. The
- * thread's last error is kept.
+ * and no lease event pending), or only lease events are, and stayed
+ * pending for 200 ms without any work ending; 3
+ * (without at) when it moved only by commits of calls that ran under the
+ * lock and nothing is in flight: other threads' calls, which may keep
+ * coming for ever, so the caller decides again at most once more; or
+ * -RSD_ECLOSED. The thread's last error is kept.
  */
-int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_location *at,
-		       uint64_t need, uint64_t until_ns);
+int rsd__progress_wait(struct rsd_manager *m, const struct rsd__progress_mark *seen,
+		       const struct rsd_location *at, uint64_t need, uint64_t until_ns);
 
 /*
  * For readers, before rsd__read_begin(): when a writer call committed but

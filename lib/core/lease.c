@@ -218,6 +218,7 @@ void rsd__lease_finalize(struct rsd_manager *m, struct rsd_lease_rec *l)
 		return;
 	}
 	rsd__commit_prot(m, l->loc, l->recs, l->n, 0, 0, -1);
+	rsd__work_ended(m); /* a pending lease event is work in flight */
 	rsd_trace_lease_reap(m->id, l->id, rsd__now_ns() - l->pending_since_ns);
 	rsd__lease_retire(m, l);
 }

@@ -28,6 +28,11 @@ static uintptr_t self_token(void)
 	return (uintptr_t)&thread_token;
 }
 
+uintptr_t rsd__thread_token(void)
+{
+	return self_token();
+}
+
 void rsd__warn(struct rsd_manager *m, const char *fmt, ...)
 {
 	char msg[512];
@@ -284,6 +289,13 @@ static void progress_step(struct rsd_manager *m)
 			      memory_order_release);
 }
 
+void rsd__work_ended(struct rsd_manager *m)
+{
+	atomic_store_explicit(&m->ends, atomic_load_explicit(&m->ends, memory_order_relaxed) + 1,
+			      memory_order_release);
+	progress_step(m);
+}
+
 void rsd__plan_hold_take(struct rsd_manager *m, struct rsd_plan_hold *h,
 			 const struct rsd_location_bytes *peaks, size_t npeaks)
 {
@@ -310,7 +322,7 @@ void rsd__plan_hold_give(struct rsd_manager *m, struct rsd_plan_hold *h)
 		hold_set(m, h, slot);
 	}
 	exec.hold = h->up;
-	progress_step(m);
+	rsd__work_ended(m);
 }
 
 void rsd__acct_change(struct rsd_manager *m, unsigned slot, uint64_t n, bool add)
@@ -536,13 +548,20 @@ void rsd__writer_wait(struct rsd_manager *m)
 
 void rsd__xfer_wake(struct rsd_manager *m)
 {
-	progress_step(m);
+	rsd__work_ended(m);
 	pthread_cond_broadcast(&m->xfer_cond);
 }
 
 uint64_t rsd__progress(struct rsd_manager *m)
 {
 	return atomic_load_explicit(&m->progress, memory_order_acquire);
+}
+
+void rsd__progress_mark(struct rsd_manager *m, struct rsd__progress_mark *out)
+{
+	/* ends first: a step between the two reads counts as one to wait for */
+	out->ends = atomic_load_explicit(&m->ends, memory_order_acquire);
+	out->any = rsd__progress(m);
 }
 
 /*
@@ -594,8 +613,8 @@ static bool room_for(const struct rsd_manager *m, unsigned slot, uint64_t n, con
 	return n <= rsd__ledger_free(&l);
 }
 
-int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_location *at,
-		       uint64_t need, uint64_t until_ns)
+int rsd__progress_wait(struct rsd_manager *m, const struct rsd__progress_mark *seen,
+		       const struct rsd_location *at, uint64_t need, uint64_t until_ns)
 {
 	struct rsd_error saved = *rsd_last_error();
 	uint64_t pending_since = 0;
@@ -615,16 +634,34 @@ int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_lo
 	for (;;) {
 		uint64_t now = rsd__now_ns(), to;
 		struct timespec ts;
+		bool moved;
 		int what;
 
 		/* Errors of the reap stay with the calls that need the values. */
 		rsd__reap(m);
 		progress_sync(m);
-		if (at ? room_for(m, rsd__loc_slot(*at), need, was) : rsd__progress(m) != seen) {
+		what = in_flight(m);
+		/* Work in flight ended, or the state moved while some is still
+		 * in flight (its own steps, or calls it may wait on). */
+		if (at)
+			moved = room_for(m, rsd__loc_slot(*at), need, was);
+		else
+			moved = atomic_load_explicit(&m->ends, memory_order_relaxed) !=
+					seen->ends ||
+				(what == 2 && rsd__progress(m) != seen->any);
+		if (moved) {
 			ret = 1;
 			break;
 		}
-		what = in_flight(m);
+		/* Only commits since the mark, and nothing in flight: waiting
+		 * longer would wait for other threads' calls, which may never
+		 * stop coming (a thread that reserves and releases in a loop
+		 * would keep the waiter deciding for ever). Lease events still
+		 * pending are waited for as below, commits or not. */
+		if (!at && !what && rsd__progress(m) != seen->any) {
+			ret = 3;
+			break;
+		}
 		if (what == 1 && !pending_since)
 			pending_since = now;
 		else if (what != 1)
@@ -656,6 +693,64 @@ int rsd__progress_wait(struct rsd_manager *m, uint64_t seen, const struct rsd_lo
 out:
 	*rsd__err_record() = saved;
 	return ret;
+}
+
+/* Take m->lock raw (no writer guard, no log, no owner change) within ~1 s. */
+static bool dump_lock(struct rsd_manager *m)
+{
+	for (int i = 0; i < 1000; i++) {
+		struct timespec ts = { 0, 1000000L };
+
+		if (!pthread_mutex_trylock(&m->lock))
+			return true;
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+void rsd__manager_dump(struct rsd_manager *m, FILE *f)
+{
+	static const char *const what[] = { "nothing", "only lease events not yet reaped",
+					    "a transfer, load, executing plan or queued copy" };
+	char n[RSD_LOCATION_NAME_MAX];
+	unsigned long leases = 0;
+
+	fprintf(f,
+		"  manager %llu: progress %llu, %u queued copies not reaped, transition lock held "
+		"by thread %#lx, waits stopped %d\n",
+		(unsigned long long)m->id, (unsigned long long)rsd__progress(m),
+		atomic_load(&m->nqueued), (unsigned long)atomic_load(&m->owner),
+		(int)atomic_load(&m->stop_waits));
+	if (!dump_lock(m)) {
+		fprintf(f, "  manager %llu: its transition lock stayed held for 1 s\n",
+			(unsigned long long)m->id);
+		return;
+	}
+	for (const struct rsd__list_node *p = m->leases.first; p; p = p->next)
+		leases++;
+	fprintf(f,
+		"  manager %llu: version %llu, %llu transfers and device waits without the lock, "
+		"%u threads in progress waits, %lu leases (active and pending), closed %d; in "
+		"flight: %s\n",
+		(unsigned long long)m->id, (unsigned long long)m->version,
+		(unsigned long long)m->inflight, m->progress_waiters, leases, (int)m->closed,
+		what[in_flight(m)]);
+	for (unsigned i = 0; i < m->nknown; i++) {
+		const struct rsd_acct *a = &m->acct[m->order[i]];
+
+		rsd_location_name(rsd__slot_loc(m->order[i]), n, sizeof(n));
+		fprintf(f,
+			"    %s: budget %llu%s, used %llu, reserved %llu, in flight %llu, plan "
+			"held %llu by %u, %u arriving, %llu uses, %llu holds, %llu reservations, "
+			"%llu lease events pending%s\n",
+			n, (unsigned long long)a->budget, a->has_budget ? "" : " (none)",
+			(unsigned long long)a->used, (unsigned long long)a->reserved,
+			(unsigned long long)a->temp, (unsigned long long)a->plan_hold,
+			a->plan_holders, a->arriving, (unsigned long long)a->use_count,
+			(unsigned long long)a->hold_count, (unsigned long long)a->reservation_count,
+			(unsigned long long)a->pending_count, a->failed ? ", device lost" : "");
+	}
+	pthread_mutex_unlock(&m->lock);
 }
 
 void rsd__device_wait_begin(struct rsd_manager *m)

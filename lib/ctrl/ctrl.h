@@ -82,11 +82,26 @@ struct rsd_controller {
 	_Atomic uint64_t wait_limit_ns; /* rsd_controller_set_wait_limit() */
 };
 
+/* What a waiting use is doing, for rsd__controller_dump(). */
+enum rsd__wait_phase {
+	RSD__WP_QUEUED,	  /* behind an older waiter of its location */
+	RSD__WP_PROGRESS, /* in rsd__progress_wait() */
+	RSD__WP_ATTEMPT,  /* deciding and entering again */
+};
+
 /* One use waiting in c->waiters (use.c). */
 struct rsd__use_waiter {
 	bool has_at;
 	struct rsd_location at;
 	struct rsd__use_waiter *next;
+	/* For the dump; written by the waiting thread under wait_lock. */
+	const char *name; /* the request's */
+	enum rsd__wait_phase phase;
+	int err, cause;		/* the last attempt's failure */
+	int why;		/* the last wait_turn() answer (-100: none yet) */
+	unsigned long attempts; /* failed attempts since it joined */
+	uint64_t since_ns;	/* when it joined (rsd__now_ns()) */
+	char msg[160];		/* the last attempt's message */
 };
 
 #define RSD__SEARCH_KEEP (32u << 20)

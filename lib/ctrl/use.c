@@ -264,13 +264,20 @@ static bool wait_first(const struct rsd_controller *c, const struct rsd__use_wai
 	return true;
 }
 
-static void wait_join(struct rsd_controller *c, struct rsd__use_waiter *w)
+static void wait_join(struct rsd_controller *c, struct rsd__use_waiter *w, const char *name)
 {
 	const struct rsd_error *e = rsd_last_error();
 
 	w->has_at = e->has_location;
 	w->at = e->location;
 	w->next = NULL;
+	w->name = name;
+	w->phase = RSD__WP_QUEUED;
+	w->err = w->cause = 0;
+	w->why = -100;
+	w->attempts = 0;
+	w->since_ns = rsd__now_ns();
+	w->msg[0] = '\0';
 	pthread_mutex_lock(&c->wait_lock);
 	if (c->waiters_tail)
 		c->waiters_tail->next = w;
@@ -300,18 +307,28 @@ static void wait_leave(struct rsd_controller *c, struct rsd__use_waiter *w)
  * until the bytes it asked for are free there, or bytes there go (the decision cannot see
  * what other threads' plans hold, and would make the same plan again).
  * 1: try again; 0: until_ns came; 2: nothing in flight can change the
- * answer; < 0: the manager closed.
+ * answer; 3: only other threads' calls committed, with nothing in flight
+ * (rsd__progress_wait()); < 0: the manager closed.
  */
-static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, int err, uint64_t seen,
-		     uint64_t until_ns)
+static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, int err,
+		     const struct rsd__progress_mark *seen, uint64_t until_ns)
 {
 	const struct rsd_error *e = rsd_last_error();
 	bool room = err == -RSD_EEXEC && e->cause == -RSD_EBUDGET && e->has_budget &&
 		    e->has_location;
 	struct rsd_location at = e->location;
 	uint64_t need = e->requested_bytes;
+	size_t len;
+	int why;
 
 	pthread_mutex_lock(&c->wait_lock);
+	w->attempts++;
+	w->err = err;
+	w->cause = e->cause;
+	len = strnlen(e->message, sizeof(w->msg) - 1); /* a cut message is enough */
+	memcpy(w->msg, e->message, len);
+	w->msg[len] = '\0';
+	w->phase = RSD__WP_QUEUED;
 	while (!wait_first(c, w)) {
 		uint64_t now = rsd__now_ns();
 		struct timespec ts;
@@ -324,8 +341,36 @@ static int wait_turn(struct rsd_controller *c, struct rsd__use_waiter *w, int er
 		ts.tv_nsec = (long)(until_ns % 1000000000ull);
 		pthread_cond_timedwait(&c->wait_cond, &c->wait_lock, &ts);
 	}
+	w->phase = RSD__WP_PROGRESS;
 	pthread_mutex_unlock(&c->wait_lock);
-	return rsd__progress_wait(c->m, seen, room ? &at : NULL, need, until_ns);
+	why = rsd__progress_wait(c->m, seen, room ? &at : NULL, need, until_ns);
+	pthread_mutex_lock(&c->wait_lock);
+	w->why = why;
+	w->phase = RSD__WP_ATTEMPT;
+	pthread_mutex_unlock(&c->wait_lock);
+	return why;
+}
+
+void rsd__controller_dump(struct rsd_controller *c, FILE *f)
+{
+	static const char *const phase[] = { "queued behind an older waiter of its location",
+					     "waiting for progress", "attempting again" };
+	char at[RSD_LOCATION_NAME_MAX];
+	uint64_t now = rsd__now_ns();
+	unsigned n = 0;
+
+	pthread_mutex_lock(&c->wait_lock);
+	for (const struct rsd__use_waiter *w = c->waiters; w; w = w->next, n++)
+		fprintf(f,
+			"  use waiter %u '%s' at %s: %s for %llu ms, %lu failed attempts, last "
+			"wait answer %d, last failure %s (cause %s): %s\n",
+			n, w->name ? w->name : "?",
+			w->has_at ? rsd_location_name(w->at, at, sizeof(at)) : "(no location)",
+			phase[w->phase], (unsigned long long)((now - w->since_ns) / 1000000),
+			w->attempts, w->why, rsd_strerror(w->err), rsd_strerror(w->cause), w->msg);
+	if (!n)
+		fprintf(f, "  no use waiting\n");
+	pthread_mutex_unlock(&c->wait_lock);
 }
 
 /*
@@ -437,9 +482,10 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 	pthread_mutex_unlock(&c->lock);
 	for (;;) {
 		/* Read before deciding: no step after it is missed. */
-		uint64_t seen = rsd__progress(c->m);
+		struct rsd__progress_mark seen;
 		int why;
 
+		rsd__progress_mark(c->m, &seen);
 		err = attempt(u, r, ts, nts, &taken);
 		if (!err || !limit || (!taken && (!may_pass(err) || blocked_for_good(err))))
 			break;
@@ -457,10 +503,10 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		}
 		redecided = false;
 		if (!waiting) {
-			wait_join(c, &w);
+			wait_join(c, &w, r->name);
 			waiting = true;
 		}
-		why = wait_turn(c, &w, err, seen, until);
+		why = wait_turn(c, &w, err, &seen, until);
 		/*
 		 * Room a waiter looks for may have come before it began to
 		 * wait: with nothing left in flight, one more attempt. Another
@@ -473,6 +519,14 @@ int rsd_controller_use(struct rsd_controller *c, const struct rsd_request *r,
 		v = u->decision ? u->decision->expected_state_version : 0;
 		if (why == 1) {
 			last = false;
+		} else if (why == 3) {
+			/* Only other threads' calls committed, nothing in flight:
+			 * one of them may have given room back, so once more;
+			 * after that, deciding again for every call another
+			 * thread makes would never end while they keep coming. */
+			why = last ? 2 : 1;
+			last = true;
+			last_v = v;
 		} else if (why == 2 && (err == -RSD_EEXEC || taken) && (!last || v != last_v)) {
 			last = true;
 			last_v = v;

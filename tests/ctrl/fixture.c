@@ -184,3 +184,90 @@ bool fx_is_move(const struct rsd_action *a, struct rsd_handle h, struct rsd_loca
 		return false;
 	return !from || rsd_location_equal(a->from, *from);
 }
+
+const struct rsd_policy_config_entry *fx_no_config(void *ctx, size_t *n)
+{
+	(void)ctx;
+	*n = 0;
+	return NULL;
+}
+
+size_t fx_no_fallback(void *ctx, struct rsd_location l, struct rsd_location *out, size_t cap)
+{
+	(void)ctx, (void)l, (void)out, (void)cap;
+	return 0;
+}
+
+static const char *wrap_name(void *ctx)
+{
+	const struct fx_wrap *w = ctx;
+
+	return w->inner->ops->name(w->inner->ctx);
+}
+
+static const struct rsd_policy_config_entry *wrap_config(void *ctx, size_t *n)
+{
+	const struct fx_wrap *w = ctx;
+
+	return w->inner->ops->config_identity(w->inner->ctx, n);
+}
+
+static size_t wrap_fallback(void *ctx, struct rsd_location l, struct rsd_location *out, size_t cap)
+{
+	const struct fx_wrap *w = ctx;
+
+	return w->inner->ops->fallback_locations(w->inner->ctx, l, out, cap);
+}
+
+static int wrap_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
+{
+	const struct fx_wrap *w = ctx;
+	int err;
+
+	if (w->before)
+		w->before(w->ctx, c, n);
+	err = w->inner->ops->order_candidates(w->inner->ctx, c, n);
+	if (w->after)
+		w->after(w->ctx, c, n);
+	return err;
+}
+
+static size_t wrap_spill(void *ctx, const struct rsd_eviction_candidate *c,
+			 struct rsd_location *out, size_t cap)
+{
+	const struct fx_wrap *w = ctx;
+
+	return w->inner->ops->spill_locations(w->inner->ctx, c, out, cap);
+}
+
+void fx_wrap_init(struct fx_wrap *w, const struct rsd_policy *inner,
+		  void (*before)(void *ctx, const struct rsd_eviction_candidate *c, size_t n),
+		  void (*after)(void *ctx, const struct rsd_eviction_candidate *c, size_t n),
+		  void *ctx)
+{
+	const struct rsd_policy_ops *o = inner->ops;
+
+	w->inner = inner;
+	w->before = before;
+	w->after = after;
+	w->ctx = ctx;
+	/* the optional ops stay absent where inner has none */
+	w->ops = (struct rsd_policy_ops){ wrap_name, wrap_config,
+					  o->fallback_locations ? wrap_fallback : NULL, wrap_order,
+					  o->spill_locations ? wrap_spill : NULL };
+	w->pol = (struct rsd_policy){ &w->ops, w };
+}
+
+struct rsd_eviction_candidate fx_cand(int prio, long long epoch, uint64_t idx)
+{
+	struct rsd_eviction_candidate c;
+
+	memset(&c, 0, sizeof(c));
+	c.handle.id = idx + 100;
+	c.location = PINNED;
+	c.registration_index = idx;
+	c.has_last_access_epoch = epoch >= 0;
+	c.last_access_epoch = epoch >= 0 ? (uint64_t)epoch : 0;
+	c.metadata.priority = prio;
+	return c;
+}

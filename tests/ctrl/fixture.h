@@ -43,4 +43,31 @@ bool fx_is_ensure(const struct rsd_action *a, struct rsd_handle h, struct rsd_lo
 bool fx_is_move(const struct rsd_action *a, struct rsd_handle h, struct rsd_location to,
 		const struct rsd_location *from);
 
+/* An eviction candidate at pinned host: handle id idx + 100, registration
+ * index idx, priority prio, last accessed at epoch (never when < 0). */
+struct rsd_eviction_candidate fx_cand(int prio, long long epoch, uint64_t idx);
+
+/* Ops of test policies: no configuration entries, no fallback locations. */
+const struct rsd_policy_config_entry *fx_no_config(void *ctx, size_t *n);
+size_t fx_no_fallback(void *ctx, struct rsd_location l, struct rsd_location *out, size_t cap);
+
+/*
+ * A policy that is inner (a library policy) with its candidate ordering
+ * watched: before(ctx, ...) sees each group of candidates before inner
+ * orders it, after(ctx, ...) once it has (either may be NULL). pol is the
+ * policy to give a controller; w must outlive it.
+ */
+struct fx_wrap {
+	const struct rsd_policy *inner;
+	void (*before)(void *ctx, const struct rsd_eviction_candidate *c, size_t n);
+	void (*after)(void *ctx, const struct rsd_eviction_candidate *c, size_t n);
+	void *ctx;
+	struct rsd_policy_ops ops;
+	struct rsd_policy pol;
+};
+void fx_wrap_init(struct fx_wrap *w, const struct rsd_policy *inner,
+		  void (*before)(void *ctx, const struct rsd_eviction_candidate *c, size_t n),
+		  void (*after)(void *ctx, const struct rsd_eviction_candidate *c, size_t n),
+		  void *ctx);
+
 #endif

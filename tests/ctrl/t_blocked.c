@@ -404,13 +404,6 @@ static const char *race_name(void *ctx)
 	return "race";
 }
 
-static const struct rsd_policy_config_entry *race_cfg(void *ctx, size_t *n)
-{
-	(void)ctx;
-	*n = 0;
-	return NULL;
-}
-
 static size_t race_fallback(void *ctx, struct rsd_location l, struct rsd_location *o, size_t cap)
 {
 	struct timespec ms = { 0, 1000000 };
@@ -436,7 +429,7 @@ static int race_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	return 0;
 }
 
-static const struct rsd_policy_ops race_ops = { race_name, race_cfg, race_fallback, race_order,
+static const struct rsd_policy_ops race_ops = { race_name, fx_no_config, race_fallback, race_order,
 						NULL };
 
 ATF_TC_WITHOUT_HEAD(admitted_during_search);

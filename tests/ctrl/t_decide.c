@@ -697,19 +697,6 @@ static const char *rec_name(void *ctx)
 	return "recorder";
 }
 
-static const struct rsd_policy_config_entry *rec_cfg(void *ctx, size_t *n)
-{
-	(void)ctx;
-	*n = 0;
-	return NULL;
-}
-
-static size_t rec_fallback(void *ctx, struct rsd_location l, struct rsd_location *o, size_t cap)
-{
-	(void)ctx, (void)l, (void)o, (void)cap;
-	return 0;
-}
-
 static int rec_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 {
 	(void)ctx;
@@ -718,7 +705,8 @@ static int rec_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	return 0;
 }
 
-static const struct rsd_policy_ops rec_ops = { rec_name, rec_cfg, rec_fallback, rec_order, NULL };
+static const struct rsd_policy_ops rec_ops = { rec_name, fx_no_config, fx_no_fallback, rec_order,
+					       NULL };
 
 ATF_TC_WITHOUT_HEAD(registration_index_gaps);
 ATF_TC_BODY(registration_index_gaps, tc)

@@ -4,7 +4,6 @@
  * controller's checks of custom policies (§12.2, §12.4).
  */
 #include <stdio.h>
-#include <string.h>
 
 #include <atf-c.h>
 #include "../check.h"
@@ -13,15 +12,8 @@
 
 static struct rsd_eviction_candidate cand(int prio, long long epoch, const char *key, uint64_t idx)
 {
-	struct rsd_eviction_candidate c;
+	struct rsd_eviction_candidate c = fx_cand(prio, epoch, idx);
 
-	memset(&c, 0, sizeof(c));
-	c.handle.id = idx + 100;
-	c.location = PINNED;
-	c.registration_index = idx;
-	c.has_last_access_epoch = epoch >= 0;
-	c.last_access_epoch = epoch >= 0 ? (uint64_t)epoch : 0;
-	c.metadata.priority = prio;
 	c.metadata.stable_key = key;
 	return c;
 }
@@ -169,12 +161,6 @@ static const struct rsd_policy_config_entry *c_cfg(void *ctx, size_t *n)
 	return &e;
 }
 
-static size_t c_fallback(void *ctx, struct rsd_location l, struct rsd_location *o, size_t cap)
-{
-	(void)ctx, (void)l, (void)o, (void)cap;
-	return 0;
-}
-
 static int c_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 {
 	(void)ctx;
@@ -185,7 +171,7 @@ static int c_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
 	return 0;
 }
 
-static const struct rsd_policy_ops c_ops = { c_name, c_cfg, c_fallback, c_order, NULL };
+static const struct rsd_policy_ops c_ops = { c_name, c_cfg, fx_no_fallback, c_order, NULL };
 static const struct rsd_policy_ops missing_ops = { c_name, c_cfg, NULL, c_order, NULL };
 
 ATF_TC_WITHOUT_HEAD(controller_create);

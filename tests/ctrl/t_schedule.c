@@ -14,15 +14,8 @@
 
 static struct rsd_eviction_candidate cand(long long next, int prio, long long epoch, uint64_t idx)
 {
-	struct rsd_eviction_candidate c;
+	struct rsd_eviction_candidate c = fx_cand(prio, epoch, idx);
 
-	memset(&c, 0, sizeof(c));
-	c.handle.id = idx + 100;
-	c.location = PINNED;
-	c.registration_index = idx;
-	c.has_last_access_epoch = epoch >= 0;
-	c.last_access_epoch = epoch >= 0 ? (uint64_t)epoch : 0;
-	c.metadata.priority = prio;
 	c.has_next_use = next >= 0;
 	c.next_use = next >= 0 ? (uint64_t)next : 0;
 	return c;
@@ -70,49 +63,18 @@ static bool seen_next[16];
 static uint64_t seen_dist[16];
 static size_t nseen;
 
-static const char *w_name(void *ctx)
+static struct fx_wrap wrapped;
+
+static void record_order(void *ctx, const struct rsd_eviction_candidate *c, size_t n)
 {
 	(void)ctx;
-	return inner->ops->name(inner->ctx);
-}
-
-static const struct rsd_policy_config_entry *w_cfg(void *ctx, size_t *n)
-{
-	(void)ctx;
-	return inner->ops->config_identity(inner->ctx, n);
-}
-
-static size_t w_fallback(void *ctx, struct rsd_location loc, struct rsd_location *out, size_t cap)
-{
-	(void)ctx;
-	return inner->ops->fallback_locations(inner->ctx, loc, out, cap);
-}
-
-static int w_order(void *ctx, struct rsd_eviction_candidate *c, size_t n)
-{
-	int err;
-
-	(void)ctx;
-	err = inner->ops->order_candidates(inner->ctx, c, n);
-
 	if (n) /* keep the ordinary group's order, not the empty second call's */
 		for (nseen = 0; nseen < n && nseen < 16; nseen++) {
 			seen[nseen] = c[nseen].handle.id;
 			seen_next[nseen] = c[nseen].has_next_use;
 			seen_dist[nseen] = c[nseen].next_use;
 		}
-	return err;
 }
-
-static size_t w_spill(void *ctx, const struct rsd_eviction_candidate *c, struct rsd_location *out,
-		      size_t cap)
-{
-	(void)ctx;
-	return inner->ops->spill_locations(inner->ctx, c, out, cap);
-}
-
-static const struct rsd_policy_ops w_ops = { w_name, w_cfg, w_fallback, w_order, w_spill };
-static const struct rsd_policy wrapped = { &w_ops, NULL };
 
 static void set_steps(struct rsd_controller *c, const struct rsd_handle *h, size_t n, bool cyclic)
 {
@@ -176,7 +138,8 @@ ATF_TC_BODY(candidates_and_decision, tc)
 
 	four_values(&f, v);
 	ATF_REQUIRE_EQ(rsd_next_use_create(NULL, 0, 0, &inner), 0);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, &wrapped, 0, &c), 0);
+	fx_wrap_init(&wrapped, inner, NULL, record_order, NULL);
+	ATF_REQUIRE_EQ(rsd_controller_create(f.m, &wrapped.pol, 0, &c), 0);
 	order[0] = v[3];
 	order[1] = v[1];
 	order[2] = v[0];
@@ -327,7 +290,8 @@ ATF_TC_BODY(departure, tc)
 	for (int i = 0; i < 5; i++)
 		v[i] = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
 	ATF_REQUIRE_EQ(rsd_next_use_create(NULL, 0, 0, &inner), 0);
-	ATF_REQUIRE_EQ(rsd_controller_create(f.m, &wrapped, 0, &c), 0);
+	fx_wrap_init(&wrapped, inner, NULL, record_order, NULL);
+	ATF_REQUIRE_EQ(rsd_controller_create(f.m, &wrapped.pol, 0, &c), 0);
 	order[0] = v[0];
 	order[1] = v[1];
 	order[2] = v[2];

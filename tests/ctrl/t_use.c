@@ -39,24 +39,33 @@ static void use_and_close(struct rsd_controller *c, struct rsd_requirement q, si
 	rsd_use_free(u);
 }
 
+/* Example I's start: pinned host (budget 2N) holds v0 and v1, used in
+ * that order; v2 is at pageable host only. */
+static struct rsd_controller *example_i_open(struct fx *f, struct rsd_handle v[3])
+{
+	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, 2 * N } };
+	struct rsd_controller *c;
+
+	fx_init(f, bud, 1, 0);
+	for (int i = 0; i < 3; i++)
+		v[i] = fx_adopt(f, PAGEABLE, RSD_REPLICABLE);
+	RSD_REQUIRE_OK(rsd_controller_create(f->m, NULL, 0, &c));
+	use_and_close(c, fx_req(v[0], PINNED), 1);
+	use_and_close(c, fx_req(v[1], PINNED), 1);
+	return c;
+}
+
 /* Example I / §20.18 / §18.79. */
 ATF_TC_WITHOUT_HEAD(example_i_epochs);
 ATF_TC_BODY(example_i_epochs, tc)
 {
-	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, 2 * N } };
 	struct rsd_requirement q[1];
 	struct rsd_request r = { "I", q, 1, NULL, 0 };
-	struct rsd_controller *c;
 	struct rsd_decision *d;
 	struct rsd_handle v[3];
 	struct fx f;
+	struct rsd_controller *c = example_i_open(&f, v);
 
-	fx_init(&f, bud, 1, 0);
-	for (int i = 0; i < 3; i++)
-		v[i] = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
-	use_and_close(c, fx_req(v[0], PINNED), 1);
-	use_and_close(c, fx_req(v[1], PINNED), 1);
 	/* nothing is evicted at exit; deciding again yields an empty plan */
 	q[0] = fx_req(v[1], PINNED);
 	RSD_REQUIRE_OK(rsd_controller_decide(c, &r, &d));
@@ -169,22 +178,15 @@ ATF_TC_BODY(record_access_ages_like_use, tc)
 ATF_TC_WITHOUT_HEAD(failed_use_is_no_access);
 ATF_TC_BODY(failed_use_is_no_access, tc)
 {
-	static const struct rsd_budget bud[] = { { { RSD_PINNED_HOST, -1 }, 2 * N } };
 	struct rsd_reservation_spec huge = { PINNED, 10 * N, "huge" };
 	struct rsd_requirement q[1];
 	struct rsd_request r = { "I", q, 1, NULL, 0 };
-	struct rsd_controller *c;
 	struct rsd_decision *d;
 	struct rsd_handle v[3];
 	struct rsd_use *u;
 	struct fx f;
+	struct rsd_controller *c = example_i_open(&f, v);
 
-	fx_init(&f, bud, 1, 0);
-	for (int i = 0; i < 3; i++)
-		v[i] = fx_adopt(&f, PAGEABLE, RSD_REPLICABLE);
-	RSD_REQUIRE_OK(rsd_controller_create(f.m, NULL, 0, &c));
-	use_and_close(c, fx_req(v[0], PINNED), 1);
-	use_and_close(c, fx_req(v[1], PINNED), 1);
 	q[0] = fx_req(v[0], PAGEABLE);
 	ATF_CHECK_EQ(use(c, "fail", q, 1, &huge, 1, NULL, 0, &u), -RSD_EPLAN);
 	ATF_CHECK(u == NULL);

@@ -142,6 +142,7 @@ struct lz_thread {
 		atomic_ullong hid;
 		atomic_int kind, loc;
 		atomic_uint n;
+		atomic_uintptr_t token; /* rsd__thread_token() of the thread */
 	} wd;
 	void *stream[2][2]; /* per device: the consumer stream, a second one */
 	unsigned sgen[2];   /* z->copy_gen when stream[d] were made */
