@@ -831,6 +831,74 @@ ATF_TC_BODY(use_async_waits_for_room, tc)
 	cfx_fini(&f);
 }
 
+/*
+ * The same with a value its source reconstructs: the plan spills h[0] and
+ * loads h[2] into the room the spill's copy still holds. The load comes
+ * after the wait for that copy, so the source is loaded once (loading
+ * first, the refused admission would throw the loaded value away and load
+ * it again after the wait). The outcome is the waiting use's.
+ */
+ATF_TC_WITHOUT_HEAD(use_async_loads_once_after_room);
+ATF_TC_BODY(use_async_loads_once_after_room, tc)
+{
+	const struct rsd_budget b[] = { { CUDA0, 2 * N } };
+	const struct rsd_location to_pinned[] = { PINNED };
+	const struct rsd_fallback_tier tier = { CUDA0, to_pinned, 1 };
+	struct rsd_requirement req;
+	struct rsd_request r = { 0 };
+	const struct rsd_decision *d;
+	struct rsd_snapshot *snap;
+	struct rsd_controller *c;
+	struct csrc src = { 0 };
+	struct rsd_policy *pol;
+	struct rsd_use *u;
+	struct rsd_handle h[3];
+	void *cs;
+	struct cfx f;
+
+	cfx_sim(&f, b, 1, 1);
+	for (int i = 0; i < 2; i++) {
+		h[i] = cfx_adopt(&f, PINNED, N, RSD_EXCLUSIVE);
+		cfx_fill(&f, h[i], PINNED, 0x20 + i);
+		OK(rsd_move(f.m, h[i], CUDA0, NULL, NULL, NULL));
+	}
+	h[2] = cfx_sourced(&f, &src, PAGEABLE);
+	OK(rsd_tiered_lru_create(&tier, 1, &pol));
+	OK(rsd_controller_create(f.m, pol, 0, &c));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
+	/* The spill is still queued when the load's admission needs its
+	 * room. */
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_BACKGROUND, 20000000);
+
+	req = (struct rsd_requirement){ h[2], CUDA0 };
+	r = (struct rsd_request){ "sourced", &req, 1, NULL, 0 };
+	OK(rsd_controller_use_async(c, &r, &cs, 1, NULL, 0, &u));
+	d = rsd_use_decision(u);
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK_EQ(d->evictions[0].action.kind, RSD_ACT_MOVE);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, h[0]));
+	ATF_CHECK_EQ(src.loads, 1);
+	snap = cfx_snap(&f);
+	ATF_CHECK(!cfx_snap_mat(snap, h[0], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, h[2], CUDA0) != NULL);
+	ATF_CHECK(!cfx_snap_mat(snap, h[2], PAGEABLE));
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->peak_charged_bytes, 2 * N);
+	rsd_snapshot_free(snap);
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(f.m));
+	ATF_CHECK_EQ(src.loads, 1);
+	ATF_CHECK(cfx_has_pattern(&f, h[0], PINNED, 0x20));
+	ATF_CHECK(cfx_has_pattern(&f, h[1], CUDA0, 0x21));
+	rsd_controller_free(c);
+	rsd_policy_free(pol);
+	rsd_simdev_stream_destroy(f.sd, cs);
+	cfx_fini(&f);
+}
+
 /* Explain names sources and destinations still arriving as such. */
 ATF_TC_WITHOUT_HEAD(explain_names_arriving);
 ATF_TC_BODY(explain_names_arriving, tc)
@@ -886,6 +954,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, close_and_queued_copies);
 	ATF_TP_ADD_TC(tp, scope_and_use_async);
 	ATF_TP_ADD_TC(tp, use_async_waits_for_room);
+	ATF_TP_ADD_TC(tp, use_async_loads_once_after_room);
 	ATF_TP_ADD_TC(tp, explain_names_arriving);
 	return 0;
 }
