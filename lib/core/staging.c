@@ -64,6 +64,7 @@
 
 #define STAGING_DEFAULT (8ull << 20)
 #define STAGING_MIN (64ull << 10)
+#define STAGING_SPARES 4
 
 /*
  * One device's staging pair.
@@ -115,6 +116,14 @@ struct rsd_staging {
 	bool running; /* thread is started and not joined */
 	bool stop;    /* release asks it to end */
 	pthread_t thread;
+	/*
+	 * The memory of the last jobs staged, kept for the next ones so that
+	 * a not-waiting copy calls no allocator (a prefetching thread hands
+	 * over a few copies before the worker is done with the first): each
+	 * slot exchanged whole (whoever takes a job owns it), by the worker
+	 * after a job and by a holder of lock before one; freed by release.
+	 */
+	_Atomic(struct stage_job *) spare[STAGING_SPARES];
 };
 
 /*
@@ -479,6 +488,7 @@ struct stage_job {
 	bool out;    /* device to host */
 	bool failed; /* queueing failed part way: nothing is copied out */
 	void *last;  /* device to host: the gate after the last chunk */
+	size_t cap;  /* bytes allocated with the job (kept in st->spare[]) */
 	size_t nchunks, npieces;
 	struct stage_chunk *chunks;
 	struct stage_piece *pieces;
@@ -617,8 +627,22 @@ static void job_out(struct rsd_manager *m, struct stage_job *j)
 		m->ops->gate_open(m->ops_ctx, j->last, err);
 }
 
+/* j's memory is done with: kept in an empty slot of st's spares (the
+ * job in the first freed when none is empty). */
+static void job_put(struct rsd_staging *st, struct stage_job *j)
+{
+	for (unsigned i = 0; i < STAGING_SPARES; i++) {
+		struct stage_job *none = NULL;
+
+		if (atomic_compare_exchange_strong(&st->spare[i], &none, j))
+			return;
+	}
+	j = atomic_exchange(&st->spare[0], j);
+	free(j);
+}
+
 /* Stage one job; every gate is opened, whatever happens. */
-static void job_run(struct rsd_manager *m, struct stage_job *j)
+static void job_run(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j)
 {
 	struct rsd_error saved = *rsd_last_error();
 
@@ -627,7 +651,7 @@ static void job_run(struct rsd_manager *m, struct stage_job *j)
 	else
 		job_in(m, j);
 	*rsd__err_record() = saved;
-	free(j);
+	job_put(st, j);
 }
 
 /* See worker_defer_to_host() in the simulated device: the worker must not
@@ -657,7 +681,7 @@ static void *stage_worker(void *arg)
 		if (!st->head)
 			st->tail = &st->head;
 		pthread_mutex_unlock(&st->qlock);
-		job_run(m, j);
+		job_run(m, st, j);
 		pthread_mutex_lock(&st->qlock);
 		st->staged++;
 		pthread_cond_broadcast(&st->qidle);
@@ -711,12 +735,12 @@ static void worker_stop(struct rsd_staging *st)
 	st->running = false;
 }
 
-/* The job for the pieces a cursor hands out in chunks of `chunk` bytes:
- * chunks and pieces counted, arrays allocated with it; NULL without
- * memory. */
-static struct stage_job *job_alloc(struct cursor c, uint64_t chunk)
+/* With st->lock held: the job for the pieces a cursor hands out in chunks
+ * of `chunk` bytes: chunks and pieces counted, arrays allocated with it
+ * (in one of st's spares when large enough); NULL without memory. */
+static struct stage_job *job_alloc(struct rsd_staging *st, struct cursor c, uint64_t chunk)
 {
-	size_t nchunks = 0, npieces = 0;
+	size_t nchunks = 0, npieces = 0, need;
 	uint64_t fill = 0, n;
 	struct stage_job *j;
 	const char *s;
@@ -732,10 +756,26 @@ static struct stage_job *job_alloc(struct cursor c, uint64_t chunk)
 	}
 	if (npieces > (SIZE_MAX / 2) / (sizeof(*j->chunks) + sizeof(*j->pieces)))
 		return NULL;
-	j = rsd__calloc(1,
-			sizeof(*j) + nchunks * sizeof(*j->chunks) + npieces * sizeof(*j->pieces));
-	if (!j)
-		return NULL;
+	need = sizeof(*j) + nchunks * sizeof(*j->chunks) + npieces * sizeof(*j->pieces);
+	for (unsigned i = 0; i < STAGING_SPARES; i++) {
+		j = atomic_exchange(&st->spare[i], NULL);
+		if (j && j->cap >= need)
+			break;
+		if (j)
+			job_put(st, j); /* back, for a smaller copy */
+		j = NULL;
+	}
+	if (j) {
+		size_t cap = j->cap;
+
+		memset(j, 0, need);
+		j->cap = cap;
+	} else {
+		j = rsd__calloc(1, need);
+		if (!j)
+			return NULL;
+		j->cap = need;
+	}
 	j->chunks = (struct stage_chunk *)(j + 1);
 	j->pieces = (struct stage_piece *)(j->chunks + nchunks);
 	return j;
@@ -768,11 +808,11 @@ static int chunk_gate(struct rsd_manager *m, struct stage_job *j, void *stream, 
 static int job_hand(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j, int err)
 {
 	if (!j->nchunks) {
-		free(j);
+		job_put(st, j);
 		return err;
 	}
 	if (!worker_get(m, st)) {
-		job_run(m, j);
+		job_run(m, st, j);
 		return err;
 	}
 	pthread_mutex_lock(&st->qlock);
@@ -1062,7 +1102,7 @@ int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		return RSD__UNSTAGED;
 	}
 	if (!err && m->ops->gate_queue && m->ops->gate_open) {
-		struct stage_job *j = job_alloc(c, st->size);
+		struct stage_job *j = job_alloc(st, c, st->size);
 
 		/* Without memory for the job, this copy is staged here. */
 		if (j) {
@@ -1106,6 +1146,8 @@ void rsd__staging_release(struct rsd_manager *m)
 
 		pthread_mutex_lock(&st->lock);
 		worker_stop(st);
+		for (unsigned k = 0; k < STAGING_SPARES; k++)
+			free(atomic_exchange(&st->spare[k], NULL));
 		for (unsigned b = 0; b < 2; b++) {
 			if (!st->ev[b])
 				continue;

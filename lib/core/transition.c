@@ -494,6 +494,40 @@ static int wait_move_from(struct rsd_manager *m, const struct rsd_record *rec,
 	return 0;
 }
 
+/*
+ * Not waiting (§22.1): an action whose source is a load, to a location
+ * whose room a queued copy still holds, waits for that copy before the
+ * load, not after it. Loading first, the admission of the copy's
+ * destination is refused, the loaded value goes, and the action runs
+ * again once the room is free (exec_action_in()): the source is loaded
+ * twice for one placement (a key regenerated twice per stage of the
+ * demo's prefetching). The outcome is the same either way. XFER_WAITED
+ * once waited, the wait's error, or 0 (then the action runs as it
+ * would: a batch pending is flushed first, by the retry, as before).
+ */
+static int room_before_load(struct rsd_manager *m, const struct rsd_record *rec,
+			    struct rsd_location to)
+{
+	struct rsd_location src;
+	struct rsd_error saved;
+	int err;
+
+	if (!rsd__queue_mode() || !rec->has_source || rec->inflight || rsd__batch_pending() ||
+	    rsd_location_equal(rec->source_loc, to) || min_resident(rec, NULL, &src))
+		return 0;
+	saved = *rsd_last_error();
+	err = rsd__admit(m, to, rec->spec.storage_nbytes);
+	if (err == -RSD_EBUDGET)
+		err = rsd__qcopy_wait_room(m, to);
+	else
+		err = 0;
+	if (err > 0)
+		rsd_trace_budget_retry(m->id, to, "wait");
+	if (!err)
+		*rsd__err_record() = saved; /* refused for nothing to wait for */
+	return err > 0 ? XFER_WAITED : err;
+}
+
 static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_action *a,
 		     void *stream, struct rsd_transition *rep, bool *deferred)
 {
@@ -525,6 +559,9 @@ static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct
 				(unsigned long long)rec->handle.id);
 	if (busy_after(rec, d))
 		return XFER_RETRY;
+	err = room_before_load(m, rec, d);
+	if (err)
+		return err;
 	err = transfer_source(m, rec, &x);
 	if (err)
 		return err;
@@ -599,7 +636,9 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		x.src = s;
 		x.value = rsd__rec_mat(rec, s)->value;
 	} else {
-		err = transfer_source(m, rec, &x);
+		err = room_before_load(m, rec, d);
+		if (!err)
+			err = transfer_source(m, rec, &x);
 		if (err)
 			return err;
 	}

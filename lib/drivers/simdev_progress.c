@@ -101,10 +101,12 @@ void rsd__sim_kick_all(struct rsd_simdev *sd)
 			pthread_cond_broadcast(&sd->dev[d].wake[r]);
 }
 
-/* s's front item, if any, may run now. */
+/* s's front item, if any, may run now. A closed gate cannot: its opening
+ * kicks (gate_open), so the work queued behind it (a staged copy's chunks,
+ * queued at admission) wakes no worker that would find nothing to run. */
 static void kick_front(struct rsd_simdev *sd, const struct sim_stream *s)
 {
-	if (!s->running && s->head)
+	if (!s->running && s->head && !gated(s->head))
 		kick(sd, s->device, role_of(s, s->head));
 }
 

@@ -751,6 +751,61 @@ ATF_TC_BODY(scope_and_use_async, tc)
 	cfx_fini(&f);
 }
 
+/* A room test's start: cuda:0 full with h[0] and h[1] (exclusive, pinned
+ * first, patterns seed and seed + 1), a tiered LRU spilling it to pinned,
+ * a consumer stream, each copy starting 20 ms after it could (a spill is
+ * still queued when the plan's next admission needs its room). */
+struct room {
+	struct cfx f;
+	struct rsd_policy *pol;
+	struct rsd_controller *c;
+	void *cs;
+};
+
+static void room_setup(struct room *x, struct rsd_handle h[2], int seed)
+{
+	const struct rsd_budget b[] = { { CUDA0, 2 * N } };
+	const struct rsd_location to_pinned[] = { PINNED };
+	const struct rsd_fallback_tier tier = { CUDA0, to_pinned, 1 };
+
+	cfx_sim(&x->f, b, 1, 1);
+	for (int i = 0; i < 2; i++) {
+		h[i] = cfx_adopt(&x->f, PINNED, N, RSD_EXCLUSIVE);
+		cfx_fill(&x->f, h[i], PINNED, seed + i);
+		OK(rsd_move(x->f.m, h[i], CUDA0, NULL, NULL, NULL));
+	}
+	OK(rsd_tiered_lru_create(&tier, 1, &x->pol));
+	OK(rsd_controller_create(x->f.m, x->pol, 0, &x->c));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(x->f.sd, 0, &x->cs), 0);
+	rsd_simdev_set_progress(x->f.sd, RSD_SIMDEV_BACKGROUND, 20000000);
+}
+
+/* A not-waiting use of want at cuda:0 whose plan spills `spilled` (a
+ * move) to make room. */
+static struct rsd_use *room_use(struct room *x, struct rsd_handle want, struct rsd_handle spilled,
+				const char *name, struct rsd_reservation_spec *res, size_t nres)
+{
+	struct rsd_requirement req = { want, CUDA0 };
+	struct rsd_request r = { name, &req, 1, res, nres };
+	const struct rsd_decision *d;
+	struct rsd_use *u;
+
+	OK(rsd_controller_use_async(x->c, &r, &x->cs, 1, NULL, 0, &u));
+	d = rsd_use_decision(u);
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK_EQ(d->evictions[0].action.kind, RSD_ACT_MOVE);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, spilled));
+	return u;
+}
+
+static void room_fini(struct room *x)
+{
+	rsd_controller_free(x->c);
+	rsd_policy_free(x->pol);
+	rsd_simdev_stream_destroy(x->f.sd, x->cs);
+	cfx_fini(&x->f);
+}
+
 /*
  * A not-waiting use whose plan spills to make room: the spill's copy still
  * reads the device bytes the room is made of (a temporary charge), so an
@@ -761,43 +816,18 @@ ATF_TC_BODY(scope_and_use_async, tc)
 ATF_TC_WITHOUT_HEAD(use_async_waits_for_room);
 ATF_TC_BODY(use_async_waits_for_room, tc)
 {
-	const struct rsd_budget b[] = { { CUDA0, 2 * N } };
-	const struct rsd_location to_pinned[] = { PINNED };
-	const struct rsd_fallback_tier tier = { CUDA0, to_pinned, 1 };
 	struct rsd_reservation_spec room = { CUDA0, N, "room" };
-	struct rsd_requirement req;
-	struct rsd_request r = { 0 };
-	const struct rsd_decision *d;
 	struct rsd_snapshot *snap;
-	struct rsd_controller *c;
-	struct rsd_policy *pol;
 	struct rsd_use *u;
 	struct rsd_handle h[3];
-	void *cs;
-	struct cfx f;
+	struct room x;
 
-	cfx_sim(&f, b, 1, 1);
-	for (int i = 0; i < 3; i++) {
-		h[i] = cfx_adopt(&f, PINNED, N, RSD_EXCLUSIVE);
-		cfx_fill(&f, h[i], PINNED, 0x10 + i);
-	}
-	OK(rsd_move(f.m, h[0], CUDA0, NULL, NULL, NULL));
-	OK(rsd_move(f.m, h[1], CUDA0, NULL, NULL, NULL));
-	OK(rsd_tiered_lru_create(&tier, 1, &pol));
-	OK(rsd_controller_create(f.m, pol, 0, &c));
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &cs), 0);
-	/* Each copy starts 20 ms after it could: the spill is still queued
-	 * when the plan's next admission needs its room. */
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_BACKGROUND, 20000000);
+	room_setup(&x, h, 0x10);
+	h[2] = cfx_adopt(&x.f, PINNED, N, RSD_EXCLUSIVE);
+	cfx_fill(&x.f, h[2], PINNED, 0x12);
 
-	req = (struct rsd_requirement){ h[2], CUDA0 };
-	r = (struct rsd_request){ "third", &req, 1, NULL, 0 };
-	OK(rsd_controller_use_async(c, &r, &cs, 1, NULL, 0, &u));
-	d = rsd_use_decision(u);
-	ATF_REQUIRE_EQ(d->nevictions, 1);
-	ATF_CHECK_EQ(d->evictions[0].action.kind, RSD_ACT_MOVE);
-	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, h[0]));
-	snap = cfx_snap(&f);
+	u = room_use(&x, h[2], h[0], "third", NULL, 0);
+	snap = cfx_snap(&x.f);
 	/* The spill was waited for and folded in: nothing of it is left. */
 	ATF_CHECK(!cfx_snap_mat(snap, h[0], CUDA0));
 	ATF_CHECK(!cfx_snap_mat(snap, h[0], PINNED)->arriving);
@@ -808,27 +838,58 @@ ATF_TC_BODY(use_async_waits_for_room, tc)
 	rsd_use_free(u);
 
 	/* A reservation: h[1] is the LRU value now, spilled for the room. */
-	req = (struct rsd_requirement){ h[2], CUDA0 };
-	r = (struct rsd_request){ "room", &req, 1, &room, 1 };
-	OK(rsd_controller_use_async(c, &r, &cs, 1, NULL, 0, &u));
-	d = rsd_use_decision(u);
-	ATF_REQUIRE_EQ(d->nevictions, 1);
-	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, h[1]));
-	snap = cfx_snap(&f);
+	u = room_use(&x, h[2], h[1], "room", &room, 1);
+	snap = cfx_snap(&x.f);
 	ATF_CHECK(!cfx_snap_mat(snap, h[1], CUDA0));
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->reserved_bytes, N);
 	rsd_snapshot_free(snap);
 	OK(rsd_use_close(u, NULL));
 	rsd_use_free(u);
 
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_manager_reap(f.m));
+	rsd_simdev_set_progress(x.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(x.f.m));
 	for (int i = 0; i < 3; i++)
-		ATF_CHECK(cfx_has_pattern(&f, h[i], i < 2 ? PINNED : CUDA0, 0x10 + i));
-	rsd_controller_free(c);
-	rsd_policy_free(pol);
-	rsd_simdev_stream_destroy(f.sd, cs);
-	cfx_fini(&f);
+		ATF_CHECK(cfx_has_pattern(&x.f, h[i], i < 2 ? PINNED : CUDA0, 0x10 + i));
+	room_fini(&x);
+}
+
+/*
+ * The same with a value its source reconstructs: the plan spills h[0] and
+ * loads h[2] into the room the spill's copy still holds. The load comes
+ * after the wait for that copy, so the source is loaded once (loading
+ * first, the refused admission would throw the loaded value away and load
+ * it again after the wait). The outcome is the waiting use's.
+ */
+ATF_TC_WITHOUT_HEAD(use_async_loads_once_after_room);
+ATF_TC_BODY(use_async_loads_once_after_room, tc)
+{
+	struct rsd_snapshot *snap;
+	struct csrc src = { 0 };
+	struct rsd_use *u;
+	struct rsd_handle h[3];
+	struct room x;
+
+	room_setup(&x, h, 0x20);
+	h[2] = cfx_sourced(&x.f, &src, PAGEABLE);
+
+	u = room_use(&x, h[2], h[0], "sourced", NULL, 0);
+	ATF_CHECK_EQ(src.loads, 1);
+	snap = cfx_snap(&x.f);
+	ATF_CHECK(!cfx_snap_mat(snap, h[0], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, h[2], CUDA0) != NULL);
+	ATF_CHECK(!cfx_snap_mat(snap, h[2], PAGEABLE));
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->peak_charged_bytes, 2 * N);
+	rsd_snapshot_free(snap);
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+
+	rsd_simdev_set_progress(x.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(x.f.m));
+	ATF_CHECK_EQ(src.loads, 1);
+	ATF_CHECK(cfx_has_pattern(&x.f, h[0], PINNED, 0x20));
+	ATF_CHECK(cfx_has_pattern(&x.f, h[1], CUDA0, 0x21));
+	room_fini(&x);
 }
 
 /* Explain names sources and destinations still arriving as such. */
@@ -886,6 +947,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, close_and_queued_copies);
 	ATF_TP_ADD_TC(tp, scope_and_use_async);
 	ATF_TP_ADD_TC(tp, use_async_waits_for_room);
+	ATF_TP_ADD_TC(tp, use_async_loads_once_after_room);
 	ATF_TP_ADD_TC(tp, explain_names_arriving);
 	return 0;
 }

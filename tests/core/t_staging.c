@@ -24,6 +24,7 @@
 #include <atf-c.h>
 
 #include "cfx.h"
+#include "core/core.h" /* rsd__staging_quiesce() */
 #include "../simwait.h"
 
 #define CHUNK 4096ull
@@ -1007,6 +1008,75 @@ ATF_TC_BODY(forced_close_mid_copy, tc)
 
 /* ---- host-only managers ------------------------------------------------------------ */
 
+/* ---- no allocation of its own ------------------------------------------------------ */
+
+/* The bookkeeping allocations (the "alloc" fault point's hits) of a
+ * not-waiting ensure of h at cuda:0 from its host copy, once what was
+ * queued before is done (the staging worker put its last job away) and h
+ * is dropped there. */
+static uint64_t async_allocs(struct stx *x, struct rsd_handle h)
+{
+	uint64_t h0;
+
+	OK(rsd_simdev_ops()->device_sync(x->f.sd, 0));
+	OK(rsd_manager_reap(x->f.m));
+	OK(rsd_drop(x->f.m, h, cfx_cuda(0), NULL));
+	OK(rsd__staging_quiesce(x->f.m));
+	h0 = rsd_fault_hits("alloc");
+	OK(rsd_ensure_async(x->f.m, h, cfx_cuda(0), NULL, NULL));
+	return rsd_fault_hits("alloc") - h0;
+}
+
+/*
+ * A copy handed to the staging worker is made in the memory of the job
+ * the worker staged before it, when that is large enough: a not-waiting
+ * ensure from pageable memory allocates exactly what the same ensure from
+ * pinned memory does (each counted after one of the same, as the first
+ * call of a kind fills caches of its own). A copy of more chunks than any
+ * before allocates its job once (one more); the next one of that size
+ * does not. Bytes exact.
+ */
+ATF_TC_WITHOUT_HEAD(handed_copies_reuse_the_job);
+ATF_TC_BODY(handed_copies_reuse_the_job, tc)
+{
+	const uint64_t n[2] = { 3 * CHUNK + 5, 9 * CHUNK + 1 };
+	struct rsd_handle pg[2], pn[2];
+	uint64_t pinned[2];
+	struct stx x;
+
+	stx_make(&x, CHUNK, NULL, 0);
+	for (int i = 0; i < 2; i++) {
+		struct rsd_resident *r;
+
+		pg[i] = adopt_pageable(&x, n[i], 90 + i);
+		RSD_REQUIRE_OK(rsd_resident_alloc(x.f.m, &rsd_resident_type, PINNED, 1, &n[i], NULL,
+						  0, &r));
+		fill(rsd_resident_data(r, 0), n[i], 0, 92 + i);
+		RSD_REQUIRE_OK(rsd_adopt(x.f.m, r, NULL, RSD_REPLICABLE, &pn[i]));
+	}
+	/* Warm: the pair at its size, the device's blocks and records. */
+	OK(rsd_ensure(x.f.m, pg[0], cfx_cuda(0), NULL, NULL));
+	for (int i = 0; i < 2; i++)
+		OK(rsd_ensure(x.f.m, pn[i], cfx_cuda(0), NULL, NULL));
+	/* Armed far away: every allocation counts, none fails. The second
+	 * count of each: the first not-waiting call also fills caches. */
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, UINT64_MAX, RSD_ENOMEM));
+	for (int i = 0; i < 2; i++) {
+		pinned[i] = async_allocs(&x, pn[i]);
+		pinned[i] = async_allocs(&x, pn[i]);
+	}
+	ATF_CHECK_EQ(async_allocs(&x, pg[0]), pinned[0]);
+	ATF_CHECK_EQ(async_allocs(&x, pg[0]), pinned[0]);
+	ATF_CHECK_EQ(async_allocs(&x, pg[1]), pinned[1] + 1);
+	ATF_CHECK_EQ(async_allocs(&x, pg[1]), pinned[1]);
+	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
+	for (int i = 0; i < 2; i++) {
+		check_bytes(&x, pg[i], cfx_cuda(0), 90 + i);
+		check_bytes(&x, pn[i], cfx_cuda(0), 92 + i);
+	}
+	stx_fini(&x);
+}
+
 ATF_TC_WITHOUT_HEAD(host_only_unaffected);
 ATF_TC_BODY(host_only_unaffected, tc)
 {
@@ -1043,5 +1113,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, sync_failure_is_no_answer_beside);
 	ATF_TP_ADD_TC(tp, chunk_fault_fails_once);
 	ATF_TP_ADD_TC(tp, forced_close_mid_copy);
+	ATF_TP_ADD_TC(tp, handed_copies_reuse_the_job);
 	return atf_no_error();
 }
