@@ -168,6 +168,9 @@ struct rsd_mat {
 	 */
 	uint32_t busy;
 	bool leaving;
+	/* FAILED only: its block went back to the queued spill it was lent by
+	 * (queued.c): it owns no storage and no charge, only protections. */
+	bool returned;
 	enum rsd_mat_state state; /* written by rsd__mat_set_state() only */
 	/* FILLING: the pending record of the copy a not-waiting call queued
 	 * into it (queued.c, §22); NULL in every other state. */
@@ -408,7 +411,21 @@ struct rsd_xfer {
 	struct rsd_location leftover_at;
 	bool leftover_charged;
 	bool restore; /* leftover is a move's source: reinstated on failure */
-	int err;      /* the one recorded error: the first the device reported */
+	/*
+	 * Stream-ordered room (queued.c, "handover"): a later copy writes
+	 * into the leftover's block, ordered after this copy's event on its
+	 * stream. lent: the block and its charge are that copy's
+	 * destination's (leftover_charged is false); dropping the leftover
+	 * frees its header only. lent_rec/lent_at: that destination while
+	 * this copy is queued and it may still give the block back (NULL
+	 * once either settled); lent_to: its queued copy's record, once
+	 * queued. borrowed, on that copy's side: this record, likewise.
+	 */
+	bool lent;
+	struct rsd_record *lent_rec;
+	struct rsd_location lent_at;
+	struct rsd_lease_rec *lent_to, *borrowed;
+	int err; /* the one recorded error: the first the device reported */
 	/* err was returned by the call that queued it (a copy known to have
 	 * failed whose queued work may still run): not kept again. Nothing
 	 * of it was installed: garbage is its destination's storage, freed
@@ -931,6 +948,9 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 
 /* Take the materialization at `at` out of rec without freeing its value
  * (its charge refunded, +1); the caller owns the value. */
+/* The destination at `at` of a failed copy gives its block back (queued.c):
+ * its charge and owner entries go, it stays with its protections. */
+void rsd__return_storage(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 struct rsd_resident *rsd__detach(struct rsd_manager *m, struct rsd_record *rec,
 				 struct rsd_location at);
 
@@ -1261,6 +1281,20 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Close without finishing it: free what it reads, or keep it for ever
  * (keep: the device may still read it). */
 void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool keep);
+/* In queue mode, a destination at `to` for rec laid out as `like` in the
+ * block a queued spill still reads there, with that spill's charge:
+ * *spill is its record (the new copy's stream must wait for its event).
+ * 0 when there is none to take (nothing changed). */
+int rsd__qcopy_handover(struct rsd_manager *m, struct rsd_record *rec,
+			const struct rsd_resident *like, struct rsd_location to,
+			struct rsd_resident **out, struct rsd_lease_rec **spill);
+/* Back under the lock after issuing the copy into a handed-over block
+ * (spill pinned by the caller, unpinned here): link the queued copy l to
+ * the spill, or, when the copy failed (l NULL), give the block and its
+ * charge back to the spill; `copy` then keeps its header only. Nothing
+ * when the spill settled meanwhile (it settled the block then). */
+void rsd__qcopy_handed(struct rsd_manager *m, struct rsd_lease_rec *spill, struct rsd_lease_rec *l,
+		       struct rsd_resident *copy);
 
 /*
  * A not-waiting call's admission at `at` failed: when a queued copy still
@@ -1342,6 +1376,10 @@ int rsd__adopt_install(struct rsd_manager *m, struct rsd_resident *value, struct
 bool rsd__resident_location(const struct rsd_resident *r, struct rsd_location *at);
 
 /* Allocate like rsd_resident_alloc() with an explicit driver. */
+/* A header laid out as `like` over owner's block (which owner keeps
+ * pointing at); false when it does not fit or is not a library block. */
+bool rsd__resident_over(const struct rsd_resident *like, const struct rsd_resident *owner,
+			struct rsd_resident **out);
 int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int ndevices,
 			const struct rsd_type *type, struct rsd_location at, size_t nbuf,
 			const uint64_t *nbytes, const void *meta, size_t meta_len,
