@@ -949,6 +949,39 @@ static void *move_async_main(void *arg)
 }
 
 /*
+ * The spill completes and the copy into its block fails on its own: the
+ * spilled value is in pinned memory, the requested one back there too (its
+ * move undone), each byte charged once, one error reported.
+ */
+ATF_TC_WITHOUT_HEAD(copy_into_spilled_room_fails);
+ATF_TC_BODY(copy_into_spilled_room_fails, tc)
+{
+	struct rsd_snapshot *snap;
+	struct spillfx s;
+	struct rsd_use *u;
+
+	spill_open(&s);
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_COPY_EXEC, 2, RSD_EDEVICE);
+	u = spill_use(&s);
+	rsd_simdev_complete_all(s.f.sd);
+	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+	ERR(RSD_EDEVICE, rsd_manager_reap(s.f.m));
+	CHECK_MSG_HAS("to cuda:0 failed");
+	OK(rsd_manager_reap(s.f.m));
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[0], CUDA0));
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], CUDA0));
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, N);
+	check_ledger(snap, CUDA0);
+	check_ledger(snap, PINNED);
+	rsd_snapshot_free(snap);
+	spill_check_bytes(&s, PINNED, CUDA0, PINNED);
+	spill_close(&s);
+}
+
+/*
  * Two spills queued, then two threads at once queue values into the room
  * they free: both return with nothing run (the device runs on command),
  * each took one block, and everything arrives whole.
@@ -1112,6 +1145,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, scope_and_use_async);
 	ATF_TP_ADD_TC(tp, use_async_takes_spilled_room);
 	ATF_TP_ADD_TC(tp, spill_fails_room_returns);
+	ATF_TP_ADD_TC(tp, copy_into_spilled_room_fails);
 	ATF_TP_ADD_TC(tp, spilled_room_from_threads);
 	ATF_TP_ADD_TC(tp, close_with_spilled_room);
 	ATF_TP_ADD_TC(tp, use_async_reservation_waits_for_room);
