@@ -892,6 +892,23 @@ ATF_TC_BODY(use_async_takes_spilled_room, tc)
 	spill_close(&s);
 }
 
+/* spill_use() with the nth copy the device runs failing (1: the spill,
+ * 2: the copy into its block), run to the end and the use closed. */
+static void spill_use_failing(struct spillfx *s, unsigned nth)
+{
+	struct rsd_use *u;
+
+	spill_open(s);
+	rsd_simdev_fail_nth(s->f.sd, RSD_SIMDEV_COPY_EXEC, nth, RSD_EDEVICE);
+	u = spill_use(s);
+	rsd_simdev_complete_all(s->f.sd);
+	/* The use's close drains the failed streams: let the device run. */
+	rsd_simdev_set_progress(s->f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	/* The consumer stream failed with the copy: the use's lease ended. */
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+}
+
 /*
  * The spill fails on the device: the request's copy, ordered after it,
  * fails with it and wrote nothing, so the block goes back to the spilled
@@ -904,18 +921,9 @@ ATF_TC_BODY(spill_fails_room_returns, tc)
 {
 	struct rsd_snapshot *snap;
 	struct spillfx s;
-	struct rsd_use *u;
 	int rc, seen = 0;
 
-	spill_open(&s);
-	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
-	u = spill_use(&s);
-	rsd_simdev_complete_all(s.f.sd);
-	/* The use's close drains the failed streams: let the device run. */
-	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	/* The consumer stream failed with the copy: the use's lease ended. */
-	OK(rsd_use_close(u, NULL));
-	rsd_use_free(u);
+	spill_use_failing(&s, 1);
 	/* One error each: the spill's (to pinned memory) and the copy's. */
 	for (int i = 0; i < 2; i++) {
 		ERR(RSD_EDEVICE, rsd_manager_reap(s.f.m));
@@ -958,15 +966,8 @@ ATF_TC_BODY(copy_into_spilled_room_fails, tc)
 {
 	struct rsd_snapshot *snap;
 	struct spillfx s;
-	struct rsd_use *u;
 
-	spill_open(&s);
-	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_COPY_EXEC, 2, RSD_EDEVICE);
-	u = spill_use(&s);
-	rsd_simdev_complete_all(s.f.sd);
-	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_use_close(u, NULL));
-	rsd_use_free(u);
+	spill_use_failing(&s, 2);
 	ERR(RSD_EDEVICE, rsd_manager_reap(s.f.m));
 	CHECK_MSG_HAS("to cuda:0 failed");
 	OK(rsd_manager_reap(s.f.m));
