@@ -400,6 +400,7 @@ int rsd__qcopy_handover(struct rsd_manager *m, struct rsd_record *rec,
 		xf->lent_rec = rec;
 		xf->lent_at = to;
 		*spill = l;
+		rsd__lin_note(m, RSD_LIN_HANDOVER, 0);
 		return 1;
 	}
 	return 0;
