@@ -420,8 +420,11 @@ struct rsd_xfer {
 	 * this copy is queued and it may still give the block back (NULL
 	 * once either settled); lent_to: its queued copy's record, once
 	 * queued. borrowed, on that copy's side: this record, likewise.
+	 * proven: that copy completed, which the device runs only after
+	 * this copy's event completed, so this copy did too whatever its own
+	 * event's answer says (a failed query is no failure of the work).
 	 */
-	bool lent;
+	bool lent, proven;
 	struct rsd_record *lent_rec;
 	struct rsd_location lent_at;
 	struct rsd_lease_rec *lent_to, *borrowed;
@@ -1290,11 +1293,18 @@ int rsd__qcopy_handover(struct rsd_manager *m, struct rsd_record *rec,
 			struct rsd_resident **out, struct rsd_lease_rec **spill);
 /* Back under the lock after issuing the copy into a handed-over block
  * (spill pinned by the caller, unpinned here): link the queued copy l to
- * the spill, or, when the copy failed (l NULL), give the block and its
- * charge back to the spill; `copy` then keeps its header only. Nothing
- * when the spill settled meanwhile (it settled the block then). */
+ * the spill (or the record of a failed copy that may still run, which
+ * keeps `copy` as its garbage), or, when the copy failed and nothing of
+ * it runs (l NULL), give the block and its charge back to the spill;
+ * `copy` then keeps its header only. Nothing when the spill settled
+ * meanwhile (it settled the block then). */
 void rsd__qcopy_handed(struct rsd_manager *m, struct rsd_lease_rec *spill, struct rsd_lease_rec *l,
 		       struct rsd_resident *copy);
+/* The device answered that l's copy failed: 0 when that answer can be
+ * folded in now; 1 with *first, the copy that took l's block, which must
+ * be folded in first (its answer decides what the block holds); -1 when
+ * that copy is still being queued (no answer yet). */
+int rsd__qcopy_answer_after(const struct rsd_lease_rec *l, struct rsd_lease_rec **first);
 
 /*
  * A not-waiting call's admission at `at` failed: when a queued copy still
@@ -1310,8 +1320,10 @@ int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
  * whose pending record's transfer carries it on (x keeps its state); err:
  * the error the caller returns. failed: the copy is known to have failed
  * (its issue did), and x->event only orders what it queued: it is undone
- * when that completes, its error not kept again. */
-void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err, bool failed);
+ * when that completes, its error not kept again. Returns that record (NULL
+ * without memory for one: both ends are kept for ever). */
+struct rsd_lease_rec *rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err,
+					   bool failed);
 
 /* The failure of the queued copy fill (fill->xf->err set), as the error
  * of a copy that read its destination. */

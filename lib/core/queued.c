@@ -210,7 +210,8 @@ static void qcopy_failed(struct rsd_manager *m, struct rsd_lease_rec *l, struct 
  * the destination is kept for the life of the process and settled as a
  * failure. Keeps the error record.
  */
-void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err, bool failed)
+struct rsd_lease_rec *rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err,
+					   bool failed)
 {
 	struct rsd_error saved = *rsd_last_error();
 	struct rsd_lease_rec *l = m->closed ? NULL : rsd__xfer_new(m);
@@ -225,13 +226,14 @@ void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int e
 	if (l) {
 		l->xf->kind = RSD_XFER_UNANSWERED;
 		*rsd__err_record() = saved;
-		return;
+		return l;
 	}
 	rsd__arrival_abandon(m, x->rec, x->to);
 	if (loaded)
 		rsd__keep_forever(loaded);
 	rsd__xfer_settle(m, x->rec, from, x->to, NULL, err);
 	*rsd__err_record() = saved;
+	return NULL;
 }
 
 /* Free what the copy read and no materialization owns, with its charge. */
@@ -379,9 +381,13 @@ int rsd__qcopy_handover(struct rsd_manager *m, struct rsd_record *rec,
 		struct rsd_xfer *xf = l->xf;
 		uint64_t c;
 
+		/* Only a block charged as much as the new value: a smaller
+		 * charge would free the rest for other admissions while the
+		 * block may still go back, whole, to the spilled value. */
 		if (!xf || !xf->restore || !xf->leftover_charged || xf->lent || xf->err ||
 		    xf->state != RSD_XFER_QUEUED || !rsd_location_equal(xf->leftover_at, to) ||
-		    l->nevents != 1 || !l->events[0])
+		    xf->rec->spec.storage_nbytes != rec->spec.storage_nbytes || l->nevents != 1 ||
+		    !l->events[0])
 			continue;
 		if (!rsd__resident_over(like, xf->leftover, out))
 			continue;
@@ -411,9 +417,14 @@ int rsd__qcopy_handover(struct rsd_manager *m, struct rsd_record *rec,
 static void give_back(struct rsd_manager *m, struct rsd_lease_rec *spill)
 {
 	struct rsd_xfer *sx = spill->xf;
+	struct rsd_xfer *to = sx->lent_to ? sx->lent_to->xf : NULL;
 	struct rsd_mat *mat = rsd__rec_mat(sx->lent_rec, sx->lent_at);
 
-	if (mat && !mat->returned)
+	/* A failed copy's record keeps its destination as garbage (and
+	 * installed nothing: a copy there now is another transfer's). */
+	if (to && to->told && to->garbage)
+		to->garbage->block = NULL;
+	else if (mat && !mat->returned)
 		rsd__return_storage(m, sx->lent_rec, sx->lent_at);
 	charge_temp(m, sx->leftover_at, sx->rec->spec.storage_nbytes, true);
 	sx->leftover_charged = true;
@@ -457,12 +468,39 @@ static void settle_handover(struct rsd_manager *m, struct rsd_lease_rec *l)
 		return;
 	if (xf->state == RSD_XFER_FAILED)
 		give_back(m, spill);
+	else if (l != spill)
+		spill->xf->proven = true;
 	/* The copy ordered after a failed spill wrote nothing and fails
 	 * with it (the driver fails it too; this covers one that does not). */
 	if (l == spill && xf->state == RSD_XFER_FAILED && xf->lent_to &&
 	    xf->lent_to->xf->state == RSD_XFER_QUEUED && !xf->lent_to->xf->err)
 		xf->lent_to->xf->err = xf->err;
 	unlink_handover(spill);
+}
+
+/*
+ * Which answer comes first. A spill's event may answer a failure that the
+ * work did not have (an event query that failed twice around a drain is
+ * taken as the work's failure, lease.c): then the copy that took its
+ * block ran after it and wrote the block, the spilled value's bytes are
+ * whole at the spill's destination, and reinstating them from the block
+ * would lose them (that copy folded in first) or put the new value's
+ * bytes in their place (the spill first). So a spill whose block is lent
+ * folds a failure in only after the copy into the block: that copy's
+ * completion proves the spill's (settle_handover(): proven, and the
+ * failure is not taken, lease.c), and its failure, the device failing it
+ * after the failed spill, gives the block back to be reinstated.
+ */
+int rsd__qcopy_answer_after(const struct rsd_lease_rec *l, struct rsd_lease_rec **first)
+{
+	const struct rsd_xfer *xf = l->xf;
+
+	if (!xf || !xf->lent_rec || xf->state != RSD_XFER_QUEUED)
+		return 0;
+	if (!xf->lent_to)
+		return -1;
+	*first = xf->lent_to;
+	return 1;
 }
 
 void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)

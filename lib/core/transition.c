@@ -347,11 +347,11 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 		 struct rsd_location to, void *stream, bool allow_exclusive,
 		 const struct rsd_location *leave, bool *deferred)
 {
-	struct rsd_lease_rec *queued = NULL, *fill = NULL, *spill = NULL;
+	struct rsd_lease_rec *queued = NULL, *fill = NULL, *spill = NULL, *fail;
 	struct rsd_resident *copy = NULL;
 	struct rsd_mat *smat;
 	void *ev = NULL;
-	bool defer, stuck = false, recorded = false, spill_linked = false,
+	bool defer, stuck = false, recorded = false,
 		    device = to.kind == RSD_CUDA || x->src.kind == RSD_CUDA;
 	int err;
 
@@ -413,11 +413,12 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 			err = rsd__fill_error(fill);
 		rsd__lease_unpin(m, fill);
 	}
-	/* Queued into a spill's block: the block goes back unless queued. */
-	if (spill && (err || m->closed))
+	/* Queued into a spill's block: the block goes back unless queued,
+	 * or failed with work that may still write it (below). */
+	if (spill && (m->closed || (err && !ev && !stuck))) {
 		rsd__qcopy_handed(m, spill, NULL, copy);
-	else if (spill)
-		spill_linked = true;
+		spill = NULL;
+	}
 	if (m->closed) {
 		/* Closed meanwhile by close(FORCE | NOWAIT), which waited for
 		 * nothing: the last thread back frees what this transfer
@@ -439,7 +440,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 	}
 	if (!err && queued) {
 		rsd__qcopy_commit(m, queued, x);
-		if (spill_linked)
+		if (spill)
 			rsd__qcopy_handed(m, spill, queued, copy);
 		if (x->temporary) {
 			x->value = NULL;
@@ -469,7 +470,11 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 		 * as a queued copy (queued.c). */
 		rsd__xfer_discard(m, queued);
 		x->event = ev; /* recorded behind a stuck issue, perhaps */
-		rsd__xfer_unanswered(m, x, err, recorded || queued || defer);
+		fail = rsd__xfer_unanswered(m, x, err, recorded || queued || defer);
+		/* Into a spill's block: its record keeps the block until that
+		 * work is over, then gives it back (queued.c). */
+		if (spill)
+			rsd__qcopy_handed(m, spill, fail, copy);
 		if (x->temporary) {
 			x->value = NULL;
 			x->charged = false;
@@ -477,6 +482,8 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 		return err;
 	}
 	rsd__xfer_discard(m, queued);
+	if (spill) /* stuck: the block is the spill's again */
+		rsd__qcopy_handed(m, spill, NULL, copy);
 	if (stuck) {
 		/* Not even an event: neither end is ever freed. */
 		rsd__arrival_abandon(m, rec, to);

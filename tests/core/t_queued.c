@@ -772,9 +772,10 @@ struct spillfx {
 	void *cs;
 };
 
-static void spill_open(struct spillfx *s)
+/* spill_open() with `extra` bytes of room on cuda:0 besides. */
+static void spill_open_room(struct spillfx *s, uint64_t extra)
 {
-	const struct rsd_budget b[] = { { CUDA0, 2 * N } };
+	const struct rsd_budget b[] = { { CUDA0, 2 * N + extra } };
 	const struct rsd_location to_pinned[] = { PINNED };
 	const struct rsd_fallback_tier tier = { CUDA0, to_pinned, 1 };
 
@@ -789,6 +790,11 @@ static void spill_open(struct spillfx *s)
 	OK(rsd_controller_create(s->f.m, s->pol, 0, &s->c));
 	ATF_REQUIRE_EQ(rsd_simdev_stream_create(s->f.sd, 0, &s->cs), 0);
 	rsd_simdev_set_progress(s->f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+}
+
+static void spill_open(struct spillfx *s)
+{
+	spill_open_room(s, 0);
 }
 
 /* Ask for h[2] on cuda:0 without waiting: the plan spills h[0]. */
@@ -982,6 +988,100 @@ ATF_TC_BODY(copy_into_spilled_room_fails, tc)
 	spill_close(&s);
 }
 
+/* h[0] spilled to pinned memory and h[2] moved into its block, not
+ * waiting: cuda:0 counts the block once. */
+static void spill_then_move(struct spillfx *s)
+{
+	spill_open(s);
+	OK(rsd_move_async(s->f.m, s->h[0], PINNED, NULL, NULL, NULL));
+	OK(rsd_move_async(s->f.m, s->h[2], CUDA0, NULL, NULL, NULL));
+	ATF_CHECK_EQ(cfx_used(&s->f, CUDA0), 2 * N);
+}
+
+/* After the spill of h[0] and the move of h[2] into its block have both
+ * run and been folded in: every value whole where it went, each byte
+ * charged once, and the manager closes. */
+static void spill_check_moved(struct spillfx *s)
+{
+	struct rsd_snapshot *snap = cfx_snap(&s->f);
+
+	ATF_CHECK(!cfx_snap_mat(snap, s->h[0], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, s->h[0], PINNED) &&
+		  !cfx_snap_mat(snap, s->h[0], PINNED)->arriving);
+	ATF_CHECK(cfx_snap_mat(snap, s->h[2], CUDA0) &&
+		  !cfx_snap_mat(snap, s->h[2], CUDA0)->arriving);
+	ATF_CHECK(!cfx_snap_mat(snap, s->h[2], PINNED));
+	check_ledger(snap, CUDA0);
+	check_ledger(snap, PINNED);
+	rsd_snapshot_free(snap);
+	spill_check_bytes(s, PINNED, CUDA0, CUDA0);
+	spill_close(s);
+}
+
+/*
+ * The device ran the spill and the move into its block, but the spill's
+ * event answers a failure (its query fails before and after the drain of
+ * its stream, which the manager takes as the work's failure). The copy
+ * into the block decides: it is folded in first, and its completion
+ * proves the spill's, so the spilled value stays where it went (taking
+ * the failure would put it back into the block, which now holds the
+ * other value's bytes). Nothing is reported.
+ */
+ATF_TC_WITHOUT_HEAD(spill_failure_answered_after_copy);
+ATF_TC_BODY(spill_failure_answered_after_copy, tc)
+{
+	struct spillfx s;
+
+	spill_then_move(&s);
+	rsd_simdev_complete_all(s.f.sd);
+	rsd_simdev_fail_all(s.f.sd, RSD_SIMDEV_EVENT_QUERY, RSD_EDEVICE);
+	OK(rsd_manager_reap(s.f.m));
+	rsd_simdev_fail_all(s.f.sd, RSD_SIMDEV_EVENT_QUERY, 0);
+	OK(rsd_manager_reap(s.f.m));
+	spill_check_moved(&s);
+}
+
+/*
+ * The same with the copy into the block folded in before the spill's
+ * answer: a small value's copy queued first makes the reap visit the
+ * copies to cuda:0 first; the spill's query fails there and so does the
+ * drain of its stream (no answer, nothing folded). Then the spill's event
+ * answers a failure: the completed copy proved the spill complete, and
+ * the spilled value keeps its only copy.
+ */
+ATF_TC_WITHOUT_HEAD(spill_failure_answered_copy_first);
+ATF_TC_BODY(spill_failure_answered_copy_first, tc)
+{
+	struct rsd_snapshot *snap;
+	struct rsd_handle x;
+	struct spillfx s;
+
+	spill_open_room(&s, 4096);
+	x = cfx_adopt(&s.f, PINNED, 4096, RSD_REPLICABLE);
+	cfx_fill(&s.f, x, PINNED, 0x20);
+	OK(rsd_ensure_async(s.f.m, x, CUDA0, NULL, NULL));
+	OK(rsd_move_async(s.f.m, s.h[0], PINNED, NULL, NULL, NULL));
+	OK(rsd_move_async(s.f.m, s.h[2], CUDA0, NULL, NULL, NULL));
+	ATF_CHECK_EQ(cfx_used(&s.f, CUDA0), 2 * N + 4096);
+	rsd_simdev_complete_all(s.f.sd);
+	/* Queries: x's copy, the move into the block, the spill. */
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_EVENT_QUERY, 3, RSD_EDEVICE);
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_manager_reap(s.f.m));
+	CHECK_MSG_HAS("no answer from the device for the queued copy of value");
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], CUDA0)->arriving);
+	ATF_CHECK(cfx_snap_mat(snap, s.h[0], PINNED)->arriving);
+	rsd_snapshot_free(snap);
+	rsd_simdev_fail_all(s.f.sd, RSD_SIMDEV_EVENT_QUERY, RSD_EDEVICE);
+	OK(rsd_manager_reap(s.f.m));
+	rsd_simdev_fail_all(s.f.sd, RSD_SIMDEV_EVENT_QUERY, 0);
+	OK(rsd_manager_reap(s.f.m));
+	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(cfx_has_pattern(&s.f, x, CUDA0, 0x20));
+	spill_check_moved(&s);
+}
+
 /*
  * Two spills queued, then two threads at once queue values into the room
  * they free: both return with nothing run (the device runs on command),
@@ -1036,10 +1136,7 @@ ATF_TC_BODY(close_with_spilled_room, tc)
 {
 	struct spillfx s;
 
-	spill_open(&s);
-	OK(rsd_move_async(s.f.m, s.h[0], PINNED, NULL, NULL, NULL));
-	OK(rsd_move_async(s.f.m, s.h[2], CUDA0, NULL, NULL, NULL));
-	ATF_CHECK_EQ(cfx_used(&s.f, CUDA0), 2 * N);
+	spill_then_move(&s);
 	OK(rsd_manager_close(s.f.m, RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT));
 	rsd_simdev_complete_all(s.f.sd);
 	ATF_CHECK_EQ(rsd_simdev_pending_events(s.f.sd, NULL), 0);
@@ -1147,6 +1244,8 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, use_async_takes_spilled_room);
 	ATF_TP_ADD_TC(tp, spill_fails_room_returns);
 	ATF_TP_ADD_TC(tp, copy_into_spilled_room_fails);
+	ATF_TP_ADD_TC(tp, spill_failure_answered_after_copy);
+	ATF_TP_ADD_TC(tp, spill_failure_answered_copy_first);
 	ATF_TP_ADD_TC(tp, spilled_room_from_threads);
 	ATF_TP_ADD_TC(tp, close_with_spilled_room);
 	ATF_TP_ADD_TC(tp, use_async_reservation_waits_for_room);
