@@ -962,6 +962,23 @@ static void *move_async_main(void *arg)
 	return NULL;
 }
 
+/* The spill of h[0] completed and the move of h[2] into its block was
+ * undone: h[0] in pinned memory, h[2] back there, each byte charged once;
+ * then the manager closes. */
+static void spill_check_undone(struct spillfx *s)
+{
+	struct rsd_snapshot *snap = cfx_snap(&s->f);
+
+	ATF_CHECK(!cfx_snap_mat(snap, s->h[0], CUDA0));
+	ATF_CHECK(!cfx_snap_mat(snap, s->h[2], CUDA0));
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, N);
+	check_ledger(snap, CUDA0);
+	check_ledger(snap, PINNED);
+	rsd_snapshot_free(snap);
+	spill_check_bytes(s, PINNED, CUDA0, PINNED);
+	spill_close(s);
+}
+
 /*
  * The spill completes and the copy into its block fails on its own: the
  * spilled value is in pinned memory, the requested one back there too (its
@@ -970,22 +987,13 @@ static void *move_async_main(void *arg)
 ATF_TC_WITHOUT_HEAD(copy_into_spilled_room_fails);
 ATF_TC_BODY(copy_into_spilled_room_fails, tc)
 {
-	struct rsd_snapshot *snap;
 	struct spillfx s;
 
 	spill_use_failing(&s, 2);
 	ERR(RSD_EDEVICE, rsd_manager_reap(s.f.m));
 	CHECK_MSG_HAS("to cuda:0 failed");
 	OK(rsd_manager_reap(s.f.m));
-	snap = cfx_snap(&s.f);
-	ATF_CHECK(!cfx_snap_mat(snap, s.h[0], CUDA0));
-	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], CUDA0));
-	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, N);
-	check_ledger(snap, CUDA0);
-	check_ledger(snap, PINNED);
-	rsd_snapshot_free(snap);
-	spill_check_bytes(&s, PINNED, CUDA0, PINNED);
-	spill_close(&s);
+	spill_check_undone(&s);
 }
 
 /* h[0] spilled to pinned memory and h[2] moved into its block, not
@@ -1080,6 +1088,37 @@ ATF_TC_BODY(spill_failure_answered_copy_first, tc)
 	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
 	ATF_CHECK(cfx_has_pattern(&s.f, x, CUDA0, 0x20));
 	spill_check_moved(&s);
+}
+
+/*
+ * The move into a spill's block fails to queue and its stream will not
+ * drain: what it queued may still write the block, so the failed copy's
+ * record keeps the block (charged in flight at cuda:0, never twice) until
+ * an event recorded behind that work completes; the spill, still queued,
+ * only frees its header when it completes. Everything ends where it
+ * began or went, each byte charged once.
+ */
+ATF_TC_WITHOUT_HEAD(failed_copy_keeps_spilled_block);
+ATF_TC_BODY(failed_copy_keeps_spilled_block, tc)
+{
+	struct rsd_snapshot *snap;
+	struct spillfx s;
+
+	spill_open(&s);
+	OK(rsd_move_async(s.f.m, s.h[0], PINNED, NULL, NULL, NULL));
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_COPY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_move_async(s.f.m, s.h[2], CUDA0, NULL, NULL, NULL));
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, s.h[2], PINNED) &&
+		  !cfx_snap_mat(snap, s.h[2], PINNED)->arriving);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, N);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->in_flight_bytes, N);
+	rsd_snapshot_free(snap);
+	rsd_simdev_complete_all(s.f.sd);
+	OK(rsd_manager_reap(s.f.m));
+	spill_check_undone(&s);
 }
 
 /*
@@ -1246,6 +1285,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, copy_into_spilled_room_fails);
 	ATF_TP_ADD_TC(tp, spill_failure_answered_after_copy);
 	ATF_TP_ADD_TC(tp, spill_failure_answered_copy_first);
+	ATF_TP_ADD_TC(tp, failed_copy_keeps_spilled_block);
 	ATF_TP_ADD_TC(tp, spilled_room_from_threads);
 	ATF_TP_ADD_TC(tp, close_with_spilled_room);
 	ATF_TP_ADD_TC(tp, use_async_reservation_waits_for_room);
