@@ -201,7 +201,10 @@ enum rsd_lin_kind {
 	RSD_LIN_SETTLE_END,
 	/* A not-waiting call's queued copy is folded in (completed or
 	 * failed), inside whichever writer section reaps it. */
-	RSD_LIN_QDONE
+	RSD_LIN_QDONE,
+	/* A not-waiting copy took a queued spill's block (queued.c,
+	 * rsd__qcopy_handover()): the sequential model does not know it. */
+	RSD_LIN_HANDOVER
 };
 struct rsd_lin_ent {
 	enum rsd_lin_kind kind;

@@ -226,8 +226,9 @@ int main(int argc, char **argv)
 		       s.lst.end_checked, s.lst.async_calls, s.lst.waits, s.lst.gpu_leases,
 		       s.lst.uses, s.lst.kernels, s.lst.probes);
 		printf("  accepted: %lu loads again after a wait for room, %lu preflights passed "
-		       "with queued copies' reads over\n",
-		       s.lst.async_reloads, s.lst.qread_done);
+		       "with queued copies' reads over; %lu runs end-checked because a copy took a "
+		       "queued spill's block\n",
+		       s.lst.async_reloads, s.lst.qread_done, s.lst.handover_runs);
 		printf("  runs in which a fault fired:");
 		for (unsigned c = 0; c < LZF_N; c++)
 			printf(" %s %lu", lz_set_name(false, c), s.lst.fired[c]);

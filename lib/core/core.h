@@ -168,6 +168,9 @@ struct rsd_mat {
 	 */
 	uint32_t busy;
 	bool leaving;
+	/* FAILED only: its block went back to the queued spill it was lent by
+	 * (queued.c): it owns no storage and no charge, only protections. */
+	bool returned;
 	enum rsd_mat_state state; /* written by rsd__mat_set_state() only */
 	/* FILLING: the pending record of the copy a not-waiting call queued
 	 * into it (queued.c, §22); NULL in every other state. */
@@ -408,7 +411,24 @@ struct rsd_xfer {
 	struct rsd_location leftover_at;
 	bool leftover_charged;
 	bool restore; /* leftover is a move's source: reinstated on failure */
-	int err;      /* the one recorded error: the first the device reported */
+	/*
+	 * Stream-ordered room (queued.c, "handover"): a later copy writes
+	 * into the leftover's block, ordered after this copy's event on its
+	 * stream. lent: the block and its charge are that copy's
+	 * destination's (leftover_charged is false); dropping the leftover
+	 * frees its header only. lent_rec/lent_at: that destination while
+	 * this copy is queued and it may still give the block back (NULL
+	 * once either settled); lent_to: its queued copy's record, once
+	 * queued. borrowed, on that copy's side: this record, likewise.
+	 * proven: that copy completed, which the device runs only after
+	 * this copy's event completed, so this copy did too whatever its own
+	 * event's answer says (a failed query is no failure of the work).
+	 */
+	bool lent, proven;
+	struct rsd_record *lent_rec;
+	struct rsd_location lent_at;
+	struct rsd_lease_rec *lent_to, *borrowed;
+	int err; /* the one recorded error: the first the device reported */
 	/* err was returned by the call that queued it (a copy known to have
 	 * failed whose queued work may still run): not kept again. Nothing
 	 * of it was installed: garbage is its destination's storage, freed
@@ -937,6 +957,9 @@ void rsd__remove(struct rsd_manager *m, struct rsd_record *rec, struct rsd_locat
 
 /* Take the materialization at `at` out of rec without freeing its value
  * (its charge refunded, +1); the caller owns the value. */
+/* The destination at `at` of a failed copy gives its block back (queued.c):
+ * its charge and owner entries go, it stays with its protections. */
+void rsd__return_storage(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at);
 struct rsd_resident *rsd__detach(struct rsd_manager *m, struct rsd_record *rec,
 				 struct rsd_location at);
 
@@ -1271,6 +1294,27 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l);
 /* Close without finishing it: free what it reads, or keep it for ever
  * (keep: the device may still read it). */
 void rsd__qcopy_abandon(struct rsd_manager *m, struct rsd_lease_rec *l, bool keep);
+/* In queue mode, a destination at `to` for rec laid out as `like` in the
+ * block a queued spill still reads there, with that spill's charge:
+ * *spill is its record (the new copy's stream must wait for its event).
+ * 0 when there is none to take (nothing changed). */
+int rsd__qcopy_handover(struct rsd_manager *m, struct rsd_record *rec,
+			const struct rsd_resident *like, struct rsd_location to,
+			struct rsd_resident **out, struct rsd_lease_rec **spill);
+/* Back under the lock after issuing the copy into a handed-over block
+ * (spill pinned by the caller, unpinned here): link the queued copy l to
+ * the spill (or the record of a failed copy that may still run, which
+ * keeps `copy` as its garbage), or, when the copy failed and nothing of
+ * it runs (l NULL), give the block and its charge back to the spill;
+ * `copy` then keeps its header only. Nothing when the spill settled
+ * meanwhile (it settled the block then). */
+void rsd__qcopy_handed(struct rsd_manager *m, struct rsd_lease_rec *spill, struct rsd_lease_rec *l,
+		       struct rsd_resident *copy);
+/* The device answered that l's copy failed: 0 when that answer can be
+ * folded in now; 1 with *first, the copy that took l's block, which must
+ * be folded in first (its answer decides what the block holds); -1 when
+ * that copy is still being queued (no answer yet). */
+int rsd__qcopy_answer_after(const struct rsd_lease_rec *l, struct rsd_lease_rec **first);
 
 /*
  * A not-waiting call's admission at `at` failed: when a queued copy still
@@ -1286,8 +1330,10 @@ int rsd__qcopy_wait_room(struct rsd_manager *m, struct rsd_location at);
  * whose pending record's transfer carries it on (x keeps its state); err:
  * the error the caller returns. failed: the copy is known to have failed
  * (its issue did), and x->event only orders what it queued: it is undone
- * when that completes, its error not kept again. */
-void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err, bool failed);
+ * when that completes, its error not kept again. Returns that record (NULL
+ * without memory for one: both ends are kept for ever). */
+struct rsd_lease_rec *rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err,
+					   bool failed);
 
 /* The failure of the queued copy fill (fill->xf->err set), as the error
  * of a copy that read its destination. */
@@ -1352,6 +1398,10 @@ int rsd__adopt_install(struct rsd_manager *m, struct rsd_resident *value, struct
 bool rsd__resident_location(const struct rsd_resident *r, struct rsd_location *at);
 
 /* Allocate like rsd_resident_alloc() with an explicit driver. */
+/* A header laid out as `like` over owner's block (which owner keeps
+ * pointing at); false when it does not fit or is not a library block. */
+bool rsd__resident_over(const struct rsd_resident *like, const struct rsd_resident *owner,
+			struct rsd_resident **out);
 int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int ndevices,
 			const struct rsd_type *type, struct rsd_location at, size_t nbuf,
 			const uint64_t *nbytes, const void *meta, size_t meta_len,

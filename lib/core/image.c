@@ -267,6 +267,7 @@ static struct rsd_img_value *value_image(struct rsd_manager *m, const struct rsd
 		/* Committed but still filling (§22), or kept after that copy
 		 * failed, shows as arriving too. */
 		iv->mats[n].arriving = mat->state != RSD_MAT_RESIDENT;
+		iv->mats[n].returned = mat->returned;
 		n++;
 	}
 	return iv;

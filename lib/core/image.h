@@ -101,6 +101,7 @@ struct rsd_img_mat {
 	uint64_t storage_nbytes;
 	uint32_t use_count, hold_count, pending_count;
 	bool arriving;
+	bool returned; /* a failed copy's block given back: charges nothing */
 };
 
 /* Immutable image of one value. */

@@ -289,6 +289,41 @@ int rsd__removable(struct rsd_record *rec, struct rsd_mat *mat)
 /* Pop the materialization at `at`, refunding its charge, and free its
  * value unless `keep` (then it is returned); state_version is the
  * caller's. */
+/* Take mat's owner entries and its charge out (pop(), a returned block). */
+static void disown(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+{
+	struct rsd_resident *v = rsd__rec_mat(rec, at)->value;
+	struct rsd_acct *a = &m->acct[rsd__loc_slot(at)];
+
+	for (size_t b = 0; v && b < v->nbuf; b++) {
+		struct rsd_keymap_slot *s;
+
+		if (!v->bufs[b].base_nbytes)
+			continue;
+		s = rsd__keymap_find(&m->owners, key_device(&v->bufs[b]), v->bufs[b].base);
+		if (s && owned_by(s, rec, at))
+			rsd__keymap_remove(&m->owners, key_device(&v->bufs[b]), v->bufs[b].base);
+	}
+	a->used -= rec->spec.storage_nbytes;
+	rsd__acct_change(m, rsd__loc_slot(at), rec->spec.storage_nbytes, false);
+}
+
+void rsd__return_storage(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
+{
+	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+
+	disown(m, rec, at);
+	mat->returned = true;
+	mat->storage_nbytes = 0;
+	/* Its header stays (readers of a failed copy look at it): no block,
+	 * no buffer that owns anything. */
+	mat->value->block = NULL;
+	for (size_t b = 0; b < mat->value->nbuf; b++)
+		mat->value->bufs[b].base_nbytes = 0;
+	rsd__mark_dirty(m, rec);
+	m->locs_dirty = true;
+}
+
 static struct rsd_resident *pop(struct rsd_manager *m, struct rsd_record *rec,
 				struct rsd_location at, bool keep)
 {
@@ -300,18 +335,10 @@ static struct rsd_resident *pop(struct rsd_manager *m, struct rsd_record *rec,
 	if (!mat)
 		return NULL;
 	v = mat->value;
-	for (size_t b = 0; b < v->nbuf; b++) {
-		struct rsd_keymap_slot *s;
-
-		if (!v->bufs[b].base_nbytes)
-			continue;
-		s = rsd__keymap_find(&m->owners, key_device(&v->bufs[b]), v->bufs[b].base);
-		if (s && owned_by(s, rec, at))
-			rsd__keymap_remove(&m->owners, key_device(&v->bufs[b]), v->bufs[b].base);
-	}
 	a = &m->acct[rsd__loc_slot(at)];
-	a->used -= rec->spec.storage_nbytes;
-	rsd__acct_change(m, rsd__loc_slot(at), rec->spec.storage_nbytes, false);
+	/* A returned one gave its owner entries and charge back already. */
+	if (!mat->returned)
+		disown(m, rec, at);
 	a->value_count--;
 	/* Keep insertion order: snapshots and discard iterate it. */
 	i = (uint32_t)(mat - rec->mats);

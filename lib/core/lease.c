@@ -256,7 +256,9 @@ void rsd__lease_unpin(struct rsd_manager *m, struct rsd_lease_rec *l)
 static void event_failed(struct rsd_manager *m, struct rsd_lease_rec *l, int code)
 {
 	if (l->xf) {
-		if (l->xf->state == RSD_XFER_QUEUED)
+		/* Not a spill that a copy ordered after it proved complete
+		 * (queued.c, rsd__qcopy_answer_after()). */
+		if (l->xf->state == RSD_XFER_QUEUED && !l->xf->proven)
 			rsd__xfer_set_state(l->xf, RSD_XFER_FAILED, code);
 		return;
 	}
@@ -277,21 +279,44 @@ static int rec_device(const struct rsd_lease_rec *l)
 	return -1;
 }
 
+/* query(): a definite failure that waits for another copy's answer;
+ * answer_first(): that copy folded in, the reap starts over. */
+#define QUERY_AFTER 2
+#define QUERY_AGAIN 3
+
 /*
  * An event query's answer: 1 when it completed, 0 when it still runs, or
  * a query error. An error says nothing of the work until the event's
  * stream has drained (k->drained): only then is it the event's definite
- * failure, folded in as its completion (event_failed()).
+ * failure, folded in as its completion (event_failed()), unless the copy
+ * that took its block answers first (QUERY_AFTER, *first set; 0 while
+ * that copy is still being queued: queued.c, rsd__qcopy_answer_after()).
  */
-static int query(struct rsd_manager *m, struct rsd_pend_link *k)
+static int query(struct rsd_manager *m, struct rsd_pend_link *k, struct rsd_lease_rec **first)
 {
-	int q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]);
+	int q = m->ops->event_query(m->ops_ctx, k->l->events[k->k]), after;
 
 	if (q >= 0 ||
 	    !(k->drained || rsd__devloss_answer(m, k->l->streams[k->k], rec_device(k->l), q)))
 		return q;
+	after = rsd__qcopy_answer_after(k->l, first);
+	if (after)
+		return after > 0 ? QUERY_AFTER : 0;
 	event_failed(m, k->l, q);
 	return 1;
+}
+
+/* QUERY_AFTER: with drain_failed, wait for `first` without the lock and
+ * fold it in (QUERY_AGAIN, or the wait's error); without, the event
+ * counts as still running (0). */
+static int answer_first(struct rsd_manager *m, struct rsd_lease_rec *first, bool drain_failed)
+{
+	int err;
+
+	if (!drain_failed)
+		return 0;
+	err = rsd__lease_wait(m, first);
+	return err ? err : QUERY_AGAIN;
 }
 
 /*
@@ -392,6 +417,7 @@ int rsd__reap(struct rsd_manager *m)
  */
 int rsd__reap_flags(struct rsd_manager *m, bool drain_failed)
 {
+	struct rsd_lease_rec *first = NULL;
 	struct rsd_pend_link *k, *next;
 	size_t i;
 	int q;
@@ -402,7 +428,11 @@ again:
 		struct rsd_pend_stream *ps = &m->pstreams[i];
 
 		while ((k = rsd__list_first_entry(&ps->q, struct rsd_pend_link, node))) {
-			q = query(m, k);
+			q = query(m, k, &first);
+			if (q == QUERY_AFTER && (q = answer_first(m, first, drain_failed)) < 0)
+				return q;
+			if (q == QUERY_AGAIN)
+				goto again;
 			if (q < 0 && drain_failed) {
 				q = drain(m, k);
 				if (q)
@@ -425,7 +455,11 @@ again:
 			rsd__ptrmap_set(&m->pstream_idx, ps->stream, i);
 	}
 	rsd__list_for_each_entry_safe(k, next, &m->pend_unordered.q, node) {
-		q = query(m, k);
+		q = query(m, k, &first);
+		if (q == QUERY_AFTER && (q = answer_first(m, first, drain_failed)) < 0)
+			return q;
+		if (q == QUERY_AGAIN)
+			goto again;
 		if (q < 0 && drain_failed) {
 			q = drain(m, k);
 			if (q)
@@ -447,6 +481,34 @@ void rsd__pend_clear(struct rsd_manager *m)
 	rsd__list_init(&m->pend_unordered.q);
 }
 
+/*
+ * The device answered that l's copy failed. A spill whose block a later
+ * copy took takes that answer only after that copy's (queued.c,
+ * rsd__qcopy_answer_after()): fold it in first, with l kept by the
+ * caller's wait. 0 when l's answer can be folded in now, else no answer
+ * yet (l stays pending).
+ */
+static int answer_after(struct rsd_manager *m, struct rsd_lease_rec *l, int failed)
+{
+	struct rsd_lease_rec *first = NULL;
+	int after = rsd__qcopy_answer_after(l, &first), err;
+
+	if (after > 0) {
+		err = rsd__lease_wait(m, first);
+		if (err || m->closed || l->state == RSD_LEASE_DONE)
+			return err;
+		after = rsd__qcopy_answer_after(l, &first);
+	}
+	if (!after)
+		return 0;
+	return rsd__err(-failed > 0 && -failed < RSD_EMAX ? -failed : RSD_EDEVICE,
+			"no answer yet for the queued copy of value %llu: the device reported it "
+			"failed (%s), and the copy queued into its block, whose answer comes "
+			"first, is %s",
+			(unsigned long long)l->xf->rec->handle.id, rsd_strerror(failed),
+			after > 0 ? "not folded in" : "still being queued");
+}
+
 int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	int err = 0, failed = 0;
@@ -466,6 +528,8 @@ int rsd__lease_wait(struct rsd_manager *m, struct rsd_lease_rec *l)
 			failed = f;
 	}
 	rsd__device_wait_end(m);
+	if (!err && failed && !m->closed && l->state != RSD_LEASE_DONE)
+		err = answer_after(m, l, failed);
 	done = l->state == RSD_LEASE_DONE;
 	lease_waiter_gone(m, l);
 	if (m->closed)

@@ -210,7 +210,8 @@ static void qcopy_failed(struct rsd_manager *m, struct rsd_lease_rec *l, struct 
  * the destination is kept for the life of the process and settled as a
  * failure. Keeps the error record.
  */
-void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err, bool failed)
+struct rsd_lease_rec *rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int err,
+					   bool failed)
 {
 	struct rsd_error saved = *rsd_last_error();
 	struct rsd_lease_rec *l = m->closed ? NULL : rsd__xfer_new(m);
@@ -225,13 +226,14 @@ void rsd__xfer_unanswered(struct rsd_manager *m, const struct rsd_xfer *x, int e
 	if (l) {
 		l->xf->kind = RSD_XFER_UNANSWERED;
 		*rsd__err_record() = saved;
-		return;
+		return l;
 	}
 	rsd__arrival_abandon(m, x->rec, x->to);
 	if (loaded)
 		rsd__keep_forever(loaded);
 	rsd__xfer_settle(m, x->rec, from, x->to, NULL, err);
 	*rsd__err_record() = saved;
+	return NULL;
 }
 
 /* Free what the copy read and no materialization owns, with its charge. */
@@ -246,6 +248,9 @@ static void drop_leftover(struct rsd_manager *m, struct rsd_xfer *xf)
 		return;
 	if (xf->leftover_charged)
 		charge_temp(m, xf->leftover_at, xf->rec->spec.storage_nbytes, false);
+	if (xf->lent) /* the block is another copy's destination now */
+		xf->leftover->block = NULL;
+	xf->lent = false;
 	rsd__resident_destroy(xf->leftover);
 	xf->leftover = NULL;
 	xf->leftover_charged = false;
@@ -294,7 +299,17 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 	} else if (dst) {
 		rsd__remove(m, rec, xf->to);
 	}
-	if (xf->restore && !rsd__rec_mat(rec, xf->leftover_at)) {
+	if (xf->restore && xf->lent) {
+		/* Its block is the destination of a copy that completed
+		 * after it on the device (settle_handover()): only a driver
+		 * that runs a stream's work after a failed event it waits on
+		 * gets here, and that copy overwrote the bytes. */
+		rsd__warn(m,
+			  "value %llu: the move off %s failed after a later copy reused its "
+			  "block; the value's bytes there are gone",
+			  (unsigned long long)rec->handle.id,
+			  rsd_location_name(xf->leftover_at, name, sizeof(name)));
+	} else if (xf->restore && !rsd__rec_mat(rec, xf->leftover_at)) {
 		struct rsd_resident *v = xf->leftover;
 		struct rsd_error saved = *rsd_last_error();
 
@@ -332,6 +347,162 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 	m->copy_err_at = xf->to;
 }
 
+/*
+ * Stream-ordered room (reference.md §22.1). A not-waiting copy whose
+ * admission needs the room a queued spill (a move off the device) frees
+ * does not wait for it: its destination is laid out in the spill's source
+ * block, which the spill's record still holds as its leftover, and its
+ * stream waits on the device for the spill's event before writing. The
+ * block's charge moves with it: the leftover's temporary charge goes and
+ * the destination is admitted and charged as any, so the location counts
+ * it once. The leftover keeps pointing at the block (lent) so that the
+ * spilled value can have it back:
+ *  - both complete: the destination owns the block; the leftover's
+ *    header is freed alone;
+ *  - the spill fails (or the copy, while the spill is queued): the
+ *    driver fails the copy ordered after it, so the block still holds
+ *    the spilled bytes. The destination gives the block and its charge
+ *    back (rsd__return_storage(): FAILED with its protections, owning
+ *    nothing), the leftover is charged again and, for a failed spill,
+ *    reinstated by undo() as the source of any failed move is.
+ * Whichever record a reap folds first settles the pair, so the order of
+ * the two streams' queues does not matter.
+ */
+int rsd__qcopy_handover(struct rsd_manager *m, struct rsd_record *rec,
+			const struct rsd_resident *like, struct rsd_location to,
+			struct rsd_resident **out, struct rsd_lease_rec **spill)
+{
+	struct rsd_error saved = *rsd_last_error();
+	struct rsd_lease_rec *l;
+
+	if (!rsd__queue_mode() || to.kind != RSD_CUDA || !m->ops->stream_wait_event)
+		return 0;
+	rsd__list_for_each_entry(l, &m->leases, node) {
+		struct rsd_xfer *xf = l->xf;
+		uint64_t c;
+
+		/* Only a block charged as much as the new value: a smaller
+		 * charge would free the rest for other admissions while the
+		 * block may still go back, whole, to the spilled value. */
+		if (!xf || !xf->restore || !xf->leftover_charged || xf->lent || xf->err ||
+		    xf->state != RSD_XFER_QUEUED || !rsd_location_equal(xf->leftover_at, to) ||
+		    xf->rec->spec.storage_nbytes != rec->spec.storage_nbytes || l->nevents != 1 ||
+		    !l->events[0])
+			continue;
+		if (!rsd__resident_over(like, xf->leftover, out))
+			continue;
+		c = xf->rec->spec.storage_nbytes;
+		charge_temp(m, to, c, false);
+		if (rsd__admit(m, to, rec->spec.storage_nbytes)) {
+			charge_temp(m, to, c, true);
+			(*out)->block = NULL;
+			rsd__resident_destroy(*out);
+			*out = NULL;
+			*rsd__err_record() = saved;
+			continue;
+		}
+		xf->leftover_charged = false;
+		xf->lent = true;
+		xf->lent_rec = rec;
+		xf->lent_at = to;
+		*spill = l;
+		rsd__lin_note(m, RSD_LIN_HANDOVER, 0);
+		return 1;
+	}
+	return 0;
+}
+
+/* The destination the spill lent its block to failed, or the spill: the
+ * block goes back to the spill, with its charge. */
+static void give_back(struct rsd_manager *m, struct rsd_lease_rec *spill)
+{
+	struct rsd_xfer *sx = spill->xf;
+	struct rsd_xfer *to = sx->lent_to ? sx->lent_to->xf : NULL;
+	struct rsd_mat *mat = rsd__rec_mat(sx->lent_rec, sx->lent_at);
+
+	/* A failed copy's record keeps its destination as garbage (and
+	 * installed nothing: a copy there now is another transfer's). */
+	if (to && to->told && to->garbage)
+		to->garbage->block = NULL;
+	else if (mat && !mat->returned)
+		rsd__return_storage(m, sx->lent_rec, sx->lent_at);
+	charge_temp(m, sx->leftover_at, sx->rec->spec.storage_nbytes, true);
+	sx->leftover_charged = true;
+	sx->lent = false;
+}
+
+static void unlink_handover(struct rsd_lease_rec *spill)
+{
+	if (spill->xf->lent_to)
+		spill->xf->lent_to->xf->borrowed = NULL;
+	spill->xf->lent_to = NULL;
+	spill->xf->lent_rec = NULL;
+}
+
+void rsd__qcopy_handed(struct rsd_manager *m, struct rsd_lease_rec *spill, struct rsd_lease_rec *l,
+		       struct rsd_resident *copy)
+{
+	if (spill->xf->lent_rec && l) {
+		l->xf->borrowed = spill;
+		spill->xf->lent_to = l;
+	} else if (spill->xf->lent_rec) {
+		/* Never queued: nothing writes the block. Whatever frees
+		 * `copy` now frees its header only. */
+		copy->block = NULL;
+		charge_temp(m, spill->xf->leftover_at, spill->xf->rec->spec.storage_nbytes, true);
+		spill->xf->leftover_charged = true;
+		spill->xf->lent = false;
+		unlink_handover(spill);
+	}
+	rsd__lease_unpin(m, spill);
+}
+
+/* l folds while the other end of a handover may still need the block
+ * (see above): a failure of either gives it back to the spill. */
+static void settle_handover(struct rsd_manager *m, struct rsd_lease_rec *l)
+{
+	struct rsd_xfer *xf = l->xf;
+	struct rsd_lease_rec *spill = xf->borrowed ? xf->borrowed : l;
+
+	if (!spill->xf->lent_rec)
+		return;
+	if (xf->state == RSD_XFER_FAILED)
+		give_back(m, spill);
+	else if (l != spill)
+		spill->xf->proven = true;
+	/* The copy ordered after a failed spill wrote nothing and fails
+	 * with it (the driver fails it too; this covers one that does not). */
+	if (l == spill && xf->state == RSD_XFER_FAILED && xf->lent_to &&
+	    xf->lent_to->xf->state == RSD_XFER_QUEUED && !xf->lent_to->xf->err)
+		xf->lent_to->xf->err = xf->err;
+	unlink_handover(spill);
+}
+
+/*
+ * Which answer comes first. A spill's event may answer a failure that the
+ * work did not have (an event query that failed twice around a drain is
+ * taken as the work's failure, lease.c): then the copy that took its
+ * block ran after it and wrote the block, the spilled value's bytes are
+ * whole at the spill's destination, and reinstating them from the block
+ * would lose them (that copy folded in first) or put the new value's
+ * bytes in their place (the spill first). So a spill whose block is lent
+ * folds a failure in only after the copy into the block: that copy's
+ * completion proves the spill's (settle_handover(): proven, and the
+ * failure is not taken, lease.c), and its failure, the device failing it
+ * after the failed spill, gives the block back to be reinstated.
+ */
+int rsd__qcopy_answer_after(const struct rsd_lease_rec *l, struct rsd_lease_rec **first)
+{
+	const struct rsd_xfer *xf = l->xf;
+
+	if (!xf || !xf->lent_rec || xf->state != RSD_XFER_QUEUED)
+		return 0;
+	if (!xf->lent_to)
+		return -1;
+	*first = xf->lent_to;
+	return 1;
+}
+
 void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 {
 	struct rsd_xfer *xf = l->xf;
@@ -362,6 +533,7 @@ void rsd__qcopy_finish(struct rsd_manager *m, struct rsd_lease_rec *l)
 				rsd__devlost_note();
 		}
 	}
+	settle_handover(m, l);
 	if (xf->state == RSD_XFER_FAILED)
 		undo(m, l);
 	/* A copy out of a lost device ended: the value's fate is known now

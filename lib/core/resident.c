@@ -34,13 +34,28 @@ static struct rsd_resident *resident_new(const struct rsd_type *type, size_t nbu
 	return r;
 }
 
+/* Buffer i of r: the next 64-byte aligned slice of its block. */
+static void lay_out(struct rsd_resident *r, size_t i, uint64_t nbytes, struct rsd_location at,
+		    uint64_t *off)
+{
+	struct rsd_buffer_view *b = &r->bufs[i];
+
+	b->data = nbytes ? (char *)r->block + *off : NULL;
+	b->nbytes = nbytes;
+	/* Each buffer owns its slice: storage bytes equal logical bytes. */
+	b->base = b->data;
+	b->base_nbytes = nbytes;
+	b->location = at;
+	*off += (nbytes + 63) & ~(uint64_t)63;
+}
+
 int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int ndevices,
 			const struct rsd_type *type, struct rsd_location at, size_t nbuf,
 			const uint64_t *nbytes, const void *meta, size_t meta_len,
 			struct rsd_resident **out)
 {
 	struct rsd_resident *r;
-	uint64_t total = 0;
+	uint64_t total = 0, off = 0;
 	char name[RSD_LOCATION_NAME_MAX];
 	int err;
 
@@ -98,19 +113,38 @@ int rsd__resident_alloc(const struct rsd_device_ops *ops, void *ops_ctx, int nde
 		}
 		r->block_nbytes = total;
 	}
-	for (size_t i = 0, off = 0; i < nbuf; i++) {
-		struct rsd_buffer_view *b = &r->bufs[i];
-
-		b->data = nbytes[i] ? (char *)r->block + off : NULL;
-		b->nbytes = nbytes[i];
-		/* Each buffer owns its slice: storage bytes equal logical bytes. */
-		b->base = b->data;
-		b->base_nbytes = nbytes[i];
-		b->location = at;
-		off += (nbytes[i] + 63) & ~(uint64_t)63;
-	}
+	for (size_t i = 0; i < nbuf; i++)
+		lay_out(r, i, nbytes[i], at, &off);
 	*out = r;
 	return 0;
+}
+
+bool rsd__resident_over(const struct rsd_resident *like, const struct rsd_resident *owner,
+			struct rsd_resident **out)
+{
+	struct rsd_resident *r;
+	uint64_t total = 0;
+
+	if (!owner->block || owner->release)
+		return false;
+	for (size_t i = 0; i < like->nbuf; i++)
+		total += (like->bufs[i].nbytes + 63) & ~(uint64_t)63;
+	if (!total || total > owner->block_nbytes)
+		return false;
+	r = resident_new(like->type, like->nbuf, like->meta, like->meta_len);
+	if (!r)
+		return false;
+	r->ops = owner->ops;
+	r->ops_ctx = owner->ops_ctx;
+	r->block_at = owner->block_at;
+	r->block = owner->block;
+	/* The whole block: its free names the size it was allocated with. */
+	r->block_nbytes = owner->block_nbytes;
+	total = 0;
+	for (size_t i = 0; i < like->nbuf; i++)
+		lay_out(r, i, like->bufs[i].nbytes, owner->block_at, &total);
+	*out = r;
+	return true;
 }
 
 int rsd_resident_alloc(struct rsd_manager *m, const struct rsd_type *type, struct rsd_location at,

@@ -92,7 +92,7 @@ int rsd_snapshot_take(struct rsd_manager *m, struct rsd_snapshot **out)
 			mats->location = iv->mats[j].loc;
 			mats->logical_nbytes = iv->spec.logical_nbytes;
 			mats->storage_nbytes = iv->mats[j].storage_nbytes;
-			mats->charged_nbytes = iv->spec.storage_nbytes;
+			mats->charged_nbytes = iv->mats[j].returned ? 0 : iv->spec.storage_nbytes;
 			mats->use_count = c.use;
 			mats->hold_count = c.hold;
 			mats->pending_event_count = c.pending;

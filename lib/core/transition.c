@@ -309,6 +309,32 @@ static void xfer_issued(struct rsd_xfer *x, void *stream, void *ev, int err)
 }
 
 /*
+ * Not waiting (§22.1): the room a queued spill frees at `to`, taken at
+ * once (queued.c, rsd__qcopy_handover()): *copy is laid out in the block
+ * the spill still reads, and the copy's stream waits for the spill's
+ * event. The spill stays pinned until rsd__qcopy_handed(). Otherwise the
+ * refusal stands and the action waits for the room (exec_action_in()).
+ */
+static int take_room(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_xfer *x,
+		     struct rsd_location to, void **stream, struct rsd_resident **copy,
+		     struct rsd_lease_rec **spill)
+{
+	struct rsd_error refused = *rsd_last_error();
+
+	if (!rsd__qcopy_handover(m, rec, x->value, to, copy, spill))
+		return -RSD_EBUDGET;
+	rsd__lease_pin(*spill);
+	if (rsd__copy_order_after(m, x->src, to, stream, (*spill)->events[0]))
+		return 0;
+	rsd__qcopy_handed(m, *spill, NULL, *copy);
+	rsd__resident_destroy(*copy);
+	*copy = NULL;
+	*spill = NULL;
+	*rsd__err_record() = refused;
+	return -RSD_EBUDGET;
+}
+
+/*
  * Put x's value (or a copy of it) at `to`; x->value is consumed on install.
  * A copy is admitted (destination allocated, charged, arriving; source
  * busy, and leaving when `leave` names it for a move), transferred without
@@ -321,7 +347,7 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 		 struct rsd_location to, void *stream, bool allow_exclusive,
 		 const struct rsd_location *leave, bool *deferred)
 {
-	struct rsd_lease_rec *queued = NULL, *fill = NULL;
+	struct rsd_lease_rec *queued = NULL, *fill = NULL, *spill = NULL, *fail;
 	struct rsd_resident *copy = NULL;
 	struct rsd_mat *smat;
 	void *ev = NULL;
@@ -343,10 +369,14 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 	if (device && rsd__queue_mode())
 		queued = rsd__xfer_new(m);
 	err = rsd__admit(m, to, rec->spec.storage_nbytes);
-	if (!err)
+	if (err == -RSD_EBUDGET && queued)
+		err = take_room(m, rec, x, to, &stream, &copy, &spill);
+	else if (!err)
 		err = rsd__copy_alloc(m, x->value, to, stream, &copy);
 	if (!err) {
 		err = rsd__install_arriving(m, rec, to, copy, allow_exclusive);
+		if (err && spill)
+			rsd__qcopy_handed(m, spill, NULL, copy);
 		if (err)
 			rsd__resident_destroy(copy);
 	}
@@ -383,6 +413,12 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 			err = rsd__fill_error(fill);
 		rsd__lease_unpin(m, fill);
 	}
+	/* Queued into a spill's block: the block goes back unless queued,
+	 * or failed with work that may still write it (below). */
+	if (spill && (m->closed || (err && !ev && !stuck))) {
+		rsd__qcopy_handed(m, spill, NULL, copy);
+		spill = NULL;
+	}
 	if (m->closed) {
 		/* Closed meanwhile by close(FORCE | NOWAIT), which waited for
 		 * nothing: the last thread back frees what this transfer
@@ -404,6 +440,8 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 	}
 	if (!err && queued) {
 		rsd__qcopy_commit(m, queued, x);
+		if (spill)
+			rsd__qcopy_handed(m, spill, queued, copy);
 		if (x->temporary) {
 			x->value = NULL;
 			x->charged = false;
@@ -432,7 +470,11 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 		 * as a queued copy (queued.c). */
 		rsd__xfer_discard(m, queued);
 		x->event = ev; /* recorded behind a stuck issue, perhaps */
-		rsd__xfer_unanswered(m, x, err, recorded || queued || defer);
+		fail = rsd__xfer_unanswered(m, x, err, recorded || queued || defer);
+		/* Into a spill's block: its record keeps the block until that
+		 * work is over, then gives it back (queued.c). */
+		if (spill)
+			rsd__qcopy_handed(m, spill, fail, copy);
 		if (x->temporary) {
 			x->value = NULL;
 			x->charged = false;
@@ -440,6 +482,8 @@ static int place(struct rsd_manager *m, struct rsd_record *rec, struct rsd_xfer 
 		return err;
 	}
 	rsd__xfer_discard(m, queued);
+	if (spill) /* stuck: the block is the spill's again */
+		rsd__qcopy_handed(m, spill, NULL, copy);
 	if (stuck) {
 		/* Not even an event: neither end is ever freed. */
 		rsd__arrival_abandon(m, rec, to);

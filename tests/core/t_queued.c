@@ -508,13 +508,24 @@ static void kernel_reads(void *arg)
 			k->right = false;
 }
 
+/* Queue on cs a kernel that reads r's first buffer (N bytes). */
+static void launch_reader(struct rsd_simdev *sd, void *cs, const struct rsd_resident *r,
+			  struct kernel_check *k)
+{
+	struct rsd_simdev_access acc = { 0 };
+
+	k->bytes = rsd_resident_data(r, 0);
+	acc.ptr = (void *)k->bytes;
+	acc.nbytes = N;
+	ATF_REQUIRE_EQ(rsd_simdev_launch_kernel(sd, cs, 1000, &acc, 1, kernel_reads, k), 0);
+}
+
 /* A kernel on cuda:1 leased the ordered copy's destination while both
  * copies were queued: it runs after both and reads the value's bytes. */
 ATF_TC_WITHOUT_HEAD(kernel_reads_ordered_copy);
 ATF_TC_BODY(kernel_reads_ordered_copy, tc)
 {
 	struct kernel_check k = { NULL, 0x3f, false, false };
-	struct rsd_simdev_access acc = { 0 };
 	const struct rsd_resident *r;
 	struct rsd_lease *l;
 	struct rsd_handle h;
@@ -527,10 +538,7 @@ ATF_TC_BODY(kernel_reads_ordered_copy, tc)
 	OK(rsd_ensure_async(f.m, h, CUDA1, NULL, NULL));
 	OK(rsd_acquire(f.m, &h, 1, CUDA1, cs, &l));
 	OK(rsd_lease_value(l, h, &r));
-	k.bytes = rsd_resident_data(r, 0);
-	acc.ptr = (void *)k.bytes;
-	acc.nbytes = N;
-	ATF_REQUIRE_EQ(rsd_simdev_launch_kernel(f.sd, cs, 1000, &acc, 1, kernel_reads, &k), 0);
+	launch_reader(f.sd, cs, r, &k);
 	OK(rsd_lease_release(l, 0));
 	rsd_lease_free(l);
 	ATF_CHECK(!k.ran);
@@ -751,145 +759,511 @@ ATF_TC_BODY(scope_and_use_async, tc)
 	cfx_fini(&f);
 }
 
-/* A room test's start: cuda:0 full with h[0] and h[1] (exclusive, pinned
- * first, patterns seed and seed + 1), a tiered LRU spilling it to pinned,
- * a consumer stream, each copy starting 20 ms after it could (a spill is
- * still queued when the plan's next admission needs its room). */
-struct room {
+/*
+ * cuda:0 (room for two values) holds h[0] and h[1]; h[2] waits in pinned
+ * memory; each value's bytes are 0x10 + its index. The tiered policy
+ * spills to pinned memory, and the device runs on command from here.
+ */
+struct spillfx {
 	struct cfx f;
+	struct rsd_handle h[3];
 	struct rsd_policy *pol;
 	struct rsd_controller *c;
 	void *cs;
 };
 
-static void room_setup(struct room *x, struct rsd_handle h[2], int seed)
+/* spill_open() with `extra` bytes of room on cuda:0 besides. */
+static void spill_open_room(struct spillfx *s, uint64_t extra)
 {
-	const struct rsd_budget b[] = { { CUDA0, 2 * N } };
+	const struct rsd_budget b[] = { { CUDA0, 2 * N + extra } };
 	const struct rsd_location to_pinned[] = { PINNED };
 	const struct rsd_fallback_tier tier = { CUDA0, to_pinned, 1 };
 
-	cfx_sim(&x->f, b, 1, 1);
-	for (int i = 0; i < 2; i++) {
-		h[i] = cfx_adopt(&x->f, PINNED, N, RSD_EXCLUSIVE);
-		cfx_fill(&x->f, h[i], PINNED, seed + i);
-		OK(rsd_move(x->f.m, h[i], CUDA0, NULL, NULL, NULL));
+	cfx_sim(&s->f, b, 1, 1);
+	for (int i = 0; i < 3; i++) {
+		s->h[i] = cfx_adopt(&s->f, PINNED, N, RSD_EXCLUSIVE);
+		cfx_fill(&s->f, s->h[i], PINNED, 0x10 + i);
 	}
-	OK(rsd_tiered_lru_create(&tier, 1, &x->pol));
-	OK(rsd_controller_create(x->f.m, x->pol, 0, &x->c));
-	ATF_REQUIRE_EQ(rsd_simdev_stream_create(x->f.sd, 0, &x->cs), 0);
-	rsd_simdev_set_progress(x->f.sd, RSD_SIMDEV_BACKGROUND, 20000000);
+	OK(rsd_move(s->f.m, s->h[0], CUDA0, NULL, NULL, NULL));
+	OK(rsd_move(s->f.m, s->h[1], CUDA0, NULL, NULL, NULL));
+	OK(rsd_tiered_lru_create(&tier, 1, &s->pol));
+	OK(rsd_controller_create(s->f.m, s->pol, 0, &s->c));
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(s->f.sd, 0, &s->cs), 0);
+	rsd_simdev_set_progress(s->f.sd, RSD_SIMDEV_ON_COMMAND, 0);
 }
 
-/* A not-waiting use of want at cuda:0 whose plan spills `spilled` (a
- * move) to make room. */
-static struct rsd_use *room_use(struct room *x, struct rsd_handle want, struct rsd_handle spilled,
-				const char *name, struct rsd_reservation_spec *res, size_t nres)
+static void spill_open(struct spillfx *s)
 {
-	struct rsd_requirement req = { want, CUDA0 };
-	struct rsd_request r = { name, &req, 1, res, nres };
+	spill_open_room(s, 0);
+}
+
+/* Ask for h[2] on cuda:0 without waiting: the plan spills h[0]. */
+static struct rsd_use *spill_use(struct spillfx *s)
+{
+	struct rsd_requirement req = { s->h[2], CUDA0 };
+	struct rsd_request r = { "third", &req, 1, NULL, 0 };
 	const struct rsd_decision *d;
 	struct rsd_use *u;
 
-	OK(rsd_controller_use_async(x->c, &r, &x->cs, 1, NULL, 0, &u));
+	OK(rsd_controller_use_async(s->c, &r, &s->cs, 1, NULL, 0, &u));
 	d = rsd_use_decision(u);
 	ATF_REQUIRE_EQ(d->nevictions, 1);
 	ATF_CHECK_EQ(d->evictions[0].action.kind, RSD_ACT_MOVE);
-	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, spilled));
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, s->h[0]));
 	return u;
 }
 
-static void room_fini(struct room *x)
+/* Each value's bytes are whole where `at` says it is. */
+static void spill_check_bytes(struct spillfx *s, struct rsd_location at0, struct rsd_location at1,
+			      struct rsd_location at2)
 {
-	rsd_controller_free(x->c);
-	rsd_policy_free(x->pol);
-	rsd_simdev_stream_destroy(x->f.sd, x->cs);
-	cfx_fini(&x->f);
+	const struct rsd_location at[] = { at0, at1, at2 };
+
+	rsd_simdev_set_progress(s->f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	for (int i = 0; i < 3; i++)
+		ATF_CHECK_MSG(cfx_has_pattern(&s->f, s->h[i], at[i], 0x10 + i), "value %d", i);
+}
+
+static void spill_close(struct spillfx *s)
+{
+	OK(rsd_manager_close(s->f.m, 0));
+	rsd_controller_free(s->c);
+	rsd_policy_free(s->pol);
+	rsd_simdev_stream_destroy(s->f.sd, s->cs);
+	cfx_fini(&s->f);
+}
+
+/* Every materialization's charge at `at` adds up to its used bytes, and
+ * nothing is in flight there. */
+static void check_ledger(const struct rsd_snapshot *snap, struct rsd_location at)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < snap->nvalues; i++)
+		for (size_t j = 0; j < snap->values[i].nmaterializations; j++)
+			if (rsd_location_equal(snap->values[i].materializations[j].location, at))
+				sum += snap->values[i].materializations[j].charged_nbytes;
+	ATF_CHECK_EQ(cfx_loc(snap, at)->used_bytes, sum);
+	ATF_CHECK_EQ(cfx_loc(snap, at)->in_flight_bytes, 0);
 }
 
 /*
- * A not-waiting use whose plan spills to make room: the spill's copy still
- * reads the device bytes the room is made of (a temporary charge), so an
- * admission that needs them, a requirement's or a reservation's, waits on
- * the host for that copy (folded in then), and only for it. The request's
- * own copy is queued; its consumer reads the bytes after it.
+ * A not-waiting use whose plan spills to make room returns with the spill
+ * still queued (the device has run nothing): the request's copy writes
+ * into the block the spill reads, its stream ordered after the spill's
+ * event, and the block's charge is the new value's, so the device counts
+ * it once and never shows over its budget. A kernel ordered after the use
+ * reads the new value's bytes; the spilled value's bytes arrive intact.
  */
-ATF_TC_WITHOUT_HEAD(use_async_waits_for_room);
-ATF_TC_BODY(use_async_waits_for_room, tc)
+ATF_TC_WITHOUT_HEAD(use_async_takes_spilled_room);
+ATF_TC_BODY(use_async_takes_spilled_room, tc)
+{
+	struct kernel_check k = { NULL, 0x12, false, false };
+	const struct rsd_resident *r;
+	struct rsd_snapshot *snap;
+	struct spillfx s;
+	struct rsd_use *u;
+	unsigned long waits;
+
+	spill_open(&s);
+	waits = rsd_simdev_calls(s.f.sd, RSD_SIMDEV_STREAM_WAIT);
+	u = spill_use(&s);
+	/* The request's copy waited for the spill on its stream. */
+	ATF_CHECK(rsd_simdev_calls(s.f.sd, RSD_SIMDEV_STREAM_WAIT) - waits >= 1);
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[0], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, s.h[0], PINNED)->arriving);
+	ATF_CHECK(cfx_snap_mat(snap, s.h[2], CUDA0)->arriving);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->peak_charged_bytes, 2 * N);
+	check_ledger(snap, CUDA0);
+	rsd_snapshot_free(snap);
+
+	OK(rsd_use_value(u, s.h[2], CUDA0, &r));
+	launch_reader(s.f.sd, s.cs, r, &k);
+	ATF_CHECK(!k.ran);
+	rsd_simdev_complete_all(s.f.sd);
+	ATF_CHECK(k.ran);
+	ATF_CHECK(k.right);
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+	OK(rsd_manager_reap(s.f.m));
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[0], PINNED)->arriving);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], CUDA0)->arriving);
+	check_ledger(snap, CUDA0);
+	check_ledger(snap, PINNED);
+	rsd_snapshot_free(snap);
+	spill_check_bytes(&s, PINNED, CUDA0, CUDA0);
+	spill_close(&s);
+}
+
+/* spill_use() with the nth copy the device runs failing (1: the spill,
+ * 2: the copy into its block), run to the end and the use closed. */
+static void spill_use_failing(struct spillfx *s, unsigned nth)
+{
+	struct rsd_use *u;
+
+	spill_open(s);
+	rsd_simdev_fail_nth(s->f.sd, RSD_SIMDEV_COPY_EXEC, nth, RSD_EDEVICE);
+	u = spill_use(s);
+	rsd_simdev_complete_all(s->f.sd);
+	/* The use's close drains the failed streams: let the device run. */
+	rsd_simdev_set_progress(s->f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	/* The consumer stream failed with the copy: the use's lease ended. */
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+}
+
+/*
+ * The spill fails on the device: the request's copy, ordered after it,
+ * fails with it and wrote nothing, so the block goes back to the spilled
+ * value, which is on the device again with its bytes; the requested value
+ * stays in pinned memory. The failure is reported once; every byte is
+ * charged once throughout.
+ */
+ATF_TC_WITHOUT_HEAD(spill_fails_room_returns);
+ATF_TC_BODY(spill_fails_room_returns, tc)
+{
+	struct rsd_snapshot *snap;
+	struct spillfx s;
+	int rc, seen = 0;
+
+	spill_use_failing(&s, 1);
+	/* One error each: the spill's (to pinned memory) and the copy's. */
+	for (int i = 0; i < 2; i++) {
+		ERR(RSD_EDEVICE, rsd_manager_reap(s.f.m));
+		rc = strstr(rsd_last_error()->message, "to cuda:0 failed") ? 1 : 2;
+		ATF_CHECK(!(seen & rc));
+		seen |= rc;
+	}
+	ATF_CHECK_EQ(seen, 3);
+	OK(rsd_manager_reap(s.f.m));
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(cfx_snap_mat(snap, s.h[0], CUDA0) &&
+		  !cfx_snap_mat(snap, s.h[0], CUDA0)->arriving);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[0], PINNED));
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, s.h[2], PINNED));
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
+	check_ledger(snap, CUDA0);
+	check_ledger(snap, PINNED);
+	rsd_snapshot_free(snap);
+	spill_check_bytes(&s, CUDA0, CUDA0, PINNED);
+	spill_close(&s);
+}
+
+static void *move_async_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = rsd_move_async(w->f->m, w->h, w->at, NULL, NULL, NULL);
+	atomic_store(&w->done, true);
+	return NULL;
+}
+
+/* The spill of h[0] completed and the move of h[2] into its block was
+ * undone: h[0] in pinned memory, h[2] back there, each byte charged once;
+ * then the manager closes. */
+static void spill_check_undone(struct spillfx *s)
+{
+	struct rsd_snapshot *snap = cfx_snap(&s->f);
+
+	ATF_CHECK(!cfx_snap_mat(snap, s->h[0], CUDA0));
+	ATF_CHECK(!cfx_snap_mat(snap, s->h[2], CUDA0));
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, N);
+	check_ledger(snap, CUDA0);
+	check_ledger(snap, PINNED);
+	rsd_snapshot_free(snap);
+	spill_check_bytes(s, PINNED, CUDA0, PINNED);
+	spill_close(s);
+}
+
+/*
+ * The spill completes and the copy into its block fails on its own: the
+ * spilled value is in pinned memory, the requested one back there too (its
+ * move undone), each byte charged once, one error reported.
+ */
+ATF_TC_WITHOUT_HEAD(copy_into_spilled_room_fails);
+ATF_TC_BODY(copy_into_spilled_room_fails, tc)
+{
+	struct spillfx s;
+
+	spill_use_failing(&s, 2);
+	ERR(RSD_EDEVICE, rsd_manager_reap(s.f.m));
+	CHECK_MSG_HAS("to cuda:0 failed");
+	OK(rsd_manager_reap(s.f.m));
+	spill_check_undone(&s);
+}
+
+/* h[0] spilled to pinned memory and h[2] moved into its block, not
+ * waiting: cuda:0 counts the block once. */
+static void spill_then_move(struct spillfx *s)
+{
+	spill_open(s);
+	OK(rsd_move_async(s->f.m, s->h[0], PINNED, NULL, NULL, NULL));
+	OK(rsd_move_async(s->f.m, s->h[2], CUDA0, NULL, NULL, NULL));
+	ATF_CHECK_EQ(cfx_used(&s->f, CUDA0), 2 * N);
+}
+
+/* After the spill of h[0] and the move of h[2] into its block have both
+ * run and been folded in: every value whole where it went, each byte
+ * charged once, and the manager closes. */
+static void spill_check_moved(struct spillfx *s)
+{
+	struct rsd_snapshot *snap = cfx_snap(&s->f);
+
+	ATF_CHECK(!cfx_snap_mat(snap, s->h[0], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, s->h[0], PINNED) &&
+		  !cfx_snap_mat(snap, s->h[0], PINNED)->arriving);
+	ATF_CHECK(cfx_snap_mat(snap, s->h[2], CUDA0) &&
+		  !cfx_snap_mat(snap, s->h[2], CUDA0)->arriving);
+	ATF_CHECK(!cfx_snap_mat(snap, s->h[2], PINNED));
+	check_ledger(snap, CUDA0);
+	check_ledger(snap, PINNED);
+	rsd_snapshot_free(snap);
+	spill_check_bytes(s, PINNED, CUDA0, CUDA0);
+	spill_close(s);
+}
+
+/*
+ * The device ran the spill and the move into its block, but the spill's
+ * event answers a failure (its query fails before and after the drain of
+ * its stream, which the manager takes as the work's failure). The copy
+ * into the block decides: it is folded in first, and its completion
+ * proves the spill's, so the spilled value stays where it went (taking
+ * the failure would put it back into the block, which now holds the
+ * other value's bytes). Nothing is reported.
+ */
+ATF_TC_WITHOUT_HEAD(spill_failure_answered_after_copy);
+ATF_TC_BODY(spill_failure_answered_after_copy, tc)
+{
+	struct spillfx s;
+
+	spill_then_move(&s);
+	rsd_simdev_complete_all(s.f.sd);
+	rsd_simdev_fail_all(s.f.sd, RSD_SIMDEV_EVENT_QUERY, RSD_EDEVICE);
+	OK(rsd_manager_reap(s.f.m));
+	rsd_simdev_fail_all(s.f.sd, RSD_SIMDEV_EVENT_QUERY, 0);
+	OK(rsd_manager_reap(s.f.m));
+	spill_check_moved(&s);
+}
+
+/*
+ * The same with the copy into the block folded in before the spill's
+ * answer: a small value's copy queued first makes the reap visit the
+ * copies to cuda:0 first; the spill's query fails there and so does the
+ * drain of its stream (no answer, nothing folded). Then the spill's event
+ * answers a failure: the completed copy proved the spill complete, and
+ * the spilled value keeps its only copy.
+ */
+ATF_TC_WITHOUT_HEAD(spill_failure_answered_copy_first);
+ATF_TC_BODY(spill_failure_answered_copy_first, tc)
+{
+	struct rsd_snapshot *snap;
+	struct rsd_handle x;
+	struct spillfx s;
+
+	spill_open_room(&s, 4096);
+	x = cfx_adopt(&s.f, PINNED, 4096, RSD_REPLICABLE);
+	cfx_fill(&s.f, x, PINNED, 0x20);
+	OK(rsd_ensure_async(s.f.m, x, CUDA0, NULL, NULL));
+	OK(rsd_move_async(s.f.m, s.h[0], PINNED, NULL, NULL, NULL));
+	OK(rsd_move_async(s.f.m, s.h[2], CUDA0, NULL, NULL, NULL));
+	ATF_CHECK_EQ(cfx_used(&s.f, CUDA0), 2 * N + 4096);
+	rsd_simdev_complete_all(s.f.sd);
+	/* Queries: x's copy, the move into the block, the spill. */
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_EVENT_QUERY, 3, RSD_EDEVICE);
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_manager_reap(s.f.m));
+	CHECK_MSG_HAS("no answer from the device for the queued copy of value");
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], CUDA0)->arriving);
+	ATF_CHECK(cfx_snap_mat(snap, s.h[0], PINNED)->arriving);
+	rsd_snapshot_free(snap);
+	rsd_simdev_fail_all(s.f.sd, RSD_SIMDEV_EVENT_QUERY, RSD_EDEVICE);
+	OK(rsd_manager_reap(s.f.m));
+	rsd_simdev_fail_all(s.f.sd, RSD_SIMDEV_EVENT_QUERY, 0);
+	OK(rsd_manager_reap(s.f.m));
+	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	ATF_CHECK(cfx_has_pattern(&s.f, x, CUDA0, 0x20));
+	spill_check_moved(&s);
+}
+
+/*
+ * The move into a spill's block fails to queue and its stream will not
+ * drain: what it queued may still write the block, so the failed copy's
+ * record keeps the block (charged in flight at cuda:0, never twice) until
+ * an event recorded behind that work completes; the spill, still queued,
+ * only frees its header when it completes. Everything ends where it
+ * began or went, each byte charged once.
+ */
+ATF_TC_WITHOUT_HEAD(failed_copy_keeps_spilled_block);
+ATF_TC_BODY(failed_copy_keeps_spilled_block, tc)
+{
+	struct rsd_snapshot *snap;
+	struct spillfx s;
+
+	spill_open(&s);
+	OK(rsd_move_async(s.f.m, s.h[0], PINNED, NULL, NULL, NULL));
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_COPY, 1, RSD_EDEVICE);
+	rsd_simdev_fail_nth(s.f.sd, RSD_SIMDEV_EVENT_SYNC, 1, RSD_EDEVICE);
+	ERR(RSD_EDEVICE, rsd_move_async(s.f.m, s.h[2], CUDA0, NULL, NULL, NULL));
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, s.h[2], PINNED) &&
+		  !cfx_snap_mat(snap, s.h[2], PINNED)->arriving);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, N);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->in_flight_bytes, N);
+	rsd_snapshot_free(snap);
+	rsd_simdev_complete_all(s.f.sd);
+	OK(rsd_manager_reap(s.f.m));
+	spill_check_undone(&s);
+}
+
+/*
+ * Two spills queued, then two threads at once queue values into the room
+ * they free: both return with nothing run (the device runs on command),
+ * each took one block, and everything arrives whole.
+ */
+ATF_TC_WITHOUT_HEAD(spilled_room_from_threads);
+ATF_TC_BODY(spilled_room_from_threads, tc)
+{
+	struct waiter w[2];
+	pthread_t th[2];
+	struct rsd_snapshot *snap;
+	struct spillfx s;
+
+	spill_open(&s);
+	OK(rsd_move_async(s.f.m, s.h[0], PINNED, NULL, NULL, NULL));
+	OK(rsd_move_async(s.f.m, s.h[1], PINNED, NULL, NULL, NULL));
+	for (int i = 0; i < 2; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].f = &s.f;
+		w[i].at = CUDA0;
+		w[i].h = i ? cfx_adopt(&s.f, PINNED, N, RSD_EXCLUSIVE) : s.h[2];
+		if (i)
+			cfx_fill(&s.f, w[i].h, PINNED, 0x13);
+	}
+	for (int i = 0; i < 2; i++)
+		ATF_REQUIRE_EQ(pthread_create(&th[i], NULL, move_async_main, &w[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		ATF_REQUIRE_EQ(pthread_join(th[i], NULL), 0);
+		ATF_CHECK_EQ(w[i].rc, 0);
+	}
+	snap = cfx_snap(&s.f);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
+	ATF_CHECK(cfx_snap_mat(snap, s.h[0], PINNED)->arriving);
+	ATF_CHECK(cfx_snap_mat(snap, s.h[1], PINNED)->arriving);
+	check_ledger(snap, CUDA0);
+	rsd_snapshot_free(snap);
+	rsd_simdev_complete_all(s.f.sd);
+	OK(rsd_manager_reap(s.f.m));
+	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	for (int i = 0; i < 2; i++)
+		ATF_CHECK(cfx_has_pattern(&s.f, s.h[i], PINNED, 0x10 + i));
+	ATF_CHECK(cfx_has_pattern(&s.f, w[0].h, CUDA0, 0x12));
+	ATF_CHECK(cfx_has_pattern(&s.f, w[1].h, CUDA0, 0x13));
+	spill_close(&s);
+}
+
+/* A forced close that does not wait, with a copy queued into a spill's
+ * block: the block stays allocated under both (the simulator aborts on a
+ * free under a queued copy), and the device still runs them. */
+ATF_TC_WITHOUT_HEAD(close_with_spilled_room);
+ATF_TC_BODY(close_with_spilled_room, tc)
+{
+	struct spillfx s;
+
+	spill_then_move(&s);
+	OK(rsd_manager_close(s.f.m, RSD_CLOSE_FORCE | RSD_CLOSE_NOWAIT));
+	rsd_simdev_complete_all(s.f.sd);
+	ATF_CHECK_EQ(rsd_simdev_pending_events(s.f.sd, NULL), 0);
+	rsd_controller_free(s.c);
+	rsd_policy_free(s.pol);
+	rsd_simdev_stream_destroy(s.f.sd, s.cs);
+	cfx_fini(&s.f);
+}
+
+/*
+ * A reservation's room is not a block a copy can write: a not-waiting use
+ * whose reservation needs the room a queued spill frees waits on the host
+ * for that spill (folded in then), and only for it.
+ */
+ATF_TC_WITHOUT_HEAD(use_async_reservation_waits_for_room);
+ATF_TC_BODY(use_async_reservation_waits_for_room, tc)
 {
 	struct rsd_reservation_spec room = { CUDA0, N, "room" };
+	struct rsd_requirement req;
+	struct rsd_request r;
+	const struct rsd_decision *d;
 	struct rsd_snapshot *snap;
+	struct spillfx s;
 	struct rsd_use *u;
-	struct rsd_handle h[3];
-	struct room x;
 
-	room_setup(&x, h, 0x10);
-	h[2] = cfx_adopt(&x.f, PINNED, N, RSD_EXCLUSIVE);
-	cfx_fill(&x.f, h[2], PINNED, 0x12);
-
-	u = room_use(&x, h[2], h[0], "third", NULL, 0);
-	snap = cfx_snap(&x.f);
+	spill_open(&s);
+	/* Each copy starts 20 ms after it could: the spill is still queued
+	 * when the reservation needs its room. */
+	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_BACKGROUND, 20000000);
+	req = (struct rsd_requirement){ s.h[1], CUDA0 };
+	r = (struct rsd_request){ "room", &req, 1, &room, 1 };
+	OK(rsd_controller_use_async(s.c, &r, &s.cs, 1, NULL, 0, &u));
+	d = rsd_use_decision(u);
+	ATF_REQUIRE_EQ(d->nevictions, 1);
+	ATF_CHECK(rsd_handle_equal(d->evictions[0].action.handle, s.h[0]));
+	snap = cfx_snap(&s.f);
 	/* The spill was waited for and folded in: nothing of it is left. */
-	ATF_CHECK(!cfx_snap_mat(snap, h[0], CUDA0));
-	ATF_CHECK(!cfx_snap_mat(snap, h[0], PINNED)->arriving);
-	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[0], CUDA0));
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[0], PINNED)->arriving);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->reserved_bytes, N);
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->peak_charged_bytes, 2 * N);
 	rsd_snapshot_free(snap);
 	OK(rsd_use_close(u, NULL));
 	rsd_use_free(u);
-
-	/* A reservation: h[1] is the LRU value now, spilled for the room. */
-	u = room_use(&x, h[2], h[1], "room", &room, 1);
-	snap = cfx_snap(&x.f);
-	ATF_CHECK(!cfx_snap_mat(snap, h[1], CUDA0));
-	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->reserved_bytes, N);
-	rsd_snapshot_free(snap);
-	OK(rsd_use_close(u, NULL));
-	rsd_use_free(u);
-
-	rsd_simdev_set_progress(x.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_manager_reap(x.f.m));
-	for (int i = 0; i < 3; i++)
-		ATF_CHECK(cfx_has_pattern(&x.f, h[i], i < 2 ? PINNED : CUDA0, 0x10 + i));
-	room_fini(&x);
+	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(s.f.m));
+	spill_check_bytes(&s, PINNED, CUDA0, PINNED);
+	spill_close(&s);
 }
 
 /*
- * The same with a value its source reconstructs: the plan spills h[0] and
- * loads h[2] into the room the spill's copy still holds. The load comes
- * after the wait for that copy, so the source is loaded once (loading
- * first, the refused admission would throw the loaded value away and load
- * it again after the wait). The outcome is the waiting use's.
+ * A value its source reconstructs: the plan spills h[0] and loads the
+ * value into the room the spill's copy still holds. A staged load cannot
+ * take the spill's block, so it waits for that copy first, and the source
+ * is loaded once (loading first, the refused admission would throw the
+ * loaded bytes away and load them again after the wait). The outcome is
+ * the waiting use's.
  */
 ATF_TC_WITHOUT_HEAD(use_async_loads_once_after_room);
 ATF_TC_BODY(use_async_loads_once_after_room, tc)
 {
 	struct rsd_snapshot *snap;
 	struct csrc src = { 0 };
+	struct spillfx s;
 	struct rsd_use *u;
-	struct rsd_handle h[3];
-	struct room x;
 
-	room_setup(&x, h, 0x20);
-	h[2] = cfx_sourced(&x.f, &src, PAGEABLE);
+	spill_open(&s);
+	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_BACKGROUND, 20000000);
+	s.h[2] = cfx_sourced(&s.f, &src, PAGEABLE);
 
-	u = room_use(&x, h[2], h[0], "sourced", NULL, 0);
+	u = spill_use(&s);
 	ATF_CHECK_EQ(src.loads, 1);
-	snap = cfx_snap(&x.f);
-	ATF_CHECK(!cfx_snap_mat(snap, h[0], CUDA0));
-	ATF_CHECK(cfx_snap_mat(snap, h[2], CUDA0) != NULL);
-	ATF_CHECK(!cfx_snap_mat(snap, h[2], PAGEABLE));
+	snap = cfx_snap(&s.f);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[0], CUDA0));
+	ATF_CHECK(cfx_snap_mat(snap, s.h[2], CUDA0) != NULL);
+	ATF_CHECK(!cfx_snap_mat(snap, s.h[2], PAGEABLE));
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->peak_charged_bytes, 2 * N);
 	rsd_snapshot_free(snap);
 	OK(rsd_use_close(u, NULL));
 	rsd_use_free(u);
 
-	rsd_simdev_set_progress(x.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_manager_reap(x.f.m));
+	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(s.f.m));
 	ATF_CHECK_EQ(src.loads, 1);
-	ATF_CHECK(cfx_has_pattern(&x.f, h[0], PINNED, 0x20));
-	ATF_CHECK(cfx_has_pattern(&x.f, h[1], CUDA0, 0x21));
-	room_fini(&x);
+	ATF_CHECK(cfx_has_pattern(&s.f, s.h[0], PINNED, 0x10));
+	ATF_CHECK(cfx_has_pattern(&s.f, s.h[1], CUDA0, 0x11));
+	spill_close(&s);
 }
 
 /* Explain names sources and destinations still arriving as such. */
@@ -946,7 +1320,15 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, copy_from_filling_source);
 	ATF_TP_ADD_TC(tp, close_and_queued_copies);
 	ATF_TP_ADD_TC(tp, scope_and_use_async);
-	ATF_TP_ADD_TC(tp, use_async_waits_for_room);
+	ATF_TP_ADD_TC(tp, use_async_takes_spilled_room);
+	ATF_TP_ADD_TC(tp, spill_fails_room_returns);
+	ATF_TP_ADD_TC(tp, copy_into_spilled_room_fails);
+	ATF_TP_ADD_TC(tp, spill_failure_answered_after_copy);
+	ATF_TP_ADD_TC(tp, spill_failure_answered_copy_first);
+	ATF_TP_ADD_TC(tp, failed_copy_keeps_spilled_block);
+	ATF_TP_ADD_TC(tp, spilled_room_from_threads);
+	ATF_TP_ADD_TC(tp, close_with_spilled_room);
+	ATF_TP_ADD_TC(tp, use_async_reservation_waits_for_room);
 	ATF_TP_ADD_TC(tp, use_async_loads_once_after_room);
 	ATF_TP_ADD_TC(tp, explain_names_arriving);
 	return 0;

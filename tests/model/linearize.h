@@ -78,7 +78,8 @@ struct lz_stats {
 	 * waits and reaps), of which with hostile calls; runs given the end
 	 * checks instead; queued copies whose completion was replayed; runs
 	 * in which each class fired; calls. */
-	unsigned long hostile_runs, replayed, replayed_hostile, end_checked, qdone, async_reloads,
+	unsigned long hostile_runs, replayed, replayed_hostile, end_checked, handover_runs, qdone,
+		async_reloads,
 		qread_done, fired[LZF_N], async_calls, waits, gpu_leases, kernels, uses, probes;
 };
 

@@ -107,8 +107,9 @@ static void run_hostile(uint64_t first, unsigned nthreads, unsigned ops, unsigne
 	       i, st.ops, st.hostile_runs, st.replayed, st.replayed_hostile, st.qdone,
 	       st.end_checked);
 	printf("  accepted: %lu loads again after a wait for room, %lu preflights passed with "
-	       "queued copies' reads over\n",
-	       st.async_reloads, st.qread_done);
+	       "queued copies' reads over; %lu runs end-checked because a copy took a queued "
+	       "spill's block\n",
+	       st.async_reloads, st.qread_done, st.handover_runs);
 	printf("  %lu not-waiting calls, %lu waits on a queued copy, %lu GPU leases, %lu uses, "
 	       "%lu kernels reading them, %lu ledger probes\n",
 	       st.async_calls, st.waits, st.gpu_leases, st.uses, st.kernels, st.probes);
