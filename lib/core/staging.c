@@ -784,9 +784,13 @@ static int job_hand(struct rsd_manager *m, struct rsd_staging *st, struct stage_
 	return err;
 }
 
-/* Until st's worker staged every job handed to it so far: 0, or
- * -RSD_ECLOSED (recorded) when close(FORCE | NOWAIT) stops the wait. */
-static int worker_idle(struct rsd_manager *m, struct rsd_staging *st)
+/*
+ * Until st's worker staged every job handed to it so far: 0, or
+ * -RSD_ECLOSED (recorded) when the wait is stoppable and close(FORCE |
+ * NOWAIT) stops it. The wait is timed: a forced close sets stop_waits
+ * without taking qlock.
+ */
+static int worker_idle(struct rsd_manager *m, struct rsd_staging *st, bool stoppable)
 {
 	uint64_t upto;
 	int err = 0;
@@ -794,19 +798,11 @@ static int worker_idle(struct rsd_manager *m, struct rsd_staging *st)
 	pthread_mutex_lock(&st->qlock);
 	upto = st->handed;
 	while (st->staged < upto) {
-		struct timespec ts;
+		struct timespec ts = rsd__timespec_ns(rsd__now_ns() + 1000000);
 
-		if (atomic_load_explicit(&m->stop_waits, memory_order_acquire)) {
+		if (stoppable && atomic_load_explicit(&m->stop_waits, memory_order_acquire)) {
 			err = -RSD_ECLOSED;
 			break;
-		}
-		/* A timed wait: a forced close sets stop_waits without
-		 * taking qlock. */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
 		}
 		pthread_cond_timedwait(&st->qidle, &st->qlock, &ts);
 	}
@@ -822,8 +818,31 @@ int rsd__staging_quiesce(struct rsd_manager *m)
 	int err = 0;
 
 	for (int d = 0; m->staging && d < m->ndevices && !err; d++)
-		err = worker_idle(m, &m->staging[d]);
+		err = worker_idle(m, &m->staging[d], true);
 	return err;
+}
+
+/*
+ * The workers of lost devices only, and not stopped by a close: such a
+ * worker ends its jobs at once (every wait of its answers RSD_EDEVLOST at
+ * once, so it fills or copies out no more chunks and opens the remaining
+ * gates as failed), but one may be in the middle of a chunk's memcpy
+ * when the loss is answered. A driver without device_lost names no lost
+ * device: every worker is waited for then, as by a drain.
+ */
+void rsd__staging_settle_lost(struct rsd_manager *m)
+{
+	struct rsd_error saved;
+
+	if (!m->staging)
+		return;
+	saved = *rsd_last_error();
+	if (!m->ops->device_lost)
+		(void)rsd__staging_quiesce(m);
+	for (int d = 0; m->ops->device_lost && d < m->ndevices; d++)
+		if (m->ops->device_lost(m->ops_ctx, d))
+			(void)worker_idle(m, &m->staging[d], false);
+	*rsd__err_record() = saved;
 }
 
 /*

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <atf-c.h>
 
@@ -67,6 +68,35 @@ static void counting_free(void *ctx, struct rsd_location at, void *ptr, uint64_t
 
 static struct rsd_device_ops counting_ops;
 
+/*
+ * A staging worker held once, armed by the test: just after its wait for
+ * a buffer's previous DMA succeeded, before it fills the buffer from the
+ * source, for STALL_NS. stall_in says the worker may read the source from
+ * then until it opens that chunk's gate (only workers open gates here).
+ */
+#define STALL_NS 200000000L
+static atomic_bool stall_armed, stall_in;
+static pthread_t stall_caller; /* the test's thread: never held */
+
+static int stalling_sync(void *ctx, void *event)
+{
+	int rc = rsd_simdev_ops()->event_sync(ctx, event);
+	bool armed = true;
+
+	if (rc || pthread_equal(pthread_self(), stall_caller) ||
+	    !atomic_compare_exchange_strong(&stall_armed, &armed, false))
+		return rc;
+	atomic_store(&stall_in, true);
+	nanosleep(&(struct timespec){ 0, STALL_NS }, NULL);
+	return rc;
+}
+
+static void stalling_gate_open(void *ctx, void *gate, int err)
+{
+	atomic_store(&stall_in, false);
+	rsd_simdev_ops()->gate_open(ctx, gate, err);
+}
+
 static unsigned long ncopies(enum rsd_location_kind from, enum rsd_location_kind to)
 {
 	return atomic_load(&copies[from][to]);
@@ -107,6 +137,8 @@ static void stx_make_on(struct stx *x, const struct rsd_simdev_config *sc, uint6
 	counting_ops.copy = counting_copy;
 	counting_ops.alloc = counting_alloc;
 	counting_ops.free = counting_free;
+	counting_ops.event_sync = stalling_sync;
+	counting_ops.gate_open = stalling_gate_open;
 	RSD_REQUIRE_OK(rsd_simdev_create(sc, &x->f.sd));
 	mc.budgets = b;
 	mc.nbudgets = nb;
@@ -870,29 +902,37 @@ static void *ensure_main(void *p)
 	return NULL;
 }
 
+/* n threads ensure h at cuda:0 at once; each one's result must be rc. */
+static void ensure_together(struct stx *x, struct rsd_handle h, int n, int rc)
+{
+	struct ensurer e[4];
+	pthread_barrier_t start;
+	pthread_t t[4];
+
+	ATF_REQUIRE(n > 0 && n <= 4);
+	ATF_REQUIRE_EQ(pthread_barrier_init(&start, NULL, (unsigned)n), 0);
+	for (int i = 0; i < n; i++) {
+		e[i] = (struct ensurer){ .x = x, .h = h, .start = &start, .rc = 1 };
+		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, ensure_main, &e[i]), 0);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		ATF_CHECK_EQ_MSG(e[i].rc, rc, "thread %d: %d", i, e[i].rc);
+	}
+	pthread_barrier_destroy(&start);
+}
+
 /* Four threads ensure one pageable value at once: each returns 0 once the
  * value is there, the bytes are exact, and they are staged once. */
 ATF_TC_WITHOUT_HEAD(several_waiters_one_copy);
 ATF_TC_BODY(several_waiters_one_copy, tc)
 {
-	struct ensurer e[4];
-	pthread_barrier_t start;
-	pthread_t t[4];
 	struct rsd_handle h;
 	struct stx x;
 
 	stx_make_links(&x, BIG_CHUNK, 20);
 	h = adopt_pageable(&x, BIG, 82);
-	ATF_REQUIRE_EQ(pthread_barrier_init(&start, NULL, 4), 0);
-	for (int i = 0; i < 4; i++) {
-		e[i] = (struct ensurer){ .x = &x, .h = h, .start = &start, .rc = 1 };
-		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, ensure_main, &e[i]), 0);
-	}
-	for (int i = 0; i < 4; i++) {
-		pthread_join(t[i], NULL);
-		ATF_CHECK_EQ_MSG(e[i].rc, 0, "thread %d: %d", i, e[i].rc);
-	}
-	pthread_barrier_destroy(&start);
+	ensure_together(&x, h, 4, 0);
 	ATF_CHECK_EQ(ncopies(RSD_PINNED_HOST, RSD_CUDA), BIG / BIG_CHUNK + 1);
 	check_bytes(&x, h, cfx_cuda(0), 82);
 	kernel_reads_pattern(&x, h, BIG, 82);
@@ -1005,6 +1045,116 @@ ATF_TC_BODY(forced_close_mid_copy, tc)
 	stx_fini(&x);
 }
 
+/* ---- a device lost while the worker stages ------------------------------------ */
+
+static atomic_int lost_releases, lost_freed_in_use;
+
+/* The source's release: counts, and whether a worker could still read it. */
+static void lost_release(void *ctx, struct rsd_resident *r)
+{
+	(void)r;
+	if (atomic_load(&stall_in))
+		atomic_fetch_add(&lost_freed_in_use, 1);
+	atomic_fetch_add(&lost_releases, 1);
+	free(ctx);
+}
+
+enum lost_end {
+	LOST_DISCARD,
+	LOST_MOVE,
+	LOST_CLOSE,
+	LOST_WAITERS
+};
+
+/*
+ * cuda:0 is lost while its worker stages a pageable value's not-waiting
+ * copy there, held in the middle of the copy, about to read the source
+ * (the worker in stalling_sync). Then the caller frees or moves the
+ * source (end): the lost device's answer is final at once, but nothing
+ * frees the source before the worker is done with it (under ASan the
+ * worker's read would be a use after free), and nothing hangs.
+ */
+static void lost_mid_stage(enum lost_end end)
+{
+	const uint64_t n = 9 * CHUNK + 5;
+	struct rsd_buffer_view v;
+	struct rsd_resident *r;
+	struct rsd_handle h;
+	struct stx x;
+	char *src;
+
+	stx_make(&x, CHUNK, NULL, 0);
+	stall_caller = pthread_self();
+	atomic_store(&lost_releases, 0);
+	atomic_store(&lost_freed_in_use, 0);
+	src = malloc(n);
+	ATF_REQUIRE(src);
+	fill(src, n, 0, 90 + end);
+	v = (struct rsd_buffer_view){ src, n, src, n, PAGEABLE };
+	RSD_REQUIRE_OK(
+		rsd_resident_wrap(&rsd_resident_type, 1, &v, NULL, 0, lost_release, src, &r));
+	OK(rsd_adopt(x.f.m, r, &PAGEABLE, RSD_REPLICABLE, &h));
+	atomic_store(&stall_armed, true);
+	OK(rsd_ensure_async(x.f.m, h, cfx_cuda(0), NULL, NULL));
+	while (!atomic_load(&stall_in))
+		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+	OK(rsd_simdev_lose_device(x.f.sd, 0));
+	switch (end) {
+	case LOST_DISCARD:
+		/* The failed copy is reported once, by the next call. */
+		ERR(RSD_EDEVLOST, rsd_discard(x.f.m, h, NULL));
+		OK(rsd_discard(x.f.m, h, NULL));
+		ATF_CHECK_EQ(atomic_load(&lost_releases), 1);
+		break;
+	case LOST_MOVE:
+		/* Pageable to pinned: the source is freed once moved. */
+		ERR(RSD_EDEVLOST, rsd_move(x.f.m, h, PINNED, &PAGEABLE, NULL, NULL));
+		OK(rsd_move(x.f.m, h, PINNED, &PAGEABLE, NULL, NULL));
+		ATF_CHECK_EQ(atomic_load(&lost_releases), 1);
+		check_bytes(&x, h, PINNED, 90 + end);
+		break;
+	case LOST_CLOSE:
+		OK(rsd_manager_close(x.f.m, RSD_CLOSE_FORCE));
+		ATF_CHECK_EQ(atomic_load(&lost_releases), 1);
+		break;
+	case LOST_WAITERS:
+		/* Each waiter meets the failed copy (or the quarantine). */
+		ensure_together(&x, h, 3, -RSD_EDEVLOST);
+		check_bytes(&x, h, PAGEABLE, 90 + end);
+		OK(rsd_discard(x.f.m, h, NULL));
+		ATF_CHECK_EQ(atomic_load(&lost_releases), 1);
+		break;
+	}
+	ATF_CHECK_EQ_MSG(atomic_load(&lost_freed_in_use), 0,
+			 "the source was freed while the staging worker could still read it");
+	ATF_CHECK(!atomic_load(&stall_armed));
+	stx_fini(&x);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_mid_stage_discard);
+ATF_TC_BODY(lost_device_mid_stage_discard, tc)
+{
+	lost_mid_stage(LOST_DISCARD);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_mid_stage_move);
+ATF_TC_BODY(lost_device_mid_stage_move, tc)
+{
+	lost_mid_stage(LOST_MOVE);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_mid_stage_forced_close);
+ATF_TC_BODY(lost_device_mid_stage_forced_close, tc)
+{
+	lost_mid_stage(LOST_CLOSE);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_mid_stage_waiters);
+ATF_TC_BODY(lost_device_mid_stage_waiters, tc)
+{
+	lost_mid_stage(LOST_WAITERS);
+}
+
 /* ---- host-only managers ------------------------------------------------------------ */
 
 ATF_TC_WITHOUT_HEAD(host_only_unaffected);
@@ -1043,5 +1193,9 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, sync_failure_is_no_answer_beside);
 	ATF_TP_ADD_TC(tp, chunk_fault_fails_once);
 	ATF_TP_ADD_TC(tp, forced_close_mid_copy);
+	ATF_TP_ADD_TC(tp, lost_device_mid_stage_discard);
+	ATF_TP_ADD_TC(tp, lost_device_mid_stage_move);
+	ATF_TP_ADD_TC(tp, lost_device_mid_stage_forced_close);
+	ATF_TP_ADD_TC(tp, lost_device_mid_stage_waiters);
 	return atf_no_error();
 }
