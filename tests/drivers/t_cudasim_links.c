@@ -458,6 +458,62 @@ ATF_TC_BODY(driver_gates_hold_and_fail_their_stream, tc)
 #endif
 }
 
+/*
+ * A gate's failure is its stream's, not its handle's: a caller's stream
+ * failed by a gate and destroyed leaves nothing behind, and a new stream
+ * that gets the same handle (the runtime double reuses it here) has events
+ * that complete, and a failure of its own.
+ */
+ATF_TC_WITHOUT_HEAD(driver_gate_failure_ends_with_its_stream);
+ATF_TC_BODY(driver_gate_failure_ends_with_its_stream, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	const struct rsd_device_ops *C = rsd_cuda_driver();
+	cudaStream_t s = NULL, t = NULL, spare[7];
+	unsigned long long sid = 0, tid = 0;
+	void *g, *e1, *e2;
+
+	(void)links();
+	/* Seven streams made before s and destroyed just before it fill
+	 * glibc's per-thread caches of the sizes a stream allocates, so
+	 * that s's memory, freed next, is what the next stream's calloc
+	 * finds: the handle comes back, as the runtime's may. */
+	for (int i = 0; i < 7; i++)
+		OK(cudaStreamCreate(&spare[i]));
+	OK(cudaStreamCreate(&s));
+	OK(cudaStreamGetId(s, &sid));
+	ATF_REQUIRE_EQ(C->gate_queue(NULL, s, &g), 0);
+	ATF_REQUIRE_EQ(C->event_record(NULL, s, &e1), 0);
+	C->gate_open(NULL, g, -RSD_EDEVICE);
+	ATF_CHECK_EQ(C->event_sync(NULL, e1), -RSD_EDEVICE);
+	C->event_destroy(NULL, e1);
+	OK(cudaStreamSynchronize(s));
+	for (int i = 0; i < 7; i++)
+		OK(cudaStreamDestroy(spare[i]));
+	OK(cudaStreamDestroy(s));
+	OK(cudaStreamCreate(&t));
+	if (t != s) {
+		OK(cudaStreamDestroy(t));
+		atf_tc_skip("the runtime double gave no stream the destroyed one's handle");
+	}
+	OK(cudaStreamGetId(t, &tid));
+	ATF_CHECK(tid != sid);
+	ATF_REQUIRE_EQ(C->event_record(NULL, t, &e2), 0);
+	ATF_CHECK_EQ_MSG(C->event_sync(NULL, e2), 0, "%s", rsd_last_error()->message);
+	ATF_CHECK_EQ(C->event_query(NULL, e2), 1);
+	/* t's own failure is its own again. */
+	ATF_REQUIRE_EQ(C->gate_queue(NULL, t, &g), 0);
+	C->gate_open(NULL, g, -RSD_EINVAL);
+	C->event_destroy(NULL, e2);
+	ATF_REQUIRE_EQ(C->event_record(NULL, t, &e2), 0);
+	ATF_CHECK_EQ(C->event_sync(NULL, e2), -RSD_EINVAL);
+	C->event_destroy(NULL, e2);
+	OK(cudaStreamSynchronize(t));
+	OK(cudaStreamDestroy(t));
+#endif
+}
+
 #if RSD_CUDASIM
 /* A manager on the CUDA driver with staging chunks of chunk bytes, and a
  * pageable value of n bytes of pattern v adopted into it. */
@@ -723,6 +779,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, driver_transfer_streams_peer_access_and_waits);
 	ATF_TP_ADD_TC(tp, held_host_function_holds_its_stream_only);
 	ATF_TP_ADD_TC(tp, driver_gates_hold_and_fail_their_stream);
+	ATF_TP_ADD_TC(tp, driver_gate_failure_ends_with_its_stream);
 	ATF_TP_ADD_TC(tp, driver_async_pageable_returns_before_its_copy);
 	ATF_TP_ADD_TC(tp, driver_forced_close_mid_copy);
 	ATF_TP_ADD_TC(tp, driver_device_lost_mid_staged_copy);
