@@ -169,6 +169,45 @@ static bool cursor_more(const struct cursor *c)
 	return cursor_next(&t, 1, &s, &d) != 0;
 }
 
+/*
+ * The pieces a cursor hands out, packed into chunks of `chunk` bytes that
+ * alternate between the pair's two buffers: the one walk every staged
+ * copy makes (and job_alloc() counts).
+ */
+struct chunker {
+	struct cursor *c;
+	uint64_t chunk;
+	uint64_t fill; /* bytes of the current chunk handed out */
+	unsigned b;    /* the current chunk's buffer */
+};
+
+struct piece {
+	const char *src;
+	char *dst;
+	uint64_t n, off; /* its bytes, and where they go in the chunk */
+	unsigned b;	 /* the chunk's buffer */
+	bool first;	 /* it starts a chunk */
+	bool last;	 /* it ends one (full, or the copy's last piece) */
+};
+
+/* The next piece into *p; false when none is left. */
+static bool chunk_next(struct chunker *k, struct piece *p)
+{
+	p->n = cursor_next(k->c, k->chunk - k->fill, &p->src, &p->dst);
+	if (!p->n)
+		return false;
+	p->off = k->fill;
+	p->b = k->b;
+	p->first = !k->fill;
+	k->fill += p->n;
+	p->last = k->fill == k->chunk || !cursor_more(k->c);
+	if (p->last) {
+		k->fill = 0;
+		k->b ^= 1;
+	}
+	return true;
+}
+
 /* ---- configuration -------------------------------------------------------- */
 
 /* RSD_STAGING: "off", or a byte count with an optional K, M or G suffix
@@ -397,38 +436,27 @@ static char *buffer(struct rsd_staging *st, unsigned b)
 static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
 		    struct rsd_location to, void *stream, void **event)
 {
-	const uint64_t chunk = st->size;
-	uint64_t fill = 0, n;
-	unsigned b = 0;
-	const char *s;
-	char *d;
+	struct chunker k = { .c = c, .chunk = st->size };
+	struct piece p;
 	int err;
 
-	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
-		char *p = buffer(st, b) + fill;
+	while (chunk_next(&k, &p)) {
+		char *buf = buffer(st, p.b) + p.off;
 
-		if (!fill) {
-			err = buffer_wait(m, st, b);
+		if (p.first) {
+			err = buffer_wait(m, st, p.b);
 			if (err)
 				return err;
 		}
-		memcpy(p, s, (size_t)n);
-		err = m->ops->copy(m->ops_ctx, d, to, p, RSD_LOC_PINNED_HOST, n, stream);
+		memcpy(buf, p.src, (size_t)p.n);
+		err = m->ops->copy(m->ops_ctx, p.dst, to, buf, RSD_LOC_PINNED_HOST, p.n, stream);
 		if (err)
 			return err;
-		fill += n;
-		if (fill == chunk) {
-			err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
+		if (p.last) {
+			err = m->ops->event_record(m->ops_ctx, stream, &st->ev[p.b]);
 			if (err)
 				return err;
-			b ^= 1;
-			fill = 0;
 		}
-	}
-	if (fill) {
-		err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
-		if (err)
-			return err;
 	}
 	return m->ops->event_record(m->ops_ctx, stream, event);
 }
@@ -716,19 +744,14 @@ static void worker_stop(struct rsd_staging *st)
  * memory. */
 static struct stage_job *job_alloc(struct cursor c, uint64_t chunk)
 {
+	struct chunker k = { .c = &c, .chunk = chunk };
 	size_t nchunks = 0, npieces = 0;
-	uint64_t fill = 0, n;
 	struct stage_job *j;
-	const char *s;
-	char *d;
+	struct piece p;
 
-	while ((n = cursor_next(&c, chunk - fill, &s, &d))) {
-		if (!fill)
-			nchunks++;
+	while (chunk_next(&k, &p)) {
+		nchunks += p.first;
 		npieces++;
-		fill += n;
-		if (fill == chunk)
-			fill = 0;
 	}
 	if (npieces > (SIZE_MAX / 2) / (sizeof(*j->chunks) + sizeof(*j->pieces)))
 		return NULL;
@@ -856,46 +879,41 @@ void rsd__staging_settle_lost(struct rsd_manager *m)
 static int queue_chunks(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j,
 			struct cursor *c, struct rsd_location dev, void *stream)
 {
-	const uint64_t chunk = st->size;
+	struct chunker k = { .c = c, .chunk = st->size };
 	struct stage_chunk *ch = NULL;
-	uint64_t fill = 0, n;
-	unsigned b = 0;
-	const char *s;
-	char *d;
+	struct piece p;
 	int err;
 
-	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
-		if (!fill) {
+	while (chunk_next(&k, &p)) {
+		if (p.first) {
 			ch = &j->chunks[j->nchunks];
 			err = chunk_gate(m, j, stream, &ch->gate);
 			if (err)
 				return err;
 			j->nchunks++;
-			ch->buf = buffer(st, b);
+			ch->buf = buffer(st, p.b);
 			ch->first = j->npieces;
 			if (!j->out || j->nchunks <= 2) {
-				ch->wait = st->ev[b];
-				st->ev[b] = NULL;
+				ch->wait = st->ev[p.b];
+				st->ev[p.b] = NULL;
 			}
 		}
-		j->pieces[j->npieces++] = (struct stage_piece){ .src = s, .dst = d, .n = n };
+		j->pieces[j->npieces++] =
+			(struct stage_piece){ .src = p.src, .dst = p.dst, .n = p.n };
 		ch->npieces++;
 		if (j->out)
-			err = m->ops->copy(m->ops_ctx, ch->buf + fill, RSD_LOC_PINNED_HOST, s, dev,
-					   n, stream);
+			err = m->ops->copy(m->ops_ctx, ch->buf + p.off, RSD_LOC_PINNED_HOST, p.src,
+					   dev, p.n, stream);
 		else
-			err = m->ops->copy(m->ops_ctx, d, dev, ch->buf + fill, RSD_LOC_PINNED_HOST,
-					   n, stream);
+			err = m->ops->copy(m->ops_ctx, p.dst, dev, ch->buf + p.off,
+					   RSD_LOC_PINNED_HOST, p.n, stream);
 		if (err)
 			return err;
-		fill += n;
-		if (fill == chunk || !cursor_more(c)) {
+		if (p.last) {
 			err = m->ops->event_record(m->ops_ctx, stream,
-						   j->out ? &ch->done : &st->ev[b]);
+						   j->out ? &ch->done : &st->ev[p.b]);
 			if (err)
 				return err;
-			b ^= 1;
-			fill = 0;
 		}
 	}
 	return 0;
