@@ -17,9 +17,11 @@
  *
  *  - Events of the lost device never complete; the driver answers every
  *    query and sync of them with RSD_EDEVLOST at once. That answer is
- *    final (rsd__devloss_answer(): no stream is drained for it, nothing
- *    waits): a reap folds the released GPU leases in as failed and the
- *    queued copies as failed copies (queued.c undoes them). A copy on a
+ *    final (rsd__devloss_answer(): no stream is drained for it, and
+ *    nothing waits but for the lost devices' staging workers, which end
+ *    their jobs at once): a reap folds the released GPU leases in as
+ *    failed and the queued copies as failed copies (queued.c undoes
+ *    them). A copy on a
  *    sound stream that reads or writes the lost memory fails when it runs;
  *    the reap after that settles it the same way.
  *  - Every materialization there that no transfer is moving, reading or

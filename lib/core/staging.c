@@ -105,10 +105,12 @@ struct rsd_staging {
 	/*
 	 * Jobs handed to the worker and jobs it has staged (qlock), and the
 	 * condition it signals after each: a failed copy's memory is freed
-	 * only once the worker is done with its job (rsd__staging_quiesce()),
-	 * since a failed stream reports its failure before the gates queued
-	 * on it are opened, and the worker still reads and writes both ends
-	 * until it opened the job's last gate.
+	 * only once the worker is done with its job (rsd__staging_quiesce()
+	 * after a drain, rsd__staging_settle_lost() after a lost device's
+	 * answer), since a failed stream and a lost device report their
+	 * failure before the gates queued on them are opened, and the worker
+	 * still reads and writes both ends until it opened the job's last
+	 * gate.
 	 */
 	uint64_t handed, staged;
 	pthread_cond_t qidle;
