@@ -21,9 +21,8 @@
  *    nothing waits but for the lost devices' staging workers, which end
  *    their jobs at once): a reap folds the released GPU leases in as
  *    failed and the queued copies as failed copies (queued.c undoes
- *    them). A copy on a
- *    sound stream that reads or writes the lost memory fails when it runs;
- *    the reap after that settles it the same way.
+ *    them). A copy on a sound stream that reads or writes the lost memory
+ *    fails when it runs; the reap after that settles it the same way.
  *  - Every materialization there that no transfer is moving, reading or
  *    filling leaves the books: its charge is refunded and its storage is
  *    never given back to the driver (rsd__devloss_dead_block(): no free in
