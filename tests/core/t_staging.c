@@ -26,6 +26,7 @@
 
 #include "cfx.h"
 #include "../simwait.h"
+#include "../stall.h"
 
 #define CHUNK 4096ull
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -68,35 +69,6 @@ static void counting_free(void *ctx, struct rsd_location at, void *ptr, uint64_t
 
 static struct rsd_device_ops counting_ops;
 
-/*
- * A staging worker held once, armed by the test: just after its wait for
- * a buffer's previous DMA succeeded, before it fills the buffer from the
- * source, for STALL_NS. stall_in says the worker may read the source from
- * then until it opens that chunk's gate (only workers open gates here).
- */
-#define STALL_NS 200000000L
-static atomic_bool stall_armed, stall_in;
-static pthread_t stall_caller; /* the test's thread: never held */
-
-static int stalling_sync(void *ctx, void *event)
-{
-	int rc = rsd_simdev_ops()->event_sync(ctx, event);
-	bool armed = true;
-
-	if (rc || pthread_equal(pthread_self(), stall_caller) ||
-	    !atomic_compare_exchange_strong(&stall_armed, &armed, false))
-		return rc;
-	atomic_store(&stall_in, true);
-	nanosleep(&(struct timespec){ 0, STALL_NS }, NULL);
-	return rc;
-}
-
-static void stalling_gate_open(void *ctx, void *gate, int err)
-{
-	atomic_store(&stall_in, false);
-	rsd_simdev_ops()->gate_open(ctx, gate, err);
-}
-
 static unsigned long ncopies(enum rsd_location_kind from, enum rsd_location_kind to)
 {
 	return atomic_load(&copies[from][to]);
@@ -137,8 +109,7 @@ static void stx_make_on(struct stx *x, const struct rsd_simdev_config *sc, uint6
 	counting_ops.copy = counting_copy;
 	counting_ops.alloc = counting_alloc;
 	counting_ops.free = counting_free;
-	counting_ops.event_sync = stalling_sync;
-	counting_ops.gate_open = stalling_gate_open;
+	stall_wrap(&counting_ops, rsd_simdev_ops());
 	RSD_REQUIRE_OK(rsd_simdev_create(sc, &x->f.sd));
 	mc.budgets = b;
 	mc.nbudgets = nb;
@@ -1047,18 +1018,6 @@ ATF_TC_BODY(forced_close_mid_copy, tc)
 
 /* ---- a device lost while the worker stages ------------------------------------ */
 
-static atomic_int lost_releases, lost_freed_in_use;
-
-/* The source's release: counts, and whether a worker could still read it. */
-static void lost_release(void *ctx, struct rsd_resident *r)
-{
-	(void)r;
-	if (atomic_load(&stall_in))
-		atomic_fetch_add(&lost_freed_in_use, 1);
-	atomic_fetch_add(&lost_releases, 1);
-	free(ctx);
-}
-
 enum lost_end {
 	LOST_DISCARD,
 	LOST_MOVE,
@@ -1069,10 +1028,10 @@ enum lost_end {
 /*
  * cuda:0 is lost while its worker stages a pageable value's not-waiting
  * copy there, held in the middle of the copy, about to read the source
- * (the worker in stalling_sync). Then the caller frees or moves the
- * source (end): the lost device's answer is final at once, but nothing
- * frees the source before the worker is done with it (under ASan the
- * worker's read would be a use after free), and nothing hangs.
+ * (tests/stall.h). Then the caller frees or moves the source (end): the
+ * lost device's answer is final at once, but nothing frees the source
+ * before the worker is done with it (under ASan the worker's read would
+ * be a use after free), and nothing hangs.
  */
 static void lost_mid_stage(enum lost_end end)
 {
@@ -1084,50 +1043,46 @@ static void lost_mid_stage(enum lost_end end)
 	char *src;
 
 	stx_make(&x, CHUNK, NULL, 0);
-	stall_caller = pthread_self();
-	atomic_store(&lost_releases, 0);
-	atomic_store(&lost_freed_in_use, 0);
 	src = malloc(n);
 	ATF_REQUIRE(src);
 	fill(src, n, 0, 90 + end);
 	v = (struct rsd_buffer_view){ src, n, src, n, PAGEABLE };
 	RSD_REQUIRE_OK(
-		rsd_resident_wrap(&rsd_resident_type, 1, &v, NULL, 0, lost_release, src, &r));
+		rsd_resident_wrap(&rsd_resident_type, 1, &v, NULL, 0, stall_release, src, &r));
 	OK(rsd_adopt(x.f.m, r, &PAGEABLE, RSD_REPLICABLE, &h));
-	atomic_store(&stall_armed, true);
+	stall_arm();
 	OK(rsd_ensure_async(x.f.m, h, cfx_cuda(0), NULL, NULL));
-	while (!atomic_load(&stall_in))
-		nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+	stall_wait_held();
 	OK(rsd_simdev_lose_device(x.f.sd, 0));
 	switch (end) {
 	case LOST_DISCARD:
 		/* The failed copy is reported once, by the next call. */
 		ERR(RSD_EDEVLOST, rsd_discard(x.f.m, h, NULL));
 		OK(rsd_discard(x.f.m, h, NULL));
-		ATF_CHECK_EQ(atomic_load(&lost_releases), 1);
+		ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
 		break;
 	case LOST_MOVE:
 		/* Pageable to pinned: the source is freed once moved. */
 		ERR(RSD_EDEVLOST, rsd_move(x.f.m, h, PINNED, &PAGEABLE, NULL, NULL));
 		OK(rsd_move(x.f.m, h, PINNED, &PAGEABLE, NULL, NULL));
-		ATF_CHECK_EQ(atomic_load(&lost_releases), 1);
+		ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
 		check_bytes(&x, h, PINNED, 90 + end);
 		break;
 	case LOST_CLOSE:
 		OK(rsd_manager_close(x.f.m, RSD_CLOSE_FORCE));
-		ATF_CHECK_EQ(atomic_load(&lost_releases), 1);
+		ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
 		break;
 	case LOST_WAITERS:
 		/* Each waiter meets the failed copy (or the quarantine). */
 		ensure_together(&x, h, 3, -RSD_EDEVLOST);
 		check_bytes(&x, h, PAGEABLE, 90 + end);
 		OK(rsd_discard(x.f.m, h, NULL));
-		ATF_CHECK_EQ(atomic_load(&lost_releases), 1);
+		ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
 		break;
 	}
-	ATF_CHECK_EQ_MSG(atomic_load(&lost_freed_in_use), 0,
+	ATF_CHECK_EQ_MSG(atomic_load(&stall.freed_in_use), 0,
 			 "the source was freed while the staging worker could still read it");
-	ATF_CHECK(!atomic_load(&stall_armed));
+	ATF_CHECK(!atomic_load(&stall.armed));
 	stx_fini(&x);
 }
 
