@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <rsd/rsd.h>
 
@@ -139,6 +140,14 @@ void rsd__guard_free(uint32_t *guard, const char *fn, const char *type, const vo
 
 /* Wall clock, Unix nanoseconds. */
 uint64_t rsd__now_ns(void);
+
+/* The timespec of ns nanoseconds since a clock's epoch: the deadline of a
+ * timed condition wait on that clock. */
+static inline struct timespec rsd__timespec_ns(uint64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000ull),
+				  .tv_nsec = (long)(ns % 1000000000ull) };
+}
 
 /* Quote a string the way the reference's repr does (reference.md §10.3),
  * into buf; returns buf (truncated to len). */

@@ -238,6 +238,11 @@ int rsd_manager_close(struct rsd_manager *m, unsigned flags)
 		keep_streamed(m);
 	else if (flags & RSD_CLOSE_FORCE)
 		sync_devices(m);
+	/* A failed or lost device's streams answer before the staging
+	 * workers opened the gates queued on them: the values freed below
+	 * may still be read or written by a worker until then. */
+	if (!nothing)
+		(void)rsd__staging_quiesce(m);
 	if (m->closed)
 		goto out; /* another thread closed it while this one waited */
 	m->closed = true;

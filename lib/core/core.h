@@ -1431,6 +1431,14 @@ void rsd__retire_resident(struct rsd_manager *m, void *p);
  * the wait. */
 int rsd__staging_quiesce(struct rsd_manager *m);
 
+/* Never from a staging worker, with or without m->lock (a worker takes
+ * neither it nor a staging lock): until the staging workers of every lost
+ * device staged the jobs handed to them so far. Not stopped by a close,
+ * and bounded: a lost device's worker gets every answer at once. What a
+ * lost device's final answer (rsd__devloss_answer()) lets the caller free,
+ * a worker may still read or write until then. rsd_last_error() is kept. */
+void rsd__staging_settle_lost(struct rsd_manager *m);
+
 #define RSD__UNSTAGED 1
 int rsd__staging_copy(struct rsd_manager *m, const struct rsd_resident *src,
 		      struct rsd_location from, struct rsd_resident *dst, struct rsd_location to,

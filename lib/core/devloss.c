@@ -17,11 +17,12 @@
  *
  *  - Events of the lost device never complete; the driver answers every
  *    query and sync of them with RSD_EDEVLOST at once. That answer is
- *    final (rsd__devloss_answer(): no stream is drained for it, nothing
- *    waits): a reap folds the released GPU leases in as failed and the
- *    queued copies as failed copies (queued.c undoes them). A copy on a
- *    sound stream that reads or writes the lost memory fails when it runs;
- *    the reap after that settles it the same way.
+ *    final (rsd__devloss_answer(): no stream is drained for it, and
+ *    nothing waits but for the lost devices' staging workers, which end
+ *    their jobs at once): a reap folds the released GPU leases in as
+ *    failed and the queued copies as failed copies (queued.c undoes
+ *    them). A copy on a sound stream that reads or writes the lost memory
+ *    fails when it runs; the reap after that settles it the same way.
  *  - Every materialization there that no transfer is moving, reading or
  *    filling leaves the books: its charge is refunded and its storage is
  *    never given back to the driver (rsd__devloss_dead_block(): no free in
@@ -98,13 +99,14 @@ int rsd__err_dead_copy(const struct rsd_record *rec, const struct rsd_mat *mat)
 bool rsd__devloss_answer(struct rsd_manager *m, void *stream, int dev, int code)
 {
 	struct rsd_error saved;
+	bool final = true;
 	int rc;
 
 	if (code != -RSD_EDEVLOST)
 		return false;
 	rsd__devlost_note();
 	if (!m->ops->device_lost)
-		return true;
+		goto settle;
 	/* The event's error is what the caller reports. A stream its owner
 	 * destroyed (the driver no longer knows it) is on dev, the device
 	 * of the record it came with. */
@@ -112,9 +114,16 @@ bool rsd__devloss_answer(struct rsd_manager *m, void *stream, int dev, int code)
 	rc = stream && m->ops->stream_device ? m->ops->stream_device(m->ops_ctx, stream, &dev) :
 					       -RSD_ETYPE;
 	*rsd__err_record() = saved;
-	if (rc == -RSD_EDEVLOST || dev < 0 || dev >= m->ndevices)
-		return true;
-	return m->ops->device_lost(m->ops_ctx, dev);
+	if (rc != -RSD_EDEVLOST && dev >= 0 && dev < m->ndevices)
+		final = m->ops->device_lost(m->ops_ctx, dev);
+settle:
+	/* No stream is drained for a final answer, and a lost device's
+	 * stream reports the loss before its staging worker opened the gates
+	 * queued on it: the worker may still read the source of a copy the
+	 * caller frees next, or write its destination (staging.c). */
+	if (final)
+		rsd__staging_settle_lost(m);
+	return final;
 }
 
 bool rsd__devloss_dead_block(const struct rsd_resident *r)

@@ -106,10 +106,12 @@ struct rsd_staging {
 	/*
 	 * Jobs handed to the worker and jobs it has staged (qlock), and the
 	 * condition it signals after each: a failed copy's memory is freed
-	 * only once the worker is done with its job (rsd__staging_quiesce()),
-	 * since a failed stream reports its failure before the gates queued
-	 * on it are opened, and the worker still reads and writes both ends
-	 * until it opened the job's last gate.
+	 * only once the worker is done with its job (rsd__staging_quiesce()
+	 * after a drain, rsd__staging_settle_lost() after a lost device's
+	 * answer), since a failed stream and a lost device report their
+	 * failure before the gates queued on them are opened, and the worker
+	 * still reads and writes both ends until it opened the job's last
+	 * gate.
 	 */
 	uint64_t handed, staged;
 	pthread_cond_t qidle;
@@ -176,6 +178,45 @@ static bool cursor_more(const struct cursor *c)
 	char *d;
 
 	return cursor_next(&t, 1, &s, &d) != 0;
+}
+
+/*
+ * The pieces a cursor hands out, packed into chunks of `chunk` bytes that
+ * alternate between the pair's two buffers: the one walk every staged
+ * copy makes (and job_alloc() counts).
+ */
+struct chunker {
+	struct cursor *c;
+	uint64_t chunk;
+	uint64_t fill; /* bytes of the current chunk handed out */
+	unsigned b;    /* the current chunk's buffer */
+};
+
+struct piece {
+	const char *src;
+	char *dst;
+	uint64_t n, off; /* its bytes, and where they go in the chunk */
+	unsigned b;	 /* the chunk's buffer */
+	bool first;	 /* it starts a chunk */
+	bool last;	 /* it ends one (full, or the copy's last piece) */
+};
+
+/* The next piece into *p; false when none is left. */
+static bool chunk_next(struct chunker *k, struct piece *p)
+{
+	p->n = cursor_next(k->c, k->chunk - k->fill, &p->src, &p->dst);
+	if (!p->n)
+		return false;
+	p->off = k->fill;
+	p->b = k->b;
+	p->first = !k->fill;
+	k->fill += p->n;
+	p->last = k->fill == k->chunk || !cursor_more(k->c);
+	if (p->last) {
+		k->fill = 0;
+		k->b ^= 1;
+	}
+	return true;
 }
 
 /* ---- configuration -------------------------------------------------------- */
@@ -406,38 +447,27 @@ static char *buffer(struct rsd_staging *st, unsigned b)
 static int stage_in(struct rsd_manager *m, struct rsd_staging *st, struct cursor *c,
 		    struct rsd_location to, void *stream, void **event)
 {
-	const uint64_t chunk = st->size;
-	uint64_t fill = 0, n;
-	unsigned b = 0;
-	const char *s;
-	char *d;
+	struct chunker k = { .c = c, .chunk = st->size };
+	struct piece p;
 	int err;
 
-	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
-		char *p = buffer(st, b) + fill;
+	while (chunk_next(&k, &p)) {
+		char *buf = buffer(st, p.b) + p.off;
 
-		if (!fill) {
-			err = buffer_wait(m, st, b);
+		if (p.first) {
+			err = buffer_wait(m, st, p.b);
 			if (err)
 				return err;
 		}
-		memcpy(p, s, (size_t)n);
-		err = m->ops->copy(m->ops_ctx, d, to, p, RSD_LOC_PINNED_HOST, n, stream);
+		memcpy(buf, p.src, (size_t)p.n);
+		err = m->ops->copy(m->ops_ctx, p.dst, to, buf, RSD_LOC_PINNED_HOST, p.n, stream);
 		if (err)
 			return err;
-		fill += n;
-		if (fill == chunk) {
-			err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
+		if (p.last) {
+			err = m->ops->event_record(m->ops_ctx, stream, &st->ev[p.b]);
 			if (err)
 				return err;
-			b ^= 1;
-			fill = 0;
 		}
-	}
-	if (fill) {
-		err = m->ops->event_record(m->ops_ctx, stream, &st->ev[b]);
-		if (err)
-			return err;
 	}
 	return m->ops->event_record(m->ops_ctx, stream, event);
 }
@@ -740,19 +770,14 @@ static void worker_stop(struct rsd_staging *st)
  * (in one of st's spares when large enough); NULL without memory. */
 static struct stage_job *job_alloc(struct rsd_staging *st, struct cursor c, uint64_t chunk)
 {
+	struct chunker k = { .c = &c, .chunk = chunk };
 	size_t nchunks = 0, npieces = 0, need;
-	uint64_t fill = 0, n;
 	struct stage_job *j;
-	const char *s;
-	char *d;
+	struct piece p;
 
-	while ((n = cursor_next(&c, chunk - fill, &s, &d))) {
-		if (!fill)
-			nchunks++;
+	while (chunk_next(&k, &p)) {
+		nchunks += p.first;
 		npieces++;
-		fill += n;
-		if (fill == chunk)
-			fill = 0;
 	}
 	if (npieces > (SIZE_MAX / 2) / (sizeof(*j->chunks) + sizeof(*j->pieces)))
 		return NULL;
@@ -824,9 +849,13 @@ static int job_hand(struct rsd_manager *m, struct rsd_staging *st, struct stage_
 	return err;
 }
 
-/* Until st's worker staged every job handed to it so far: 0, or
- * -RSD_ECLOSED (recorded) when close(FORCE | NOWAIT) stops the wait. */
-static int worker_idle(struct rsd_manager *m, struct rsd_staging *st)
+/*
+ * Until st's worker staged every job handed to it so far: 0, or
+ * -RSD_ECLOSED (recorded) when the wait is stoppable and close(FORCE |
+ * NOWAIT) stops it. The wait is timed: a forced close sets stop_waits
+ * without taking qlock.
+ */
+static int worker_idle(struct rsd_manager *m, struct rsd_staging *st, bool stoppable)
 {
 	uint64_t upto;
 	int err = 0;
@@ -834,19 +863,11 @@ static int worker_idle(struct rsd_manager *m, struct rsd_staging *st)
 	pthread_mutex_lock(&st->qlock);
 	upto = st->handed;
 	while (st->staged < upto) {
-		struct timespec ts;
+		struct timespec ts = rsd__timespec_ns(rsd__now_ns() + 1000000);
 
-		if (atomic_load_explicit(&m->stop_waits, memory_order_acquire)) {
+		if (stoppable && atomic_load_explicit(&m->stop_waits, memory_order_acquire)) {
 			err = -RSD_ECLOSED;
 			break;
-		}
-		/* A timed wait: a forced close sets stop_waits without
-		 * taking qlock. */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
 		}
 		pthread_cond_timedwait(&st->qidle, &st->qlock, &ts);
 	}
@@ -862,8 +883,31 @@ int rsd__staging_quiesce(struct rsd_manager *m)
 	int err = 0;
 
 	for (int d = 0; m->staging && d < m->ndevices && !err; d++)
-		err = worker_idle(m, &m->staging[d]);
+		err = worker_idle(m, &m->staging[d], true);
 	return err;
+}
+
+/*
+ * The workers of lost devices only, and not stopped by a close: such a
+ * worker ends its jobs at once (every wait of its answers RSD_EDEVLOST at
+ * once, so it fills or copies out no more chunks and opens the remaining
+ * gates as failed), but one may be in the middle of a chunk's memcpy
+ * when the loss is answered. A driver without device_lost names no lost
+ * device: every worker is waited for then, as by a drain.
+ */
+void rsd__staging_settle_lost(struct rsd_manager *m)
+{
+	struct rsd_error saved;
+
+	if (!m->staging)
+		return;
+	saved = *rsd_last_error();
+	if (!m->ops->device_lost)
+		(void)rsd__staging_quiesce(m);
+	for (int d = 0; m->ops->device_lost && d < m->ndevices; d++)
+		if (m->ops->device_lost(m->ops_ctx, d))
+			(void)worker_idle(m, &m->staging[d], false);
+	*rsd__err_record() = saved;
 }
 
 /*
@@ -877,46 +921,41 @@ int rsd__staging_quiesce(struct rsd_manager *m)
 static int queue_chunks(struct rsd_manager *m, struct rsd_staging *st, struct stage_job *j,
 			struct cursor *c, struct rsd_location dev, void *stream)
 {
-	const uint64_t chunk = st->size;
+	struct chunker k = { .c = c, .chunk = st->size };
 	struct stage_chunk *ch = NULL;
-	uint64_t fill = 0, n;
-	unsigned b = 0;
-	const char *s;
-	char *d;
+	struct piece p;
 	int err;
 
-	while ((n = cursor_next(c, chunk - fill, &s, &d))) {
-		if (!fill) {
+	while (chunk_next(&k, &p)) {
+		if (p.first) {
 			ch = &j->chunks[j->nchunks];
 			err = chunk_gate(m, j, stream, &ch->gate);
 			if (err)
 				return err;
 			j->nchunks++;
-			ch->buf = buffer(st, b);
+			ch->buf = buffer(st, p.b);
 			ch->first = j->npieces;
 			if (!j->out || j->nchunks <= 2) {
-				ch->wait = st->ev[b];
-				st->ev[b] = NULL;
+				ch->wait = st->ev[p.b];
+				st->ev[p.b] = NULL;
 			}
 		}
-		j->pieces[j->npieces++] = (struct stage_piece){ .src = s, .dst = d, .n = n };
+		j->pieces[j->npieces++] =
+			(struct stage_piece){ .src = p.src, .dst = p.dst, .n = p.n };
 		ch->npieces++;
 		if (j->out)
-			err = m->ops->copy(m->ops_ctx, ch->buf + fill, RSD_LOC_PINNED_HOST, s, dev,
-					   n, stream);
+			err = m->ops->copy(m->ops_ctx, ch->buf + p.off, RSD_LOC_PINNED_HOST, p.src,
+					   dev, p.n, stream);
 		else
-			err = m->ops->copy(m->ops_ctx, d, dev, ch->buf + fill, RSD_LOC_PINNED_HOST,
-					   n, stream);
+			err = m->ops->copy(m->ops_ctx, p.dst, dev, ch->buf + p.off,
+					   RSD_LOC_PINNED_HOST, p.n, stream);
 		if (err)
 			return err;
-		fill += n;
-		if (fill == chunk || !cursor_more(c)) {
+		if (p.last) {
 			err = m->ops->event_record(m->ops_ctx, stream,
-						   j->out ? &ch->done : &st->ev[b]);
+						   j->out ? &ch->done : &st->ev[p.b]);
 			if (err)
 				return err;
-			b ^= 1;
-			fill = 0;
 		}
 	}
 	return 0;

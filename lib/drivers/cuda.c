@@ -1036,14 +1036,28 @@ static int stream_sound_device(void *ctx, const char *op, void *stream, int *dev
  * last; on a lost device the runtime may never run the host function, and
  * its gate is leaked with the device's memory.
  *
+ * A line lives as long as a gate or an event of this driver still counts
+ * on it (refs), and after that only while it holds a failure: a line
+ * without one says nothing a new line would not. A failed line is the
+ * stream's, not its handle's: the driver does not see the caller destroy
+ * a stream, and the runtime may give a later stream the same handle. So a
+ * line is also named by the stream's id (cudaStreamGetId, unique for the
+ * process's life): a handle met again with another id belongs to a new
+ * stream, which gets a new line, and the old stream's line is freed once
+ * nothing counts on it. (A runtime older than 12.0 has no stream ids: there
+ * a failed line stays with its handle.)
+ *
  * Locking: gates.lock protects every gate's open and refs and the lines;
  * taken alone, never while calling the runtime.
  */
 struct gate_line {
 	cudaStream_t s;
-	uint64_t queued;    /* gates queued on s so far */
-	uint64_t failed_at; /* the first failed gate's number; 0: none */
-	int err;	    /* its negative RSD_E* code */
+	unsigned long long id; /* s's stream id; 0 where the runtime has none */
+	uint64_t queued;       /* gates queued on s so far */
+	uint64_t failed_at;    /* the first failed gate's number; 0: none */
+	int err;	       /* its negative RSD_E* code */
+	unsigned refs;	       /* gates not yet freed, events that counted it */
+	bool listed;	       /* in gates.lines: s's current line */
 	struct gate_line *next;
 };
 
@@ -1060,32 +1074,107 @@ static struct {
 	struct gate_line *lines;
 } gates = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-/* With gates.lock held: s's line, or NULL (made when make is set and
- * memory allows). Lines are never freed: a stream that had a gate keeps
- * its record for the process's life. */
-static struct gate_line *gate_line_of(cudaStream_t s, bool make)
+/* s's identity for its gate line (see "Gates"): 0 without stream ids. */
+static unsigned long long stream_id(cudaStream_t s)
+{
+	unsigned long long id = 0;
+
+#if CUDART_VERSION >= 12000
+	if (cudaStreamGetId(s, &id) != cudaSuccess) {
+		(void)cudaGetLastError();
+		id = 0;
+	}
+#else
+	(void)s;
+#endif
+	return id;
+}
+
+/* With gates.lock held: take l out of gates.lines. */
+static void line_unlist(struct gate_line *l)
+{
+	struct gate_line **pp;
+
+	for (pp = &gates.lines; *pp != l; pp = &(*pp)->next)
+		;
+	*pp = l->next;
+	l->listed = false;
+}
+
+/* With gates.lock held: give back one reference to l, freed when nothing
+ * counts on it and it holds no failure of a stream that may still live. */
+static void line_put(struct gate_line *l)
+{
+	if (!l || --l->refs)
+		return;
+	if (l->listed && l->failed_at)
+		return;
+	if (l->listed)
+		line_unlist(l);
+	free(l);
+}
+
+/* With gates.lock held: s's listed line, or NULL. */
+static struct gate_line *line_find(cudaStream_t s)
 {
 	struct gate_line *l;
 
-	for (l = gates.lines; l; l = l->next)
-		if (l->s == s)
-			return l;
-	if (!make)
-		return NULL;
-	l = calloc(1, sizeof(*l));
-	if (l) {
-		l->s = s;
-		l->next = gates.lines;
-		gates.lines = l;
+	for (l = gates.lines; l && l->s != s; l = l->next)
+		;
+	return l;
+}
+
+/*
+ * Without gates.lock: a reference to s's line, or NULL when s has none and
+ * make is false, or without memory. A listed line of another stream id
+ * was the line of a destroyed stream whose handle s reuses: it is unlisted
+ * (freed once nothing counts on it) and s starts afresh. The id is asked
+ * for only when s has a line or one is made, never under the lock.
+ */
+static struct gate_line *line_get(cudaStream_t s, bool make)
+{
+	unsigned long long id;
+	struct gate_line *l;
+
+	if (!make) {
+		pthread_mutex_lock(&gates.lock);
+		l = line_find(s);
+		pthread_mutex_unlock(&gates.lock);
+		if (!l)
+			return NULL;
 	}
+	id = stream_id(s);
+	pthread_mutex_lock(&gates.lock);
+	l = line_find(s);
+	if (l && l->id != id) {
+		line_unlist(l);
+		if (!l->refs)
+			free(l);
+		l = NULL;
+	}
+	if (!l && make) {
+		l = calloc(1, sizeof(*l));
+		if (l) {
+			l->s = s;
+			l->id = id;
+			l->listed = true;
+			l->next = gates.lines;
+			gates.lines = l;
+		}
+	}
+	if (l)
+		l->refs++;
+	pthread_mutex_unlock(&gates.lock);
 	return l;
 }
 
 /* With gates.lock held: give back one reference to g. */
 static void gate_put(struct cuda_gate *g)
 {
-	if (--g->refs == 0)
+	if (--g->refs == 0) {
+		line_put(g->line);
 		free(g);
+	}
 }
 
 /* The host function: waits, without the runtime, for the gate to open. */
@@ -1116,9 +1205,7 @@ static int cu_gate_queue(void *ctx, void *stream, void **gate)
 	g = rsd__calloc(1, sizeof(*g));
 	if (!g)
 		return rsd__err(RSD_ENOMEM, "CUDA driver: out of memory for a gate");
-	pthread_mutex_lock(&gates.lock);
-	g->line = gate_line_of((cudaStream_t)stream, true);
-	pthread_mutex_unlock(&gates.lock);
+	g->line = line_get((cudaStream_t)stream, true);
 	if (!g->line) {
 		free(g);
 		return rsd__err(RSD_ENOMEM,
@@ -1127,6 +1214,9 @@ static int cu_gate_queue(void *ctx, void *stream, void **gate)
 	g->refs = 2;
 	e = cudaLaunchHostFunc((cudaStream_t)stream, gate_wait, g);
 	if (e != cudaSuccess) {
+		pthread_mutex_lock(&gates.lock);
+		line_put(g->line);
+		pthread_mutex_unlock(&gates.lock);
 		free(g);
 		return cuda_fail("cudaLaunchHostFunc", e);
 	}
@@ -1163,9 +1253,11 @@ static void cu_gate_open(void *ctx, void *gate, int err)
  * left out (an event behind a failed gate that reports success). */
 static void event_gates(struct cuda_event *ev, cudaStream_t s)
 {
+	ev->line = line_get(s, false);
+	if (!ev->line)
+		return;
 	pthread_mutex_lock(&gates.lock);
-	ev->line = gate_line_of(s, false);
-	ev->gates = ev->line ? ev->line->queued : 0;
+	ev->gates = ev->line->queued;
 	pthread_mutex_unlock(&gates.lock);
 }
 
@@ -1192,6 +1284,12 @@ static int event_gate_failed(const struct cuda_event *ev, const char *op)
 /* Back to its device's free list: CUDA events are costly to create. */
 static void event_put(struct cuda_event *ev)
 {
+	if (ev->line) {
+		pthread_mutex_lock(&gates.lock);
+		line_put(ev->line);
+		pthread_mutex_unlock(&gates.lock);
+		ev->line = NULL;
+	}
 	ev->magic = CUDA_EVENT_FREE;
 	pthread_mutex_lock(&cuda.lock);
 	ev->next = cuda.dev[ev->device].free_events;

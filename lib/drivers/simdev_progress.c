@@ -29,18 +29,11 @@ static uint64_t mono_ns(void)
 	return rsd__sim_now_ns();
 }
 
-static void deadline(struct timespec *ts, uint64_t ns)
-{
-	ts->tv_sec = (time_t)(ns / 1000000000ull);
-	ts->tv_nsec = (long)(ns % 1000000000ull);
-}
-
 /* Sleep on sd->cond until woken or CLOCK_MONOTONIC reaches due. */
 static void wait_until(struct rsd_simdev *sd, uint64_t due)
 {
-	struct timespec ts;
+	struct timespec ts = rsd__timespec_ns(due);
 
-	deadline(&ts, due);
 	pthread_cond_timedwait(&sd->cond, &sd->lock, &ts);
 }
 
@@ -632,7 +625,7 @@ static void *worker(void *p)
 		} else if (due == UINT64_MAX) {
 			pthread_cond_wait(wake, &sd->lock);
 		} else {
-			deadline(&ts, due);
+			ts = rsd__timespec_ns(due);
 			pthread_cond_timedwait(wake, &sd->lock, &ts);
 		}
 	}

@@ -20,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <atf-c.h>
 
 #include "cfx.h"
 #include "core/core.h" /* rsd__staging_quiesce() */
 #include "../simwait.h"
+#include "../stall.h"
 
 #define CHUNK 4096ull
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -108,6 +110,7 @@ static void stx_make_on(struct stx *x, const struct rsd_simdev_config *sc, uint6
 	counting_ops.copy = counting_copy;
 	counting_ops.alloc = counting_alloc;
 	counting_ops.free = counting_free;
+	stall_wrap(&counting_ops, rsd_simdev_ops());
 	RSD_REQUIRE_OK(rsd_simdev_create(sc, &x->f.sd));
 	mc.budgets = b;
 	mc.nbudgets = nb;
@@ -871,29 +874,37 @@ static void *ensure_main(void *p)
 	return NULL;
 }
 
+/* n threads ensure h at cuda:0 at once; each one's result must be rc. */
+static void ensure_together(struct stx *x, struct rsd_handle h, int n, int rc)
+{
+	struct ensurer e[4];
+	pthread_barrier_t start;
+	pthread_t t[4];
+
+	ATF_REQUIRE(n > 0 && n <= 4);
+	ATF_REQUIRE_EQ(pthread_barrier_init(&start, NULL, (unsigned)n), 0);
+	for (int i = 0; i < n; i++) {
+		e[i] = (struct ensurer){ .x = x, .h = h, .start = &start, .rc = 1 };
+		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, ensure_main, &e[i]), 0);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		ATF_CHECK_EQ_MSG(e[i].rc, rc, "thread %d: %d", i, e[i].rc);
+	}
+	pthread_barrier_destroy(&start);
+}
+
 /* Four threads ensure one pageable value at once: each returns 0 once the
  * value is there, the bytes are exact, and they are staged once. */
 ATF_TC_WITHOUT_HEAD(several_waiters_one_copy);
 ATF_TC_BODY(several_waiters_one_copy, tc)
 {
-	struct ensurer e[4];
-	pthread_barrier_t start;
-	pthread_t t[4];
 	struct rsd_handle h;
 	struct stx x;
 
 	stx_make_links(&x, BIG_CHUNK, 20);
 	h = adopt_pageable(&x, BIG, 82);
-	ATF_REQUIRE_EQ(pthread_barrier_init(&start, NULL, 4), 0);
-	for (int i = 0; i < 4; i++) {
-		e[i] = (struct ensurer){ .x = &x, .h = h, .start = &start, .rc = 1 };
-		ATF_REQUIRE_EQ(pthread_create(&t[i], NULL, ensure_main, &e[i]), 0);
-	}
-	for (int i = 0; i < 4; i++) {
-		pthread_join(t[i], NULL);
-		ATF_CHECK_EQ_MSG(e[i].rc, 0, "thread %d: %d", i, e[i].rc);
-	}
-	pthread_barrier_destroy(&start);
+	ensure_together(&x, h, 4, 0);
 	ATF_CHECK_EQ(ncopies(RSD_PINNED_HOST, RSD_CUDA), BIG / BIG_CHUNK + 1);
 	check_bytes(&x, h, cfx_cuda(0), 82);
 	kernel_reads_pattern(&x, h, BIG, 82);
@@ -1006,6 +1017,100 @@ ATF_TC_BODY(forced_close_mid_copy, tc)
 	stx_fini(&x);
 }
 
+/* ---- a device lost while the worker stages ------------------------------------ */
+
+enum lost_end {
+	LOST_DISCARD,
+	LOST_MOVE,
+	LOST_CLOSE,
+	LOST_WAITERS
+};
+
+/*
+ * cuda:0 is lost while its worker stages a pageable value's not-waiting
+ * copy there, held in the middle of the copy, about to read the source
+ * (tests/stall.h). Then the caller frees or moves the source (end): the
+ * lost device's answer is final at once, but nothing frees the source
+ * before the worker is done with it (under ASan the worker's read would
+ * be a use after free), and nothing hangs.
+ */
+static void lost_mid_stage(enum lost_end end)
+{
+	const uint64_t n = 9 * CHUNK + 5;
+	struct rsd_buffer_view v;
+	struct rsd_resident *r;
+	struct rsd_handle h;
+	struct stx x;
+	char *src;
+
+	stx_make(&x, CHUNK, NULL, 0);
+	src = malloc(n);
+	ATF_REQUIRE(src);
+	fill(src, n, 0, 90 + end);
+	v = (struct rsd_buffer_view){ src, n, src, n, PAGEABLE };
+	RSD_REQUIRE_OK(
+		rsd_resident_wrap(&rsd_resident_type, 1, &v, NULL, 0, stall_release, src, &r));
+	OK(rsd_adopt(x.f.m, r, &PAGEABLE, RSD_REPLICABLE, &h));
+	stall_arm();
+	OK(rsd_ensure_async(x.f.m, h, cfx_cuda(0), NULL, NULL));
+	stall_wait_held();
+	OK(rsd_simdev_lose_device(x.f.sd, 0));
+	switch (end) {
+	case LOST_DISCARD:
+		/* The failed copy is reported once, by the next call. */
+		ERR(RSD_EDEVLOST, rsd_discard(x.f.m, h, NULL));
+		OK(rsd_discard(x.f.m, h, NULL));
+		ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
+		break;
+	case LOST_MOVE:
+		/* Pageable to pinned: the source is freed once moved. */
+		ERR(RSD_EDEVLOST, rsd_move(x.f.m, h, PINNED, &PAGEABLE, NULL, NULL));
+		OK(rsd_move(x.f.m, h, PINNED, &PAGEABLE, NULL, NULL));
+		ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
+		check_bytes(&x, h, PINNED, 90 + end);
+		break;
+	case LOST_CLOSE:
+		OK(rsd_manager_close(x.f.m, RSD_CLOSE_FORCE));
+		ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
+		break;
+	case LOST_WAITERS:
+		/* Each waiter meets the failed copy (or the quarantine). */
+		ensure_together(&x, h, 3, -RSD_EDEVLOST);
+		check_bytes(&x, h, PAGEABLE, 90 + end);
+		OK(rsd_discard(x.f.m, h, NULL));
+		ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
+		break;
+	}
+	ATF_CHECK_EQ_MSG(atomic_load(&stall.freed_in_use), 0,
+			 "the source was freed while the staging worker could still read it");
+	ATF_CHECK(!atomic_load(&stall.armed));
+	stx_fini(&x);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_mid_stage_discard);
+ATF_TC_BODY(lost_device_mid_stage_discard, tc)
+{
+	lost_mid_stage(LOST_DISCARD);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_mid_stage_move);
+ATF_TC_BODY(lost_device_mid_stage_move, tc)
+{
+	lost_mid_stage(LOST_MOVE);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_mid_stage_forced_close);
+ATF_TC_BODY(lost_device_mid_stage_forced_close, tc)
+{
+	lost_mid_stage(LOST_CLOSE);
+}
+
+ATF_TC_WITHOUT_HEAD(lost_device_mid_stage_waiters);
+ATF_TC_BODY(lost_device_mid_stage_waiters, tc)
+{
+	lost_mid_stage(LOST_WAITERS);
+}
+
 /* ---- host-only managers ------------------------------------------------------------ */
 
 /* ---- no allocation of its own ------------------------------------------------------ */
@@ -1114,5 +1219,9 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, chunk_fault_fails_once);
 	ATF_TP_ADD_TC(tp, forced_close_mid_copy);
 	ATF_TP_ADD_TC(tp, handed_copies_reuse_the_job);
+	ATF_TP_ADD_TC(tp, lost_device_mid_stage_discard);
+	ATF_TP_ADD_TC(tp, lost_device_mid_stage_move);
+	ATF_TP_ADD_TC(tp, lost_device_mid_stage_forced_close);
+	ATF_TP_ADD_TC(tp, lost_device_mid_stage_waiters);
 	return atf_no_error();
 }

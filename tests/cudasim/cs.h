@@ -49,6 +49,7 @@
 	X(cudaStreamSynchronize)       \
 	X(cudaStreamGetDevice)         \
 	X(cudaStreamGetFlags)          \
+	X(cudaStreamGetId)             \
 	X(cudaStreamWaitEvent)         \
 	X(cudaEventCreate)             \
 	X(cudaEventCreateWithFlags)    \

@@ -39,6 +39,7 @@ struct cs_stamp {
 struct cs_stream {
 	void *sim; /* the simulated stream; also the cudaStream_t value */
 	unsigned flags;
+	unsigned long long id; /* cudaStreamGetId: never reused */
 	struct cs_lane *lane;
 	struct cs_stream *next; /* cs.streams */
 };
@@ -166,6 +167,9 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 
 /* ---- streams ---- */
 
+/* The last id given to a created stream (cs.lock). */
+static unsigned long long last_stream_id = 1ull << 16;
+
 static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags)
 {
 	struct cs_stream *s;
@@ -195,6 +199,10 @@ static cudaError_t stream_create(cudaStream_t *pStream, unsigned flags)
 	s->sim = sim;
 	s->flags = flags;
 	pthread_mutex_lock(&cs.lock);
+	/* Ids above the default streams' (1 + device), unique for the
+	 * process's life, as the runtime's are, though a handle may come
+	 * back (the simulated stream's memory is reused). */
+	s->id = ++last_stream_id;
 	s->next = cs.streams;
 	cs.streams = s;
 	pthread_mutex_unlock(&cs.lock);
@@ -297,28 +305,48 @@ cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
 	return cudaSuccess;
 }
 
-cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+/* What cudaStreamGetFlags and cudaStreamGetId answer (either out may be
+ * NULL): the current device's default stream's, or a created stream's. */
+static cudaError_t stream_props(cudaStream_t hStream, unsigned *flags, unsigned long long *id)
 {
-	cudaError_t e = cs_enter(CS_cudaStreamGetFlags);
+	cudaError_t e = cs_stream_ctx(cs_stream_resolve(hStream));
 	struct cs_stream *s;
 
 	if (e)
 		return e;
-	if (!flags)
-		return cs_ret(cudaErrorInvalidValue);
-	e = cs_stream_ctx(cs_stream_resolve(hStream));
-	if (e)
-		return e;
 	if (is_default(hStream)) {
-		*flags = cudaStreamDefault;
+		if (flags)
+			*flags = cudaStreamDefault;
+		if (id)
+			*id = 1ull + (unsigned)cs_current_device();
 		return cudaSuccess;
 	}
 	pthread_mutex_lock(&cs.lock);
 	s = find_stream(hStream);
-	if (s)
+	if (s && flags)
 		*flags = s->flags;
+	if (s && id)
+		*id = s->id;
 	pthread_mutex_unlock(&cs.lock);
 	return s ? cudaSuccess : cs_ret(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamGetFlags);
+
+	if (e)
+		return e;
+	return flags ? stream_props(hStream, flags, NULL) : cs_ret(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
+{
+	cudaError_t e = cs_enter(CS_cudaStreamGetId);
+
+	if (e)
+		return e;
+	return streamId ? stream_props(hStream, NULL, streamId) : cs_ret(cudaErrorInvalidValue);
 }
 
 /* ---- events ---- */

@@ -24,6 +24,7 @@
 #include <rsd/rsd.h>
 
 #include "../gate.h"
+#include "../stall.h"
 
 #ifndef RSD_CUDASIM
 #define RSD_CUDASIM 0
@@ -458,6 +459,62 @@ ATF_TC_BODY(driver_gates_hold_and_fail_their_stream, tc)
 #endif
 }
 
+/*
+ * A gate's failure is its stream's, not its handle's: a caller's stream
+ * failed by a gate and destroyed leaves nothing behind, and a new stream
+ * that gets the same handle (the runtime double reuses it here) has events
+ * that complete, and a failure of its own.
+ */
+ATF_TC_WITHOUT_HEAD(driver_gate_failure_ends_with_its_stream);
+ATF_TC_BODY(driver_gate_failure_ends_with_its_stream, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	const struct rsd_device_ops *C = rsd_cuda_driver();
+	cudaStream_t s = NULL, t = NULL, spare[7];
+	unsigned long long sid = 0, tid = 0;
+	void *g, *e1, *e2;
+
+	(void)links();
+	/* Seven streams made before s and destroyed just before it fill
+	 * glibc's per-thread caches of the sizes a stream allocates, so
+	 * that s's memory, freed next, is what the next stream's calloc
+	 * finds: the handle comes back, as the runtime's may. */
+	for (int i = 0; i < 7; i++)
+		OK(cudaStreamCreate(&spare[i]));
+	OK(cudaStreamCreate(&s));
+	OK(cudaStreamGetId(s, &sid));
+	ATF_REQUIRE_EQ(C->gate_queue(NULL, s, &g), 0);
+	ATF_REQUIRE_EQ(C->event_record(NULL, s, &e1), 0);
+	C->gate_open(NULL, g, -RSD_EDEVICE);
+	ATF_CHECK_EQ(C->event_sync(NULL, e1), -RSD_EDEVICE);
+	C->event_destroy(NULL, e1);
+	OK(cudaStreamSynchronize(s));
+	for (int i = 0; i < 7; i++)
+		OK(cudaStreamDestroy(spare[i]));
+	OK(cudaStreamDestroy(s));
+	OK(cudaStreamCreate(&t));
+	if (t != s) {
+		OK(cudaStreamDestroy(t));
+		atf_tc_skip("the runtime double gave no stream the destroyed one's handle");
+	}
+	OK(cudaStreamGetId(t, &tid));
+	ATF_CHECK(tid != sid);
+	ATF_REQUIRE_EQ(C->event_record(NULL, t, &e2), 0);
+	ATF_CHECK_EQ_MSG(C->event_sync(NULL, e2), 0, "%s", rsd_last_error()->message);
+	ATF_CHECK_EQ(C->event_query(NULL, e2), 1);
+	/* t's own failure is its own again. */
+	ATF_REQUIRE_EQ(C->gate_queue(NULL, t, &g), 0);
+	C->gate_open(NULL, g, -RSD_EINVAL);
+	C->event_destroy(NULL, e2);
+	ATF_REQUIRE_EQ(C->event_record(NULL, t, &e2), 0);
+	ATF_CHECK_EQ(C->event_sync(NULL, e2), -RSD_EINVAL);
+	C->event_destroy(NULL, e2);
+	OK(cudaStreamSynchronize(t));
+	OK(cudaStreamDestroy(t));
+#endif
+}
+
 #if RSD_CUDASIM
 /* A manager on the CUDA driver with staging chunks of chunk bytes, and a
  * pageable value of n bytes of pattern v adopted into it. */
@@ -619,6 +676,53 @@ ATF_TC_BODY(driver_device_lost_mid_staged_copy, tc)
 }
 
 /*
+ * cuda:0 is lost while its staging worker is held in the middle of a
+ * staged copy, about to read the pageable source (tests/stall.h); then the
+ * caller discards the value. The CUDA driver answers the copy's event with
+ * RSD_EDEVLOST at once, but the source is freed only after the worker
+ * opened the chunk's gate (under ASan the worker's read would otherwise be
+ * a use after free), and the discard after the copy's failure succeeds.
+ */
+ATF_TC_WITHOUT_HEAD(driver_device_lost_source_freed_after_worker);
+ATF_TC_BODY(driver_device_lost_source_freed_after_worker, tc)
+{
+	need_sim();
+#if RSD_CUDASIM
+	const uint64_t chunk = 64 << 10, n = 9 * chunk + 5;
+	static struct rsd_device_ops ops;
+	struct rsd_manager_config mc = { .driver = &ops, .staging_nbytes = chunk };
+	struct rsd_buffer_view v;
+	struct rsd_manager *m;
+	struct rsd_resident *r;
+	struct rsd_handle h;
+	char *src = malloc(n);
+
+	(void)links();
+	ATF_REQUIRE(src != NULL);
+	memset(src, 0x3c, (size_t)n);
+	ops = *rsd_cuda_driver();
+	stall_wrap(&ops, rsd_cuda_driver());
+	ATF_REQUIRE_EQ(rsd_manager_create(&mc, &m), 0);
+	v = (struct rsd_buffer_view){ src, n, src, n, PAGEABLE };
+	ATF_REQUIRE_EQ(
+		rsd_resident_wrap(&rsd_resident_type, 1, &v, NULL, 0, stall_release, src, &r), 0);
+	ATF_REQUIRE_EQ(rsd_adopt(m, r, &PAGEABLE, RSD_REPLICABLE, &h), 0);
+	stall_arm();
+	ATF_REQUIRE_EQ(rsd_ensure_async(m, h, CUDA0, NULL, NULL), 0);
+	stall_wait_held();
+	OK(rsd_cudasim_lose_device(0, cudaErrorIllegalAddress));
+	ATF_CHECK_EQ(rsd_discard(m, h, NULL), -RSD_EDEVLOST);
+	ATF_CHECK_EQ(rsd_discard(m, h, NULL), 0);
+	ATF_CHECK_EQ(atomic_load(&stall.releases), 1);
+	ATF_CHECK_EQ_MSG(atomic_load(&stall.freed_in_use), 0,
+			 "the source was freed while the staging worker could still read it");
+	ATF_CHECK(!atomic_load(&stall.armed));
+	ATF_CHECK_EQ(rsd_manager_close(m, 0), 0);
+	rsd_manager_destroy(m);
+#endif
+}
+
+/*
  * The DMA of one chunk fails on the device, either way: the worker's wait
  * for that buffer gives no answer, it opens the next gates as failed, and
  * the waiting ensure fails once with the device's code; the value stays
@@ -723,9 +827,11 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, driver_transfer_streams_peer_access_and_waits);
 	ATF_TP_ADD_TC(tp, held_host_function_holds_its_stream_only);
 	ATF_TP_ADD_TC(tp, driver_gates_hold_and_fail_their_stream);
+	ATF_TP_ADD_TC(tp, driver_gate_failure_ends_with_its_stream);
 	ATF_TP_ADD_TC(tp, driver_async_pageable_returns_before_its_copy);
 	ATF_TP_ADD_TC(tp, driver_forced_close_mid_copy);
 	ATF_TP_ADD_TC(tp, driver_device_lost_mid_staged_copy);
+	ATF_TP_ADD_TC(tp, driver_device_lost_source_freed_after_worker);
 	ATF_TP_ADD_TC(tp, driver_chunk_failure_fails_the_copy_once);
 	ATF_TP_ADD_TC(tp, driver_several_waiters_one_staged_copy);
 	return atf_no_error();
