@@ -79,8 +79,8 @@ struct lz_stats {
 	 * checks instead; queued copies whose completion was replayed; runs
 	 * in which each class fired; calls. */
 	unsigned long hostile_runs, replayed, replayed_hostile, end_checked, handover_runs, qdone,
-		async_reloads,
-		qread_done, fired[LZF_N], async_calls, waits, gpu_leases, kernels, uses, probes;
+		async_reloads, qread_done, fired[LZF_N], async_calls, waits, gpu_leases, kernels,
+		uses, probes;
 };
 
 /* One run; 0, or -1 with a description (seed, event, the history around it). */
