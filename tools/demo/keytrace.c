@@ -1065,8 +1065,8 @@ static int kt_budget_runs(const struct kt_trace *t, struct kt_cli *cli, uint64_t
 	       "  way: %.3fx (%u copies)\n",
 	       path, plan, plan_copies);
 	if (kt_critical_stride(t->naccess) > 1)
-		printf("  (a long trace: the copies the rest needs counted from every %uth\n"
-		       "  access, each standing for the accesses before it; the bound is\n"
+		printf("  (a long trace: the copies the rest needs counted from one access\n"
+		       "  in %u, each standing for the accesses before it; the bound is\n"
 		       "  still one, if lower than counting from every access)\n",
 		       kt_critical_stride(t->naccess));
 	return 0;
