@@ -444,7 +444,7 @@ ATF_TC_BODY(sampled_suffixes, tc)
 	ATF_CHECK(got <= all);
 	/* the prefix term alone: the first copies, then every kernel */
 	ATF_CHECK(got >= 7 * 10000.0 + (double)(n - 1) * 1000.0);
-	printf("%u accesses, every %uth suffix: %.0f ns, every suffix %.0f ns\n", n, stride, got,
+	printf("%u accesses, one suffix in %u: %.0f ns, every suffix %.0f ns\n", n, stride, got,
 	       all);
 	free(t.access);
 	free(t.key_bytes);

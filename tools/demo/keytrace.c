@@ -249,10 +249,12 @@ static int kt_bel_init(struct kt_bel *b, const struct kt_trace *t)
 	return -1;
 }
 
-/* Is held key a a better victim than held key b. */
+/* Is held key x a better victim than held key y. */
 static bool kt_bel_above(const struct kt_bel *b, unsigned x, unsigned y)
 {
-	return b->next[x] > b->next[y] || (b->next[x] == b->next[y] && x < y);
+	if (b->next[x] != b->next[y])
+		return b->next[x] > b->next[y];
+	return x < y;
 }
 
 static void kt_bel_place(struct kt_bel *b, unsigned at, unsigned k)
@@ -996,7 +998,7 @@ out:
 double kt_plan(const struct kt_trace *t, const struct kt_opts *o, uint64_t copy_ns,
 	       unsigned *copies)
 {
-	unsigned one, other;
+	unsigned one = 0, other = 0;
 	double soonest = kt_plan_rule(t, o, copy_ns, false, &one);
 	double farthest = soonest < 0 ? -1 : kt_plan_rule(t, o, copy_ns, true, &other);
 
