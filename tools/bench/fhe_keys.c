@@ -92,6 +92,10 @@ static void fk_budget(const struct kt_trace *t, struct kt_opts *o, unsigned pct,
 
 	o->budget = kt_key_bytes(t, o->scale) * pct / 100;
 	bound = kt_belady(t, o->scale, o->budget, &exact);
+	if (bound == KT_FAILED) {
+		bench_skip("fhe_keys", "bytes", "Belady's bound ran out of memory");
+		return;
+	}
 	bench_note("fhe_keys: budget %u%% (%.0f MiB scaled): Belady's bound %.0f MiB (%llu "
 		   "copies)%s",
 		   pct, (double)o->budget / (1 << 20), (double)bound / (1 << 20),
@@ -127,6 +131,10 @@ static void fk_budget(const struct kt_trace *t, struct kt_opts *o, unsigned pct,
 		ideal = kt_ideal(t, o, bound, rp.copy_ns);
 		path = kt_critical(t, o, rp.copy_ns);
 		plan = kt_plan(t, o, rp.copy_ns, &plan_copies);
+		if (path < 0 || plan < 0) {
+			bench_skip("fhe_keys", metric, "the bound or the plan ran out of memory");
+			continue;
+		}
 		bench_note("fhe_keys: %u%% %s: waiting %.1f ms (%u copies), one ahead %.1f ms "
 			   "(%u copies), %s %.1f ms (%u copies), ideal %.1f ms, lower bound "
 			   "%.1f ms (%.3fx the ideal), offline plan %.1f ms (%.3fx, %u copies)",

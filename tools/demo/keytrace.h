@@ -61,13 +61,25 @@ struct kt_result {
  * printing why to stderr. */
 int kt_load(const char *path, struct kt_trace *t);
 void kt_free(struct kt_trace *t);
+/* kt_belady's answer when memory ran out (after printing why). */
+#define KT_FAILED UINT64_MAX
+/*
+ * kt_critical runs Belady's rule on every suffix of a trace of up to
+ * KT_CRITICAL_EXACT accesses; on a longer one, on KT_CRITICAL_POINTS evenly
+ * spaced suffixes (every kt_critical_stride()-th access and the last),
+ * which gives a lower bound at most as high as the exact one.
+ */
+#define KT_CRITICAL_EXACT 2048u
+#define KT_CRITICAL_POINTS 1024u
+/* The spacing of the suffixes kt_critical runs on: 1 when all. */
+unsigned kt_critical_stride(unsigned naccess);
 /* The scaled bytes of every distinct key. */
 uint64_t kt_key_bytes(const struct kt_trace *t, uint64_t scale);
 /*
  * Bytes brought to a device of budget bytes (scaled) by Belady's rule:
  * fetch on a miss, evict the key used farthest ahead. Optimal when the
  * keys have one size (as in every OpenFHE trace); *exact says whether they
- * do.
+ * do. O(accesses x log keys); KT_FAILED when memory ran out.
  */
 uint64_t kt_belady(const struct kt_trace *t, uint64_t scale, uint64_t budget, bool *exact);
 /* max(bound bytes copied at the link rate, one copy taking copy_ns per
@@ -86,6 +98,8 @@ double kt_ideal(const struct kt_trace *t, const struct kt_opts *o, uint64_t boun
  * for that suffix from an empty device, less the budget's keys), the last
  * one followed by its kernel. The maximum over i of that start plus the
  * longer of the two; never below the ideal's two terms. Uses o->budget.
+ * The prefix term costs one Belady run, the suffix term one per suffix
+ * (see KT_CRITICAL_EXACT). Negative when memory ran out.
  */
 double kt_critical(const struct kt_trace *t, const struct kt_opts *o, uint64_t copy_ns);
 /*
@@ -95,7 +109,8 @@ double kt_critical(const struct kt_trace *t, const struct kt_opts *o, uint64_t c
  * last kernel ended, or before the engine is free; among those the one
  * used farthest ahead) or Belady's victim, whichever of the two whole
  * schedules ends first. Its elapsed time in ns; *copies, the keys it
- * copies. Keys of one size; 0 when the budget holds none.
+ * copies. Keys of one size; 0 when the budget holds none; negative when
+ * memory ran out (*copies unchanged). O(accesses + misses x keys).
  */
 double kt_plan(const struct kt_trace *t, const struct kt_opts *o, uint64_t copy_ns,
 	       unsigned *copies);
