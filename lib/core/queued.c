@@ -324,7 +324,6 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 		rsd__mark_dirty(m, rec);
 	} else if (dst) {
 		rsd__remove(m, rec, xf->to);
-		note_last_copy(m, rec, xf->to, "the undo of a failed queued copy", xf->err);
 	}
 	if (xf->restore && !rsd__rec_mat(rec, xf->leftover_at)) {
 		struct rsd_resident *v = xf->leftover;
@@ -350,6 +349,8 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 		}
 		*rsd__err_record() = saved;
 	}
+	if (dst)
+		note_last_copy(m, rec, xf->to, "the undo of a failed queued copy", xf->err);
 	/* Reported once: to the next call that needs the value or to an
 	 * explicit reap, whichever comes first (the other then sees none);
 	 * not again when the call that queued it returned it. */
