@@ -138,23 +138,52 @@ static bool loc_failed(const struct rsd_manager *m, struct rsd_location at)
 }
 
 /*
- * A copy of rec that outlives the failed locations: a committed one
- * outside them, or one a queued copy from outside them is filling. A
+ * Whether mat outlives the failed locations: a committed copy outside
+ * them, or one a queued copy is filling from a copy that outlives them
+ * (a move's kept source, or a loaded value, outside them). A copy filled
+ * from another filling copy is only as good as that one: the copy to
+ * pinned of a value on the lost device never gets its bytes, so neither
+ * does a copy queued from pinned behind it (it fails with pinned's
+ * error, rsd__qcopy_finish()). depth bounds the walk along the chain (a
+ * copy reads another location's copy, each location once).
+ */
+static bool survives(const struct rsd_manager *m, const struct rsd_record *rec,
+		     const struct rsd_mat *mat, uint32_t depth)
+{
+	const struct rsd_lease_rec *fill;
+	const struct rsd_mat *src;
+
+	if (loc_failed(m, mat->loc) || mat->state == RSD_MAT_FAILED ||
+	    mat->state == RSD_MAT_ARRIVING)
+		return false;
+	if (mat->state != RSD_MAT_FILLING)
+		return true;
+	fill = mat->fill;
+	if (loc_failed(m, fill->loc))
+		return false;
+	/* What it reads is no materialization of rec (a move's kept source,
+	 * a loaded value), or the copy at fill->loc. */
+	if (!fill->n || fill->xf->restore)
+		return true;
+	for (uint32_t k = 0; k < rec->nmats; k++) {
+		src = &rec->mats[k];
+		if (rsd_location_equal(src->loc, fill->loc))
+			return depth && survives(m, rec, src, depth - 1);
+	}
+	return true;
+}
+
+/*
+ * A copy of rec that outlives the failed locations (survives()). A
  * transfer's arriving destination does not count: a sound source it reads
  * is a copy of its own (a move's source stays until the commit), and one
  * on a failed location fails.
  */
 static bool has_other_copy(const struct rsd_manager *m, const struct rsd_record *rec)
 {
-	for (uint32_t k = 0; k < rec->nmats; k++) {
-		const struct rsd_mat *mat = &rec->mats[k];
-
-		if (loc_failed(m, mat->loc) || mat->state == RSD_MAT_FAILED ||
-		    mat->state == RSD_MAT_ARRIVING)
-			continue;
-		if (mat->state != RSD_MAT_FILLING || !loc_failed(m, mat->fill->loc))
+	for (uint32_t k = 0; k < rec->nmats; k++)
+		if (survives(m, rec, &rec->mats[k], rec->nmats))
 			return true;
-	}
 	return false;
 }
 

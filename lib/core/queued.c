@@ -275,6 +275,37 @@ static int install_back_hard(struct rsd_manager *m, struct rsd_record *rec, stru
 }
 
 /*
+ * A diagnostic, off unless RSD_DEBUG_LAST_COPY is set in the environment:
+ * a warning at the moment a failure path removes the last copy of a
+ * value that has no source, is not discarded and is not marked lost (a
+ * must-preserve value left with nothing, which the product never allows
+ * outside a device loss, and then marks). Costs a few field tests on
+ * those paths when off. 1 on, 0 off, -1 not read yet.
+ */
+static atomic_int debug_last_copy = -1;
+
+static void note_last_copy(struct rsd_manager *m, const struct rsd_record *rec,
+			   struct rsd_location at, const char *how, int code)
+{
+	char name[RSD_LOCATION_NAME_MAX];
+	int on;
+
+	if (rec->nmats || rec->has_source || rec->discarded || rec->lost)
+		return;
+	on = atomic_load_explicit(&debug_last_copy, memory_order_relaxed);
+	if (on < 0) {
+		on = getenv("RSD_DEBUG_LAST_COPY") != NULL;
+		atomic_store_explicit(&debug_last_copy, on, memory_order_relaxed);
+	}
+	if (on)
+		rsd__warn(m,
+			  "value %llu: its last copy, at %s, went in %s (error %d, %s); no source, "
+			  "not discarded, not marked lost",
+			  (unsigned long long)rec->handle.id,
+			  rsd_location_name(at, name, sizeof(name)), how, code, rsd_strerror(code));
+}
+
+/*
  * The copy failed: undo it as if it had never been queued, and keep the
  * error for whoever needs the value next. A destination something
  * protects stays, marked failed, until that protection ends: a consumer
@@ -333,6 +364,8 @@ static void undo(struct rsd_manager *m, struct rsd_lease_rec *l)
 		}
 		*rsd__err_record() = saved;
 	}
+	if (dst)
+		note_last_copy(m, rec, xf->to, "the undo of a failed queued copy", xf->err);
 	/* Reported once: to the next call that needs the value or to an
 	 * explicit reap, whichever comes first (the other then sees none);
 	 * not again when the call that queued it returned it. */
@@ -628,10 +661,13 @@ int rsd__failed_error(const struct rsd_record *rec, const struct rsd_mat *mat)
 bool rsd__failed_settle(struct rsd_manager *m, struct rsd_record *rec, struct rsd_location at)
 {
 	struct rsd_mat *mat = rsd__rec_mat(rec, at);
+	int err;
 
 	if (!mat || !rsd__mat_failed(mat) || rsd__mat_protected(mat) || mat->busy)
 		return false;
+	err = mat->err;
 	rsd__remove(m, rec, at);
+	note_last_copy(m, rec, at, "the settle of a failed copy", err);
 	return true;
 }
 

@@ -572,6 +572,55 @@ static int room_before_load(struct rsd_manager *m, const struct rsd_record *rec,
 	return err > 0 ? XFER_WAITED : err;
 }
 
+/* The copy a queued copy filling mat reads, when it is one of rec's
+ * (not a move's kept source or a loaded value). */
+static const struct rsd_mat *fill_reads(const struct rsd_record *rec, const struct rsd_mat *mat)
+{
+	const struct rsd_lease_rec *f = mat->fill;
+
+	if (mat->state != RSD_MAT_FILLING || !f || !f->n || (f->xf && f->xf->restore))
+		return NULL;
+	for (uint32_t k = 0; k < rec->nmats; k++)
+		if (rsd_location_equal(rec->mats[k].loc, f->loc))
+			return &rec->mats[k];
+	return NULL;
+}
+
+/* Whether mat is being filled from a failed copy, directly or along a
+ * chain of filling copies: its copy fails too (rsd__qcopy_finish()). */
+static bool fill_doomed(const struct rsd_record *rec, const struct rsd_mat *mat)
+{
+	const struct rsd_mat *src = fill_reads(rec, mat);
+
+	for (uint32_t depth = rec->nmats; src && depth; depth--) {
+		if (rsd__mat_failed(src))
+			return true;
+		src = fill_reads(rec, src);
+	}
+	return false;
+}
+
+/*
+ * A drop or a move that removes a copy of rec because another is there
+ * (resident_count(), a move onto an existing destination) must not count
+ * a copy filling from a failed one: that copy fails too, and its undo
+ * would remove the value's last bytes. Such an action first waits for the
+ * doomed copy (folded in by the wait) and then runs again: XFER_WAITED,
+ * or the wait's error, or 0 when there is none.
+ */
+static int wait_doomed_fill(struct rsd_manager *m, const struct rsd_record *rec)
+{
+	for (uint32_t k = 0; k < rec->nmats; k++) {
+		int err;
+
+		if (!fill_doomed(rec, &rec->mats[k]))
+			continue;
+		err = rsd__lease_wait(m, rec->mats[k].fill);
+		return err ? err : XFER_WAITED;
+	}
+	return 0;
+}
+
 static int do_ensure(struct rsd_manager *m, struct rsd_record *rec, const struct rsd_action *a,
 		     void *stream, struct rsd_transition *rep, bool *deferred)
 {
@@ -661,6 +710,9 @@ static int do_move(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		err = rsd__removable(rec, rsd__rec_mat(rec, s));
 		if (err)
 			return err;
+		err = wait_doomed_fill(m, rec);
+		if (err)
+			return err;
 		set_source(rep, s);
 		/* A durable value keeps its last host copy (devloss.c). */
 		if (!rsd__durable_keep(rec, s))
@@ -708,6 +760,8 @@ static int do_drop(struct rsd_manager *m, struct rsd_record *rec, const struct r
 		return 0;
 	}
 	err = rsd__removable(rec, mat);
+	if (!err && !rec->has_source)
+		err = wait_doomed_fill(m, rec);
 	if (err)
 		return err;
 	if (resident_count(rec) == 1 && !rec->has_source)

@@ -215,6 +215,15 @@ ATF_TC_BODY(sourced_value_loads_again, tc)
  * whose only copy was there are lost; the others keep their copies. No
  * count is left at cuda:1, and close(0) closes.
  */
+/* Once the loss settled: nothing left on cuda:1, nothing on cuda:0. */
+static void check_settled(const struct rsd_snapshot *snap)
+{
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->used_bytes, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->value_count, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->pending_event_count, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 0);
+}
+
 ATF_TC_WITHOUT_HEAD(work_in_flight_settles);
 ATF_TC_BODY(work_in_flight_settles, tc)
 {
@@ -253,14 +262,66 @@ ATF_TC_BODY(work_in_flight_settles, tc)
 	ERR(RSD_EDEVLOST, rsd_manager_reap(f.m));
 	check_values(&f, from1, true, CUDA1, 0);
 	snap = cfx_snap(&f);
-	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->used_bytes, 0);
-	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->value_count, 0);
-	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->pending_event_count, 0);
-	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 0);
+	check_settled(snap);
 	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->in_flight_bytes, 0);
 	rsd_snapshot_free(snap);
 	ATF_CHECK(cfx_has_pattern(&f, to1, PINNED, 1));
 	OK(rsd_manager_reap(f.m));
+	OK(rsd_manager_close(f.m, 0));
+	cfx_fini(&f);
+}
+
+/*
+ * A value whose only copy is on cuda:1, queued on from there to pinned and
+ * from pinned on to cuda:0 when cuda:1 is lost. The pinned copy never
+ * gets the value's bytes, so the cuda:0 copy reading it cannot either:
+ * neither outlives the loss, and the value is lost with cuda:1 (marked so,
+ * its calls failing with RSD_EDEVLOST), not left without a copy and
+ * without the mark (seen in the hostile test: the copy to cuda:0 counted
+ * as a survivor while cuda:1's copy was settled, then failed with pinned's).
+ */
+ATF_TC_WITHOUT_HEAD(copy_of_a_copy_from_lost_device);
+ATF_TC_BODY(copy_of_a_copy_from_lost_device, tc)
+{
+	struct rsd_handle v, kept;
+	struct rsd_snapshot *snap;
+	const struct rsd_value_snapshot *vs;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	v = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	kept = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, kept, PINNED, 2);
+	OK(rsd_move(f.m, v, CUDA1, NULL, NULL, NULL));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	OK(rsd_ensure_async(f.m, v, PINNED, NULL, NULL));
+	OK(rsd_ensure_async(f.m, v, CUDA0, NULL, NULL));
+	/* The copy to cuda:0 reads the arriving pinned copy, not cuda:1. */
+	snap = cfx_snap(&f);
+	vs = cfx_val(snap, v);
+	ATF_REQUIRE(vs);
+	ATF_CHECK_EQ(vs->nmaterializations, 3);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA1)->pending_event_count, 1);
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->pending_event_count, 1);
+	rsd_snapshot_free(snap);
+
+	OK(rsd_simdev_lose_device(f.sd, 1));
+	ERR(RSD_EDEVLOST, rsd_manager_reap(f.m));
+	check_failed(&f, false, false, true);
+	rsd_simdev_complete_all(f.sd);
+	(void)rsd_manager_reap(f.m);
+	(void)rsd_manager_reap(f.m);
+	check_values(&f, v, true, CUDA1, 0);
+	check_lost_calls(&f, v);
+	check_values(&f, kept, false, PINNED, 1);
+	ATF_CHECK(cfx_has_pattern(&f, kept, PINNED, 2));
+	snap = cfx_snap(&f);
+	check_settled(snap);
+	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->pending_event_count, 0);
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->used_bytes, N);
+	ATF_CHECK_EQ(cfx_loc(snap, PINNED)->pending_event_count, 0);
+	rsd_snapshot_free(snap);
+	OK(rsd_discard(f.m, v, NULL));
 	OK(rsd_manager_close(f.m, 0));
 	cfx_fini(&f);
 }
@@ -617,6 +678,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, other_failures_quarantine_nothing);
 	ATF_TP_ADD_TC(tp, sourced_value_loads_again);
 	ATF_TP_ADD_TC(tp, work_in_flight_settles);
+	ATF_TP_ADD_TC(tp, copy_of_a_copy_from_lost_device);
 	ATF_TP_ADD_TC(tp, protected_copy_leaves_at_release);
 	ATF_TP_ADD_TC(tp, close_and_reopen);
 	ATF_TP_ADD_TC(tp, plans_avoid_the_failed_location);

@@ -13,8 +13,10 @@
  * The simulated device runs on command: a queued copy stays queued until
  * the test completes the device's work.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <atf-c.h>
 
@@ -308,6 +310,105 @@ ATF_TC_BODY(close_after_fault, tc)
 	cfx_fini(&f);
 }
 
+/* Completes a stream's work once the test is about to call (and, with
+ * the fix, wait in) the action that must not count a doomed copy. */
+struct later {
+	struct rsd_simdev *sd;
+	void *stream;
+};
+
+static void *complete_later(void *arg)
+{
+	struct later *x = arg;
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+	nanosleep(&ts, NULL);
+	rsd_simdev_stream_complete(x->sd, x->stream);
+	return NULL;
+}
+
+/*
+ * A value at cuda:1, queued on to cuda:0 (a copy that fails on the device)
+ * and from cuda:0 on to pinned: once cuda:0's copy failed, the pinned copy
+ * reads a failed copy and fails too. A drop of cuda:1, or a move to pinned
+ * (which would take pinned for the value's home and drop cuda:1), must
+ * not count it: each waits for its answer, reports the failure (the
+ * value's next call) and leaves cuda:1 alone; run again, the drop is
+ * refused (the last copy) and the move copies from cuda:1. Without the
+ * wait both removed the value's only bytes (seen in the hostile test).
+ */
+static void doomed_fill(bool move)
+{
+	static const struct rsd_location CUDA1 = { RSD_CUDA, 1 };
+	struct rsd_snapshot *snap;
+	struct later x;
+	pthread_t t;
+	struct rsd_handle h;
+	void *s0;
+	struct cfx f;
+
+	cfx_sim(&f, NULL, 0, 2);
+	h = cfx_adopt(&f, PINNED, N, RSD_REPLICABLE);
+	cfx_fill(&f, h, PINNED, 0x5a);
+	OK(rsd_move(f.m, h, CUDA1, NULL, NULL, NULL));
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_ON_COMMAND, 0);
+	ATF_REQUIRE_EQ(rsd_simdev_stream_create(f.sd, 0, &s0), 0);
+	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
+	OK(rsd_ensure_async(f.m, h, CUDA0, s0, NULL));
+	OK(rsd_ensure_async(f.m, h, PINNED, NULL, NULL));
+	rsd_simdev_stream_complete(f.sd, s0);
+	ERR(RSD_EDEVICE, rsd_manager_reap(f.m));
+	snap = cfx_snap(&f);
+	ATF_REQUIRE(cfx_snap_mat(snap, h, CUDA0) && cfx_snap_mat(snap, h, PINNED));
+	ATF_CHECK(cfx_snap_mat(snap, h, CUDA0)->arriving);  /* failed, kept */
+	ATF_CHECK(cfx_snap_mat(snap, h, PINNED)->arriving); /* still filling */
+	rsd_snapshot_free(snap);
+
+	x.sd = f.sd;
+	x.stream = NULL; /* the transfer streams */
+	ATF_REQUIRE_EQ(pthread_create(&t, NULL, complete_later, &x), 0);
+	/* The wait folds the pinned copy's failure in: the value's next
+	 * call, this one, reports it, once; cuda:1 is untouched. */
+	if (move)
+		ERR(RSD_EDEVICE, rsd_move(f.m, h, PINNED, NULL, NULL, NULL));
+	else
+		ERR(RSD_EDEVICE, rsd_drop(f.m, h, CUDA1, NULL));
+	CHECK_MSG_HAS("a queued copy of value");
+	CHECK_MSG_HAS("to pinned-host failed on the device");
+	ATF_REQUIRE_EQ(pthread_join(t, NULL), 0);
+	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(f.m));
+	snap = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_val(snap, h)->nmaterializations, 1);
+	ATF_CHECK(cfx_snap_mat(snap, h, CUDA1));
+	rsd_snapshot_free(snap);
+	if (move) {
+		OK(rsd_move(f.m, h, PINNED, NULL, NULL, NULL));
+	} else {
+		ERR(RSD_EOWNERSHIP, rsd_drop(f.m, h, CUDA1, NULL));
+		CHECK_MSG_HAS("the last copy of RSD_MUST_PRESERVE value");
+	}
+	snap = cfx_snap(&f);
+	ATF_CHECK_EQ(cfx_val(snap, h)->nmaterializations, 1);
+	ATF_CHECK(!cfx_snap_mat(snap, h, CUDA0));
+	rsd_snapshot_free(snap);
+	ATF_CHECK(cfx_has_pattern(&f, h, move ? PINNED : CUDA1, 0x5a));
+	rsd_simdev_stream_destroy(f.sd, s0);
+	cfx_fini(&f);
+}
+
+ATF_TC_WITHOUT_HEAD(drop_beside_doomed_fill);
+ATF_TC_BODY(drop_beside_doomed_fill, tc)
+{
+	doomed_fill(false);
+}
+
+ATF_TC_WITHOUT_HEAD(move_onto_doomed_fill);
+ATF_TC_BODY(move_onto_doomed_fill, tc)
+{
+	doomed_fill(true);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, device_failure_undone);
@@ -316,5 +417,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, destination_kept_while_leased);
 	ATF_TP_ADD_TC(tp, destination_kept_while_held);
 	ATF_TP_ADD_TC(tp, close_after_fault);
+	ATF_TP_ADD_TC(tp, drop_beside_doomed_fill);
+	ATF_TP_ADD_TC(tp, move_onto_doomed_fill);
 	return 0;
 }
