@@ -38,7 +38,7 @@
  *         cuda.lock                   the CUDA driver's streams and events
  *         rq.lock                     the reclaimer's queue (reclaim.c)
  *         kept_lock, pc.lock          close.c's kept values, pcache.c
- *   staging->lock                     a device's staging pair (staging.c),
+ *   staging->lock                     a device's staging pair (staging.h),
  *                                     never under m->lock; the drivers'
  *                                     locks are taken under it
  *   fault_lock                        innermost: the "alloc" fault point
@@ -610,7 +610,7 @@ struct rsd_manager {
 	struct rsd_lease *lease_obj_cache;
 	unsigned nlease_obj_cache;
 	/* Pinned staging of the copies between pageable memory and each
-	 * device (staging.c, which says how it is locked): one per device, or
+	 * device (staging.h, which says how it is locked): one per device, or
 	 * NULL when staging is off or there is no device; staging_chunk is
 	 * the most bytes each of a device's two buffers grows to. Both fixed
 	 * at create. */
@@ -1414,7 +1414,7 @@ struct rsd_manager;
 /* Retirement callback freeing a resident after a grace period. */
 void rsd__retire_resident(struct rsd_manager *m, void *p);
 
-/* in lib/core/staging.c: */
+/* in lib/core/staging.c and staging_worker.c: */
 /*
  * Staged copies (staging.c): a copy between pageable host memory and a
  * device runs through the device's pinned staging pair. rsd__staging_copy

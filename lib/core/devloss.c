@@ -120,7 +120,7 @@ settle:
 	/* No stream is drained for a final answer, and a lost device's
 	 * stream reports the loss before its staging worker opened the gates
 	 * queued on it: the worker may still read the source of a copy the
-	 * caller frees next, or write its destination (staging.c). */
+	 * caller frees next, or write its destination (staging_worker.c). */
 	if (final)
 		rsd__staging_settle_lost(m);
 	return final;

@@ -115,7 +115,7 @@ int rsd__stream_drain(struct rsd_manager *m, void *stream, int dev)
 		err = m->ops->device_sync(m->ops_ctx, dev);
 	/* A failed stream answers before the staging workers opened the
 	 * gates queued on it: what the caller frees next, a worker may still
-	 * read or write (staging.c). */
+	 * read or write (staging_worker.c). */
 	if (rsd__staging_quiesce(m) == -RSD_ECLOSED)
 		return -RSD_ECLOSED;
 	return err;
