@@ -85,8 +85,12 @@ int rsd__ps_space_init(struct rsd__pspace *sp, const struct rsd_image *img,
 	sp->img = img;
 	rsd__mem_source(mc, &sp->src);
 	rsd__slab_init(&sp->slab, &sp->src);
+	sp->tabmask = 1;
+	while (sp->tabmask < RSD__BL_SLOTS && sp->tabmask < img->values.count)
+		sp->tabmask <<= 1;
 	/* without the cache the search only runs slower */
-	sp->tab = rsd__calloc(RSD__BL_SLOTS, sizeof(*sp->tab));
+	sp->tab = rsd__calloc(sp->tabmask, sizeof(*sp->tab));
+	sp->tabmask--;
 	return 0;
 }
 
@@ -410,7 +414,7 @@ static struct rsd__pstate *ps_grow(struct rsd__pspace *sp, struct rsd__pstate *s
 const struct rsd__locset *rsd__ps_base_fill(struct rsd__pspace *sp, uint32_t v,
 					    struct rsd__locset *buf)
 {
-	struct rsd__bl_slot *sl = sp->tab ? &sp->tab[v % RSD__BL_SLOTS] : NULL;
+	struct rsd__bl_slot *sl = sp->tab ? &sp->tab[v & sp->tabmask] : NULL;
 	const struct rsd_img_value *iv = rsd__iv(sp->img, v);
 
 	memset(buf, 0, sizeof(*buf));

@@ -214,6 +214,7 @@ static int search_derive(struct search *x, struct frame *f)
 /* A failure note; NULL is an empty one, when room is 0. */
 static enum act search_fail_note(struct search *x, struct frame *f, struct out *o, const char *s)
 {
+	rsd__search_room(x, f);
 	if (!f->u.s.room)
 		return A_FAIL;
 	o->note = s ? rsd__strdup(s) : rsd__search_fail_text(x, f);
@@ -299,7 +300,7 @@ static enum act search_next(struct search *x, int32_t i, struct out *o)
 		}
 		/* the drop was a successor, and it was rejected */
 		f->flag = true;
-		rsd__search_note(f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
+		rsd__search_note(x, f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
 		if (!dv->others)
 			return push_reclaim(x, i, f->u.s.sh.slot, NULL, PC_SPILL);
 		/* RECLAIM would now be done: a value with another replica is
@@ -360,15 +361,6 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 			x->root_used = f->u.s.used;
 			x->root_reserved = f->u.s.reserved;
 		}
-		if (f->u.s.room) {
-			char one[1]; /* only the length is wanted */
-			int n = rsd__search_fail_head(x, f, one, sizeof(one));
-
-			f->u.s.head = (size_t)(n > 0 ? n : 0) + 2; /* and " (" */
-			f->u.s.ncap = f->u.s.room > f->u.s.head ? f->u.s.room - f->u.s.head : 0;
-			if (f->u.s.ncap > NOTE_CAP)
-				f->u.s.ncap = NOTE_CAP;
-		}
 		if (search_derive(x, f) ||
 		    (!f->cands && rsd__search_rank(x, f->S, f->u.s.sh.slot, NULL, &f->cands,
 						   &f->ncands, &f->u.s.cached)))
@@ -396,7 +388,7 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 			rsd__ps_free(&x->sp, m->st);
 			if (err < 0)
 				return A_ERROR;
-			rsd__search_note(f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
+			rsd__search_note(x, f, "candidate %u: %s", f->cands[f->ci].vidx, EXHAUSTED);
 			o->resume = f->child;
 			return A_RESUME;
 		}
@@ -407,13 +399,12 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 		}
 		x->fr[j].S = m->st;
 		x->fr[j].pc = PC_CHECKED;
-		x->fr[j].u.s.room = rsd__search_child_room(&x->fr[i]);
 		/* the RECLAIM's drop, or its move that reclaimed nothing for
 		 * room: this level may take over our candidates */
 		x->fr[j].u.s.derive = reclaimed_one(&x->fr[m->from], x->fr[i].S, m->st);
 		return A_PUSH;
 	case EV_FAIL:
-		rsd__search_note(f, "candidate %u: %s", f->cands[f->ci].vidx,
+		rsd__search_note(x, f, "candidate %u: %s", f->cands[f->ci].vidx,
 				 m->note ? m->note : "");
 		free(m->note);
 		o->resume = f->child;
@@ -421,7 +412,7 @@ static enum act step_search(struct search *x, int32_t i, struct msg *m, struct o
 	case EV_DONE:
 		f->u.s.dclear = false;
 		if (!f->flag)
-			rsd__search_note(f, "candidate %u: no legal drop or fallback transition",
+			rsd__search_note(x, f, "candidate %u: no legal drop or fallback transition",
 					 f->cands[f->ci].vidx);
 		f->ci++;
 		return search_next(x, i, o);
@@ -752,6 +743,7 @@ int rsd__search_drive(struct search *x, struct rsd__pstate *S0, struct rsd__psta
 	}
 	x->fr[cur].S = S0;
 	x->fr[cur].u.s.room = MSG_ROOM;
+	x->fr[cur].u.s.roomed = true;
 	for (;;) {
 		struct out o = { NULL, NULL, -1, NULL };
 		int32_t parent = x->fr[cur].parent;

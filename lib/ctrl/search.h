@@ -108,9 +108,11 @@ struct frame {
 			 * Leading bytes of this level's failure text that can
 			 * still reach the recorded message (search_entry.c);
 			 * its notes stop at ncap and nothing is formatted when
-			 * room is 0.
+			 * room is 0. Worked out when first needed (roomed,
+			 * sized): a level that succeeds never formats its head.
 			 */
 			size_t room, head, ncap;
+			bool roomed, sized;
 			bool any;	       /* a note was added (its bytes may be cut) */
 			struct drop_ahead *da; /* the candidates' drop successors */
 			bool dclear;	       /* the next successor is a drop state in no memo */
@@ -257,12 +259,23 @@ void rsd__search_frames_fini(struct search *x);
  * a note exists, without formatting it (most levels of a deep search).
  */
 void rsd__search_note_fmt(struct frame *f, const char *fmt, ...) rsd__printf(2, 3);
-#define rsd__search_note(f, ...) \
-	((f)->u.s.ncap ? rsd__search_note_fmt((f), __VA_ARGS__) : (void)((f)->u.s.any = true))
+#define rsd__search_note(x, f, ...)  \
+	(rsd__search_size((x), (f)), \
+	 (f)->u.s.ncap ? rsd__search_note_fmt((f), __VA_ARGS__) : (void)((f)->u.s.any = true))
 int rsd__search_fail_head(const struct search *x, const struct frame *f, char *buf, size_t len);
+/* Its first room bytes; f's room worked out (rsd__search_room). */
 char *rsd__search_fail_text(const struct search *x, const struct frame *f);
+/*
+ * SEARCH frame f's room: the root's is set when it is pushed, a nested
+ * level's is what its parent's text leaves it, worked out on first need
+ * (the parent is suspended, its text unchanged, while the level runs).
+ */
+void rsd__search_room(const struct search *x, struct frame *f);
+/* f's room and the length of its failure text's head (f entered: its
+ * shortfall known), on first need. */
+void rsd__search_size(const struct search *x, struct frame *f);
 /* The room of a nested level pushed for candidate ci of SEARCH frame f. */
-size_t rsd__search_child_room(const struct frame *f);
+size_t rsd__search_child_room(const struct search *x, struct frame *f);
 
 int rsd__search_count(struct search *x, const char *objective, int slot);
 uint64_t rsd__search_charge(const struct search *x, uint32_t v);

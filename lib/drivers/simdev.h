@@ -261,6 +261,7 @@ struct rsd_simdev {
 	enum rsd_simdev_progress progress;	  /* protected by lock */
 	uint64_t delay_ns;			  /* protected by lock */
 	uint64_t tickets;			  /* protected by lock; last ticket issued */
+	uint64_t kicks;				  /* protected by lock; workers signalled */
 	bool workers;				  /* protected by lock; dev[].worker[] started */
 	bool workers_changing;			  /* protected by lock; a start or stop joins */
 	bool stopping;				  /* protected by lock; destroy under way */
@@ -332,6 +333,8 @@ void rsd__sim_workers_stop(struct rsd_simdev *sd);
 /* With sd->lock held: whether w is a wait item whose event is pending, or
  * a gate not yet opened. */
 bool rsd__sim_blocked(const struct sim_work *w);
+/* The background workers' wake-ups signalled so far (tests count them). */
+uint64_t rsd__sim_kicks(struct rsd_simdev *sd);
 /* The gate ops (simdev_progress.c). */
 int rsd__sim_gate_queue(void *ctx, void *stream, void **gate);
 void rsd__sim_gate_open(void *ctx, void *gate, int err);

@@ -83,8 +83,20 @@ static enum sim_role role_of(const struct sim_stream *s, const struct sim_work *
  */
 static void kick(struct rsd_simdev *sd, int device, enum sim_role role)
 {
-	if (sd->workers)
+	if (sd->workers) {
+		sd->kicks++;
 		pthread_cond_signal(&sd->dev[device].wake[role]);
+	}
+}
+
+uint64_t rsd__sim_kicks(struct rsd_simdev *sd)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&sd->lock);
+	n = sd->kicks;
+	pthread_mutex_unlock(&sd->lock);
+	return n;
 }
 
 void rsd__sim_kick_all(struct rsd_simdev *sd)
@@ -96,10 +108,14 @@ void rsd__sim_kick_all(struct rsd_simdev *sd)
 
 /* s's front item, if any, may run now. A closed gate cannot: its opening
  * kicks (gate_open), so the work queued behind it (a staged copy's chunks,
- * queued at admission) wakes no worker that would find nothing to run. */
+ * queued at admission) wakes no worker that would find nothing to run. Nor
+ * can a wait for an event still to come (a consumer stream ordered after a
+ * copy just queued, a copy into a block a queued spill still reads): that
+ * event's completion kicks the streams waiting for it (kick_waiters), and
+ * a loss kicks every worker. */
 static void kick_front(struct rsd_simdev *sd, const struct sim_stream *s)
 {
-	if (!s->running && s->head && !gated(s->head))
+	if (!s->running && s->head && !rsd__sim_blocked(s->head))
 		kick(sd, s->device, role_of(s, s->head));
 }
 

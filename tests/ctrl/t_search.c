@@ -244,6 +244,9 @@ ATF_TC_BODY(pstate_reference, tc)
 	}
 	img = rsd__read_begin(f.m);
 	RSD_REQUIRE_OK(rsd__ps_space_init(&sp, img, NULL));
+	/* the base cache: one slot per value, rounded up to a power of two */
+	ATF_REQUIRE(sp.tab);
+	ATF_CHECK_EQ(sp.tabmask + 1, 64);
 	for (uint32_t v = 0; v < PS_VALUES; v++) {
 		base[v] = rsd__ps_base_locs(&sp, v);
 		ATF_REQUIRE(ls_has(&base[v], rsd__loc_slot(PAGEABLE)));

@@ -21,6 +21,7 @@
 #include <rsd/rsd.h>
 
 #include "../simwait.h"
+#include "drivers/simdev.h" /* rsd__sim_kicks() */
 
 static const struct rsd_device_ops *S;
 
@@ -477,6 +478,44 @@ ATF_TC_BODY(gate_holds_its_stream, tc)
 	gated_free(sd, &g);
 }
 
+/*
+ * Background mode: a wait for an event still to come (behind a closed gate
+ * on another stream) wakes no worker when it is queued, nor does a copy
+ * queued behind it, as neither can run; the event's completion wakes the
+ * waiting stream's worker, and its copy reads what the awaited copy wrote.
+ */
+ATF_TC_WITHOUT_HEAD(pending_wait_wakes_no_worker);
+ATF_TC_BODY(pending_wait_wakes_no_worker, tc)
+{
+	struct rsd_simdev *sd = make_mode(1, RSD_SIMDEV_BACKGROUND, 0, true);
+	unsigned char *out;
+	void *b, *ev2, *h2;
+	struct gated g;
+	uint64_t k0;
+
+	gated_queue(sd, &g);
+	RSD_REQUIRE_OK(rsd_simdev_stream_create(sd, 0, &b));
+	RSD_REQUIRE_OK(S->alloc(sd, RSD_LOC_PINNED_HOST, 64, &h2));
+	memset(h2, 0, 64);
+	k0 = rsd__sim_kicks(sd);
+	RSD_REQUIRE_OK(S->stream_wait_event(sd, b, g.ev));
+	RSD_REQUIRE_OK(S->copy(sd, h2, RSD_LOC_PINNED_HOST, g.dst, cuda(0), 64, b));
+	RSD_REQUIRE_OK(S->event_record(sd, b, &ev2));
+	ATF_CHECK_EQ(rsd__sim_kicks(sd), k0);
+	usleep(20000);
+	ATF_CHECK_EQ(S->event_query(sd, ev2), 0);
+	S->gate_open(sd, g.gate, 0);
+	ATF_CHECK_EQ(S->event_sync(sd, ev2), 0);
+	ATF_CHECK(rsd__sim_kicks(sd) > k0);
+	out = h2;
+	for (int i = 0; i < 64; i++)
+		ATF_CHECK_EQ(out[i], 0xab);
+	S->event_destroy(sd, ev2);
+	S->free(sd, RSD_LOC_PINNED_HOST, h2, 64);
+	rsd_simdev_stream_destroy(sd, b);
+	gated_free(sd, &g);
+}
+
 struct opener {
 	struct rsd_simdev *sd;
 	void *gate;
@@ -568,6 +607,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, free_under_queued_copy_aborts);
 	ATF_TP_ADD_TC(tp, unpinned_host_is_refused);
 	ATF_TP_ADD_TC(tp, gate_holds_its_stream);
+	ATF_TP_ADD_TC(tp, pending_wait_wakes_no_worker);
 	ATF_TP_ADD_TC(tp, gate_on_command_waits_for_opening);
 	ATF_TP_ADD_TC(tp, gate_opened_failed_fails_stream);
 	ATF_TP_ADD_TC(tp, gate_queue_answers);
