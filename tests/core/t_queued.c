@@ -813,6 +813,16 @@ static struct rsd_use *spill_use(struct spillfx *s)
 	return u;
 }
 
+/* End a room test's use, then let the device run everything and fold
+ * every queued copy in. */
+static void spill_use_end(struct spillfx *s, struct rsd_use *u)
+{
+	OK(rsd_use_close(u, NULL));
+	rsd_use_free(u);
+	rsd_simdev_set_progress(s->f.sd, RSD_SIMDEV_IMMEDIATE, 0);
+	OK(rsd_manager_reap(s->f.m));
+}
+
 /* Each value's bytes are whole where `at` says it is. */
 static void spill_check_bytes(struct spillfx *s, struct rsd_location at0, struct rsd_location at1,
 			      struct rsd_location at2)
@@ -1218,10 +1228,7 @@ ATF_TC_BODY(use_async_reservation_waits_for_room, tc)
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->reserved_bytes, N);
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->peak_charged_bytes, 2 * N);
 	rsd_snapshot_free(snap);
-	OK(rsd_use_close(u, NULL));
-	rsd_use_free(u);
-	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_manager_reap(s.f.m));
+	spill_use_end(&s, u);
 	spill_check_bytes(&s, PINNED, CUDA0, PINNED);
 	spill_close(&s);
 }
@@ -1255,11 +1262,7 @@ ATF_TC_BODY(use_async_loads_once_after_room, tc)
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->used_bytes, 2 * N);
 	ATF_CHECK_EQ(cfx_loc(snap, CUDA0)->peak_charged_bytes, 2 * N);
 	rsd_snapshot_free(snap);
-	OK(rsd_use_close(u, NULL));
-	rsd_use_free(u);
-
-	rsd_simdev_set_progress(s.f.sd, RSD_SIMDEV_IMMEDIATE, 0);
-	OK(rsd_manager_reap(s.f.m));
+	spill_use_end(&s, u);
 	ATF_CHECK_EQ(src.loads, 1);
 	ATF_CHECK(cfx_has_pattern(&s.f, s.h[0], PINNED, 0x10));
 	ATF_CHECK(cfx_has_pattern(&s.f, s.h[1], CUDA0, 0x11));
