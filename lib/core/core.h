@@ -1308,6 +1308,11 @@ int rsd__qcopy_handover(struct rsd_manager *m, struct rsd_record *rec,
  * it runs (l NULL), give the block and its charge back to the spill;
  * `copy` then keeps its header only. Nothing when the spill settled
  * meanwhile (it settled the block then). */
+/* The copy of rec that the queued copy filling mat reads: NULL when mat
+ * is not filling, or its copy reads no materialization of rec (a move's
+ * kept source, a loaded value). */
+const struct rsd_mat *rsd__fill_source(const struct rsd_record *rec, const struct rsd_mat *mat);
+
 void rsd__qcopy_handed(struct rsd_manager *m, struct rsd_lease_rec *spill, struct rsd_lease_rec *l,
 		       struct rsd_resident *copy);
 /* The device answered that l's copy failed: 0 when that answer can be

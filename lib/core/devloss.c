@@ -150,7 +150,6 @@ static bool loc_failed(const struct rsd_manager *m, struct rsd_location at)
 static bool survives(const struct rsd_manager *m, const struct rsd_record *rec,
 		     const struct rsd_mat *mat, uint32_t depth)
 {
-	const struct rsd_lease_rec *fill;
 	const struct rsd_mat *src;
 
 	if (loc_failed(m, mat->loc) || mat->state == RSD_MAT_FAILED ||
@@ -158,19 +157,12 @@ static bool survives(const struct rsd_manager *m, const struct rsd_record *rec,
 		return false;
 	if (mat->state != RSD_MAT_FILLING)
 		return true;
-	fill = mat->fill;
-	if (loc_failed(m, fill->loc))
+	if (loc_failed(m, mat->fill->loc))
 		return false;
 	/* What it reads is no materialization of rec (a move's kept source,
-	 * a loaded value), or the copy at fill->loc. */
-	if (!fill->n || fill->xf->restore)
-		return true;
-	for (uint32_t k = 0; k < rec->nmats; k++) {
-		src = &rec->mats[k];
-		if (rsd_location_equal(src->loc, fill->loc))
-			return depth && survives(m, rec, src, depth - 1);
-	}
-	return true;
+	 * a loaded value), or the copy at the fill's location. */
+	src = rsd__fill_source(rec, mat);
+	return !src || (depth && survives(m, rec, src, depth - 1));
 }
 
 /*

@@ -734,3 +734,15 @@ int rsd__reap_queued(struct rsd_manager *m)
 		return 0;
 	return rsd__reap_now(m);
 }
+
+const struct rsd_mat *rsd__fill_source(const struct rsd_record *rec, const struct rsd_mat *mat)
+{
+	const struct rsd_lease_rec *f = mat->fill;
+
+	if (mat->state != RSD_MAT_FILLING || !f || !f->n || (f->xf && f->xf->restore))
+		return NULL;
+	for (uint32_t k = 0; k < rec->nmats; k++)
+		if (rsd_location_equal(rec->mats[k].loc, f->loc))
+			return &rec->mats[k];
+	return NULL;
+}

@@ -572,30 +572,16 @@ static int room_before_load(struct rsd_manager *m, const struct rsd_record *rec,
 	return err > 0 ? XFER_WAITED : err;
 }
 
-/* The copy a queued copy filling mat reads, when it is one of rec's
- * (not a move's kept source or a loaded value). */
-static const struct rsd_mat *fill_reads(const struct rsd_record *rec, const struct rsd_mat *mat)
-{
-	const struct rsd_lease_rec *f = mat->fill;
-
-	if (mat->state != RSD_MAT_FILLING || !f || !f->n || (f->xf && f->xf->restore))
-		return NULL;
-	for (uint32_t k = 0; k < rec->nmats; k++)
-		if (rsd_location_equal(rec->mats[k].loc, f->loc))
-			return &rec->mats[k];
-	return NULL;
-}
-
 /* Whether mat is being filled from a failed copy, directly or along a
  * chain of filling copies: its copy fails too (rsd__qcopy_finish()). */
 static bool fill_doomed(const struct rsd_record *rec, const struct rsd_mat *mat)
 {
-	const struct rsd_mat *src = fill_reads(rec, mat);
+	const struct rsd_mat *src = rsd__fill_source(rec, mat);
 
 	for (uint32_t depth = rec->nmats; src && depth; depth--) {
 		if (rsd__mat_failed(src))
 			return true;
-		src = fill_reads(rec, src);
+		src = rsd__fill_source(rec, src);
 	}
 	return false;
 }
