@@ -1175,6 +1175,10 @@ ATF_TC_BODY(handed_copies_reuse_the_job, tc)
 	ATF_CHECK_EQ(async_allocs(&x, pg[1]), pinned[1] + 1);
 	ATF_CHECK_EQ(async_allocs(&x, pg[1]), pinned[1]);
 	RSD_REQUIRE_OK(rsd_fault_inject("alloc", NULL, 0, 0));
+	/* The last copy may still run: the check reads the device's memory
+	 * from this thread, so after it. */
+	OK(rsd_simdev_ops()->device_sync(x.f.sd, 0));
+	OK(rsd_manager_reap(x.f.m));
 	for (int i = 0; i < 2; i++) {
 		check_bytes(&x, pg[i], cfx_cuda(0), 90 + i);
 		check_bytes(&x, pn[i], cfx_cuda(0), 92 + i);
