@@ -119,6 +119,7 @@ struct sim_work {
 	bool listed;		    /* on sd->pending */
 	bool skip;		    /* not executed: its stream failed */
 	uint64_t started_ns;	    /* when it started (rsd:device_work) */
+	uint64_t queued_ns;	    /* when it was queued (the modelled start) */
 	union {
 		struct {
 			void *dst;
@@ -189,10 +190,20 @@ struct sim_stream {
 	struct sim_work *current;      /* that item (freed when it finishes) */
 	pthread_t runner;	       /* the thread executing it */
 	uint64_t ready_ns;	       /* when head became runnable (background) */
-	struct sim_fault fault;	       /* a copy of it failed on the device */
-	enum sim_role role;	       /* of its last copy or kernel started */
-	bool lost;		       /* its device was lost */
-	uint64_t lost_after;	       /* with lost: completed at the loss */
+	/*
+	 * The modelled time its last finished item ended (a copy's or
+	 * kernel's due time, an awaited event's, else when it was seen to
+	 * end), and the modelled time its last event completed. A GPU starts
+	 * the next item of a stream when the one before it ends, not when a
+	 * host thread notices: the link model starts an item queued in time
+	 * at this end (model_start()).
+	 */
+	uint64_t model_end_ns;
+	uint64_t completed_model_ns;
+	struct sim_fault fault; /* a copy of it failed on the device */
+	enum sim_role role;	/* of its last copy or kernel started */
+	bool lost;		/* its device was lost */
+	uint64_t lost_after;	/* with lost: completed at the loss */
 };
 
 struct sim_event {

@@ -246,6 +246,25 @@ static void trace_copy(const struct sim_stream *s, const struct sim_work *w, boo
 			   now > w->started_ns ? now - w->started_ns : 0, false);
 }
 
+/*
+ * With sd->lock held: the modelled start of s's front item w, a copy or
+ * kernel, whose runner got to it at now. With the link model on and no
+ * per-item delay, that is when w became runnable in the model: queued,
+ * and the stream's previous item over (model_end_ns), not the runner's
+ * wake-up a few tens of microseconds later, which a GPU does not have and
+ * which would otherwise add up over back-to-back copies. Never later than
+ * now; the engine still serializes it after whatever it runs (item_start).
+ */
+static uint64_t model_start(const struct rsd_simdev *sd, const struct sim_stream *s,
+			    const struct sim_work *w, uint64_t now)
+{
+	uint64_t m = w->queued_ns > s->model_end_ns ? w->queued_ns : s->model_end_ns;
+
+	if (!sd->lm.on || sd->delay_ns || sd->progress != RSD_SIMDEV_BACKGROUND || !m || m > now)
+		return now;
+	return m;
+}
+
 /* With sd->lock held, s not running and non-empty: start its front item.
  * The lock is dropped while it executes; returns its modelled end (0: none),
  * with s still running: finish_one ends it. */
@@ -265,7 +284,7 @@ static uint64_t start_one(struct rsd_simdev *sd, struct sim_stream *s)
 	admit(sd, s, w);
 	now = mono_ns();
 	w->started_ns = now;
-	w->due_ns = item_start(sd, w, now);
+	w->due_ns = item_start(sd, w, model_start(sd, s, w, now));
 	if (w->kind == SIM_WORK_COPY && !w->skip && rsd_trace_copy_enabled())
 		trace_copy(s, w, false);
 	pthread_mutex_unlock(&sd->lock);
@@ -315,6 +334,29 @@ static void trace_work(const struct sim_stream *s, const struct sim_work *w)
 			      now > w->started_ns ? now - w->started_ns : 0);
 }
 
+/*
+ * With sd->lock held, w of s over: when it ended in the model. A copy or
+ * kernel at its due time; an event record at once; a wait when the awaited
+ * stream's last event completed (no earlier than the event it waits for,
+ * so never too early); a host function or gate when it was seen to end.
+ */
+static void model_end(struct sim_stream *s, const struct sim_work *w)
+{
+	uint64_t now = mono_ns();
+	uint64_t end = w->queued_ns > s->model_end_ns ? w->queued_ns : s->model_end_ns;
+	const struct sim_stream *t = w->kind == SIM_WORK_WAIT ? w->wait.stream : NULL;
+
+	if (w->kind == SIM_WORK_COPY || w->kind == SIM_WORK_KERNEL)
+		end = w->due_ns && !w->skip ? w->due_ns : now;
+	else if (w->kind == SIM_WORK_WAIT)
+		end = t && t->completed_model_ns ?
+			      (t->completed_model_ns > end ? t->completed_model_ns : end) :
+			      now;
+	else if (w->kind != SIM_WORK_EVENT)
+		end = now;
+	s->model_end_ns = end && end < now ? end : now;
+}
+
 /* With sd->lock held: end s's running item. s may be freed on return (a
  * destroyed stream whose last item this was), and so may a stream a wait
  * item referenced. A kernel's effects run first, without the lock, with s
@@ -340,8 +382,11 @@ static void finish_one(struct rsd_simdev *sd, struct sim_stream *s)
 	s->running = false;
 	s->inflight = false;
 	s->current = NULL;
-	if (w->kind == SIM_WORK_EVENT && w->event_seq > s->completed)
+	model_end(s, w);
+	if (w->kind == SIM_WORK_EVENT && w->event_seq > s->completed) {
 		s->completed = w->event_seq;
+		s->completed_model_ns = s->model_end_ns;
+	}
 	if (w->kind == SIM_WORK_WAIT)
 		inherit_fault(s, w);
 	if (w->kind == SIM_WORK_WAIT && w->wait.stream) {
@@ -472,6 +517,7 @@ void rsd__sim_enqueue(struct rsd_simdev *sd, struct sim_stream *s, struct sim_wo
 	w->next = NULL;
 	w->stream = s;
 	w->ticket = ++sd->tickets;
+	w->queued_ns = mono_ns();
 	rsd__sim_pending_add(sd, w);
 	if (!s->head && !s->running)
 		s->ready_ns = mono_ns();

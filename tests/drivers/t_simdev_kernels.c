@@ -544,6 +544,53 @@ ATF_TC_BODY(engines_progress_independently, tc)
 	rsd_simdev_destroy(sd);
 }
 
+static void sleep_300ms(void *arg)
+{
+	struct timespec ts = { 0, 300 * 1000000L };
+
+	(void)arg;
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * With the link model, the item after a kernel starts when that kernel
+ * ends in the model, not when the simulator's worker is done with it: a
+ * GPU has no host between two items of a stream. Kernel A (10 ms) has a
+ * function that takes 300 ms of the worker's real time; kernel B (300 ms)
+ * queued behind it ends 310 ms after the start in the model, which has
+ * passed when A's function returns. Timed from the wake-up instead, B
+ * would end at 610 ms or later.
+ */
+ATF_TC_WITHOUT_HEAD(next_item_starts_at_the_modelled_end);
+ATF_TC_BODY(next_item_starts_at_the_modelled_end, tc)
+{
+	const struct rsd_device_ops *S = rsd_simdev_ops();
+	struct rsd_simdev_config c = { .ndevices = 1,
+				       .pooled = true,
+				       .links = true,
+				       .time_scale = 1,
+				       .progress = RSD_SIMDEV_BACKGROUND };
+	struct rsd_simdev *sd = mk(&c);
+	void *a = stream(sd, 0), *eb;
+	uint64_t t0, el;
+
+	t0 = now_ns();
+	RSD_REQUIRE_OK(rsd_simdev_launch_kernel(sd, a, 10 * MS, NULL, 0, sleep_300ms, NULL));
+	RSD_REQUIRE_OK(rsd_simdev_launch_kernel(sd, a, 300 * MS, NULL, 0, NULL, NULL));
+	eb = record(sd, a);
+	RSD_REQUIRE_OK(S->event_sync(sd, eb));
+	el = now_ns() - t0;
+	ATF_CHECK_MSG(el >= 310 * MS, "two kernels ended after %llu ms, before 310",
+		      (unsigned long long)(el / MS));
+	ATF_CHECK_MSG(el < 560 * MS,
+		      "kernel B ended %llu ms after the start: timed from the worker's "
+		      "wake-up (610 ms), not from kernel A's modelled end (310 ms)",
+		      (unsigned long long)(el / MS));
+	S->event_destroy(sd, eb);
+	rsd_simdev_stream_destroy(sd, a);
+	rsd_simdev_destroy(sd);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, kernel_lasts_its_duration);
@@ -553,5 +600,6 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, stream_order_around_a_kernel);
 	ATF_TP_ADD_TC(tp, launch_refuses_bad_arguments);
 	ATF_TP_ADD_TC(tp, engines_progress_independently);
+	ATF_TP_ADD_TC(tp, next_item_starts_at_the_modelled_end);
 	return atf_no_error();
 }

@@ -113,48 +113,64 @@ static void kt_bootstrap(struct kt_trace *t)
 }
 
 /*
- * The bootstrapping trace as fhe_keys replays it (keys 1/63, copies at 55
- * GB/s of the full key, 1.02 ms kernels): at 25% and 50% of the keys'
- * bytes the bound is above 1.15x the ideal, the issue's target, and the
- * plan between the bound and a few percent above it, its bytes within
- * 1.1x of Belady's.
+ * The bootstrapping trace as fhe_keys replays it (keys 1/63, 1.02 ms
+ * kernels), on the kernel's card's link (27.5 GB/s, the default) and on a
+ * PCIe 5.0 link (55 GB/s). At 25% and 50% of the keys' bytes: Belady's
+ * copies, the bound and the plan over the ideal (figures kept in
+ * Documentation/performance.md), the plan never below the bound and its
+ * bytes within 1.1x of Belady's. On the card's own link both budgets leave
+ * room under the 1.15x target; on the faster link the bound is above it.
  */
+struct kt_pairing {
+	uint64_t link_bps, copy_ns; /* the simulated 2 MiB copy: latency + bytes */
+	double bound[2], plan[2];
+};
+
+static const struct kt_pairing pairings[] = {
+	{ KT_DEFAULT_LINK_BPS, 8000 + 4804384, { 1.106, 1.124 }, { 1.113, 1.132 } },
+	{ 55000000000ull, 8000 + 2402192, { 1.212, 1.248 }, { 1.225, 1.263 } },
+};
+
 ATF_TC_WITHOUT_HEAD(bootstrap_trace);
 ATF_TC_BODY(bootstrap_trace, tc)
 {
-	/* the simulated link's 2 MiB copy at 55 GB/s / 63: latency + bytes */
-	const uint64_t copy_ns = 8000 + 2402192;
 	struct kt_opts o = { .scale = KT_DEFAULT_SCALE,
 			     .time_scale = 1,
 			     .kernel_ns = KT_DEFAULT_KERNEL_NS };
-	const double want_bound[2] = { 1.212, 1.248 }, want_plan[2] = { 1.225, 1.263 };
 	struct kt_trace t;
 
 	kt_bootstrap(&t);
 	ATF_REQUIRE_EQ(t.naccess, 161);
 	ATF_REQUIRE_EQ(t.nkeys, 55);
-	for (unsigned q = 1; q <= 2; q++) {
-		uint64_t key = t.key_bytes[0] / o.scale, bound;
-		double ideal, lower, plan;
-		unsigned copies;
-		bool exact;
+	for (size_t p = 0; p < sizeof(pairings) / sizeof(pairings[0]); p++) {
+		const struct kt_pairing *pp = &pairings[p];
 
-		o.budget = kt_key_bytes(&t, o.scale) * q / 4;
-		bound = kt_belady(&t, o.scale, o.budget, &exact);
-		ATF_CHECK(exact);
-		ATF_CHECK_EQ(bound / key, q == 1 ? 96 : 82);
-		ideal = kt_ideal(&t, &o, bound, copy_ns);
-		lower = kt_critical(&t, &o, copy_ns);
-		plan = kt_plan(&t, &o, copy_ns, &copies);
-		printf("%u%%: ideal %.1f ms, bound %.4fx, plan %.4fx (%u copies)\n", q * 25,
-		       ideal / 1e6, lower / ideal, plan / ideal, copies);
-		ATF_CHECK(lower / ideal > 1.15);
-		ATF_CHECK(lower / ideal > want_bound[q - 1] - 0.001 &&
-			  lower / ideal < want_bound[q - 1] + 0.001);
-		ATF_CHECK(plan / ideal > want_plan[q - 1] - 0.001 &&
-			  plan / ideal < want_plan[q - 1] + 0.001);
-		ATF_CHECK(plan >= lower);
-		ATF_CHECK(copies * key <= bound * 11 / 10);
+		o.link_bps = pp->link_bps;
+		for (unsigned q = 1; q <= 2; q++) {
+			uint64_t key = t.key_bytes[0] / o.scale, bound;
+			double ideal, lower, plan;
+			unsigned copies;
+			bool exact;
+
+			o.budget = kt_key_bytes(&t, o.scale) * q / 4;
+			bound = kt_belady(&t, o.scale, o.budget, &exact);
+			ATF_CHECK(exact);
+			ATF_CHECK_EQ(bound / key, q == 1 ? 96 : 82);
+			ideal = kt_ideal(&t, &o, bound, pp->copy_ns);
+			lower = kt_critical(&t, &o, pp->copy_ns);
+			plan = kt_plan(&t, &o, pp->copy_ns, &copies);
+			printf("%.1f GB/s, %u%%: ideal %.1f ms, bound %.4fx, plan %.4fx (%u copies)\n",
+			       (double)pp->link_bps / 1e9, q * 25, ideal / 1e6, lower / ideal,
+			       plan / ideal, copies);
+			ATF_CHECK((lower / ideal > 1.15) == (p == 1));
+			ATF_CHECK(plan / ideal < 1.15 || p == 1);
+			ATF_CHECK(lower / ideal > pp->bound[q - 1] - 0.001 &&
+				  lower / ideal < pp->bound[q - 1] + 0.001);
+			ATF_CHECK(plan / ideal > pp->plan[q - 1] - 0.001 &&
+				  plan / ideal < pp->plan[q - 1] + 0.001);
+			ATF_CHECK(plan >= lower);
+			ATF_CHECK(copies * key <= bound * 11 / 10);
+		}
 	}
 	kt_free(&t);
 }

@@ -174,7 +174,8 @@ static void case_fhe_keys(void)
 {
 	struct kt_opts o = { .scale = KT_DEFAULT_SCALE,
 			     .time_scale = FK_TIME_SCALE,
-			     .kernel_ns = KT_DEFAULT_KERNEL_NS };
+			     .kernel_ns = KT_DEFAULT_KERNEL_NS,
+			     .link_bps = KT_DEFAULT_LINK_BPS };
 	size_t reps = QF(1, 3);
 	struct kt_trace t;
 
@@ -183,9 +184,10 @@ static void case_fhe_keys(void)
 		return;
 	}
 	bench_note("fhe_keys: %u accesses of %u keys, %.0f MiB (scaled 1/%llu), kernel %.0f us "
-		   "x%.0f, median of %zu",
+		   "x%.0f, link %.1f GB/s, median of %zu",
 		   t.naccess, t.nkeys, (double)kt_key_bytes(&t, 1) / (1 << 20),
-		   (unsigned long long)o.scale, (double)o.kernel_ns / 1e3, o.time_scale, reps);
+		   (unsigned long long)o.scale, (double)o.kernel_ns / 1e3, o.time_scale,
+		   (double)o.link_bps / 1e9, reps);
 	fk_budget(&t, &o, 25, reps);
 	fk_budget(&t, &o, 50, reps);
 	kt_free(&t);

@@ -500,6 +500,27 @@ static uint64_t kt_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * Map the device's pool before the clock starts: the simulated device's
+ * memory is host memory populated when its pool first grows (about 20 ms
+ * for the first chunk here), which the first copy would otherwise wait
+ * for. A job's GPU pool is warm after its first step, and the trace is one
+ * step of such a job. The pooled device keeps the chunk once freed.
+ */
+static int kt_warm(struct kt_run *x)
+{
+	uint64_t n = x->o->budget;
+	struct rsd_resident *res;
+	int err;
+
+	if (!n)
+		return 0;
+	err = rsd_resident_alloc(x->m, &rsd_resident_type, KT_CUDA0, 1, &n, NULL, 0, &res);
+	if (!err)
+		rsd_resident_free(res);
+	return err;
+}
+
 static int kt_open(struct kt_run *x)
 {
 	const struct kt_opts *o = x->o;
@@ -510,9 +531,10 @@ static int kt_open(struct kt_run *x)
 		.links = true,
 		.time_scale = o->time_scale,
 		/* the scaled keys' copies take the full keys' time */
-		.h2d_bps = 55000000000ull / o->scale,
-		.d2h_bps = 55000000000ull / o->scale,
-		.pageable_bps = 27000000000ull / o->scale,
+		.h2d_bps = o->link_bps / o->scale,
+		.d2h_bps = o->link_bps / o->scale,
+		/* pageable at the simulator's own ratio, 27 of 55 */
+		.pageable_bps = o->link_bps / 55 * 27 / o->scale,
 		/* backing allocations are not what the trace measures */
 		.dev_alloc_ns = 1,
 		.pinned_alloc_ns = 1,
@@ -542,6 +564,8 @@ static int kt_open(struct kt_run *x)
 		err = rsd_controller_create(x->m, x->pol, 0, &x->c);
 	if (!err && o->lookahead)
 		err = rsd_controller_set_flags(x->c, RSD_CTRL_LOOKAHEAD);
+	if (!err)
+		err = kt_warm(x);
 	if (err)
 		return err;
 	for (unsigned k = 0; k < x->t->nkeys; k++) {
@@ -723,6 +747,7 @@ static void kt_usage(void)
 	fprintf(stderr,
 		"usage: rsd-demo --trace FILE [--scale N] [--kernel-us N] [--device-mib N]\n"
 		"                [--policy lru|next-use|both] [--time-scale X]\n"
+		"                [--link-gbps X]\n"
 		"  --trace FILE   a key-access trace (tab-separated, columns 'key' and\n"
 		"                 'key_bytes', one access per line, '#' comments), as in\n"
 		"                 tools/data/fhe-bootstrap/; replayed through the controller\n"
@@ -731,8 +756,11 @@ static void kt_usage(void)
 		"  --kernel-us N  each access's kernel (default %.0f us, one key switch)\n"
 		"  --device-mib N the device budget in scaled MiB (default: 25%% and 50%%\n"
 		"                 of the keys' bytes, one run each)\n"
-		"  --time-scale X stretch every modelled duration by X (default 1)\n",
-		KT_DEFAULT_SCALE, (double)KT_DEFAULT_KERNEL_NS / 1e3);
+		"  --time-scale X stretch every modelled duration by X (default 1)\n"
+		"  --link-gbps X  the host-device link's rate each way, in GB/s before\n"
+		"                 --scale (default %.1f, the kernel's card's PCIe 4.0 x16)\n",
+		KT_DEFAULT_SCALE, (double)KT_DEFAULT_KERNEL_NS / 1e3,
+		(double)KT_DEFAULT_LINK_BPS / 1e9);
 }
 
 struct kt_cli {
@@ -751,14 +779,17 @@ static int kt_parse_args(int argc, char **argv, struct kt_cli *cli)
 		{ "device-mib", required_argument, NULL, 4 },
 		{ "policy", required_argument, NULL, 5 },
 		{ "time-scale", required_argument, NULL, 6 },
+		{ "link-gbps", required_argument, NULL, 7 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	double gbps;
 	int c;
 
 	*cli = (struct kt_cli){ .o = { .scale = KT_DEFAULT_SCALE,
 				       .time_scale = 1,
-				       .kernel_ns = KT_DEFAULT_KERNEL_NS },
+				       .kernel_ns = KT_DEFAULT_KERNEL_NS,
+				       .link_bps = KT_DEFAULT_LINK_BPS },
 				.policies = (1u << DP_LRU) | (1u << DP_NEXT_USE) };
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -785,13 +816,17 @@ static int kt_parse_args(int argc, char **argv, struct kt_cli *cli)
 		case 6:
 			cli->o.time_scale = strtod(optarg, NULL);
 			break;
+		case 7:
+			gbps = strtod(optarg, NULL);
+			cli->o.link_bps = gbps >= 0.001 && gbps <= 1e6 ? (uint64_t)(gbps * 1e9) : 0;
+			break;
 		default:
 			kt_usage();
 			return -1;
 		}
 	}
 	if (optind < argc || !cli->path || cli->path[0] == '-' || !cli->o.scale || !cli->policies ||
-	    !(cli->o.time_scale > 0)) {
+	    !(cli->o.time_scale > 0) || cli->o.link_bps / cli->o.scale == 0) {
 		kt_usage();
 		return -1;
 	}
@@ -1087,10 +1122,10 @@ int kt_main(int argc, char **argv)
 		return 2;
 	total = kt_key_bytes(&t, cli.o.scale);
 	printf("%s: %u accesses of %u keys, %.1f MiB of keys (scaled 1/%llu: %.1f MiB); "
-	       "kernel %.0f us per access\n",
+	       "kernel %.0f us per access; link %.1f GB/s\n",
 	       cli.path, t.naccess, t.nkeys, demo_mib(kt_key_bytes(&t, 1)),
 	       (unsigned long long)cli.o.scale, demo_mib(total),
-	       (double)cli.o.kernel_ns * cli.o.time_scale / 1e3);
+	       (double)cli.o.kernel_ns * cli.o.time_scale / 1e3, (double)cli.o.link_bps / 1e9);
 	if (cli.device_mib)
 		rc = kt_budget_runs(&t, &cli, cli.device_mib * MiB);
 	else

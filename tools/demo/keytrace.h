@@ -29,6 +29,15 @@
  * its key switches': a key switch's own kernel is, if anything, shorter.
  */
 #define KT_DEFAULT_KERNEL_NS 1020000ull
+/*
+ * The link the keys cross: the same card's. An RTX 4090 is a PCIe 4.0 x16
+ * card, whose lanes run at half a PCIe 5.0 lane's rate (16 against 32 GT/s,
+ * the same 128b/130b encoding): half the 55 GB/s the simulated device
+ * models for a PCIe 5.0 x16 link, at the same efficiency. A kernel time
+ * from one card with another card's link would describe no machine
+ * (Documentation/performance.md shows both pairings).
+ */
+#define KT_DEFAULT_LINK_BPS 27500000000ull
 
 struct kt_trace {
 	unsigned naccess, nkeys;
@@ -41,6 +50,7 @@ struct kt_opts {
 	uint64_t scale;	      /* key bytes and link bandwidths divided by it */
 	double time_scale;    /* every modelled duration multiplied by it */
 	uint64_t kernel_ns;   /* one access's kernel, before time_scale */
+	uint64_t link_bps;    /* host <-> device, each way, before scale */
 	uint64_t budget;      /* cuda:0's budget in scaled bytes */
 	enum demo_policy pol; /* with the trace as the schedule */
 	bool prefetch;	      /* use access i + 1 while kernel i runs */
