@@ -6,7 +6,8 @@
  * 55 keys of 126 MiB), replayed through the controller by
  * tools/demo/keytrace.c: keys are pinned values scaled down 63 times (2 MiB
  * each) with the link model's bandwidths divided by 63, the trace is the
- * schedule, each access a key-switch kernel of KT_DEFAULT_KERNEL_NS.
+ * schedule, each access a key-switch kernel of KT_DEFAULT_KERNEL_NS, the
+ * link that kernel's card's (KT_DEFAULT_LINK_BPS).
  *
  * Device budgets of 25% and 50% of the keys' bytes, both policies, each
  * waiting, prefetching one access ahead, and (next-use) with
@@ -20,9 +21,9 @@
  * the trace's lower bound (kt_critical: the copies the accesses up to one
  * must wait for, then the kernels after it or the copies the rest needs
  * beyond what the budget holds), and the bound and an offline plan
- * (kt_plan) over the ideal as bound_* and plan_* lines: the bound is
- * 1.21x the ideal at 25% and 1.25x at 50%, so no replay meets the target
- * at either budget (Documentation/performance.md).
+ * (kt_plan) over the ideal as bound_* and plan_* lines: 1.106x and 1.113x
+ * at 25%, 1.124x and 1.132x at 50% (on a PCIe 5.0 link, 1.21x-1.26x: no
+ * replay could meet the target; Documentation/performance.md).
  */
 #include <unistd.h>
 
