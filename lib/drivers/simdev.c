@@ -12,6 +12,7 @@
  * caller's bug a real GPU would turn into silent corruption; the simulator
  * reports it and aborts.
  */
+#include <execinfo.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -339,7 +340,7 @@ static int sim_alloc(void *ctx, struct rsd_location at, uint64_t nbytes, void **
 static void sim_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbytes)
 {
 	struct rsd_simdev *sd = ctx;
-	char name[RSD_LOCATION_NAME_MAX];
+	char name[RSD_LOCATION_NAME_MAX], what[512];
 	bool busy, lost;
 
 	if (!ptr)
@@ -349,15 +350,20 @@ static void sim_free(void *ctx, struct rsd_location at, void *ptr, uint64_t nbyt
 	 * context frees nothing: the bytes stay allocated (and counted). */
 	lost = at.kind == RSD_CUDA && at.device >= 0 && at.device < sd->ndevices &&
 	       sd->dev[at.device].lost;
-	busy = !lost && rsd__sim_pending_touches(sd, ptr, nbytes);
+	busy = !lost && rsd__sim_pending_touches(sd, ptr, nbytes, what, sizeof(what));
 	pthread_mutex_unlock(&sd->lock);
 	if (lost)
 		return;
 	if (busy) {
+		void *chain[32];
+		int depth = backtrace(chain, 32);
+
 		fprintf(stderr,
 			"librsd: simulated device: free of %p (%" PRIu64 " bytes) at %s while a "
-			"queued copy or kernel still reads or writes it; a GPU would corrupt it\n",
-			ptr, nbytes, rsd_location_name(at, name, sizeof(name)));
+			"queued copy or kernel still reads or writes it (%s); a GPU would "
+			"corrupt it. The freeing call:\n",
+			ptr, nbytes, rsd_location_name(at, name, sizeof(name)), what);
+		backtrace_symbols_fd(chain, depth, 2);
 		abort();
 	}
 	if ((at.kind != RSD_PINNED_HOST && at.kind != RSD_CUDA) || !rsd_location_valid(at) ||

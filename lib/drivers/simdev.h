@@ -368,8 +368,10 @@ uint64_t rsd__sim_now_ns(void);
 void rsd__sim_pending_add(struct rsd_simdev *sd, struct sim_work *w);
 /* Take w off sd->pending if it is there (when it finishes). */
 void rsd__sim_pending_del(struct rsd_simdev *sd, struct sim_work *w);
-/* Whether a listed item reads or writes some byte of [p, p + n). */
-bool rsd__sim_pending_touches(struct rsd_simdev *sd, const void *p, uint64_t n);
+/* Whether a listed item reads or writes some byte of [p, p + n); with buf,
+ * the first such item described in it (what, where, whether started). */
+bool rsd__sim_pending_touches(struct rsd_simdev *sd, const void *p, uint64_t n, char *buf,
+			      size_t len);
 /* w is starting: abort, naming both, if an item queued before it and not
  * finished writes what it reads or reads what it writes. */
 void rsd__sim_check_order(struct rsd_simdev *sd, const struct sim_work *w);

@@ -84,15 +84,31 @@ void rsd__sim_pending_del(struct rsd_simdev *sd, struct sim_work *w)
 	w->listed = false;
 }
 
-bool rsd__sim_pending_touches(struct rsd_simdev *sd, const void *p, uint64_t n)
+static void describe(const struct sim_work *w, char *buf, size_t len);
+
+bool rsd__sim_pending_touches(struct rsd_simdev *sd, const void *p, uint64_t n, char *buf,
+			      size_t len)
 {
 	const struct sim_work *w;
 	struct range r;
 
 	rsd__list_for_each_entry(w, &sd->pending, pend)
-		for (size_t i = 0; range_of(w, i, &r); i++)
-			if (overlap(r.p, r.n, p, n))
+		for (size_t i = 0; range_of(w, i, &r); i++) {
+			char what[256];
+
+			/* Queued on a stream that failed: it will be skipped
+			 * (a stream's fault is never cleared), as the item
+			 * that failed was. Its event has answered the failure
+			 * already, and its owner may free its buffers. */
+			if (w->stream->fault.err || !overlap(r.p, r.n, p, n))
+				continue;
+			if (!buf)
 				return true;
+			describe(w, what, sizeof(what));
+			snprintf(buf, len, "%s, ticket %" PRIu64 ", %s", what, w->ticket,
+				 w->stream->current == w ? "running" : "queued");
+			return true;
+		}
 	return false;
 }
 

@@ -185,7 +185,7 @@ static bool copy_touches_lost(struct rsd_simdev *sd, struct sim_stream *s, struc
  * event recorded before it has completed (items run in order) and none
  * after it has, so s->completed is the last event the fault spares.
  */
-static void admit(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w)
+static void admit_or_skip(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w)
 {
 	int err;
 
@@ -215,6 +215,16 @@ static void admit(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *
 	s->fault.err = err;
 	s->fault.call = sd->calls[RSD_SIMDEV_COPY_EXEC];
 	s->fault.after = s->completed;
+}
+
+static void admit(struct rsd_simdev *sd, struct sim_stream *s, struct sim_work *w)
+{
+	admit_or_skip(sd, s, w);
+	/* A skipped item touches no memory from here on: its stream's fault
+	 * answers its event at once (event_query), and whoever owns its
+	 * buffers may free them before its runner has finished it. */
+	if (w->skip)
+		rsd__sim_pending_del(sd, w);
 }
 
 /* With sd->lock held: the modelled end of w, starting now (0: none). */
