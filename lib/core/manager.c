@@ -708,6 +708,40 @@ static bool dump_lock(struct rsd_manager *m)
 	return false;
 }
 
+/*
+ * One lease record of the dump (m->lock held): what it covers, its state,
+ * how many of its events a reap has yet to see, what the driver answers
+ * for each now, and the transfer it carries. A record whose events all
+ * answered but that stays pending is a reap that does not fold it in; one
+ * whose events never answer is device work that never ends.
+ */
+static void dump_lease(struct rsd_manager *m, const struct rsd_lease_rec *l, FILE *f)
+{
+	static const char *const state[] = { "active", "pending", "done" };
+	char at[RSD_LOCATION_NAME_MAX], to[RSD_LOCATION_NAME_MAX];
+	const struct rsd_xfer *xf = l->xf;
+
+	fprintf(f,
+		"    lease record %llu: %s at %s, %zu values (first %llu), %zu events, %zu not seen "
+		"complete, %u waiters; driver answers:",
+		(unsigned long long)l->id, state[l->state],
+		rsd_location_name(l->loc, at, sizeof(at)), l->n,
+		l->n ? (unsigned long long)l->ids[0] : 0ull, l->nevents, l->nleft, l->waiters);
+	for (size_t i = 0; i < l->nevents && i < 4; i++)
+		fprintf(f, " %d", l->events[i] ? m->ops->event_query(m->ops_ctx, l->events[i]) : 9);
+	fputc('\n', f);
+	if (!xf)
+		return;
+	fprintf(f,
+		"      transfer of value %llu to %s: state %d, kind %d, error %d, told %d, "
+		"leftover at %s (%s), garbage %d, lent %d\n",
+		xf->rec ? (unsigned long long)xf->rec->handle.id : 0ull,
+		rsd_location_name(xf->to, to, sizeof(to)), (int)xf->state, (int)xf->kind, xf->err,
+		(int)xf->told, rsd_location_name(xf->leftover_at, at, sizeof(at)),
+		xf->leftover ? (xf->leftover_charged ? "charged" : "not charged") : "none",
+		xf->garbage != NULL, (int)xf->lent);
+}
+
 void rsd__manager_dump(struct rsd_manager *m, FILE *f)
 {
 	static const char *const what[] = { "nothing", "only lease events not yet reaped",
@@ -750,6 +784,8 @@ void rsd__manager_dump(struct rsd_manager *m, FILE *f)
 			(unsigned long long)a->hold_count, (unsigned long long)a->reservation_count,
 			(unsigned long long)a->pending_count, a->failed ? ", device lost" : "");
 	}
+	for (const struct rsd__list_node *p = m->leases.first; p; p = p->next)
+		dump_lease(m, rsd__container_of(p, struct rsd_lease_rec, node), f);
 	pthread_mutex_unlock(&m->lock);
 }
 
