@@ -96,17 +96,18 @@ bool rsd__sim_pending_touches(struct rsd_simdev *sd, const void *p, uint64_t n, 
 		for (size_t i = 0; range_of(w, i, &r); i++) {
 			char what[256];
 
-			/* Queued on a stream that failed: it will be skipped
-			 * (a stream's fault is never cleared), as the item
-			 * that failed was. Its event has answered the failure
-			 * already, and its owner may free its buffers. */
-			if (w->stream->fault.err || !overlap(r.p, r.n, p, n))
+			/* Work queued behind a failed copy counts: nothing
+			 * may free what it names before its stream is
+			 * synchronized (it is skipped here; a device whose
+			 * failure is not sticky would run it). */
+			if (!overlap(r.p, r.n, p, n))
 				continue;
 			if (!buf)
 				return true;
 			describe(w, what, sizeof(what));
-			snprintf(buf, len, "%s, ticket %" PRIu64 ", %s", what, w->ticket,
-				 w->stream->current == w ? "running" : "queued");
+			snprintf(buf, len, "%s, ticket %" PRIu64 ", %s%s", what, w->ticket,
+				 w->stream->current == w ? "running" : "queued",
+				 w->stream->fault.err ? " behind a failed copy of its stream" : "");
 			return true;
 		}
 	return false;

@@ -383,43 +383,6 @@ ATF_TC_BODY(copy_exec_fault_fails_the_stream, tc)
 	fix_fini(&f);
 }
 
-/*
- * Work queued behind a failed copy touches nothing: it is skipped when it
- * runs, and its event answers the failure at once, so its owner may free
- * its buffers before the stream gets to it. Background mode: the failing
- * copy runs, a closed gate holds the copy behind it (reading h, writing o)
- * queued; h is freed (no abort), the gate opens, o stays unwritten.
- */
-ATF_TC_WITHOUT_HEAD(free_behind_a_failed_copy);
-ATF_TC_BODY(free_behind_a_failed_copy, tc)
-{
-	const struct rsd_device_ops *S = rsd_simdev_ops();
-	struct fix f;
-	void *e1, *e2, *g = NULL;
-
-	fix_init(&f);
-	rsd_simdev_set_progress(f.sd, RSD_SIMDEV_BACKGROUND, 0);
-	rsd_simdev_fail_nth(f.sd, RSD_SIMDEV_COPY_EXEC, 1, RSD_EDEVICE);
-	RSD_REQUIRE_OK(S->copy(f.sd, f.d, CUDA0, f.h, PINNED, 64, f.s1));
-	e1 = record(f.sd, f.s1);
-	RSD_REQUIRE_OK(S->gate_queue(f.sd, f.s1, &g));
-	RSD_REQUIRE_OK(S->copy(f.sd, f.o, CUDA0, f.h, PINNED, 64, f.s1));
-	e2 = record(f.sd, f.s1);
-	RSD_CHECK_ERR(RSD_EDEVICE, S->event_sync(f.sd, e1));
-	/* The second copy is still queued behind the gate, and answered. */
-	RSD_CHECK_ERR(RSD_EDEVICE, S->event_query(f.sd, e2));
-	S->free(f.sd, PINNED, f.h, 64);
-	f.h = NULL;
-	S->gate_open(f.sd, g, 0);
-	RSD_CHECK_OK(S->stream_sync(f.sd, f.s1));
-	ATF_CHECK_EQ(f.o[0], 0);
-	ATF_CHECK_EQ(f.o[63], 0);
-	ATF_CHECK_EQ(rsd_simdev_calls(f.sd, RSD_SIMDEV_COPY_EXEC), 1);
-	S->event_destroy(f.sd, e1);
-	S->event_destroy(f.sd, e2);
-	fix_fini(&f);
-}
-
 /* fail_all makes every copy fail when it runs (immediate mode: inside the
  * copy call, which still succeeds), with the injected code, either sign. */
 ATF_TC_WITHOUT_HEAD(copy_exec_fail_all);
@@ -462,6 +425,5 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, ordered_readers_do_not_abort);
 	ATF_TP_ADD_TC(tp, copy_exec_fault_fails_the_stream);
 	ATF_TP_ADD_TC(tp, copy_exec_fail_all);
-	ATF_TP_ADD_TC(tp, free_behind_a_failed_copy);
 	return atf_no_error();
 }
