@@ -345,17 +345,29 @@ static struct cuda_event *live_event(void *event)
 	return ev;
 }
 
-int cu_event_query(void *ctx, void *event)
+/* event, live and of a device not lost, into *out; else op's error. */
+static int sound_event(void *event, const char *op, struct cuda_event **out)
 {
 	struct cuda_event *ev = live_event(event);
+
+	if (!ev)
+		return -RSD_ETYPE;
+	if (cuda_dev_lost(ev->device))
+		return cuda_check_lost(op, ev->device);
+	*out = ev;
+	return 0;
+}
+
+int cu_event_query(void *ctx, void *event)
+{
+	struct cuda_event *ev = NULL;
 	cudaError_t e;
 	int rc;
 
 	(void)ctx;
-	if (!ev)
-		return -RSD_ETYPE;
-	if (cuda_dev_lost(ev->device))
-		return cuda_check_lost("event_query", ev->device);
+	rc = sound_event(event, "event_query", &ev);
+	if (rc)
+		return rc;
 	e = cudaEventQuery(ev->ev);
 	if (e == cudaSuccess) {
 		cuda_timed_reap();
@@ -369,14 +381,14 @@ int cu_event_query(void *ctx, void *event)
 
 int cu_event_sync(void *ctx, void *event)
 {
-	struct cuda_event *ev = live_event(event);
+	struct cuda_event *ev = NULL;
 	cudaError_t e;
+	int rc;
 
 	(void)ctx;
-	if (!ev)
-		return -RSD_ETYPE;
-	if (cuda_dev_lost(ev->device))
-		return cuda_check_lost("event_sync", ev->device);
+	rc = sound_event(event, "event_sync", &ev);
+	if (rc)
+		return rc;
 	e = cudaEventSynchronize(ev->ev);
 	if (e != cudaSuccess)
 		return cuda_fail("cudaEventSynchronize", e);
@@ -395,18 +407,17 @@ void cu_event_destroy(void *ctx, void *event)
 
 int cu_stream_wait_event(void *ctx, void *stream, void *event)
 {
-	struct cuda_event *ev;
+	struct cuda_event *ev = NULL;
 	cudaError_t e;
+	int rc;
 
 	(void)ctx;
 	if (!stream)
 		return rsd__err(RSD_ETYPE, "CUDA driver: stream_wait_event needs a stream, not "
 					   "NULL");
-	ev = live_event(event);
-	if (!ev)
-		return -RSD_ETYPE;
-	if (cuda_dev_lost(ev->device))
-		return cuda_check_lost("stream_wait_event", ev->device);
+	rc = sound_event(event, "stream_wait_event", &ev);
+	if (rc)
+		return rc;
 	e = cudaStreamWaitEvent((cudaStream_t)stream, ev->ev, 0);
 	return e == cudaSuccess ? 0 : cuda_fail("cudaStreamWaitEvent", e);
 }
