@@ -349,13 +349,14 @@ static struct cuda_event *live_event(void *event)
 static int sound_event(void *event, const char *op, struct cuda_event **out)
 {
 	struct cuda_event *ev = live_event(event);
+	int rc;
 
 	if (!ev)
 		return -RSD_ETYPE;
-	if (cuda_dev_lost(ev->device))
-		return cuda_check_lost(op, ev->device);
-	*out = ev;
-	return 0;
+	rc = cuda_check_lost(op, ev->device);
+	if (!rc)
+		*out = ev;
+	return rc;
 }
 
 int cu_event_query(void *ctx, void *event)
